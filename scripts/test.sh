@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Second README command (and what CI runs): install what is missing, build and
+# run the whole test suite, then again under AddressSanitizer + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+J=$(nproc)
+
+echo "== Release build and tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$J"
+ctest --test-dir build --output-on-failure -j"$J"
+
+echo "== ASan + UBSan build and tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHQEKV_SANITIZE=ON -DHQEKV_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$J"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$J" -LE no_sanitize
+
+if [[ -x scripts/fuzz.sh ]]; then
+  echo "== Fuzzing (short run on the seed corpus)"
+  bash scripts/fuzz.sh
+fi
+echo "== all tests passed"

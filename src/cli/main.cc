@@ -1,0 +1,47 @@
+// hqekv: KV-cache compression for long-context LLM inference.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "cli/registry.h"
+
+namespace hqekv::cli {
+namespace {
+std::vector<std::pair<int, CommandFactory>>& Registry() {
+  static std::vector<std::pair<int, CommandFactory>> r;
+  return r;
+}
+}  // namespace
+
+CommandRegistrar::CommandRegistrar(int order, CommandFactory factory) {
+  Registry().emplace_back(order, std::move(factory));
+}
+
+void AddAllCommands(CLI::App& app, int* rc) {
+  auto& r = Registry();
+  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [order, factory] : r) factory(app, rc);
+}
+
+}  // namespace hqekv::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"hqekv: hybrid quantization and eviction of the KV cache for long-context LLM inference"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hqekv 0.1.0");
+  int rc = 0;
+  hqekv::cli::AddAllCommands(app, &rc);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {  // last line of defence: never crash on bad input
+    std::fprintf(stderr, "hqekv: error: %s\n", e.what());
+    return 1;
+  }
+  return rc;
+}
