@@ -12,6 +12,10 @@ namespace {
 
 // Workers wait for a generation counter to change, run their slice of the
 // current job, and report completion. The caller runs slice 0 itself.
+// True on pool workers and on a caller while it runs a slice: nested
+// ParallelFor calls from such threads run inline instead of deadlocking.
+thread_local bool t_inside_pool = false;
+
 class Pool {
  public:
   ~Pool() { Resize(1); }
@@ -28,15 +32,17 @@ class Pool {
     workers_.clear();
     stop_ = false;
     threads_ = n;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { Loop(i); });
+    // A worker must start from the generation current now, not the one it
+    // sees when its thread gets scheduled, or it could miss the first job.
+    const uint64_t start = generation_;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, start] { Loop(i, start); });
   }
 
   int threads() const { return threads_; }
 
   void Run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-    thread_local bool inside = false;
     const int parts = static_cast<int>(std::min<int64_t>(threads_, n));
-    if (parts <= 1 || inside) {
+    if (parts <= 1 || t_inside_pool) {
       if (n > 0) fn(0, n);
       return;
     }
@@ -50,9 +56,9 @@ class Pool {
       ++generation_;
     }
     cv_.notify_all();
-    inside = true;
+    t_inside_pool = true;
     Slice(0, n, parts, fn);
-    inside = false;
+    t_inside_pool = false;
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [this] { return pending_ == 0; });
     job_ = nullptr;
@@ -64,12 +70,8 @@ class Pool {
     if (b < e) fn(b, e);
   }
 
-  void Loop(int index) {
-    uint64_t seen = 0;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      seen = generation_;
-    }
+  void Loop(int index, uint64_t seen) {
+    t_inside_pool = true;
     for (;;) {
       const std::function<void(int64_t, int64_t)>* job;
       int64_t n;
