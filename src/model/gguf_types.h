@@ -1,0 +1,44 @@
+// Weight tensor types and their storage geometry (ggml block layout).
+//
+// A tensor of type T with ne[0] elements per row is stored as rows of
+// ne[0] / BlockSize(T) blocks of BlockBytes(T) bytes; ne[0] must be a multiple
+// of BlockSize(T). Numbers are those of ggml (ggml.h / ggml-common.h):
+//   F32 (id 0): 1 value, 4 B      F16 (1): 1, 2 B      BF16 (30): 1, 2 B
+//   Q4_0 (2): 32 values, 18 B (fp16 d + 16 B nibbles)
+//   Q8_0 (8): 32 values, 34 B (fp16 d + 32 int8)
+//   Q4_K (12): 256 values, 144 B (fp16 d, dmin, 12 B scales, 128 B nibbles)
+//   Q6_K (14): 256 values, 210 B (128 B ql, 64 B qh, 16 int8 scales, fp16 d)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hqekv {
+
+enum class TensorType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+
+// ggml type id <-> TensorType. Unsupported ids give nullopt.
+std::optional<TensorType> TensorTypeFromGgml(uint32_t ggml_id);
+uint32_t GgmlTypeId(TensorType t);
+const char* TensorTypeName(TensorType t);  // "F32", "F16", "BF16", "Q8_0", ...
+std::optional<TensorType> TensorTypeFromName(const std::string& name);  // inverse, case-insensitive
+
+int BlockSize(TensorType t);   // values per block
+int BlockBytes(TensorType t);  // bytes per block
+
+// Bytes of a tensor with shape ne (ggml order), or nullopt when ne[0] is not a
+// multiple of the block size, a dimension is < 0, or the size overflows
+// (the bound keeps every product below 2^62).
+std::optional<uint64_t> TensorBytes(TensorType t, const std::vector<int64_t>& ne);
+
+// GGUF metadata value types (gguf.h enum gguf_type).
+enum class GgufType : uint32_t {
+  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
+  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+};
+const char* GgufTypeName(GgufType t);
+
+}  // namespace hqekv

@@ -1,0 +1,18 @@
+// Builds a Tokenizer from the tokenizer.ggml.* keys of a GGUF file.
+#pragma once
+
+#include <memory>
+
+#include "core/status.h"
+#include "model/gguf.h"
+#include "model/tokenizer.h"
+
+namespace hqekv {
+
+// Reads tokenizer.ggml.model ("llama" -> SPM, "gpt2" -> BPE), .pre, .tokens,
+// .scores, .token_type, .merges, .bos/.eos/.unknown/.padding/.eot/.eom_token_id,
+// .add_bos_token, .add_space_prefix. Errors name the file and key.
+Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& file);
+Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file);
+
+}  // namespace hqekv
