@@ -1,0 +1,71 @@
+// Weight kernels of the forward pass: rows of a weight matrix stored in one
+// of the GGUF (ggml) block formats, multiplied by fp32 activations.
+//
+// Block layouts (ggml, little-endian; "fp16" = IEEE binary16):
+//   F32, F16, BF16 : one element per value.
+//   Q8_0 (34 B / 32)  : fp16 d, int8 q[32];            x = d * q
+//   Q4_0 (18 B / 32)  : fp16 d, uint8 qs[16];          x[j] = d * ((qs[j] & 15) - 8),
+//                                                      x[j+16] = d * ((qs[j] >> 4) - 8)
+//   Q4_K (144 B / 256): fp16 d, fp16 dmin, uint8 scales[12] (8 pairs of 6-bit scale/min),
+//                       uint8 qs[128]; 4 groups of 64: low nibbles of qs[32g..32g+32) are
+//                       sub-block 2g, high nibbles sub-block 2g+1; x = d*sc*q - dmin*m
+//   Q6_K (210 B / 256): uint8 ql[128] (low 4 bits), uint8 qh[64] (high 2 bits),
+//                       int8 scales[16] (one per 16 values), fp16 d; x = d*scale*(q - 32)
+//
+// Activations stay fp32: a SIMD kernel dequantizes weight blocks on the fly
+// and accumulates fp32 products (no activation quantization, so the only
+// difference to the scalar reference is fp32 summation order).
+//
+// Every SIMD entry point (Highway, runtime dispatch) has a scalar reference
+// here (the *Ref functions) that is its test oracle.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace hqekv::kernels {
+
+enum class WeightType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+
+const char* WeightTypeName(WeightType t);
+int BlockElements(WeightType t);  // values per block: 1, 32 or 256
+int BlockBytes(WeightType t);     // bytes per block
+// Bytes of a row of k values; k must be a multiple of BlockElements(t).
+int64_t RowBytes(WeightType t, int64_t k);
+// Error naming `what` unless k > 0 and k % BlockElements(t) == 0.
+Status CheckRowLength(WeightType t, int64_t k, const std::string& what);
+
+// A row-major weight matrix: n rows of k values, rows RowBytes(type, k) apart.
+// W[r] multiplies an activation vector of length k (ggml ne[0] = k, ne[1] = n).
+struct WeightMatrix {
+  WeightType type = WeightType::kF32;
+  const void* data = nullptr;
+  int64_t n = 0;  // rows (outputs)
+  int64_t k = 0;  // row length (inputs)
+  const uint8_t* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + r * RowBytes(type, k);
+  }
+};
+
+// ---- scalar references (oracles) ----
+void DequantizeRowRef(WeightType t, const void* row, int64_t k, float* out);
+// Dot of a weight row with x[k]; accumulates in double.
+double DotRef(WeightType t, const void* row, const float* x, int64_t k);
+
+// ---- SIMD (Highway, runtime dispatch) ----
+float Dot(WeightType t, const void* row, const float* x, int64_t k);
+void DequantizeRow(WeightType t, const void* row, int64_t k, float* out);
+
+// y[n] = W x, x[k]; rows split across the thread pool.
+void MatVec(const WeightMatrix& w, const float* x, float* y);
+// Y[m][n] = X[m][k] W^T for m activation rows (batched prefill); blocked
+// GEMM: panels of weight rows are dequantized to fp32 once per block of
+// activation rows. m == 1 falls back to MatVec.
+void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y);
+
+// Scalar reference of MatMul (double accumulation, no threads).
+void MatMulRef(const WeightMatrix& w, const float* x, int64_t m, float* y);
+
+}  // namespace hqekv::kernels

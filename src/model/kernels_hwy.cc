@@ -1,0 +1,356 @@
+// SIMD weight kernels (Highway, compiled for every target, dispatched at run
+// time): fused dequantize-and-dot per block format, and the fp32 register-
+// blocked micro-kernel of the prefill GEMM. Oracles: kernels_ref.cc.
+#include <cstring>
+
+#include "core/half.h"
+#include "model/kernels.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "model/kernels_hwy.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hqekv::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// At most 16 lanes, so that one vector never spans two 16-value groups of a
+// block (Q4_0 halves, Q6_K sub-blocks).
+using DF = hn::CappedTag<float, 16>;
+
+inline float Half(const uint8_t* p) {
+  f16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+float DotF32(const float* w, const float* x, int64_t k) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 4 * N <= k; i += 4 * N) {
+    a0 = hn::MulAdd(hn::LoadU(df, w + i), hn::LoadU(df, x + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(df, w + i + N), hn::LoadU(df, x + i + N), a1);
+    a2 = hn::MulAdd(hn::LoadU(df, w + i + 2 * N), hn::LoadU(df, x + i + 2 * N), a2);
+    a3 = hn::MulAdd(hn::LoadU(df, w + i + 3 * N), hn::LoadU(df, x + i + 3 * N), a3);
+  }
+  for (; i + N <= k; i += N) a0 = hn::MulAdd(hn::LoadU(df, w + i), hn::LoadU(df, x + i), a0);
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < k; ++i) s += w[i] * x[i];
+  return s;
+}
+
+float DotF16(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int64_t N = hn::Lanes(df);
+  const hwy::float16_t* w = reinterpret_cast<const hwy::float16_t*>(p);
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * N <= k; i += 2 * N) {
+    a0 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i)), hn::LoadU(df, x + i), a0);
+    a1 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i + N)), hn::LoadU(df, x + i + N), a1);
+  }
+  for (; i + N <= k; i += N) {
+    a0 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i)), hn::LoadU(df, x + i), a0);
+  }
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1)));
+  for (; i < k; ++i) s += Half(p + 2 * i) * x[i];
+  return s;
+}
+
+float DotBF16(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::Rebind<uint16_t, DF> d16;
+  const hn::Rebind<uint32_t, DF> d32;
+  const int64_t N = hn::Lanes(df);
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(p);
+  auto a0 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + N <= k; i += N) {
+    const auto wf = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, w + i))));
+    a0 = hn::MulAdd(wf, hn::LoadU(df, x + i), a0);
+  }
+  float s = hn::GetLane(hn::SumOfLanes(df, a0));
+  for (; i < k; ++i) {
+    uint16_t b;
+    std::memcpy(&b, p + 2 * i, 2);
+    const uint32_t bits = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    s += f * x[i];
+  }
+  return s;
+}
+
+// Sum over one Q8_0 block of q[j] * x[j] (unscaled); two chains for ILP.
+HWY_INLINE hn::Vec<DF> BlockQ8(const int8_t* q, const float* x) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  auto s0 = hn::Zero(df), s1 = hn::Zero(df);
+  for (int j = 0; j < 32; j += 2 * N) {
+    s0 = hn::MulAdd(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j))), hn::LoadU(df, x + j), s0);
+    s1 = hn::MulAdd(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j + N))),
+                    hn::LoadU(df, x + j + N), s1);
+  }
+  return hn::Add(s0, s1);
+}
+
+float DotQ8_0(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const int64_t nb = k / 32;
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* b0 = p + 34 * b;
+    const uint8_t* b1 = b0 + 34;
+    acc0 = hn::MulAdd(hn::Set(df, Half(b0)), BlockQ8(reinterpret_cast<const int8_t*>(b0 + 2), x + 32 * b), acc0);
+    acc1 = hn::MulAdd(hn::Set(df, Half(b1)),
+                      BlockQ8(reinterpret_cast<const int8_t*>(b1 + 2), x + 32 * b + 32), acc1);
+  }
+  if (b < nb) {
+    const uint8_t* b0 = p + 34 * b;
+    acc0 = hn::MulAdd(hn::Set(df, Half(b0)), BlockQ8(reinterpret_cast<const int8_t*>(b0 + 2), x + 32 * b), acc0);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+}
+
+float DotQ4_0(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto m15 = hn::Set(di, 15), eight = hn::Set(di, 8);
+  auto acc = hn::Zero(df);
+  for (int64_t b = 0; b < k / 32; ++b, p += 18, x += 32) {
+    auto s0 = hn::Zero(df), s1 = hn::Zero(df);
+    for (int j = 0; j < 16; j += N) {
+      const auto v = hn::PromoteTo(di, hn::LoadU(d8, p + 2 + j));
+      const auto lo = hn::Sub(hn::And(v, m15), eight);
+      const auto hi = hn::Sub(hn::ShiftRight<4>(v), eight);
+      s0 = hn::MulAdd(hn::ConvertTo(df, lo), hn::LoadU(df, x + j), s0);
+      s1 = hn::MulAdd(hn::ConvertTo(df, hi), hn::LoadU(df, x + 16 + j), s1);
+    }
+    acc = hn::MulAdd(hn::Set(df, Half(p)), hn::Add(s0, s1), acc);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+inline void ScaleMin(int j, const uint8_t* s, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// sum d*sc*q*x - dmin*m*x = d*sc*sum(q*x) - dmin*m*sum(x) per 32-value sub-block.
+float DotQ4_K(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto m15 = hn::Set(di, 15);
+  auto acc = hn::Zero(df);
+  for (int64_t b = 0; b < k / 256; ++b, p += 144) {
+    const float d = Half(p), dmin = Half(p + 2);
+    for (int g = 0; g < 4; ++g) {
+      int sc1, m1, sc2, m2;
+      ScaleMin(2 * g, p + 4, &sc1, &m1);
+      ScaleMin(2 * g + 1, p + 4, &sc2, &m2);
+      const uint8_t* q = p + 16 + 32 * g;
+      const float* xs = x + 256 * b + 64 * g;
+      auto sq1 = hn::Zero(df), sx1 = hn::Zero(df), sq2 = hn::Zero(df), sx2 = hn::Zero(df);
+      for (int j = 0; j < 32; j += N) {
+        const auto v = hn::PromoteTo(di, hn::LoadU(d8, q + j));
+        const auto xa = hn::LoadU(df, xs + j), xb = hn::LoadU(df, xs + 32 + j);
+        sq1 = hn::MulAdd(hn::ConvertTo(df, hn::And(v, m15)), xa, sq1);
+        sq2 = hn::MulAdd(hn::ConvertTo(df, hn::ShiftRight<4>(v)), xb, sq2);
+        sx1 = hn::Add(sx1, xa);
+        sx2 = hn::Add(sx2, xb);
+      }
+      acc = hn::MulAdd(hn::Set(df, d * sc1), sq1, acc);
+      acc = hn::MulAdd(hn::Set(df, -dmin * m1), sx1, acc);
+      acc = hn::MulAdd(hn::Set(df, d * sc2), sq2, acc);
+      acc = hn::MulAdd(hn::Set(df, -dmin * m2), sx2, acc);
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+float DotQ6_K(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto m15 = hn::Set(di, 15), m3 = hn::Set(di, 3), c32 = hn::Set(di, 32);
+  auto acc = hn::Zero(df);
+  for (int64_t b = 0; b < k / 256; ++b, p += 210) {
+    const float d = Half(p + 208);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = p + 64 * half;
+      const uint8_t* qh = p + 128 + 32 * half;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192) + 8 * half;
+      const float* xs = x + 256 * b + 128 * half;
+      for (int l0 = 0; l0 < 32; l0 += 16) {
+        auto s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df), s4 = hn::Zero(df);
+        for (int j = l0; j < l0 + 16; j += N) {
+          const auto a = hn::PromoteTo(di, hn::LoadU(d8, ql + j));
+          const auto c = hn::PromoteTo(di, hn::LoadU(d8, ql + 32 + j));
+          const auto h = hn::PromoteTo(di, hn::LoadU(d8, qh + j));
+          const auto q1 = hn::Sub(hn::Or(hn::And(a, m15), hn::ShiftLeft<4>(hn::And(h, m3))), c32);
+          const auto q2 =
+              hn::Sub(hn::Or(hn::And(c, m15), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), m3))), c32);
+          const auto q3 =
+              hn::Sub(hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), m3))), c32);
+          const auto q4 = hn::Sub(hn::Or(hn::ShiftRight<4>(c), hn::ShiftLeft<4>(hn::ShiftRight<6>(h))), c32);
+          s1 = hn::MulAdd(hn::ConvertTo(df, q1), hn::LoadU(df, xs + j), s1);
+          s2 = hn::MulAdd(hn::ConvertTo(df, q2), hn::LoadU(df, xs + 32 + j), s2);
+          s3 = hn::MulAdd(hn::ConvertTo(df, q3), hn::LoadU(df, xs + 64 + j), s3);
+          s4 = hn::MulAdd(hn::ConvertTo(df, q4), hn::LoadU(df, xs + 96 + j), s4);
+        }
+        const int is = l0 / 16;
+        acc = hn::MulAdd(hn::Set(df, d * sc[is]), s1, acc);
+        acc = hn::MulAdd(hn::Set(df, d * sc[is + 2]), s2, acc);
+        acc = hn::MulAdd(hn::Set(df, d * sc[is + 4]), s3, acc);
+        acc = hn::MulAdd(hn::Set(df, d * sc[is + 6]), s4, acc);
+      }
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+float DotAny(int type, const uint8_t* row, const float* x, int64_t k) {
+  switch (static_cast<WeightType>(type)) {
+    case WeightType::kF32: return DotF32(reinterpret_cast<const float*>(row), x, k);
+    case WeightType::kF16: return DotF16(row, x, k);
+    case WeightType::kBF16: return DotBF16(row, x, k);
+    case WeightType::kQ8_0: return DotQ8_0(row, x, k);
+    case WeightType::kQ4_0: return DotQ4_0(row, x, k);
+    case WeightType::kQ4_K: return DotQ4_K(row, x, k);
+    case WeightType::kQ6_K: return DotQ6_K(row, x, k);
+  }
+  return 0.f;
+}
+
+// y[r] = dot(row r, x) for r in [r0, r1).
+void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k, int64_t r0,
+                int64_t r1, float* y) {
+  for (int64_t r = r0; r < r1; ++r) y[r] = DotAny(type, w + r * row_bytes, x, k);
+}
+
+// Y[i][col0 + r] = dot(P[r], X[i]) for r < R (R <= 4 fp32 weight rows of
+// length k, contiguous), i < m. Register block: 4 weight rows x 2 activation
+// rows = 8 accumulators.
+void GemmPanel(const float* P, int R, const float* X, int64_t m, int64_t k, float* Y, int64_t ldy,
+               int64_t col0) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  const int64_t kv = k / N * N;
+  int64_t i = 0;
+  if (R == 4) {
+    const float *p0 = P, *p1 = P + k, *p2 = P + 2 * k, *p3 = P + 3 * k;
+    for (; i + 2 <= m; i += 2) {
+      const float* x0 = X + i * k;
+      const float* x1 = x0 + k;
+      auto a00 = hn::Zero(df), a01 = hn::Zero(df), a10 = hn::Zero(df), a11 = hn::Zero(df);
+      auto a20 = hn::Zero(df), a21 = hn::Zero(df), a30 = hn::Zero(df), a31 = hn::Zero(df);
+      for (int64_t c = 0; c < kv; c += N) {
+        const auto v0 = hn::LoadU(df, x0 + c), v1 = hn::LoadU(df, x1 + c);
+        const auto w0 = hn::LoadU(df, p0 + c), w1 = hn::LoadU(df, p1 + c);
+        a00 = hn::MulAdd(w0, v0, a00);
+        a01 = hn::MulAdd(w0, v1, a01);
+        a10 = hn::MulAdd(w1, v0, a10);
+        a11 = hn::MulAdd(w1, v1, a11);
+        const auto w2 = hn::LoadU(df, p2 + c), w3 = hn::LoadU(df, p3 + c);
+        a20 = hn::MulAdd(w2, v0, a20);
+        a21 = hn::MulAdd(w2, v1, a21);
+        a30 = hn::MulAdd(w3, v0, a30);
+        a31 = hn::MulAdd(w3, v1, a31);
+      }
+      float s[8] = {hn::GetLane(hn::SumOfLanes(df, a00)), hn::GetLane(hn::SumOfLanes(df, a10)),
+                    hn::GetLane(hn::SumOfLanes(df, a20)), hn::GetLane(hn::SumOfLanes(df, a30)),
+                    hn::GetLane(hn::SumOfLanes(df, a01)), hn::GetLane(hn::SumOfLanes(df, a11)),
+                    hn::GetLane(hn::SumOfLanes(df, a21)), hn::GetLane(hn::SumOfLanes(df, a31))};
+      for (int64_t c = kv; c < k; ++c) {
+        for (int r = 0; r < 4; ++r) {
+          s[r] += P[r * k + c] * x0[c];
+          s[4 + r] += P[r * k + c] * x1[c];
+        }
+      }
+      for (int r = 0; r < 4; ++r) {
+        Y[i * ldy + col0 + r] = s[r];
+        Y[(i + 1) * ldy + col0 + r] = s[4 + r];
+      }
+    }
+  }
+  for (; i < m; ++i) {
+    for (int r = 0; r < R; ++r) Y[i * ldy + col0 + r] = DotF32(P + r * k, X + i * k, k);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hqekv::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <vector>
+
+#include "core/parallel.h"
+
+namespace hqekv::kernels {
+
+HWY_EXPORT(DotAny);
+HWY_EXPORT(MatVecRows);
+HWY_EXPORT(GemmPanel);
+
+float Dot(WeightType t, const void* row, const float* x, int64_t k) {
+  return HWY_DYNAMIC_DISPATCH(DotAny)(static_cast<int>(t), static_cast<const uint8_t*>(row), x, k);
+}
+
+void DequantizeRow(WeightType t, const void* row, int64_t k, float* out) {
+  // Dequantizing whole rows is off the hot path (embedding lookup, GEMM
+  // panels amortized over many activation rows): the scalar code suffices.
+  DequantizeRowRef(t, row, k, out);
+}
+
+void MatVec(const WeightMatrix& w, const float* x, float* y) {
+  const int64_t rb = RowBytes(w.type, w.k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
+  ParallelFor(w.n, [&](int64_t r0, int64_t r1) { fn(static_cast<int>(w.type), base, rb, x, w.k, r0, r1, y); });
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  if (m == 1) return MatVec(w, x, y);
+  constexpr int R = 4;
+  const int64_t panels = (w.n + R - 1) / R;
+  // Activation rows per block: keep a block (mb x k fp32) within ~512 KiB so
+  // it stays in L2 while every panel of this thread passes over it.
+  const int64_t mb = std::clamp<int64_t>((512 << 10) / (w.k * 4), 8, 256);
+  const auto gemm = HWY_DYNAMIC_DISPATCH(GemmPanel);
+  ParallelFor(panels, [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<float> panel;
+    panel.resize(static_cast<size_t>(R * w.k));
+    for (int64_t i0 = 0; i0 < m; i0 += mb) {
+      const int64_t mi = std::min(mb, m - i0);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t r0 = p * R;
+        const int rows = static_cast<int>(std::min<int64_t>(R, w.n - r0));
+        for (int r = 0; r < rows; ++r) DequantizeRowRef(w.type, w.row(r0 + r), w.k, panel.data() + r * w.k);
+        gemm(panel.data(), rows, x + i0 * w.k, mi, w.k, y + i0 * w.n, w.n, r0);
+      }
+    }
+  });
+}
+
+}  // namespace hqekv::kernels
+#endif  // HWY_ONCE
