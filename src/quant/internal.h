@@ -1,0 +1,139 @@
+// Internal helpers shared by the scalar reference (quant/*_ref.cc) and the
+// Highway kernels (quant/simd.cc). Not part of the public API: the cache and
+// policies use quant/format.h only. Tests include this header to reach the
+// reference (the oracle) directly.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "core/half.h"
+#include "quant/format.h"
+
+namespace hqekv::quant {
+
+// Largest finite fp16. Every stored value and every metadata value is clamped
+// to [-kF16Max, kF16Max] (the storage cannot represent more).
+inline constexpr float kF16Max = 65504.0f;
+inline constexpr float kFp8E4M3Max = 448.0f;    // OCP E4M3 ("fn"): no inf, 0x7F/0xFF are NaN
+inline constexpr float kFp8E5M2Max = 57344.0f;  // E5M2: we never emit its inf/NaN codes
+
+// Input sanitizing, applied on load by every kind except kF32:
+// NaN -> 0, everything else clamped to [-kF16Max, kF16Max] (so +-inf -> +-65504).
+inline float Sanitize(float x) {
+  if (std::isnan(x)) return 0.0f;
+  return x < -kF16Max ? -kF16Max : (x > kF16Max ? kF16Max : x);
+}
+
+// Standard-normal quantiles for normalized quantization with b bits:
+// reconstruction points c_k = Phi^-1((k + 1/2) / 2^b) and the interior
+// thresholds u_k = Phi^-1((k + 1) / 2^b), k = 0 .. 2^b - 2 (nearest point in
+// probability mass). Values from the inverse normal CDF (double precision).
+inline constexpr float kNormalCentres1[2] = {-0.67448975f, 0.67448975f};
+inline constexpr float kNormalThresh1[1] = {0.0f};
+inline constexpr float kNormalCentres2[4] = {-1.15034938f, -0.31863936f, 0.31863936f, 1.15034938f};
+inline constexpr float kNormalThresh2[3] = {-0.67448975f, 0.0f, 0.67448975f};
+inline const float* NormalCentres(int bits) { return bits == 1 ? kNormalCentres1 : kNormalCentres2; }
+inline const float* NormalThresholds(int bits) { return bits == 1 ? kNormalThresh1 : kNormalThresh2; }
+
+// Number of quantization groups in one T x D chunk (uniform / normal kinds).
+inline int NumGroups(const Format& f, int T, int D) {
+  return f.grouping == Grouping::kPerChannel ? D : T * (D / f.group);
+}
+// Number of codes in one chunk (T * D for every kind).
+inline size_t NumCodes(int T, int D) { return static_cast<size_t>(T) * static_cast<size_t>(D); }
+
+inline f16_t LoadF16(const uint8_t* p) {
+  f16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+inline void StoreF16(f16_t h, uint8_t* p) { std::memcpy(p, &h, 2); }
+
+// fp16 metadata value for a float: clamped to the finite fp16 range, rounded
+// to nearest even.
+inline f16_t MetaF16(float x) { return F32ToF16(Sanitize(x)); }
+
+// Scale in fp16 for a positive range: never rounds a nonzero scale to zero
+// (uses the smallest subnormal instead), so small nonzero groups keep codes.
+inline f16_t ScaleF16(float s) {
+  if (!(s > 0.0f)) return 0;
+  const f16_t h = MetaF16(s);
+  return h == 0 ? static_cast<f16_t>(1) : h;
+}
+
+// Uniform asymmetric min-max parameters of one group from its (sanitized)
+// minimum and maximum: fp16 minimum m16, fp16 scale s16 = (max - m16) / (2^b - 1)
+// (computed from the fp16-rounded minimum so the grid starting at m16 reaches
+// max), and the float reciprocal used to compute codes (0 when s16 == 0, so a
+// constant group gets code 0 and reconstructs m16). code =
+// round_half_even(clamp((x - m16) * inv, 0, 2^b - 1)); x^ = code * s16 + m16.
+struct UniformParams {
+  f16_t scale16, min16;
+  float scale, min, inv;
+};
+inline UniformParams MakeUniformParams(float mn, float mx, int bits) {
+  UniformParams p;
+  p.min16 = MetaF16(mn);
+  p.min = F16ToF32(p.min16);
+  const float levels = static_cast<float>((1 << bits) - 1);
+  p.scale16 = ScaleF16((mx - p.min) / levels);
+  p.scale = F16ToF32(p.scale16);
+  p.inv = p.scale16 != 0 ? 1.0f / p.scale : 0.0f;
+  return p;
+}
+
+// Symmetric scale for int8 (amax / 127) and fp8 (amax / max finite): fp16,
+// never zero for a nonzero amax; inv is 0 for an all-zero input.
+inline void MakeSymScale(float amax, float qmax, f16_t* s16, float* inv) {
+  *s16 = ScaleF16(amax / qmax);
+  *inv = *s16 != 0 ? 1.0f / F16ToF32(*s16) : 0.0f;
+}
+
+// FP8 encode (round to nearest even, saturating at the largest finite value,
+// NaN never produced; input must be finite) and decode.
+uint8_t EncodeFp8(float v, bool e4m3);
+float DecodeFp8(uint8_t code, bool e4m3);
+const float* Fp8DecodeTable(bool e4m3);  // 256 entries
+
+// Dense LSB-first bit packing of n codes of `bits` bits (bits in {1,2,4,8}):
+// code i occupies bits [i*bits, (i+1)*bits) of the byte stream (bit 0 = LSB
+// of byte 0). Writes/reads ceil(n*bits/8) bytes; padding bits at the very end
+// are written as zero.
+void PackCodes(const uint8_t* codes, size_t n, int bits, uint8_t* out);
+void UnpackCodes(const uint8_t* packed, size_t n, int bits, uint8_t* codes);
+
+// Scalar reference implementations: the oracle for the SIMD kernels.
+namespace ref {
+void QuantizeChunk(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+// Reconstruction in the (possibly rotated) storage domain: Hadamard NOT undone.
+void DequantizeStored(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                      float* dst);
+void DequantizeChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                     float* dst);
+void DotChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+              const float* q, float* scores);
+void AxpyChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+               const float* w, float* acc);
+
+// Per-kind reference quantizers (src already sanitized/rotated as needed).
+void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void DequantizeUniform(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       float* dst);
+void QuantizeNormal(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void DequantizeNormal(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                      float* dst);
+void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst);
+void QuantizeFp8(bool e4m3, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void DequantizeFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst);
+
+// Normalized-quantization statistics of one group of n values read with a
+// stride (sanitized on load): mean, and the unbiased std (divide by n-1; 0 for
+// n == 1), both accumulated in float in index order, exactly as the SIMD code.
+void NormalStats(const float* x, int n, size_t stride, float* mean, float* stdev);
+}  // namespace ref
+
+}  // namespace hqekv::quant
