@@ -1,0 +1,94 @@
+// ParseFormat / FormatName / Validate errors and the exact plane sizes.
+#include <gtest/gtest.h>
+
+#include "quant/format.h"
+
+namespace hqekv::quant {
+namespace {
+
+TEST(QuantFormat, ParsesEveryNameAndRoundTripsItsName) {
+  for (const char* name : {"f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u1:tok", "u2:tok", "u4:tok",
+                           "u8:tok", "n1:tok", "n2:tok", "u4:chan", "n1:chan", "u2:tok:g=16",
+                           "u4:chan:had", "f16:had"}) {
+    auto f = ParseFormat(name);
+    ASSERT_TRUE(f.ok()) << name << ": " << f.message();
+    EXPECT_EQ(FormatName(*f), name);
+  }
+  auto f = ParseFormat("u2:chan:had");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->kind, Kind::kUniform);
+  EXPECT_EQ(f->bits, 2);
+  EXPECT_EQ(f->grouping, Grouping::kPerChannel);
+  EXPECT_TRUE(f->hadamard);
+  EXPECT_EQ(ParseFormat("u4")->grouping, Grouping::kPerToken);  // default grouping
+  EXPECT_EQ(ParseFormat("n2:g=64")->group, 64);
+}
+
+TEST(QuantFormat, ParseErrorsNameTheBadPart) {
+  struct Case {
+    const char* text;
+    const char* needle;
+  };
+  for (const Case& c : {Case{"q4", "q4"}, Case{"u3", "3"}, Case{"u16", "16"}, Case{"n4", "4"},
+                        Case{"n0", "0"}, Case{"u4:foo", "foo"}, Case{"u4:g=0", "g=0"},
+                        Case{"u4:g=x", "g=x"}, Case{"int8:chan", "chan"}, Case{"f16:g=32", "group"},
+                        Case{"", "unknown format"}, Case{"ux", "ux"}}) {
+    auto f = ParseFormat(c.text);
+    ASSERT_FALSE(f.ok()) << c.text;
+    EXPECT_NE(f.message().find(c.needle), std::string::npos) << c.text << " -> " << f.message();
+  }
+}
+
+TEST(QuantFormat, ValidateRejectsIllegalShapesAndBits) {
+  EXPECT_TRUE(Validate(Uniform(4, Grouping::kPerToken), 32, 128).ok());
+  EXPECT_TRUE(Validate(Uniform(4, Grouping::kPerChannel, 7), 7, 100).ok());  // group unused
+  EXPECT_FALSE(Validate(Uniform(3, Grouping::kPerToken), 32, 128).ok());
+  EXPECT_FALSE(Validate(Uniform(0, Grouping::kPerToken), 32, 128).ok());
+  EXPECT_FALSE(Validate(Normal(4, Grouping::kPerToken), 32, 128).ok());
+  EXPECT_FALSE(Validate(Format{Kind::kInt8, 4}, 32, 128).ok());
+  EXPECT_FALSE(Validate(Format{Kind::kF16, 8}, 32, 128).ok());
+  const Status g = Validate(Uniform(4, Grouping::kPerToken, 48), 32, 128);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.message().find("does not divide"), std::string::npos);
+  EXPECT_FALSE(Validate(Uniform(4, Grouping::kPerToken, 0), 32, 128).ok());
+  EXPECT_FALSE(Validate(F16(), 0, 128).ok());
+  EXPECT_FALSE(Validate(F16(), -1, 128).ok());
+  EXPECT_FALSE(Validate(F16(), 32, 0).ok());
+  EXPECT_FALSE(Validate(F16(), 32, -8).ok());
+  Format had = F16();
+  had.hadamard = true;
+  EXPECT_TRUE(Validate(had, 32, 128).ok());
+  const Status h = Validate(had, 32, 96);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.message().find("power-of-two"), std::string::npos);
+  EXPECT_FALSE(Validate(F16(), 1 << 15, 1 << 15).ok());  // too large
+}
+
+TEST(QuantFormat, PlaneSizesAreExact) {
+  const Grouping tok = Grouping::kPerToken, chan = Grouping::kPerChannel;
+  EXPECT_EQ(CodeBytes(F16(), 32, 128), 8192u);
+  EXPECT_EQ(MetaBytes(F16(), 32, 128), 0u);
+  EXPECT_EQ(CodeBytes(F32(), 32, 128), 16384u);
+  EXPECT_EQ(CodeBytes(Fp8E4M3(), 32, 128), 4096u);
+  EXPECT_EQ(MetaBytes(Fp8E4M3(), 32, 128), 2u);
+  EXPECT_EQ(MetaBytes(Fp8E5M2(), 7, 64), 2u);
+  EXPECT_EQ(CodeBytes(Int8PerToken(), 32, 128), 4096u);
+  EXPECT_EQ(MetaBytes(Int8PerToken(), 32, 128), 64u);
+  EXPECT_EQ(CodeBytes(Uniform(4, tok), 32, 128), 2048u);
+  EXPECT_EQ(MetaBytes(Uniform(4, tok), 32, 128), 512u);  // 128 groups x (scale, min) x 2 B
+  EXPECT_EQ(CodeBytes(Uniform(2, chan), 32, 128), 1024u);
+  EXPECT_EQ(MetaBytes(Uniform(2, chan), 32, 128), 512u);  // 128 channels x 2 x 2 B
+  EXPECT_EQ(CodeBytes(Uniform(1, chan), 7, 8), 7u);        // 56 bits, no padding
+  EXPECT_EQ(CodeBytes(Uniform(1, chan), 7, 9), 8u);        // 63 bits -> 8 bytes
+  EXPECT_EQ(CodeBytes(Uniform(2, tok, 1), 1, 3), 1u);      // 6 bits
+  EXPECT_EQ(MetaBytes(Uniform(2, tok, 1), 1, 3), 12u);
+  EXPECT_EQ(CodeBytes(Uniform(8, chan), 7, 64), 448u);
+  EXPECT_EQ(CodeBytes(Normal(1, tok), 32, 128), 512u);
+  EXPECT_EQ(MetaBytes(Normal(1, tok), 32, 128), 512u);
+  EXPECT_EQ(MetaBytes(Normal(2, chan), 1, 64), 256u);
+  EXPECT_EQ(CodeBytes(F16(), 0, 128), 0u);
+  EXPECT_EQ(MetaBytes(Uniform(4, tok, 48), 32, 128), 0u);  // invalid: 0, never a crash
+}
+
+}  // namespace
+}  // namespace hqekv::quant

@@ -1,0 +1,70 @@
+// Shared helpers of the quant tests: seeded data, and running one format
+// through either the dispatched API or the scalar reference.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "quant/format.h"
+#include "quant/internal.h"
+
+namespace hqekv::quant::testing {
+
+// T x D standard-normal values scaled by `scale`, plus a few outliers of 8x.
+inline std::vector<float> Gaussian(int T, int D, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(T) * D);
+  for (auto& v : x) v = scale * n(rng);
+  for (size_t i = 0; i < x.size(); i += 37) x[i] *= 8.0f;
+  return x;
+}
+
+struct Encoded {
+  std::vector<uint8_t> codes, meta;
+};
+
+inline Encoded Encode(const Format& f, const std::vector<float>& x, int T, int D, bool reference) {
+  Encoded e;
+  // One guard byte after each plane catches writes past the declared sizes.
+  e.codes.assign(CodeBytes(f, T, D) + 1, 0xA5);
+  e.meta.assign(MetaBytes(f, T, D) + 1, 0xA5);
+  if (reference) {
+    ref::QuantizeChunk(f, x.data(), T, D, e.codes.data(), e.meta.data());
+  } else {
+    QuantizeChunk(f, x.data(), T, D, e.codes.data(), e.meta.data());
+  }
+  return e;
+}
+
+inline std::vector<float> Decode(const Format& f, const Encoded& e, int T, int D, bool reference) {
+  std::vector<float> y(static_cast<size_t>(T) * D);
+  if (reference) {
+    ref::DequantizeChunk(f, e.codes.data(), e.meta.data(), T, D, y.data());
+  } else {
+    DequantizeChunk(f, e.codes.data(), e.meta.data(), T, D, y.data());
+  }
+  return y;
+}
+
+// Every format the store and policies use, in both groupings where they apply.
+inline std::vector<Format> AllFormats() {
+  std::vector<Format> fs = {F16(), F32(), Fp8E4M3(), Fp8E5M2(), Int8PerToken()};
+  for (int b : {1, 2, 4, 8}) {
+    fs.push_back(Uniform(b, Grouping::kPerToken, 8));
+    fs.push_back(Uniform(b, Grouping::kPerChannel));
+  }
+  for (int b : {1, 2}) {
+    fs.push_back(Normal(b, Grouping::kPerToken, 8));
+    fs.push_back(Normal(b, Grouping::kPerChannel));
+  }
+  return fs;
+}
+
+inline float Group16(const uint8_t* meta, int plane, int groups, int g) {
+  return F16ToF32(LoadF16(meta + 2 * (plane * groups + g)));
+}
+
+}  // namespace hqekv::quant::testing
