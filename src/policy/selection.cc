@@ -1,0 +1,121 @@
+#include "policy/selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace hqekv::policy {
+
+std::vector<double> NormalizeImportance(const std::vector<double>& sum,
+                                        const std::vector<int32_t>& token_pos,
+                                        const std::vector<int32_t>& query_pos) {
+  std::vector<int32_t> q = query_pos;
+  std::sort(q.begin(), q.end());
+  std::vector<double> a(sum.size(), 0.0);
+  for (size_t i = 0; i < sum.size(); ++i) {
+    // queries with position >= token position
+    const auto c = q.end() - std::lower_bound(q.begin(), q.end(), token_pos[i]);
+    a[i] = c > 0 ? sum[i] / static_cast<double>(c) : 0.0;
+  }
+  return a;
+}
+
+double ValueRange(const float* v, int n_heads, int D) {
+  double r = 0;
+  for (int h = 0; h < n_heads; ++h) {
+    const float* row = v + static_cast<int64_t>(h) * D;
+    const auto [mn, mx] = std::minmax_element(row, row + D);
+    r += static_cast<double>(*mx) - static_cast<double>(*mn);
+  }
+  return r;
+}
+
+std::vector<double> ChunkMeans(const std::vector<double>& s, int G) {
+  std::vector<double> out;
+  for (size_t b = 0; b < s.size(); b += G) {
+    const size_t e = std::min(s.size(), b + G);
+    out.push_back(std::accumulate(s.begin() + b, s.begin() + e, 0.0) / static_cast<double>(e - b));
+  }
+  return out;
+}
+
+std::vector<double> MaxPool1d(const std::vector<double>& x, int kernel) {
+  const int n = static_cast<int>(x.size()), r = kernel / 2;
+  std::vector<double> out(n);
+  for (int i = 0; i < n; ++i) {
+    double m = x[i];
+    for (int j = std::max(0, i - r); j <= std::min(n - 1, i + r); ++j) m = std::max(m, x[j]);
+    out[i] = m;
+  }
+  return out;
+}
+
+Result<std::vector<int32_t>> SnapKvSelect(const std::vector<double>& votes, int L, int window,
+                                          int kernel, int64_t budget) {
+  std::vector<int32_t> kept;
+  if (budget >= L) {
+    kept.resize(L);
+    std::iota(kept.begin(), kept.end(), 0);
+    return kept;
+  }
+  if (budget < window) {
+    return MakeError("snapkv: budget of " + std::to_string(budget) + " tokens for a prompt of " +
+                     std::to_string(L) + " is smaller than the observation window " +
+                     std::to_string(window) + " (raise keep/bits or lower window)");
+  }
+  const int prefix = L - window;
+  if (static_cast<int>(votes.size()) != prefix) {
+    return MakeError("snapkv: " + std::to_string(votes.size()) + " votes for a prefix of " +
+                     std::to_string(prefix) + " tokens");
+  }
+  const std::vector<double> pooled = MaxPool1d(votes, kernel);
+  std::vector<int32_t> idx(prefix);
+  std::iota(idx.begin(), idx.end(), 0);
+  const int64_t k = std::min<int64_t>(budget - window, prefix);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return pooled[a] > pooled[b]; });
+  kept.assign(idx.begin(), idx.begin() + k);
+  for (int i = prefix; i < L; ++i) kept.push_back(i);
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+std::vector<int64_t> PyramidBudgets(int64_t a, int n_layers, double beta) {
+  if (n_layers <= 1) return {a};
+  const double lo = static_cast<double>(a) / beta, hi = 2.0 * a - lo;
+  std::vector<double> real(n_layers);
+  for (int l = 0; l < n_layers; ++l) real[l] = hi - (hi - lo) * l / (n_layers - 1);
+  std::vector<int64_t> out(n_layers);
+  int64_t sum = 0;
+  for (int l = 0; l < n_layers; ++l) {
+    out[l] = static_cast<int64_t>(std::floor(real[l]));
+    sum += out[l];
+  }
+  // Largest remainder: give the missing units to the largest fractional parts
+  // (ties: shallower layer first).
+  std::vector<int> order(n_layers);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    return real[x] - std::floor(real[x]) > real[y] - std::floor(real[y]);
+  });
+  for (int64_t i = 0; sum < a * n_layers; ++i, ++sum) ++out[order[i % n_layers]];
+  return out;
+}
+
+std::vector<int32_t> H2oEvict(const std::vector<double>& scores, int64_t keep_total,
+                              int64_t recent) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  std::vector<int32_t> evicted;
+  if (n <= keep_total) return evicted;
+  recent = std::min(recent, keep_total);
+  const int64_t old = n - recent;  // candidates: [0, old)
+  const int64_t heavy = keep_total - recent;
+  std::vector<int32_t> idx(old);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return scores[a] > scores[b]; });
+  evicted.assign(idx.begin() + std::min(heavy, old), idx.end());
+  std::sort(evicted.begin(), evicted.end());
+  return evicted;
+}
+
+}  // namespace hqekv::policy

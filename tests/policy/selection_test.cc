@@ -1,0 +1,93 @@
+#include "policy/selection.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace hqekv::policy {
+namespace {
+
+TEST(Selection, ImportanceIsAMeanOverTheQueriesThatSeeTheToken) {
+  // 25 tokens at positions 0..24; the last 20 queries are positions 5..24.
+  std::vector<int32_t> tpos(25), qpos(20);
+  std::iota(tpos.begin(), tpos.end(), 0);
+  std::iota(qpos.begin(), qpos.end(), 5);
+  std::vector<double> sum(25, 2.0);
+  const auto a = NormalizeImportance(sum, tpos, qpos);
+  EXPECT_DOUBLE_EQ(a[0], 2.0 / 20);   // every query sees it: min(20, 25 - 0)
+  EXPECT_DOUBLE_EQ(a[5], 2.0 / 20);   // min(20, 20)
+  EXPECT_DOUBLE_EQ(a[6], 2.0 / 19);   // min(20, 19)
+  EXPECT_DOUBLE_EQ(a[24], 2.0 / 1);   // only its own query
+  // Gaps in positions (evicted tokens) do not change the count of queries.
+  EXPECT_DOUBLE_EQ(NormalizeImportance({3.0}, {100}, {99, 100, 101})[0], 1.5);
+  EXPECT_DOUBLE_EQ(NormalizeImportance({3.0}, {102}, {99, 100, 101})[0], 0.0);
+}
+
+TEST(Selection, ValueRangeSumsOverHeads) {
+  const float v[2][4] = {{1, -2, 3, 0}, {0.5f, 0.5f, 0.5f, 0.5f}};
+  EXPECT_DOUBLE_EQ(ValueRange(&v[0][0], 2, 4), 5.0);
+  EXPECT_DOUBLE_EQ(ValueRange(&v[1][0], 1, 4), 0.0);
+}
+
+TEST(Selection, ChunkMeans) {
+  std::vector<double> s(70);
+  std::iota(s.begin(), s.end(), 0.0);
+  const auto m = ChunkMeans(s, 32);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_DOUBLE_EQ(m[0], 15.5);
+  EXPECT_DOUBLE_EQ(m[1], 47.5);
+  EXPECT_DOUBLE_EQ(m[2], 66.5);  // 64..69
+}
+
+TEST(Selection, MaxPool) {
+  const std::vector<double> x = {0, 5, 0, 0, 0, 0, 1};
+  EXPECT_EQ(MaxPool1d(x, 3), (std::vector<double>{5, 5, 5, 0, 0, 1, 1}));
+  EXPECT_EQ(MaxPool1d(x, 1), x);
+  EXPECT_EQ(MaxPool1d(x, 7), (std::vector<double>{5, 5, 5, 5, 5, 1, 1}));
+}
+
+TEST(Selection, SnapKvKeepsPooledTopAndTheWindow) {
+  // L = 12, window 4: prefix of 8 votes; one heavy token at 2 and a weaker
+  // one at 6. budget 7 -> 3 from the prefix. Pooling with kernel 3 spreads 2's
+  // vote to 1 and 3, which then outrank 6.
+  std::vector<double> votes = {0, 0, 10, 0, 0, 0, 4, 0};
+  auto k = SnapKvSelect(votes, 12, 4, 3, 7);
+  ASSERT_TRUE(k.ok()) << k.message();
+  EXPECT_EQ(*k, (std::vector<int32_t>{1, 2, 3, 8, 9, 10, 11}));
+  // Without pooling: the two heavy tokens and the next (tie -> oldest, 0).
+  k = SnapKvSelect(votes, 12, 4, 1, 7);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(*k, (std::vector<int32_t>{0, 2, 6, 8, 9, 10, 11}));
+  // Budget >= L keeps everything; below the window is an error.
+  EXPECT_EQ(SnapKvSelect(votes, 12, 4, 3, 12)->size(), 12u);
+  auto e = SnapKvSelect(votes, 12, 4, 3, 3);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("smaller than the observation window"), std::string::npos);
+}
+
+TEST(Selection, PyramidBudgetsShrinkWithDepthAndKeepTheTotal) {
+  const auto b = PyramidBudgets(100, 5, 20);
+  ASSERT_EQ(b.size(), 5u);
+  EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), 500);
+  // first = 2a - a/beta = 195, last = a/beta = 5, linear steps of 47.5
+  EXPECT_EQ(b.front(), 195);
+  EXPECT_EQ(b.back(), 5);
+  for (size_t l = 1; l < b.size(); ++l) EXPECT_LT(b[l], b[l - 1]);
+  EXPECT_EQ(PyramidBudgets(7, 1, 20), (std::vector<int64_t>{7}));
+  const auto c = PyramidBudgets(33, 6, 3);
+  EXPECT_EQ(std::accumulate(c.begin(), c.end(), int64_t{0}), 198);
+}
+
+TEST(Selection, H2oKeepsRecentAndHeavy) {
+  // 10 tokens, keep 5 with 2 recent: heavy = top 3 of tokens 0..7.
+  const std::vector<double> s = {9, 1, 8, 1, 1, 7, 1, 1, 0, 0};
+  EXPECT_EQ(H2oEvict(s, 5, 2), (std::vector<int32_t>{1, 3, 4, 6, 7}));
+  EXPECT_TRUE(H2oEvict(s, 10, 2).empty());
+  // Ties go to the older token.
+  EXPECT_EQ(H2oEvict({1, 1, 1, 1}, 3, 1), (std::vector<int32_t>{2}));
+  // No heavy budget: only the recent window survives.
+  EXPECT_EQ(H2oEvict({5, 5, 5, 5}, 2, 2), (std::vector<int32_t>{0, 1}));
+}
+
+}  // namespace
+}  // namespace hqekv::policy
