@@ -1,0 +1,219 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/parallel.h"
+#include "model/rope.h"
+
+namespace hqekv {
+namespace {
+
+// out[d] = x[d] / sqrt(mean(x^2) + eps) * w[d] (fp32, as llama2.c).
+void RmsNorm(const float* x, const float* w, int d, float eps, float* out) {
+  float ss = 0.f;
+  for (int i = 0; i < d; ++i) ss += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
+  for (int i = 0; i < d; ++i) out[i] = w[i] * (inv * x[i]);
+}
+
+kernels::WeightMatrix Matrix(const Tensor& t) {
+  return kernels::WeightMatrix{ToWeightType(t.type), t.data, t.rows(), t.ne[0]};
+}
+
+}  // namespace
+
+kernels::WeightType ToWeightType(TensorType t) {
+  switch (t) {
+    case TensorType::kF32: return kernels::WeightType::kF32;
+    case TensorType::kF16: return kernels::WeightType::kF16;
+    case TensorType::kBF16: return kernels::WeightType::kBF16;
+    case TensorType::kQ8_0: return kernels::WeightType::kQ8_0;
+    case TensorType::kQ4_0: return kernels::WeightType::kQ4_0;
+    case TensorType::kQ4_K: return kernels::WeightType::kQ4_K;
+    case TensorType::kQ6_K: return kernels::WeightType::kQ6_K;
+  }
+  return kernels::WeightType::kF32;
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelSource& src) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel(src));
+  HQEKV_RETURN_IF_ERROR(m->Init());
+  return m;
+}
+
+Status LlamaModel::Init() {
+  const ModelConfig& c = src_.config;
+  const std::string where = src_.path.empty() ? std::string("model") : src_.path;
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3") {
+    return MakeError(where + ": unsupported architecture '" + c.arch + "' (supported: llama, qwen2, qwen3)");
+  }
+  if (c.n_layers <= 0 || c.d_model <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
+      c.d_ff <= 0 || c.vocab_size <= 0 || c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0) {
+    return MakeError(where + ": invalid model shape (layers, d_model, heads, head_dim even, d_ff, vocab)");
+  }
+  if (c.rope_dim != 0 && c.rope_dim != c.head_dim) {
+    return MakeError(where + ": partial rotary embedding (rope dimension " + std::to_string(c.rope_dim) +
+                     " != head_dim " + std::to_string(c.head_dim) + ") is not supported");
+  }
+  // Looks a tensor up and checks its shape {in, out} and row length.
+  auto get = [&](const std::string& name, int64_t in, int64_t out,
+                 kernels::WeightMatrix* w) -> Status {
+    const Tensor* t = src_.Find(name);
+    if (!t) return MakeError(where + ": missing tensor " + name);
+    if (t->ne.empty() || t->ne[0] != in || t->rows() != out) {
+      return MakeError(where + ": tensor " + name + " has the wrong shape");
+    }
+    HQEKV_RETURN_IF_ERROR(kernels::CheckRowLength(ToWeightType(t->type), in, where + ": tensor " + name));
+    *w = Matrix(*t);
+    return Status::Ok();
+  };
+  auto vec = [&](const std::string& name, int64_t len, const float** out) -> Status {
+    const Tensor* t = src_.Find(name);
+    if (!t) return MakeError(where + ": missing tensor " + name);
+    if (t->type != TensorType::kF32 || t->elements() != len) {
+      return MakeError(where + ": tensor " + name + " must be F32 with " + std::to_string(len) + " values");
+    }
+    *out = t->f32();
+    return Status::Ok();
+  };
+  HQEKV_RETURN_IF_ERROR(get("token_embd.weight", c.d_model, c.vocab_size, &embed_));
+  if (src_.Find("output.weight")) {
+    HQEKV_RETURN_IF_ERROR(get("output.weight", c.d_model, c.vocab_size, &output_));
+  } else {
+    output_ = embed_;  // tied
+  }
+  HQEKV_RETURN_IF_ERROR(vec("output_norm.weight", c.d_model, &output_norm_));
+  layers_.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    Layer& L = layers_[l];
+    HQEKV_RETURN_IF_ERROR(vec(p + "attn_norm.weight", c.d_model, &L.attn_norm));
+    HQEKV_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", c.d_model, &L.ffn_norm));
+    HQEKV_RETURN_IF_ERROR(get(p + "attn_q.weight", c.d_model, c.q_dim(), &L.wq));
+    HQEKV_RETURN_IF_ERROR(get(p + "attn_k.weight", c.d_model, c.kv_dim(), &L.wk));
+    HQEKV_RETURN_IF_ERROR(get(p + "attn_v.weight", c.d_model, c.kv_dim(), &L.wv));
+    HQEKV_RETURN_IF_ERROR(get(p + "attn_output.weight", c.q_dim(), c.d_model, &L.wo));
+    HQEKV_RETURN_IF_ERROR(get(p + "ffn_gate.weight", c.d_model, c.d_ff, &L.gate));
+    HQEKV_RETURN_IF_ERROR(get(p + "ffn_up.weight", c.d_model, c.d_ff, &L.up));
+    HQEKV_RETURN_IF_ERROR(get(p + "ffn_down.weight", c.d_ff, c.d_model, &L.down));
+    if (c.attn_bias) {
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_q.bias", c.q_dim(), &L.bq));
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_k.bias", c.kv_dim(), &L.bk));
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_v.bias", c.kv_dim(), &L.bv));
+    }
+    if (c.qk_norm) {
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", c.head_dim, &L.q_norm));
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_k_norm.weight", c.head_dim, &L.k_norm));
+    }
+  }
+  inv_freq_ = RopeInvFreq(c);
+  return Status::Ok();
+}
+
+KvGeometry LlamaModel::CacheGeometry(int max_ctx) const {
+  const ModelConfig& c = src_.config;
+  return KvGeometry{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, max_ctx > 0 ? max_ctx : c.max_ctx};
+}
+
+int64_t LlamaModel::WeightBytesPerToken() const {
+  auto bytes = [](const kernels::WeightMatrix& w) { return w.n * kernels::RowBytes(w.type, w.k); };
+  int64_t b = bytes(output_);
+  for (const Layer& L : layers_) {
+    b += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.gate) + bytes(L.up) + bytes(L.down);
+  }
+  return b;
+}
+
+int64_t LlamaModel::MatmulFlopsPerToken() const {
+  auto macs = [](const kernels::WeightMatrix& w) { return w.n * w.k; };
+  int64_t m = macs(output_);
+  for (const Layer& L : layers_) {
+    m += macs(L.wq) + macs(L.wk) + macs(L.wv) + macs(L.wo) + macs(L.gate) + macs(L.up) + macs(L.down);
+  }
+  return 2 * m;
+}
+
+void LlamaModel::Project(const kernels::WeightMatrix& w, const float* in, int n, float* out) const {
+  kernels::MatMul(w, in, n, out);
+}
+
+Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache, Logits which,
+                           float* logits, bool is_prefill) {
+  const ModelConfig& c = src_.config;
+  if (n <= 0) return MakeError("Forward: empty batch");
+  const KvGeometry& g = cache.geometry();
+  if (g.n_layers != c.n_layers || g.n_kv_heads != c.n_kv_heads || g.head_dim != c.head_dim ||
+      g.n_q_heads != c.n_heads) {
+    return MakeError("Forward: the KV cache geometry does not match the model");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size) {
+      return MakeError("Forward: token id " + std::to_string(tokens[i]) + " out of range [0, " +
+                       std::to_string(c.vocab_size) + ")");
+    }
+    if (pos[i] < 0 || pos[i] >= g.max_ctx) {
+      return MakeError("Forward: position " + std::to_string(pos[i]) + " outside the context of " +
+                       std::to_string(g.max_ctx) + " tokens");
+    }
+  }
+  const int D = c.d_model, QD = c.q_dim(), KD = c.kv_dim(), F = c.d_ff, HD = c.head_dim;
+  const size_t N = static_cast<size_t>(n);
+  x_.resize(N * D);
+  h_.resize(N * D);
+  q_.resize(N * QD);
+  att_.resize(N * QD);
+  k_.resize(N * KD);
+  v_.resize(N * KD);
+  g_.resize(N * F);
+  u_.resize(N * F);
+  for (int i = 0; i < n; ++i) kernels::DequantizeRow(embed_.type, embed_.row(tokens[i]), D, &x_[i * D]);
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const Layer& L = layers_[l];
+    for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], L.attn_norm, D, c.rms_eps, &h_[i * D]);
+    Project(L.wq, h_.data(), n, q_.data());
+    Project(L.wk, h_.data(), n, k_.data());
+    Project(L.wv, h_.data(), n, v_.data());
+    for (int i = 0; i < n; ++i) {
+      float* q = &q_[i * QD];
+      float* k = &k_[i * KD];
+      float* v = &v_[i * KD];
+      if (L.bq) {
+        for (int j = 0; j < QD; ++j) q[j] += L.bq[j];
+        for (int j = 0; j < KD; ++j) k[j] += L.bk[j];
+        for (int j = 0; j < KD; ++j) v[j] += L.bv[j];
+      }
+      if (L.q_norm) {
+        for (int h = 0; h < c.n_heads; ++h) RmsNorm(q + h * HD, L.q_norm, HD, c.rms_eps, q + h * HD);
+        for (int h = 0; h < c.n_kv_heads; ++h) RmsNorm(k + h * HD, L.k_norm, HD, c.rms_eps, k + h * HD);
+      }
+      ApplyRope(c.rope, inv_freq_, pos[i], c.n_heads, HD, q);
+      ApplyRope(c.rope, inv_freq_, pos[i], c.n_kv_heads, HD, k);
+    }
+    HQEKV_RETURN_IF_ERROR(cache.Append(l, k_.data(), v_.data(), pos, n));
+    HQEKV_RETURN_IF_ERROR(cache.Attend(l, q_.data(), pos, n, att_.data()));
+    Project(L.wo, att_.data(), n, h_.data());
+    for (size_t j = 0; j < N * D; ++j) x_[j] += h_[j];
+
+    for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], L.ffn_norm, D, c.rms_eps, &h_[i * D]);
+    Project(L.gate, h_.data(), n, g_.data());
+    Project(L.up, h_.data(), n, u_.data());
+    for (size_t j = 0; j < N * F; ++j) {
+      const float a = g_[j];
+      g_[j] = a / (1.0f + std::exp(-a)) * u_[j];  // SwiGLU: silu(gate) * up
+    }
+    Project(L.down, g_.data(), n, h_.data());
+    for (size_t j = 0; j < N * D; ++j) x_[j] += h_[j];
+  }
+
+  if (which != Logits::kNone) {
+    const int first = which == Logits::kAll ? 0 : n - 1;
+    const int rows = n - first;
+    for (int i = first; i < n; ++i) RmsNorm(&x_[i * D], output_norm_, D, c.rms_eps, &h_[(i - first) * D]);
+    Project(output_, h_.data(), rows, logits);
+  }
+  return cache.EndBatch(n, is_prefill);
+}
+
+}  // namespace hqekv

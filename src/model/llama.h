@@ -1,0 +1,83 @@
+// The fast forward pass of Llama-family decoders (arch llama, qwen2, qwen3)
+// over a pluggable KvCache:
+//   x = embed(token)
+//   per layer: h = RMSNorm(x) * attn_norm
+//              q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)       (qwen2 biases)
+//              q, k = per-head RMSNorm(q) * q_norm, ... (qwen3), then RoPE
+//              cache.Append(k, v); a = cache.Attend(q);  x += a Wo
+//              h = RMSNorm(x) * ffn_norm;  x += (silu(h Wgate) * (h Wup)) Wdown
+//   logits = RMSNorm(x) * output_norm  Wout (token_embd when tied)
+// A batch of n tokens runs as GEMMs over the batch (prefill); n == 1 as GEMVs
+// (decode). Work is split over the core/parallel.h pool. Not thread-safe: one
+// LlamaModel runs one Forward at a time (it owns the scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "core/status.h"
+#include "model/kernels.h"
+#include "model/model_source.h"
+
+namespace hqekv {
+
+enum class Logits { kNone, kLast, kAll };
+
+class LlamaModel {
+ public:
+  // Checks the architecture and every weight type; `src` must outlive the
+  // model (weights are used in place, zero copy).
+  static Result<std::unique_ptr<LlamaModel>> Create(const ModelSource& src);
+
+  const ModelConfig& config() const { return src_.config; }
+  const ModelSource& source() const { return src_; }
+  int vocab_size() const { return src_.config.vocab_size; }
+
+  // Geometry of a cache for this model holding up to max_ctx positions
+  // (<= 0: the model's own context length).
+  KvGeometry CacheGeometry(int max_ctx = 0) const;
+
+  // Runs n tokens (tokens[n] at absolute positions pos[n], strictly
+  // increasing, after every position already in `cache`). Logits::kLast
+  // writes logits[vocab] of the last token, kAll logits[n][vocab], kNone
+  // nothing. Ends with cache.EndBatch(n, is_prefill): pass true for a prompt
+  // (the policy's compression event), false for a decoded or teacher-forced
+  // token.
+  Status Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache, Logits which,
+                 float* logits, bool is_prefill);
+
+  // Bytes of every weight read by one decode step (all layers + output).
+  int64_t WeightBytesPerToken() const;
+  // Multiply-accumulates per token in the weight matmuls, times 2 (FLOPs).
+  int64_t MatmulFlopsPerToken() const;
+
+ private:
+  explicit LlamaModel(const ModelSource& src) : src_(src) {}
+  Status Init();
+
+  struct Layer {
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    const float *bq = nullptr, *bk = nullptr, *bv = nullptr;
+    const float *q_norm = nullptr, *k_norm = nullptr;
+    kernels::WeightMatrix wq, wk, wv, wo, gate, up, down;
+  };
+
+  void Project(const kernels::WeightMatrix& w, const float* in, int n, float* out) const;
+
+  const ModelSource& src_;
+  std::vector<Layer> layers_;
+  kernels::WeightMatrix embed_, output_;
+  const float* output_norm_ = nullptr;
+  std::vector<float> inv_freq_;
+  // Scratch, resized per batch: x, h [n][d]; q, att [n][q_dim]; k, v
+  // [n][kv_dim]; g, u [n][d_ff].
+  std::vector<float> x_, h_, q_, k_, v_, att_, g_, u_;
+};
+
+// The kernels' weight type for a tensor type.
+kernels::WeightType ToWeightType(TensorType t);
+
+}  // namespace hqekv

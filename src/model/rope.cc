@@ -1,0 +1,49 @@
+#include "model/rope.h"
+
+#include <cmath>
+
+namespace hqekv {
+
+std::vector<float> RopeInvFreq(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<float> f(half);
+  for (int i = 0; i < half; ++i) {
+    f[i] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
+  }
+  if (c.rope_factor > 0) {
+    const double kPi = 3.14159265358979323846;
+    const double low_wavelen = c.rope_orig_ctx / c.rope_low_freq_factor;
+    const double high_wavelen = c.rope_orig_ctx / c.rope_high_freq_factor;
+    for (float& freq : f) {
+      const double wavelen = 2 * kPi / freq;
+      if (wavelen < high_wavelen) continue;
+      if (wavelen > low_wavelen) {
+        freq = static_cast<float>(freq / c.rope_factor);
+      } else {
+        const double smooth = (c.rope_orig_ctx / wavelen - c.rope_low_freq_factor) /
+                              (c.rope_high_freq_factor - c.rope_low_freq_factor);
+        freq = static_cast<float>((1 - smooth) * freq / c.rope_factor + smooth * freq);
+      }
+    }
+  }
+  return f;
+}
+
+void ApplyRope(RopeStyle style, const std::vector<float>& inv_freq, int32_t pos, int n_heads,
+               int head_dim, float* x) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float a = static_cast<float>(pos) * inv_freq[i];
+    const float c = std::cos(a), s = std::sin(a);
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + h * head_dim;
+      const int i0 = style == RopeStyle::kNormal ? 2 * i : i;
+      const int i1 = style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
+      const float x0 = v[i0], x1 = v[i1];
+      v[i0] = x0 * c - x1 * s;
+      v[i1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace hqekv

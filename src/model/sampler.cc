@@ -1,0 +1,114 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace hqekv {
+namespace {
+
+uint64_t SplitMix64(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  for (auto& s : s_) s = SplitMix64(seed);
+}
+
+uint64_t Rng::Next() {  // xoshiro256** (Blackman & Vigna)
+  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+Status ValidateSamplerConfig(const SamplerConfig& c) {
+  if (!std::isfinite(c.temperature) || c.temperature < 0) {
+    return MakeError("--temp must be a finite number >= 0, got " + std::to_string(c.temperature));
+  }
+  if (c.top_k < 0) return MakeError("--top-k must be >= 0, got " + std::to_string(c.top_k));
+  if (!(c.top_p > 0 && c.top_p <= 1)) return MakeError("--top-p must be in (0, 1], got " + std::to_string(c.top_p));
+  if (!(c.min_p >= 0 && c.min_p < 1)) return MakeError("--min-p must be in [0, 1), got " + std::to_string(c.min_p));
+  if (!(c.repeat_penalty > 0) || !std::isfinite(c.repeat_penalty)) {
+    return MakeError("--repeat-penalty must be a finite number > 0, got " + std::to_string(c.repeat_penalty));
+  }
+  if (c.repeat_last_n < 0) return MakeError("repeat_last_n must be >= 0");
+  return Status::Ok();
+}
+
+Result<Sampler> Sampler::Create(const SamplerConfig& c) {
+  HQEKV_RETURN_IF_ERROR(ValidateSamplerConfig(c));
+  return Sampler(c);
+}
+
+int32_t Sampler::Sample(const float* logits, int vocab, const std::vector<int32_t>& history) {
+  work_.assign(logits, logits + vocab);
+  if (c_.repeat_penalty != 1.0f && c_.repeat_last_n > 0) {
+    const size_t from = history.size() > static_cast<size_t>(c_.repeat_last_n) ? history.size() - c_.repeat_last_n : 0;
+    std::vector<int32_t> seen(history.begin() + from, history.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t t : seen) {
+      if (t < 0 || t >= vocab) continue;
+      work_[t] = work_[t] > 0 ? work_[t] / c_.repeat_penalty : work_[t] * c_.repeat_penalty;
+    }
+  }
+  if (c_.temperature == 0.0f) {
+    return static_cast<int32_t>(std::max_element(work_.begin(), work_.end()) - work_.begin());
+  }
+  cand_.resize(vocab);
+  for (int i = 0; i < vocab; ++i) cand_[i] = {work_[i] / c_.temperature, i};
+  // Descending logit, ascending id on ties: a total order, so the draw is reproducible.
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  size_t keep = cand_.size();
+  if (c_.top_k > 0 && static_cast<size_t>(c_.top_k) < keep) {
+    keep = c_.top_k;
+    std::partial_sort(cand_.begin(), cand_.begin() + keep, cand_.end(), by_logit);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  cand_.resize(keep);
+  const float mx = cand_[0].first;
+  double sum = 0;
+  for (auto& [v, id] : cand_) sum += (v = std::exp(v - mx));
+  for (auto& [v, id] : cand_) v = static_cast<float>(v / sum);
+  if (c_.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < cand_.size()) {
+      cum += cand_[n++].first;
+      if (cum >= c_.top_p) break;
+    }
+    cand_.resize(n);
+  }
+  if (c_.min_p > 0.0f) {
+    const float floor = c_.min_p * cand_[0].first;
+    size_t n = 1;
+    while (n < cand_.size() && cand_[n].first >= floor) ++n;
+    cand_.resize(n);
+  }
+  double total = 0;
+  for (const auto& cv : cand_) total += cv.first;
+  double r = rng_.Uniform() * total;
+  for (const auto& [p, id] : cand_) {
+    r -= p;
+    if (r < 0) return id;
+  }
+  return cand_.back().second;  // rounding left r >= 0: the last candidate
+}
+
+}  // namespace hqekv
