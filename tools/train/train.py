@@ -1,0 +1,153 @@
+"""Trains the reference model. Resumable: rerunning with the same --out continues from the last
+checkpoint (data batches are a function of (seed, step), so the result equals an uninterrupted run
+up to floating-point nondeterminism of threaded BLAS).
+
+  python3 tools/train/train.py --config tools/train/configs/refmodel-4m.json --out build-train/refmodel
+
+Uses CUDA when available, the CPU otherwise (set --threads to the cores you may use).
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from corpus import DEFAULT_DATA_DIR, HELD_OUT_FILES, read_text
+from data import TokenCorpus
+from model import Llama, ModelConfig
+from tokenizer import train_tokenizer
+
+
+def lr_at(step, total, o):
+    if step < o["warmup"]:
+        return o["lr"] * (step + 1) / o["warmup"]
+    t = (step - o["warmup"]) / max(1, total - o["warmup"])
+    return o["min_lr"] + 0.5 * (o["lr"] - o["min_lr"]) * (1 + math.cos(math.pi * min(1.0, t)))
+
+
+def phase_at(step, phases):
+    for ph in phases:
+        if step < ph["steps"]:
+            return ph
+        step -= ph["steps"]
+    return phases[-1]
+
+
+def weighted_loss(logits, targets, weights):
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+    w = weights.reshape(-1)
+    return (ce * w).sum() / w.sum(), ce.mean()
+
+
+@torch.no_grad()
+def heldout_loss(model, ids, seq_len, n_seq, device):
+    """Mean next-token loss on the first n_seq windows of held-out text (each BOS + seq_len tokens)."""
+    model.eval()
+    tot, cnt = 0.0, 0
+    for i in range(n_seq):
+        chunk = ids[i * seq_len:(i + 1) * seq_len]
+        x = torch.tensor([[1] + chunk], device=device)
+        logits = model(x[:, :-1])
+        tot += F.cross_entropy(logits[0], x[0, 1:], reduction="sum").item()
+        cnt += len(chunk)
+    model.train()
+    return tot / cnt
+
+
+def save(path, model, opt, step, tokens, elapsed, history):
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "tokens": tokens,
+                "elapsed": elapsed, "history": history, "config": model.cfg.to_dict()}, tmp)
+    os.replace(tmp, path)  # atomic: a kill during save never leaves a broken checkpoint
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--out", required=True, help="work folder: tokenizer, token cache, checkpoints, log")
+    ap.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-steps", type=int, default=None, help="stop early (for smoke tests)")
+    args = ap.parse_args()
+    cfg = json.load(open(args.config))
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(args.threads)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    sp_model = os.path.join(args.out, f"tok{cfg['vocab_size']}.model")
+    if not os.path.exists(sp_model):
+        train_tokenizer(args.data_dir, sp_model[:-len(".model")], cfg["vocab_size"], cfg["seed"])
+    corpus = TokenCorpus(sp_model, args.data_dir, args.out, cfg["mix"], cfg["answer_weight"])
+    alice_ids = corpus.enc(read_text(args.data_dir, HELD_OUT_FILES["alice"]))
+
+    torch.manual_seed(cfg["seed"])
+    mcfg = ModelConfig(vocab_size=cfg["vocab_size"], **cfg["model"])
+    model = Llama(mcfg).to(device)
+    o = cfg["optim"]
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=o["lr"], betas=(o["beta1"], o["beta2"]))
+    total = sum(ph["steps"] for ph in cfg["phases"])
+    ckpt = os.path.join(args.out, "ckpt.pt")
+    step, tokens, elapsed, history = 0, 0, 0.0, []
+    if os.path.exists(ckpt):
+        st = torch.load(ckpt, map_location=device)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step, tokens, elapsed, history = st["step"], st["tokens"], st["elapsed"], st["history"]
+        print(f"resumed at step {step} ({tokens} tokens, {elapsed:.0f}s)", flush=True)
+    print(f"device {device}, params {model.num_params()}, corpus {corpus.total_tokens()} tokens, "
+          f"{total} steps", flush=True)
+    log = open(os.path.join(args.out, "train_log.jsonl"), "a")
+    stop = total if args.max_steps is None else min(total, args.max_steps)
+    t_last, tok_last = time.time(), 0
+    while step < stop:
+        ph = phase_at(step, cfg["phases"])
+        x, w = corpus.batch(cfg["seed"], step, ph["batch"], ph["seq_len"])
+        x = torch.from_numpy(x).to(device)
+        w = torch.from_numpy(w).to(device)
+        lr = lr_at(step, total, o)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        logits = model(x[:, :-1])
+        loss, plain = weighted_loss(logits, x[:, 1:], w[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), o["grad_clip"]).item()
+        opt.step()
+        step += 1
+        n_tok = ph["batch"] * ph["seq_len"]
+        tokens += n_tok
+        tok_last += n_tok
+        now = time.time()
+        elapsed += now - t_last if step > 1 or tok_last else 0
+        rate = n_tok / max(1e-9, now - t_last)
+        t_last = now
+        rec = {"step": step, "tokens": tokens, "seq_len": ph["seq_len"], "lr": lr, "loss": loss.item(),
+               "plain_loss": plain.item(), "gnorm": gnorm, "elapsed_s": round(elapsed, 1),
+               "tok_per_s": round(rate)}
+        if step % cfg["eval_every"] == 0 or step == total:
+            rec["alice_loss_512"] = heldout_loss(model, alice_ids, 512, 8, device)
+            history.append(rec)
+        log.write(json.dumps(rec) + "\n")
+        log.flush()
+        if step % 10 == 0 or "alice_loss_512" in rec:
+            print(json.dumps(rec), flush=True)
+        if step % cfg["ckpt_every"] == 0 or step == total:
+            save(ckpt, model, opt, step, tokens, elapsed, history)
+            t_last = time.time()  # checkpoint I/O is not training time
+        if step == total:
+            torch.save({"model": model.state_dict(), "config": model.cfg.to_dict(), "step": step,
+                        "tokens": tokens, "elapsed": elapsed, "history": history},
+                       os.path.join(args.out, "final.pt"))
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
