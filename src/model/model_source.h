@@ -22,6 +22,8 @@
 //   blk.N.ffn_gate.weight  {d_model, d_ff}
 //   blk.N.ffn_up.weight    {d_model, d_ff}
 //   blk.N.ffn_down.weight  {d_ff, d_model}
+//   rope_freqs.weight      {head_dim/2}  optional (llama.cpp's Llama 3.1 GGUFs):
+//                          frequency i is divided by rope_freqs[i] (F32)
 // Norm weights and biases are always F32 after loading validation (GGUF
 // files store them F32; other types are rejected with a clear error).
 // Every tensor's shape is validated against the config by LoadModel.
@@ -75,9 +77,13 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope = RopeStyle::kNormal;
-  // Llama 3 rope scaling (rope.scaling.type "llama3" or rope_freqs absent but
-  // factor given): frequencies rescaled as in Meta's reference code.
-  // rope_factor == 0 means no scaling.
+  // Llama 3 rope scaling from <arch>.rope.scaling.{factor, low_freq_factor,
+  // high_freq_factor, original_context_length} (rope.scaling.type "llama3"
+  // or absent): frequencies rescaled as in Meta's reference code.
+  // rope_factor == 0 means no scaling by keys (a rope_freqs.weight tensor
+  // may still be present: apply it when Find("rope_freqs.weight") != nullptr;
+  // when that tensor exists the loader sets rope_factor = 0 so that the two
+  // are never applied together).
   float rope_factor = 0;
   float rope_low_freq_factor = 1;
   float rope_high_freq_factor = 4;

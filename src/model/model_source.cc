@@ -1,0 +1,289 @@
+#include "model/model_source.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "model/gguf.h"
+#include "model/llama2c.h"
+#include "model/mmap_file.h"
+#include "model/tokenizer_gguf.h"
+
+namespace hqekv {
+namespace {
+
+constexpr int kMaxDim = 1 << 20;  // sanity bound on every config number
+
+std::string Stem(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  size_t dot = base.find_last_of('.');
+  return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+}
+
+std::string ShapeString(const std::vector<int64_t>& ne) {
+  std::string s = "{";
+  for (size_t k = 0; k < ne.size(); ++k) s += (k ? ", " : "") + std::to_string(ne[k]);
+  return s + "}";
+}
+
+// 64-bit FNV-1a, enough to key calibration profiles to a model layout.
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  void Add(const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xFF) * 1099511628211ull;  // separator
+  }
+};
+
+Result<int> ConfigInt(const GgufFile& f, const std::string& key, std::optional<int> def) {
+  auto v = f.GetOptionalInt(key);
+  if (!v.ok()) return v.error();
+  if (!v->has_value()) {
+    if (def) return *def;
+    return MakeError("GGUF file '" + f.path + "': required key '" + key + "' is missing");
+  }
+  const int64_t x = **v;
+  if (x < 0 || x > std::numeric_limits<int32_t>::max())
+    return MakeError("GGUF file '" + f.path + "': key '" + key + "' = " + std::to_string(x) + " is out of range");
+  return static_cast<int>(x);
+}
+
+Result<float> ConfigFloat(const GgufFile& f, const std::string& key, std::optional<float> def) {
+  auto v = f.GetOptionalFloat(key);
+  if (!v.ok()) return v.error();
+  if (!v->has_value()) {
+    if (def) return *def;
+    return MakeError("GGUF file '" + f.path + "': required key '" + key + "' is missing");
+  }
+  if (!std::isfinite(**v))
+    return MakeError("GGUF file '" + f.path + "': key '" + key + "' is not a finite number");
+  return static_cast<float>(**v);
+}
+
+#define HQEKV_ASSIGN(lhs, expr)               \
+  do {                                        \
+    auto hqekv_r_ = (expr);                   \
+    if (!hqekv_r_.ok()) return hqekv_r_.error(); \
+    lhs = *hqekv_r_;                          \
+  } while (0)
+
+Result<std::unique_ptr<ModelSource>> LoadGguf(std::shared_ptr<MappedFile> map) {
+  auto parsed = ParseGguf(map->data(), map->size(), map->path());
+  if (!parsed.ok()) return parsed.error();
+  auto gguf = std::make_shared<GgufFile>(std::move(*parsed));
+  const GgufFile& f = *gguf;
+  const std::string where = "GGUF file '" + f.path + "': ";
+
+  auto m = std::make_unique<ModelSource>();
+  m->path = map->path();
+  m->tokenizer_path = map->path();
+  m->format = "gguf";
+  m->gguf_version = f.version;
+  m->file_bytes = map->size();
+  ModelConfig& c = m->config;
+  HQEKV_ASSIGN(c.arch, f.GetString("general.architecture"));
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3")
+    return MakeError(where + "unsupported architecture '" + c.arch + "' (supported: llama, qwen2, qwen3)");
+  auto name = f.GetOptionalString("general.name");
+  if (!name.ok()) return name.error();
+  c.name = name->value_or(Stem(f.path));
+  const std::string a = c.arch + ".";
+  if (const GgufValue* kv = f.Find(a + "attention.head_count_kv"); kv && kv->type == GgufType::kArray)
+    return MakeError(where + "per-layer " + a + "attention.head_count_kv arrays are not supported");
+  HQEKV_ASSIGN(c.n_layers, ConfigInt(f, a + "block_count", std::nullopt));
+  HQEKV_ASSIGN(c.d_model, ConfigInt(f, a + "embedding_length", std::nullopt));
+  HQEKV_ASSIGN(c.d_ff, ConfigInt(f, a + "feed_forward_length", std::nullopt));
+  HQEKV_ASSIGN(c.n_heads, ConfigInt(f, a + "attention.head_count", std::nullopt));
+  HQEKV_ASSIGN(c.n_kv_heads, ConfigInt(f, a + "attention.head_count_kv", c.n_heads));
+  HQEKV_ASSIGN(c.max_ctx, ConfigInt(f, a + "context_length", std::nullopt));
+  HQEKV_ASSIGN(c.rms_eps, ConfigFloat(f, a + "attention.layer_norm_rms_epsilon", std::nullopt));
+  HQEKV_ASSIGN(c.rope_theta, ConfigFloat(f, a + "rope.freq_base", 10000.0f));
+  const int default_head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
+  HQEKV_ASSIGN(c.head_dim, ConfigInt(f, a + "attention.key_length", default_head_dim));
+  int value_length = 0;
+  HQEKV_ASSIGN(value_length, ConfigInt(f, a + "attention.value_length", c.head_dim));
+  if (value_length != c.head_dim)
+    return MakeError(where + "attention.value_length " + std::to_string(value_length) +
+                     " differs from key_length " + std::to_string(c.head_dim) + " (not supported)");
+  HQEKV_ASSIGN(c.rope_dim, ConfigInt(f, a + "rope.dimension_count", c.head_dim));
+  c.rope = c.arch == "llama" ? RopeStyle::kNormal : RopeStyle::kNeoX;
+  c.qk_norm = c.arch == "qwen3";
+
+  auto scaling = f.GetOptionalString(a + "rope.scaling.type");
+  if (!scaling.ok()) return scaling.error();
+  float factor = 0;
+  HQEKV_ASSIGN(factor, ConfigFloat(f, a + "rope.scaling.factor", 0.0f));
+  const std::string stype = scaling->value_or(factor > 0 ? "llama3" : "none");
+  if (stype == "llama3") {
+    c.rope_factor = factor;
+    HQEKV_ASSIGN(c.rope_low_freq_factor, ConfigFloat(f, a + "rope.scaling.low_freq_factor", 1.0f));
+    HQEKV_ASSIGN(c.rope_high_freq_factor, ConfigFloat(f, a + "rope.scaling.high_freq_factor", 4.0f));
+    HQEKV_ASSIGN(c.rope_orig_ctx, ConfigInt(f, a + "rope.scaling.original_context_length", 8192));
+  } else if (stype != "none" && !(factor == 0 || factor == 1)) {
+    return MakeError(where + "unsupported rope scaling type '" + stype + "' (supported: none, llama3)");
+  }
+
+  for (const auto& ti : f.tensors) {
+    Tensor t;
+    t.name = ti.name;
+    t.type = ti.type;
+    t.ne = ti.ne;
+    t.data = ti.data;
+    t.nbytes = static_cast<size_t>(ti.nbytes);
+    m->tensors.emplace(t.name, std::move(t));
+  }
+  if (m->Find("rope_freqs.weight")) c.rope_factor = 0;  // the tensor already holds the scaling
+  c.tied_output = m->Find("output.weight") == nullptr;
+  c.attn_bias = m->Find("blk.0.attn_q.bias") != nullptr;
+  if (const Tensor* emb = m->Find("token_embd.weight"); emb && emb->ne.size() == 2 &&
+                                                          emb->ne[1] <= std::numeric_limits<int32_t>::max())
+    c.vocab_size = static_cast<int>(emb->ne[1]);
+
+  auto tok = TokenizerFromGguf(f);
+  if (!tok.ok()) return tok.error();
+  m->tokenizer = std::move(*tok);
+  m->gguf = gguf;
+  m->mapping = std::move(map);
+  HQEKV_RETURN_IF_ERROR(ValidateModel(*m));
+  return m;
+}
+
+}  // namespace
+
+int64_t Tensor::rows() const {
+  int64_t r = 1;
+  for (size_t k = 1; k < ne.size(); ++k) r *= ne[k];
+  return r;
+}
+
+int64_t Tensor::elements() const { return ne.empty() ? 0 : ne[0] * rows(); }
+
+size_t Tensor::row_bytes() const {
+  const int64_t r = rows();
+  return r > 0 ? nbytes / static_cast<size_t>(r) : 0;
+}
+
+const Tensor* ModelSource::Find(const std::string& name) const {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+const Tensor& ModelSource::Get(const std::string& name) const {
+  const Tensor* t = Find(name);
+  if (!t) {
+    // Programming error: LoadModel validated every tensor the config needs.
+    std::fprintf(stderr, "hqekv: internal error: model '%s' has no tensor '%s'\n", path.c_str(), name.c_str());
+    std::abort();
+  }
+  return *t;
+}
+
+const Tensor& ModelSource::Output() const {
+  const Tensor* t = Find("output.weight");
+  return t ? *t : Get("token_embd.weight");
+}
+
+int64_t ModelSource::ParameterCount() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.elements();
+  return n;
+}
+
+Status ValidateModel(ModelSource& m) {
+  ModelConfig& c = m.config;
+  const std::string where = "model '" + m.path + "': ";
+  auto positive = [&](const char* what, int v) -> Status {
+    if (v <= 0 || v > kMaxDim)
+      return MakeError(where + what + " = " + std::to_string(v) + " is out of range (1.." + std::to_string(kMaxDim) + ")");
+    return Status::Ok();
+  };
+  HQEKV_RETURN_IF_ERROR(positive("n_layers", c.n_layers));
+  HQEKV_RETURN_IF_ERROR(positive("d_model", c.d_model));
+  HQEKV_RETURN_IF_ERROR(positive("n_heads", c.n_heads));
+  HQEKV_RETURN_IF_ERROR(positive("n_kv_heads", c.n_kv_heads));
+  HQEKV_RETURN_IF_ERROR(positive("head_dim", c.head_dim));
+  HQEKV_RETURN_IF_ERROR(positive("d_ff", c.d_ff));
+  HQEKV_RETURN_IF_ERROR(positive("max_ctx", c.max_ctx));
+  if (c.vocab_size <= 0) return MakeError(where + "token_embd.weight missing or not 2-D: cannot determine the vocabulary size");
+  if (c.n_heads % c.n_kv_heads != 0)
+    return MakeError(where + "n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " +
+                     std::to_string(c.n_kv_heads));
+  if (c.head_dim % 2 != 0) return MakeError(where + "head_dim " + std::to_string(c.head_dim) + " is odd (RoPE needs pairs)");
+  if (c.rope_dim != c.head_dim)
+    return MakeError(where + "rope.dimension_count " + std::to_string(c.rope_dim) + " != head_dim " +
+                     std::to_string(c.head_dim) + " (partial rotary embedding is not supported)");
+  if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return MakeError(where + "rms_eps and rope_theta must be positive");
+  if (c.rope_factor < 0 || (c.rope_factor > 0 && (c.rope_orig_ctx <= 0 || c.rope_high_freq_factor <= c.rope_low_freq_factor)))
+    return MakeError(where + "invalid llama3 rope scaling parameters");
+  if (!m.tokenizer) return MakeError(where + "no tokenizer");
+  if (m.tokenizer->vocab_size() > c.vocab_size)
+    return MakeError(where + "tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
+                     " tokens but token_embd.weight only " + std::to_string(c.vocab_size) + " rows");
+
+  const int64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), ff = c.d_ff, V = c.vocab_size;
+  // (name, expected shape, must be F32)
+  struct Want {
+    std::string name;
+    std::vector<int64_t> ne;
+    bool f32;
+  };
+  std::vector<Want> want = {{"token_embd.weight", {d, V}, false}, {"output_norm.weight", {d}, true}};
+  if (!c.tied_output) want.push_back({"output.weight", {d, V}, false});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    want.push_back({b + "attn_norm.weight", {d}, true});
+    want.push_back({b + "attn_q.weight", {d, q}, false});
+    want.push_back({b + "attn_k.weight", {d, kv}, false});
+    want.push_back({b + "attn_v.weight", {d, kv}, false});
+    want.push_back({b + "attn_output.weight", {q, d}, false});
+    want.push_back({b + "ffn_norm.weight", {d}, true});
+    want.push_back({b + "ffn_gate.weight", {d, ff}, false});
+    want.push_back({b + "ffn_up.weight", {d, ff}, false});
+    want.push_back({b + "ffn_down.weight", {ff, d}, false});
+    if (c.attn_bias) {
+      want.push_back({b + "attn_q.bias", {q}, true});
+      want.push_back({b + "attn_k.bias", {kv}, true});
+      want.push_back({b + "attn_v.bias", {kv}, true});
+    }
+    if (c.qk_norm) {
+      want.push_back({b + "attn_q_norm.weight", {c.head_dim}, true});
+      want.push_back({b + "attn_k_norm.weight", {c.head_dim}, true});
+    }
+  }
+  if (m.Find("rope_freqs.weight")) want.push_back({"rope_freqs.weight", {c.head_dim / 2}, true});
+  for (const Want& w : want) {
+    const Tensor* t = m.Find(w.name);
+    if (!t) return MakeError(where + "required tensor '" + w.name + "' is missing");
+    if (t->ne != w.ne)
+      return MakeError(where + "tensor '" + w.name + "' has shape " + ShapeString(t->ne) + ", expected " +
+                       ShapeString(w.ne) + " from the config");
+    if (w.f32 && t->type != TensorType::kF32)
+      return MakeError(where + "tensor '" + w.name + "' has type " + TensorTypeName(t->type) + ", expected F32");
+    auto bytes = TensorBytes(t->type, t->ne);
+    if (!bytes || *bytes != t->nbytes || (t->nbytes > 0 && t->data == nullptr))
+      return MakeError(where + "tensor '" + w.name + "' has inconsistent size");
+  }
+
+  Fnv h;
+  h.Add(c.arch);
+  for (int v : {c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size})
+    h.Add(std::to_string(v));
+  for (const auto& [name, t] : m.tensors) h.Add(name + ":" + TensorTypeName(t.type) + ShapeString(t.ne));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.h));
+  m.identity = hex;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path, const std::string& tokenizer_path) {
+  auto map = MappedFile::Open(path);
+  if (!map.ok()) return map.error();
+  std::shared_ptr<MappedFile> shared = std::move(*map);
+  if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0) return LoadGguf(std::move(shared));
+  return LoadLlama2c(path, tokenizer_path);
+}
+
+}  // namespace hqekv

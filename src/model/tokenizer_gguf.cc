@@ -1,0 +1,93 @@
+#include "model/tokenizer_gguf.h"
+
+#include <limits>
+
+namespace hqekv {
+namespace {
+
+Status ReadId(const GgufFile& f, const std::string& key, int32_t* out) {
+  auto v = f.GetOptionalInt(key);
+  if (!v.ok()) return v.error();
+  if (!v->has_value()) return Status::Ok();
+  const int64_t id = **v;
+  // 0xFFFFFFFF (u32 -1) is how converters write "no such token".
+  if (id < 0 || id >= std::numeric_limits<int32_t>::max()) *out = -1;
+  else *out = static_cast<int32_t>(id);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
+  const std::string where = "GGUF file '" + f.path + "': ";
+  TokenizerVocab v;
+  auto model = f.GetString("tokenizer.ggml.model");
+  if (!model.ok()) return model.error();
+  if (*model == "llama") {
+    v.kind = TokenizerKind::kSpm;
+    v.add_bos = true;
+  } else if (*model == "gpt2") {
+    v.kind = TokenizerKind::kBpe;
+    v.add_bos = false;
+  } else {
+    return MakeError(where + "unsupported tokenizer.ggml.model '" + *model + "' (supported: llama, gpt2)");
+  }
+  auto pre = f.GetOptionalString("tokenizer.ggml.pre");
+  if (!pre.ok()) return pre.error();
+  if (pre->has_value()) v.pre = **pre;
+  if (v.kind == TokenizerKind::kBpe && v.pre != "llama-bpe" && v.pre != "llama3" && v.pre != "qwen2" &&
+      v.pre != "default" && v.pre != "smaug-bpe")
+    return MakeError(where + "unsupported BPE pre-tokenizer tokenizer.ggml.pre '" + v.pre +
+                     "' (supported: llama-bpe, qwen2, default)");
+
+  const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
+  if (!tokens) return MakeError(where + "required key 'tokenizer.ggml.tokens' is missing");
+  if (tokens->type != GgufType::kArray || tokens->array_type != GgufType::kString)
+    return MakeError(where + "tokenizer.ggml.tokens must be an array of strings");
+  v.tokens = tokens->strings;
+
+  if (const GgufValue* s = f.Find("tokenizer.ggml.scores")) {
+    if (s->type != GgufType::kArray || (s->array_size() > 0 && s->floats.empty()))
+      return MakeError(where + "tokenizer.ggml.scores must be an array of floats");
+    v.scores.assign(s->floats.begin(), s->floats.end());
+  }
+  if (const GgufValue* t = f.Find("tokenizer.ggml.token_type")) {
+    if (t->type != GgufType::kArray || (t->array_size() > 0 && t->ints.empty()))
+      return MakeError(where + "tokenizer.ggml.token_type must be an array of integers");
+    v.types.reserve(t->ints.size());
+    for (int64_t x : t->ints) {
+      if (x < 0 || x > kTokByte) return MakeError(where + "tokenizer.ggml.token_type holds invalid type " + std::to_string(x));
+      v.types.push_back(static_cast<int32_t>(x));
+    }
+  }
+  if (const GgufValue* m = f.Find("tokenizer.ggml.merges")) {
+    if (m->type != GgufType::kArray || (m->array_size() > 0 && m->strings.empty()))
+      return MakeError(where + "tokenizer.ggml.merges must be an array of strings");
+    v.merges = m->strings;
+  }
+  if (v.kind == TokenizerKind::kBpe && v.merges.empty())
+    return MakeError(where + "gpt2 tokenizer without tokenizer.ggml.merges");
+  if (v.kind == TokenizerKind::kSpm) v.merges.clear();
+
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.bos_token_id", &v.bos));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eos_token_id", &v.eos));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.unknown_token_id", &v.unk));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.padding_token_id", &v.pad));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eot_token_id", &v.eot));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eom_token_id", &v.eom));
+  auto add_bos = f.GetOptionalBool("tokenizer.ggml.add_bos_token");
+  if (!add_bos.ok()) return add_bos.error();
+  if (add_bos->has_value()) v.add_bos = **add_bos;
+  auto prefix = f.GetOptionalBool("tokenizer.ggml.add_space_prefix");
+  if (!prefix.ok()) return prefix.error();
+  if (prefix->has_value()) v.add_space_prefix = **prefix;
+  return v;
+}
+
+Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
+  auto v = TokenizerVocabFromGguf(file);
+  if (!v.ok()) return v.error();
+  return MakeTokenizer(std::move(*v), file.path);
+}
+
+}  // namespace hqekv
