@@ -1,0 +1,778 @@
+#include "cache/kv_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace hqekv::cache {
+
+using quant::Format;
+
+bool SameFormat(const Format& a, const Format& b) {
+  if (a.kind != b.kind || a.bits != b.bits || a.hadamard != b.hadamard) return false;
+  if (a.kind == quant::Kind::kUniform || a.kind == quant::Kind::kNormal) {
+    if (a.grouping != b.grouping) return false;
+    if (a.grouping == quant::Grouping::kPerToken && a.group != b.group) return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool IsLossless(const Format& f) {
+  return !f.hadamard && (f.kind == quant::Kind::kF16 || f.kind == quant::Kind::kF32);
+}
+
+// One chunk's K (or V) lives in one pool block: codes, then the metadata at
+// an 8-byte aligned offset (the padding is pool bookkeeping, not payload).
+struct BlockLayout {
+  size_t code = 0, meta = 0, meta_offset = 0, total = 0;
+};
+
+BlockLayout LayoutFor(const Format& f, int T, int D) {
+  BlockLayout b;
+  b.code = quant::CodeBytes(f, T, D);
+  b.meta = quant::MetaBytes(f, T, D);
+  b.meta_offset = b.meta ? (b.code + 7) / 8 * 8 : b.code;
+  b.total = b.meta_offset + b.meta;
+  return b;
+}
+
+std::string At(int layer, int head) {
+  return "layer " + std::to_string(layer) + ", head " + std::to_string(head);
+}
+
+}  // namespace
+
+// One chunk record: 40 bytes.
+struct KvStore::ChunkRec {
+  int32_t pos0 = 0;
+  uint8_t T = 0;
+  uint8_t k_fmt = 0, v_fmt = 0;  // indices into Layer::formats
+  uint8_t explicit_pos = 0;      // 1: `pos` holds int32[T] positions
+  uint64_t kept = 0;
+  BlockRef k, v, pos;
+};
+
+struct KvStore::Stream {
+  explicit Stream(int64_t* counter)
+      : chunks(CountedAllocator<ChunkRec>(counter)),
+        res_k(CountedAllocator<f16_t>(counter)),
+        res_v(CountedAllocator<f16_t>(counter)),
+        res_pos(CountedAllocator<int32_t>(counter)) {}
+  CountedVector<ChunkRec> chunks;
+  CountedVector<f16_t> res_k, res_v;  // [n][D]
+  CountedVector<int32_t> res_pos;     // [n]
+  int64_t kept_in_chunks = 0;
+};
+
+struct KvStore::Layer {
+  Layer(const KvStoreConfig& cfg, size_t page_bytes)
+      : pool(page_bytes, cfg.max_cached_pages, &counter),
+        formats(CountedAllocator<Format>(&counter)),
+        streams(CountedAllocator<Stream>(&counter)) {
+    streams.reserve(cfg.n_kv_heads);
+    for (int h = 0; h < cfg.n_kv_heads; ++h) streams.emplace_back(&counter);
+  }
+  int64_t counter = 0;  // bytes allocated through the pool and the arrays below
+  PagePool pool;
+  CountedVector<Format> formats;
+  CountedVector<Stream> streams;
+  int64_t appended = 0;
+  bool has_last = false;
+  int32_t last_pos = 0;
+
+  const Format& Fmt(uint8_t i) const { return formats[i]; }
+  // Index of f in the format table, adding it (at most 256 distinct formats).
+  int FormatIndex(const Format& f) {
+    for (size_t i = 0; i < formats.size(); ++i) {
+      if (SameFormat(formats[i], f)) return static_cast<int>(i);
+    }
+    if (formats.size() >= 256) return -1;
+    formats.push_back(f);
+    return static_cast<int>(formats.size() - 1);
+  }
+};
+
+KvStore::KvStore(const KvStoreConfig& cfg) : cfg_(cfg) {}
+KvStore::~KvStore() = default;
+
+Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
+  if (config.n_layers <= 0 || config.n_kv_heads <= 0 || config.head_dim <= 0) {
+    return MakeError("KvStore: n_layers, n_kv_heads and head_dim must be positive (got " +
+                     std::to_string(config.n_layers) + ", " + std::to_string(config.n_kv_heads) +
+                     ", " + std::to_string(config.head_dim) + ")");
+  }
+  if (config.chunk < 1 || config.chunk > 64) {
+    return MakeError("KvStore: chunk must be in 1..64 tokens (got " +
+                     std::to_string(config.chunk) + ")");
+  }
+  if (config.page_bytes != 0 && config.page_bytes < 256) {
+    return MakeError("KvStore: page_bytes must be 0 (automatic) or >= 256 (got " +
+                     std::to_string(config.page_bytes) + ")");
+  }
+  KvStoreConfig cfg = config;
+  if (cfg.page_bytes == 0) {
+    const size_t want = 4 * static_cast<size_t>(cfg.chunk) * cfg.head_dim * 2;
+    size_t p = 1024;
+    while (p < want && p < (size_t{256} << 10)) p *= 2;
+    cfg.page_bytes = p;
+  }
+  std::unique_ptr<KvStore> s(new KvStore(cfg));
+  s->Reset();
+  return s;
+}
+
+void KvStore::Reset() {
+  layers_.clear();
+  layers_.reserve(cfg_.n_layers);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    layers_.push_back(std::make_unique<Layer>(cfg_, cfg_.page_bytes));
+  }
+}
+
+Status KvStore::CheckLayerHead(int layer, int head, const char* op) const {
+  if (layer < 0 || layer >= cfg_.n_layers) {
+    return MakeError(std::string("KvStore::") + op + ": layer " + std::to_string(layer) +
+                     " out of range [0, " + std::to_string(cfg_.n_layers) + ")");
+  }
+  if (head != kAllHeads && (head < 0 || head >= cfg_.n_kv_heads)) {
+    return MakeError(std::string("KvStore::") + op + ": KV head " + std::to_string(head) +
+                     " out of range [0, " + std::to_string(cfg_.n_kv_heads) + ")");
+  }
+  return Status::Ok();
+}
+
+// ---- append ----------------------------------------------------------------
+
+namespace {
+// Grows a residual array geometrically (1/8) so that a policy that keeps many
+// tokens in the residual neither copies quadratically nor wastes 2x.
+template <class T>
+void GrowFor(CountedVector<T>& v, size_t need, size_t min_step) {
+  if (need <= v.capacity()) return;
+  v.reserve(std::max(need, v.capacity() + std::max(min_step, v.capacity() / 8)));
+}
+
+// Gives back residual capacity after tokens leave the residual (sealed or
+// evicted): keeps room for G more tokens, so that steady decoding with
+// periodic sealing does not reallocate at every step.
+template <class T>
+void ShrinkFor(CountedVector<T>& v, size_t keep) {
+  if (v.capacity() <= 2 * keep) return;
+  CountedVector<T> fresh(v.get_allocator());
+  fresh.reserve(keep);
+  fresh.assign(v.begin(), v.end());
+  v.swap(fresh);
+}
+}  // namespace
+
+void KvStore::ShrinkResidual(Stream& s) const {
+  const size_t keep = s.res_pos.size() + cfg_.chunk;
+  ShrinkFor(s.res_pos, keep);
+  ShrinkFor(s.res_k, keep * cfg_.head_dim);
+  ShrinkFor(s.res_v, keep * cfg_.head_dim);
+}
+
+Status KvStore::Append(int layer, const float* k, const float* v, const int32_t* pos, int n) {
+  HQEKV_RETURN_IF_ERROR(CheckLayerHead(layer, 0, "Append"));
+  if (n < 0) return MakeError("KvStore::Append: negative token count " + std::to_string(n));
+  if (n == 0) return Status::Ok();
+  if (!k || !v || !pos) return MakeError("KvStore::Append: null k, v or pos");
+  Layer& L = *layers_[layer];
+  for (int i = 0; i < n; ++i) {
+    const bool ok = (i == 0) ? (!L.has_last || pos[0] > L.last_pos) : pos[i] > pos[i - 1];
+    if (!ok) {
+      return MakeError("KvStore::Append: layer " + std::to_string(layer) + ": position " +
+                       std::to_string(pos[i]) + " (token " + std::to_string(i) +
+                       ") is not greater than the previous position");
+    }
+  }
+  const int H = cfg_.n_kv_heads, D = cfg_.head_dim;
+  for (int h = 0; h < H; ++h) {
+    Stream& s = L.streams[h];
+    const size_t old = s.res_pos.size();
+    GrowFor(s.res_pos, old + n, cfg_.chunk);
+    GrowFor(s.res_k, (old + n) * D, static_cast<size_t>(cfg_.chunk) * D);
+    GrowFor(s.res_v, (old + n) * D, static_cast<size_t>(cfg_.chunk) * D);
+    for (int i = 0; i < n; ++i) {
+      s.res_pos.push_back(pos[i]);
+      const float* kr = k + (static_cast<size_t>(i) * H + h) * D;
+      const float* vr = v + (static_cast<size_t>(i) * H + h) * D;
+      for (int d = 0; d < D; ++d) s.res_k.push_back(F32ToF16(kr[d]));
+      for (int d = 0; d < D; ++d) s.res_v.push_back(F32ToF16(vr[d]));
+    }
+  }
+  L.appended += n;
+  L.has_last = true;
+  L.last_pos = pos[n - 1];
+  return Status::Ok();
+}
+
+// ---- seal ------------------------------------------------------------------
+
+Status KvStore::Seal(int layer, int head, int n, const Format& kf, const Format& vf) {
+  HQEKV_RETURN_IF_ERROR(CheckLayerHead(layer, head, "Seal"));
+  Layer& L = *layers_[layer];
+  const int h0 = head == kAllHeads ? 0 : head;
+  const int h1 = head == kAllHeads ? cfg_.n_kv_heads : head + 1;
+  for (int h = h0; h < h1; ++h) {
+    const int avail = static_cast<int>(L.streams[h].res_pos.size());
+    if (n < 0 || n > avail) {
+      return MakeError("KvStore::Seal: " + At(layer, h) + ": cannot seal " + std::to_string(n) +
+                       " tokens, the residual holds " + std::to_string(avail));
+    }
+  }
+  if (n == 0) return Status::Ok();
+  // Every chunk is T = G tokens except possibly the last.
+  for (int T : {std::min(n, cfg_.chunk), n % cfg_.chunk}) {
+    if (T == 0) continue;
+    for (const Format* f : {&kf, &vf}) {
+      Status st = quant::Validate(*f, T, cfg_.head_dim);
+      if (!st.ok()) {
+        return MakeError("KvStore::Seal: " + std::string(f == &kf ? "K" : "V") + " format " +
+                         quant::FormatName(*f) + " cannot hold a chunk of " + std::to_string(T) +
+                         " tokens x " + std::to_string(cfg_.head_dim) + ": " + st.message());
+      }
+    }
+  }
+  for (int h = h0; h < h1; ++h) HQEKV_RETURN_IF_ERROR(SealOne(L, L.streams[h], n, kf, vf));
+  return Status::Ok();
+}
+
+Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Format& vf) {
+  const int D = cfg_.head_dim, G = cfg_.chunk;
+  const int kfi = L.FormatIndex(kf), vfi = L.FormatIndex(vf);
+  if (kfi < 0 || vfi < 0) return MakeError("KvStore::Seal: more than 256 distinct formats");
+  std::vector<float> kbuf(static_cast<size_t>(G) * D), vbuf(kbuf.size());
+  int sealed = 0;
+  Status result = Status::Ok();
+  while (sealed < n) {
+    const int T = std::min(G, n - sealed);
+    const BlockLayout kl = LayoutFor(kf, T, D), vl = LayoutFor(vf, T, D);
+    const int32_t* pos = s.res_pos.data() + sealed;
+    bool contiguous = true;
+    for (int t = 1; t < T; ++t) contiguous = contiguous && pos[t] == pos[0] + t;
+    ChunkRec c;
+    c.pos0 = pos[0];
+    c.T = static_cast<uint8_t>(T);
+    c.k_fmt = static_cast<uint8_t>(kfi);
+    c.v_fmt = static_cast<uint8_t>(vfi);
+    c.explicit_pos = contiguous ? 0 : 1;
+    c.kept = T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1);
+    c.k = L.pool.Allocate(kl.total);
+    c.v = L.pool.Allocate(vl.total);
+    if (!contiguous) c.pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
+    if (!c.k.valid() || !c.v.valid() || (!contiguous && !c.pos.valid())) {
+      L.pool.Free(c.k, kl.total);
+      L.pool.Free(c.v, vl.total);
+      if (!contiguous) L.pool.Free(c.pos, static_cast<size_t>(T) * sizeof(int32_t));
+      result = MakeError("KvStore::Seal: out of memory");
+      break;
+    }
+    if (!contiguous) std::memcpy(L.pool.Data(c.pos), pos, static_cast<size_t>(T) * sizeof(int32_t));
+    const size_t base = static_cast<size_t>(sealed) * D;
+    for (size_t i = 0; i < static_cast<size_t>(T) * D; ++i) {
+      kbuf[i] = F16ToF32(s.res_k[base + i]);
+      vbuf[i] = F16ToF32(s.res_v[base + i]);
+    }
+    uint8_t* kb = L.pool.Data(c.k);
+    uint8_t* vb = L.pool.Data(c.v);
+    quant::QuantizeChunk(kf, kbuf.data(), T, D, kb, kb + kl.meta_offset);
+    quant::QuantizeChunk(vf, vbuf.data(), T, D, vb, vb + vl.meta_offset);
+    s.chunks.push_back(c);
+    s.kept_in_chunks += T;
+    sealed += T;
+  }
+  s.res_pos.erase(s.res_pos.begin(), s.res_pos.begin() + sealed);
+  s.res_k.erase(s.res_k.begin(), s.res_k.begin() + static_cast<size_t>(sealed) * D);
+  s.res_v.erase(s.res_v.begin(), s.res_v.begin() + static_cast<size_t>(sealed) * D);
+  ShrinkResidual(s);
+  return result;
+}
+
+// ---- format changes ----------------------------------------------------------
+
+Status KvStore::SetChunkFormat(int layer, int head, int c, const Format& kf, const Format& vf) {
+  HQEKV_RETURN_IF_ERROR(CheckLayerHead(layer, head, "SetChunkFormat"));
+  Layer& L = *layers_[layer];
+  const int h0 = head == kAllHeads ? 0 : head;
+  const int h1 = head == kAllHeads ? cfg_.n_kv_heads : head + 1;
+  for (int h = h0; h < h1; ++h) {
+    const auto& chunks = L.streams[h].chunks;
+    if (c < 0 || c >= static_cast<int>(chunks.size())) {
+      return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " +
+                       std::to_string(c) + " out of range [0, " + std::to_string(chunks.size()) +
+                       ")");
+    }
+    if (chunks[c].kept == 0) {
+      return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " +
+                       std::to_string(c) + " is evicted");
+    }
+    for (const Format* f : {&kf, &vf}) {
+      Status st = quant::Validate(*f, chunks[c].T, cfg_.head_dim);
+      if (!st.ok()) {
+        return MakeError("KvStore::SetChunkFormat: format " + quant::FormatName(*f) +
+                         " cannot hold chunk " + std::to_string(c) + " of " + At(layer, h) +
+                         ": " + st.message());
+      }
+    }
+  }
+  for (int h = h0; h < h1; ++h) {
+    ChunkRec& rec = L.streams[h].chunks[c];
+    HQEKV_RETURN_IF_ERROR(ConvertOne(L, rec, true, kf));
+    HQEKV_RETURN_IF_ERROR(ConvertOne(L, rec, false, vf));
+  }
+  return Status::Ok();
+}
+
+Status KvStore::ConvertOne(Layer& L, ChunkRec& c, bool is_k, const Format& f) {
+  uint8_t& idx = is_k ? c.k_fmt : c.v_fmt;
+  BlockRef& ref = is_k ? c.k : c.v;
+  const Format old = L.Fmt(idx);
+  if (SameFormat(old, f)) return Status::Ok();
+  const int fi = L.FormatIndex(f);
+  if (fi < 0) return MakeError("KvStore::SetChunkFormat: more than 256 distinct formats");
+  const int T = c.T, D = cfg_.head_dim;
+  const BlockLayout ol = LayoutFor(old, T, D), nl = LayoutFor(f, T, D);
+  std::vector<float> x(static_cast<size_t>(T) * D);
+  const uint8_t* ob = L.pool.Data(ref);
+  quant::DequantizeChunk(old, ob, ob + ol.meta_offset, T, D, x.data());
+  // Evicted slots take the value of the nearest kept slot, so that they do
+  // not stretch the range of the groups they share with kept tokens.
+  for (int t = 0; t < T; ++t) {
+    if ((c.kept >> t) & 1u) continue;
+    int src = -1;
+    for (int dist = 1; dist < T && src < 0; ++dist) {
+      if (t - dist >= 0 && ((c.kept >> (t - dist)) & 1u)) src = t - dist;
+      else if (t + dist < T && ((c.kept >> (t + dist)) & 1u)) src = t + dist;
+    }
+    if (src >= 0) std::memcpy(&x[static_cast<size_t>(t) * D], &x[static_cast<size_t>(src) * D], D * sizeof(float));
+  }
+  const BlockRef nref = L.pool.Allocate(nl.total);
+  if (!nref.valid()) return MakeError("KvStore::SetChunkFormat: out of memory");
+  uint8_t* nb = L.pool.Data(nref);
+  quant::QuantizeChunk(f, x.data(), T, D, nb, nb + nl.meta_offset);
+  L.pool.Free(ref, ol.total);
+  ref = nref;
+  idx = static_cast<uint8_t>(fi);
+  return Status::Ok();
+}
+
+// ---- eviction ------------------------------------------------------------------
+
+void KvStore::EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c) {
+  if (!c.k.valid()) return;  // already a tombstone
+  const int D = cfg_.head_dim;
+  s.kept_in_chunks -= __builtin_popcountll(c.kept);
+  L.pool.Free(c.k, LayoutFor(L.Fmt(c.k_fmt), c.T, D).total);
+  L.pool.Free(c.v, LayoutFor(L.Fmt(c.v_fmt), c.T, D).total);
+  if (c.explicit_pos) L.pool.Free(c.pos, static_cast<size_t>(c.T) * sizeof(int32_t));
+  c.k = c.v = c.pos = BlockRef{};
+  c.kept = 0;
+  c.explicit_pos = 0;
+}
+
+Status KvStore::EvictChunk(int layer, int head, int c) {
+  HQEKV_RETURN_IF_ERROR(CheckLayerHead(layer, head, "EvictChunk"));
+  Layer& L = *layers_[layer];
+  const int h0 = head == kAllHeads ? 0 : head;
+  const int h1 = head == kAllHeads ? cfg_.n_kv_heads : head + 1;
+  for (int h = h0; h < h1; ++h) {
+    if (c < 0 || c >= static_cast<int>(L.streams[h].chunks.size())) {
+      return MakeError("KvStore::EvictChunk: " + At(layer, h) + ": chunk " + std::to_string(c) +
+                       " out of range [0, " + std::to_string(L.streams[h].chunks.size()) + ")");
+    }
+  }
+  for (int h = h0; h < h1; ++h) EvictWholeChunk(L, L.streams[h], L.streams[h].chunks[c]);
+  return Status::Ok();
+}
+
+namespace {
+// Where a kept token lives: chunk >= 0 and slot, or chunk == -1 and residual index.
+struct TokenLoc {
+  int chunk = -1;
+  int index = -1;
+};
+}  // namespace
+
+Status KvStore::EvictTokens(int layer, int head, const int32_t* positions, int n) {
+  HQEKV_RETURN_IF_ERROR(CheckLayerHead(layer, head, "EvictTokens"));
+  if (n < 0) return MakeError("KvStore::EvictTokens: negative count " + std::to_string(n));
+  if (n == 0) return Status::Ok();
+  if (!positions) return MakeError("KvStore::EvictTokens: null positions");
+  std::vector<int32_t> sorted(positions, positions + n);
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 1; i < n; ++i) {
+    if (sorted[i] == sorted[i - 1]) {
+      return MakeError("KvStore::EvictTokens: position " + std::to_string(sorted[i]) +
+                       " listed twice");
+    }
+  }
+  Layer& L = *layers_[layer];
+  const int h0 = head == kAllHeads ? 0 : head;
+  const int h1 = head == kAllHeads ? cfg_.n_kv_heads : head + 1;
+  std::vector<std::vector<TokenLoc>> locs(h1 - h0);
+  // Pass 1: locate every position in every head; change nothing on error.
+  for (int h = h0; h < h1; ++h) {
+    const Stream& s = L.streams[h];
+    auto& out = locs[h - h0];
+    out.reserve(n);
+    for (int32_t p : sorted) {
+      TokenLoc loc;
+      auto it = std::upper_bound(s.chunks.begin(), s.chunks.end(), p,
+                                 [](int32_t x, const ChunkRec& c) { return x < c.pos0; });
+      if (it != s.chunks.begin()) {
+        const ChunkRec& c = *(it - 1);
+        const int ci = static_cast<int>(it - 1 - s.chunks.begin());
+        if (c.kept == 0) {
+          // tombstone: nothing kept here (and p lies in no earlier chunk)
+        } else if (c.explicit_pos) {
+          const auto* ps = reinterpret_cast<const int32_t*>(L.pool.Data(c.pos));
+          const int32_t* f = std::lower_bound(ps, ps + c.T, p);
+          if (f != ps + c.T && *f == p) loc = TokenLoc{ci, static_cast<int>(f - ps)};
+        } else if (p - c.pos0 < c.T) {
+          loc = TokenLoc{ci, p - c.pos0};
+        }
+        if (loc.chunk >= 0 && !((c.kept >> loc.index) & 1u)) loc = TokenLoc{};
+      }
+      if (loc.chunk < 0) {
+        auto f = std::lower_bound(s.res_pos.begin(), s.res_pos.end(), p);
+        if (f != s.res_pos.end() && *f == p) loc.index = static_cast<int>(f - s.res_pos.begin());
+      }
+      if (loc.index < 0) {
+        return MakeError("KvStore::EvictTokens: " + At(layer, h) + ": position " +
+                         std::to_string(p) + " is not a kept token");
+      }
+      out.push_back(loc);
+    }
+  }
+  // Pass 2: apply.
+  const int D = cfg_.head_dim;
+  for (int h = h0; h < h1; ++h) {
+    Stream& s = L.streams[h];
+    std::vector<char> drop_res;
+    for (const TokenLoc& loc : locs[h - h0]) {
+      if (loc.chunk >= 0) {
+        ChunkRec& c = s.chunks[loc.chunk];
+        c.kept &= ~(uint64_t{1} << loc.index);
+        --s.kept_in_chunks;
+        if (c.kept == 0) EvictWholeChunk(L, s, c);  // frees the storage; popcount is 0 now
+      } else {
+        if (drop_res.empty()) drop_res.assign(s.res_pos.size(), 0);
+        drop_res[loc.index] = 1;
+      }
+    }
+    if (!drop_res.empty()) {
+      size_t w = 0;
+      for (size_t r = 0; r < drop_res.size(); ++r) {
+        if (drop_res[r]) continue;
+        if (w != r) {
+          s.res_pos[w] = s.res_pos[r];
+          std::memmove(&s.res_k[w * D], &s.res_k[r * D], D * sizeof(f16_t));
+          std::memmove(&s.res_v[w * D], &s.res_v[r * D], D * sizeof(f16_t));
+        }
+        ++w;
+      }
+      s.res_pos.resize(w);
+      s.res_k.resize(w * D);
+      s.res_v.resize(w * D);
+      ShrinkResidual(s);
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- compaction ------------------------------------------------------------------
+
+Status KvStore::Compact(int layer, int head) {
+  HQEKV_RETURN_IF_ERROR(CheckLayerHead(layer, head, "Compact"));
+  Layer& L = *layers_[layer];
+  const int h0 = head == kAllHeads ? 0 : head;
+  const int h1 = head == kAllHeads ? cfg_.n_kv_heads : head + 1;
+  for (int h = h0; h < h1; ++h) HQEKV_RETURN_IF_ERROR(CompactOne(L, L.streams[h]));
+  return Status::Ok();
+}
+
+Status KvStore::CompactOne(Layer& L, Stream& s) {
+  const int D = cfg_.head_dim, G = cfg_.chunk;
+  const uint64_t full_mask_g = G == 64 ? ~uint64_t{0} : ((uint64_t{1} << G) - 1);
+  CountedVector<ChunkRec> out(s.chunks.get_allocator());
+  out.reserve(s.chunks.size());
+  std::vector<float> kx, vx, krows, vrows;
+  std::vector<int32_t> prow;
+  size_t i = 0;
+  while (i < s.chunks.size()) {
+    const ChunkRec& c = s.chunks[i];
+    if (c.kept == 0) {
+      ++i;
+      continue;
+    }
+    const Format& kf = L.Fmt(c.k_fmt);
+    const Format& vf = L.Fmt(c.v_fmt);
+    // Maximal run of live lossless chunks with the same formats.
+    size_t j = i;
+    bool holes = false;
+    while (j < s.chunks.size()) {
+      const ChunkRec& d = s.chunks[j];
+      if (d.kept == 0) {  // tombstones inside a run are skipped
+        ++j;
+        continue;
+      }
+      if (!IsLossless(kf) || !IsLossless(vf) || d.k_fmt != c.k_fmt || d.v_fmt != c.v_fmt) break;
+      const uint64_t full = d.T == 64 ? ~uint64_t{0} : ((uint64_t{1} << d.T) - 1);
+      holes = holes || d.kept != full || d.T != G;
+      ++j;
+    }
+    if (j == i) j = i + 1;  // a quantized chunk: copied as is
+    if (j == i + 1 || !holes) {
+      for (size_t x = i; x < j; ++x) {
+        if (s.chunks[x].kept != 0) out.push_back(s.chunks[x]);
+      }
+      i = j;
+      continue;
+    }
+    // Gather the kept rows of the run [i, j) (lossless: dequantize/quantize
+    // round-trips exactly), then rebuild full chunks.
+    krows.clear();
+    vrows.clear();
+    prow.clear();
+    for (size_t x = i; x < j; ++x) {
+      ChunkRec& d = s.chunks[x];
+      if (d.kept == 0) continue;
+      const BlockLayout kl = LayoutFor(kf, d.T, D), vl = LayoutFor(vf, d.T, D);
+      kx.resize(static_cast<size_t>(d.T) * D);
+      vx.resize(kx.size());
+      const uint8_t* kb = L.pool.Data(d.k);
+      const uint8_t* vb = L.pool.Data(d.v);
+      quant::DequantizeChunk(kf, kb, kb + kl.meta_offset, d.T, D, kx.data());
+      quant::DequantizeChunk(vf, vb, vb + vl.meta_offset, d.T, D, vx.data());
+      const auto* ps = d.explicit_pos ? reinterpret_cast<const int32_t*>(L.pool.Data(d.pos)) : nullptr;
+      for (int t = 0; t < d.T; ++t) {
+        if (!((d.kept >> t) & 1u)) continue;
+        krows.insert(krows.end(), kx.begin() + static_cast<size_t>(t) * D, kx.begin() + static_cast<size_t>(t + 1) * D);
+        vrows.insert(vrows.end(), vx.begin() + static_cast<size_t>(t) * D, vx.begin() + static_cast<size_t>(t + 1) * D);
+        prow.push_back(ps ? ps[t] : d.pos0 + t);
+      }
+    }
+    const int total = static_cast<int>(prow.size());
+    std::vector<ChunkRec> fresh;
+    bool oom = false;
+    for (int start = 0; start < total; start += G) {
+      const int T = std::min(G, total - start);
+      const BlockLayout kl = LayoutFor(kf, T, D), vl = LayoutFor(vf, T, D);
+      bool contiguous = true;
+      for (int t = 1; t < T; ++t) contiguous = contiguous && prow[start + t] == prow[start] + t;
+      ChunkRec n;
+      n.pos0 = prow[start];
+      n.T = static_cast<uint8_t>(T);
+      n.k_fmt = c.k_fmt;
+      n.v_fmt = c.v_fmt;
+      n.explicit_pos = contiguous ? 0 : 1;
+      n.kept = T == G ? full_mask_g : ((uint64_t{1} << T) - 1);
+      n.k = L.pool.Allocate(kl.total);
+      n.v = L.pool.Allocate(vl.total);
+      if (!contiguous) n.pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
+      if (!n.k.valid() || !n.v.valid() || (!contiguous && !n.pos.valid())) {
+        L.pool.Free(n.k, kl.total);
+        L.pool.Free(n.v, vl.total);
+        if (!contiguous) L.pool.Free(n.pos, static_cast<size_t>(T) * sizeof(int32_t));
+        oom = true;
+        break;
+      }
+      uint8_t* kb = L.pool.Data(n.k);
+      uint8_t* vb = L.pool.Data(n.v);
+      quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, kb, kb + kl.meta_offset);
+      quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, vb, vb + vl.meta_offset);
+      if (!contiguous) std::memcpy(L.pool.Data(n.pos), &prow[start], static_cast<size_t>(T) * sizeof(int32_t));
+      fresh.push_back(n);
+    }
+    if (oom) {  // keep the old chunks, drop the partial rebuild
+      for (ChunkRec& n : fresh) {
+        s.kept_in_chunks += n.T;  // EvictWholeChunk subtracts it again
+        EvictWholeChunk(L, s, n);
+      }
+      for (size_t x = i; x < j; ++x) {
+        if (s.chunks[x].kept != 0) out.push_back(s.chunks[x]);
+      }
+      i = j;
+      continue;
+    }
+    for (size_t x = i; x < j; ++x) {
+      ChunkRec& d = s.chunks[x];
+      if (d.kept == 0) continue;
+      s.kept_in_chunks += __builtin_popcountll(d.kept);  // moved, not evicted
+      EvictWholeChunk(L, s, d);
+    }
+    out.insert(out.end(), fresh.begin(), fresh.end());
+    i = j;
+  }
+  out.shrink_to_fit();
+  s.chunks.swap(out);
+  return Status::Ok();
+}
+
+// ---- reads ---------------------------------------------------------------------
+
+int KvStore::NumChunks(int layer, int head) const {
+  return static_cast<int>(layers_[layer]->streams[head].chunks.size());
+}
+
+ChunkView KvStore::View(const Layer& L, const ChunkRec& c) const {
+  const int D = cfg_.head_dim;
+  ChunkView v;
+  v.T = c.T;
+  v.kept = c.kept;
+  v.pos0 = c.pos0;
+  v.k_format = L.Fmt(c.k_fmt);
+  v.v_format = L.Fmt(c.v_fmt);
+  if (c.explicit_pos && c.pos.valid()) v.positions = reinterpret_cast<const int32_t*>(L.pool.Data(c.pos));
+  if (c.k.valid()) {
+    v.k_codes = L.pool.Data(c.k);
+    v.k_meta = v.k_codes + LayoutFor(v.k_format, c.T, D).meta_offset;
+    v.v_codes = L.pool.Data(c.v);
+    v.v_meta = v.v_codes + LayoutFor(v.v_format, c.T, D).meta_offset;
+  }
+  return v;
+}
+
+ChunkView KvStore::Chunk(int layer, int head, int c) const {
+  const Layer& L = *layers_[layer];
+  return View(L, L.streams[head].chunks[c]);
+}
+
+ResidualView KvStore::Residual(int layer, int head) const {
+  const Stream& s = layers_[layer]->streams[head];
+  ResidualView r;
+  r.n = static_cast<int>(s.res_pos.size());
+  r.positions = s.res_pos.data();
+  r.k = s.res_k.data();
+  r.v = s.res_v.data();
+  return r;
+}
+
+int64_t KvStore::KeptTokens(int layer, int head) const {
+  const Stream& s = layers_[layer]->streams[head];
+  return s.kept_in_chunks + static_cast<int64_t>(s.res_pos.size());
+}
+
+int64_t KvStore::AppendedTokens(int layer) const { return layers_[layer]->appended; }
+
+void KvStore::KeptPositions(int layer, int head, std::vector<int32_t>* out) const {
+  out->clear();
+  const Layer& L = *layers_[layer];
+  const Stream& s = L.streams[head];
+  out->reserve(KeptTokens(layer, head));
+  for (const ChunkRec& c : s.chunks) {
+    if (c.kept == 0) continue;
+    const ChunkView v = View(L, c);
+    for (int t = 0; t < v.T; ++t) {
+      if (v.Kept(t)) out->push_back(v.Position(t));
+    }
+  }
+  out->insert(out->end(), s.res_pos.begin(), s.res_pos.end());
+}
+
+Status KvStore::DequantizeChunk(int layer, int head, int c, float* k, float* v) const {
+  HQEKV_RETURN_IF_ERROR(CheckLayerHead(layer, head, "DequantizeChunk"));
+  if (head == kAllHeads) return MakeError("KvStore::DequantizeChunk: needs one head");
+  if (c < 0 || c >= NumChunks(layer, head)) {
+    return MakeError("KvStore::DequantizeChunk: chunk " + std::to_string(c) + " out of range");
+  }
+  const ChunkView cv = Chunk(layer, head, c);
+  if (!cv.live()) {
+    return MakeError("KvStore::DequantizeChunk: chunk " + std::to_string(c) + " of " +
+                     At(layer, head) + " is evicted");
+  }
+  quant::DequantizeChunk(cv.k_format, cv.k_codes, cv.k_meta, cv.T, head_dim(), k);
+  quant::DequantizeChunk(cv.v_format, cv.v_codes, cv.v_meta, cv.T, head_dim(), v);
+  return Status::Ok();
+}
+
+void KvStore::DequantizeKept(int layer, int head, float* k, float* v) const {
+  const int D = head_dim();
+  std::vector<float> kx, vx;
+  size_t row = 0;
+  for (int c = 0; c < NumChunks(layer, head); ++c) {
+    const ChunkView cv = Chunk(layer, head, c);
+    if (!cv.live()) continue;
+    kx.resize(static_cast<size_t>(cv.T) * D);
+    vx.resize(kx.size());
+    quant::DequantizeChunk(cv.k_format, cv.k_codes, cv.k_meta, cv.T, D, kx.data());
+    quant::DequantizeChunk(cv.v_format, cv.v_codes, cv.v_meta, cv.T, D, vx.data());
+    for (int t = 0; t < cv.T; ++t) {
+      if (!cv.Kept(t)) continue;
+      std::memcpy(k + row * D, &kx[static_cast<size_t>(t) * D], D * sizeof(float));
+      std::memcpy(v + row * D, &vx[static_cast<size_t>(t) * D], D * sizeof(float));
+      ++row;
+    }
+  }
+  const ResidualView r = Residual(layer, head);
+  for (size_t i = 0; i < static_cast<size_t>(r.n) * D; ++i) {
+    k[row * D + i] = F16ToF32(r.k[i]);
+    v[row * D + i] = F16ToF32(r.v[i]);
+  }
+}
+
+// ---- accounting ------------------------------------------------------------------
+
+int64_t KvStore::PoolSlackBytes(int layer) const {
+  const PagePool& p = layers_[layer]->pool;
+  return p.held_bytes() - p.requested_bytes();
+}
+
+int64_t KvStore::LayerHeldBytes(int layer) const {
+  return layers_[layer]->counter + static_cast<int64_t>(sizeof(Layer));
+}
+
+const PagePool& KvStore::Pool(int layer) const { return layers_[layer]->pool; }
+
+KvStats KvStore::Stats() const {
+  KvStats st;
+  const int D = cfg_.head_dim;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const Layer& L = *layers_[l];
+    KvLayerStats ls;
+    std::vector<std::string> names;
+    for (const Format& f : L.formats) names.push_back(quant::FormatName(f));
+    KvBytes& b = ls.bytes;
+    int64_t block_padding = 0;  // alignment gap between codes and metadata
+    for (const Stream& s : L.streams) {
+      b.bookkeeping += CapacityBytes(s.chunks) + CapacityBytes(s.res_pos);
+      b.residual += CapacityBytes(s.res_k) + CapacityBytes(s.res_v);
+      for (const ChunkRec& c : s.chunks) {
+        if (c.kept == 0) continue;
+        const BlockLayout kl = LayoutFor(L.Fmt(c.k_fmt), c.T, D);
+        const BlockLayout vl = LayoutFor(L.Fmt(c.v_fmt), c.T, D);
+        b.payload += static_cast<int64_t>(kl.code + vl.code);
+        b.metadata += static_cast<int64_t>(kl.meta + vl.meta);
+        block_padding += static_cast<int64_t>(kl.meta_offset - kl.code + vl.meta_offset - vl.code);
+        if (c.explicit_pos) b.bookkeeping += static_cast<int64_t>(c.T) * sizeof(int32_t);
+        const int kept = __builtin_popcountll(c.kept);
+        ls.k_tiers[names[c.k_fmt]] += kept;
+        ls.v_tiers[names[c.v_fmt]] += kept;
+      }
+      const int64_t res = static_cast<int64_t>(s.res_pos.size());
+      if (res) {
+        ls.k_tiers["residual"] += res;
+        ls.v_tiers["residual"] += res;
+      }
+      const int64_t kept = s.kept_in_chunks + res;
+      ls.kept_tokens += kept;
+      if (L.appended > kept) {
+        ls.k_tiers["evicted"] += L.appended - kept;
+        ls.v_tiers["evicted"] += L.appended - kept;
+      }
+    }
+    b.bookkeeping += block_padding + PoolSlackBytes(l) + L.pool.table_bytes() +
+                     CapacityBytes(L.formats) + CapacityBytes(L.streams) +
+                     static_cast<int64_t>(sizeof(Layer));
+    st.bytes += b;
+    st.kept_elements += ls.kept_tokens * D * 2;
+    st.original_elements += L.appended * cfg_.n_kv_heads * D * 2;
+    st.layers.push_back(std::move(ls));
+  }
+  return st;
+}
+
+}  // namespace hqekv::cache

@@ -1,0 +1,208 @@
+// Mixed-precision paged KV store for one sequence: the storage every
+// compressing policy (policy/) builds on. It owns the representation and the
+// byte accounting; the policy decides what to seal, downgrade and evict.
+//
+// Model: L layers × H_kv KV heads × head_dim D. Every (layer, KV head) is an
+// independent "stream" of tokens in increasing original position:
+//
+//   [chunk 0][chunk 1]...[chunk C-1][residual]
+//
+// - The residual holds the newest tokens in fp16 ([n][D] for K and for V),
+//   in the order appended. Append() always lands there (every head).
+// - Seal() moves the N oldest residual tokens into chunks of up to G tokens
+//   (G = config.chunk, default 32; the last chunk of a seal may be shorter),
+//   quantized with the K format and V format the policy names (any
+//   quant::Format valid for T × D). K and V of a chunk have separate formats.
+// - A chunk's slots keep a "kept" bitmask: EvictTokens() clears bits (K and V
+//   of a token always go together), EvictChunk() clears them all. A chunk with
+//   no kept token releases its storage at once and stays as a tombstone until
+//   Compact(), so chunk indices are stable between Compact() calls.
+// - SetChunkFormat() re-quantizes a chunk from its current reconstruction
+//   (fp16 -> lower quantizes the fp16 values); evicted slots of a partially
+//   kept chunk are overwritten with a copy of the nearest kept slot first, so
+//   they do not widen the min/max of per-channel groups.
+// - Compact() drops tombstones and repacks runs of partially evicted chunks
+//   whose K and V are both raw (f16/f32): their kept rows are moved into full
+//   chunks, so token-level eviction (H2O, SnapKV, StreamingLLM) really frees
+//   memory. Quantized chunks with holes keep their holes (their codes share
+//   scales across tokens) until they are fully evicted.
+// - Original positions are preserved: a chunk stores its first position and,
+//   only when its positions are not consecutive, an explicit int32 list.
+//
+// Walk order of a stream = chunks in order, kept slots in slot order, then the
+// residual; it is ascending by original position. Attention weights and
+// KeptPositions() are indexed in this order.
+//
+// Accounting (Stats()): every byte the store allocates for a layer is counted
+// in exactly one KvBytes bucket, including the capacity of growing arrays and
+// the unused space of the layer's page pool:
+//   payload     = codes of every live chunk (K + V; evicted slots of a
+//                 partially kept chunk are still held, hence counted)
+//   metadata    = scales / minima / means / stds of every live chunk
+//   bookkeeping = chunk records (formats, first position, kept bitmask, block
+//                 refs), explicit position lists, residual positions, the
+//                 page pool's page table, pool slack (page bytes not given to
+//                 any block: partially used pages, cached empty pages, block
+//                 rounding), per-layer object headers
+//   residual    = fp16 K and V of the residual (capacity, not size)
+// LayerHeldBytes() counts the same bytes independently, by instrumenting every
+// allocation; tests assert the two agree.
+//
+// Threading: mutations of one layer must not run concurrently with anything
+// else on that layer; different layers may be mutated in parallel (one pool
+// per layer). Reads (views, attention) may run concurrently with each other.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "cache/page_pool.h"
+#include "core/half.h"
+#include "core/status.h"
+#include "quant/format.h"
+
+namespace hqekv::cache {
+
+struct KvStoreConfig {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;       // D
+  int chunk = 32;         // G: tokens per chunk, 1..64
+  // Page size of the per-layer pools; 0 = automatic: 4 fp16 K chunks
+  // rounded up to a power of two, clamped to [1 KiB, 256 KiB]
+  // (32 KiB for G = 32, D = 128).
+  size_t page_bytes = 0;
+  int max_cached_pages = 2;  // empty pages each layer keeps for reuse
+};
+
+// Pass as `head` to apply an operation to every KV head of the layer.
+inline constexpr int kAllHeads = -1;
+
+// Read-only view of one chunk of one (layer, KV head). Pointers stay valid
+// until the next mutation of that layer.
+struct ChunkView {
+  int T = 0;                       // slots (tokens sealed into the chunk)
+  uint64_t kept = 0;               // bit t set = slot t kept; 0 = tombstone
+  int32_t pos0 = 0;                // original position of slot 0
+  const int32_t* positions = nullptr;  // [T] explicit positions, or nullptr = pos0 + t
+  quant::Format k_format, v_format;
+  const uint8_t* k_codes = nullptr;  // quant::CodeBytes(k_format, T, D) bytes (nullptr if tombstone)
+  const uint8_t* k_meta = nullptr;   // quant::MetaBytes(k_format, T, D) bytes
+  const uint8_t* v_codes = nullptr;
+  const uint8_t* v_meta = nullptr;
+
+  bool live() const { return kept != 0; }
+  bool Kept(int t) const { return (kept >> t) & 1u; }
+  int32_t Position(int t) const { return positions ? positions[t] : pos0 + t; }
+  int KeptCount() const { return __builtin_popcountll(kept); }
+};
+
+// The residual of one (layer, KV head): n tokens, fp16, oldest first.
+struct ResidualView {
+  int n = 0;
+  const int32_t* positions = nullptr;  // [n]
+  const f16_t* k = nullptr;            // [n][D]
+  const f16_t* v = nullptr;            // [n][D]
+};
+
+class KvStore {
+ public:
+  // Checks the configuration (positive sizes, 1 <= chunk <= 64).
+  static Result<std::unique_ptr<KvStore>> Create(const KvStoreConfig& config);
+  ~KvStore();
+
+  const KvStoreConfig& config() const { return cfg_; }
+  int n_layers() const { return cfg_.n_layers; }
+  int n_kv_heads() const { return cfg_.n_kv_heads; }
+  int head_dim() const { return cfg_.head_dim; }
+  int chunk() const { return cfg_.chunk; }
+
+  // Forget everything (keeps the configuration); frees all storage.
+  void Reset();
+
+  // ---- mutations -------------------------------------------------------
+  // Appends n tokens to the residual of every KV head of `layer`.
+  // k, v: [n][n_kv_heads][D] fp32 (K RoPE-rotated); pos: [n], strictly
+  // increasing and greater than every position appended to this layer.
+  Status Append(int layer, const float* k, const float* v, const int32_t* pos, int n);
+
+  // Moves the n oldest residual tokens of (layer, head) into ceil(n / G) new
+  // chunks (all of G tokens except possibly the last), K quantized with kf
+  // and V with vf. 0 <= n <= ResidualSize; head may be kAllHeads (then n must
+  // be <= every head's residual). Formats are checked with quant::Validate
+  // for each chunk's T × D.
+  Status Seal(int layer, int head, int n, const quant::Format& kf, const quant::Format& vf);
+
+  // Re-quantizes live chunk c to (kf, vf) from its current reconstruction.
+  // K and V are converted independently, only when their format changes.
+  // Any change is allowed (policies enforce downgrade-only themselves).
+  // head may be kAllHeads (chunk index c in every head). Tombstones: error.
+  Status SetChunkFormat(int layer, int head, int c, const quant::Format& kf,
+                        const quant::Format& vf);
+
+  // Evicts every kept token of chunk c (K and V). head may be kAllHeads.
+  // Evicting a tombstone is a no-op.
+  Status EvictChunk(int layer, int head, int c);
+
+  // Evicts the tokens with the given original positions (chunks or residual)
+  // from (layer, head); head may be kAllHeads. Every position must be kept in
+  // every addressed head, else nothing changes and an error names the first
+  // missing one. Duplicates are an error too.
+  Status EvictTokens(int layer, int head, const int32_t* positions, int n);
+
+  // Drops tombstones and repacks partially evicted raw (f16/f32) chunks; see
+  // the file comment. head may be kAllHeads. Invalidates chunk indices.
+  Status Compact(int layer, int head);
+
+  // ---- reads -------------------------------------------------------------
+  int NumChunks(int layer, int head) const;           // tombstones included
+  ChunkView Chunk(int layer, int head, int c) const;  // 0 <= c < NumChunks
+  ResidualView Residual(int layer, int head) const;
+  int ResidualSize(int layer, int head) const { return Residual(layer, head).n; }
+  int64_t KeptTokens(int layer, int head) const;      // chunks + residual
+  int64_t AppendedTokens(int layer) const;            // every token ever appended
+  // Positions of the kept tokens in walk order (ascending). out is resized.
+  void KeptPositions(int layer, int head, std::vector<int32_t>* out) const;
+  // Reconstruction of chunk c: k, v: [T][D] fp32 (evicted slots included, as
+  // stored). Tombstones: error.
+  Status DequantizeChunk(int layer, int head, int c, float* k, float* v) const;
+  // Reconstruction of every kept token in walk order: k, v: [KeptTokens][D].
+  void DequantizeKept(int layer, int head, float* k, float* v) const;
+
+  // ---- accounting ----------------------------------------------------------
+  // Per-layer and total bytes (see the file comment), kept / original element
+  // counts, and tier histograms: k_tiers / v_tiers count kept (head, token)
+  // cells by quant::FormatName of their format, "residual" for residual
+  // tokens, and "evicted" for appended tokens no longer kept.
+  KvStats Stats() const;
+  // Pool slack of one layer (already inside its bookkeeping).
+  int64_t PoolSlackBytes(int layer) const;
+  // Bytes the layer really holds, counted by instrumenting every allocation
+  // (pages, arrays) independently of Stats(); equals Stats().layers[l].bytes.total().
+  int64_t LayerHeldBytes(int layer) const;
+  const PagePool& Pool(int layer) const;
+
+ private:
+  struct Layer;
+  struct Stream;
+  struct ChunkRec;
+  explicit KvStore(const KvStoreConfig& cfg);
+  Status CheckLayerHead(int layer, int head, const char* op) const;
+  Status SealOne(Layer& L, Stream& s, int n, const quant::Format& kf, const quant::Format& vf);
+  Status ConvertOne(Layer& L, ChunkRec& c, bool is_k, const quant::Format& f);
+  void EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c);
+  Status CompactOne(Layer& L, Stream& s);
+  void ShrinkResidual(Stream& s) const;
+  ChunkView View(const Layer& L, const ChunkRec& c) const;
+
+  KvStoreConfig cfg_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+// True when a and b describe the same representation.
+bool SameFormat(const quant::Format& a, const quant::Format& b);
+
+}  // namespace hqekv::cache

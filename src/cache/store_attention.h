@@ -1,0 +1,64 @@
+// Attention of one layer's queries over the kept tokens of a KvStore, read
+// directly from their tiers: scores through quant::DotChunk and the weighted
+// sum of values through quant::AxpyChunk (fused dequantize-and-dot /
+// -accumulate; no fp16 copy of the cache is materialized).
+//
+// For KV head g and each query head h with h / (n_q_heads / n_kv_heads) == g
+// (GQA): query i at position q_pos[i] sees every kept token of (layer, g)
+// whose original position is <= q_pos[i]; scores are q·k / sqrt(D), one fp32
+// softmax over all visible kept tokens (chunks and residual together), then
+// out = sum_j w_j v_j. A query that sees no kept token gets out = 0.
+// Hadamard formats: q is rotated once per query head for the chunks whose K
+// format has `hadamard`, and the accumulator of chunks whose V format has it
+// is rotated back once at the end.
+//
+// KV heads run in parallel (core/parallel.h) when the work is large enough.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "cache/kv_store.h"
+#include "core/status.h"
+
+namespace hqekv::cache {
+
+// One row of attention weights, handed to the sink per (query, query head).
+// weights[j] and positions[j] are in the walk order of (layer, kv_head) (see
+// kv_store.h): j indexes the kept tokens, ascending by original position.
+// Tokens the query cannot see (position > q_pos) have weight 0. The visible
+// weights sum to 1 (or all are 0 when none is visible). Pointers are valid
+// only during the call.
+struct AttentionRow {
+  int kv_head = 0;
+  int query = 0;          // index in the batch, 0..n-1
+  int q_head = 0;         // absolute query head, 0..n_q_heads-1
+  int32_t q_pos = 0;
+  int n_kept = 0;         // KeptTokens(layer, kv_head)
+  const float* weights = nullptr;    // [n_kept]
+  const int32_t* positions = nullptr;// [n_kept]
+};
+
+// Receives every AttentionRow of a call. Called concurrently for different
+// KV heads (never for the same KV head at once): write into per-KV-head state.
+using AttentionSink = std::function<void(const AttentionRow&)>;
+
+struct StoreAttentionOptions {
+  // Queries with index < first_sink_query are not reported to the sink (e.g.
+  // n - window for SnapKV's observation window, n - 20 for HqeKV); their
+  // attention output is computed as usual.
+  int first_sink_query = 0;
+  // Minimum number of (query head × kept token × D) multiply-adds before the
+  // KV heads are spread over threads.
+  int64_t parallel_min_work = int64_t{1} << 16;
+};
+
+// q: [n][n_q_heads][D] fp32 (RoPE applied); q_pos: [n]; out: [n][n_q_heads][D].
+// n_q_heads must be a positive multiple of store.n_kv_heads(). sink may be
+// null. Errors (bad layer, head counts, null pointers) leave out untouched.
+Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const float* q,
+                      const int32_t* q_pos, int n, float* out,
+                      const AttentionSink* sink = nullptr,
+                      const StoreAttentionOptions& options = {});
+
+}  // namespace hqekv::cache

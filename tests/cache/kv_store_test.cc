@@ -1,0 +1,436 @@
+#include "cache/kv_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "quant/format.h"
+
+namespace hqekv::cache {
+namespace {
+
+using quant::Format;
+using quant::Grouping;
+
+std::unique_ptr<KvStore> MakeStore(int L, int H, int D, int G = 8, size_t page = 0) {
+  KvStoreConfig c;
+  c.n_layers = L;
+  c.n_kv_heads = H;
+  c.head_dim = D;
+  c.chunk = G;
+  c.page_bytes = page;
+  auto r = KvStore::Create(c);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
+  return std::move(r).value();
+}
+
+// Deterministic token values: K and V of (layer, head, pos) differ, so a row
+// read back identifies which token (and which of K/V) it came from.
+float Val(int layer, int head, int pos, int d, bool is_v) {
+  return static_cast<float>((pos * 7 + d * 3 + head * 11 + layer * 5) % 29) * 0.125f - 1.5f +
+         (is_v ? 0.0625f : 0.0f);
+}
+
+void AppendTokens(KvStore& s, int layer, const std::vector<int32_t>& pos) {
+  const int H = s.n_kv_heads(), D = s.head_dim();
+  std::vector<float> k(pos.size() * H * D), v(k.size());
+  for (size_t i = 0; i < pos.size(); ++i) {
+    for (int h = 0; h < H; ++h) {
+      for (int d = 0; d < D; ++d) {
+        k[(i * H + h) * D + d] = Val(layer, h, pos[i], d, false);
+        v[(i * H + h) * D + d] = Val(layer, h, pos[i], d, true);
+      }
+    }
+  }
+  ASSERT_TRUE(s.Append(layer, k.data(), v.data(), pos.data(), static_cast<int>(pos.size())).ok());
+}
+
+std::vector<int32_t> Range(int a, int b) {
+  std::vector<int32_t> r;
+  for (int i = a; i < b; ++i) r.push_back(i);
+  return r;
+}
+
+void ExpectAccountingExact(const KvStore& s) {
+  const KvStats st = s.Stats();
+  KvBytes sum;
+  for (int l = 0; l < s.n_layers(); ++l) {
+    EXPECT_EQ(st.layers[l].bytes.total(), s.LayerHeldBytes(l)) << "layer " << l;
+    sum += st.layers[l].bytes;
+  }
+  EXPECT_EQ(sum.total(), st.bytes.total());
+}
+
+TEST(KvStore, CreateRejectsBadConfig) {
+  KvStoreConfig c;
+  c.n_layers = 1;
+  c.n_kv_heads = 1;
+  c.head_dim = 0;
+  EXPECT_FALSE(KvStore::Create(c).ok());
+  c.head_dim = 8;
+  c.chunk = 65;
+  auto r = KvStore::Create(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("chunk"), std::string::npos);
+  c.chunk = 32;
+  c.page_bytes = 100;
+  EXPECT_FALSE(KvStore::Create(c).ok());
+}
+
+TEST(KvStore, AppendRejectsNonIncreasingPositions) {
+  auto s = MakeStore(1, 1, 4);
+  AppendTokens(*s, 0, {3, 4});
+  std::vector<float> k(4), v(4);
+  int32_t p = 4;
+  EXPECT_FALSE(s->Append(0, k.data(), v.data(), &p, 1).ok());
+  EXPECT_FALSE(s->Append(1, k.data(), v.data(), &p, 1).ok());  // bad layer
+  EXPECT_EQ(s->ResidualSize(0, 0), 2);
+}
+
+TEST(KvStore, SealKeepsPositionsAndValues) {
+  auto s = MakeStore(2, 3, 16, 8);
+  AppendTokens(*s, 1, Range(0, 21));
+  ASSERT_TRUE(s->Seal(1, kAllHeads, 20, quant::F16(), quant::F32()).ok());
+  for (int h = 0; h < 3; ++h) {
+    EXPECT_EQ(s->NumChunks(1, h), 3);  // 8 + 8 + 4
+    EXPECT_EQ(s->Chunk(1, h, 2).T, 4);
+    EXPECT_EQ(s->ResidualSize(1, h), 1);
+    std::vector<int32_t> pos;
+    s->KeptPositions(1, h, &pos);
+    EXPECT_EQ(pos, Range(0, 21));
+    std::vector<float> k(21 * 16), v(21 * 16);
+    s->DequantizeKept(1, h, k.data(), v.data());
+    for (int t = 0; t < 21; ++t) {
+      for (int d = 0; d < 16; ++d) {
+        // fp16 storage everywhere (the residual was fp16 before sealing).
+        EXPECT_EQ(k[t * 16 + d], RoundF16(Val(1, h, t, d, false)));
+        EXPECT_EQ(v[t * 16 + d], RoundF16(Val(1, h, t, d, true)));
+      }
+    }
+  }
+  EXPECT_EQ(s->NumChunks(0, 0), 0);
+  EXPECT_FALSE(s->Seal(1, 0, 2, quant::F16(), quant::F16()).ok());  // only 1 in the residual
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, SealRejectsFormatThatCannotHoldTheChunk) {
+  auto s = MakeStore(1, 1, 12, 8);
+  AppendTokens(*s, 0, Range(0, 8));
+  // Hadamard needs a power-of-two D.
+  Format f = quant::Uniform(4, Grouping::kPerToken, 4);
+  f.hadamard = true;
+  auto st = s->Seal(0, 0, 8, f, quant::F16());
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(s->ResidualSize(0, 0), 8);
+  EXPECT_EQ(s->NumChunks(0, 0), 0);
+}
+
+TEST(KvStore, AccountingCountsPayloadMetadataAndResidual) {
+  const int D = 32, G = 8;
+  auto s = MakeStore(1, 2, D, G);
+  AppendTokens(*s, 0, Range(0, 19));
+  const Format k4 = quant::Uniform(4, Grouping::kPerChannel);
+  const Format v2 = quant::Uniform(2, Grouping::kPerToken, 16);
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 16, k4, v2).ok());
+  const KvStats st = s->Stats();
+  const int64_t payload = 2 * 2 * (quant::CodeBytes(k4, G, D) + quant::CodeBytes(v2, G, D));
+  const int64_t meta = 2 * 2 * (quant::MetaBytes(k4, G, D) + quant::MetaBytes(v2, G, D));
+  EXPECT_EQ(st.bytes.payload, payload);
+  EXPECT_EQ(st.bytes.metadata, meta);
+  EXPECT_GE(st.bytes.residual, 2 * 3 * D * 2 * 2);  // 3 tokens x K,V x fp16 x 2 heads
+  EXPECT_EQ(st.layers[0].kept_tokens, 2 * 19);
+  EXPECT_EQ(st.kept_elements, 2 * 19 * D * 2);
+  EXPECT_EQ(st.original_elements, st.kept_elements);
+  EXPECT_EQ(st.layers[0].k_tiers.at("u4:chan"), 2 * 16);
+  EXPECT_EQ(st.layers[0].v_tiers.at("u2:tok:g=16"), 2 * 16);
+  EXPECT_EQ(st.layers[0].k_tiers.at("residual"), 2 * 3);
+  EXPECT_GT(st.true_bits(), 0.0);
+  EXPECT_DOUBLE_EQ(st.true_bits(), 8.0 * st.bytes.total() / st.kept_elements);
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, EvictTokensDropsKAndVTogether) {
+  const int D = 8;
+  auto s = MakeStore(1, 2, D, 8);
+  AppendTokens(*s, 0, Range(100, 120));
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 16, quant::F32(), quant::F16()).ok());
+  // Head 1 only: two chunk tokens and one residual token.
+  const std::vector<int32_t> gone = {117, 101, 110};
+  ASSERT_TRUE(s->EvictTokens(0, 1, gone.data(), 3).ok());
+  std::vector<int32_t> pos0, pos1;
+  s->KeptPositions(0, 0, &pos0);
+  s->KeptPositions(0, 1, &pos1);
+  EXPECT_EQ(pos0, Range(100, 120));
+  std::vector<int32_t> want;
+  for (int p = 100; p < 120; ++p) {
+    if (p != 101 && p != 110 && p != 117) want.push_back(p);
+  }
+  EXPECT_EQ(pos1, want);
+  EXPECT_EQ(s->KeptTokens(0, 1), 17);
+  std::vector<float> k(17 * D), v(17 * D);
+  s->DequantizeKept(0, 1, k.data(), v.data());
+  for (size_t j = 0; j < want.size(); ++j) {
+    for (int d = 0; d < D; ++d) {
+      EXPECT_EQ(k[j * D + d], RoundF16(Val(0, 1, want[j], d, false)));
+      EXPECT_EQ(v[j * D + d], RoundF16(Val(0, 1, want[j], d, true)));
+    }
+  }
+  // Evicting a token twice, or an unknown one, fails and changes nothing.
+  const std::vector<int32_t> bad = {102, 101};
+  auto st = s->EvictTokens(0, 1, bad.data(), 2);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("101"), std::string::npos);
+  EXPECT_EQ(s->KeptTokens(0, 1), 17);
+  const KvStats stats = s->Stats();
+  EXPECT_EQ(stats.layers[0].k_tiers.at("evicted"), 3);
+  EXPECT_EQ(stats.layers[0].v_tiers.at("evicted"), 3);
+  EXPECT_LT(stats.kept_elements, stats.original_elements);
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, EvictChunkFreesStorageAndKeepsIndices) {
+  const int D = 16;
+  auto s = MakeStore(1, 1, D, 8);
+  AppendTokens(*s, 0, Range(0, 32));
+  ASSERT_TRUE(s->Seal(0, 0, 32, quant::F16(), quant::F16()).ok());
+  const int64_t blocks = s->Pool(0).live_blocks();
+  EXPECT_EQ(blocks, 8);
+  ASSERT_TRUE(s->EvictChunk(0, 0, 1).ok());
+  EXPECT_EQ(s->Pool(0).live_blocks(), 6);
+  EXPECT_EQ(s->NumChunks(0, 0), 4);  // tombstone until Compact
+  EXPECT_FALSE(s->Chunk(0, 0, 1).live());
+  EXPECT_EQ(s->Chunk(0, 0, 2).pos0, 16);
+  EXPECT_TRUE(s->EvictChunk(0, 0, 1).ok());  // no-op
+  EXPECT_FALSE(s->SetChunkFormat(0, 0, 1, quant::F16(), quant::F16()).ok());
+  EXPECT_EQ(s->KeptTokens(0, 0), 24);
+  ASSERT_TRUE(s->Compact(0, 0).ok());
+  EXPECT_EQ(s->NumChunks(0, 0), 3);
+  std::vector<int32_t> pos;
+  s->KeptPositions(0, 0, &pos);
+  std::vector<int32_t> want = Range(0, 8);
+  for (int p = 16; p < 32; ++p) want.push_back(p);
+  EXPECT_EQ(pos, want);
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, DowngradeRequantizesFromCurrentRepresentation) {
+  const int D = 32, G = 8;
+  auto s = MakeStore(1, 1, D, G);
+  AppendTokens(*s, 0, Range(0, 8));
+  ASSERT_TRUE(s->Seal(0, 0, 8, quant::F16(), quant::F16()).ok());
+  std::vector<float> k16(G * D), v16(G * D);
+  ASSERT_TRUE(s->DequantizeChunk(0, 0, 0, k16.data(), v16.data()).ok());
+  const Format k4 = quant::Uniform(4, Grouping::kPerChannel);
+  const Format v4 = quant::Uniform(4, Grouping::kPerToken);
+  const Format k1 = quant::Normal(1, Grouping::kPerChannel);
+  ASSERT_TRUE(s->SetChunkFormat(0, 0, 0, k4, v4).ok());
+  std::vector<float> k4x(G * D), v4x(G * D);
+  ASSERT_TRUE(s->DequantizeChunk(0, 0, 0, k4x.data(), v4x.data()).ok());
+  // Expected: quantize the fp16 values directly.
+  std::vector<uint8_t> codes(quant::CodeBytes(k4, G, D)), meta(quant::MetaBytes(k4, G, D));
+  std::vector<float> want(G * D);
+  quant::QuantizeChunk(k4, k16.data(), G, D, codes.data(), meta.data());
+  quant::DequantizeChunk(k4, codes.data(), meta.data(), G, D, want.data());
+  EXPECT_EQ(k4x, want);
+  // u4 -> n1 for K only: from the u4 reconstruction; V untouched.
+  ASSERT_TRUE(s->SetChunkFormat(0, 0, 0, k1, v4).ok());
+  std::vector<float> k1x(G * D), v4y(G * D);
+  ASSERT_TRUE(s->DequantizeChunk(0, 0, 0, k1x.data(), v4y.data()).ok());
+  EXPECT_EQ(v4y, v4x);
+  codes.assign(quant::CodeBytes(k1, G, D), 0);
+  meta.assign(quant::MetaBytes(k1, G, D), 0);
+  quant::QuantizeChunk(k1, k4x.data(), G, D, codes.data(), meta.data());
+  quant::DequantizeChunk(k1, codes.data(), meta.data(), G, D, want.data());
+  EXPECT_EQ(k1x, want);
+  EXPECT_TRUE(SameFormat(s->Chunk(0, 0, 0).k_format, k1));
+  EXPECT_TRUE(SameFormat(s->Chunk(0, 0, 0).v_format, v4));
+  EXPECT_EQ(s->Pool(0).live_blocks(), 2);
+  const KvStats st = s->Stats();
+  EXPECT_EQ(st.bytes.payload,
+            static_cast<int64_t>(quant::CodeBytes(k1, G, D) + quant::CodeBytes(v4, G, D)));
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, CompactRepacksTokenEvictedFp16Chunks) {
+  const int D = 16, G = 8;
+  auto s = MakeStore(1, 1, D, G);
+  AppendTokens(*s, 0, Range(0, 64));
+  ASSERT_TRUE(s->Seal(0, 0, 64, quant::F16(), quant::F16()).ok());
+  std::vector<int32_t> odd;
+  for (int p = 1; p < 64; p += 2) odd.push_back(p);
+  ASSERT_TRUE(s->EvictTokens(0, 0, odd.data(), static_cast<int>(odd.size())).ok());
+  const int64_t payload_before = s->Stats().bytes.payload;
+  ASSERT_TRUE(s->Compact(0, 0).ok());
+  EXPECT_EQ(s->NumChunks(0, 0), 4);
+  EXPECT_EQ(s->Stats().bytes.payload, payload_before / 2);
+  std::vector<int32_t> pos;
+  s->KeptPositions(0, 0, &pos);
+  ASSERT_EQ(pos.size(), 32u);
+  std::vector<float> k(32 * D), v(32 * D);
+  s->DequantizeKept(0, 0, k.data(), v.data());
+  for (int j = 0; j < 32; ++j) {
+    EXPECT_EQ(pos[j], 2 * j);
+    EXPECT_NE(s->Chunk(0, 0, j / G).positions, nullptr);  // non-consecutive now
+    for (int d = 0; d < D; ++d) {
+      EXPECT_EQ(k[j * D + d], RoundF16(Val(0, 0, 2 * j, d, false)));
+      EXPECT_EQ(v[j * D + d], RoundF16(Val(0, 0, 2 * j, d, true)));
+    }
+  }
+  // Evicting by position still works on repacked chunks.
+  const int32_t p = 42;
+  ASSERT_TRUE(s->EvictTokens(0, 0, &p, 1).ok());
+  EXPECT_EQ(s->KeptTokens(0, 0), 31);
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, CompactLeavesQuantizedChunksWithHoles) {
+  const int D = 16, G = 8;
+  auto s = MakeStore(1, 1, D, G);
+  AppendTokens(*s, 0, Range(0, 16));
+  ASSERT_TRUE(s->Seal(0, 0, 16, quant::Uniform(2, Grouping::kPerChannel), quant::F16()).ok());
+  const int32_t p = 3;
+  ASSERT_TRUE(s->EvictTokens(0, 0, &p, 1).ok());
+  ASSERT_TRUE(s->Compact(0, 0).ok());
+  EXPECT_EQ(s->NumChunks(0, 0), 2);
+  EXPECT_EQ(s->Chunk(0, 0, 0).kept, 0xFFu & ~(1u << 3));
+}
+
+// Long random sequence of every operation against a shadow model of which
+// positions are kept; checks positions, K/V pairing, accounting and leaks.
+TEST(KvStore, RandomOperationsKeepInvariantsAndLeakNothing) {
+  const int L = 2, H = 2, D = 16, G = 8;
+  auto s = MakeStore(L, H, D, G, 1024);
+  std::mt19937 rng(1234);
+  const Format formats[] = {quant::F16(),
+                            quant::Fp8E4M3(),
+                            quant::Int8PerToken(),
+                            quant::Uniform(4, Grouping::kPerChannel),
+                            quant::Uniform(2, Grouping::kPerToken, 8),
+                            quant::Uniform(1, Grouping::kPerChannel),
+                            quant::Normal(1, Grouping::kPerToken, 16),
+                            quant::F32()};
+  std::vector<std::vector<std::vector<int32_t>>> shadow(L, std::vector<std::vector<int32_t>>(H));
+  std::vector<int32_t> next(L, 0);
+  for (int step = 0; step < 600; ++step) {
+    const int l = static_cast<int>(rng() % L);
+    const int op = static_cast<int>(rng() % 6);
+    const int h = static_cast<int>(rng() % H);
+    if (op == 0) {  // append 1..12 tokens, sometimes with a gap in positions
+      const int n = 1 + static_cast<int>(rng() % 12);
+      std::vector<int32_t> pos;
+      for (int i = 0; i < n; ++i) {
+        next[l] += 1 + (rng() % 5 == 0 ? 3 : 0);
+        pos.push_back(next[l]);
+      }
+      AppendTokens(*s, l, pos);
+      for (int hh = 0; hh < H; ++hh) shadow[l][hh].insert(shadow[l][hh].end(), pos.begin(), pos.end());
+    } else if (op == 1) {  // seal
+      const int n = s->ResidualSize(l, h) == 0 ? 0 : static_cast<int>(rng() % (s->ResidualSize(l, h) + 1));
+      ASSERT_TRUE(s->Seal(l, h, n, formats[rng() % 8], formats[rng() % 8]).ok());
+    } else if (op == 2 && s->NumChunks(l, h) > 0) {  // change a format
+      const int c = static_cast<int>(rng() % s->NumChunks(l, h));
+      auto st = s->SetChunkFormat(l, h, c, formats[rng() % 8], formats[rng() % 8]);
+      EXPECT_EQ(st.ok(), s->Chunk(l, h, c).live());
+    } else if (op == 3 && s->NumChunks(l, h) > 0) {  // evict a chunk
+      const int c = static_cast<int>(rng() % s->NumChunks(l, h));
+      const ChunkView cv = s->Chunk(l, h, c);
+      for (int t = 0; t < cv.T; ++t) {
+        if (cv.Kept(t)) {
+          auto& v = shadow[l][h];
+          v.erase(std::find(v.begin(), v.end(), cv.Position(t)));
+        }
+      }
+      ASSERT_TRUE(s->EvictChunk(l, h, c).ok());
+    } else if (op == 4 && !shadow[l][h].empty()) {  // evict random tokens
+      auto& v = shadow[l][h];
+      std::vector<int32_t> gone;
+      for (int i = 0; i < 3 && !v.empty(); ++i) {
+        const size_t j = rng() % v.size();
+        gone.push_back(v[j]);
+        v.erase(v.begin() + j);
+      }
+      ASSERT_TRUE(s->EvictTokens(l, h, gone.data(), static_cast<int>(gone.size())).ok());
+    } else if (op == 5) {
+      ASSERT_TRUE(s->Compact(l, h).ok());
+    }
+    std::vector<int32_t> pos;
+    s->KeptPositions(l, h, &pos);
+    ASSERT_EQ(pos, shadow[l][h]) << "step " << step;
+    ASSERT_EQ(s->KeptTokens(l, h), static_cast<int64_t>(pos.size()));
+    ExpectAccountingExact(*s);
+  }
+  // K and V rows still belong to the same token: for lossless tiers they
+  // match the original values exactly; lossy ones stay near them.
+  for (int l = 0; l < L; ++l) {
+    for (int h = 0; h < H; ++h) {
+      const size_t n = shadow[l][h].size();
+      std::vector<float> k(n * D), v(n * D);
+      s->DequantizeKept(l, h, k.data(), v.data());
+      for (size_t j = 0; j < n; ++j) {
+        double ek = 0, ev = 0;
+        for (int d = 0; d < D; ++d) {
+          ek += std::abs(k[j * D + d] - Val(l, h, shadow[l][h][j], d, false));
+          ev += std::abs(v[j * D + d] - Val(l, h, shadow[l][h][j], d, true));
+        }
+        EXPECT_LT(ek / D, 1.5) << "K row of position " << shadow[l][h][j];
+        EXPECT_LT(ev / D, 1.5) << "V row of position " << shadow[l][h][j];
+      }
+    }
+  }
+  // Evict everything: every block comes back, pages go back to the system
+  // except the small per-layer cache.
+  for (int l = 0; l < L; ++l) {
+    for (int h = 0; h < H; ++h) {
+      for (int c = 0; c < s->NumChunks(l, h); ++c) ASSERT_TRUE(s->EvictChunk(l, h, c).ok());
+      ASSERT_TRUE(s->Compact(l, h).ok());
+      EXPECT_EQ(s->NumChunks(l, h), 0);
+    }
+    EXPECT_EQ(s->Pool(l).live_blocks(), 0);
+    EXPECT_EQ(s->Pool(l).pages_in_use(), 0);
+    EXPECT_LE(s->Pool(l).held_bytes(), 2 * 1024);
+  }
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, ResetFreesEverything) {
+  auto s = MakeStore(2, 2, 16, 8);
+  AppendTokens(*s, 0, Range(0, 40));
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 32, quant::F16(), quant::F16()).ok());
+  const int64_t empty_l1 = s->LayerHeldBytes(1);
+  EXPECT_GT(s->LayerHeldBytes(0), empty_l1);
+  s->Reset();
+  EXPECT_EQ(s->LayerHeldBytes(0), empty_l1);
+  EXPECT_EQ(s->KeptTokens(0, 0), 0);
+  EXPECT_EQ(s->AppendedTokens(0), 0);
+  AppendTokens(*s, 0, Range(0, 4));  // positions may restart after Reset
+  EXPECT_EQ(s->KeptTokens(0, 1), 4);
+}
+
+TEST(KvStore, TrueBitsOfAQuantizedStoreIncludeEveryByte) {
+  // One layer, 8 heads, D = 128, 1024 tokens all in u2 (K per-channel, V
+  // per-token g=32): codes are 2 bits, metadata 2 fp16 per 32 elements = 1
+  // bit, so true bits are a little over 3 (chunk records, page slack), plus
+  // the residual's reserved room for G tokens (fp16) per head.
+  const int D = 128, G = 32, H = 8;
+  auto s = MakeStore(1, H, D, G);
+  AppendTokens(*s, 0, Range(0, 1024));
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 1024, quant::Uniform(2, Grouping::kPerChannel),
+                      quant::Uniform(2, Grouping::kPerToken)).ok());
+  const KvStats st = s->Stats();
+  EXPECT_EQ(st.bytes.payload, int64_t{1024} * H * D * 2 * 2 / 8);
+  EXPECT_EQ(st.bytes.metadata, int64_t{1024} * H * D * 2 / 32 * 4);
+  EXPECT_EQ(st.bytes.residual, int64_t{G} * H * D * 2 * 2);
+  EXPECT_GT(st.true_bits(), 3.5);
+  const double without_residual =
+      8.0 * static_cast<double>(st.bytes.total() - st.bytes.residual) / st.kept_elements;
+  EXPECT_GT(without_residual, 3.0);
+  EXPECT_LT(without_residual, 3.2);  // measured 3.18: 0.125 bits of it is page slack
+  ExpectAccountingExact(*s);
+}
+
+}  // namespace
+}  // namespace hqekv::cache

@@ -1,0 +1,256 @@
+#include "cache/store_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "core/parallel.h"
+#include "quant/format.h"
+
+namespace hqekv::cache {
+namespace {
+
+using quant::Format;
+using quant::Grouping;
+
+// Naive reference: dequantize every kept token of (layer, head) to fp64 (via
+// quant::DequantizeChunk, not the fused kernels), causal mask by original
+// position, softmax in fp64, weighted sum. out: [n][n_q_heads][D];
+// weights[(i * n_q_heads + h)] = [n_kept] (0 for masked tokens).
+void Reference(const KvStore& s, int layer, int n_q_heads, const std::vector<float>& q,
+               const std::vector<int32_t>& q_pos, std::vector<double>* out,
+               std::vector<std::vector<double>>* weights) {
+  const int H = s.n_kv_heads(), D = s.head_dim(), group = n_q_heads / H;
+  const int n = static_cast<int>(q_pos.size());
+  out->assign(static_cast<size_t>(n) * n_q_heads * D, 0.0);
+  weights->assign(static_cast<size_t>(n) * n_q_heads, {});
+  for (int g = 0; g < H; ++g) {
+    const int64_t m = s.KeptTokens(layer, g);
+    std::vector<float> k(m * D), v(m * D);
+    s.DequantizeKept(layer, g, k.data(), v.data());
+    std::vector<int32_t> pos;
+    s.KeptPositions(layer, g, &pos);
+    for (int i = 0; i < n; ++i) {
+      for (int hh = 0; hh < group; ++hh) {
+        const int h = g * group + hh;
+        const float* qh = &q[(static_cast<size_t>(i) * n_q_heads + h) * D];
+        std::vector<double> sc(m, -INFINITY);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < m; ++j) {
+          if (pos[j] > q_pos[i]) continue;
+          double d = 0;
+          for (int c = 0; c < D; ++c) d += static_cast<double>(qh[c]) * k[j * D + c];
+          sc[j] = d / std::sqrt(static_cast<double>(D));
+          mx = std::max(mx, sc[j]);
+        }
+        std::vector<double> w(m, 0.0);
+        double sum = 0;
+        for (int64_t j = 0; j < m; ++j) {
+          if (sc[j] == -INFINITY) continue;
+          w[j] = std::exp(sc[j] - mx);
+          sum += w[j];
+        }
+        double* o = &(*out)[(static_cast<size_t>(i) * n_q_heads + h) * D];
+        for (int64_t j = 0; j < m; ++j) {
+          if (sum > 0) w[j] /= sum;
+          for (int c = 0; c < D; ++c) o[c] += w[j] * v[j * D + c];
+        }
+        (*weights)[static_cast<size_t>(i) * n_q_heads + h] = w;
+      }
+    }
+  }
+}
+
+std::vector<float> Gaussian(size_t n, std::mt19937& rng, float sd = 1.0f) {
+  std::normal_distribution<float> N(0.0f, sd);
+  std::vector<float> x(n);
+  for (float& v : x) v = N(rng);
+  return x;
+}
+
+struct Mix {
+  const char* name;
+  std::vector<std::pair<Format, Format>> tiers;  // (K, V) per sealed chunk, cycled
+};
+
+Format Had(Format f) {
+  f.hadamard = true;
+  return f;
+}
+
+// Builds a store with chunks in the given tiers, some evicted chunks and
+// tokens, and a residual; runs attention for a prefill-like batch of queries
+// at mixed positions and compares against the reference.
+void CheckMix(const Mix& mix, int n_q_heads, int H, unsigned seed) {
+  SCOPED_TRACE(mix.name);
+  const int D = 32, G = 8, L = 2, layer = 1;
+  KvStoreConfig cfg;
+  cfg.n_layers = L;
+  cfg.n_kv_heads = H;
+  cfg.head_dim = D;
+  cfg.chunk = G;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::mt19937 rng(seed);
+  const int n_tok = 61;
+  std::vector<int32_t> pos(n_tok);
+  for (int i = 0; i < n_tok; ++i) pos[i] = 3 + 2 * i;  // gaps: positions are not indices
+  const auto k = Gaussian(static_cast<size_t>(n_tok) * H * D, rng);
+  const auto v = Gaussian(k.size(), rng);
+  ASSERT_TRUE(s->Append(layer, k.data(), v.data(), pos.data(), n_tok).ok());
+  ASSERT_TRUE(s->Seal(layer, kAllHeads, 48, quant::F16(), quant::F16()).ok());
+  for (int c = 0; c < s->NumChunks(layer, 0); ++c) {
+    const auto& t = mix.tiers[c % mix.tiers.size()];
+    ASSERT_TRUE(s->SetChunkFormat(layer, kAllHeads, c, t.first, t.second).ok());
+  }
+  ASSERT_TRUE(s->EvictChunk(layer, 0, 2).ok());                  // one head only
+  const std::vector<int32_t> gone = {pos[1], pos[30], pos[55]};  // chunk, chunk, residual
+  ASSERT_TRUE(s->EvictTokens(layer, H - 1, gone.data(), 3).ok());
+  // Queries: one before every kept token, some in the middle, the last ones.
+  const std::vector<int32_t> q_pos = {0, pos[10], pos[29] + 1, pos[47], pos[58], pos[60]};
+  const int n = static_cast<int>(q_pos.size());
+  const auto q = Gaussian(static_cast<size_t>(n) * n_q_heads * D, rng, 2.0f);
+
+  std::vector<float> out(static_cast<size_t>(n) * n_q_heads * D, -7.0f);
+  std::map<std::pair<int, int>, std::vector<float>> got_w;  // (query, q head) -> weights
+  std::vector<std::vector<int32_t>> sink_pos(H);
+  std::mutex mu;
+  AttentionSink sink = [&](const AttentionRow& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(r.kv_head, r.q_head / (n_q_heads / H));  // GQA mapping
+    EXPECT_EQ(r.q_pos, q_pos[r.query]);
+    got_w[{r.query, r.q_head}].assign(r.weights, r.weights + r.n_kept);
+    sink_pos[r.kv_head].assign(r.positions, r.positions + r.n_kept);
+  };
+  ASSERT_TRUE(StoreAttention(*s, layer, n_q_heads, q.data(), q_pos.data(), n, out.data(), &sink).ok());
+
+  std::vector<double> ref;
+  std::vector<std::vector<double>> ref_w;
+  Reference(*s, layer, n_q_heads, q, q_pos, &ref, &ref_w);
+  // Tolerance: fp32 scores/softmax/accumulation over <= 61 tokens of O(1)
+  // values, against fp64 over the same dequantized values.
+  const double tol = 2e-5;
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_NEAR(out[i], ref[i], tol * (1.0 + std::abs(ref[i]))) << "element " << i;
+  }
+  ASSERT_EQ(got_w.size(), static_cast<size_t>(n) * n_q_heads);
+  for (int i = 0; i < n; ++i) {
+    for (int h = 0; h < n_q_heads; ++h) {
+      const auto& w = got_w[{i, h}];
+      const auto& rw = ref_w[static_cast<size_t>(i) * n_q_heads + h];
+      ASSERT_EQ(w.size(), rw.size());
+      for (size_t j = 0; j < w.size(); ++j) ASSERT_NEAR(w[j], rw[j], 1e-5);
+    }
+  }
+  for (int g = 0; g < H; ++g) {
+    std::vector<int32_t> kp;
+    s->KeptPositions(layer, g, &kp);
+    EXPECT_EQ(sink_pos[g], kp);
+  }
+  // The first query sees nothing: output 0.
+  for (int d = 0; d < D; ++d) EXPECT_EQ(out[d], 0.0f);
+}
+
+const std::vector<Mix>& Mixes() {
+  static const std::vector<Mix> mixes = {
+      {"fp16", {{quant::F16(), quant::F16()}}},
+      {"fp32", {{quant::F32(), quant::F32()}}},
+      {"fp8+int8", {{quant::Fp8E4M3(), quant::Int8PerToken()}, {quant::Int8PerToken(), quant::Fp8E5M2()}}},
+      {"hqekv tiers",
+       {{quant::F16(), quant::F16()},
+        {quant::Uniform(4, Grouping::kPerChannel), quant::Uniform(4, Grouping::kPerToken, 16)},
+        {quant::Uniform(2, Grouping::kPerChannel), quant::Uniform(2, Grouping::kPerToken, 16)},
+        {quant::Normal(1, Grouping::kPerChannel), quant::Normal(1, Grouping::kPerToken, 16)},
+        {quant::Uniform(1, Grouping::kPerChannel), quant::Normal(2, Grouping::kPerToken, 32)}}},
+      {"hadamard",
+       {{Had(quant::Uniform(4, Grouping::kPerToken, 32)), Had(quant::Uniform(2, Grouping::kPerToken, 32))},
+        {quant::F16(), Had(quant::Fp8E4M3())},
+        {Had(quant::Int8PerToken()), quant::Uniform(4, Grouping::kPerToken, 32)}}},
+  };
+  return mixes;
+}
+
+TEST(StoreAttention, MatchesReferenceForEveryTierMix) {
+  for (const Mix& m : Mixes()) CheckMix(m, /*n_q_heads=*/8, /*H=*/2, 11);
+}
+
+TEST(StoreAttention, MhaAndMqaAndParallelHeads) {
+  const Mix& m = Mixes()[3];
+  CheckMix(m, 3, 3, 5);  // MHA: group 1
+  CheckMix(m, 4, 1, 6);  // MQA: every query head reads KV head 0
+  CheckMix(m, 8, 4, 7);  // GQA: 2 query heads per KV head
+}
+
+TEST(StoreAttention, ParallelAndSerialAgreeExactly) {
+  const int D = 64, H = 4, nq = 8;
+  KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = H;
+  cfg.head_dim = D;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::mt19937 rng(3);
+  const int n = 100;
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i;
+  const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
+  ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 64, quant::Uniform(2, Grouping::kPerChannel),
+                      quant::Uniform(2, Grouping::kPerToken)).ok());
+  const auto q = Gaussian(static_cast<size_t>(n) * nq * D, rng);
+  std::vector<float> a(q.size()), b(q.size());
+  StoreAttentionOptions serial, parallel;
+  serial.parallel_min_work = INT64_MAX;
+  parallel.parallel_min_work = 0;
+  const int saved = NumThreads();
+  SetNumThreads(2);
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), pos.data(), n, a.data(), nullptr, serial).ok());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), pos.data(), n, b.data(), nullptr, parallel).ok());
+  SetNumThreads(saved);
+  EXPECT_EQ(a, b);
+}
+
+TEST(StoreAttention, SinkSkipsEarlyQueries) {
+  KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = 1;
+  cfg.head_dim = 8;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::vector<float> k(5 * 8, 0.25f), v(5 * 8, 1.0f);
+  std::vector<int32_t> pos = {0, 1, 2, 3, 4};
+  ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), 5).ok());
+  std::vector<float> q(5 * 2 * 8, 0.5f), out(q.size());
+  int calls = 0;
+  AttentionSink sink = [&](const AttentionRow& r) {
+    EXPECT_GE(r.query, 3);
+    ++calls;
+    // Equal keys: uniform weights over the visible tokens.
+    for (int j = 0; j < r.n_kept; ++j) {
+      EXPECT_FLOAT_EQ(r.weights[j], j <= r.q_pos ? 1.0f / (r.q_pos + 1) : 0.0f);
+    }
+  };
+  StoreAttentionOptions opt;
+  opt.first_sink_query = 3;
+  ASSERT_TRUE(StoreAttention(*s, 0, 2, q.data(), pos.data(), 5, out.data(), &sink, opt).ok());
+  EXPECT_EQ(calls, 2 * 2);
+  for (float o : out) EXPECT_FLOAT_EQ(o, 1.0f);  // every V row is 1
+}
+
+TEST(StoreAttention, RejectsBadArguments) {
+  KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = 2;
+  cfg.head_dim = 8;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::vector<float> q(3 * 8), out(q.size(), 9.0f);
+  const int32_t p = 0;
+  EXPECT_FALSE(StoreAttention(*s, 0, 3, q.data(), &p, 1, out.data()).ok());  // 3 % 2 != 0
+  EXPECT_FALSE(StoreAttention(*s, 1, 2, q.data(), &p, 1, out.data()).ok());  // bad layer
+  EXPECT_FALSE(StoreAttention(*s, 0, 2, nullptr, &p, 1, out.data()).ok());
+  EXPECT_EQ(out[0], 9.0f);
+}
+
+}  // namespace
+}  // namespace hqekv::cache
