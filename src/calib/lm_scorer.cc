@@ -1,0 +1,167 @@
+#include "calib/lm_scorer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "calib/profile.h"
+#include "core/parallel.h"
+#include "policy/factory.h"
+
+namespace hqekv::calib {
+namespace {
+
+// log-softmax of logits[n] into out[n], in double for the sums.
+void LogSoftmax(const float* logits, int n, float* out) {
+  float mx = logits[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += std::exp(static_cast<double>(logits[i] - mx));
+  const double lse = mx + std::log(s);
+  for (int i = 0; i < n; ++i) out[i] = static_cast<float>(logits[i] - lse);
+}
+
+// KL(P || Q) from log-probabilities, nats.
+double Kl(const float* logp, const float* logq, int n) {
+  double kl = 0;
+  for (int i = 0; i < n; ++i) {
+    const double p = std::exp(static_cast<double>(logp[i]));
+    if (p > 0) kl += p * (static_cast<double>(logp[i]) - logq[i]);
+  }
+  return std::max(kl, 0.0);
+}
+
+}  // namespace
+
+Result<std::string> HqeKvSpecFor(const CacheChoice& c, const std::string& kv_options,
+                                 const std::string& temp_path, const std::string& model_identity,
+                                 const std::string& model_name) {
+  const std::string extra = kv_options.empty() ? "" : "," + kv_options;
+  if (c.per_layer.empty()) return "hqekv:ratios=" + RatiosText(c.global) + extra;
+  Profile p;
+  p.model_name = model_name;
+  p.model_identity = model_identity;
+  p.n_layers = static_cast<int>(c.per_layer.size());
+  p.ratios = c.global;
+  p.per_layer = c.per_layer;
+  HQEKV_RETURN_IF_ERROR(SaveProfile(p, temp_path, /*overwrite=*/true));
+  return "hqekv:profile=" + temp_path + extra;
+}
+
+Result<std::unique_ptr<LmScorer>> LmScorer::Create(const ModelSource& src, const std::string& text,
+                                                   const LmScorerOptions& opt) {
+  std::unique_ptr<LmScorer> s(new LmScorer(src));
+  s->opt_ = opt;
+  const int ctx = src.config.max_ctx > 0 ? src.config.max_ctx : 512;
+  s->window_ = opt.window > 0 ? opt.window : std::min(512, ctx);
+  if (s->window_ > ctx) {
+    return MakeError("--window " + std::to_string(s->window_) + " exceeds the model's context of " +
+                     std::to_string(ctx) + " positions");
+  }
+  if (s->window_ < 8) return MakeError("--window must be >= 8 tokens");
+  s->prefill_ = opt.prefill > 0 ? opt.prefill : s->window_ / 2;
+  if (s->prefill_ >= s->window_) {
+    return MakeError("--prefill " + std::to_string(s->prefill_) + " must be below the window (" +
+                     std::to_string(s->window_) + ")");
+  }
+  if (!src.tokenizer) return MakeError("model " + src.path + " has no tokenizer");
+  const std::vector<int32_t> ids = src.tokenizer->Encode(text, /*add_bos=*/false);
+  const int32_t bos = src.tokenizer->bos();
+  const int per_window = s->window_ - (bos >= 0 ? 1 : 0);
+  const int64_t n_windows =
+      std::min<int64_t>(static_cast<int64_t>(ids.size()) / per_window, std::max<int64_t>(opt.tokens / s->window_, 1));
+  if (n_windows < 1) {
+    return MakeError("calibration text has " + std::to_string(ids.size()) +
+                     " tokens, fewer than one window of " + std::to_string(s->window_));
+  }
+  for (int64_t w = 0; w < n_windows; ++w) {
+    std::vector<int32_t> win;
+    if (bos >= 0) win.push_back(bos);
+    win.insert(win.end(), ids.begin() + w * per_window, ids.begin() + (w + 1) * per_window);
+    s->windows_.push_back(std::move(win));
+  }
+  s->spec_of = [raw = s.get()](const CacheChoice& c) -> Result<std::string> {
+    std::string dir = raw->opt_.temp_dir.empty() ? "/tmp" : raw->opt_.temp_dir;
+    return HqeKvSpecFor(c, raw->opt_.kv_options, dir + "/hqekv-calib-trial-" +
+                                                     std::to_string(reinterpret_cast<uintptr_t>(raw)) +
+                                                     ".json",
+                        raw->src_.identity, raw->src_.config.name);
+  };
+  Result<TrialScore> ref = s->Run(opt.reference, /*record_reference=*/true);
+  if (!ref.ok()) return ref.error();
+  return s;
+}
+
+int64_t LmScorer::scored_positions() const {
+  return static_cast<int64_t>(windows_.size()) * (window_ - prefill_);
+}
+
+Result<TrialScore> LmScorer::Score(const CacheChoice& choice) {
+  Result<std::string> spec = spec_of(choice);
+  if (!spec.ok()) return spec.error();
+  return Run(*spec, false);
+}
+
+Result<TrialScore> LmScorer::ScoreSpec(const std::string& spec) { return Run(spec, false); }
+
+Result<TrialScore> LmScorer::Run(const std::string& spec, bool record_reference) {
+  const int vocab = src_.config.vocab_size;
+  const int n_windows = static_cast<int>(windows_.size());
+  const int n_tf = window_ - prefill_;
+  if (record_reference) ref_logp_.assign(static_cast<size_t>(n_windows) * n_tf * vocab, 0.0f);
+
+  std::vector<double> kl_sum(n_windows, 0.0);
+  std::vector<int64_t> bytes(n_windows, 0), elements(n_windows, 0);
+  std::mutex err_mu;
+  std::string first_error;
+  auto fail = [&](const std::string& m) {
+    std::lock_guard<std::mutex> lock(err_mu);
+    if (first_error.empty()) first_error = m;
+  };
+
+  ParallelFor(n_windows, [&](int64_t begin, int64_t end) {
+    auto model = LlamaModel::Create(src_);
+    if (!model.ok()) return fail(model.message());
+    const KvGeometry g = (*model)->CacheGeometry(window_);
+    std::vector<float> logits(vocab), logq(vocab);
+    std::vector<int32_t> pos(window_);
+    for (int i = 0; i < window_; ++i) pos[i] = i;
+    for (int64_t w = begin; w < end; ++w) {
+      auto cache = MakeKvCache(spec, g);
+      if (!cache.ok()) return fail(cache.message());
+      const std::vector<int32_t>& tok = windows_[w];
+      Status st = (*model)->Forward(tok.data(), pos.data(), prefill_, **cache, Logits::kNone, nullptr,
+                                    /*is_prefill=*/true);
+      if (!st.ok()) return fail(st.message());
+      for (int t = prefill_; t < window_; ++t) {
+        st = (*model)->Forward(&tok[t], &pos[t], 1, **cache, Logits::kLast, logits.data(), false);
+        if (!st.ok()) return fail(st.message());
+        float* ref = &ref_logp_[(static_cast<size_t>(w) * n_tf + (t - prefill_)) * vocab];
+        if (record_reference) {
+          LogSoftmax(logits.data(), vocab, ref);
+        } else {
+          LogSoftmax(logits.data(), vocab, logq.data());
+          kl_sum[w] += Kl(ref, logq.data(), vocab);
+        }
+      }
+      const KvStats stats = (*cache)->Stats();
+      bytes[w] = stats.bytes.total();
+      elements[w] = stats.original_elements;
+    }
+  });
+  if (!first_error.empty()) return MakeError(first_error);
+
+  TrialScore score;
+  double kl = 0;
+  int64_t b = 0, e = 0;
+  for (int w = 0; w < n_windows; ++w) {
+    kl += kl_sum[w];
+    b += bytes[w];
+    e += elements[w];
+  }
+  score.kl = kl / (static_cast<double>(n_windows) * n_tf);
+  score.true_bits = e > 0 ? 8.0 * static_cast<double>(b) / e : 0.0;
+  return score;
+}
+
+}  // namespace hqekv::calib

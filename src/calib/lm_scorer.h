@@ -1,0 +1,83 @@
+// The calibration loss on a real model: mean KL(full || compressed) over the
+// teacher-forced positions of a text, with the real KV cache of each trial
+// (MakeKvCache: real eviction out of the softmax, real K and V tiers, fp16
+// chunks and residual as deployed) — the objective the authors' search only
+// approximated (reference digest §7-8: V at 8 bits, eviction by zeroing, no
+// fp16 chunks, labels off by one).
+//
+// Protocol (lm_compare's): the token stream is cut into windows of `window`
+// tokens that fit the model's context (BOS + window - 1 text tokens, at
+// positions 0..window-1). Each window prefills its first `prefill` tokens in
+// one batch (the policy's prefill compression event happens there), then
+// teacher-forces the rest one token at a time (decode events every 32
+// tokens); the loss is measured at each teacher-forced position: the
+// distribution of the token after it. The reference distributions (the
+// `reference` cache spec, fp16 by default) are computed once and reused by
+// every trial. Windows are independent and run in parallel (core pool).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "calib/search.h"
+#include "core/status.h"
+#include "model/llama.h"
+#include "model/model_source.h"
+
+namespace hqekv::calib {
+
+struct LmScorerOptions {
+  int64_t tokens = 16384;        // calibration tokens (whole windows, BOS included)
+  int window = 0;                // <= 0: min(512, model context)
+  int prefill = 0;               // <= 0: window / 2
+  std::string reference = "fp16";
+  std::string kv_options;        // extra "key=value,..." appended to every hqekv spec
+  std::string temp_dir;          // per-layer trials write a profile here ("" = system temp)
+};
+
+// Spec of the cache for a choice: "hqekv:ratios=r4/r2/r1/r0[,opts]", or, for
+// per-layer ratios, a profile written to `temp_path` and
+// "hqekv:profile=<temp_path>[,opts]".
+Result<std::string> HqeKvSpecFor(const CacheChoice& c, const std::string& kv_options,
+                                 const std::string& temp_path, const std::string& model_identity,
+                                 const std::string& model_name);
+
+class LmScorer : public TrialScorer {
+ public:
+  // Tokenizes `text`, builds the windows and runs the reference pass. Errors:
+  // text too short for one window, window larger than the context, bad
+  // prefill, reference spec unknown.
+  static Result<std::unique_ptr<LmScorer>> Create(const ModelSource& src, const std::string& text,
+                                                  const LmScorerOptions& opt);
+
+  int n_layers() const override { return src_.config.n_layers; }
+  Result<TrialScore> Score(const CacheChoice& choice) override;
+
+  // Scores any cache spec (evaluation: kivi:bits=2, hqekv:bits=2, ...).
+  Result<TrialScore> ScoreSpec(const std::string& spec);
+
+  int window() const { return window_; }
+  int prefill() const { return prefill_; }
+  int64_t tokens_used() const { return static_cast<int64_t>(windows_.size()) * window_; }
+  int64_t scored_positions() const;
+
+  // Per-trial spec builder (tests replace it to score plain caches).
+  std::function<Result<std::string>(const CacheChoice&)> spec_of;
+
+ private:
+  explicit LmScorer(const ModelSource& src) : src_(src) {}
+  // Runs every window with caches from `spec`; ref == nullptr: records the
+  // reference log-probabilities instead of comparing.
+  Result<TrialScore> Run(const std::string& spec, bool record_reference);
+
+  const ModelSource& src_;
+  int window_ = 0, prefill_ = 0;
+  std::vector<std::vector<int32_t>> windows_;
+  std::vector<float> ref_logp_;  // [window][teacher-forced position][vocab]
+  LmScorerOptions opt_;
+};
+
+}  // namespace hqekv::calib
