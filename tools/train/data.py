@@ -20,12 +20,22 @@ import sentencepiece as spm
 from corpus import TRAIN_FILES, read_text
 
 BOS = 1
-INTRO = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
-         "it. I will quiz you about the important information there.")
+INTROS = [  # the classic passkey prompt and the one of hqekv's own eval harness (src/eval/tasks.cc)
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+    "I will quiz you about the important information there.",
+    "There is an important piece of information hidden inside a lot of irrelevant text. Find it and "
+    "remember it.",
+]
+KV_FORMS = [  # (intro, fact, question); {w} key word, {v} value
+    ("Some special magic numbers are hidden inside the following text. Remember them.",
+     "The special magic number for {w} is {v}.", "What is the special magic number for {w}? The special magic number for {w} is"),
+    ("", "The value of key {w} is {v}.", "What is the value of key {w}? The value of key {w} is"),
+]
 GRASS = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 PASSKEY_FORMS = [  # (needle, question-and-answer prefix)
     ("The pass key is {k}. Remember it. {k} is the pass key.", "What is the pass key? The pass key is"),
     ("The pass key is {k}. Remember it. {k} is the pass key.", "What is the pass key? The pass key is"),
+    ("The secret word is {k}. Remember it. {k} is the secret word.", "What is the secret word? The secret word is"),
     ("The secret number is {k}. Remember it.", "What is the secret number? The secret number is"),
     ("The magic number is {k}.", "What is the magic number? The magic number is"),
 ]
@@ -51,7 +61,7 @@ class TokenCorpus:
             sizes.append(w * len(arr))
         self.weights = np.asarray(sizes) / sum(sizes)
         self.grass = np.asarray(self.enc(GRASS * 8), dtype=np.int64)
-        self.intro = self.enc(INTRO)
+        self.intros = [self.enc(t) for t in INTROS]
         # Query keys: whole-word alphabetic pieces of the vocabulary ("▁house" -> "house").
         self.words = [p[1:] for p in (self.sp.id_to_piece(i) for i in range(self.sp.vocab_size()))
                       if p.startswith("\u2581") and p[1:].isalpha() and p[1:].islower() and len(p) >= 5]
@@ -91,9 +101,10 @@ class TokenCorpus:
         return str(int(rng.integers(10 ** (nd - 1), 10 ** nd)))
 
     def passkey_doc(self, rng, n):
-        key = self._digits(rng)
         needle_t, question_t = PASSKEY_FORMS[int(rng.integers(0, len(PASSKEY_FORMS)))]
-        intro = self.intro if rng.random() < 0.5 else []
+        key = self.words[int(rng.integers(0, len(self.words)))] if "word" in needle_t else self._digits(rng)
+        r = rng.random()
+        intro = self.intros[0] if r < 0.3 else self.intros[1] if r < 0.8 else []
         needle = self.enc(needle_t.format(k=key))
         question = self.enc(question_t)
         # Answer tokens as they appear after the question (the tokenizer splits digits one by one).
@@ -114,19 +125,21 @@ class TokenCorpus:
         npairs = int(rng.integers(2, max(3, min(48, n // 40))))
         keys = list(rng.choice(len(self.words), size=npairs, replace=False))
         facts = [(self.words[k], self._digits(rng)) for k in keys]
-        fact_toks = [self.enc(f"The value of key {w} is {v}.") for w, v in facts]
+        intro_t, fact_t, question_t = KV_FORMS[0] if rng.random() < 0.7 else KV_FORMS[1]
+        intro = self.enc(intro_t) if intro_t else []
+        fact_toks = [self.enc(fact_t.format(w=w, v=v)) for w, v in facts]
         nq = 1 if rng.random() < 0.6 else 2
         queries = [facts[int(i)] for i in rng.choice(npairs, size=nq, replace=False)]
         q_parts = []
         for w, v in queries:
-            q = self.enc(f"What is the value of key {w}? The value of key {w} is")
-            full = self.enc(f"What is the value of key {w}? The value of key {w} is {v}.")
+            q = self.enc(question_t.format(w=w))
+            full = self.enc(question_t.format(w=w) + f" {v}.")
             q_parts.append((q, full[len(q):]))
-        used = sum(len(t) for t in fact_toks) + sum(len(q) + len(a) for q, a in q_parts)
+        used = len(intro) + sum(len(t) for t in fact_toks) + sum(len(q) + len(a) for q, a in q_parts)
         room = max(0, n - used)
         kind = "grass" if rng.random() < 0.3 else "text"
         cuts = np.sort(rng.integers(0, room + 1, size=npairs))
-        toks, wts, prev = [], [], 0
+        toks, wts, prev = list(intro), [], 0
         for c, ft in zip(cuts, fact_toks):
             fill = self.filler(rng, int(c) - prev, kind)
             prev = int(c)
@@ -137,6 +150,40 @@ class TokenCorpus:
             toks += q + a
             wts += [1.0] * len(q) + [self.answer_weight] * len(a)
         return self._fit(rng, toks, wts, n)
+
+    def vartrack_doc(self, rng, n):
+        """Chains "VAR A = 12345." ... "VAR B = VAR A." in filler; the last name of chain 0 is asked."""
+        n_chains, n_hops = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        inserts, names = [], set()
+        for c in range(n_chains):
+            value = self._digits(rng)
+            start = rng.random() * (0.9 if c == 0 else 0.5)
+            prev = None
+            for h in range(n_hops):
+                name = "".join(chr(65 + int(x)) for x in rng.integers(0, 26, size=5))
+                while name in names:
+                    name = "".join(chr(65 + int(x)) for x in rng.integers(0, 26, size=5))
+                names.add(name)
+                rhs = value if h == 0 else "VAR " + prev
+                inserts.append((start + (1 - start) * h / n_hops, self.enc(f"VAR {name} = {rhs}.")))
+                prev = name
+            if c == 0:
+                asked, answer_v = prev, value
+        head = self.enc("Memorize and track the chain of variable assignments hidden in the following text.")
+        q_t = f"What is the value of VAR {asked}? The value of VAR {asked} is"
+        q = self.enc(q_t)
+        a = self.enc(q_t + f" {answer_v}.")[len(q):]
+        inserts.sort(key=lambda t: t[0])
+        room = max(0, n - len(head) - sum(len(t) for _, t in inserts) - len(q) - len(a))
+        kind = "grass" if rng.random() < 0.3 else "text"
+        toks, prev = list(head), 0
+        for pos, t in inserts:
+            c = int(room * pos)
+            toks += self.filler(rng, c - prev, kind) + t
+            prev = c
+        toks += self.filler(rng, room - prev, kind) + q
+        wts = [1.0] * len(toks) + [self.answer_weight] * len(a)
+        return self._fit(rng, toks + a, wts, n)
 
     def copy_doc(self, rng, n):
         plen = int(rng.integers(16, max(17, min(400, n // 2 - 8))))
