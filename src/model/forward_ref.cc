@@ -34,7 +34,7 @@ std::vector<double> InvFreq(const ModelConfig& c) {
     }
     f[i] = freq;
   }
-  return f;
+  return f;  // rope_freqs.weight divisors are applied by the caller
 }
 
 void Rope(const ModelConfig& c, const std::vector<double>& inv, int32_t pos, int heads, double* x) {
@@ -127,7 +127,10 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
   const ModelConfig& c = src_.config;
   const int D = c.d_model, QD = c.q_dim(), KD = c.kv_dim(), F = c.d_ff, HD = c.head_dim;
   const int group = c.n_heads / c.n_kv_heads;
-  const std::vector<double> inv = InvFreq(c);
+  std::vector<double> inv = InvFreq(c);
+  if (const Tensor* rf = src_.Find("rope_freqs.weight")) {
+    for (int i = 0; i < c.head_dim / 2; ++i) inv[i] /= rf->f32()[i];
+  }
   std::vector<float> logits(static_cast<size_t>(n) * c.vocab_size);
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size) return MakeError("reference forward: bad token id");

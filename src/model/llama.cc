@@ -108,6 +108,13 @@ Status LlamaModel::Init() {
     }
   }
   inv_freq_ = RopeInvFreq(c);
+  // llama.cpp's Llama 3.1 files store the rope scaling as per-frequency
+  // divisors instead of config keys.
+  if (src_.Find("rope_freqs.weight")) {
+    const float* rf = nullptr;
+    HQEKV_RETURN_IF_ERROR(vec("rope_freqs.weight", c.head_dim / 2, &rf));
+    for (int i = 0; i < c.head_dim / 2; ++i) inv_freq_[i] /= rf[i];
+  }
   return Status::Ok();
 }
 

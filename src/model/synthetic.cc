@@ -1,0 +1,216 @@
+#include "model/synthetic.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/half.h"
+#include "model/gguf_writer.h"
+
+namespace hqekv {
+namespace {
+
+uint64_t Mix(uint64_t x) {  // splitmix64 finalizer: a stateless counter hash
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t NameSeed(const std::string& name, uint64_t seed) {
+  uint64_t h = Mix(seed);
+  for (unsigned char c : name) h = Mix(h ^ c);
+  return h;
+}
+
+// Uniform in [-1, 1) from element index e.
+float UnitAt(uint64_t seed, uint64_t e) {
+  return static_cast<float>(static_cast<double>(Mix(seed ^ (e * 0xD6E8FEB86659FD93ull)) >> 11) * 0x1.0p-52 - 1.0);
+}
+
+uint8_t ByteAt(uint64_t seed, uint64_t pos) {
+  return static_cast<uint8_t>(Mix(seed ^ ((pos >> 3) * 0xD6E8FEB86659FD93ull)) >> (8 * (pos & 7)));
+}
+
+// Filler for a matrix of the given type whose values have standard deviation
+// about `sd`: random payload bytes, with every scale field set so that.
+GgufWriter::Filler MatrixFiller(TensorType t, uint64_t seed, float sd) {
+  return [t, seed, sd](uint64_t off, uint8_t* dst, size_t count) {
+    const float kUniformSd = 0.57735f;  // sd of U[-1, 1)
+    for (size_t i = 0; i < count; ++i) {
+      const uint64_t pos = off + i;
+      uint8_t b = ByteAt(seed, pos);
+      switch (t) {
+        case TensorType::kF32: {
+          const float v = UnitAt(seed, pos / 4) * sd / kUniformSd;
+          uint8_t bytes[4];
+          std::memcpy(bytes, &v, 4);
+          b = bytes[pos % 4];
+          break;
+        }
+        case TensorType::kF16:
+        case TensorType::kBF16: {
+          const float v = UnitAt(seed, pos / 2) * sd / kUniformSd;
+          uint16_t h;
+          if (t == TensorType::kF16) {
+            h = F32ToF16(v);
+          } else {
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            h = static_cast<uint16_t>(bits >> 16);
+          }
+          b = static_cast<uint8_t>(h >> (8 * (pos % 2)));
+          break;
+        }
+        case TensorType::kQ8_0:
+        case TensorType::kQ4_0: {
+          const uint64_t in = pos % (t == TensorType::kQ8_0 ? 34 : 18);
+          // q uniform: int8 sd ~ 73.9, (nibble - 8) sd ~ 4.61.
+          const f16_t d = F32ToF16(sd / (t == TensorType::kQ8_0 ? 73.9f : 4.61f));
+          if (in < 2) b = static_cast<uint8_t>(d >> (8 * in));
+          break;
+        }
+        case TensorType::kQ4_K: {
+          // Every sub-block scale and min = 32 (bytes 0..7 = 0xA0, 8..11 = 0);
+          // dmin = 7.5 d centres the values; sd = d * 32 * 4.61.
+          const uint64_t in = pos % 144;
+          const float d = sd / (32 * 4.61f);
+          if (in < 2) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
+          else if (in < 4) b = static_cast<uint8_t>(F32ToF16(7.5f * d) >> (8 * (in - 2)));
+          else if (in < 12) b = 0xA0;
+          else if (in < 16) b = 0;
+          break;
+        }
+        case TensorType::kQ6_K: {
+          // Scales 8..15 (mean 11.5); q - 32 has sd ~ 18.5.
+          const uint64_t in = pos % 210;
+          if (in >= 192 && in < 208) b = static_cast<uint8_t>(8 + (b & 7));
+          else if (in >= 208) b = static_cast<uint8_t>(F32ToF16(sd / (11.5f * 18.5f)) >> (8 * (in - 208)));
+          break;
+        }
+      }
+      dst[i] = b;
+    }
+  };
+}
+
+std::vector<uint8_t> F32Bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Norm weights 1 + 0.2 u, biases 0.1 u.
+std::vector<float> VecAround(uint64_t seed, int n, float centre, float spread) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = centre + spread * UnitAt(seed, i);
+  return v;
+}
+
+int HeadDim(const SyntheticSpec& s) { return s.head_dim > 0 ? s.head_dim : s.d_model / s.n_heads; }
+
+}  // namespace
+
+uint64_t SyntheticWeightBytes(const SyntheticSpec& s) {
+  const int hd = HeadDim(s);
+  const int64_t q = int64_t(s.n_heads) * hd, kv = int64_t(s.n_kv_heads) * hd;
+  auto mat = [&](int64_t in, int64_t out) { return *TensorBytes(s.type, {in, out}); };
+  uint64_t b = mat(s.d_model, s.vocab) * (s.tied_output ? 1 : 2) + 4ull * s.d_model;
+  const uint64_t layer = mat(s.d_model, q) + 2 * mat(s.d_model, kv) + mat(q, s.d_model) +
+                         2 * mat(s.d_model, s.d_ff) + mat(s.d_ff, s.d_model) + 8ull * s.d_model;
+  return b + layer * s.n_layers;
+}
+
+Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool overwrite) {
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
+    return MakeError("synthetic model: unknown architecture '" + s.arch + "'");
+  }
+  if (s.vocab < 259 || s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 ||
+      s.n_heads % s.n_kv_heads != 0 || s.d_ff <= 0 || s.max_ctx <= 0) {
+    return MakeError("synthetic model: invalid shape (vocab >= 259, heads divisible by kv heads, sizes > 0)");
+  }
+  const int hd = HeadDim(s);
+  const int q = s.n_heads * hd, kv = s.n_kv_heads * hd;
+  GgufWriter w;
+  const std::string a = s.arch + ".";
+  w.SetString("general.architecture", s.arch);
+  w.SetString("general.name", "synthetic-" + s.arch);
+  w.SetU32(a + "block_count", s.n_layers);
+  w.SetU32(a + "embedding_length", s.d_model);
+  w.SetU32(a + "feed_forward_length", s.d_ff);
+  w.SetU32(a + "attention.head_count", s.n_heads);
+  w.SetU32(a + "attention.head_count_kv", s.n_kv_heads);
+  w.SetU32(a + "attention.key_length", hd);
+  w.SetU32(a + "attention.value_length", hd);
+  w.SetU32(a + "rope.dimension_count", hd);
+  w.SetU32(a + "context_length", s.max_ctx);
+  w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.SetF32(a + "rope.freq_base", s.rope_theta);
+  if (s.rope_factor > 0) {
+    w.SetString(a + "rope.scaling.type", "llama3");
+    w.SetF32(a + "rope.scaling.factor", s.rope_factor);
+    w.SetF32(a + "rope.scaling.low_freq_factor", 1.0f);
+    w.SetF32(a + "rope.scaling.high_freq_factor", 4.0f);
+    w.SetU32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
+  }
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    tokens.push_back(buf);
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (int i = static_cast<int>(tokens.size()); i < s.vocab; ++i) {
+    tokens.push_back("\xE2\x96\x81t" + std::to_string(i));
+    scores.push_back(-static_cast<float>(i));
+    types.push_back(1);
+  }
+  w.SetString("tokenizer.ggml.model", "llama");
+  w.SetStringArray("tokenizer.ggml.tokens", tokens);
+  w.SetF32Array("tokenizer.ggml.scores", scores);
+  w.SetI32Array("tokenizer.ggml.token_type", types);
+  w.SetU32("tokenizer.ggml.bos_token_id", 1);
+  w.SetU32("tokenizer.ggml.eos_token_id", 2);
+  w.SetU32("tokenizer.ggml.unknown_token_id", 0);
+
+  auto seed = [&](const std::string& n) { return NameSeed(n, s.seed); };
+  auto matrix = [&](const std::string& n, int64_t in, int64_t out, float sd) {
+    return w.AddTensorFill(n, s.type, {in, out}, MatrixFiller(s.type, seed(n), sd));
+  };
+  auto vec = [&](const std::string& n, int len, float centre, float spread) {
+    return w.AddTensor(n, TensorType::kF32, {len}, F32Bytes(VecAround(seed(n), len, centre, spread)));
+  };
+  HQEKV_RETURN_IF_ERROR(matrix("token_embd.weight", s.d_model, s.vocab, 1.0f));
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const float in_sd = 1.0f / std::sqrt(static_cast<float>(s.d_model));
+    HQEKV_RETURN_IF_ERROR(vec(p + "attn_norm.weight", s.d_model, 1.0f, 0.2f));
+    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.d_model, q, in_sd));
+    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.d_model, kv, in_sd));
+    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.d_model, kv, in_sd));
+    if (s.arch == "qwen2") {
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_q.bias", q, 0.0f, 0.1f));
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv, 0.0f, 0.1f));
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_v.bias", kv, 0.0f, 0.1f));
+    }
+    if (s.arch == "qwen3") {
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", hd, 1.0f, 0.2f));
+      HQEKV_RETURN_IF_ERROR(vec(p + "attn_k_norm.weight", hd, 1.0f, 0.2f));
+    }
+    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q, s.d_model, 1.0f / std::sqrt(float(q))));
+    HQEKV_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", s.d_model, 1.0f, 0.2f));
+    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.d_model, s.d_ff, in_sd));
+    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, s.d_ff, in_sd));
+    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.d_ff, s.d_model, 1.0f / std::sqrt(float(s.d_ff))));
+  }
+  HQEKV_RETURN_IF_ERROR(vec("output_norm.weight", s.d_model, 1.0f, 0.2f));
+  if (!s.tied_output) {
+    HQEKV_RETURN_IF_ERROR(matrix("output.weight", s.d_model, s.vocab, 1.0f / std::sqrt(float(s.d_model))));
+  }
+  return w.WriteFile(path, overwrite);
+}
+
+}  // namespace hqekv

@@ -1,0 +1,41 @@
+// Random Llama-family GGUF models for tests and benchmarks: the shapes and
+// weight type are chosen freely, the weights are pseudo-random (a stateless
+// counter hash, so a ~1 GB file is produced in pieces without holding it in
+// memory) with scales that keep activations O(1). Never a real model: the
+// tokenizer is a synthetic SentencePiece vocabulary (<unk>, <s>, </s>, 256
+// byte tokens, then "▁t<i>" pieces).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "model/gguf_types.h"
+
+namespace hqekv {
+
+struct SyntheticSpec {
+  std::string arch = "llama";   // llama (normal RoPE), qwen2 (biases, NeoX), qwen3 (QK-norm, NeoX)
+  int n_layers = 2;
+  int d_model = 256;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int head_dim = 0;             // 0: d_model / n_heads
+  int d_ff = 512;
+  int vocab = 300;              // >= 259 (3 control + 256 byte tokens)
+  int max_ctx = 256;
+  float rope_theta = 10000.0f;
+  float rope_factor = 0;        // > 0: Llama 3 rope scaling keys are written
+  int rope_orig_ctx = 64;
+  bool tied_output = true;
+  TensorType type = TensorType::kQ8_0;  // matrices (embedding and output included)
+  uint64_t seed = 1;
+};
+
+// Bytes of the tensors the spec describes (what WriteSyntheticGguf stores).
+uint64_t SyntheticWeightBytes(const SyntheticSpec& s);
+
+// Writes the model to `path`; refuses an existing file unless overwrite.
+Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool overwrite = false);
+
+}  // namespace hqekv
