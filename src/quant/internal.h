@@ -37,6 +37,13 @@ inline constexpr float kNormalCentres2[4] = {-1.15034938f, -0.31863936f, 0.31863
 inline constexpr float kNormalThresh2[3] = {-0.67448975f, 0.0f, 0.67448975f};
 inline const float* NormalCentres(int bits) { return bits == 1 ? kNormalCentres1 : kNormalCentres2; }
 inline const float* NormalThresholds(int bits) { return bits == 1 ? kNormalThresh1 : kNormalThresh2; }
+// Threshold mu + sigma*u in the value domain. The product is exact in double
+// and the sum rounds once to float, so the result does not depend on whether
+// a compiler fuses the multiply-add (the SIMD code must match bit for bit).
+inline float NormalThreshold(float mu, float sigma, float u) {
+  return static_cast<float>(static_cast<double>(mu) +
+                            static_cast<double>(sigma) * static_cast<double>(u));
+}
 
 // Number of quantization groups in one T x D chunk (uniform / normal kinds).
 inline int NumGroups(const Format& f, int T, int D) {
@@ -135,5 +142,19 @@ void DequantizeFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, 
 // n == 1), both accumulated in float in index order, exactly as the SIMD code.
 void NormalStats(const float* x, int n, size_t stride, float* mean, float* stdev);
 }  // namespace ref
+
+// Highway kernels (quant/simd.cc), dispatched to the best target at run time.
+// Each returns false, doing nothing, when it has no fast path for the format
+// and shape (the caller then uses ref::). Hadamard is not handled here: the
+// caller rotates. DequantizeStored does not undo a rotation.
+namespace simd {
+bool Quantize(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+bool DequantizeStored(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                      float* dst);
+bool Dot(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q,
+         float* scores);
+bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
+          float* acc);
+}  // namespace simd
 
 }  // namespace hqekv::quant

@@ -5,6 +5,8 @@
 // reconstruction point nearest in probability mass; x^ = mu + sigma * c_k with
 // c_k = Phi^-1((k + 1/2) / 2^b). Code order and planes as uniform, with plane 0
 // = fp16 stds and plane 1 = fp16 means (multiplier first, offset second).
+#include "quant/no_contract.h"  // first: sums of squares must match the SIMD kernels
+
 #include <cmath>
 #include <vector>
 
@@ -37,7 +39,7 @@ void QuantizeGroup(const float* x, int n, size_t stride, int bits, uint8_t* code
   const float s = F16ToF32(*sd16);
   const int nthr = (1 << bits) - 1;
   float thr[3];
-  for (int j = 0; j < nthr; ++j) thr[j] = m + s * NormalThresholds(bits)[j];
+  for (int j = 0; j < nthr; ++j) thr[j] = NormalThreshold(m, s, NormalThresholds(bits)[j]);
   for (int i = 0; i < n; ++i) {
     const float v = Sanitize(x[i * stride]);
     int k = 0;

@@ -69,7 +69,7 @@ void CheckNormal(const Format& f, const std::vector<float>& x, const testing::En
     for (int i = 0; i < n; ++i) {
       const size_t k = Member(f, T, D, g, i);
       int code = 0;
-      for (int j = 0; j < (1 << f.bits) - 1; ++j) code += x[k] > mu + sd * u[j];
+      for (int j = 0; j < (1 << f.bits) - 1; ++j) code += x[k] > NormalThreshold(mu, sd, u[j]);
       ASSERT_NEAR(y[k], mu + sd * c[code], 1e-5f * (std::fabs(mu) + sd + 1.0f))
           << FormatName(f) << " T=" << T << " D=" << D << " g=" << g << " i=" << i;
     }

@@ -1,0 +1,856 @@
+// Highway kernels of the chunk entry points, compiled once per SIMD target
+// (foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH). Every
+// function returns false when it has no fast path for the format/shape; the
+// caller then runs the scalar reference. Codes and metadata are bit-identical
+// to the reference (quant/*_ref.cc): the same float operations in the same
+// order, fp16 rounding by the hardware F16C instructions (round to nearest
+// even, like core/half.h), and no fused multiply-adds where codes depend on
+// the result. Dequantized values / dot products use FMAs and may differ from
+// the reference by float rounding only (see quant/README.md, "Tolerances").
+//
+// Vectors are capped at 8 float lanes (N = 4 on SSE4/EMU128, 8 on AVX2/AVX3):
+// 8 codes of <= 4 bits fill at most one 32-bit word, which the packing uses.
+#include "quant/no_contract.h"  // first: see there
+
+#include <cstring>
+#include <vector>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/simd.cc"
+// SSSE3 adds compile time for machines that no longer matter; they run EMU128.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS HWY_SSSE3
+#endif
+#include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
+#include <hwy/highway.h>
+
+#include "quant/internal.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hqekv::quant {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::CappedTag<float, 8>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using VU = hn::Vec<DU>;
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define HQEKV_HW_F16 1  // F16C: DemoteTo/PromoteTo round like core/half.h
+#else
+#define HQEKV_HW_F16 0  // Highway 1.0.3 emulates DemoteTo(f16) by truncation: use scalar
+#endif
+
+// Reusable per-thread scratch, so a chunk call allocates nothing after warm-up.
+float* Scratch(int slot, size_t n) {
+  thread_local std::vector<float> bufs[6];
+  if (bufs[slot].size() < n) bufs[slot].resize(n);
+  return bufs[slot].data();
+}
+
+HWY_INLINE VF SanitizeV(DF df, VF v) {
+  v = hn::IfThenZeroElse(hn::IsNaN(v), v);
+  return hn::Min(hn::Max(v, hn::Set(df, -kF16Max)), hn::Set(df, kF16Max));
+}
+
+HWY_INLINE uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Lane i holds i * bits: the shift that moves code i of a packed word to bit 0.
+HWY_INLINE VU LaneShifts(DU du, int bits) {
+  return hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits)));
+}
+
+// Appends groups of N codes (N*bits <= 32 bits each) to a dense LSB-first stream.
+class BitWriter {
+ public:
+  explicit BitWriter(uint8_t* out) : out_(out) {}
+  HWY_INLINE void Put(uint32_t bits, int n) {
+    acc_ |= static_cast<uint64_t>(bits) << nbits_;
+    nbits_ += n;
+    if (nbits_ >= 32) {
+      const uint32_t w = static_cast<uint32_t>(acc_);
+      std::memcpy(out_, &w, 4);
+      out_ += 4;
+      acc_ >>= 32;
+      nbits_ -= 32;
+    }
+  }
+  void Flush() {
+    for (; nbits_ > 0; nbits_ -= 8, acc_ >>= 8) *out_++ = static_cast<uint8_t>(acc_);
+  }
+
+ private:
+  uint8_t* out_;
+  uint64_t acc_ = 0;
+  int nbits_ = 0;
+};
+
+// Reads n <= 32 bits at bit position pos of a stream of nbytes bytes, never
+// reading past its end.
+HWY_INLINE uint32_t GetBits(const uint8_t* p, size_t nbytes, size_t pos, int n) {
+  const size_t byte = pos >> 3;
+  uint64_t v = 0;
+  std::memcpy(&v, p + byte, nbytes - byte >= 8 ? 8 : nbytes - byte);
+  v >>= (pos & 7);
+  return static_cast<uint32_t>(v & ((uint64_t{1} << n) - 1));
+}
+
+// N codes of `bits` bits (in the low bits of `word`) -> one u32 lane each.
+HWY_INLINE VI SplitCodes(DU du, uint32_t word, VU shifts, VU mask) {
+  return hn::BitCast(DI(), hn::And(hn::Set(du, word) >> shifts, mask));
+}
+
+// Codes (one per i32 lane, < 2^bits) -> N*bits packed bits.
+HWY_INLINE uint32_t JoinCodes(DU du, VI codes, VU shifts) {
+  return hn::GetLane(hn::SumOfLanes(du, hn::BitCast(du, codes) << shifts));
+}
+
+// ---------------------------------------------------------------- fp16 planes
+
+// n fp16 values at p (little-endian) -> floats.
+void LoadPlane(const uint8_t* p, int n, float* out) {
+  int i = 0;
+#if HQEKV_HW_F16
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int N = static_cast<int>(hn::Lanes(df));
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + 2 * i))),
+               df, out + i);
+  }
+#endif
+  for (; i < n; ++i) out[i] = F16ToF32(LoadF16(p + 2 * i));
+}
+
+#if HQEKV_HW_F16
+HWY_INLINE VF RoundF16V(DF df, VF v, uint8_t* store_to) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const auto h = hn::DemoteTo(dh, v);
+  if (store_to != nullptr) hn::StoreU(h, dh, reinterpret_cast<hwy::float16_t*>(store_to));
+  return hn::PromoteTo(df, h);
+}
+
+// Vector form of ScaleF16: s <= 0 -> 0; a positive s that underflows fp16
+// becomes the smallest subnormal 2^-24; clamped to the fp16 range.
+HWY_INLINE VF ScaleF16V(DF df, VF s, uint8_t* store_to) {
+  const VF zero = hn::Zero(df);
+  VF c = hn::Min(hn::Max(s, zero), hn::Set(df, kF16Max));
+  const VF r = RoundF16V(df, c, nullptr);
+  c = hn::IfThenElse(hn::And(hn::Eq(r, zero), hn::Gt(s, zero)), hn::Set(df, 0x1p-24f), c);
+  return RoundF16V(df, c, store_to);
+}
+#endif
+
+// Uniform parameters of n groups from their sanitized minima / maxima:
+// writes the fp16 scale plane and minimum plane and the float scale, minimum
+// and reciprocal of every group. Same arithmetic as MakeUniformParams.
+void UniformParamsBatch(const float* mn, const float* mx, int n, int bits, uint8_t* scale_plane,
+                        uint8_t* min_plane, float* sc, float* mi, float* inv) {
+  int i = 0;
+#if HQEKV_HW_F16
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const VF levels = hn::Set(df, static_cast<float>((1 << bits) - 1));
+  for (; i + N <= n; i += N) {
+    const VF m = RoundF16V(df, hn::LoadU(df, mn + i), min_plane + 2 * i);
+    const VF s = ScaleF16V(df, hn::Div(hn::Sub(hn::LoadU(df, mx + i), m), levels), scale_plane + 2 * i);
+    hn::StoreU(m, df, mi + i);
+    hn::StoreU(s, df, sc + i);
+    hn::StoreU(hn::IfThenElseZero(hn::Gt(s, hn::Zero(df)), hn::Div(hn::Set(df, 1.0f), s)), df,
+               inv + i);
+  }
+#endif
+  for (; i < n; ++i) {
+    const UniformParams p = MakeUniformParams(mn[i], mx[i], bits);
+    StoreF16(p.scale16, scale_plane + 2 * i);
+    StoreF16(p.min16, min_plane + 2 * i);
+    sc[i] = p.scale;
+    mi[i] = p.min;
+    inv[i] = p.inv;
+  }
+}
+
+// Symmetric scales (int8) of n rows from their max |x|: fp16 plane + reciprocals.
+void SymParamsBatch(const float* amax, int n, float qmax, uint8_t* plane, float* inv) {
+  int i = 0;
+#if HQEKV_HW_F16
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  for (; i + N <= n; i += N) {
+    const VF s = ScaleF16V(df, hn::Div(hn::LoadU(df, amax + i), hn::Set(df, qmax)), plane + 2 * i);
+    hn::StoreU(hn::IfThenElseZero(hn::Gt(s, hn::Zero(df)), hn::Div(hn::Set(df, 1.0f), s)), df,
+               inv + i);
+  }
+#endif
+  for (; i < n; ++i) {
+    f16_t s16;
+    MakeSymScale(amax[i], qmax, &s16, &inv[i]);
+    StoreF16(s16, plane + 2 * i);
+  }
+}
+
+// Normal parameters of n groups from float mean / std: fp16 std and mean
+// planes, and the interior thresholds thr[g * 3 + j] in the value domain.
+void NormalParamsBatch(const float* mean, const float* sd, int n, int bits, uint8_t* sd_plane,
+                       uint8_t* mean_plane, float* thr) {
+  float* m = Scratch(4, static_cast<size_t>(n));
+  float* s = Scratch(5, static_cast<size_t>(n));
+  int i = 0;
+#if HQEKV_HW_F16
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const VF lim = hn::Set(df, kF16Max);
+  for (; i + N <= n; i += N) {
+    const VF mv = hn::Min(hn::Max(hn::LoadU(df, mean + i), hn::Neg(lim)), lim);
+    hn::StoreU(RoundF16V(df, mv, mean_plane + 2 * i), df, m + i);
+    const VF sv = hn::Min(hn::LoadU(df, sd + i), lim);
+    hn::StoreU(RoundF16V(df, sv, sd_plane + 2 * i), df, s + i);
+  }
+#endif
+  for (; i < n; ++i) {
+    const f16_t m16 = MetaF16(mean[i]), s16 = MetaF16(sd[i]);
+    StoreF16(m16, mean_plane + 2 * i);
+    StoreF16(s16, sd_plane + 2 * i);
+    m[i] = F16ToF32(m16);
+    s[i] = F16ToF32(s16);
+  }
+  const int nthr = (1 << bits) - 1;
+  const float* u = NormalThresholds(bits);
+  for (int g = 0; g < n; ++g) {
+    for (int j = 0; j < nthr; ++j) thr[3 * g + j] = NormalThreshold(m[g], s[g], u[j]);
+  }
+}
+
+// Per-group affine dequantization x^ = level(code) * a + b, where level is the
+// code itself for uniform and normal-1 (mu +- c*sigma = (mu - c*sigma) +
+// code * 2c*sigma) and the centre table for normal-2 (handled by the caller).
+void AffineFromPlanes(const Format& f, const uint8_t* meta, int groups, float* a, float* b) {
+  LoadPlane(meta, groups, a);
+  LoadPlane(meta + 2 * static_cast<size_t>(groups), groups, b);
+  if (f.kind == Kind::kNormal && f.bits == 1) {
+    const float c = kNormalCentres1[1];
+    for (int g = 0; g < groups; ++g) {
+      b[g] = b[g] - c * a[g];
+      a[g] = 2.0f * c * a[g];
+    }
+  }
+}
+
+HWY_INLINE VF Level(DF df, VI code, bool table, VF centres) {
+  if (table) return hn::TableLookupLanes(centres, hn::IndicesFromVec(df, code));
+  return hn::ConvertTo(df, code);
+}
+
+// Uniform code of sanitized values: round_half_even(clamp((x - m) * inv, 0, top)).
+HWY_INLINE VI UniformCode(DF df, DI di, VF x, VF m, VF inv, VF top) {
+  const VF v = hn::Mul(hn::Sub(x, m), inv);
+  return hn::ConvertTo(di, hn::Round(hn::Min(hn::Max(v, hn::Zero(df)), top)));
+}
+
+// Normal code: number of thresholds strictly below x (nthr in {1, 3}).
+HWY_INLINE VI NormalCode(DF df, DI di, VF x, const VF* thr, int nthr) {
+  VI c = hn::Zero(di);
+  for (int j = 0; j < nthr; ++j) {
+    c = hn::Sub(c, hn::BitCast(di, hn::VecFromMask(df, hn::Gt(x, thr[j]))));
+  }
+  return c;
+}
+
+bool IsGrouped(const Format& f) { return f.kind == Kind::kUniform || f.kind == Kind::kNormal; }
+
+// Fast-path shape checks. Per-token: groups of whole vectors. Per-channel:
+// T == 32 and b <= 4, so channel d's codes are exactly b 32-bit words.
+bool PerTokenFast(const Format& f, int D, int N) {
+  return f.grouping == Grouping::kPerToken && f.group % N == 0 && D % f.group == 0;
+}
+bool PerChannelFast(const Format& f, int T, int D, int N) {
+  return f.grouping == Grouping::kPerChannel && T == 32 && f.bits <= 4 && D % N == 0;
+}
+
+// ------------------------------------------------- per-token uniform / normal
+
+void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                      uint8_t* meta) {
+  const DF df;
+  const DI di;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int g = f.group, groups = T * (D / g), bits = f.bits;
+  const bool normal = f.kind == Kind::kNormal;
+  float* p0 = Scratch(0, static_cast<size_t>(groups));
+  float* p1 = Scratch(1, static_cast<size_t>(groups));
+  float* sc = Scratch(2, static_cast<size_t>(groups) * 3);
+  float* mi = Scratch(3, static_cast<size_t>(groups));
+  float* inv = normal ? nullptr : sc + groups;
+  // Pass 1: group statistics. A group is g consecutive values (groups are
+  // contiguous in token-major order).
+  for (int k = 0; k < groups; ++k) {
+    const float* x = src + static_cast<size_t>(k) * g;
+    if (normal) {
+      ref::NormalStats(x, g, 1, &p0[k], &p1[k]);  // horizontal sums: keep the reference order
+      continue;
+    }
+    VF lo = SanitizeV(df, hn::LoadU(df, x)), hi = lo;
+    for (int j = N; j < g; j += N) {
+      const VF v = SanitizeV(df, hn::LoadU(df, x + j));
+      lo = hn::Min(lo, v);
+      hi = hn::Max(hi, v);
+    }
+    p0[k] = hn::GetLane(hn::MinOfLanes(df, lo));
+    p1[k] = hn::GetLane(hn::MaxOfLanes(df, hi));
+  }
+  // Pass 2: metadata (plane 0 = scale / std, plane 1 = minimum / mean).
+  uint8_t* plane0 = meta;
+  uint8_t* plane1 = meta + 2 * static_cast<size_t>(groups);
+  if (normal) {
+    NormalParamsBatch(p0, p1, groups, bits, plane0, plane1, sc);
+  } else {
+    UniformParamsBatch(p0, p1, groups, bits, plane0, plane1, p0 /*scales, unused*/, mi, inv);
+  }
+  // Pass 3: codes, appended to one dense stream.
+  const VU shifts = LaneShifts(du, bits);
+  const VF top = hn::Set(df, static_cast<float>((1 << bits) - 1));
+  const int nthr = (1 << bits) - 1;
+  BitWriter bw(codes);
+  uint8_t* out8 = codes;
+  const hn::Rebind<uint8_t, DI> d8;
+  for (int k = 0; k < groups; ++k) {
+    const float* x = src + static_cast<size_t>(k) * g;
+    VF thr[3], m, iv;
+    if (normal) {
+      for (int j = 0; j < nthr; ++j) thr[j] = hn::Set(df, sc[3 * k + j]);
+    } else {
+      m = hn::Set(df, mi[k]);
+      iv = hn::Set(df, inv[k]);
+    }
+    for (int j = 0; j < g; j += N) {
+      const VF v = SanitizeV(df, hn::LoadU(df, x + j));
+      const VI c = normal ? NormalCode(df, di, v, thr, nthr) : UniformCode(df, di, v, m, iv, top);
+      if (bits == 8) {
+        hn::StoreU(hn::DemoteTo(d8, c), d8, out8);
+        out8 += N;
+      } else {
+        bw.Put(JoinCodes(du, c, shifts), N * bits);
+      }
+    }
+  }
+  if (bits != 8) bw.Flush();
+}
+
+void DequantizePerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                        float* dst) {
+  const DF df;
+  const DI di;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int g = f.group, groups = T * (D / g), bits = f.bits;
+  float* a = Scratch(0, static_cast<size_t>(groups));
+  float* b = Scratch(1, static_cast<size_t>(groups));
+  AffineFromPlanes(f, meta, groups, a, b);
+  const bool table = f.kind == Kind::kNormal && bits == 2;
+  float ctab[8] = {0};
+  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
+  const VF centres = hn::LoadU(df, ctab);
+  const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
+  const size_t nbytes = CodeBytes(f, T, D);
+  const hn::Rebind<uint8_t, DI> d8;
+  size_t pos = 0;  // code index
+  for (int k = 0; k < groups; ++k) {
+    const VF av = hn::Set(df, a[k]), bv = hn::Set(df, b[k]);
+    for (int j = 0; j < g; j += N, pos += N) {
+      const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
+                             : SplitCodes(du, GetBits(codes, nbytes, pos * bits, N * bits), shifts, mask);
+      hn::StoreU(hn::MulAdd(Level(df, c, table, centres), av, bv), df, dst + pos);
+    }
+  }
+}
+
+void DotPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                 const float* q, float* scores) {
+  const DF df;
+  const DI di;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int g = f.group, gpt = D / g, groups = T * gpt, bits = f.bits;
+  float* a = Scratch(0, static_cast<size_t>(groups));
+  float* b = Scratch(1, static_cast<size_t>(groups));
+  float* qsum = Scratch(2, static_cast<size_t>(gpt));
+  AffineFromPlanes(f, meta, groups, a, b);
+  for (int k = 0; k < gpt; ++k) {
+    VF s = hn::Zero(df);
+    for (int j = 0; j < g; j += N) s = hn::Add(s, hn::LoadU(df, q + k * g + j));
+    qsum[k] = hn::GetLane(hn::SumOfLanes(df, s));
+  }
+  const bool table = f.kind == Kind::kNormal && bits == 2;
+  float ctab[8] = {0};
+  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
+  const VF centres = hn::LoadU(df, ctab);
+  const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
+  const size_t nbytes = CodeBytes(f, T, D);
+  const hn::Rebind<uint8_t, DI> d8;
+  size_t pos = 0;
+  for (int t = 0; t < T; ++t) {
+    VF acc = hn::Zero(df);
+    float off = 0.0f;
+    for (int k = 0; k < gpt; ++k) {
+      const int gi = t * gpt + k;
+      const VF av = hn::Set(df, a[gi]);
+      off += b[gi] * qsum[k];
+      for (int j = 0; j < g; j += N, pos += N) {
+        const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
+                               : SplitCodes(du, GetBits(codes, nbytes, pos * bits, N * bits), shifts, mask);
+        acc = hn::MulAdd(hn::Mul(Level(df, c, table, centres), av), hn::LoadU(df, q + k * g + j), acc);
+      }
+    }
+    scores[t] = hn::GetLane(hn::SumOfLanes(df, acc)) + off;
+  }
+}
+
+void AxpyPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                  const float* w, float* acc) {
+  const DF df;
+  const DI di;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int g = f.group, gpt = D / g, groups = T * gpt, bits = f.bits;
+  float* a = Scratch(0, static_cast<size_t>(groups));
+  float* b = Scratch(1, static_cast<size_t>(groups));
+  AffineFromPlanes(f, meta, groups, a, b);
+  const bool table = f.kind == Kind::kNormal && bits == 2;
+  float ctab[8] = {0};
+  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
+  const VF centres = hn::LoadU(df, ctab);
+  const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
+  const size_t nbytes = CodeBytes(f, T, D);
+  const hn::Rebind<uint8_t, DI> d8;
+  size_t pos = 0;
+  for (int t = 0; t < T; ++t) {
+    for (int k = 0; k < gpt; ++k) {
+      const int gi = t * gpt + k;
+      const VF av = hn::Set(df, w[t] * a[gi]), bv = hn::Set(df, w[t] * b[gi]);
+      for (int j = 0; j < g; j += N, pos += N) {
+        const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
+                               : SplitCodes(du, GetBits(codes, nbytes, pos * bits, N * bits), shifts, mask);
+        float* o = acc + k * g + j;
+        hn::StoreU(hn::Add(hn::MulAdd(Level(df, c, table, centres), av, hn::LoadU(df, o)), bv), df, o);
+      }
+    }
+  }
+}
+
+// ----------------------------------------------- per-channel uniform / normal
+// Channel d's 32 codes are b little-endian 32-bit words at byte 4*b*d; token t
+// sits in word (t*b)/32 at bit (t*b)%32. Lanes run over channels, so a vector
+// of word w of N channels is a strided (interleaved) load of the words.
+
+HWY_INLINE void StoreWords(DU du, const VU* words, int nw, uint8_t* out) {
+  uint32_t* o = reinterpret_cast<uint32_t*>(out);
+  if (nw == 1) {
+    hn::StoreU(words[0], du, o);
+  } else if (nw == 2) {
+    hn::StoreInterleaved2(words[0], words[1], du, o);
+  } else {
+    hn::StoreInterleaved4(words[0], words[1], words[2], words[3], du, o);
+  }
+}
+
+HWY_INLINE void LoadWords(DU du, const uint8_t* in, int nw, VU* words) {
+  const uint32_t* p = reinterpret_cast<const uint32_t*>(in);
+  if (nw == 1) {
+    words[0] = hn::LoadU(du, p);
+  } else if (nw == 2) {
+    hn::LoadInterleaved2(du, p, words[0], words[1]);
+  } else {
+    hn::LoadInterleaved4(du, p, words[0], words[1], words[2], words[3]);
+  }
+}
+
+void QuantizePerChannel(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                        uint8_t* meta) {
+  const DF df;
+  const DI di;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int bits = f.bits, per_word = 32 / bits;
+  const bool normal = f.kind == Kind::kNormal;
+  float* p0 = Scratch(0, static_cast<size_t>(D));
+  float* p1 = Scratch(1, static_cast<size_t>(D));
+  float* sc = Scratch(2, static_cast<size_t>(D) * 3);
+  float* mi = Scratch(3, static_cast<size_t>(D));
+  float* inv = normal ? nullptr : sc + D;
+  // Pass 1: per-channel statistics, accumulated over tokens in order (the
+  // reference's order: identical float results).
+  for (int d0 = 0; d0 < D; d0 += N) {
+    if (normal) {
+      VF sum = hn::Zero(df);
+      for (int t = 0; t < T; ++t) sum = hn::Add(sum, SanitizeV(df, hn::LoadU(df, src + t * D + d0)));
+      const VF mean = hn::Div(sum, hn::Set(df, static_cast<float>(T)));
+      VF ss = hn::Zero(df);
+      for (int t = 0; t < T; ++t) {
+        const VF dv = hn::Sub(SanitizeV(df, hn::LoadU(df, src + t * D + d0)), mean);
+        ss = hn::Add(ss, hn::Mul(dv, dv));
+      }
+      hn::StoreU(mean, df, p0 + d0);
+      hn::StoreU(hn::Sqrt(hn::Div(ss, hn::Set(df, static_cast<float>(T - 1)))), df, p1 + d0);
+    } else {
+      VF lo = SanitizeV(df, hn::LoadU(df, src + d0)), hi = lo;
+      for (int t = 1; t < T; ++t) {
+        const VF v = SanitizeV(df, hn::LoadU(df, src + t * D + d0));
+        lo = hn::Min(lo, v);
+        hi = hn::Max(hi, v);
+      }
+      hn::StoreU(lo, df, p0 + d0);
+      hn::StoreU(hi, df, p1 + d0);
+    }
+  }
+  uint8_t* plane0 = meta;
+  uint8_t* plane1 = meta + 2 * static_cast<size_t>(D);
+  if (normal) {
+    NormalParamsBatch(p0, p1, D, bits, plane0, plane1, sc);
+  } else {
+    UniformParamsBatch(p0, p1, D, bits, plane0, plane1, p0, mi, inv);
+  }
+  // Pass 2: codes, N channels at a time, one 32-bit word per channel and word index.
+  const VF top = hn::Set(df, static_cast<float>((1 << bits) - 1));
+  const int nthr = (1 << bits) - 1;
+  float* thr_t = Scratch(4, static_cast<size_t>(3) * N);
+  for (int d0 = 0; d0 < D; d0 += N) {
+    VF thr[3], m, iv;
+    if (normal) {
+      for (int j = 0; j < nthr; ++j) {
+        for (int i = 0; i < N; ++i) thr_t[j * N + i] = sc[3 * (d0 + i) + j];
+        thr[j] = hn::LoadU(df, thr_t + j * N);
+      }
+    } else {
+      m = hn::LoadU(df, mi + d0);
+      iv = hn::LoadU(df, inv + d0);
+    }
+    VU words[4];
+    for (int w = 0; w < bits; ++w) {
+      VU word = hn::Zero(du);
+      for (int k = 0; k < per_word; ++k) {
+        const int t = w * per_word + k;
+        const VF v = SanitizeV(df, hn::LoadU(df, src + t * D + d0));
+        const VI c = normal ? NormalCode(df, di, v, thr, nthr) : UniformCode(df, di, v, m, iv, top);
+        word = hn::Or(word, hn::ShiftLeftSame(hn::BitCast(du, c), k * bits));
+      }
+      words[w] = word;
+    }
+    StoreWords(du, words, bits, codes + static_cast<size_t>(4) * bits * d0);
+  }
+}
+
+void DequantizePerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          float* dst) {
+  const DF df;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int bits = f.bits, per_word = 32 / bits;
+  float* a = Scratch(0, static_cast<size_t>(D));
+  float* b = Scratch(1, static_cast<size_t>(D));
+  AffineFromPlanes(f, meta, D, a, b);
+  const bool table = f.kind == Kind::kNormal && bits == 2;
+  float ctab[8] = {0};
+  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
+  const VF centres = hn::LoadU(df, ctab);
+  const VU mask = hn::Set(du, (1u << bits) - 1u);
+  for (int d0 = 0; d0 < D; d0 += N) {
+    VU words[4];
+    LoadWords(du, codes + static_cast<size_t>(4) * bits * d0, bits, words);
+    const VF av = hn::LoadU(df, a + d0), bv = hn::LoadU(df, b + d0);
+    for (int t = 0; t < T; ++t) {
+      const VU c = hn::And(hn::ShiftRightSame(words[t / per_word], (t % per_word) * bits), mask);
+      const VF lvl = Level(df, hn::BitCast(DI(), c), table, centres);
+      hn::StoreU(hn::MulAdd(lvl, av, bv), df, dst + t * D + d0);
+    }
+  }
+}
+
+// scores[t] = sum_d (q_d a_d) level[d][t] + sum_d q_d b_d, lanes over tokens:
+// N tokens' codes of one channel are N*b <= 32 consecutive bits of one word.
+void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   const float* q, float* scores) {
+  const DF df;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int bits = f.bits, nvec = T / N;
+  float* a = Scratch(0, static_cast<size_t>(D));
+  float* b = Scratch(1, static_cast<size_t>(D));
+  AffineFromPlanes(f, meta, D, a, b);
+  const bool table = f.kind == Kind::kNormal && bits == 2;
+  float ctab[8] = {0};
+  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
+  const VF centres = hn::LoadU(df, ctab);
+  const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
+  VF acc[8];
+  for (int v = 0; v < nvec; ++v) acc[v] = hn::Zero(df);
+  VF offv = hn::Zero(df);
+  for (int d0 = 0; d0 < D; d0 += N) {
+    offv = hn::MulAdd(hn::LoadU(df, q + d0), hn::LoadU(df, b + d0), offv);
+  }
+  for (int d = 0; d < D; ++d) {
+    const uint8_t* cw = codes + static_cast<size_t>(4) * bits * d;
+    const VF qa = hn::Set(df, q[d] * a[d]);
+    for (int v = 0; v < nvec; ++v) {
+      const int bit = v * N * bits;
+      const uint32_t word = Load32(cw + 4 * (bit >> 5)) >> (bit & 31);
+      const VI c = SplitCodes(du, word, shifts, mask);
+      acc[v] = hn::MulAdd(Level(df, c, table, centres), qa, acc[v]);
+    }
+  }
+  const VF off = hn::SumOfLanes(df, offv);
+  for (int v = 0; v < nvec; ++v) hn::StoreU(hn::Add(acc[v], off), df, scores + v * N);
+}
+
+void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* w, float* acc) {
+  const DF df;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int bits = f.bits, per_word = 32 / bits;
+  float* a = Scratch(0, static_cast<size_t>(D));
+  float* b = Scratch(1, static_cast<size_t>(D));
+  AffineFromPlanes(f, meta, D, a, b);
+  const bool table = f.kind == Kind::kNormal && bits == 2;
+  float ctab[8] = {0};
+  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
+  const VF centres = hn::LoadU(df, ctab);
+  const VU mask = hn::Set(du, (1u << bits) - 1u);
+  float wsum = 0.0f;
+  for (int t = 0; t < T; ++t) wsum += w[t];
+  const VF wsv = hn::Set(df, wsum);
+  for (int d0 = 0; d0 < D; d0 += N) {
+    VU words[4];
+    LoadWords(du, codes + static_cast<size_t>(4) * bits * d0, bits, words);
+    VF sum = hn::Zero(df);
+    for (int t = 0; t < T; ++t) {
+      const VU c = hn::And(hn::ShiftRightSame(words[t / per_word], (t % per_word) * bits), mask);
+      sum = hn::MulAdd(Level(df, hn::BitCast(DI(), c), table, centres), hn::Set(df, w[t]), sum);
+    }
+    const VF o = hn::LoadU(df, acc + d0);
+    hn::StoreU(hn::MulAdd(hn::LoadU(df, a + d0), sum, hn::MulAdd(hn::LoadU(df, b + d0), wsv, o)), df,
+               acc + d0);
+  }
+}
+
+// ------------------------------------------------------------ int8, fp16
+
+void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  const DF df;
+  const DI di;
+  const int N = static_cast<int>(hn::Lanes(df));
+  float* amax = Scratch(0, static_cast<size_t>(T));
+  float* inv = Scratch(1, static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) {
+    VF m = hn::Zero(df);
+    for (int d = 0; d < D; d += N) m = hn::Max(m, hn::Abs(SanitizeV(df, hn::LoadU(df, src + t * D + d))));
+    amax[t] = hn::GetLane(hn::MaxOfLanes(df, m));
+  }
+  SymParamsBatch(amax, T, 127.0f, meta, inv);
+  const hn::Rebind<int8_t, DI> d8;
+  const VF lo = hn::Set(df, -127.0f), hi = hn::Set(df, 127.0f);
+  for (int t = 0; t < T; ++t) {
+    const VF iv = hn::Set(df, inv[t]);
+    for (int d = 0; d < D; d += N) {
+      const VF v = hn::Mul(SanitizeV(df, hn::LoadU(df, src + t * D + d)), iv);
+      const VI c = hn::ConvertTo(di, hn::Round(hn::Min(hn::Max(v, lo), hi)));
+      hn::StoreU(hn::DemoteTo(d8, c), d8, reinterpret_cast<int8_t*>(codes + t * D + d));
+    }
+  }
+}
+
+HWY_INLINE VF LoadInt8(DF df, const uint8_t* p) {
+  const DI di;
+  const hn::Rebind<int8_t, DI> d8;
+  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(p))));
+}
+
+void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  float* s = Scratch(0, static_cast<size_t>(T));
+  LoadPlane(meta, T, s);
+  for (int t = 0; t < T; ++t) {
+    const VF sv = hn::Set(df, s[t]);
+    for (int d = 0; d < D; d += N) hn::StoreU(hn::Mul(LoadInt8(df, codes + t * D + d), sv), df, dst + t * D + d);
+  }
+}
+
+void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q, float* scores) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  float* s = Scratch(0, static_cast<size_t>(T));
+  LoadPlane(meta, T, s);
+  for (int t = 0; t < T; ++t) {
+    VF acc = hn::Zero(df);
+    for (int d = 0; d < D; d += N) acc = hn::MulAdd(LoadInt8(df, codes + t * D + d), hn::LoadU(df, q + d), acc);
+    scores[t] = hn::GetLane(hn::SumOfLanes(df, acc)) * s[t];
+  }
+}
+
+void AxpyInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w, float* acc) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  float* s = Scratch(0, static_cast<size_t>(T));
+  LoadPlane(meta, T, s);
+  for (int t = 0; t < T; ++t) {
+    const VF a = hn::Set(df, w[t] * s[t]);
+    for (int d = 0; d < D; d += N) {
+      hn::StoreU(hn::MulAdd(LoadInt8(df, codes + t * D + d), a, hn::LoadU(df, acc + d)), df, acc + d);
+    }
+  }
+}
+
+#if HQEKV_HW_F16
+HWY_INLINE VF LoadF16V(DF df, const uint8_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+void QuantizeF16(const float* src, size_t n, uint8_t* codes) {
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::DemoteTo(dh, SanitizeV(df, hn::LoadU(df, src + i))), dh,
+               reinterpret_cast<hwy::float16_t*>(codes + 2 * i));
+  }
+  for (; i < n; ++i) StoreF16(F32ToF16(Sanitize(src[i])), codes + 2 * i);
+}
+
+void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(LoadF16V(df, codes + 2 * i), df, dst + i);
+  for (; i < n; ++i) dst[i] = F16ToF32(LoadF16(codes + 2 * i));
+}
+#endif
+
+// ------------------------------------------------------------ entry points
+
+bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (N < 4) return false;
+  if (IsGrouped(f)) {
+    if (PerTokenFast(f, D, N)) return QuantizePerToken(f, src, T, D, codes, meta), true;
+    if (PerChannelFast(f, T, D, N)) return QuantizePerChannel(f, src, T, D, codes, meta), true;
+    return false;
+  }
+  if (f.kind == Kind::kInt8 && D % N == 0) return QuantizeInt8(src, T, D, codes, meta), true;
+#if HQEKV_HW_F16
+  if (f.kind == Kind::kF16) return QuantizeF16(src, NumCodes(T, D), codes), true;
+#endif
+  return false;
+}
+
+bool DequantizeImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    float* dst) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (N < 4) return false;
+  if (IsGrouped(f)) {
+    if (PerTokenFast(f, D, N)) return DequantizePerToken(f, codes, meta, T, D, dst), true;
+    if (PerChannelFast(f, T, D, N)) return DequantizePerChannel(f, codes, meta, T, D, dst), true;
+    return false;
+  }
+  if (f.kind == Kind::kInt8 && D % N == 0) return DequantizeInt8(codes, meta, T, D, dst), true;
+#if HQEKV_HW_F16
+  if (f.kind == Kind::kF16) return DequantizeF16(codes, NumCodes(T, D), dst), true;
+#endif
+  return false;
+}
+
+bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+             const float* q, float* scores) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  if (N < 4) return false;
+  if (IsGrouped(f)) {
+    if (PerTokenFast(f, D, N)) return DotPerToken(f, codes, meta, T, D, q, scores), true;
+    if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
+    return false;
+  }
+  if (f.kind == Kind::kInt8 && D % N == 0) return DotInt8(codes, meta, T, D, q, scores), true;
+#if HQEKV_HW_F16
+  if (f.kind == Kind::kF16 && D % N == 0) {
+    for (int t = 0; t < T; ++t) {
+      VF acc = hn::Zero(df);
+      for (int d = 0; d < D; d += N) {
+        acc = hn::MulAdd(LoadF16V(df, codes + 2 * (static_cast<size_t>(t) * D + d)), hn::LoadU(df, q + d), acc);
+      }
+      scores[t] = hn::GetLane(hn::SumOfLanes(df, acc));
+    }
+    return true;
+  }
+#endif
+  return false;
+}
+
+bool AxpyImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+              const float* w, float* acc) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  if (N < 4) return false;
+  if (IsGrouped(f)) {
+    if (PerTokenFast(f, D, N)) return AxpyPerToken(f, codes, meta, T, D, w, acc), true;
+    if (PerChannelFast(f, T, D, N)) return AxpyPerChannel(f, codes, meta, T, D, w, acc), true;
+    return false;
+  }
+  if (f.kind == Kind::kInt8 && D % N == 0) return AxpyInt8(codes, meta, T, D, w, acc), true;
+#if HQEKV_HW_F16
+  if (f.kind == Kind::kF16 && D % N == 0) {
+    for (int t = 0; t < T; ++t) {
+      const VF wt = hn::Set(df, w[t]);
+      for (int d = 0; d < D; d += N) {
+        const VF x = LoadF16V(df, codes + 2 * (static_cast<size_t>(t) * D + d));
+        hn::StoreU(hn::MulAdd(x, wt, hn::LoadU(df, acc + d)), df, acc + d);
+      }
+    }
+    return true;
+  }
+#endif
+  return false;
+}
+
+#undef HQEKV_HW_F16
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hqekv::quant
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hqekv::quant {
+
+HWY_EXPORT(QuantizeImpl);
+HWY_EXPORT(DequantizeImpl);
+HWY_EXPORT(DotImpl);
+HWY_EXPORT(AxpyImpl);
+
+namespace simd {
+bool Quantize(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  return HWY_DYNAMIC_DISPATCH(QuantizeImpl)(f, src, T, D, codes, meta);
+}
+bool DequantizeStored(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                      float* dst) {
+  return HWY_DYNAMIC_DISPATCH(DequantizeImpl)(f, codes, meta, T, D, dst);
+}
+bool Dot(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q,
+         float* scores) {
+  return HWY_DYNAMIC_DISPATCH(DotImpl)(f, codes, meta, T, D, q, scores);
+}
+bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
+          float* acc) {
+  return HWY_DYNAMIC_DISPATCH(AxpyImpl)(f, codes, meta, T, D, w, acc);
+}
+}  // namespace simd
+
+}  // namespace hqekv::quant
+#endif  // HWY_ONCE
