@@ -2,7 +2,7 @@
 checkpoint (data batches are a function of (seed, step), so the result equals an uninterrupted run
 up to floating-point nondeterminism of threaded BLAS).
 
-  python3 tools/train/train.py --config tools/train/configs/refmodel-4m.json --out build-train/refmodel
+  /usr/bin/python3 tools/train/train.py --config tools/train/configs/refmodel-3m.json --out build-train/refmodel
 
 Uses CUDA when available, the CPU otherwise (set --threads to the cores you may use).
 """
