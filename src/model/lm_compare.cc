@@ -1,0 +1,188 @@
+#include "model/lm_compare.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+namespace hqekv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// In place: logits -> log-softmax (computed in double, stored fp32).
+void LogSoftmax(std::vector<float>& v) {
+  const float mx = *std::max_element(v.begin(), v.end());
+  double sum = 0;
+  for (float x : v) sum += std::exp(static_cast<double>(x) - mx);
+  const double lse = mx + std::log(sum);
+  for (float& x : v) x = static_cast<float>(x - lse);
+}
+
+int32_t Argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+Status CheckProtocol(const KvCache& cache, size_t n, int prefill) {
+  if (prefill < 1 || static_cast<size_t>(prefill) >= n) {
+    return MakeError("compare: prefill length " + std::to_string(prefill) + " must be in [1, " +
+                     std::to_string(n) + ") for " + std::to_string(n) + " tokens");
+  }
+  if (n > static_cast<size_t>(cache.geometry().max_ctx)) {
+    return MakeError("compare: " + std::to_string(n) + " tokens exceed the cache context of " +
+                     std::to_string(cache.geometry().max_ctx));
+  }
+  return Status::Ok();
+}
+
+// Runs the protocol and calls on_logits(s, logits) for each scored position
+// s (the logits predict tokens[P + s]). after_prefill() runs right after
+// the prefill batch.
+template <class OnLogits, class AfterPrefill>
+Status RunProtocol(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens, int prefill,
+                   OnLogits on_logits, AfterPrefill after_prefill) {
+  cache.Reset();
+  std::vector<float> logits(model.vocab_size());
+  std::vector<int32_t> pos(prefill);
+  std::iota(pos.begin(), pos.end(), 0);
+  HQEKV_RETURN_IF_ERROR(model.Forward(tokens.data(), pos.data(), prefill, cache, Logits::kLast, logits.data(), true));
+  after_prefill();
+  on_logits(0, logits);
+  const int n = static_cast<int>(tokens.size());
+  for (int i = prefill; i < n - 1; ++i) {
+    const int32_t p = i;
+    HQEKV_RETURN_IF_ERROR(model.Forward(&tokens[i], &p, 1, cache, Logits::kLast, logits.data(), false));
+    on_logits(i - prefill + 1, logits);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+double ReferenceScores::Perplexity() const {
+  double nll = 0;
+  for (float lp : target_logprob) nll -= lp;
+  return positions() ? std::exp(nll / positions()) : 0.0;
+}
+
+Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache, const std::vector<int32_t>& tokens,
+                                         int prefill, int top_k) {
+  HQEKV_RETURN_IF_ERROR(CheckProtocol(ref_cache, tokens.size(), prefill));
+  ReferenceScores r;
+  r.tokens = tokens;
+  r.prefill = prefill;
+  r.vocab = model.vocab_size();
+  r.top_k = top_k <= 0 || top_k >= r.vocab ? r.vocab : top_k;
+  const int S = static_cast<int>(tokens.size()) - prefill;
+  r.target_logprob.resize(S);
+  r.argmax.resize(S);
+  r.top_ids.resize(static_cast<size_t>(S) * r.top_k);
+  r.top_logprobs.resize(static_cast<size_t>(S) * r.top_k);
+  std::vector<int32_t> order(r.vocab);
+  HQEKV_RETURN_IF_ERROR(RunProtocol(
+      model, ref_cache, tokens, prefill,
+      [&](int s, std::vector<float>& logits) {
+        LogSoftmax(logits);
+        r.target_logprob[s] = logits[tokens[prefill + s]];
+        r.argmax[s] = Argmax(logits);
+        std::iota(order.begin(), order.end(), 0);
+        auto by_prob = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+        if (r.top_k < r.vocab) {
+          std::partial_sort(order.begin(), order.begin() + r.top_k, order.end(), by_prob);
+        } else {
+          std::sort(order.begin(), order.end(), by_prob);
+        }
+        for (int j = 0; j < r.top_k; ++j) {
+          r.top_ids[static_cast<size_t>(s) * r.top_k + j] = order[j];
+          r.top_logprobs[static_cast<size_t>(s) * r.top_k + j] = logits[order[j]];
+        }
+      },
+      [] {}));
+  r.ref_stats = ref_cache.Stats();
+  return r;
+}
+
+Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache, const ReferenceScores& ref) {
+  HQEKV_RETURN_IF_ERROR(CheckProtocol(test_cache, ref.tokens.size(), ref.prefill));
+  if (ref.vocab != model.vocab_size()) return MakeError("compare: the reference was computed with another model");
+  const auto t0 = Clock::now();
+  LmScore sc;
+  double nll = 0, kl = 0;
+  int agree = 0;
+  HQEKV_RETURN_IF_ERROR(RunProtocol(
+      model, test_cache, ref.tokens, ref.prefill,
+      [&](int s, std::vector<float>& logits) {
+        LogSoftmax(logits);
+        nll -= logits[ref.tokens[ref.prefill + s]];
+        agree += Argmax(logits) == ref.argmax[s];
+        const int32_t* ids = &ref.top_ids[static_cast<size_t>(s) * ref.top_k];
+        const float* lp = &ref.top_logprobs[static_cast<size_t>(s) * ref.top_k];
+        double k = 0, p_ref_in = 0, p_test_in = 0;
+        for (int j = 0; j < ref.top_k; ++j) {
+          const double pr = std::exp(static_cast<double>(lp[j]));
+          k += pr * (static_cast<double>(lp[j]) - logits[ids[j]]);
+          p_ref_in += pr;
+          p_test_in += std::exp(static_cast<double>(logits[ids[j]]));
+        }
+        if (ref.top_k < ref.vocab) {  // the "everything else" bucket
+          const double pr = std::max(0.0, 1.0 - p_ref_in), pt = std::max(1e-30, 1.0 - p_test_in);
+          if (pr > 0) k += pr * (std::log(pr) - std::log(pt));
+        }
+        kl += std::max(0.0, k);  // rounding can make an exact zero slightly negative
+      },
+      [&] { sc.stats_after_prefill = test_cache.Stats(); }));
+  sc.scored = ref.positions();
+  sc.nll = nll / sc.scored;
+  sc.ppl = std::exp(sc.nll);
+  sc.kl = kl / sc.scored;
+  sc.top1_agree = static_cast<double>(agree) / sc.scored;
+  sc.stats_end = test_cache.Stats();
+  sc.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return sc;
+}
+
+Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens, int ctx,
+                                    int stride) {
+  const int n = static_cast<int>(tokens.size());
+  if (n < 2) return MakeError("perplexity: the text has fewer than 2 tokens");
+  if (ctx < 2) return MakeError("perplexity: --ctx must be >= 2, got " + std::to_string(ctx));
+  if (ctx > cache.geometry().max_ctx) {
+    return MakeError("perplexity: --ctx " + std::to_string(ctx) + " exceeds the cache context of " +
+                     std::to_string(cache.geometry().max_ctx));
+  }
+  if (stride <= 0) stride = ctx;
+  if (stride > ctx) return MakeError("perplexity: --stride must be <= --ctx");
+  const auto t0 = Clock::now();
+  PplResult r;
+  const int V = model.vocab_size();
+  std::vector<float> logits;
+  std::vector<int32_t> pos(ctx);
+  std::iota(pos.begin(), pos.end(), 0);
+  int scored_until = 1;  // first target index not yet scored
+  double nll = 0;
+  for (int b = 0;; b += stride) {
+    const int e = std::min(b + ctx, n);
+    const int len = e - b;
+    if (len < 2) break;
+    cache.Reset();
+    logits.resize(static_cast<size_t>(len) * V);
+    HQEKV_RETURN_IF_ERROR(model.Forward(&tokens[b], pos.data(), len, cache, Logits::kAll, logits.data(), true));
+    std::vector<float> row(V);
+    for (int j = std::max(b + 1, scored_until); j < e; ++j) {
+      const float* l = &logits[static_cast<size_t>(j - 1 - b) * V];  // row j-1 predicts token j
+      row.assign(l, l + V);
+      LogSoftmax(row);
+      nll -= row[tokens[j]];
+      ++r.scored;
+    }
+    scored_until = e;
+    ++r.windows;
+    if (e == n) break;
+  }
+  r.nll = nll / r.scored;
+  r.ppl = std::exp(r.nll);
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace hqekv

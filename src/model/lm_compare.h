@@ -1,0 +1,82 @@
+// Language-model scoring of KV caches: the prefill-then-continue protocol
+// used by `hqekv ppl --kv`, the evaluation harness and the calibration tool,
+// and plain sliding-window perplexity.
+//
+// Protocol on token ids t[0..n):
+//   1. Reset the cache; run t[0..P) as ONE batch (Forward with is_prefill =
+//      true: the policy's compression event happens at its EndBatch); the
+//      logits of position P-1 predict t[P].
+//   2. Teacher-force t[P..n-1) one token at a time (is_prefill = false); the
+//      logits of position i predict t[i+1].
+// So n - P next-token predictions are scored, all made after compression.
+// The reference pass (an uncompressed cache, normally fp16) runs the same
+// protocol once; its next-token distributions are stored and any number of
+// test caches is scored against them (calibration runs hundreds of trials).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "core/status.h"
+#include "model/llama.h"
+
+namespace hqekv {
+
+// The stored reference distributions of one token sequence.
+struct ReferenceScores {
+  std::vector<int32_t> tokens;
+  int prefill = 0;   // P
+  int top_k = 0;     // entries kept per position (== vocab when exact)
+  int vocab = 0;
+  // Per scored position s = 0 .. n-P-1 (predicting tokens[P + s]):
+  std::vector<float> target_logprob;  // log p_ref(tokens[P+s])
+  std::vector<int32_t> argmax;        // ref top-1 token
+  std::vector<int32_t> top_ids;       // [s][top_k] ids, by decreasing probability
+  std::vector<float> top_logprobs;    // [s][top_k] log p_ref
+  KvStats ref_stats;                  // reference cache at the end of the pass
+  int positions() const { return static_cast<int>(target_logprob.size()); }
+  double Perplexity() const;          // of the reference pass
+};
+
+struct LmScore {
+  int scored = 0;              // predictions scored (n - P)
+  double nll = 0;              // mean negative log-likelihood (nats / token)
+  double ppl = 0;              // exp(nll)
+  // Mean over positions of KL(ref || test) in nats. Exact when the reference
+  // kept the whole vocabulary (top_k == vocab); otherwise the KL between the
+  // two distributions coarsened to {the ref's top-k tokens, "everything
+  // else"}, which is a lower bound of the exact KL.
+  double kl = 0;
+  double top1_agree = 0;       // fraction of positions where argmax test == argmax ref
+  KvStats stats_after_prefill; // the test cache right after the compression event
+  KvStats stats_end;           // and after the last token
+  double seconds = 0;
+};
+
+// Runs the protocol with `ref_cache` (reset first) and stores the reference
+// distributions. 1 <= prefill < tokens.size() <= the cache's max_ctx.
+// top_k <= 0 or >= vocab keeps the whole vocabulary (exact KL).
+Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache,
+                                         const std::vector<int32_t>& tokens, int prefill, int top_k = 0);
+
+// Runs the same protocol with `test_cache` (reset first) and scores it.
+Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache, const ReferenceScores& ref);
+
+// Plain perplexity of a token stream with sliding windows: windows of up to
+// `ctx` tokens start every `stride` tokens (stride <= ctx); each window runs
+// from an empty cache (positions from 0) as one batch, and scores the
+// tokens not scored by an earlier window (the first window scores all but
+// its first token). stride <= 0 means stride = ctx.
+struct PplResult {
+  int scored = 0;
+  int windows = 0;
+  double nll = 0;
+  double ppl = 0;
+  double seconds = 0;
+};
+Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens,
+                                    int ctx, int stride);
+
+}  // namespace hqekv
