@@ -92,10 +92,19 @@ inline UniformParams MakeUniformParams(float mn, float mx, int bits) {
   return p;
 }
 
-// Symmetric scale for int8 (amax / 127) and fp8 (amax / max finite): fp16,
-// never zero for a nonzero amax; inv is 0 for an all-zero input.
+// Symmetric scale for int8 (amax / 127) and fp8 (amax / max finite) in fp16,
+// rounded UP to the next fp16 value (so x / scale never exceeds the code
+// range and nothing saturates, even when the scale is an fp16 subnormal);
+// 0 only for an all-zero input, where inv is 0 too.
+inline f16_t SymScaleF16(float s) {
+  if (!(s > 0.0f)) return 0;
+  const float c = s < kF16Max ? s : kF16Max;
+  f16_t h = F32ToF16(c);
+  if (F16ToF32(h) < c) ++h;  // positive fp16 bit patterns are ordered like their values
+  return h;
+}
 inline void MakeSymScale(float amax, float qmax, f16_t* s16, float* inv) {
-  *s16 = ScaleF16(amax / qmax);
+  *s16 = SymScaleF16(amax / qmax);
   *inv = *s16 != 0 ? 1.0f / F16ToF32(*s16) : 0.0f;
 }
 

@@ -146,6 +146,18 @@ HWY_INLINE VF ScaleF16V(DF df, VF s, uint8_t* store_to) {
   c = hn::IfThenElse(hn::And(hn::Eq(r, zero), hn::Gt(s, zero)), hn::Set(df, 0x1p-24f), c);
   return RoundF16V(df, c, store_to);
 }
+
+// Vector form of SymScaleF16: the fp16 value of min(s, 65504) rounded up.
+HWY_INLINE VF SymScaleF16V(DF df, VF s, uint8_t* store_to) {
+  const DU du;
+  const VF c = hn::Min(hn::Max(s, hn::Zero(df)), hn::Set(df, kF16Max));
+  const VF r = RoundF16V(df, c, nullptr);
+  // Spacing of fp16 values just above r: 2^-24 below 2^-14, else 2^(e-10).
+  const VU exp_bits = hn::And(hn::BitCast(du, r), hn::Set(du, 0x7F800000u));
+  const VF ulp = hn::IfThenElse(hn::Lt(r, hn::Set(df, 0x1p-14f)), hn::Set(df, 0x1p-24f),
+                                hn::BitCast(df, hn::Sub(exp_bits, hn::Set(du, 10u << 23))));
+  return RoundF16V(df, hn::IfThenElse(hn::Lt(r, c), hn::Add(r, ulp), r), store_to);
+}
 #endif
 
 // Uniform parameters of n groups from their sanitized minima / maxima:
@@ -184,7 +196,7 @@ void SymParamsBatch(const float* amax, int n, float qmax, uint8_t* plane, float*
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   for (; i + N <= n; i += N) {
-    const VF s = ScaleF16V(df, hn::Div(hn::LoadU(df, amax + i), hn::Set(df, qmax)), plane + 2 * i);
+    const VF s = SymScaleF16V(df, hn::Div(hn::LoadU(df, amax + i), hn::Set(df, qmax)), plane + 2 * i);
     hn::StoreU(hn::IfThenElseZero(hn::Gt(s, hn::Zero(df)), hn::Div(hn::Set(df, 1.0f), s)), df,
                inv + i);
   }
