@@ -1,0 +1,315 @@
+#include "policy/hqekv_cache.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "policy/selection.h"
+
+namespace hqekv::policy {
+namespace {
+constexpr int kChunk = 32;  // G of the paper: chunk = quantization group = event period
+}  // namespace
+
+Result<std::vector<TierRatios>> ReadProfile(const std::string& path, int n_layers) {
+  std::ifstream f(path);
+  if (!f) return MakeError("hqekv: cannot read profile '" + path + "' (no such file or unreadable)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    return MakeError("hqekv: cannot read profile '" + path + "': not valid JSON (" + e.what() + ")");
+  }
+  auto row_from = [&](const nlohmann::json& r, const std::string& where) -> Result<TierRatios> {
+    TierRatios t;
+    try {
+      if (r.is_object()) {
+        t = {r.at("r4").get<double>(), r.at("r2").get<double>(), r.at("r1").get<double>(),
+             r.at("r0").get<double>()};
+      } else if (r.is_array() && r.size() == 4) {
+        t = {r[0].get<double>(), r[1].get<double>(), r[2].get<double>(), r[3].get<double>()};
+      } else {
+        return MakeError(where + ": expected {r4, r2, r1, r0} or [r4, r2, r1, r0]");
+      }
+    } catch (const std::exception& e) {
+      return MakeError(where + ": " + e.what());
+    }
+    HQEKV_RETURN_IF_ERROR(CheckRatios(t, where));
+    const double s = t.r4 + t.r2 + t.r1 + t.r0;
+    t.r4 /= s, t.r2 /= s, t.r1 /= s, t.r0 /= s;
+    return t;
+  };
+  const std::string where = "hqekv: profile '" + path + "'";
+  if (!j.is_object() || !j.contains("ratios")) return MakeError(where + ": no \"ratios\" object");
+  auto global = row_from(j["ratios"], where + " ratios");
+  if (!global.ok()) return global.error();
+  std::vector<TierRatios> out(n_layers, *global);
+  if (j.contains("per_layer")) {
+    const auto& pl = j["per_layer"];
+    if (!pl.is_array() || static_cast<int>(pl.size()) != n_layers) {
+      return MakeError(where + ": per_layer must have one row per layer (" +
+                       std::to_string(n_layers) + ")");
+    }
+    for (int l = 0; l < n_layers; ++l) {
+      auto r = row_from(pl[l], where + " per_layer[" + std::to_string(l) + "]");
+      if (!r.ok()) return r.error();
+      out[l] = *r;
+    }
+  }
+  return out;
+}
+
+HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
+    : StoreBackedCache(g, std::move(describe), 2) {}
+
+Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, const KvGeometry& g) {
+  HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
+  const std::string where = "KV policy '" + spec.Canonical() + "'";
+  std::vector<TierRatios> ratios;
+  if (spec.Has("ratios")) {
+    auto r = ParseRatios(spec.Text("ratios"));
+    if (!r.ok()) return r.error();
+    ratios.assign(g.n_layers, *r);
+  } else if (spec.Has("profile")) {
+    auto r = ReadProfile(spec.Text("profile"), g.n_layers);
+    if (!r.ok()) return r.error();
+    ratios = *r;
+  } else if (spec.Has("bits")) {
+    auto r = DefaultRatios(spec.Num("bits"));
+    if (!r.ok()) return r.error();
+    ratios.assign(g.n_layers, *r);
+  } else {
+    return MakeError(where + ": give one of bits=B, ratios=r4/r2/r1/r0 or profile=FILE");
+  }
+  if (spec.Int("decouple") != 0) {
+    return MakeError(where + ": decouple=1 (separate K and V eviction sets) is not supported: "
+                             "the KV store evicts K and V of a token together");
+  }
+  std::unique_ptr<HqekvCache> c(new HqekvCache(g, spec.Canonical()));
+  HQEKV_RETURN_IF_ERROR(c->init_status());
+  c->ratios_ = std::move(ratios);
+  c->m_ = spec.Int("m");
+  c->pinned_ = spec.Int("fp16_chunks");
+  c->per_head_ = spec.Int("per_head") != 0;
+  c->hadamard_ = spec.Int("hadamard") != 0;
+  c->units_per_layer_ = c->per_head_ ? g.n_kv_heads : 1;
+  for (Tier t : {Tier::kU4, Tier::kU2, Tier::kN1}) {
+    for (bool k : {true, false}) {
+      const Status s = quant::Validate(c->TierFormat(t, k), kChunk, g.head_dim);
+      if (!s.ok()) return MakeError(where + ": " + s.message());
+    }
+  }
+  c->mu_ = std::make_unique<std::mutex[]>(g.n_layers);
+  c->ResetPolicy();
+  return std::unique_ptr<KvCache>(std::move(c));
+}
+
+quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
+  // K per-channel over the 32-token chunk, V per-token over groups of
+  // min(32, D) channels, at every bit width (digest §4).
+  const quant::Grouping gr = is_k ? quant::Grouping::kPerChannel : quant::Grouping::kPerToken;
+  const int group = std::min(32, g_.head_dim);
+  quant::Format f;
+  switch (t) {
+    case Tier::kF16: return quant::F16();
+    case Tier::kU4: f = quant::Uniform(4, gr, group); break;
+    case Tier::kU2: f = quant::Uniform(2, gr, group); break;
+    case Tier::kN1: f = quant::Normal(1, gr, group); break;
+    case Tier::kEvicted: return quant::F16();  // never stored
+  }
+  f.hadamard = hadamard_;
+  return f;
+}
+
+// FIX (B1): every piece of state is per request; Reset() clears it all (the
+// reference keeps its decayed eviction ratio across requests).
+void HqekvCache::ResetPolicy() {
+  units_.assign(g_.n_layers, std::vector<Unit>(units_per_layer_));
+  compressed_chunks_.assign(g_.n_layers, 0);
+  to_cur_.assign(g_.n_layers, {});
+  to_next_.assign(g_.n_layers, {});
+}
+
+// Which queries of this batch belong to the importance window of an event.
+// Events happen at EndBatch when >= 32 tokens wait in the residual; the
+// window is the last m queries before the event. With one-token decode steps
+// (and one prefill batch) this is exact: a query whose residual count r
+// (after its own token) satisfies r >= 33 - m is among the last m before the
+// event at r = 32; in a batch that ends with an event the last m queries are
+// the window, and the prompt queries that will still be among the last m of
+// the NEXT event (when fewer than m decode steps separate them) go to `next`.
+int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
+  const int r_end = store_->ResidualSize(layer, 0);
+  const bool event = r_end >= kChunk;
+  const int C = event ? r_end - r_end % kChunk : 0;
+  auto& tc = to_cur_[layer];
+  auto& tn = to_next_[layer];
+  tc.assign(n, 0);
+  tn.assign(n, 0);
+  int first = n;
+  for (int i = 0; i < n; ++i) {
+    const int r_i = r_end - (n - 1 - i);
+    tc[i] = event ? (i >= n - m_) : (r_i >= kChunk + 1 - m_);
+    tn[i] = event && (r_i - C >= kChunk + 1 - m_);
+    if (tc[i] || tn[i]) first = std::min(first, i);
+  }
+  if (event && n >= m_) {
+    // The whole window is in this batch: forget rows of earlier batches.
+    for (Unit& u : units_[layer]) {
+      u.cur.clear();
+      u.cur_q.clear();
+    }
+  }
+  return first;
+}
+
+void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
+  const bool c = to_cur_[layer][row.query] != 0, nx = to_next_[layer][row.query] != 0;
+  if (!c && !nx) return;
+  Unit& u = units_[layer][per_head_ ? row.kv_head : 0];
+  std::lock_guard<std::mutex> lock(mu_[layer]);
+  // Summed over the query heads of the unit (all Hq of the layer by default,
+  // as the reference does) in fp32; the reference sums in fp16 (B14).
+  for (std::vector<float>* acc : {c ? &u.cur : nullptr, nx ? &u.next : nullptr}) {
+    if (!acc) continue;
+    if (static_cast<int>(acc->size()) < row.n_kept) acc->resize(row.n_kept, 0.0f);
+    for (int j = 0; j < row.n_kept; ++j) (*acc)[j] += row.weights[j];
+  }
+}
+
+void HqekvCache::OnAttended(int layer, const int32_t* q_pos, int n, int first) {
+  for (Unit& u : units_[layer]) {
+    for (int i = first; i < n; ++i) {
+      if (to_cur_[layer][i]) u.cur_q.push_back(q_pos[i]);
+      if (to_next_[layer][i]) u.next_q.push_back(q_pos[i]);
+    }
+  }
+}
+
+int64_t HqekvCache::StateBytes(int layer) const {
+  int64_t b = 0;
+  for (const Unit& u : units_[layer]) {
+    b += static_cast<int64_t>(u.tk.capacity() + u.tv.capacity()) * sizeof(Tier);
+    b += static_cast<int64_t>(u.range.capacity()) * sizeof(f16_t);
+    b += static_cast<int64_t>(u.cur.capacity() + u.next.capacity()) * sizeof(float);
+    b += static_cast<int64_t>(u.cur_q.capacity() + u.next_q.capacity()) * sizeof(int32_t);
+  }
+  b += static_cast<int64_t>(to_cur_[layer].capacity() + to_next_[layer].capacity());
+  return b;
+}
+
+Status HqekvCache::EndBatch(int n, bool is_prefill) {
+  for (int l = 0; l < g_.n_layers; ++l) HQEKV_RETURN_IF_ERROR(Compress(l));
+  return Status::Ok();
+}
+
+Status HqekvCache::Compress(int layer) {
+  const int r = store_->ResidualSize(layer, 0);
+  if (r < kChunk) return Status::Ok();
+  const int C = r - r % kChunk;
+  const int D = g_.head_dim;
+  const int new_chunks = C / kChunk;
+
+  // Range(V) of the tokens compressed now, from their exact fp16 V.
+  std::vector<float> vrow(D);
+  for (int u = 0; u < units_per_layer_; ++u) {
+    const int h0 = per_head_ ? u : 0, h1 = per_head_ ? u + 1 : g_.n_kv_heads;
+    std::vector<double> range(C, 0.0);
+    for (int h = h0; h < h1; ++h) {
+      const cache::ResidualView rv = store_->Residual(layer, h);
+      for (int t = 0; t < C; ++t) {
+        for (int d = 0; d < D; ++d) vrow[d] = F16ToF32(rv.v[static_cast<size_t>(t) * D + d]);
+        range[t] += ValueRange(vrow.data(), 1, D);
+      }
+    }
+    Unit& U = units_[layer][u];
+    for (double x : range) U.range.push_back(F32ToF16(static_cast<float>(x)));
+    U.tk.insert(U.tk.end(), new_chunks, Tier::kF16);
+    U.tv.insert(U.tv.end(), new_chunks, Tier::kF16);
+  }
+  HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, C, quant::F16(), quant::F16()));
+  compressed_chunks_[layer] += new_chunks;
+  const int64_t nb = compressed_chunks_[layer];
+  // FIX (decode budget): counts over every chunk ever compressed, evicted ones
+  // included, with the configured ratios at every event, so the evict share
+  // r0 holds during decoding too. The reference decays its eviction ratio to
+  // ~0 after prefill (digest §3 step 5) and a long generation drifts above
+  // the prefill's eviction share.
+  const auto counts = AllocateChunks(nb, ratios_[layer], pinned_);
+
+  for (int u = 0; u < units_per_layer_; ++u) {
+    Unit& U = units_[layer][u];
+    const int head = per_head_ ? u : cache::kAllHeads;
+    const int h_rep = per_head_ ? u : 0;
+    const int live = static_cast<int>(U.tk.size());
+    const int nc = live * kChunk;  // compressed kept tokens, first in walk order
+    std::vector<int32_t> pos;
+    store_->KeptPositions(layer, h_rep, &pos);
+    std::vector<double> sum(nc, 0.0);
+    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i) sum[i] = U.cur[i];
+    const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
+    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q);
+    std::vector<double> av(nc);
+    for (int i = 0; i < nc; ++i) av[i] = a[i] * F16ToF32(U.range[i]);
+    const std::vector<double> sk = ChunkMeans(a, kChunk), sv = ChunkMeans(av, kChunk);
+
+    // Evicted chunks are gone from the store; PlanTiers counts them through
+    // placeholders in front (they stay evicted).
+    const int64_t gone = nb - live;
+    std::vector<Tier> ck(gone, Tier::kEvicted), cv(gone, Tier::kEvicted);
+    std::vector<double> pk(gone, 0.0), pv(gone, 0.0);
+    ck.insert(ck.end(), U.tk.begin(), U.tk.end());
+    cv.insert(cv.end(), U.tv.begin(), U.tv.end());
+    pk.insert(pk.end(), sk.begin(), sk.end());
+    pv.insert(pv.end(), sv.begin(), sv.end());
+    // FIX (B3): one eviction set for K and V, chosen by the attention ranking;
+    // K tiers follow the attention ranking, V tiers attention x range among
+    // the kept chunks.
+    const TierPlan plan = PlanTiers(ck, cv, pk, pv, counts);
+
+    std::vector<char> evicted(live, 0);
+    for (int c = 0; c < live; ++c) {
+      const Tier nk = plan.k[gone + c], nv = plan.v[gone + c];
+      if (nk == Tier::kEvicted) {
+        // FIX (eviction = removal): the chunk leaves the store, hence the
+        // softmax; the reference's search zeroes evicted K/V instead (B6).
+        HQEKV_RETURN_IF_ERROR(store_->EvictChunk(layer, head, c));
+        evicted[c] = 1;
+      } else if (nk != U.tk[c] || nv != U.tv[c]) {
+        // Downgrade only (PlanTiers never raises a tier): re-quantized from
+        // the current reconstruction, as the reference does.
+        HQEKV_RETURN_IF_ERROR(store_->SetChunkFormat(layer, head, c, TierFormat(nk, true),
+                                                     TierFormat(nv, false)));
+      }
+      U.tk[c] = nk;
+      U.tv[c] = nv;
+    }
+    // Compact the per-chunk state, Range(V) and the carried window sums.
+    std::vector<Tier> tk, tv;
+    std::vector<f16_t> range;
+    std::vector<float> next;
+    for (int c = 0; c < live; ++c) {
+      if (evicted[c]) continue;
+      tk.push_back(U.tk[c]);
+      tv.push_back(U.tv[c]);
+      range.insert(range.end(), U.range.begin() + c * kChunk, U.range.begin() + (c + 1) * kChunk);
+      for (int t = c * kChunk; t < (c + 1) * kChunk && t < static_cast<int>(U.next.size()); ++t) {
+        next.push_back(U.next[t]);
+      }
+    }
+    // Residual tokens of `next` follow the chunks in walk order.
+    for (size_t t = nc; t < U.next.size(); ++t) next.push_back(U.next[t]);
+    U.tk.swap(tk);
+    U.tv.swap(tv);
+    U.range.swap(range);
+    U.cur.swap(next);
+    U.cur_q.swap(U.next_q);
+    std::vector<float>().swap(U.next);
+    std::vector<int32_t>().swap(U.next_q);
+    U.cur.shrink_to_fit();
+  }
+  return store_->Compact(layer, cache::kAllHeads);
+}
+
+}  // namespace hqekv::policy

@@ -1,0 +1,85 @@
+// HqeKV (Wang et al., Findings of ACL 2026) over the KvStore, following the
+// authors' code as the reference digest §1-6 describes it, with its bugs fixed
+// on purpose (each fix marked "FIX" in hqekv_cache.cc and listed in
+// docs/policies.md).
+//
+// State per layer (per_head=0) or per (layer, KV head) (per_head=1), a "unit":
+//   - importance window: the attention rows of the last m queries summed over
+//     the query heads of the unit (all Hq heads of the layer by default), and
+//     the positions of those queries; a_i = sum_i / (number of those queries
+//     that see token i) = sum / min(m, N - i);
+//   - Range(V) per compressed token: sum over the unit's KV heads of
+//     max_d V - min_d V, from the exact fp16 V when the token is compressed;
+//   - the K tier and V tier of every live 32-token chunk.
+// Event (EndBatch) whenever >= 32 tokens wait in the fp16 residual, i.e. at
+// the end of prefill and then every 32 tokens: the oldest multiple of 32 are
+// sealed as fp16 chunks, every chunk is re-ranked (K by mean a_i, V by mean
+// a_i * R_i), chunk counts per tier come from AllocateChunks over every chunk
+// ever compressed, and PlanTiers applies them downgrade-only: evicted chunks
+// leave the store (and the softmax), downgrades re-quantize from the current
+// reconstruction. K tiers are per-channel, V tiers per-token (groups of
+// min(32, D) channels); 1-bit tiers are normal (sign around the mean,
+// mu +/- 0.6745 sigma).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/half.h"
+#include "policy/hqekv_alloc.h"
+#include "policy/spec.h"
+#include "policy/store_cache.h"
+#include "quant/format.h"
+
+namespace hqekv::policy {
+
+// Reads a calibration profile: {"ratios": {"r4":..,"r2":..,"r1":..,"r0":..}}
+// and optionally "per_layer": [[r4, r2, r1, r0], ...] (one row per layer).
+// Returns one TierRatios per layer (the global row repeated if no per_layer).
+Result<std::vector<TierRatios>> ReadProfile(const std::string& path, int n_layers);
+
+class HqekvCache final : public StoreBackedCache {
+ public:
+  static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g);
+
+  Status EndBatch(int n, bool is_prefill) override;
+
+  const TierRatios& ratios(int layer) const { return ratios_[layer]; }
+  // Current tiers of the live chunks of (layer, unit) (tests).
+  const std::vector<Tier>& k_tiers(int layer, int unit) const { return units_[layer][unit].tk; }
+  const std::vector<Tier>& v_tiers(int layer, int unit) const { return units_[layer][unit].tv; }
+  int64_t chunks_compressed(int layer) const { return compressed_chunks_[layer]; }
+
+ protected:
+  void ResetPolicy() override;
+  int FirstRecordedQuery(int layer, const int32_t* q_pos, int n) override;
+  void OnRow(int layer, const cache::AttentionRow& row) override;
+  void OnAttended(int layer, const int32_t* q_pos, int n, int first) override;
+  int64_t StateBytes(int layer) const override;
+
+ private:
+  struct Unit {
+    std::vector<Tier> tk, tv;       // per live chunk, store chunk order
+    std::vector<f16_t> range;       // Range(V) per compressed kept token, walk order
+    std::vector<float> cur, next;   // attention sums over kept tokens (walk order)
+    std::vector<int32_t> cur_q, next_q;  // positions of the queries summed
+  };
+  HqekvCache(const KvGeometry& g, std::string describe);
+  quant::Format TierFormat(Tier t, bool is_k) const;
+  Status Compress(int layer);
+
+  std::vector<TierRatios> ratios_;  // per layer
+  int m_ = 20;
+  int pinned_ = 2;
+  bool per_head_ = false;
+  bool hadamard_ = false;
+  int units_per_layer_ = 1;
+  std::vector<std::vector<Unit>> units_;    // [layer][unit]
+  std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)
+  // Which queries of the current batch go to `cur` / `next` ([layer][query]).
+  std::vector<std::vector<char>> to_cur_, to_next_;
+  std::unique_ptr<std::mutex[]> mu_;  // [layer]: rows of different KV heads arrive concurrently
+};
+
+}  // namespace hqekv::policy

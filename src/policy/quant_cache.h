@@ -1,0 +1,36 @@
+// Quantization-only policies over the KvStore: fp8 (E4M3, one fp16 scale per
+// (layer, KV head, 32-token chunk)), int8 (symmetric, one fp16 scale per token
+// and KV head) and KIVI (K uniform per-channel over 32-token groups, V uniform
+// per-token over groups of `group` channels).
+//
+// The newest tokens wait in the fp16 residual. When at least `residual_len`
+// tokens wait after a batch, the oldest multiple of residual_len of them are
+// sealed into 32-token chunks (KIVI: quantize when the residual reaches R, so
+// between 0 and R - 1 tokens stay fp16; fp8/int8 use R = 32). Prefill is
+// attended exactly, then the prompt is sealed the same way.
+#pragma once
+
+#include <memory>
+
+#include "policy/spec.h"
+#include "policy/store_cache.h"
+#include "quant/format.h"
+
+namespace hqekv::policy {
+
+class QuantCache final : public StoreBackedCache {
+ public:
+  // spec: fp8, int8 or kivi (already parsed). Errors: bad geometry, kivi
+  // group not dividing head_dim, residual not a positive multiple of 32.
+  static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g);
+
+  Status EndBatch(int n, bool is_prefill) override;
+
+ private:
+  QuantCache(const KvGeometry& g, std::string describe, quant::Format kf, quant::Format vf,
+             int residual_len);
+  quant::Format kf_, vf_;
+  int residual_len_;
+};
+
+}  // namespace hqekv::policy

@@ -1,0 +1,108 @@
+#include "policy/store_cache.h"
+
+#include <utility>
+
+namespace hqekv::policy {
+
+Status CheckGeometry(const KvGeometry& g) {
+  if (g.n_layers <= 0 || g.n_q_heads <= 0 || g.n_kv_heads <= 0 || g.head_dim <= 0 ||
+      g.max_ctx <= 0) {
+    return MakeError("KV cache geometry: every size must be positive (layers " +
+                     std::to_string(g.n_layers) + ", q heads " + std::to_string(g.n_q_heads) +
+                     ", kv heads " + std::to_string(g.n_kv_heads) + ", head_dim " +
+                     std::to_string(g.head_dim) + ", max_ctx " + std::to_string(g.max_ctx) + ")");
+  }
+  if (g.n_q_heads % g.n_kv_heads != 0) {
+    return MakeError("KV cache geometry: n_q_heads " + std::to_string(g.n_q_heads) +
+                     " is not a multiple of n_kv_heads " + std::to_string(g.n_kv_heads));
+  }
+  return Status::Ok();
+}
+
+std::string ShortTierName(const std::string& f) {
+  const std::string base = f.substr(0, f.find(':'));
+  if (base == "f16") return "fp16";
+  if (base == "f32") return "fp32";
+  if (base == "fp8e4m3" || base == "fp8e5m2") return "fp8";
+  return base;  // int8, u4, u2, u1, n1, n2, residual, evicted
+}
+
+StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
+                                   int max_cached_pages)
+    : g_(g), describe_(std::move(describe)) {
+  init_ = CheckGeometry(g);
+  if (!init_.ok()) return;
+  cache::KvStoreConfig cfg;
+  cfg.n_layers = g.n_layers;
+  cfg.n_kv_heads = g.n_kv_heads;
+  cfg.head_dim = g.head_dim;
+  cfg.chunk = 32;
+  cfg.max_cached_pages = max_cached_pages;
+  auto s = cache::KvStore::Create(cfg);
+  if (!s.ok()) {
+    init_ = s.error();
+    return;
+  }
+  store_ = std::move(s).value();
+}
+
+void StoreBackedCache::Reset() {
+  store_->Reset();
+  ResetPolicy();
+}
+
+Status StoreBackedCache::Append(int layer, const float* k, const float* v, const int32_t* pos,
+                                int n) {
+  if (pos != nullptr) {
+    for (int i = 0; i < n; ++i) {
+      if (pos[i] < 0 || pos[i] >= g_.max_ctx) {
+        return MakeError("KV cache Append: position " + std::to_string(pos[i]) +
+                         " outside [0, max_ctx " + std::to_string(g_.max_ctx) + ")");
+      }
+    }
+  }
+  HQEKV_RETURN_IF_ERROR(store_->Append(layer, k, v, pos, n));
+  OnAppend(layer, n);
+  return Status::Ok();
+}
+
+Status StoreBackedCache::Attend(int layer, const float* q, const int32_t* q_pos, int n,
+                                float* out) {
+  if (layer < 0 || layer >= g_.n_layers) {
+    return MakeError("KV cache Attend: layer " + std::to_string(layer) + " out of range [0, " +
+                     std::to_string(g_.n_layers) + ")");
+  }
+  if (n <= 0) return n == 0 ? Status::Ok() : MakeError("KV cache Attend: negative query count");
+  const int first = FirstRecordedQuery(layer, q_pos, n);
+  cache::StoreAttentionOptions opt;
+  opt.first_sink_query = first;
+  if (first >= n) {
+    return cache::StoreAttention(*store_, layer, g_.n_q_heads, q, q_pos, n, out, nullptr, opt);
+  }
+  const cache::AttentionSink sink = [this, layer](const cache::AttentionRow& row) {
+    OnRow(layer, row);
+  };
+  HQEKV_RETURN_IF_ERROR(
+      cache::StoreAttention(*store_, layer, g_.n_q_heads, q, q_pos, n, out, &sink, opt));
+  OnAttended(layer, q_pos, n, first);
+  return Status::Ok();
+}
+
+KvStats StoreBackedCache::Stats() const {
+  KvStats s = store_->Stats();
+  KvBytes total;
+  for (int l = 0; l < static_cast<int>(s.layers.size()); ++l) {
+    KvLayerStats& L = s.layers[l];
+    L.bytes.bookkeeping += StateBytes(l);
+    total += L.bytes;
+    std::map<std::string, int64_t> k, v;
+    for (const auto& [name, c] : L.k_tiers) k[ShortTierName(name)] += c;
+    for (const auto& [name, c] : L.v_tiers) v[ShortTierName(name)] += c;
+    L.k_tiers = std::move(k);
+    L.v_tiers = std::move(v);
+  }
+  s.bytes = total;
+  return s;
+}
+
+}  // namespace hqekv::policy

@@ -1,0 +1,65 @@
+// Base of every compressing policy: a KvCache over the mixed-precision
+// KvStore (cache/kv_store.h) with attention read directly from the tiers
+// (cache/store_attention.h). Policies override the hooks: which queries'
+// attention rows they want (importance scores), what to do with each row, and
+// the compression event at EndBatch. Prefill attention is exact: every prompt
+// token is still in the fp16 residual when the prompt attends, and the
+// compression event follows in EndBatch(n, is_prefill = true).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cache/kv_cache.h"
+#include "cache/kv_store.h"
+#include "cache/store_attention.h"
+
+namespace hqekv::policy {
+
+// Checks a geometry (positive sizes, GQA divisibility); the error names it.
+Status CheckGeometry(const KvGeometry& g);
+
+class StoreBackedCache : public KvCache {
+ public:
+  const KvGeometry& geometry() const override { return g_; }
+  std::string Describe() const override { return describe_; }
+  // Forgets the sequence AND every piece of policy state (per-request state:
+  // the reference leaks its eviction ratios across requests, bug B1).
+  void Reset() override;
+  Status Append(int layer, const float* k, const float* v, const int32_t* pos, int n) override;
+  Status Attend(int layer, const float* q, const int32_t* q_pos, int n, float* out) override;
+  // The store's exact bytes plus the policy's state (importance buffers,
+  // scores) in bookkeeping; tier names shortened to fp16/fp32/fp8/int8/u4/u2/
+  // n1 (plus "residual" and "evicted").
+  KvStats Stats() const override;
+
+  const cache::KvStore& store() const { return *store_; }
+
+ protected:
+  StoreBackedCache(const KvGeometry& g, std::string describe, int max_cached_pages);
+  Status init_status() const { return init_; }
+
+  virtual void ResetPolicy() {}
+  virtual void OnAppend(int layer, int n) {}
+  // First query index of this batch whose attention rows the policy wants
+  // (n: none). Called after the batch's tokens are appended.
+  virtual int FirstRecordedQuery(int layer, const int32_t* q_pos, int n) { return n; }
+  // One attention row; called concurrently for different KV heads of a layer.
+  virtual void OnRow(int layer, const cache::AttentionRow& row) {}
+  // After the rows of a batch: which queries were recorded ([first, n)).
+  virtual void OnAttended(int layer, const int32_t* q_pos, int n, int first) {}
+  // Bytes of policy state held for one layer (bookkeeping).
+  virtual int64_t StateBytes(int layer) const { return 0; }
+
+  KvGeometry g_;
+  std::string describe_;
+  std::unique_ptr<cache::KvStore> store_;
+
+ private:
+  Status init_;
+};
+
+// Short tier name of a quant::FormatName ("u4:chan" -> "u4", "f16" -> "fp16").
+std::string ShortTierName(const std::string& format_name);
+
+}  // namespace hqekv::policy
