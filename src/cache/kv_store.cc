@@ -494,13 +494,101 @@ Status KvStore::Compact(int layer, int head) {
   return Status::Ok();
 }
 
-Status KvStore::CompactOne(Layer& L, Stream& s) {
+// Moves the kept rows of the live lossless chunks span[0..] (same formats,
+// consecutive) into fresh chunks of G tokens (the last may be shorter),
+// appended to out; the old chunks are freed. On allocation failure the old
+// chunks are kept unchanged.
+void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
+                         CountedVector<ChunkRec>& out) {
   const int D = cfg_.head_dim, G = cfg_.chunk;
-  const uint64_t full_mask_g = G == 64 ? ~uint64_t{0} : ((uint64_t{1} << G) - 1);
-  CountedVector<ChunkRec> out(s.chunks.get_allocator());
-  out.reserve(s.chunks.size());
+  const ChunkRec& first = s.chunks[span.front()];
+  const Format& kf = L.Fmt(first.k_fmt);
+  const Format& vf = L.Fmt(first.v_fmt);
   std::vector<float> kx, vx, krows, vrows;
   std::vector<int32_t> prow;
+  for (size_t x : span) {
+    const ChunkRec& d = s.chunks[x];
+    const BlockLayout kl = LayoutFor(kf, d.T, D), vl = LayoutFor(vf, d.T, D);
+    kx.resize(static_cast<size_t>(d.T) * D);
+    vx.resize(kx.size());
+    const uint8_t* kb = L.pool.Data(d.k);
+    const uint8_t* vb = L.pool.Data(d.v);
+    // Lossless formats: dequantize / quantize round-trips bit-exactly.
+    quant::DequantizeChunk(kf, kb, kb + kl.meta_offset, d.T, D, kx.data());
+    quant::DequantizeChunk(vf, vb, vb + vl.meta_offset, d.T, D, vx.data());
+    const auto* ps = d.explicit_pos ? reinterpret_cast<const int32_t*>(L.pool.Data(d.pos)) : nullptr;
+    for (int t = 0; t < d.T; ++t) {
+      if (!((d.kept >> t) & 1u)) continue;
+      krows.insert(krows.end(), kx.begin() + static_cast<size_t>(t) * D, kx.begin() + static_cast<size_t>(t + 1) * D);
+      vrows.insert(vrows.end(), vx.begin() + static_cast<size_t>(t) * D, vx.begin() + static_cast<size_t>(t + 1) * D);
+      prow.push_back(ps ? ps[t] : d.pos0 + t);
+    }
+  }
+  const int total = static_cast<int>(prow.size());
+  std::vector<ChunkRec> fresh;
+  bool oom = false;
+  for (int start = 0; start < total; start += G) {
+    const int T = std::min(G, total - start);
+    const BlockLayout kl = LayoutFor(kf, T, D), vl = LayoutFor(vf, T, D);
+    bool contiguous = true;
+    for (int t = 1; t < T; ++t) contiguous = contiguous && prow[start + t] == prow[start] + t;
+    ChunkRec n;
+    n.pos0 = prow[start];
+    n.T = static_cast<uint8_t>(T);
+    n.k_fmt = first.k_fmt;
+    n.v_fmt = first.v_fmt;
+    n.explicit_pos = contiguous ? 0 : 1;
+    n.kept = T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1);
+    n.k = L.pool.Allocate(kl.total);
+    n.v = L.pool.Allocate(vl.total);
+    if (!contiguous) n.pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
+    if (!n.k.valid() || !n.v.valid() || (!contiguous && !n.pos.valid())) {
+      L.pool.Free(n.k, kl.total);
+      L.pool.Free(n.v, vl.total);
+      if (!contiguous) L.pool.Free(n.pos, static_cast<size_t>(T) * sizeof(int32_t));
+      oom = true;
+      break;
+    }
+    uint8_t* kb = L.pool.Data(n.k);
+    uint8_t* vb = L.pool.Data(n.v);
+    quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, kb, kb + kl.meta_offset);
+    quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, vb, vb + vl.meta_offset);
+    if (!contiguous) std::memcpy(L.pool.Data(n.pos), &prow[start], static_cast<size_t>(T) * sizeof(int32_t));
+    fresh.push_back(n);
+  }
+  if (oom) {  // keep the old chunks, drop the partial rebuild
+    for (ChunkRec& n : fresh) {
+      s.kept_in_chunks += n.T;  // EvictWholeChunk subtracts it again
+      EvictWholeChunk(L, s, n);
+    }
+    for (size_t x : span) out.push_back(s.chunks[x]);
+    return;
+  }
+  for (size_t x : span) {
+    ChunkRec& d = s.chunks[x];
+    s.kept_in_chunks += __builtin_popcountll(d.kept);  // moved, not evicted
+    EvictWholeChunk(L, s, d);
+  }
+  out.insert(out.end(), fresh.begin(), fresh.end());
+}
+
+// Repacking policy for one run of consecutive live lossless chunks with the
+// same formats. "Ragged" chunks have holes or fewer than G slots. Normally
+// only the maximal groups of adjacent ragged chunks that contain a hole are
+// repacked (cost proportional to the evicted region, e.g. StreamingLLM's
+// oldest chunk); when ragged chunks exceed max(4, run / 8) the whole run is
+// repacked into full chunks, which bounds the number of short chunks (and of
+// pool size classes) at an amortized cost of O(G·D) copies per eviction.
+Status KvStore::CompactOne(Layer& L, Stream& s) {
+  const int G = cfg_.chunk;
+  CountedVector<ChunkRec> out(s.chunks.get_allocator());
+  out.reserve(s.chunks.size());
+  auto holey = [&](const ChunkRec& c) {
+    const uint64_t full = c.T == 64 ? ~uint64_t{0} : ((uint64_t{1} << c.T) - 1);
+    return c.kept != full;
+  };
+  auto ragged = [&](const ChunkRec& c) { return holey(c) || c.T != G; };
+  std::vector<size_t> run, span;
   size_t i = 0;
   while (i < s.chunks.size()) {
     const ChunkRec& c = s.chunks[i];
@@ -508,106 +596,51 @@ Status KvStore::CompactOne(Layer& L, Stream& s) {
       ++i;
       continue;
     }
-    const Format& kf = L.Fmt(c.k_fmt);
-    const Format& vf = L.Fmt(c.v_fmt);
-    // Maximal run of live lossless chunks with the same formats.
+    if (!IsLossless(L.Fmt(c.k_fmt)) || !IsLossless(L.Fmt(c.v_fmt))) {
+      out.push_back(c);
+      ++i;
+      continue;
+    }
+    // Maximal run of live lossless chunks with c's formats (tombstones skipped).
+    run.clear();
     size_t j = i;
-    bool holes = false;
-    while (j < s.chunks.size()) {
+    for (; j < s.chunks.size(); ++j) {
       const ChunkRec& d = s.chunks[j];
-      if (d.kept == 0) {  // tombstones inside a run are skipped
-        ++j;
-        continue;
-      }
-      if (!IsLossless(kf) || !IsLossless(vf) || d.k_fmt != c.k_fmt || d.v_fmt != c.v_fmt) break;
-      const uint64_t full = d.T == 64 ? ~uint64_t{0} : ((uint64_t{1} << d.T) - 1);
-      holes = holes || d.kept != full || d.T != G;
-      ++j;
-    }
-    if (j == i) j = i + 1;  // a quantized chunk: copied as is
-    if (j == i + 1 || !holes) {
-      for (size_t x = i; x < j; ++x) {
-        if (s.chunks[x].kept != 0) out.push_back(s.chunks[x]);
-      }
-      i = j;
-      continue;
-    }
-    // Gather the kept rows of the run [i, j) (lossless: dequantize/quantize
-    // round-trips exactly), then rebuild full chunks.
-    krows.clear();
-    vrows.clear();
-    prow.clear();
-    for (size_t x = i; x < j; ++x) {
-      ChunkRec& d = s.chunks[x];
       if (d.kept == 0) continue;
-      const BlockLayout kl = LayoutFor(kf, d.T, D), vl = LayoutFor(vf, d.T, D);
-      kx.resize(static_cast<size_t>(d.T) * D);
-      vx.resize(kx.size());
-      const uint8_t* kb = L.pool.Data(d.k);
-      const uint8_t* vb = L.pool.Data(d.v);
-      quant::DequantizeChunk(kf, kb, kb + kl.meta_offset, d.T, D, kx.data());
-      quant::DequantizeChunk(vf, vb, vb + vl.meta_offset, d.T, D, vx.data());
-      const auto* ps = d.explicit_pos ? reinterpret_cast<const int32_t*>(L.pool.Data(d.pos)) : nullptr;
-      for (int t = 0; t < d.T; ++t) {
-        if (!((d.kept >> t) & 1u)) continue;
-        krows.insert(krows.end(), kx.begin() + static_cast<size_t>(t) * D, kx.begin() + static_cast<size_t>(t + 1) * D);
-        vrows.insert(vrows.end(), vx.begin() + static_cast<size_t>(t) * D, vx.begin() + static_cast<size_t>(t + 1) * D);
-        prow.push_back(ps ? ps[t] : d.pos0 + t);
+      if (d.k_fmt != c.k_fmt || d.v_fmt != c.v_fmt) break;
+      run.push_back(j);
+    }
+    size_t n_ragged = 0, n_holey = 0;
+    for (size_t x : run) {
+      n_ragged += ragged(s.chunks[x]);
+      n_holey += holey(s.chunks[x]);
+    }
+    if (n_holey == 0) {
+      for (size_t x : run) out.push_back(s.chunks[x]);
+    } else if (n_ragged > std::max<size_t>(4, run.size() / 8)) {
+      RepackSpan(L, s, run, out);
+    } else {
+      for (size_t a = 0; a < run.size();) {
+        if (!ragged(s.chunks[run[a]])) {
+          out.push_back(s.chunks[run[a++]]);
+          continue;
+        }
+        span.clear();
+        bool has_hole = false;
+        while (a < run.size() && ragged(s.chunks[run[a]])) {
+          has_hole = has_hole || holey(s.chunks[run[a]]);
+          span.push_back(run[a++]);
+        }
+        if (has_hole) {
+          RepackSpan(L, s, span, out);
+        } else {
+          for (size_t x : span) out.push_back(s.chunks[x]);
+        }
       }
     }
-    const int total = static_cast<int>(prow.size());
-    std::vector<ChunkRec> fresh;
-    bool oom = false;
-    for (int start = 0; start < total; start += G) {
-      const int T = std::min(G, total - start);
-      const BlockLayout kl = LayoutFor(kf, T, D), vl = LayoutFor(vf, T, D);
-      bool contiguous = true;
-      for (int t = 1; t < T; ++t) contiguous = contiguous && prow[start + t] == prow[start] + t;
-      ChunkRec n;
-      n.pos0 = prow[start];
-      n.T = static_cast<uint8_t>(T);
-      n.k_fmt = c.k_fmt;
-      n.v_fmt = c.v_fmt;
-      n.explicit_pos = contiguous ? 0 : 1;
-      n.kept = T == G ? full_mask_g : ((uint64_t{1} << T) - 1);
-      n.k = L.pool.Allocate(kl.total);
-      n.v = L.pool.Allocate(vl.total);
-      if (!contiguous) n.pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
-      if (!n.k.valid() || !n.v.valid() || (!contiguous && !n.pos.valid())) {
-        L.pool.Free(n.k, kl.total);
-        L.pool.Free(n.v, vl.total);
-        if (!contiguous) L.pool.Free(n.pos, static_cast<size_t>(T) * sizeof(int32_t));
-        oom = true;
-        break;
-      }
-      uint8_t* kb = L.pool.Data(n.k);
-      uint8_t* vb = L.pool.Data(n.v);
-      quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, kb, kb + kl.meta_offset);
-      quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, vb, vb + vl.meta_offset);
-      if (!contiguous) std::memcpy(L.pool.Data(n.pos), &prow[start], static_cast<size_t>(T) * sizeof(int32_t));
-      fresh.push_back(n);
-    }
-    if (oom) {  // keep the old chunks, drop the partial rebuild
-      for (ChunkRec& n : fresh) {
-        s.kept_in_chunks += n.T;  // EvictWholeChunk subtracts it again
-        EvictWholeChunk(L, s, n);
-      }
-      for (size_t x = i; x < j; ++x) {
-        if (s.chunks[x].kept != 0) out.push_back(s.chunks[x]);
-      }
-      i = j;
-      continue;
-    }
-    for (size_t x = i; x < j; ++x) {
-      ChunkRec& d = s.chunks[x];
-      if (d.kept == 0) continue;
-      s.kept_in_chunks += __builtin_popcountll(d.kept);  // moved, not evicted
-      EvictWholeChunk(L, s, d);
-    }
-    out.insert(out.end(), fresh.begin(), fresh.end());
     i = j;
   }
-  out.shrink_to_fit();
+  if (out.capacity() > out.size() + out.size() / 4 + 4) out.shrink_to_fit();
   s.chunks.swap(out);
   return Status::Ok();
 }

@@ -21,11 +21,12 @@
 //   (fp16 -> lower quantizes the fp16 values); evicted slots of a partially
 //   kept chunk are overwritten with a copy of the nearest kept slot first, so
 //   they do not widen the min/max of per-channel groups.
-// - Compact() drops tombstones and repacks runs of partially evicted chunks
-//   whose K and V are both raw (f16/f32): their kept rows are moved into full
-//   chunks, so token-level eviction (H2O, SnapKV, StreamingLLM) really frees
-//   memory. Quantized chunks with holes keep their holes (their codes share
-//   scales across tokens) until they are fully evicted.
+// - Compact() drops tombstones and repacks partially evicted chunks whose K
+//   and V are both raw (f16/f32): their kept rows are moved into full chunks
+//   (see CompactOne in kv_store.cc for the amortized rule), so token-level
+//   eviction (H2O, SnapKV, StreamingLLM) really frees memory. Quantized
+//   chunks with holes keep their holes (their codes share scales across
+//   tokens) until they are fully evicted.
 // - Original positions are preserved: a chunk stores its first position and,
 //   only when its positions are not consecutive, an explicit int32 list.
 //
@@ -195,6 +196,8 @@ class KvStore {
   Status ConvertOne(Layer& L, ChunkRec& c, bool is_k, const quant::Format& f);
   void EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c);
   Status CompactOne(Layer& L, Stream& s);
+  void RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
+                  CountedVector<ChunkRec>& out);
   void ShrinkResidual(Stream& s) const;
   ChunkView View(const Layer& L, const ChunkRec& c) const;
 

@@ -287,6 +287,37 @@ TEST(KvStore, CompactRepacksTokenEvictedFp16Chunks) {
   ExpectAccountingExact(*s);
 }
 
+// StreamingLLM-like decode: 4 sink tokens, a window of 60, one token in and
+// one out per step, everything sealed in fp16 chunks and compacted every
+// step. Memory must stay bounded and the kept set exact.
+TEST(KvStore, SlidingWindowWithCompactionStaysBounded) {
+  const int D = 16, G = 8, sink = 4, window = 60;
+  auto s = MakeStore(1, 2, D, G, 1024);
+  AppendTokens(*s, 0, Range(0, sink + window));
+  ASSERT_TRUE(s->Seal(0, kAllHeads, sink + window, quant::F16(), quant::F16()).ok());
+  int64_t max_held = 0, held_at_100 = 0;
+  for (int p = sink + window; p < sink + window + 400; ++p) {
+    AppendTokens(*s, 0, {p});
+    ASSERT_TRUE(s->Seal(0, kAllHeads, 1, quant::F16(), quant::F16()).ok());
+    const int32_t old = p - window;
+    ASSERT_TRUE(s->EvictTokens(0, kAllHeads, &old, 1).ok());
+    ASSERT_TRUE(s->Compact(0, kAllHeads).ok());
+    std::vector<int32_t> pos;
+    s->KeptPositions(0, 1, &pos);
+    std::vector<int32_t> want = Range(0, sink);
+    for (int q = p - window + 1; q <= p; ++q) want.push_back(q);
+    ASSERT_EQ(pos, want) << "step " << p;
+    int shorts = 0;
+    for (int c = 0; c < s->NumChunks(0, 0); ++c) shorts += s->Chunk(0, 0, c).T != G;
+    ASSERT_LE(shorts, 5 + 1) << "step " << p;  // max(4, run/8) + the next chunk being filled
+    max_held = std::max(max_held, s->LayerHeldBytes(0));
+    if (p == sink + window + 100) held_at_100 = s->LayerHeldBytes(0);
+    ExpectAccountingExact(*s);
+  }
+  EXPECT_LE(max_held, held_at_100 * 3 / 2);  // no growth with the number of steps
+  EXPECT_LE(s->Pool(0).live_blocks(), 2 * 2 * (64 / G + 6 + 1));
+}
+
 TEST(KvStore, CompactLeavesQuantizedChunksWithHoles) {
   const int D = 16, G = 8;
   auto s = MakeStore(1, 1, D, G);
