@@ -13,6 +13,7 @@ namespace hqekv::cache {
 namespace {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
+constexpr int kResidualPiece = 64;  // tokens
 
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
@@ -79,7 +80,13 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
           scores[j++] = c.Position(t) <= qp ? tmp[t] : kMasked;
         }
       }
-      if (r_vis > 0) quant::DotChunk(res_format, reinterpret_cast<const uint8_t*>(r.k), nullptr, r_vis, D, qs.data(), tmp.data());
+      // The residual is an f16 "chunk" of r_vis tokens, read in pieces so that
+      // kernels that dequantize a piece first keep it in cache.
+      for (int a = 0; a < r_vis; a += kResidualPiece) {
+        const int len = std::min(kResidualPiece, r_vis - a);
+        quant::DotChunk(res_format, reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
+                        nullptr, len, D, qs.data(), tmp.data() + a);
+      }
       for (int t = 0; t < r.n; ++t) scores[res_start + t] = t < r_vis ? tmp[t] : kMasked;
 
       // One fp32 softmax over every visible kept token.
@@ -113,9 +120,10 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
           quant::AxpyChunk(c.v_format, c.v_codes, c.v_meta, c.T, D, wt.data(),
                            c.v_format.hadamard ? acc_rot.data() : acc.data());
         }
-        if (r_vis > 0) {
-          quant::AxpyChunk(res_format, reinterpret_cast<const uint8_t*>(r.v), nullptr, r_vis, D,
-                           scores.data() + res_start, acc.data());
+        for (int a = 0; a < r_vis; a += kResidualPiece) {
+          const int len = std::min(kResidualPiece, r_vis - a);
+          quant::AxpyChunk(res_format, reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
+                           nullptr, len, D, scores.data() + res_start + a, acc.data());
         }
         if (p.v_hadamard) {
           quant::HadamardRotate(acc_rot.data(), D);

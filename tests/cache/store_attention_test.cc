@@ -212,6 +212,28 @@ TEST(StoreAttention, ParallelAndSerialAgreeExactly) {
   EXPECT_EQ(a, b);
 }
 
+// Prefill: every prompt token queries the whole (long, unsealed) residual.
+TEST(StoreAttention, PrefillOverLongResidualMatchesReference) {
+  const int D = 16, H = 2, nq = 4, n = 150;
+  KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = H;
+  cfg.head_dim = D;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::mt19937 rng(9);
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i;
+  const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
+  ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
+  const auto q = Gaussian(static_cast<size_t>(n) * nq * D, rng);
+  std::vector<float> out(q.size());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), pos.data(), n, out.data()).ok());
+  std::vector<double> ref;
+  std::vector<std::vector<double>> ref_w;
+  Reference(*s, 0, nq, q, pos, &ref, &ref_w);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])));
+}
+
 TEST(StoreAttention, SinkSkipsEarlyQueries) {
   KvStoreConfig cfg;
   cfg.n_layers = 1;
