@@ -184,4 +184,24 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   return Status::Ok();
 }
 
+void AttentionSum::Clear() {
+  for (auto& v : sums_) v.clear();
+  for (auto& v : pos_) v.clear();
+  std::fill(rows_.begin(), rows_.end(), 0);
+}
+
+void AttentionSum::Add(const AttentionRow& r) {
+  std::vector<float>& s = sums_[r.kv_head];
+  std::vector<int32_t>& p = pos_[r.kv_head];
+  // A new walk (first row, or the store changed since): start over.
+  if (p.size() != static_cast<size_t>(r.n_kept) ||
+      !std::equal(p.begin(), p.end(), r.positions)) {
+    p.assign(r.positions, r.positions + r.n_kept);
+    s.assign(r.n_kept, 0.0f);
+    rows_[r.kv_head] = 0;
+  }
+  for (int j = 0; j < r.n_kept; ++j) s[j] += r.weights[j];
+  ++rows_[r.kv_head];
+}
+
 }  // namespace hqekv::cache

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "cache/kv_store.h"
 #include "core/status.h"
@@ -60,5 +61,35 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
                       const int32_t* q_pos, int n, float* out,
                       const AttentionSink* sink = nullptr,
                       const StoreAttentionOptions& options = {});
+
+// A ready-made sink: per KV head, the sum of the reported weights over query
+// heads and queries (H2O's accumulated attention of one step, HqeKV's sum
+// over query heads, SnapKV's window votes before pooling), indexed in the
+// walk order of that call, with the matching positions. A row whose kept
+// positions differ from the ones being summed (the store changed between
+// calls) restarts that head's sum; to accumulate across decode steps, merge
+// sums(g) by positions(g) into the policy's own state and Clear(). Safe under
+// the sink contract (one writer per KV head at a time).
+class AttentionSum {
+ public:
+  explicit AttentionSum(int n_kv_heads) : sums_(n_kv_heads), pos_(n_kv_heads) {}
+  AttentionSum(const AttentionSum&) = delete;  // sink() points at this object
+  AttentionSum& operator=(const AttentionSum&) = delete;
+  // The callback to pass to StoreAttention; valid while this object lives.
+  const AttentionSink& sink() const { return sink_; }
+  // [n_kept] sums and positions of KV head g (empty before any row).
+  const std::vector<float>& sums(int g) const { return sums_[g]; }
+  const std::vector<int32_t>& positions(int g) const { return pos_[g]; }
+  int rows(int g) const { return rows_.empty() ? 0 : rows_[g]; }
+  // Forget the sums (e.g. before the next layer or step).
+  void Clear();
+
+ private:
+  std::vector<std::vector<float>> sums_;
+  std::vector<std::vector<int32_t>> pos_;
+  std::vector<int> rows_ = std::vector<int>(sums_.size(), 0);
+  AttentionSink sink_ = [this](const AttentionRow& r) { Add(r); };
+  void Add(const AttentionRow& r);
+};
 
 }  // namespace hqekv::cache

@@ -260,6 +260,35 @@ TEST(StoreAttention, SinkSkipsEarlyQueries) {
   for (float o : out) EXPECT_FLOAT_EQ(o, 1.0f);  // every V row is 1
 }
 
+TEST(StoreAttention, AttentionSumAddsRowsPerKvHead) {
+  KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = 2;
+  cfg.head_dim = 8;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::vector<float> k(4 * 2 * 8, 0.0f), v(k.size(), 1.0f);  // equal keys: uniform weights
+  std::vector<int32_t> pos = {10, 11, 12, 13};
+  ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), 4).ok());
+  const int32_t gone = 11;
+  ASSERT_TRUE(s->EvictTokens(0, 1, &gone, 1).ok());
+  AttentionSum sum(2);
+  std::vector<float> q(4 * 4 * 8, 1.0f), out(q.size());
+  ASSERT_TRUE(StoreAttention(*s, 0, 4, q.data(), pos.data(), 4, out.data(), &sum.sink()).ok());
+  // Head 0: kept 10..13; query at 10+i sees i+1 tokens; 2 query heads.
+  EXPECT_EQ(sum.positions(0), (std::vector<int32_t>{10, 11, 12, 13}));
+  EXPECT_EQ(sum.rows(0), 8);
+  const float want0[] = {2 * (1 + 1.f / 2 + 1.f / 3 + 1.f / 4), 2 * (1.f / 2 + 1.f / 3 + 1.f / 4),
+                         2 * (1.f / 3 + 1.f / 4), 2 * (1.f / 4)};
+  for (int j = 0; j < 4; ++j) EXPECT_NEAR(sum.sums(0)[j], want0[j], 1e-6);
+  // Head 1: kept 10, 12, 13; queries at 10, 11 see 1 token, 12 sees 2, 13 sees 3.
+  EXPECT_EQ(sum.positions(1), (std::vector<int32_t>{10, 12, 13}));
+  const float want1[] = {2 * (1 + 1 + 1.f / 2 + 1.f / 3), 2 * (1.f / 2 + 1.f / 3), 2 * (1.f / 3)};
+  for (int j = 0; j < 3; ++j) EXPECT_NEAR(sum.sums(1)[j], want1[j], 1e-6);
+  sum.Clear();
+  EXPECT_TRUE(sum.sums(0).empty());
+  EXPECT_EQ(sum.rows(1), 0);
+}
+
 TEST(StoreAttention, RejectsBadArguments) {
   KvStoreConfig cfg;
   cfg.n_layers = 1;
