@@ -1,0 +1,32 @@
+// Minimal line-plot renderer producing standalone inline SVG (no script, no
+// external resource), for report.html.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hqekv::eval {
+
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (x, y); drawn in x order
+};
+
+struct Plot {
+  std::string title, xlabel, ylabel;
+  std::vector<Series> series;
+  bool log_y = false;      // log10 axis; values below y_floor are drawn at y_floor
+  double y_floor = 1e-6;
+  bool y_unit = false;     // y axis fixed to [0, 1] (accuracies, agreement)
+};
+
+// Escapes &, <, >, " for XML text and attributes.
+std::string XmlEscape(const std::string& s);
+
+// An <svg> element of the given size: axes with ticks, one polyline with
+// markers per series, a legend on the right. Series without points are
+// listed in the legend only. A plot with no point at all says "no data".
+std::string RenderSvg(const Plot& plot, int width = 660, int height = 360);
+
+}  // namespace hqekv::eval

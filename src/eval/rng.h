@@ -1,0 +1,52 @@
+// Deterministic pseudo-random numbers for task generation. SplitMix64 is
+// used instead of <random> distributions because the standard leaves the
+// distribution algorithms implementation-defined: the same seed must give the
+// same prompts with every compiler and standard library.
+#pragma once
+
+#include <cstdint>
+
+namespace hqekv::eval {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed ^ 0x9E3779B97F4A7C15ull) {}
+
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform integer in [0, n) (n > 0); the modulo bias is < n / 2^64.
+  uint64_t Below(uint64_t n) { return Next() % n; }
+  // Uniform integer in [lo, hi].
+  int64_t Range(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(Below(static_cast<uint64_t>(hi - lo + 1)));
+  }
+  // Uniform double in [0, 1).
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+// Mixes a base seed with a task tag and an index so that every (task,
+// instance) gets an independent stream.
+inline uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b = 0) {
+  Rng r(seed * 0x100000001B3ull ^ a * 0xD6E8FEB86659FD93ull ^ b * 0xA0761D6478BD642Full);
+  r.Next();
+  return r.Next();
+}
+
+// FNV-1a 64-bit: the config hash of report cells (stable across platforms).
+inline uint64_t Fnv1a(const void* data, uint64_t n, uint64_t h = 0xCBF29CE484222325ull) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (uint64_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+}  // namespace hqekv::eval

@@ -1,0 +1,97 @@
+#include "eval/scoring.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+namespace hqekv::eval {
+
+std::string NormalizeAnswer(const std::string& s) {
+  std::string out;
+  bool pending_space = false;
+  for (unsigned char c : s) {
+    const bool keep = c >= 0x80 || std::isalnum(c);
+    if (!keep) {
+      pending_space = true;
+      continue;
+    }
+    if (pending_space && !out.empty()) out.push_back(' ');
+    pending_space = false;
+    out.push_back(c < 0x80 ? static_cast<char>(std::tolower(c)) : static_cast<char>(c));
+  }
+  return out;
+}
+
+bool ExactMatch(const std::string& generated, const std::vector<std::string>& answers) {
+  const std::string g = NormalizeAnswer(generated);
+  for (const std::string& a : answers) {
+    const std::string n = NormalizeAnswer(a);
+    if (n.empty() || g.size() < n.size()) continue;
+    if (g.compare(0, n.size(), n) == 0 && (g.size() == n.size() || g[n.size()] == ' ')) return true;
+  }
+  return false;
+}
+
+void LogSoftmax(const float* logits, int n, double* out) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  for (int i = 0; i < n; ++i) out[i] = static_cast<double>(logits[i]) - lse;
+}
+
+int Argmax(const float* logits, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+double KlFromLogits(const float* ref_logits, const float* test_logits, int n) {
+  std::vector<double> lr(n), lt(n);
+  LogSoftmax(ref_logits, n, lr.data());
+  LogSoftmax(test_logits, n, lt.data());
+  double kl = 0;
+  for (int i = 0; i < n; ++i) {
+    const double p = std::exp(lr[i]);
+    if (p > 0) kl += p * (lr[i] - lt[i]);
+  }
+  return kl < 0 ? 0 : kl;  // rounding can give -1e-17 for identical inputs
+}
+
+double Nll(const float* logits, int n, int token) {
+  std::vector<double> l(n);
+  LogSoftmax(logits, n, l.data());
+  return -l[token];
+}
+
+void TeacherForcedStats::Add(const float* test_logits, const float* ref_logits, int n, int true_token) {
+  ++steps;
+  nll += Nll(test_logits, n, true_token);
+  const int top = Argmax(test_logits, n);
+  if (top == true_token) ++top1_true;
+  if (ref_logits) {
+    ++ref_steps;
+    kl += KlFromLogits(ref_logits, test_logits, n);
+    if (top == Argmax(ref_logits, n)) ++agree;
+  }
+}
+
+TeacherForcedStats& TeacherForcedStats::operator+=(const TeacherForcedStats& o) {
+  steps += o.steps;
+  nll += o.nll;
+  top1_true += o.top1_true;
+  kl += o.kl;
+  agree += o.agree;
+  ref_steps += o.ref_steps;
+  return *this;
+}
+
+double TeacherForcedStats::ppl() const { return steps ? std::exp(nll / steps) : 0; }
+double TeacherForcedStats::accuracy() const { return steps ? double(top1_true) / steps : 0; }
+double TeacherForcedStats::mean_kl() const { return ref_steps ? kl / ref_steps : 0; }
+double TeacherForcedStats::agreement() const { return ref_steps ? double(agree) / ref_steps : 0; }
+
+}  // namespace hqekv::eval

@@ -1,0 +1,137 @@
+#include "eval/suite.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace hqekv::eval {
+namespace {
+
+std::string Family(const std::string& spec) { return spec.substr(0, spec.find(':')); }
+
+std::string BudgetString(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", b);
+  return buf;
+}
+
+QualityTask Q(TaskKind kind, int ctx, double depth, const std::string& corpus, int seeds, int span = 48) {
+  QualityTask q;
+  q.spec.kind = kind;
+  q.spec.context_tokens = ctx;
+  q.spec.depth = depth;
+  q.spec.span_tokens = span;
+  q.corpus = corpus;
+  q.seeds = seeds;
+  return q;
+}
+
+}  // namespace
+
+bool IsBudgetedFamily(const std::string& family) {
+  return family == "hqekv" || family == "streaming" || family == "h2o" || family == "snapkv" ||
+         family == "pyramid";
+}
+
+std::vector<PolicyPoint> ExpandPolicies(const std::vector<std::string>& specs,
+                                        const std::vector<double>& budgets) {
+  std::vector<PolicyPoint> out;
+  auto add = [&out](const std::string& spec, double budget) {
+    for (const auto& p : out)
+      if (p.spec == spec) return;
+    out.push_back({spec, Family(spec), budget});
+  };
+  for (const std::string& s : specs) {
+    const std::string fam = Family(s);
+    if (s == fam && IsBudgetedFamily(fam)) {
+      for (double b : budgets) add(fam + ":bits=" + BudgetString(b), b);
+      continue;
+    }
+    // An explicit bits=B in a budgeted spec is its budget.
+    double budget = -1;
+    const size_t at = s.find("bits=");
+    if (IsBudgetedFamily(fam) && at != std::string::npos) budget = std::atof(s.c_str() + at + 5);
+    add(s, budget);
+  }
+  return out;
+}
+
+Result<std::vector<double>> ParseBudgets(const std::string& list) {
+  std::vector<double> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || end == item.c_str() || *end != '\0' || !(v > 0 && v <= 32))
+      return MakeError("--bits: '" + item + "' is not a number of bits in (0, 32]");
+    out.push_back(v);
+  }
+  if (out.empty()) return MakeError("--bits: empty list");
+  return out;
+}
+
+Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vector<std::string>& kv_specs,
+                        const std::vector<double>& budgets, int seeds) {
+  if (trained_ctx < 64) return MakeError("model context " + std::to_string(trained_ctx) + " is below 64 tokens");
+  Suite s;
+  s.name = name;
+  // Context lengths: quarter, half and all of the trained context, at most 2048
+  // tokens (the CPU budget of a run), at least 64.
+  const int T = std::min(trained_ctx, 2048);
+  const int c4 = std::max(64, T / 4), c2 = std::max(64, T / 2);
+  // The stories model's domain is TinyStories: use it as filler when the
+  // model is small; otherwise the held-out book.
+  const std::string filler = trained_ctx <= 512 ? "tinystories" : "pg11";
+  std::vector<std::string> specs;
+  std::vector<double> bits = budgets;
+  if (name == "quick") {
+    const int c = std::min(T, 256);
+    const int n = seeds > 0 ? seeds : 2;
+    s.tasks = {Q(TaskKind::kLm, c, 0, "tinystories", n, 64), Q(TaskKind::kCopy, c, 0.25, filler, n, 32),
+               Q(TaskKind::kPasskey, c, 0.5, filler, n)};
+    s.speed.contexts = {std::min(128, c), c};
+    s.speed.decode_tokens = 16;
+    specs = {"fp16", "fp8", "kivi:bits=4", "kivi:bits=2", "hqekv", "snapkv", "streaming"};
+    if (bits.empty()) bits = {2, 3.2};
+  } else if (name == "standard" || name == "paper") {
+    const int n = seeds > 0 ? seeds : 4;
+    for (const char* corpus : {"tinystories", "wiki", "pg11"})
+      s.tasks.push_back(Q(TaskKind::kLm, T, 0, corpus, n, std::min(128, T / 4)));
+    for (int c : {c4, c2, T})
+      for (double d : {0.1, 0.5, 0.9}) s.tasks.push_back(Q(TaskKind::kCopy, c, d, filler, n, 32));
+    for (int c : {c4, c2, T})
+      for (double d : {0.0, 0.25, 0.5, 0.75, 1.0}) s.tasks.push_back(Q(TaskKind::kPasskey, c, d, filler, n));
+    QualityTask word = Q(TaskKind::kPasskey, c2, 0.5, filler, n);
+    word.spec.word_key = true;
+    s.tasks.push_back(word);
+    for (int c : {c2, T}) {
+      s.tasks.push_back(Q(TaskKind::kMultiKey, c, 0.5, filler, n));
+      s.tasks.push_back(Q(TaskKind::kVarTrack, c, 0.25, filler, n));
+    }
+    s.speed.contexts = {c4, c2, T};
+    s.speed.decode_tokens = 32;
+    if (name == "standard") {
+      specs = {"fp16", "fp32", "fp8", "int8", "kivi:bits=4", "kivi:bits=2",
+               "hqekv", "streaming", "h2o", "snapkv", "pyramid"};
+      if (bits.empty()) bits = {2, 3.2, 4};
+    } else {
+      // The paper's operating points (HqeKV Table 3/4 and the CAKE comparison at 3.2 bits).
+      specs = {"fp16", "kivi:bits=2", "hqekv:bits=2", "hqekv:bits=2.8", "hqekv:bits=3.2",
+               "hqekv:bits=3.25", "fp8", "kivi:bits=4", "snapkv:bits=3.2", "h2o:bits=3.2",
+               "streaming:bits=3.2", "pyramid:bits=3.2"};
+      if (bits.empty()) bits = {3.2};
+    }
+  } else {
+    return MakeError("unknown suite '" + name + "' (known: quick, standard, paper)");
+  }
+  s.speed.corpus = filler == "tinystories" ? "tinystories" : "pg11";
+  if (!kv_specs.empty()) specs = kv_specs;
+  // fp16 is the reference of every comparison: always present.
+  if (std::find(specs.begin(), specs.end(), "fp16") == specs.end()) specs.insert(specs.begin(), "fp16");
+  s.policies = ExpandPolicies(specs, bits);
+  return s;
+}
+
+}  // namespace hqekv::eval
