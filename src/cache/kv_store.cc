@@ -195,12 +195,16 @@ Status KvStore::Append(int layer, const float* k, const float* v, const int32_t*
     GrowFor(s.res_pos, old + n, cfg_.chunk);
     GrowFor(s.res_k, (old + n) * D, static_cast<size_t>(cfg_.chunk) * D);
     GrowFor(s.res_v, (old + n) * D, static_cast<size_t>(cfg_.chunk) * D);
+    s.res_pos.insert(s.res_pos.end(), pos, pos + n);
+    s.res_k.resize((old + n) * D);
+    s.res_v.resize((old + n) * D);
+    f16_t* kd = s.res_k.data() + old * D;
+    f16_t* vd = s.res_v.data() + old * D;
     for (int i = 0; i < n; ++i) {
-      s.res_pos.push_back(pos[i]);
       const float* kr = k + (static_cast<size_t>(i) * H + h) * D;
       const float* vr = v + (static_cast<size_t>(i) * H + h) * D;
-      for (int d = 0; d < D; ++d) s.res_k.push_back(F32ToF16(kr[d]));
-      for (int d = 0; d < D; ++d) s.res_v.push_back(F32ToF16(vr[d]));
+      for (int d = 0; d < D; ++d) kd[static_cast<size_t>(i) * D + d] = F32ToF16(kr[d]);
+      for (int d = 0; d < D; ++d) vd[static_cast<size_t>(i) * D + d] = F32ToF16(vr[d]);
     }
   }
   L.appended += n;
