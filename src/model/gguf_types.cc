@@ -56,8 +56,9 @@ std::optional<uint64_t> TensorBytes(TensorType t, const std::vector<int64_t>& ne
   const uint64_t bs = static_cast<uint64_t>(BlockSize(t));
   if (static_cast<uint64_t>(ne[0]) % bs != 0) return std::nullopt;
   // bytes = (ne0 / bs) * block_bytes * prod(ne[1..]); check each step.
-  uint64_t bytes = static_cast<uint64_t>(ne[0]) / bs * static_cast<uint64_t>(BlockBytes(t));
-  if (bytes >= kLimit) return std::nullopt;
+  const uint64_t blocks = static_cast<uint64_t>(ne[0]) / bs;
+  if (blocks >= kLimit / static_cast<uint64_t>(BlockBytes(t))) return std::nullopt;
+  uint64_t bytes = blocks * static_cast<uint64_t>(BlockBytes(t));
   for (size_t d = 1; d < ne.size(); ++d) {
     const uint64_t n = static_cast<uint64_t>(ne[d]);
     if (n != 0 && bytes > kLimit / n) return std::nullopt;

@@ -70,19 +70,20 @@ Result<float> ConfigFloat(const GgufFile& f, const std::string& key, std::option
     lhs = *hqekv_r_;                          \
   } while (0)
 
-Result<std::unique_ptr<ModelSource>> LoadGguf(std::shared_ptr<MappedFile> map) {
-  auto parsed = ParseGguf(map->data(), map->size(), map->path());
+Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, const std::string& path,
+                                              std::shared_ptr<const MappedFile> map) {
+  auto parsed = ParseGguf(data, size, path);
   if (!parsed.ok()) return parsed.error();
   auto gguf = std::make_shared<GgufFile>(std::move(*parsed));
   const GgufFile& f = *gguf;
   const std::string where = "GGUF file '" + f.path + "': ";
 
   auto m = std::make_unique<ModelSource>();
-  m->path = map->path();
-  m->tokenizer_path = map->path();
+  m->path = path;
+  m->tokenizer_path = path;
   m->format = "gguf";
   m->gguf_version = f.version;
-  m->file_bytes = map->size();
+  m->file_bytes = size;
   ModelConfig& c = m->config;
   HQEKV_ASSIGN(c.arch, f.GetString("general.architecture"));
   if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3")
@@ -282,8 +283,17 @@ Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path, const st
   auto map = MappedFile::Open(path);
   if (!map.ok()) return map.error();
   std::shared_ptr<MappedFile> shared = std::move(*map);
-  if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0) return LoadGguf(std::move(shared));
+  if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0)
+    return LoadGguf(shared->data(), shared->size(), path, shared);
   return LoadLlama2c(path, tokenizer_path);
+}
+
+}  // namespace hqekv
+
+namespace hqekv {
+
+Result<std::unique_ptr<ModelSource>> LoadGgufImage(const uint8_t* data, size_t size, const std::string& name) {
+  return LoadGguf(data, size, name, nullptr);
 }
 
 }  // namespace hqekv

@@ -130,6 +130,12 @@ struct ModelSource {
 Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path,
                                                const std::string& tokenizer_path = "");
 
+// LoadModel for a GGUF image already in memory (tests, fuzzing): the tensors
+// point into `data`, which the caller keeps alive as long as the result.
+// `name` is used as the path in errors.
+Result<std::unique_ptr<ModelSource>> LoadGgufImage(const uint8_t* data, size_t size,
+                                                   const std::string& name);
+
 // Architecture-level part of LoadModel, shared by both formats: checks that
 // every required tensor is present with the right shape, that norms/biases
 // are F32, and fills `identity`. Exposed for tests.
