@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 
 #include "calib/profile.h"
 #include "core/parallel.h"
@@ -32,6 +35,20 @@ double Kl(const float* logp, const float* logq, int n) {
 }
 
 }  // namespace
+
+Result<std::string> ReadTextFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return MakeError("cannot read calibration text " + path + ": it is a directory");
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return MakeError("cannot read calibration text " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return MakeError("error reading calibration text " + path);
+  if (ss.str().empty()) return MakeError("calibration text " + path + " is empty");
+  return ss.str();
+}
 
 Result<std::string> HqeKvSpecFor(const CacheChoice& c, const std::string& kv_options,
                                  const std::string& temp_path, const std::string& model_identity,
@@ -65,11 +82,23 @@ Result<std::unique_ptr<LmScorer>> LmScorer::Create(const ModelSource& src, const
                      std::to_string(s->window_) + ")");
   }
   if (!src.tokenizer) return MakeError("model " + src.path + " has no tokenizer");
-  const std::vector<int32_t> ids = src.tokenizer->Encode(text, /*add_bos=*/false);
   const int32_t bos = src.tokenizer->bos();
   const int per_window = s->window_ - (bos >= 0 ? 1 : 0);
+  const int64_t wanted_windows = std::max<int64_t>(opt.tokens / s->window_, 1);
+  // Tokenize only a prefix long enough (cut at a line end), doubling it
+  // until it holds the wanted windows: the bundled texts are megabytes.
+  std::vector<int32_t> ids;
+  for (size_t chars = static_cast<size_t>(wanted_windows * per_window) * 6;; chars *= 2) {
+    size_t cut = std::min(chars, text.size());
+    if (cut < text.size()) {
+      const size_t nl = text.find('\n', cut);
+      cut = nl == std::string::npos ? text.size() : nl + 1;
+    }
+    ids = src.tokenizer->Encode(std::string_view(text).substr(0, cut), /*add_bos=*/false);
+    if (cut == text.size() || static_cast<int64_t>(ids.size()) >= wanted_windows * per_window) break;
+  }
   const int64_t n_windows =
-      std::min<int64_t>(static_cast<int64_t>(ids.size()) / per_window, std::max<int64_t>(opt.tokens / s->window_, 1));
+      std::min<int64_t>(static_cast<int64_t>(ids.size()) / per_window, wanted_windows);
   if (n_windows < 1) {
     return MakeError("calibration text has " + std::to_string(ids.size()) +
                      " tokens, fewer than one window of " + std::to_string(s->window_));

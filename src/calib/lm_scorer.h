@@ -45,6 +45,10 @@ Result<std::string> HqeKvSpecFor(const CacheChoice& c, const std::string& kv_opt
                                  const std::string& temp_path, const std::string& model_identity,
                                  const std::string& model_name);
 
+// Whole file as bytes; error "cannot read calibration text PATH" when it is
+// missing, a directory or unreadable, "... is empty" when empty.
+Result<std::string> ReadTextFile(const std::string& path);
+
 class LmScorer : public TrialScorer {
  public:
   // Tokenizes `text`, builds the windows and runs the reference pass. Errors:

@@ -195,4 +195,33 @@ Status CheckProfileForModel(const Profile& p, const std::string& path,
   return Status::Ok();
 }
 
+Result<std::string> CheckSpecProfile(const std::string& spec, const std::string& model_identity,
+                                     int n_layers) {
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos || spec.substr(0, colon) != "hqekv") return spec;
+  std::vector<std::string> kept;
+  std::string profile;
+  bool force = false;
+  std::stringstream pairs(spec.substr(colon + 1));
+  for (std::string kv; std::getline(pairs, kv, ',');) {
+    const size_t eq = kv.find('=');
+    const std::string key = kv.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    if (key == "force") {
+      if (value != "0" && value != "1") return MakeError("KV policy 'hqekv': force must be 0 or 1");
+      force = value == "1";
+      continue;
+    }
+    if (key == "profile") profile = value;
+    kept.push_back(kv);
+  }
+  std::string out = "hqekv";
+  for (size_t i = 0; i < kept.size(); ++i) out += (i ? "," : ":") + kept[i];
+  if (profile.empty()) return out;
+  Result<Profile> p = LoadProfile(profile);
+  if (!p.ok()) return p.error();
+  HQEKV_RETURN_IF_ERROR(CheckProfileForModel(*p, profile, model_identity, n_layers, force));
+  return out;
+}
+
 }  // namespace hqekv::calib

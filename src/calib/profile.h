@@ -80,4 +80,12 @@ Result<Profile> LoadProfile(const std::string& path);
 Status CheckProfileForModel(const Profile& p, const std::string& path,
                             const std::string& model_identity, int n_layers, bool force);
 
+// For a `--kv` spec: when it is "hqekv:...profile=FILE...", loads FILE and
+// runs CheckProfileForModel (force when the spec has "force=1"). Returns the
+// spec without the "force" key (the cache itself never sees the model), or
+// the error. Other specs pass through unchanged. Call it wherever a --kv
+// spec meets a loaded model (CLI commands, eval) before MakeKvCache.
+Result<std::string> CheckSpecProfile(const std::string& spec, const std::string& model_identity,
+                                     int n_layers);
+
 }  // namespace hqekv::calib

@@ -72,6 +72,21 @@ TEST_F(LmScorerTest, BadInputsAreClearErrors) {
   EXPECT_FALSE(LmScorer::Create(*model_, text_, o).ok());
 }
 
+TEST(ReadTextFile, ClearErrorsForMissingDirectoryAndEmpty) {
+  auto missing = ReadTextFile("/nonexistent/text.txt");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("/nonexistent/text.txt"), std::string::npos);
+  EXPECT_FALSE(ReadTextFile(testing::TempDir()).ok());
+  const std::string empty = testing::TempDir() + "/calib_empty.txt";
+  { std::ofstream(empty).flush(); }
+  auto e = ReadTextFile(empty);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("empty"), std::string::npos);
+  auto ok = ReadTextFile(std::string(HQEKV_SOURCE_DIR) + "/data/text/wiki.valid.raw");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_GT(ok->size(), 100000u);
+}
+
 TEST(HqeKvSpecFor, GlobalAndPerLayerSpecs) {
   CacheChoice g;
   g.global = {0.5, 0.3, 0.1, 0.1};

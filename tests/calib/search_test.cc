@@ -282,6 +282,18 @@ TEST(Profile, SaveRefusesToOverwriteAndLoadReportsMissingFiles) {
   auto back = LoadProfile(path);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->model_name, "stories260K");
+  // A --kv spec naming the profile is checked against the model.
+  auto ok = CheckSpecProfile("hqekv:profile=" + path + ",m=20", "0123456789abcdef", 2);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(*ok, "hqekv:profile=" + path + ",m=20");
+  auto other = CheckSpecProfile("hqekv:profile=" + path, "ffffffffffffffff", 2);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.message().find("not for this model"), std::string::npos);
+  auto forced = CheckSpecProfile("hqekv:profile=" + path + ",force=1", "ffffffffffffffff", 2);
+  ASSERT_TRUE(forced.ok()) << forced.message();
+  EXPECT_EQ(*forced, "hqekv:profile=" + path);
+  EXPECT_EQ(*CheckSpecProfile("kivi:bits=2", "x", 2), "kivi:bits=2");
+  EXPECT_FALSE(CheckSpecProfile("hqekv:profile=" + dir + "/none.json", "x", 2).ok());
   auto missing = LoadProfile(dir + "/none.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("none.json"), std::string::npos);
