@@ -61,8 +61,8 @@ Status CheckBits(const Format& f) {
       return MakeError("uniform quantization supports 1, 2, 4 or 8 bits, got " +
                        std::to_string(f.bits));
     case Kind::kNormal:
-      if (f.bits == 1 || f.bits == 2) return Status::Ok();
-      return MakeError("normalized quantization supports 1 or 2 bits, got " +
+      if (f.bits == 1 || f.bits == 2 || f.bits == 4) return Status::Ok();
+      return MakeError("normalized quantization supports 1, 2 or 4 bits, got " +
                        std::to_string(f.bits));
   }
   return MakeError("format '" + FormatName(f) + "' has an illegal bit width " +
@@ -94,7 +94,7 @@ Result<Format> ParseFormat(const std::string& text) {
     if (Status s = CheckBits(f); !s.ok()) return MakeError(s.message() + " in '" + text + "'");
   } else {
     return MakeError("unknown format '" + std::string(head) + "' in '" + text +
-                     "' (expected f16, f32, fp8e4m3, fp8e5m2, int8, u1, u2, u4, u8, n1, n2)");
+                     "' (expected f16, f32, fp8e4m3, fp8e5m2, int8, u1, u2, u4, u8, n1, n2, n4)");
   }
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string_view p = parts[i];

@@ -25,7 +25,7 @@ enum class Kind : uint8_t {
   kFp8E5M2,  // FP8 E5M2 codes, one fp16 scale per chunk (per head)
   kInt8,     // symmetric int8, one fp16 scale per token
   kUniform,  // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
-  kNormal,   // normalized (Gaussian), bits in {1,2}, fp16 mean and std per group
+  kNormal,   // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and std per group
 };
 
 enum class Grouping : uint8_t {
@@ -52,7 +52,7 @@ Format Uniform(int bits, Grouping grouping, int group = 32);
 Format Normal(int bits, Grouping grouping, int group = 32);
 
 // Parses "f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u4", "u2", "u1", "u8",
-// "n1", "n2", with optional suffixes ":tok" / ":chan" (grouping), ":g=32",
+// "n1", "n2", "n4", with optional suffixes ":tok" / ":chan" (grouping), ":g=32",
 // ":had" (Hadamard). Returns an error naming the bad part.
 Result<Format> ParseFormat(const std::string& text);
 std::string FormatName(const Format& f);  // inverse of ParseFormat

@@ -35,8 +35,22 @@ inline constexpr float kNormalCentres1[2] = {-0.67448975f, 0.67448975f};
 inline constexpr float kNormalThresh1[1] = {0.0f};
 inline constexpr float kNormalCentres2[4] = {-1.15034938f, -0.31863936f, 0.31863936f, 1.15034938f};
 inline constexpr float kNormalThresh2[3] = {-0.67448975f, 0.0f, 0.67448975f};
-inline const float* NormalCentres(int bits) { return bits == 1 ? kNormalCentres1 : kNormalCentres2; }
-inline const float* NormalThresholds(int bits) { return bits == 1 ? kNormalThresh1 : kNormalThresh2; }
+// 4 bits: an extension beyond the tiers HqeKV uses, for `hqekv study quant`
+// (uniform vs normalized at 4 bits); scalar reference only.
+inline constexpr float kNormalCentres4[16] = {
+    -1.86273187f, -1.3180109f,  -1.00999017f, -0.77642176f, -0.57913216f, -0.40225007f,
+    -0.23720211f, -0.07841241f, 0.07841241f,  0.23720211f,  0.40225007f,  0.57913216f,
+    0.77642176f,  1.00999017f,  1.3180109f,   1.86273187f};
+inline constexpr float kNormalThresh4[15] = {
+    -1.53412054f, -1.15034938f, -0.88714656f, -0.67448975f, -0.48877641f,
+    -0.31863936f, -0.15731068f, 0.0f,         0.15731068f,  0.31863936f,
+    0.48877641f,  0.67448975f,  0.88714656f,  1.15034938f,  1.53412054f};
+inline const float* NormalCentres(int bits) {
+  return bits == 1 ? kNormalCentres1 : (bits == 2 ? kNormalCentres2 : kNormalCentres4);
+}
+inline const float* NormalThresholds(int bits) {
+  return bits == 1 ? kNormalThresh1 : (bits == 2 ? kNormalThresh2 : kNormalThresh4);
+}
 // Threshold mu + sigma*u in the value domain. The product is exact in double
 // and the sum rounds once to float, so the result does not depend on whether
 // a compiler fuses the multiply-add (the SIMD code must match bit for bit).

@@ -1,4 +1,4 @@
-// Scalar reference of normalized (Gaussian) quantization (kNormal), b in {1, 2}.
+// Scalar reference of normalized (Gaussian) quantization (kNormal), b in {1, 2, 4}.
 // Per group: fp16 mean mu and fp16 unbiased std sigma (divide by n-1, as the
 // HqeKV authors do; 0 for a group of one value). A value x gets the code
 // k = #{ interior thresholds mu + sigma*u_j strictly below x }, i.e. the
@@ -38,7 +38,7 @@ void QuantizeGroup(const float* x, int n, size_t stride, int bits, uint8_t* code
   const float m = F16ToF32(*mu16);
   const float s = F16ToF32(*sd16);
   const int nthr = (1 << bits) - 1;
-  float thr[3];
+  float thr[15];
   for (int j = 0; j < nthr; ++j) thr[j] = NormalThreshold(m, s, NormalThresholds(bits)[j]);
   for (int i = 0; i < n; ++i) {
     const float v = Sanitize(x[i * stride]);

@@ -275,7 +275,10 @@ HWY_INLINE VI NormalCode(DF df, DI di, VF x, const VF* thr, int nthr) {
   return c;
 }
 
-bool IsGrouped(const Format& f) { return f.kind == Kind::kUniform || f.kind == Kind::kNormal; }
+// Normal-4 (16 centres) has no kernel: it is a study format, not a store tier.
+bool IsGrouped(const Format& f) {
+  return f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits <= 2);
+}
 
 // Fast-path shape checks. Per-token: groups of whole vectors. Per-channel:
 // T == 32 and b <= 4, so channel d's codes are exactly b 32-bit words.
@@ -752,6 +755,7 @@ void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
 bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
+  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
     if (PerTokenFast(f, D, N)) return QuantizePerToken(f, src, T, D, codes, meta), true;
     if (PerChannelFast(f, T, D, N)) return QuantizePerChannel(f, src, T, D, codes, meta), true;
@@ -768,6 +772,7 @@ bool DequantizeImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
                     float* dst) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
+  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
     if (PerTokenFast(f, D, N)) return DequantizePerToken(f, codes, meta, T, D, dst), true;
     if (PerChannelFast(f, T, D, N)) return DequantizePerChannel(f, codes, meta, T, D, dst), true;
@@ -785,6 +790,7 @@ bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   if (N < 4) return false;
+  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
     if (PerTokenFast(f, D, N)) return DotPerToken(f, codes, meta, T, D, q, scores), true;
     if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
@@ -811,6 +817,7 @@ bool AxpyImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   if (N < 4) return false;
+  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
     if (PerTokenFast(f, D, N)) return AxpyPerToken(f, codes, meta, T, D, w, acc), true;
     if (PerChannelFast(f, T, D, N)) return AxpyPerChannel(f, codes, meta, T, D, w, acc), true;

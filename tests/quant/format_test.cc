@@ -8,7 +8,7 @@ namespace {
 
 TEST(QuantFormat, ParsesEveryNameAndRoundTripsItsName) {
   for (const char* name : {"f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u1:tok", "u2:tok", "u4:tok",
-                           "u8:tok", "n1:tok", "n2:tok", "u4:chan", "n1:chan", "u2:tok:g=16",
+                           "u8:tok", "n1:tok", "n2:tok", "n4:chan", "u4:chan", "n1:chan", "u2:tok:g=16",
                            "u4:chan:had", "f16:had"}) {
     auto f = ParseFormat(name);
     ASSERT_TRUE(f.ok()) << name << ": " << f.message();
@@ -29,7 +29,7 @@ TEST(QuantFormat, ParseErrorsNameTheBadPart) {
     const char* text;
     const char* needle;
   };
-  for (const Case& c : {Case{"q4", "q4"}, Case{"u3", "3"}, Case{"u16", "16"}, Case{"n4", "4"},
+  for (const Case& c : {Case{"q4", "q4"}, Case{"u3", "3"}, Case{"u16", "16"}, Case{"n8", "8"},
                         Case{"n0", "0"}, Case{"u4:foo", "foo"}, Case{"u4:g=0", "g=0"},
                         Case{"u4:g=x", "g=x"}, Case{"int8:chan", "chan"}, Case{"f16:g=32", "group"},
                         Case{"", "unknown format"}, Case{"ux", "ux"}}) {
@@ -44,7 +44,8 @@ TEST(QuantFormat, ValidateRejectsIllegalShapesAndBits) {
   EXPECT_TRUE(Validate(Uniform(4, Grouping::kPerChannel, 7), 7, 100).ok());  // group unused
   EXPECT_FALSE(Validate(Uniform(3, Grouping::kPerToken), 32, 128).ok());
   EXPECT_FALSE(Validate(Uniform(0, Grouping::kPerToken), 32, 128).ok());
-  EXPECT_FALSE(Validate(Normal(4, Grouping::kPerToken), 32, 128).ok());
+  EXPECT_TRUE(Validate(Normal(4, Grouping::kPerToken), 32, 128).ok());
+  EXPECT_FALSE(Validate(Normal(8, Grouping::kPerToken), 32, 128).ok());
   EXPECT_FALSE(Validate(Format{Kind::kInt8, 4}, 32, 128).ok());
   EXPECT_FALSE(Validate(Format{Kind::kF16, 8}, 32, 128).ok());
   const Status g = Validate(Uniform(4, Grouping::kPerToken, 48), 32, 128);

@@ -56,7 +56,7 @@ inline std::vector<Format> AllFormats() {
     fs.push_back(Uniform(b, Grouping::kPerToken, 8));
     fs.push_back(Uniform(b, Grouping::kPerChannel));
   }
-  for (int b : {1, 2}) {
+  for (int b : {1, 2, 4}) {
     fs.push_back(Normal(b, Grouping::kPerToken, 8));
     fs.push_back(Normal(b, Grouping::kPerChannel));
   }
