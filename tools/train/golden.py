@@ -4,7 +4,7 @@ Writes <out>.golden.json (prompt, token ids, which rows are stored) and <out>.go
 rows of logits, little-endian float32, row-major [n_rows][vocab]).
 
   /usr/bin/python3 tools/train/golden.py --ckpt build-train/refmodel/final.pt \
-      --tokenizer build-train/refmodel/tok4096.model --out tests/data/refmodel-3m
+      --tokenizer build-train/refmodel/tok4096.model --out tests/data/refmodel-2l
 """
 import argparse
 import json
@@ -19,6 +19,15 @@ from model import Llama, ModelConfig
 PROMPT = "The pass key is 48213. Remember it. Alice was beginning to get very tired of sitting by her sister"
 N_TOKENS = 16          # BOS + 15 prompt tokens
 ROWS = [0, 5, 10, 15]  # positions whose full logits rows are stored (64 KiB)
+# Strings whose SentencePiece ids (BOS first) the engine's tokenizer must reproduce: newlines and
+# whitespace runs, digits, punctuation, non-ASCII (byte fallback), a word missing from the vocab.
+TOKENIZER_CASES = [
+    PROMPT,
+    "What is the pass key? The pass key is 90210.\nVAR QXZTA = VAR ABCDE.",
+    "  Two leading spaces,\n\n\ttabs\tand   runs   of spaces.  ",
+    "Caf\u00e9 na\u00efve \u2014 \u201cquoted\u201d \u4e2d\u6587 \U0001F600 end",
+    "Antidisestablishmentarianism xylophonist's zzyzx!",
+]
 
 
 def load_model(ckpt):
@@ -33,7 +42,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--model-path", default="models/refmodel-3m.gguf", help="recorded in the JSON")
+    ap.add_argument("--model-path", default="models/refmodel-2l.gguf", help="recorded in the JSON")
     ap.add_argument("--out", required=True, help="output path prefix")
     a = ap.parse_args()
     sp = spm.SentencePieceProcessor(model_file=a.tokenizer)
@@ -57,6 +66,7 @@ def main():
                 "(BOS first); rows[i] of the .f32 file is the logits row of position rows[i].",
     }
     meta.pop("prompt_tokens_with_bos")
+    meta["tokenizer_cases"] = [{"text": t, "ids": [1] + sp.encode(t)} for t in TOKENIZER_CASES]
     with open(a.out + ".golden.json", "w") as f:
         json.dump(meta, f, indent=1)
     print("tokens", ids, "max |logit|", float(np.abs(rows).max()))

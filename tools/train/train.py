@@ -2,7 +2,7 @@
 checkpoint (data batches are a function of (seed, step), so the result equals an uninterrupted run
 up to floating-point nondeterminism of threaded BLAS).
 
-  /usr/bin/python3 tools/train/train.py --config tools/train/configs/refmodel-3m.json --out build-train/refmodel
+  /usr/bin/python3 tools/train/train.py --config tools/train/configs/refmodel-2l.json --out build-train/refmodel
 
 Uses CUDA when available, the CPU otherwise (set --threads to the cores you may use).
 """
@@ -23,9 +23,15 @@ from tokenizer import train_tokenizer
 
 
 def lr_at(step, total, o):
+    """Warm-up, stable, decay ("WSD"): linear warm-up, constant peak, then a cosine decay to min_lr
+    over the last decay_steps steps. The LR of a step depends only on (step, total - step), so the
+    length of the stable part can be changed while a run is in it without changing the past."""
     if step < o["warmup"]:
         return o["lr"] * (step + 1) / o["warmup"]
-    t = (step - o["warmup"]) / max(1, total - o["warmup"])
+    start = total - o["decay_steps"]
+    if step < start:
+        return o["lr"]
+    t = (step - start) / max(1, o["decay_steps"])
     return o["min_lr"] + 0.5 * (o["lr"] - o["min_lr"]) * (1 + math.cos(math.pi * min(1.0, t)))
 
 
