@@ -27,6 +27,23 @@ QualityTask Q(TaskKind kind, int ctx, double depth, const std::string& corpus, i
   return q;
 }
 
+// Whether a spec already fixes its memory: bits=, keep=, ratios=, profile=,
+// and the fixed sizes of StreamingLLM (window=) and H2O (heavy=).
+bool HasBudgetKey(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string fam = spec.substr(0, colon);
+  std::stringstream ss(spec.substr(colon + 1));
+  std::string kv;
+  while (std::getline(ss, kv, ',')) {
+    const std::string key = kv.substr(0, kv.find('='));
+    if (key == "bits" || key == "keep" || key == "ratios" || key == "profile") return true;
+    if (fam == "streaming" && key == "window") return true;
+    if (fam == "h2o" && key == "heavy") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool IsBudgetedFamily(const std::string& family) {
@@ -44,8 +61,9 @@ std::vector<PolicyPoint> ExpandPolicies(const std::vector<std::string>& specs,
   };
   for (const std::string& s : specs) {
     const std::string fam = Family(s);
-    if (s == fam && IsBudgetedFamily(fam)) {
-      for (double b : budgets) add(fam + ":bits=" + BudgetString(b), b);
+    if (IsBudgetedFamily(fam) && !HasBudgetKey(s)) {
+      const std::string sep = s == fam ? ":" : ",";
+      for (double b : budgets) add(s + sep + "bits=" + BudgetString(b), b);
       continue;
     }
     // An explicit bits=B in a budgeted spec is its budget.
@@ -86,6 +104,11 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
   const std::string filler = trained_ctx <= 512 ? "tinystories" : "pg11";
   std::vector<std::string> specs;
   std::vector<double> bits = budgets;
+  // SnapKV/PyramidKV keep their observation window on top of the budget: the
+  // default 32-query window does not fit the budget of a 2-bit cache of a
+  // few hundred tokens, so small-context models use an 8-query window.
+  const std::string snap = trained_ctx <= 512 ? "snapkv:window=8" : "snapkv";
+  const std::string pyr = trained_ctx <= 512 ? "pyramid:window=8" : "pyramid";
   if (name == "quick") {
     const int c = std::min(T, 256);
     const int n = seeds > 0 ? seeds : 2;
@@ -93,7 +116,7 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
                Q(TaskKind::kPasskey, c, 0.5, filler, n)};
     s.speed.contexts = {std::min(128, c), c};
     s.speed.decode_tokens = 16;
-    specs = {"fp16", "fp8", "kivi:bits=4", "kivi:bits=2", "hqekv", "snapkv", "streaming"};
+    specs = {"fp16", "fp8", "kivi:bits=4", "kivi:bits=2", "hqekv", snap, "streaming"};
     if (bits.empty()) bits = {2, 3.2};
   } else if (name == "standard" || name == "paper") {
     const int n = seeds > 0 ? seeds : 4;
@@ -114,13 +137,13 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
     s.speed.decode_tokens = 32;
     if (name == "standard") {
       specs = {"fp16", "fp32", "fp8", "int8", "kivi:bits=4", "kivi:bits=2",
-               "hqekv", "streaming", "h2o", "snapkv", "pyramid"};
+               "hqekv", "streaming", "h2o", snap, pyr};
       if (bits.empty()) bits = {2, 3.2, 4};
     } else {
       // The paper's operating points (HqeKV Table 3/4 and the CAKE comparison at 3.2 bits).
       specs = {"fp16", "kivi:bits=2", "hqekv:bits=2", "hqekv:bits=2.8", "hqekv:bits=3.2",
-               "hqekv:bits=3.25", "fp8", "kivi:bits=4", "snapkv:bits=3.2", "h2o:bits=3.2",
-               "streaming:bits=3.2", "pyramid:bits=3.2"};
+               "hqekv:bits=3.25", "fp8", "kivi:bits=4", snap + ",bits=3.2", "h2o:bits=3.2",
+               "streaming:bits=3.2", pyr + ",bits=3.2"};
       if (bits.empty()) bits = {3.2};
     }
   } else {

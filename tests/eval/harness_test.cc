@@ -148,6 +148,12 @@ TEST(Suites, ExpandBudgetsAndBuiltins) {
   EXPECT_EQ(p[3].spec, "kivi:bits=2");
   EXPECT_EQ(p[3].budget, -1);
   EXPECT_DOUBLE_EQ(p[4].budget, 3.25);
+  // A spec with options but no budget key is expanded too; one with a budget key is not.
+  auto w = ExpandPolicies({"snapkv:window=8", "streaming:window=64", "h2o:keep=0.5"}, {2});
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0].spec, "snapkv:window=8,bits=2");
+  EXPECT_EQ(w[1].spec, "streaming:window=64");
+  EXPECT_EQ(w[2].spec, "h2o:keep=0.5");
   auto q = MakeSuite("quick", 512, {}, {}, 0);
   ASSERT_TRUE(q.ok());
   for (const auto& t : q->tasks) EXPECT_LE(t.spec.context_tokens, 512);
@@ -156,8 +162,8 @@ TEST(Suites, ExpandBudgetsAndBuiltins) {
   std::vector<std::string> specs;
   for (const auto& x : paper->policies) specs.push_back(x.spec);
   for (const char* want : {"fp16", "kivi:bits=2", "hqekv:bits=2", "hqekv:bits=2.8", "hqekv:bits=3.2",
-                           "hqekv:bits=3.25", "fp8", "kivi:bits=4", "snapkv:bits=3.2", "h2o:bits=3.2",
-                           "streaming:bits=3.2", "pyramid:bits=3.2"})
+                           "hqekv:bits=3.25", "fp8", "kivi:bits=4", "h2o:bits=3.2",
+                           "streaming:bits=3.2", "snapkv:window=8,bits=3.2", "pyramid:window=8,bits=3.2"})
     EXPECT_NE(std::find(specs.begin(), specs.end(), want), specs.end()) << want;
   EXPECT_FALSE(MakeSuite("nope", 512, {}, {}, 0).ok());
   EXPECT_FALSE(ParseBudgets("2,x").ok());

@@ -1,0 +1,155 @@
+// `hqekv eval`: runs an evaluation suite (tasks x KV policies x memory
+// budgets, plus memory/speed cells) on one model and writes
+// DIR/results.json, DIR/report.md and DIR/report.html. Finished cells are
+// cached in DIR/cells/<hash>.json: re-running with the same arguments reuses
+// them. `--report-only` rebuilds the three files from DIR/results.json.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/registry.h"
+#include "core/parallel.h"
+#include "eval/engine_model.h"
+#include "eval/harness.h"
+#include "eval/report.h"
+#include "eval/suite.h"
+#include "policy/factory.h"
+
+namespace hqekv::cli {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr const char* kMarker = ".hqekv-eval";
+
+struct EvalArgs {
+  std::string model, suite = "quick", out, bits;
+  std::vector<std::string> kv;
+  int seeds = 0, ctx = 0, threads = 0;
+  bool force = false, fresh = false, no_progress = false, report_only = false;
+};
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "hqekv eval: error: %s\n", msg.c_str());
+  return 1;
+}
+
+std::string SourceRoot() {
+#ifdef HQEKV_SOURCE_DIR
+  if (fs::is_directory(fs::path(HQEKV_SOURCE_DIR) / "data" / "text")) return HQEKV_SOURCE_DIR;
+#endif
+  return ".";
+}
+
+std::string DefaultModel(const std::string& root) {
+  if (const char* env = std::getenv("HQEKV_MODEL"); env && *env) return env;
+  return root + "/models/stories260K.gguf";
+}
+
+// Prepares DIR: an existing hqekv eval dir is resumed; any other existing
+// non-empty path is refused unless --force.
+Status PrepareDir(const std::string& dir, bool force) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) return MakeError("-o '" + dir + "' exists and is not a directory");
+    const bool ours = fs::exists(fs::path(dir) / kMarker, ec);
+    if (!ours && !fs::is_empty(dir, ec) && !force)
+      return MakeError("-o '" + dir + "' exists and is not an hqekv eval directory; use --force to write into it");
+  }
+  fs::create_directories(fs::path(dir) / "cells", ec);
+  if (ec) return MakeError("cannot create '" + dir + "': " + ec.message());
+  std::ofstream(fs::path(dir) / kMarker) << "hqekv eval output directory (cells/ holds cached results)\n";
+  return Status::Ok();
+}
+
+std::string CommandLine(const EvalArgs& a) {
+  std::ostringstream o;
+  o << "hqekv eval";
+  if (!a.model.empty()) o << " -m " << a.model;
+  o << " --suite " << a.suite;
+  for (const auto& k : a.kv) o << " --kv " << k;
+  if (!a.bits.empty()) o << " --bits " << a.bits;
+  if (a.seeds) o << " --seeds " << a.seeds;
+  if (a.ctx) o << " --ctx " << a.ctx;
+  if (a.threads) o << " -t " << a.threads;
+  o << " -o " << a.out;
+  return o.str();
+}
+
+int ReportOnly(const EvalArgs& a) {
+  std::ifstream f(fs::path(a.out) / "results.json");
+  if (!f) return Fail("no results.json in '" + a.out + "'");
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded()) return Fail("'" + a.out + "/results.json' is not valid JSON");
+  auto run = eval::RunFromJson(j);
+  if (!run.ok()) return Fail(run.message());
+  if (auto st = eval::WriteReports(*run, a.out); !st.ok()) return Fail(st.message());
+  std::printf("rewrote %s/report.md and %s/report.html\n", a.out.c_str(), a.out.c_str());
+  return 0;
+}
+
+int Eval(EvalArgs a) {
+  if (a.out.empty()) a.out = "eval-" + a.suite;
+  if (a.report_only) return ReportOnly(a);
+  if (a.seeds < 0 || a.ctx < 0 || a.threads < 0) return Fail("--seeds, --ctx and -t must be >= 0");
+  if (a.threads > 0) SetNumThreads(a.threads);
+  std::vector<double> budgets;
+  if (!a.bits.empty()) {
+    auto b = eval::ParseBudgets(a.bits);
+    if (!b.ok()) return Fail(b.message());
+    budgets = *b;
+  }
+  const std::string root = SourceRoot();
+  const std::string path = a.model.empty() ? DefaultModel(root) : a.model;
+  auto model = eval::EngineModel::Load(path, a.ctx);
+  if (!model.ok()) return Fail(model.message());
+  auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
+  if (!suite.ok()) return Fail(suite.message());
+  if (auto st = PrepareDir(a.out, a.force); !st.ok()) return Fail(st.message());
+
+  eval::EvalOptions opt;
+  opt.out_dir = a.out;
+  opt.text_root = root;
+  opt.fresh = a.fresh;
+  opt.progress = !a.no_progress;
+  std::fprintf(stderr, "hqekv eval: %s, suite %s: %zu tasks x %zu policies + %zu speed contexts, %d threads\n",
+               (*model)->Name().c_str(), a.suite.c_str(), suite->tasks.size(), suite->policies.size(),
+               suite->speed.contexts.size(), NumThreads());
+  auto run = eval::RunEval(**model, *suite, opt, MakeKvCache);
+  if (!run.ok()) return Fail(run.message());
+  run->command = CommandLine(a);
+  if (auto st = eval::WriteReports(*run, a.out); !st.ok()) return Fail(st.message());
+  std::printf("%d cells (%d computed, %d reused) in %.1f s\nwrote %s/results.json, %s/report.md, %s/report.html\n",
+              static_cast<int>(run->cells.size()), run->computed, run->reused, run->seconds, a.out.c_str(),
+              a.out.c_str(), a.out.c_str());
+  int failed = 0;
+  for (const auto& c : run->cells) failed += !c.error.empty();
+  if (failed) std::printf("%d cells could not run (listed in the report)\n", failed);
+  return 0;
+}
+
+const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
+  auto args = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Evaluate KV policies: quality vs true memory on retrieval, copy and language-modelling tasks");
+  cmd->add_option("-m,--model", args->model, "model file (.gguf or llama2.c .bin); default: bundled stories260K");
+  cmd->add_option("--suite", args->suite, "quick | standard | paper")->check(CLI::IsMember({"quick", "standard", "paper"}));
+  cmd->add_option("--kv", args->kv, "policy spec (repeatable); a bare eviction/hybrid family runs at every --bits");
+  cmd->add_option("--bits", args->bits, "memory budgets in bits per element, e.g. 2,3.2,4");
+  cmd->add_option("-o,--out", args->out, "output directory (default eval-<suite>)");
+  cmd->add_option("--seeds", args->seeds, "instances per task configuration (default: suite's)");
+  cmd->add_option("--ctx", args->ctx, "context the model is trusted with (default: the model's)");
+  cmd->add_option("-t,--threads", args->threads, "threads (default: all cores)");
+  cmd->add_flag("--force", args->force, "write into an existing directory that is not an hqekv eval directory");
+  cmd->add_flag("--fresh", args->fresh, "recompute every cell (ignore DIR/cells)");
+  cmd->add_flag("--no-progress", args->no_progress, "no progress bar");
+  cmd->add_flag("--report-only", args->report_only, "rewrite report.md/html from DIR/results.json");
+  cmd->callback([args, rc] { *rc = Eval(*args); });
+});
+
+}  // namespace
+}  // namespace hqekv::cli
