@@ -23,20 +23,6 @@ bool IsLossless(const Format& f) {
   return !f.hadamard && (f.kind == quant::Kind::kF16 || f.kind == quant::Kind::kF32);
 }
 
-// One chunk's K (or V) lives in one pool block: codes, then the metadata at
-// an 8-byte aligned offset (the padding is pool bookkeeping, not payload).
-struct BlockLayout {
-  size_t code = 0, meta = 0, meta_offset = 0, total = 0;
-};
-
-BlockLayout LayoutFor(const Format& f, int T, int D) {
-  BlockLayout b;
-  b.code = quant::CodeBytes(f, T, D);
-  b.meta = quant::MetaBytes(f, T, D);
-  b.meta_offset = b.meta ? (b.code + 7) / 8 * 8 : b.code;
-  b.total = b.meta_offset + b.meta;
-  return b;
-}
 
 std::string At(int layer, int head) {
   return "layer " + std::to_string(layer) + ", head " + std::to_string(head);
@@ -44,14 +30,22 @@ std::string At(int layer, int head) {
 
 }  // namespace
 
-// One chunk record: 40 bytes.
+// K (or V) of one chunk: the codes and the metadata in two separate pool
+// blocks (two planes, as quant/ lays them out). With D and G powers of two
+// both sizes are powers of two, so pages are filled without gaps.
+struct Planes {
+  BlockRef codes, meta;  // meta invalid when the format has none
+};
+
+// One chunk record: 56 bytes.
 struct KvStore::ChunkRec {
   int32_t pos0 = 0;
   uint8_t T = 0;
   uint8_t k_fmt = 0, v_fmt = 0;  // indices into Layer::formats
   uint8_t explicit_pos = 0;      // 1: `pos` holds int32[T] positions
   uint64_t kept = 0;
-  BlockRef k, v, pos;
+  Planes k, v;
+  BlockRef pos;
 };
 
 struct KvStore::Stream {
@@ -83,6 +77,25 @@ struct KvStore::Layer {
   int32_t last_pos = 0;
 
   const Format& Fmt(uint8_t i) const { return formats[i]; }
+  // Allocates the planes of a T-token chunk in format f; false (nothing
+  // allocated) when out of memory.
+  bool AllocPlanes(const Format& f, int T, int D, Planes* p) {
+    const size_t code = quant::CodeBytes(f, T, D), meta = quant::MetaBytes(f, T, D);
+    p->codes = pool.Allocate(code);
+    p->meta = meta ? pool.Allocate(meta) : BlockRef{};
+    if (p->codes.valid() && (meta == 0 || p->meta.valid())) return true;
+    FreePlanes(f, T, D, p);
+    return false;
+  }
+  void FreePlanes(const Format& f, int T, int D, Planes* p) {
+    pool.Free(p->codes, quant::CodeBytes(f, T, D));
+    pool.Free(p->meta, quant::MetaBytes(f, T, D));
+    *p = Planes{};
+  }
+  uint8_t* Codes(const Planes& p) { return pool.Data(p.codes); }
+  uint8_t* Meta(const Planes& p) { return p.meta.valid() ? pool.Data(p.meta) : nullptr; }
+  const uint8_t* Codes(const Planes& p) const { return pool.Data(p.codes); }
+  const uint8_t* Meta(const Planes& p) const { return p.meta.valid() ? pool.Data(p.meta) : nullptr; }
   // Index of f in the format table, adding it (at most 256 distinct formats).
   int FormatIndex(const Format& f) {
     for (size_t i = 0; i < formats.size(); ++i) {
@@ -244,6 +257,36 @@ Status KvStore::Seal(int layer, int head, int n, const Format& kf, const Format&
   return Status::Ok();
 }
 
+// Allocates K and V planes (formats kf, vf) and, when c->explicit_pos, the
+// position list of chunk c (T set). False, with nothing allocated, on OOM.
+bool KvStore::AllocChunk(Layer& L, const Format& kf, const Format& vf, ChunkRec* c) {
+  const int D = cfg_.head_dim, T = c->T;
+  if (!L.AllocPlanes(kf, T, D, &c->k)) return false;
+  if (!L.AllocPlanes(vf, T, D, &c->v)) {
+    L.FreePlanes(kf, T, D, &c->k);
+    return false;
+  }
+  if (c->explicit_pos) {
+    c->pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
+    if (!c->pos.valid()) {
+      L.FreePlanes(kf, T, D, &c->k);
+      L.FreePlanes(vf, T, D, &c->v);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Frees every block of chunk c (planes and positions).
+void KvStore::FreeChunk(Layer& L, ChunkRec* c) {
+  const int D = cfg_.head_dim;
+  L.FreePlanes(L.Fmt(c->k_fmt), c->T, D, &c->k);
+  L.FreePlanes(L.Fmt(c->v_fmt), c->T, D, &c->v);
+  if (c->explicit_pos) L.pool.Free(c->pos, static_cast<size_t>(c->T) * sizeof(int32_t));
+  c->pos = BlockRef{};
+  c->explicit_pos = 0;
+}
+
 Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Format& vf) {
   const int D = cfg_.head_dim, G = cfg_.chunk;
   const int kfi = L.FormatIndex(kf), vfi = L.FormatIndex(vf);
@@ -253,7 +296,6 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
   Status result = Status::Ok();
   while (sealed < n) {
     const int T = std::min(G, n - sealed);
-    const BlockLayout kl = LayoutFor(kf, T, D), vl = LayoutFor(vf, T, D);
     const int32_t* pos = s.res_pos.data() + sealed;
     bool contiguous = true;
     for (int t = 1; t < T; ++t) contiguous = contiguous && pos[t] == pos[0] + t;
@@ -264,13 +306,7 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
     c.v_fmt = static_cast<uint8_t>(vfi);
     c.explicit_pos = contiguous ? 0 : 1;
     c.kept = T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1);
-    c.k = L.pool.Allocate(kl.total);
-    c.v = L.pool.Allocate(vl.total);
-    if (!contiguous) c.pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
-    if (!c.k.valid() || !c.v.valid() || (!contiguous && !c.pos.valid())) {
-      L.pool.Free(c.k, kl.total);
-      L.pool.Free(c.v, vl.total);
-      if (!contiguous) L.pool.Free(c.pos, static_cast<size_t>(T) * sizeof(int32_t));
+    if (!AllocChunk(L, kf, vf, &c)) {
       result = MakeError("KvStore::Seal: out of memory");
       break;
     }
@@ -280,10 +316,8 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
       kbuf[i] = F16ToF32(s.res_k[base + i]);
       vbuf[i] = F16ToF32(s.res_v[base + i]);
     }
-    uint8_t* kb = L.pool.Data(c.k);
-    uint8_t* vb = L.pool.Data(c.v);
-    quant::QuantizeChunk(kf, kbuf.data(), T, D, kb, kb + kl.meta_offset);
-    quant::QuantizeChunk(vf, vbuf.data(), T, D, vb, vb + vl.meta_offset);
+    quant::QuantizeChunk(kf, kbuf.data(), T, D, L.Codes(c.k), L.Meta(c.k));
+    quant::QuantizeChunk(vf, vbuf.data(), T, D, L.Codes(c.v), L.Meta(c.v));
     s.chunks.push_back(c);
     s.kept_in_chunks += T;
     sealed += T;
@@ -332,16 +366,14 @@ Status KvStore::SetChunkFormat(int layer, int head, int c, const Format& kf, con
 
 Status KvStore::ConvertOne(Layer& L, ChunkRec& c, bool is_k, const Format& f) {
   uint8_t& idx = is_k ? c.k_fmt : c.v_fmt;
-  BlockRef& ref = is_k ? c.k : c.v;
+  Planes& planes = is_k ? c.k : c.v;
   const Format old = L.Fmt(idx);
   if (SameFormat(old, f)) return Status::Ok();
   const int fi = L.FormatIndex(f);
   if (fi < 0) return MakeError("KvStore::SetChunkFormat: more than 256 distinct formats");
   const int T = c.T, D = cfg_.head_dim;
-  const BlockLayout ol = LayoutFor(old, T, D), nl = LayoutFor(f, T, D);
   std::vector<float> x(static_cast<size_t>(T) * D);
-  const uint8_t* ob = L.pool.Data(ref);
-  quant::DequantizeChunk(old, ob, ob + ol.meta_offset, T, D, x.data());
+  quant::DequantizeChunk(old, L.Codes(planes), L.Meta(planes), T, D, x.data());
   // Evicted slots take the value of the nearest kept slot, so that they do
   // not stretch the range of the groups they share with kept tokens.
   for (int t = 0; t < T; ++t) {
@@ -353,12 +385,11 @@ Status KvStore::ConvertOne(Layer& L, ChunkRec& c, bool is_k, const Format& f) {
     }
     if (src >= 0) std::memcpy(&x[static_cast<size_t>(t) * D], &x[static_cast<size_t>(src) * D], D * sizeof(float));
   }
-  const BlockRef nref = L.pool.Allocate(nl.total);
-  if (!nref.valid()) return MakeError("KvStore::SetChunkFormat: out of memory");
-  uint8_t* nb = L.pool.Data(nref);
-  quant::QuantizeChunk(f, x.data(), T, D, nb, nb + nl.meta_offset);
-  L.pool.Free(ref, ol.total);
-  ref = nref;
+  Planes fresh;
+  if (!L.AllocPlanes(f, T, D, &fresh)) return MakeError("KvStore::SetChunkFormat: out of memory");
+  quant::QuantizeChunk(f, x.data(), T, D, L.Codes(fresh), L.Meta(fresh));
+  L.FreePlanes(old, T, D, &planes);
+  planes = fresh;
   idx = static_cast<uint8_t>(fi);
   return Status::Ok();
 }
@@ -366,15 +397,10 @@ Status KvStore::ConvertOne(Layer& L, ChunkRec& c, bool is_k, const Format& f) {
 // ---- eviction ------------------------------------------------------------------
 
 void KvStore::EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c) {
-  if (!c.k.valid()) return;  // already a tombstone
-  const int D = cfg_.head_dim;
+  if (!c.k.codes.valid()) return;  // already a tombstone
   s.kept_in_chunks -= __builtin_popcountll(c.kept);
-  L.pool.Free(c.k, LayoutFor(L.Fmt(c.k_fmt), c.T, D).total);
-  L.pool.Free(c.v, LayoutFor(L.Fmt(c.v_fmt), c.T, D).total);
-  if (c.explicit_pos) L.pool.Free(c.pos, static_cast<size_t>(c.T) * sizeof(int32_t));
-  c.k = c.v = c.pos = BlockRef{};
+  FreeChunk(L, &c);
   c.kept = 0;
-  c.explicit_pos = 0;
 }
 
 Status KvStore::EvictChunk(int layer, int head, int c) {
@@ -512,14 +538,11 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
   std::vector<int32_t> prow;
   for (size_t x : span) {
     const ChunkRec& d = s.chunks[x];
-    const BlockLayout kl = LayoutFor(kf, d.T, D), vl = LayoutFor(vf, d.T, D);
     kx.resize(static_cast<size_t>(d.T) * D);
     vx.resize(kx.size());
-    const uint8_t* kb = L.pool.Data(d.k);
-    const uint8_t* vb = L.pool.Data(d.v);
     // Lossless formats: dequantize / quantize round-trips bit-exactly.
-    quant::DequantizeChunk(kf, kb, kb + kl.meta_offset, d.T, D, kx.data());
-    quant::DequantizeChunk(vf, vb, vb + vl.meta_offset, d.T, D, vx.data());
+    quant::DequantizeChunk(kf, L.Codes(d.k), L.Meta(d.k), d.T, D, kx.data());
+    quant::DequantizeChunk(vf, L.Codes(d.v), L.Meta(d.v), d.T, D, vx.data());
     const auto* ps = d.explicit_pos ? reinterpret_cast<const int32_t*>(L.pool.Data(d.pos)) : nullptr;
     for (int t = 0; t < d.T; ++t) {
       if (!((d.kept >> t) & 1u)) continue;
@@ -533,7 +556,6 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
   bool oom = false;
   for (int start = 0; start < total; start += G) {
     const int T = std::min(G, total - start);
-    const BlockLayout kl = LayoutFor(kf, T, D), vl = LayoutFor(vf, T, D);
     bool contiguous = true;
     for (int t = 1; t < T; ++t) contiguous = contiguous && prow[start + t] == prow[start] + t;
     ChunkRec n;
@@ -543,20 +565,12 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
     n.v_fmt = first.v_fmt;
     n.explicit_pos = contiguous ? 0 : 1;
     n.kept = T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1);
-    n.k = L.pool.Allocate(kl.total);
-    n.v = L.pool.Allocate(vl.total);
-    if (!contiguous) n.pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
-    if (!n.k.valid() || !n.v.valid() || (!contiguous && !n.pos.valid())) {
-      L.pool.Free(n.k, kl.total);
-      L.pool.Free(n.v, vl.total);
-      if (!contiguous) L.pool.Free(n.pos, static_cast<size_t>(T) * sizeof(int32_t));
+    if (!AllocChunk(L, kf, vf, &n)) {
       oom = true;
       break;
     }
-    uint8_t* kb = L.pool.Data(n.k);
-    uint8_t* vb = L.pool.Data(n.v);
-    quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, kb, kb + kl.meta_offset);
-    quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, vb, vb + vl.meta_offset);
+    quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.k), L.Meta(n.k));
+    quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.v), L.Meta(n.v));
     if (!contiguous) std::memcpy(L.pool.Data(n.pos), &prow[start], static_cast<size_t>(T) * sizeof(int32_t));
     fresh.push_back(n);
   }
@@ -656,7 +670,6 @@ int KvStore::NumChunks(int layer, int head) const {
 }
 
 ChunkView KvStore::View(const Layer& L, const ChunkRec& c) const {
-  const int D = cfg_.head_dim;
   ChunkView v;
   v.T = c.T;
   v.kept = c.kept;
@@ -664,11 +677,11 @@ ChunkView KvStore::View(const Layer& L, const ChunkRec& c) const {
   v.k_format = L.Fmt(c.k_fmt);
   v.v_format = L.Fmt(c.v_fmt);
   if (c.explicit_pos && c.pos.valid()) v.positions = reinterpret_cast<const int32_t*>(L.pool.Data(c.pos));
-  if (c.k.valid()) {
-    v.k_codes = L.pool.Data(c.k);
-    v.k_meta = v.k_codes + LayoutFor(v.k_format, c.T, D).meta_offset;
-    v.v_codes = L.pool.Data(c.v);
-    v.v_meta = v.v_codes + LayoutFor(v.v_format, c.T, D).meta_offset;
+  if (c.k.codes.valid()) {
+    v.k_codes = L.Codes(c.k);
+    v.k_meta = L.Meta(c.k);
+    v.v_codes = L.Codes(c.v);
+    v.v_meta = L.Meta(c.v);
   }
   return v;
 }
@@ -773,17 +786,15 @@ KvStats KvStore::Stats() const {
     std::vector<std::string> names;
     for (const Format& f : L.formats) names.push_back(quant::FormatName(f));
     KvBytes& b = ls.bytes;
-    int64_t block_padding = 0;  // alignment gap between codes and metadata
     for (const Stream& s : L.streams) {
       b.bookkeeping += CapacityBytes(s.chunks) + CapacityBytes(s.res_pos);
       b.residual += CapacityBytes(s.res_k) + CapacityBytes(s.res_v);
       for (const ChunkRec& c : s.chunks) {
         if (c.kept == 0) continue;
-        const BlockLayout kl = LayoutFor(L.Fmt(c.k_fmt), c.T, D);
-        const BlockLayout vl = LayoutFor(L.Fmt(c.v_fmt), c.T, D);
-        b.payload += static_cast<int64_t>(kl.code + vl.code);
-        b.metadata += static_cast<int64_t>(kl.meta + vl.meta);
-        block_padding += static_cast<int64_t>(kl.meta_offset - kl.code + vl.meta_offset - vl.code);
+        const Format& kf = L.Fmt(c.k_fmt);
+        const Format& vf = L.Fmt(c.v_fmt);
+        b.payload += static_cast<int64_t>(quant::CodeBytes(kf, c.T, D) + quant::CodeBytes(vf, c.T, D));
+        b.metadata += static_cast<int64_t>(quant::MetaBytes(kf, c.T, D) + quant::MetaBytes(vf, c.T, D));
         if (c.explicit_pos) b.bookkeeping += static_cast<int64_t>(c.T) * sizeof(int32_t);
         const int kept = __builtin_popcountll(c.kept);
         ls.k_tiers[names[c.k_fmt]] += kept;
@@ -801,7 +812,7 @@ KvStats KvStore::Stats() const {
         ls.v_tiers["evicted"] += L.appended - kept;
       }
     }
-    b.bookkeeping += block_padding + PoolSlackBytes(l) + L.pool.table_bytes() +
+    b.bookkeeping += PoolSlackBytes(l) + L.pool.table_bytes() +
                      CapacityBytes(L.formats) + CapacityBytes(L.streams) +
                      static_cast<int64_t>(sizeof(Layer));
     st.bytes += b;

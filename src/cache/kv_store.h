@@ -195,6 +195,8 @@ class KvStore {
   Status SealOne(Layer& L, Stream& s, int n, const quant::Format& kf, const quant::Format& vf);
   Status ConvertOne(Layer& L, ChunkRec& c, bool is_k, const quant::Format& f);
   void EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c);
+  bool AllocChunk(Layer& L, const quant::Format& kf, const quant::Format& vf, ChunkRec* c);
+  void FreeChunk(Layer& L, ChunkRec* c);
   Status CompactOne(Layer& L, Stream& s);
   void RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                   CountedVector<ChunkRec>& out);
