@@ -427,6 +427,43 @@ TEST(KvStore, RandomOperationsKeepInvariantsAndLeakNothing) {
   ExpectAccountingExact(*s);
 }
 
+TEST(KvStore, SixtyFourTokenChunks) {
+  const int D = 8, G = 64;
+  auto s = MakeStore(1, 1, D, G);
+  AppendTokens(*s, 0, Range(0, 130));
+  ASSERT_TRUE(s->Seal(0, 0, 128, quant::F16(), quant::F16()).ok());
+  EXPECT_EQ(s->Chunk(0, 0, 0).kept, ~uint64_t{0});
+  std::vector<int32_t> gone = {0, 63, 64, 127, 129};
+  ASSERT_TRUE(s->EvictTokens(0, 0, gone.data(), 5).ok());
+  EXPECT_EQ(s->Chunk(0, 0, 0).KeptCount(), 62);
+  ASSERT_TRUE(s->Compact(0, 0).ok());
+  std::vector<int32_t> pos, want;
+  s->KeptPositions(0, 0, &pos);
+  for (int p = 0; p < 130; ++p) {
+    if (std::find(gone.begin(), gone.end(), p) == gone.end()) want.push_back(p);
+  }
+  EXPECT_EQ(pos, want);
+  EXPECT_EQ(s->NumChunks(0, 0), 2);  // 64 + 60 after repacking
+  EXPECT_EQ(s->Chunk(0, 0, 0).kept, ~uint64_t{0});
+  ExpectAccountingExact(*s);
+}
+
+TEST(KvStore, EvictTokensOnAllHeadsIsAllOrNothing) {
+  auto s = MakeStore(1, 2, 8, 8);
+  AppendTokens(*s, 0, Range(0, 12));
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 8, quant::F16(), quant::F16()).ok());
+  const int32_t p10 = 10;
+  ASSERT_TRUE(s->EvictTokens(0, 1, &p10, 1).ok());
+  const std::vector<int32_t> both = {2, 10};  // 10 is gone from head 1
+  EXPECT_FALSE(s->EvictTokens(0, kAllHeads, both.data(), 2).ok());
+  EXPECT_EQ(s->KeptTokens(0, 0), 12);
+  EXPECT_EQ(s->KeptTokens(0, 1), 11);
+  const std::vector<int32_t> ok = {2, 11};
+  ASSERT_TRUE(s->EvictTokens(0, kAllHeads, ok.data(), 2).ok());
+  EXPECT_EQ(s->KeptTokens(0, 0), 10);
+  EXPECT_EQ(s->KeptTokens(0, 1), 9);
+}
+
 TEST(KvStore, ResetFreesEverything) {
   auto s = MakeStore(2, 2, 16, 8);
   AppendTokens(*s, 0, Range(0, 40));
