@@ -1,0 +1,69 @@
+// `hqekv study`: measurements behind the method. `study quant` runs the
+// quantization study (eval/quant_study.h) on seeded synthetic Gaussian
+// vectors; real K/V from a model (--from-model MODEL -f TEXT) is a later
+// addition to this same subcommand.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/registry.h"
+#include "eval/quant_study.h"
+
+namespace hqekv::cli {
+namespace {
+
+struct StudyQuantArgs {
+  eval::QuantStudyOptions options;
+  bool json = false;
+};
+
+int StudyQuant(const StudyQuantArgs& a) {
+  auto r = eval::RunQuantStudy(a.options);
+  if (!r.ok()) {
+    std::fprintf(stderr, "hqekv study quant: error: %s\n", r.message().c_str());
+    return 2;
+  }
+  if (a.json) {
+    std::printf("%s\n", eval::QuantStudyJson(*r).dump(2).c_str());
+  } else {
+    std::printf("%s", eval::QuantStudyTables(*r).c_str());
+  }
+  return 0;
+}
+
+const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
+  CLI::App* study = app.add_subcommand("study", "Measurements the method rests on (see `study quant`)");
+  study->require_subcommand(1);
+  auto a = std::make_shared<StudyQuantArgs>();
+  CLI::App* q = study->add_subcommand(
+      "quant",
+      std::string("Range-vs-loss correlation and uniform-vs-normalized loss of KV quantization, "
+                  "on seeded standard-Gaussian vectors.\n") +
+          eval::kConversionLossHelp);
+  q->add_option("--seed", a->options.seed, "Seed of the synthetic vectors")->capture_default_str();
+  q->add_option("--vectors", a->options.vectors, "Number of vectors (a multiple of --chunk)")
+      ->capture_default_str();
+  q->add_option("--dim", a->options.dim, "Vector dimension D (head_dim)")->capture_default_str();
+  q->add_option("--chunk", a->options.chunk, "Tokens per K chunk (per-channel group G)")
+      ->capture_default_str();
+  q->add_option("--group", a->options.group, "Channels per V group (per-token g; divides --dim)")
+      ->capture_default_str();
+  q->add_option("--bits", a->options.bits, "Bit widths of tables (a) and (b), each 1, 2 or 4")
+      ->delimiter(',')
+      ->capture_default_str();
+  q->add_option("--format", a->options.formats,
+                "Extra formats for table (c), e.g. int8, fp8e4m3, u4:chan:had (repeatable; "
+                "--format none for no extra formats)")
+      ->delimiter(',');
+  q->add_flag("--json", a->json, "Print the tables as JSON");
+  q->callback([a, rc] {
+    StudyQuantArgs args = *a;
+    if (args.options.formats.size() == 1 && args.options.formats[0] == "none") args.options.formats.clear();
+    *rc = StudyQuant(args);
+  });
+});
+
+}  // namespace
+}  // namespace hqekv::cli
