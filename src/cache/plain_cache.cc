@@ -137,7 +137,7 @@ Status PlainKvCache::Attend(int layer, const float* q, const int32_t* q_pos, int
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   // One task per (query, query head); each sees the prefix of tokens whose
   // position <= its own (positions are strictly increasing).
-  ParallelFor(static_cast<int64_t>(n) * HQ, [&](int64_t b, int64_t e) {
+  auto task_range = [&](int64_t b, int64_t e) {
     thread_local std::vector<float> w;
     for (int64_t task = b; task < e; ++task) {
       const int i = static_cast<int>(task / HQ), h = static_cast<int>(task % HQ);
@@ -157,7 +157,16 @@ Status PlainKvCache::Attend(int layer, const float* q, const int32_t* q_pos, int
       for (int64_t j = 0; j < t; ++j) w[j] *= inv;
       Mix(L, h / group, w.data(), t, o);
     }
-  });
+  };
+  // Small attention (decode over a short context) runs on the caller: waking
+  // the pool would cost more than the work.
+  const int64_t tasks = static_cast<int64_t>(n) * HQ;
+  const int64_t work = tasks * static_cast<int64_t>(L.pos.size()) * D;
+  if (work < (1 << 15)) {
+    task_range(0, tasks);
+  } else {
+    ParallelFor(tasks, task_range);
+  }
   return Status::Ok();
 }
 

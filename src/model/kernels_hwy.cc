@@ -309,6 +309,9 @@ HWY_AFTER_NAMESPACE();
 namespace hqekv::kernels {
 
 HWY_EXPORT(DotAny);
+
+// Below this many multiply-adds a matrix product runs on the calling thread.
+constexpr int64_t kMinParallelMacs = 1 << 16;
 HWY_EXPORT(MatVecRows);
 HWY_EXPORT(GemmPanel);
 
@@ -326,6 +329,8 @@ void MatVec(const WeightMatrix& w, const float* x, float* y) {
   const int64_t rb = RowBytes(w.type, w.k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
+  // Waking the pool costs microseconds: small products run on the caller.
+  if (w.n * w.k < kMinParallelMacs) return fn(static_cast<int>(w.type), base, rb, x, w.k, 0, w.n, y);
   ParallelFor(w.n, [&](int64_t r0, int64_t r1) { fn(static_cast<int>(w.type), base, rb, x, w.k, r0, r1, y); });
 }
 
@@ -337,7 +342,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   // it stays in L2 while every panel of this thread passes over it.
   const int64_t mb = std::clamp<int64_t>((512 << 10) / (w.k * 4), 8, 256);
   const auto gemm = HWY_DYNAMIC_DISPATCH(GemmPanel);
-  ParallelFor(panels, [&](int64_t p0, int64_t p1) {
+  auto run = [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> panel;
     panel.resize(static_cast<size_t>(R * w.k));
     for (int64_t i0 = 0; i0 < m; i0 += mb) {
@@ -349,7 +354,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
         gemm(panel.data(), rows, x + i0 * w.k, mi, w.k, y + i0 * w.n, w.n, r0);
       }
     }
-  });
+  };
+  if (w.n * w.k * m < kMinParallelMacs) return run(0, panels);
+  ParallelFor(panels, run);
 }
 
 }  // namespace hqekv::kernels

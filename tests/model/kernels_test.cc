@@ -106,7 +106,9 @@ TEST(Kernels, MatVecAndMatMulMatchReference) {
   for (int threads : {1, 2}) {
     SetNumThreads(threads);
     for (WeightType t : kAll) {
-      const int64_t n = 11, k = 512;  // n not a multiple of the 4-row panel
+     // n not a multiple of the 4-row panel; the second shape is large enough
+     // (>= 2^16 multiply-adds) to run on the thread pool.
+     for (auto [n, k] : {std::pair<int64_t, int64_t>{11, 512}, {37, 2048}}) {
       auto wb = RandomRows(t, n, k, rng);
       const WeightMatrix w{t, wb.data(), n, k};
       for (int64_t m : {1, 2, 5, 9}) {
@@ -121,6 +123,7 @@ TEST(Kernels, MatVecAndMatMulMatchReference) {
           }
         }
       }
+     }
     }
   }
   SetNumThreads(1);
