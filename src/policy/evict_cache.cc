@@ -66,10 +66,15 @@ Result<std::unique_ptr<KvCache>> EvictCache::Create(const PolicySpec& spec, cons
   return std::unique_ptr<KvCache>(std::move(c));
 }
 
+// Fresh containers are move-assigned: assign() would copy-assign the inner
+// vectors and keep their capacity (held, counted, useless bytes).
 void EvictCache::ResetPolicy() {
   selected_ = false;
-  scores_.assign(g_.n_layers, std::vector<std::vector<float>>(g_.n_kv_heads));
-  pooled_.assign(g_.n_layers, std::vector<std::vector<double>>(g_.n_kv_heads));
+  scores_ = std::vector<std::vector<std::vector<float>>>(
+      g_.n_layers, std::vector<std::vector<float>>(g_.n_kv_heads));
+  pooled_ = std::vector<std::vector<std::vector<double>>>(
+      g_.n_layers, std::vector<std::vector<double>>(g_.n_kv_heads));
+  prompt_pos_.clear();
 }
 
 void EvictCache::OnAppend(int layer, int n) {
@@ -193,7 +198,10 @@ Status EvictCache::FitBytes(int layer, double target, std::vector<int64_t>* keep
   const int64_t floor_keep =
       (mode_ == Mode::kSnapKv || mode_ == Mode::kPyramid) ? window_ : (mode_ == Mode::kStreaming ? 0 : 1);
   for (int iter = 0; iter < 256; ++iter) {
-    const double held = static_cast<double>(store_->LayerHeldBytes(layer) + StateBytes(layer));
+    // Only state that outlives this call counts: SnapKV's votes are freed
+    // right after the selection.
+    const int64_t state = mode_ == Mode::kH2o ? StateBytes(layer) : 0;
+    const double held = static_cast<double>(store_->LayerHeldBytes(layer) + state);
     if (held <= target) return Status::Ok();
     const int64_t dec = std::max<int64_t>(
         1, static_cast<int64_t>(std::ceil((held - target) / (g_.n_kv_heads * cost))));
@@ -259,9 +267,7 @@ Status EvictCache::SelectPrompt() {
     }
   }
   // Votes and selection state are not needed after the prompt.
-  scores_.assign(g_.n_layers, std::vector<std::vector<float>>(g_.n_kv_heads));
-  pooled_.assign(g_.n_layers, std::vector<std::vector<double>>(g_.n_kv_heads));
-  prompt_pos_.clear();
+  ResetPolicy();
   selected_ = true;
   return Status::Ok();
 }

@@ -125,10 +125,11 @@ quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
 // FIX (B1): every piece of state is per request; Reset() clears it all (the
 // reference keeps its decayed eviction ratio across requests).
 void HqekvCache::ResetPolicy() {
-  units_.assign(g_.n_layers, std::vector<Unit>(units_per_layer_));
+  // Move-assigned fresh containers: assign() would keep inner capacities.
+  units_ = std::vector<std::vector<Unit>>(g_.n_layers, std::vector<Unit>(units_per_layer_));
   compressed_chunks_.assign(g_.n_layers, 0);
-  to_cur_.assign(g_.n_layers, {});
-  to_next_.assign(g_.n_layers, {});
+  to_cur_ = std::vector<std::vector<char>>(g_.n_layers);
+  to_next_ = std::vector<std::vector<char>>(g_.n_layers);
 }
 
 // Which queries of this batch belong to the importance window of an event.

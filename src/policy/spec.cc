@@ -56,7 +56,7 @@ std::vector<PolicyInfo> BuildTable() {
                {Choice("bits", "2", {"2", "4"}, "bits per K and V code"),
                 Int("group", "32", 1, 4096,
                     "V channels per group (clamped to head_dim; must divide it)"),
-                Int("residual", "128", 0, 1 << 20,
+                Int("residual", "128", 32, 1 << 20,
                     "fp16 residual length R, a multiple of 32: quantize when R tokens wait")},
                {}});
   t.push_back({"streaming",
@@ -143,6 +143,7 @@ std::string KnownKeys(const PolicyInfo& p) {
 
 std::string RangeText(const ParamInfo& pi) {
   std::ostringstream o;
+  o.precision(12);
   if (pi.type == ParamType::kChoice) {
     for (size_t i = 0; i < pi.choices.size(); ++i) o << (i ? "|" : "") << pi.choices[i];
   } else if (pi.type == ParamType::kText) {

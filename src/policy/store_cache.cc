@@ -38,6 +38,10 @@ StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
   cfg.head_dim = g.head_dim;
   cfg.chunk = 32;
   cfg.max_cached_pages = max_cached_pages;
+  // Small heads (the bundled model has D = 8): the automatic page (>= 1 KiB)
+  // leaves most of each size class's page empty; 512-byte pages keep the slack
+  // small (larger blocks get allocations of their own size).
+  if (g.head_dim < 64) cfg.page_bytes = 512;
   auto s = cache::KvStore::Create(cfg);
   if (!s.ok()) {
     init_ = s.error();

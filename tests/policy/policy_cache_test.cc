@@ -327,6 +327,8 @@ TEST(PolicyCache, RunsAreDeterministicAndResetForgetsEverything) {
     // (per-request state: the reference's bug B1).
     a->Reset();
     EXPECT_EQ(a->Stats().kept_elements, 0) << spec;
+    // Reset frees the policy state too: as small as a fresh cache.
+    EXPECT_EQ(a->Stats().bytes.total(), MustMake(spec, g)->Stats().bytes.total()) << spec;
     Driver dr(a.get(), 21);
     dr.Step(100, true, false);
     for (int s = 0; s < 70; ++s) dr.Step(1, false, false);

@@ -1,0 +1,168 @@
+// Decode attention time per token over each KV policy's cache, as a ratio to
+// the fp16 cache measured in the same run.
+//
+// Geometry: one layer, 32 query heads, 8 KV heads, head_dim 128 (Llama-3.1-8B
+// attention), single thread. Each cache is filled with N random tokens (the
+// prompt; only the last 20 queries attend at prefill, enough for the
+// importance-based policies to run their compression event), then one query
+// at position N attends per iteration (no append, no event: attention only).
+// Goal of issue 4: at 16K tokens and beyond, the 2-bit policies <= 0.5x fp16.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "policy/factory.h"
+
+namespace {
+
+using hqekv::KvCache;
+using hqekv::KvGeometry;
+
+constexpr int kHq = 32, kHk = 8, kD = 128;
+const char* const kSpecs[] = {"fp16", "fp8", "kivi:bits=2", "kivi:bits=4", "hqekv:bits=2",
+                              "hqekv:bits=3.2"};
+const int kLengths[] = {4096, 16384, 32768};
+
+KvGeometry Geometry(int n) {
+  KvGeometry g;
+  g.n_layers = 1;
+  g.n_q_heads = kHq;
+  g.n_kv_heads = kHk;
+  g.head_dim = kD;
+  g.max_ctx = n + 1;
+  return g;
+}
+
+// Builds a cache of n tokens (appended in blocks of 1024), then attends with
+// the last 20 prompt queries and ends the prefill batch (compression event).
+std::unique_ptr<KvCache> Build(const std::string& spec, int n, std::string* err) {
+  auto made = hqekv::MakeKvCache(spec, Geometry(n));
+  if (!made.ok()) {
+    *err = made.message();
+    return nullptr;
+  }
+  std::unique_ptr<KvCache> c = std::move(made).value();
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int block = 1024;
+  std::vector<float> k(static_cast<size_t>(block) * kHk * kD), v(k.size());
+  std::vector<int32_t> pos(block);
+  for (int b = 0; b < n; b += block) {
+    const int m = std::min(block, n - b);
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    for (int i = 0; i < m; ++i) pos[i] = b + i;
+    if (auto s = c->Append(0, k.data(), v.data(), pos.data(), m); !s.ok()) {
+      *err = s.message();
+      return nullptr;
+    }
+  }
+  const int nq = std::min(20, n);
+  std::vector<float> q(static_cast<size_t>(nq) * kHq * kD), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  std::vector<int32_t> qpos(nq);
+  for (int i = 0; i < nq; ++i) qpos[i] = n - nq + i;
+  if (auto s = c->Attend(0, q.data(), qpos.data(), nq, out.data()); !s.ok()) {
+    *err = s.message();
+    return nullptr;
+  }
+  if (auto s = c->EndBatch(n, true); !s.ok()) {
+    *err = s.message();
+    return nullptr;
+  }
+  return c;
+}
+
+std::map<std::pair<std::string, int>, double>& Times() {
+  static std::map<std::pair<std::string, int>, double> t;
+  return t;
+}
+std::map<std::pair<std::string, int>, double>& Bits() {
+  static std::map<std::pair<std::string, int>, double> t;
+  return t;
+}
+
+void BM_DecodeAttention(benchmark::State& state, std::string spec, int n) {
+  hqekv::SetNumThreads(1);
+  std::string err;
+  auto c = Build(spec, n, &err);
+  if (!c) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> q(kHq * kD), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  const int32_t qpos = n;  // the next decode position: sees every kept token
+  for (auto _ : state) {
+    auto s = c->Attend(0, q.data(), &qpos, 1, out.data());
+    benchmark::DoNotOptimize(out.data());
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+  }
+  const hqekv::KvStats st = c->Stats();
+  state.counters["bits_per_original"] = st.bits_per_original();
+  state.counters["MiB"] = static_cast<double>(st.bytes.total()) / (1 << 20);
+  Bits()[{spec, n}] = st.bits_per_original();
+}
+
+// Records the mean CPU time per iteration of every run for the ratio table
+// (single-threaded, so CPU time is the work; wall time on a shared machine is
+// mostly waiting for a core).
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+      // DecodeAttention/<spec>/<n>[/real_time]
+      std::string name = r.benchmark_name();
+      if (const auto rt = name.find("/real_time"); rt != std::string::npos) name.resize(rt);
+      const auto a = name.find('/'), b = name.rfind('/');
+      if (a == std::string::npos || b <= a) continue;
+      Times()[{name.substr(a + 1, b - a - 1), std::atoi(name.c_str() + b + 1)}] =
+          r.GetAdjustedCPUTime();
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int n : kLengths) {
+    for (const char* spec : kSpecs) {
+      benchmark::RegisterBenchmark(("DecodeAttention/" + std::string(spec) + "/" + std::to_string(n)).c_str(),
+                                   BM_DecodeAttention, std::string(spec), n)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\nDecode attention CPU time per token, ratio to fp16 (same run; 32 q heads, 8 KV "
+              "heads, D 128, 1 thread)\n%-16s", "policy");
+  for (int n : kLengths) std::printf(" %10d", n);
+  std::printf("   bits/original at %d\n", kLengths[2]);
+  for (const char* spec : kSpecs) {
+    std::printf("%-16s", spec);
+    for (int n : kLengths) {
+      auto base = Times().find({"fp16", n}), t = Times().find({spec, n});
+      if (base == Times().end() || t == Times().end()) {
+        std::printf(" %10s", "-");
+      } else {
+        std::printf(" %9.3fx", t->second / base->second);
+      }
+    }
+    auto b = Bits().find({spec, kLengths[2]});
+    std::printf("   %.3f\n", b == Bits().end() ? 0.0 : b->second);
+  }
+  benchmark::Shutdown();
+  return 0;
+}
