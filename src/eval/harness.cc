@@ -149,10 +149,19 @@ Result<EvalRun> RunEval(EvalModel& model, const Suite& suite, const EvalOptions&
   run.threads = NumThreads();
   run.started_utc = UtcNow();
 
-  // Fail fast on a policy spec the factory does not know.
-  for (const PolicyPoint& p : suite.policies) {
-    auto c = make_cache(p.spec, model.Geometry(run.max_ctx));
-    if (!c.ok()) return MakeError("--kv " + p.spec + ": " + c.message());
+  // Fail fast when every spec of a policy family is refused (a typo in a name
+  // or key); a single refused budget (e.g. hqekv:bits=4 without built-in
+  // ratios) only marks its cells as failed.
+  {
+    std::map<std::string, std::pair<int, std::string>> refused;  // family -> (count, first error)
+    std::map<std::string, int> total;
+    for (const PolicyPoint& p : suite.policies) {
+      ++total[p.family];
+      auto c = make_cache(p.spec, model.Geometry(run.max_ctx));
+      if (!c.ok() && refused[p.family].first++ == 0) refused[p.family].second = "--kv " + p.spec + ": " + c.message();
+    }
+    for (const auto& [family, r] : refused)
+      if (r.first == total[family]) return MakeError(r.second);
   }
 
   std::map<std::string, Corpus> corpora;

@@ -138,7 +138,8 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
     if (name == "standard") {
       specs = {"fp16", "fp32", "fp8", "int8", "kivi:bits=4", "kivi:bits=2",
                "hqekv", "streaming", "h2o", snap, pyr};
-      if (bits.empty()) bits = {2, 3.2, 4};
+      // HqeKV has built-in tier ratios for 2, 2.8, 3.2 and 3.25 bits only.
+      if (bits.empty()) bits = {2, 2.8, 3.2};
     } else {
       // The paper's operating points (HqeKV Table 3/4 and the CAKE comparison at 3.2 bits).
       specs = {"fp16", "kivi:bits=2", "hqekv:bits=2", "hqekv:bits=2.8", "hqekv:bits=3.2",
