@@ -105,7 +105,9 @@ TEST_F(RefModelGolden, PrefillLogitsMatchPyTorch) {
     for (int i = 0; i < n; ++i) pos[i] = i;
     std::vector<float> all(static_cast<size_t>(n) * g_.vocab);
     ASSERT_TRUE(model_->Forward(g_.tokens.data(), pos.data(), n, *cache, Logits::kAll, all.data(), true).ok());
-    EXPECT_LE(MaxDiff(g_, all), kTolerance) << "threads " << threads;
+    const float diff = MaxDiff(g_, all);
+    EXPECT_LE(diff, kTolerance) << "threads " << threads;
+    RecordProperty("prefill_max_abs_diff_threads" + std::to_string(threads), std::to_string(diff));
   }
   SetNumThreads(1);
 }
@@ -119,7 +121,9 @@ TEST_F(RefModelGolden, DecodeLogitsMatchPyTorch) {
     ASSERT_TRUE(model_->Forward(&g_.tokens[i], &i, 1, *cache, Logits::kLast, &all[static_cast<size_t>(i) * g_.vocab],
                                 i == 0).ok());
   }
-  EXPECT_LE(MaxDiff(g_, all), kTolerance);
+  const float diff = MaxDiff(g_, all);
+  EXPECT_LE(diff, kTolerance);
+  RecordProperty("decode_max_abs_diff", std::to_string(diff));
 }
 
 TEST_F(RefModelGolden, PerturbedLogitsAreCaught) {
