@@ -49,6 +49,7 @@ class TokenizerBase : public Tokenizer {
     // Longest special first, so "<|eot_id|>" beats a shorter prefix.
     std::stable_sort(specials_.begin(), specials_.end(),
                      [&](int32_t a, int32_t b) { return v_.tokens[a].size() > v_.tokens[b].size(); });
+    for (int32_t id : specials_) specials_by_byte_[static_cast<uint8_t>(v_.tokens[id][0])].push_back(id);
   }
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool parse_special) const override {
@@ -59,7 +60,7 @@ class TokenizerBase : public Tokenizer {
     if (parse_special && !specials_.empty()) {
       for (size_t i = 0; i < text.size();) {
         int32_t hit = -1;
-        for (int32_t id : specials_) {
+        for (int32_t id : specials_by_byte_[static_cast<uint8_t>(text[i])]) {
           const std::string& p = v_.tokens[id];
           if (text.compare(i, p.size(), p) == 0) {
             hit = id;
@@ -110,6 +111,7 @@ class TokenizerBase : public Tokenizer {
   TokenizerVocab v_;
   PieceMap all_;
   std::vector<int32_t> specials_;
+  std::vector<int32_t> specials_by_byte_[256];  // specials_ by first byte, longest first
   std::string empty_;
 };
 
