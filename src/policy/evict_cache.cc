@@ -10,7 +10,7 @@ namespace hqekv::policy {
 EvictCache::EvictCache(const KvGeometry& g, std::string describe, Mode mode)
     // No cached empty pages: an eviction cache is sized to its budget, and
     // cached pages would be held bytes that no token uses.
-    : StoreBackedCache(g, std::move(describe), 0), mode_(mode) {}
+    : StoreBackedCache(g, std::move(describe), 0, true), mode_(mode) {}
 
 Result<std::unique_ptr<KvCache>> EvictCache::Create(const PolicySpec& spec, const KvGeometry& g) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));

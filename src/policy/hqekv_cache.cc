@@ -61,7 +61,7 @@ Result<std::vector<TierRatios>> ReadProfile(const std::string& path, int n_layer
 }
 
 HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
-    : StoreBackedCache(g, std::move(describe), 2) {}
+    : StoreBackedCache(g, std::move(describe), 2, true) {}
 
 Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, const KvGeometry& g) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));

@@ -6,7 +6,7 @@ namespace hqekv::policy {
 
 QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format kf,
                        quant::Format vf, int residual_len)
-    : StoreBackedCache(g, std::move(describe), 2), kf_(kf), vf_(vf), residual_len_(residual_len) {}
+    : StoreBackedCache(g, std::move(describe), 2, false), kf_(kf), vf_(vf), residual_len_(residual_len) {}
 
 Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, const KvGeometry& g) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));

@@ -28,7 +28,7 @@ std::string ShortTierName(const std::string& f) {
 }
 
 StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
-                                   int max_cached_pages)
+                                   int max_cached_pages, bool small_pages)
     : g_(g), describe_(std::move(describe)) {
   init_ = CheckGeometry(g);
   if (!init_.ok()) return;
@@ -38,10 +38,12 @@ StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
   cfg.head_dim = g.head_dim;
   cfg.chunk = 32;
   cfg.max_cached_pages = max_cached_pages;
-  // Small heads (the bundled model has D = 8): the automatic page (>= 1 KiB)
-  // leaves most of each size class's page empty; 512-byte pages keep the slack
-  // small (larger blocks get allocations of their own size).
-  if (g.head_dim < 64) cfg.page_bytes = 512;
+  // Small heads (the bundled model has D = 8) with many block sizes (HqeKV's
+  // tiers) or with fp16 blocks of exactly 512 bytes (eviction policies): the
+  // automatic page (>= 1 KiB) leaves much of each size class's last page
+  // empty; 512-byte pages keep that slack small. Single-format caches keep
+  // the automatic page, which packs their one block size better.
+  if (small_pages && g.head_dim < 64) cfg.page_bytes = 512;
   auto s = cache::KvStore::Create(cfg);
   if (!s.ok()) {
     init_ = s.error();

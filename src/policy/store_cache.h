@@ -36,7 +36,8 @@ class StoreBackedCache : public KvCache {
   const cache::KvStore& store() const { return *store_; }
 
  protected:
-  StoreBackedCache(const KvGeometry& g, std::string describe, int max_cached_pages);
+  StoreBackedCache(const KvGeometry& g, std::string describe, int max_cached_pages,
+                   bool small_pages);
   Status init_status() const { return init_; }
 
   virtual void ResetPolicy() {}
