@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-./build/hqekv study quant
+# Tell a story with the bundled stories260K model, its KV cache compressed by
+# HqeKV at a 2-bit budget; the last line reports the true bits per element.
+./build/hqekv run --kv hqekv:bits=2 -n 256
