@@ -12,14 +12,16 @@ namespace {
 
 template <class T>
 void Put(std::vector<uint8_t>& out, T v) {
-  uint8_t b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));  // little-endian host
-  out.insert(out.end(), b, b + sizeof(T));
+  const size_t n = out.size();
+  out.resize(n + sizeof(T));
+  std::memcpy(out.data() + n, &v, sizeof(T));  // little-endian host
 }
 
 void PutString(std::vector<uint8_t>& out, const std::string& s) {
   Put<uint64_t>(out, s.size());
-  out.insert(out.end(), s.begin(), s.end());
+  const size_t n = out.size();
+  out.resize(n + s.size());
+  if (!s.empty()) std::memcpy(out.data() + n, s.data(), s.size());
 }
 
 void PutScalar(std::vector<uint8_t>& out, GgufType t, int64_t i, double f) {
@@ -185,8 +187,7 @@ std::vector<uint8_t> GgufWriter::Header() const {
     for (auto& kv : metadata) present |= kv.first == "general.alignment";
     if (!present) metadata.emplace_back("general.alignment", Scalar(GgufType::kU32, alignment_, alignment_, alignment_));
   }
-  std::vector<uint8_t> out;
-  out.insert(out.end(), {'G', 'G', 'U', 'F'});
+  std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
   Put<uint32_t>(out, version_);
   Put<uint64_t>(out, tensors_.size());
   Put<uint64_t>(out, metadata.size());
