@@ -97,14 +97,60 @@ class BitWriter {
 HWY_INLINE uint32_t GetBits(const uint8_t* p, size_t nbytes, size_t pos, int n) {
   const size_t byte = pos >> 3;
   uint64_t v = 0;
-  std::memcpy(&v, p + byte, nbytes - byte >= 8 ? 8 : nbytes - byte);
+  if (byte + 8 <= nbytes) {
+    std::memcpy(&v, p + byte, 8);  // fixed size: inlined to one load
+  } else {
+    std::memcpy(&v, p + byte, nbytes - byte);
+  }
   v >>= (pos & 7);
   return static_cast<uint32_t>(v & ((uint64_t{1} << n) - 1));
+}
+
+// Packs n code bytes (< 2^bits, bits in {2, 4}) into the dense stream, many
+// codes per instruction: 4-bit pairs in u16 lanes, 2-bit quads in u32 lanes.
+void PackStream(const uint8_t* codes, size_t n, int bits, uint8_t* out) {
+  size_t i = 0;
+  if (bits == 4) {
+    const hn::ScalableTag<uint16_t> d16;
+    const hn::RebindToSigned<decltype(d16)> di16;
+    const hn::Rebind<uint8_t, decltype(d16)> d8;
+    const size_t per = 2 * hn::Lanes(d16);  // codes per iteration
+    const auto low = hn::Set(d16, 0xFF);
+    for (; i + per <= n; i += per) {
+      const auto v = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(codes + i));
+      const auto b = hn::And(hn::Or(v, hn::ShiftRight<4>(v)), low);  // c0 | c1 << 4
+      hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di16, b)), d8, out + i / 2);
+    }
+  } else {
+    const hn::ScalableTag<uint32_t> d32;
+    const hn::RebindToSigned<decltype(d32)> di32;
+    const hn::Rebind<uint8_t, decltype(d32)> d8;
+    const size_t per = 4 * hn::Lanes(d32);
+    const auto low = hn::Set(d32, 0xFF);
+    for (; i + per <= n; i += per) {
+      const auto v = hn::LoadU(d32, reinterpret_cast<const uint32_t*>(codes + i));
+      const auto b = hn::And(hn::Or(hn::Or(v, hn::ShiftRight<6>(v)),
+                                    hn::Or(hn::ShiftRight<12>(v), hn::ShiftRight<18>(v))),
+                             low);  // c0 | c1 << 2 | c2 << 4 | c3 << 6
+      hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di32, b)), d8, out + i * 2 / 8);
+    }
+  }
+  PackCodes(codes + i, n - i, bits, out + i * static_cast<size_t>(bits) / 8);
 }
 
 // N codes of `bits` bits (in the low bits of `word`) -> one u32 lane each.
 HWY_INLINE VI SplitCodes(DU du, uint32_t word, VU shifts, VU mask) {
   return hn::BitCast(DI(), hn::And(hn::Set(du, word) >> shifts, mask));
+}
+
+// The N codes starting at code index pos of a stream of nbytes bytes. When
+// they start on a byte boundary and 4 bytes are readable, one 32-bit load
+// (folded into the broadcast); bits beyond N*b are masked off per lane.
+HWY_INLINE VI FetchCodes(DU du, const uint8_t* codes, size_t nbytes, size_t pos, int bits, int N,
+                         VU shifts, VU mask) {
+  const size_t bit = pos * static_cast<size_t>(bits);
+  if ((bit & 7) == 0 && (bit >> 3) + 4 <= nbytes) return SplitCodes(du, Load32(codes + (bit >> 3)), shifts, mask);
+  return SplitCodes(du, GetBits(codes, nbytes, bit, N * bits), shifts, mask);
 }
 
 // Codes (one per i32 lane, < 2^bits) -> N*bits packed bits.
@@ -333,8 +379,12 @@ void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* 
   const VU shifts = LaneShifts(du, bits);
   const VF top = hn::Set(df, static_cast<float>((1 << bits) - 1));
   const int nthr = (1 << bits) - 1;
+  // 2 and 4 bits: code bytes first, then one vectorized packing pass; 8 bits:
+  // the bytes are the codes; 1 bit: N codes -> one lane-sum -> bit writer.
+  const bool bytes_first = bits == 2 || bits == 4;
+  uint8_t* tmp = bytes_first ? reinterpret_cast<uint8_t*>(Scratch(4, NumCodes(T, D) / 4 + 1)) : nullptr;
   BitWriter bw(codes);
-  uint8_t* out8 = codes;
+  uint8_t* out8 = bytes_first ? tmp : codes;
   const hn::Rebind<uint8_t, DI> d8;
   for (int k = 0; k < groups; ++k) {
     const float* x = src + static_cast<size_t>(k) * g;
@@ -348,15 +398,16 @@ void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* 
     for (int j = 0; j < g; j += N) {
       const VF v = SanitizeV(df, hn::LoadU(df, x + j));
       const VI c = normal ? NormalCode(df, di, v, thr, nthr) : UniformCode(df, di, v, m, iv, top);
-      if (bits == 8) {
+      if (bits == 1) {
+        bw.Put(JoinCodes(du, c, shifts), N * bits);
+      } else {
         hn::StoreU(hn::DemoteTo(d8, c), d8, out8);
         out8 += N;
-      } else {
-        bw.Put(JoinCodes(du, c, shifts), N * bits);
       }
     }
   }
-  if (bits != 8) bw.Flush();
+  if (bits == 1) bw.Flush();
+  if (bytes_first) PackStream(tmp, NumCodes(T, D), bits, codes);
 }
 
 void DequantizePerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
@@ -381,7 +432,7 @@ void DequantizePerToken(const Format& f, const uint8_t* codes, const uint8_t* me
     const VF av = hn::Set(df, a[k]), bv = hn::Set(df, b[k]);
     for (int j = 0; j < g; j += N, pos += N) {
       const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
-                             : SplitCodes(du, GetBits(codes, nbytes, pos * bits, N * bits), shifts, mask);
+                             : FetchCodes(du, codes, nbytes, pos, bits, N, shifts, mask);
       hn::StoreU(hn::MulAdd(Level(df, c, table, centres), av, bv), df, dst + pos);
     }
   }
@@ -420,7 +471,7 @@ void DotPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int
       off += b[gi] * qsum[k];
       for (int j = 0; j < g; j += N, pos += N) {
         const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
-                               : SplitCodes(du, GetBits(codes, nbytes, pos * bits, N * bits), shifts, mask);
+                               : FetchCodes(du, codes, nbytes, pos, bits, N, shifts, mask);
         acc = hn::MulAdd(hn::Mul(Level(df, c, table, centres), av), hn::LoadU(df, q + k * g + j), acc);
       }
     }
@@ -452,7 +503,7 @@ void AxpyPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, in
       const VF av = hn::Set(df, w[t] * a[gi]), bv = hn::Set(df, w[t] * b[gi]);
       for (int j = 0; j < g; j += N, pos += N) {
         const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
-                               : SplitCodes(du, GetBits(codes, nbytes, pos * bits, N * bits), shifts, mask);
+                               : FetchCodes(du, codes, nbytes, pos, bits, N, shifts, mask);
         float* o = acc + k * g + j;
         hn::StoreU(hn::Add(hn::MulAdd(Level(df, c, table, centres), av, hn::LoadU(df, o)), bv), df, o);
       }
@@ -580,10 +631,13 @@ void DequantizePerChannel(const Format& f, const uint8_t* codes, const uint8_t* 
     VU words[4];
     LoadWords(du, codes + static_cast<size_t>(4) * bits * d0, bits, words);
     const VF av = hn::LoadU(df, a + d0), bv = hn::LoadU(df, b + d0);
-    for (int t = 0; t < T; ++t) {
-      const VU c = hn::And(hn::ShiftRightSame(words[t / per_word], (t % per_word) * bits), mask);
-      const VF lvl = Level(df, hn::BitCast(DI(), c), table, centres);
-      hn::StoreU(hn::MulAdd(lvl, av, bv), df, dst + t * D + d0);
+    float* out = dst + d0;
+    for (int w = 0; w < bits; ++w) {  // token t = w * per_word + k (no division in the loop)
+      for (int k = 0; k < per_word; ++k, out += D) {
+        const VU c = hn::And(hn::ShiftRightSame(words[w], k * bits), mask);
+        const VF lvl = Level(df, hn::BitCast(DI(), c), table, centres);
+        hn::StoreU(hn::MulAdd(lvl, av, bv), df, out);
+      }
     }
   }
 }
@@ -645,9 +699,12 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
     VU words[4];
     LoadWords(du, codes + static_cast<size_t>(4) * bits * d0, bits, words);
     VF sum = hn::Zero(df);
-    for (int t = 0; t < T; ++t) {
-      const VU c = hn::And(hn::ShiftRightSame(words[t / per_word], (t % per_word) * bits), mask);
-      sum = hn::MulAdd(Level(df, hn::BitCast(DI(), c), table, centres), hn::Set(df, w[t]), sum);
+    for (int wi = 0; wi < bits; ++wi) {
+      for (int k = 0; k < per_word; ++k) {
+        const VU c = hn::And(hn::ShiftRightSame(words[wi], k * bits), mask);
+        const VF wt = hn::Set(df, w[wi * per_word + k]);
+        sum = hn::MulAdd(Level(df, hn::BitCast(DI(), c), table, centres), wt, sum);
+      }
     }
     const VF o = hn::LoadU(df, acc + d0);
     hn::StoreU(hn::MulAdd(hn::LoadU(df, a + d0), sum, hn::MulAdd(hn::LoadU(df, b + d0), wsv, o)), df,
