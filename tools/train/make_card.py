@@ -54,7 +54,11 @@ def main():
     a = ap.parse_args()
     cfg = json.load(open(a.config))
     name = cfg["name"]
-    log = [json.loads(l) for l in open(os.path.join(a.work, "train_log.jsonl"))]
+    by_step = {}
+    for line in open(os.path.join(a.work, "train_log.jsonl")):  # a resumed run re-logs a few steps
+        r = json.loads(line)
+        by_step[r["step"]] = r
+    log = [by_step[k] for k in sorted(by_step)]
     ev_path = os.path.join(a.work, "eval.json")
     ev = json.load(open(ev_path)) if os.path.exists(ev_path) else None
     gguf = os.path.join(os.path.dirname(a.out), name + ".gguf")
