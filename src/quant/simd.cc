@@ -31,7 +31,8 @@ namespace hqekv::quant {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::CappedTag<float, 8>;
+using DF = hn::CappedTag<float, 8>;  // code fetch/dot paths: N * bits <= 32
+using DW = hn::ScalableTag<float>;    // lanes-over-channels and contiguous paths: full width
 using DI = hn::RebindToSigned<DF>;
 using DU = hn::RebindToUnsigned<DF>;
 using VF = hn::Vec<DF>;
@@ -51,7 +52,8 @@ float* Scratch(int slot, size_t n) {
   return bufs[slot].data();
 }
 
-HWY_INLINE VF SanitizeV(DF df, VF v) {
+template <class D>
+HWY_INLINE hn::Vec<D> SanitizeV(D df, hn::Vec<D> v) {
   v = hn::IfThenZeroElse(hn::IsNaN(v), v);
   return hn::Min(hn::Max(v, hn::Set(df, -kF16Max)), hn::Set(df, kF16Max));
 }
@@ -63,7 +65,8 @@ HWY_INLINE uint32_t Load32(const uint8_t* p) {
 }
 
 // Lane i holds i * bits: the shift that moves code i of a packed word to bit 0.
-HWY_INLINE VU LaneShifts(DU du, int bits) {
+template <class DUT>
+HWY_INLINE hn::Vec<DUT> LaneShifts(DUT du, int bits) {
   return hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits)));
 }
 
@@ -154,7 +157,8 @@ HWY_INLINE VI FetchCodes(DU du, const uint8_t* codes, size_t nbytes, size_t pos,
 }
 
 // Codes (one per i32 lane, < 2^bits) -> N*bits packed bits.
-HWY_INLINE uint32_t JoinCodes(DU du, VI codes, VU shifts) {
+template <class DUT>
+HWY_INLINE uint32_t JoinCodes(DUT du, hn::Vec<hn::RebindToSigned<DUT>> codes, hn::Vec<DUT> shifts) {
   return hn::GetLane(hn::SumOfLanes(du, hn::BitCast(du, codes) << shifts));
 }
 
@@ -301,20 +305,25 @@ void AffineFromPlanes(const Format& f, const uint8_t* meta, int groups, float* a
   }
 }
 
-HWY_INLINE VF Level(DF df, VI code, bool table, VF centres) {
+template <class D>
+HWY_INLINE hn::Vec<D> Level(D df, hn::Vec<hn::RebindToSigned<D>> code, bool table, hn::Vec<D> centres) {
   if (table) return hn::TableLookupLanes(centres, hn::IndicesFromVec(df, code));
   return hn::ConvertTo(df, code);
 }
 
 // Uniform code of sanitized values: round_half_even(clamp((x - m) * inv, 0, top)).
-HWY_INLINE VI UniformCode(DF df, DI di, VF x, VF m, VF inv, VF top) {
+template <class D, class VF = hn::Vec<D>>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> UniformCode(D df, hn::RebindToSigned<D> di, VF x, VF m, VF inv,
+                                                      VF top) {
   const VF v = hn::Mul(hn::Sub(x, m), inv);
   return hn::ConvertTo(di, hn::Round(hn::Min(hn::Max(v, hn::Zero(df)), top)));
 }
 
 // Normal code: number of thresholds strictly below x (nthr in {1, 3}).
-HWY_INLINE VI NormalCode(DF df, DI di, VF x, const VF* thr, int nthr) {
-  VI c = hn::Zero(di);
+template <class D, class VF = hn::Vec<D>>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> NormalCode(D df, hn::RebindToSigned<D> di, VF x, const VF* thr,
+                                                     int nthr) {
+  auto c = hn::Zero(di);
   for (int j = 0; j < nthr; ++j) {
     c = hn::Sub(c, hn::BitCast(di, hn::VecFromMask(df, hn::Gt(x, thr[j]))));
   }
@@ -337,8 +346,15 @@ bool PerChannelFast(const Format& f, int T, int D, int N) {
 
 // ------------------------------------------------- per-token uniform / normal
 
+template <class DFT>
 void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* codes,
                       uint8_t* meta) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const DI di;
   const DU du;
@@ -516,7 +532,8 @@ void AxpyPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, in
 // sits in word (t*b)/32 at bit (t*b)%32. Lanes run over channels, so a vector
 // of word w of N channels is a strided (interleaved) load of the words.
 
-HWY_INLINE void StoreWords(DU du, const VU* words, int nw, uint8_t* out) {
+template <class DUT, class VU = hn::Vec<DUT>>
+HWY_INLINE void StoreWords(DUT du, const VU* words, int nw, uint8_t* out) {
   uint32_t* o = reinterpret_cast<uint32_t*>(out);
   if (nw == 1) {
     hn::StoreU(words[0], du, o);
@@ -527,7 +544,8 @@ HWY_INLINE void StoreWords(DU du, const VU* words, int nw, uint8_t* out) {
   }
 }
 
-HWY_INLINE void LoadWords(DU du, const uint8_t* in, int nw, VU* words) {
+template <class DUT, class VU = hn::Vec<DUT>>
+HWY_INLINE void LoadWords(DUT du, const uint8_t* in, int nw, VU* words) {
   const uint32_t* p = reinterpret_cast<const uint32_t*>(in);
   if (nw == 1) {
     words[0] = hn::LoadU(du, p);
@@ -538,8 +556,15 @@ HWY_INLINE void LoadWords(DU du, const uint8_t* in, int nw, VU* words) {
   }
 }
 
+template <class DFT>
 void QuantizePerChannel(const Format& f, const float* src, int T, int D, uint8_t* codes,
                         uint8_t* meta) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const DI di;
   const DU du;
@@ -613,8 +638,15 @@ void QuantizePerChannel(const Format& f, const float* src, int T, int D, uint8_t
   }
 }
 
+template <class DFT>
 void DequantizePerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           float* dst) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const DU du;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -678,8 +710,15 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   for (int v = 0; v < nvec; ++v) hn::StoreU(hn::Add(acc[v], off), df, scores + v * N);
 }
 
+template <class DFT>
 void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, float* acc) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const DU du;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -714,7 +753,14 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 
 // ------------------------------------------------------------ int8, fp16
 
+template <class DFT>
 void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const DI di;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -738,13 +784,21 @@ void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta)
   }
 }
 
-HWY_INLINE VF LoadInt8(DF df, const uint8_t* p) {
-  const DI di;
-  const hn::Rebind<int8_t, DI> d8;
+template <class D>
+HWY_INLINE hn::Vec<D> LoadInt8(D df, const uint8_t* p) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<int8_t, decltype(di)> d8;
   return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(p))));
 }
 
+template <class DFT>
 void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   float* s = Scratch(0, static_cast<size_t>(T));
@@ -755,7 +809,14 @@ void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, flo
   }
 }
 
+template <class DFT>
 void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q, float* scores) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   float* s = Scratch(0, static_cast<size_t>(T));
@@ -767,7 +828,14 @@ void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const floa
   }
 }
 
+template <class DFT>
 void AxpyInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w, float* acc) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   float* s = Scratch(0, static_cast<size_t>(T));
@@ -781,12 +849,20 @@ void AxpyInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const flo
 }
 
 #if HQEKV_HW_F16
-HWY_INLINE VF LoadF16V(DF df, const uint8_t* p) {
-  const hn::Rebind<hwy::float16_t, DF> dh;
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF16V(D df, const uint8_t* p) {
+  const hn::Rebind<hwy::float16_t, D> dh;
   return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
 }
 
+template <class DFT>
 void QuantizeF16(const float* src, size_t n, uint8_t* codes) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const hn::Rebind<hwy::float16_t, DF> dh;
   const size_t N = hn::Lanes(df);
@@ -798,7 +874,14 @@ void QuantizeF16(const float* src, size_t n, uint8_t* codes) {
   for (; i < n; ++i) StoreF16(F32ToF16(Sanitize(src[i])), codes + 2 * i);
 }
 
+template <class DFT>
 void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VI = hn::Vec<DI>;
+  using VU = hn::Vec<DU>;
   const DF df;
   const size_t N = hn::Lanes(df);
   size_t i = 0;
@@ -810,34 +893,39 @@ void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
 // ------------------------------------------------------------ entry points
 
 bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
-  const int N = static_cast<int>(hn::Lanes(DF()));
+  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
   if (N < 4) return false;
   if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, N)) return QuantizePerToken(f, src, T, D, codes, meta), true;
-    if (PerChannelFast(f, T, D, N)) return QuantizePerChannel(f, src, T, D, codes, meta), true;
+    if (PerTokenFast(f, D, NW)) return QuantizePerToken<DW>(f, src, T, D, codes, meta), true;
+    if (PerTokenFast(f, D, N)) return QuantizePerToken<DF>(f, src, T, D, codes, meta), true;
+    if (PerChannelFast(f, T, D, NW)) return QuantizePerChannel<DW>(f, src, T, D, codes, meta), true;
+    if (PerChannelFast(f, T, D, N)) return QuantizePerChannel<DF>(f, src, T, D, codes, meta), true;
     return false;
   }
-  if (f.kind == Kind::kInt8 && D % N == 0) return QuantizeInt8(src, T, D, codes, meta), true;
+  if (f.kind == Kind::kInt8 && D % NW == 0) return QuantizeInt8<DW>(src, T, D, codes, meta), true;
+  if (f.kind == Kind::kInt8 && D % N == 0) return QuantizeInt8<DF>(src, T, D, codes, meta), true;
 #if HQEKV_HW_F16
-  if (f.kind == Kind::kF16) return QuantizeF16(src, NumCodes(T, D), codes), true;
+  if (f.kind == Kind::kF16) return QuantizeF16<DW>(src, NumCodes(T, D), codes), true;
 #endif
   return false;
 }
 
 bool DequantizeImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     float* dst) {
-  const int N = static_cast<int>(hn::Lanes(DF()));
+  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
   if (N < 4) return false;
   if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
     if (PerTokenFast(f, D, N)) return DequantizePerToken(f, codes, meta, T, D, dst), true;
-    if (PerChannelFast(f, T, D, N)) return DequantizePerChannel(f, codes, meta, T, D, dst), true;
+    if (PerChannelFast(f, T, D, NW)) return DequantizePerChannel<DW>(f, codes, meta, T, D, dst), true;
+    if (PerChannelFast(f, T, D, N)) return DequantizePerChannel<DF>(f, codes, meta, T, D, dst), true;
     return false;
   }
-  if (f.kind == Kind::kInt8 && D % N == 0) return DequantizeInt8(codes, meta, T, D, dst), true;
+  if (f.kind == Kind::kInt8 && D % NW == 0) return DequantizeInt8<DW>(codes, meta, T, D, dst), true;
+  if (f.kind == Kind::kInt8 && D % N == 0) return DequantizeInt8<DF>(codes, meta, T, D, dst), true;
 #if HQEKV_HW_F16
-  if (f.kind == Kind::kF16) return DequantizeF16(codes, NumCodes(T, D), dst), true;
+  if (f.kind == Kind::kF16) return DequantizeF16<DW>(codes, NumCodes(T, D), dst), true;
 #endif
   return false;
 }
@@ -845,7 +933,7 @@ bool DequantizeImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
              const float* q, float* scores) {
   const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
+  const int N = static_cast<int>(hn::Lanes(df)), NW = static_cast<int>(hn::Lanes(DW()));
   if (N < 4) return false;
   if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
@@ -853,7 +941,8 @@ bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
     if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
     return false;
   }
-  if (f.kind == Kind::kInt8 && D % N == 0) return DotInt8(codes, meta, T, D, q, scores), true;
+  if (f.kind == Kind::kInt8 && D % NW == 0) return DotInt8<DW>(codes, meta, T, D, q, scores), true;
+  if (f.kind == Kind::kInt8 && D % N == 0) return DotInt8<DF>(codes, meta, T, D, q, scores), true;
 #if HQEKV_HW_F16
   if (f.kind == Kind::kF16 && D % N == 0) {
     for (int t = 0; t < T; ++t) {
@@ -872,15 +961,17 @@ bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
 bool AxpyImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
               const float* w, float* acc) {
   const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
+  const int N = static_cast<int>(hn::Lanes(df)), NW = static_cast<int>(hn::Lanes(DW()));
   if (N < 4) return false;
   if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
   if (IsGrouped(f)) {
     if (PerTokenFast(f, D, N)) return AxpyPerToken(f, codes, meta, T, D, w, acc), true;
-    if (PerChannelFast(f, T, D, N)) return AxpyPerChannel(f, codes, meta, T, D, w, acc), true;
+    if (PerChannelFast(f, T, D, NW)) return AxpyPerChannel<DW>(f, codes, meta, T, D, w, acc), true;
+    if (PerChannelFast(f, T, D, N)) return AxpyPerChannel<DF>(f, codes, meta, T, D, w, acc), true;
     return false;
   }
-  if (f.kind == Kind::kInt8 && D % N == 0) return AxpyInt8(codes, meta, T, D, w, acc), true;
+  if (f.kind == Kind::kInt8 && D % NW == 0) return AxpyInt8<DW>(codes, meta, T, D, w, acc), true;
+  if (f.kind == Kind::kInt8 && D % N == 0) return AxpyInt8<DF>(codes, meta, T, D, w, acc), true;
 #if HQEKV_HW_F16
   if (f.kind == Kind::kF16 && D % N == 0) {
     for (int t = 0; t < T; ++t) {
