@@ -47,6 +47,7 @@ class TokenCorpus:
     def __init__(self, sp_model, data_dir, cache_dir, mix, answer_weight):
         self.sp = spm.SentencePieceProcessor(model_file=sp_model)
         self.mix = mix
+        self.copy_random = 0.2  # share of copy documents made of random tokens (set per phase)
         self.answer_weight = answer_weight
         self.streams, sizes = [], []
         for rel in TRAIN_FILES:
@@ -187,7 +188,7 @@ class TokenCorpus:
 
     def copy_doc(self, rng, n):
         plen = int(rng.integers(16, max(17, min(400, n // 2 - 8))))
-        if rng.random() < 0.2:  # random tokens: nothing but copying predicts them
+        if rng.random() < self.copy_random:  # random tokens: nothing but copying predicts them
             passage = rng.integers(259, self.sp.vocab_size(), size=plen).tolist()
         else:
             passage = self.natural(rng, plen)
@@ -212,9 +213,12 @@ class TokenCorpus:
             toks, wts = getattr(self, kind + "_doc")(rng, n)
         return [BOS] + toks, [1.0] + wts
 
-    def batch(self, seed, step, batch_size, seq_len):
-        """(tokens [B, T+1] int64, weights [B, T+1] float32) for one optimizer step."""
+    def batch(self, seed, step, batch_size, seq_len, mix=None, copy_random=0.2):
+        """(tokens [B, T+1] int64, weights [B, T+1] float32) for one optimizer step; mix and
+        copy_random override the defaults (a curriculum phase may change them)."""
         rng = np.random.default_rng([seed, step])
+        self.mix = mix or self.mix
+        self.copy_random = copy_random
         toks = np.zeros((batch_size, seq_len + 1), dtype=np.int64)
         wts = np.zeros((batch_size, seq_len + 1), dtype=np.float32)
         for b in range(batch_size):

@@ -122,7 +122,8 @@ def main():
     t_last, tok_last = time.time(), 0
     while step < stop:
         ph = phase_at(step, cfg["phases"])
-        x, w = corpus.batch(cfg["seed"], step, ph["batch"], ph["seq_len"])
+        x, w = corpus.batch(cfg["seed"], step, ph["batch"], ph["seq_len"], ph.get("mix", cfg["mix"]),
+                            ph.get("copy_random", 0.2))
         x = torch.from_numpy(x).to(device)
         w = torch.from_numpy(w).to(device)
         lr = lr_at(step, total, o)
