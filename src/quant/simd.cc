@@ -437,7 +437,7 @@ void DequantizePerToken(const Format& f, const uint8_t* codes, const uint8_t* me
   float* b = Scratch(1, static_cast<size_t>(groups));
   AffineFromPlanes(f, meta, groups, a, b);
   const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[8] = {0};
+  float ctab[64] = {0};  // >= lanes of any vector
   if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
   const VF centres = hn::LoadU(df, ctab);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
@@ -471,7 +471,7 @@ void DotPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int
     qsum[k] = hn::GetLane(hn::SumOfLanes(df, s));
   }
   const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[8] = {0};
+  float ctab[64] = {0};  // >= lanes of any vector
   if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
   const VF centres = hn::LoadU(df, ctab);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
@@ -506,7 +506,7 @@ void AxpyPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, in
   float* b = Scratch(1, static_cast<size_t>(groups));
   AffineFromPlanes(f, meta, groups, a, b);
   const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[8] = {0};
+  float ctab[64] = {0};  // >= lanes of any vector
   if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
   const VF centres = hn::LoadU(df, ctab);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
@@ -655,7 +655,7 @@ void DequantizePerChannel(const Format& f, const uint8_t* codes, const uint8_t* 
   float* b = Scratch(1, static_cast<size_t>(D));
   AffineFromPlanes(f, meta, D, a, b);
   const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[8] = {0};
+  float ctab[64] = {0};  // >= lanes of any vector
   if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
   const VF centres = hn::LoadU(df, ctab);
   const VU mask = hn::Set(du, (1u << bits) - 1u);
@@ -686,7 +686,7 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   float* b = Scratch(1, static_cast<size_t>(D));
   AffineFromPlanes(f, meta, D, a, b);
   const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[8] = {0};
+  float ctab[64] = {0};  // >= lanes of any vector
   if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
   const VF centres = hn::LoadU(df, ctab);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
@@ -727,7 +727,7 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   float* b = Scratch(1, static_cast<size_t>(D));
   AffineFromPlanes(f, meta, D, a, b);
   const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[8] = {0};
+  float ctab[64] = {0};  // >= lanes of any vector
   if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
   const VF centres = hn::LoadU(df, ctab);
   const VU mask = hn::Set(du, (1u << bits) - 1u);
