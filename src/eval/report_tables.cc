@@ -176,8 +176,8 @@ Table SpeedTable(const EvalRun& run) {
   Table t;
   t.id = "speed";
   t.title = "Memory and speed";
-  t.caption = "Prompt of held-out text prefilled at once, then greedy decode; KV bytes and bits measured "
-              "after the decode. Peak RSS is the process high-water mark when the cell finished "
+  t.caption = "Prompt of held-out text prefilled at once, then greedy decode, best of 3 runs; KV bytes and "
+              "bits measured after the decode. Peak RSS is the process high-water mark when the cell finished "
               "(getrusage), so it only grows during a run. Threads: " + std::to_string(run.threads) + ".";
   t.header = {"policy", "context", "KV bytes", "true bits", "bits/orig", "prefill tok/s", "decode tok/s",
               "peak RSS MiB"};

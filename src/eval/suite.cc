@@ -124,7 +124,12 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
       s.tasks.push_back(Q(TaskKind::kLm, T, 0, corpus, n, std::min(128, T / 4)));
     for (int c : {c4, c2, T})
       for (double d : {0.1, 0.5, 0.9}) s.tasks.push_back(Q(TaskKind::kCopy, c, d, filler, n, 32));
+    // The passkey prompt's fixed parts (instructions, needle, question) take
+    // ~130 tokens of a small vocabulary: retrieval contexts start at 256.
+    std::vector<int> rctx;
     for (int c : {c4, c2, T})
+      if (c >= std::min(256, T) && std::find(rctx.begin(), rctx.end(), c) == rctx.end()) rctx.push_back(c);
+    for (int c : rctx)
       for (double d : {0.0, 0.25, 0.5, 0.75, 1.0}) s.tasks.push_back(Q(TaskKind::kPasskey, c, d, filler, n));
     QualityTask word = Q(TaskKind::kPasskey, c2, 0.5, filler, n);
     word.spec.word_key = true;
