@@ -105,6 +105,8 @@ std::vector<PolicyInfo> BuildTable() {
         Int("fp16_chunks", "2", 0, 1 << 20, "top chunks pinned in fp16"),
         Choice("per_head", "0", {"0", "1"}, "importance per KV head instead of per layer"),
         Choice("hadamard", "0", {"0", "1"}, "Walsh-Hadamard rotation before quantizing"),
+        Choice("force", "0", {"0", "1"},
+               "use a profile calibrated on another model (checked by the CLI, calib/profile.h)"),
         Choice("decouple", "0", {"0", "1"},
                "separate K and V eviction sets (not supported: the store evicts K and V together)")},
        {{"bits", "ratios", "profile"}}});
