@@ -187,7 +187,8 @@ Result<EvalRun> RunEval(EvalModel& model, const Suite& suite, const EvalOptions&
     if (qt.spec.context_tokens > run.max_ctx)
       return MakeError("task " + qt.spec.Key() + " exceeds the context cap " + std::to_string(run.max_ctx));
     std::vector<PreparedInstance> insts;  // built on first need
-    bool ref_done = false;
+    bool ref_done = false, task_tried = false;
+    Status task_status;
     int max_req = 0;
     auto prepare = [&]() -> Status {
       if (!insts.empty()) return Status::Ok();
@@ -227,8 +228,14 @@ Result<EvalRun> RunEval(EvalModel& model, const Suite& suite, const EvalOptions&
         }
       }
       const auto t0 = std::chrono::steady_clock::now();
-      HQEKV_RETURN_IF_ERROR(prepare());
-      HQEKV_RETURN_IF_ERROR(reference());
+      // Task generation or the fp16 reference can fail (e.g. a context too
+      // short for the prompt): the task's cells record the error (not cached,
+      // so they are retried) and the run goes on.
+      if (!task_tried) {
+        task_status = prepare();
+        if (task_status.ok()) task_status = reference();
+        task_tried = true;
+      }
       CellResult cell;
       cell.hash = hash;
       cell.kind = "quality";
@@ -244,6 +251,13 @@ Result<EvalRun> RunEval(EvalModel& model, const Suite& suite, const EvalOptions&
       cell.budget = p.budget;
       cell.threads = NumThreads();
       cell.chance = insts.empty() ? 0 : insts[0].task.chance;
+      if (!task_status.ok()) {
+        cell.error = "task: " + task_status.message();
+        cell.seconds = Since(t0);
+        run.cells.push_back(std::move(cell));
+        ++run.computed;
+        continue;
+      }
       auto cache = make_cache(p.spec, model.Geometry(max_req));
       if (!cache.ok()) {
         cell.error = cache.message();

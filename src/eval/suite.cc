@@ -27,6 +27,11 @@ QualityTask Q(TaskKind kind, int ctx, double depth, const std::string& corpus, i
   return q;
 }
 
+// spec + "bits=B" with the right separator.
+std::string WithBits(const std::string& spec, double b) {
+  return spec + (spec.find(':') == std::string::npos ? ":" : ",") + "bits=" + BudgetString(b);
+}
+
 // Whether a spec already fixes its memory: bits=, keep=, ratios=, profile=,
 // and the fixed sizes of StreamingLLM (window=) and H2O (heavy=).
 bool HasBudgetKey(const std::string& spec) {
@@ -62,8 +67,7 @@ std::vector<PolicyPoint> ExpandPolicies(const std::vector<std::string>& specs,
   for (const std::string& s : specs) {
     const std::string fam = Family(s);
     if (IsBudgetedFamily(fam) && !HasBudgetKey(s)) {
-      const std::string sep = s == fam ? ":" : ",";
-      for (double b : budgets) add(s + sep + "bits=" + BudgetString(b), b);
+      for (double b : budgets) add(WithBits(s, b), b);
       continue;
     }
     // An explicit bits=B in a budgeted spec is its budget.
@@ -134,10 +138,11 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
     QualityTask word = Q(TaskKind::kPasskey, c2, 0.5, filler, n);
     word.spec.word_key = true;
     s.tasks.push_back(word);
-    for (int c : {c2, T}) {
-      s.tasks.push_back(Q(TaskKind::kMultiKey, c, 0.5, filler, n));
-      s.tasks.push_back(Q(TaskKind::kVarTrack, c, 0.25, filler, n));
-    }
+    for (int c : rctx)
+      if (c >= c2) s.tasks.push_back(Q(TaskKind::kMultiKey, c, 0.5, filler, n));
+    // Nine assignments of 5-letter names take ~230 tokens of a small vocabulary.
+    for (int c : rctx)
+      if (c >= c2 && c >= std::min(512, T)) s.tasks.push_back(Q(TaskKind::kVarTrack, c, 0.25, filler, n));
     s.speed.contexts = {c4, c2, T};
     s.speed.decode_tokens = 32;
     if (name == "standard") {
@@ -148,8 +153,8 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
     } else {
       // The paper's operating points (HqeKV Table 3/4 and the CAKE comparison at 3.2 bits).
       specs = {"fp16", "kivi:bits=2", "hqekv:bits=2", "hqekv:bits=2.8", "hqekv:bits=3.2",
-               "hqekv:bits=3.25", "fp8", "kivi:bits=4", snap + ",bits=3.2", "h2o:bits=3.2",
-               "streaming:bits=3.2", pyr + ",bits=3.2"};
+               "hqekv:bits=3.25", "fp8", "kivi:bits=4", WithBits(snap, 3.2), "h2o:bits=3.2",
+               "streaming:bits=3.2", WithBits(pyr, 3.2)};
       if (bits.empty()) bits = {3.2};
     }
   } else {

@@ -126,6 +126,22 @@ TEST(Harness, UnknownPolicyFailsFast) {
   EXPECT_NE(run.message().find("nosuch"), std::string::npos);
 }
 
+TEST(Harness, AnImpossibleTaskFailsItsCellsNotTheRun) {
+  testing::ToyModel model;
+  Suite s = TinySuite();
+  s.tasks[2].spec.context_tokens = 100;  // the passkey prompt alone needs ~200 byte tokens
+  auto run = RunEval(model, s, Options(""), MakeKvCache);
+  ASSERT_TRUE(run.ok()) << run.message();
+  int failed = 0;
+  for (const auto& c : run->cells)
+    if (!c.error.empty()) {
+      ++failed;
+      EXPECT_EQ(c.task, "passkey");
+      EXPECT_NE(c.error.find("too short"), std::string::npos) << c.error;
+    }
+  EXPECT_EQ(failed, 2);
+}
+
 TEST(Harness, DeterministicWithoutCache) {
   testing::ToyModel model;
   auto a = RunEval(model, TinySuite(), Options(""), MakeKvCache);
@@ -165,6 +181,11 @@ TEST(Suites, ExpandBudgetsAndBuiltins) {
                            "hqekv:bits=3.25", "fp8", "kivi:bits=4", "h2o:bits=3.2",
                            "streaming:bits=3.2", "snapkv:window=8,bits=3.2", "pyramid:window=8,bits=3.2"})
     EXPECT_NE(std::find(specs.begin(), specs.end(), want), specs.end()) << want;
+  auto big = MakeSuite("paper", 2048, {}, {}, 0);
+  ASSERT_TRUE(big.ok());
+  bool has_snap = false;
+  for (const auto& x : big->policies) has_snap |= x.spec == "snapkv:bits=3.2";
+  EXPECT_TRUE(has_snap);
   EXPECT_FALSE(MakeSuite("nope", 512, {}, {}, 0).ok());
   EXPECT_FALSE(ParseBudgets("2,x").ok());
   EXPECT_FALSE(ParseBudgets("0").ok());
