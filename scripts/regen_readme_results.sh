@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Regenerates the "## Results" section at the end of README.md from one or
 # more `hqekv eval` output directories (each holding report.md and
-# results.json). Everything from the "## Results" heading to the end of the
-# file is replaced; the rest of the README is left untouched.
+# results.json). Everything from the "## Results" heading to the next "## "
+# heading (or the end of the file) is replaced; the rest of the README is
+# left untouched. README=path overrides the file (default README.md).
 #
 #   bash scripts/regen_readme_results.sh DIR [DIR ...]
 #   e.g. bash scripts/regen_readme_results.sh eval-standard eval-paper
 set -euo pipefail
 cd "$(dirname "$0")/.."
+readme=${README:-README.md}
 (($#)) || { echo "usage: scripts/regen_readme_results.sh DIR [DIR ...]" >&2; exit 2; }
 for d in "$@"; do
   [[ -f $d/report.md ]] || { echo "regen_readme_results: no $d/report.md (run hqekv eval -o $d first)" >&2; exit 2; }
@@ -33,6 +35,7 @@ trap 'rm -f "$section"' EXIT
     sed -n '/^- command:/p; /^- machine:/p; /^- started:/p' "$d/report.md"
     # The main table, the task verdicts and the ranking.
     for title in "Main table" "Can the model do the task with an fp16 cache?" "Ranking"; do
+      echo
       awk -v t="## $title" '
         $0 == t {on = 1; sub(/^## /, "#### "); print; next}
         on && /^## / {exit}
@@ -41,11 +44,15 @@ trap 'rm -f "$section"' EXIT
   done
 } >"$section"
 
-if grep -q '^## Results$' README.md; then
-  head -n "$(($(grep -n '^## Results$' README.md | tail -1 | cut -d: -f1) - 1))" README.md >README.md.tmp
+# Splice: the old section runs from "## Results" to the next "## " heading
+# (another section appended later) or the end of the file.
+if grep -q '^## Results$' "$readme"; then
+  awk -v sec="$section" '
+    /^## Results$/ {while ((getline line < sec) > 0) print line; skip = 1; next}
+    skip && /^## / {skip = 0; print ""}
+    !skip {print}' "$readme" >"$readme.tmp"
 else
-  { cat README.md; echo; } >README.md.tmp
+  { cat "$readme"; echo; cat "$section"; } >"$readme.tmp"
 fi
-cat "$section" >>README.md.tmp
-mv README.md.tmp README.md
-echo "regen_readme_results: README.md \"## Results\" regenerated from: $*"
+mv "$readme.tmp" "$readme"
+echo "regen_readme_results: $readme \"## Results\" regenerated from: $*"
