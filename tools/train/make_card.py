@@ -132,9 +132,12 @@ def main():
     add(f"AdamW (beta {o['beta1']}, {o['beta2']}, weight decay {o['weight_decay']} on matrices), peak LR "
         f"{o['lr']}, {o['warmup']} warm-up steps, cosine to {o['min_lr']}, gradient clip {o['grad_clip']}; "
         "float32 on the CPU (2 threads, OpenBLAS, shared with other work at nice 15). Curriculum:\n")
-    add("| phase | context | batch | steps | tokens |\n|---|---:|---:|---:|---:|")
+    add("| phase | context | batch | steps | tokens | mix (natural/passkey/kv/vartrack/copy), random-copy share |\n|---|---:|---:|---:|---:|---|")
     for i, ph in enumerate(cfg["phases"]):
-        add(f"| {i+1} | {ph['seq_len']} | {ph['batch']} | {ph['steps']} | {ph['steps']*ph['batch']*ph['seq_len']:,} |")
+        mx = ph.get("mix", cfg["mix"])
+        mtxt = "/".join(f"{mx.get(k, 0):.2f}" for k in ("natural", "passkey", "kv", "vartrack", "copy"))
+        add(f"| {i+1} | {ph['seq_len']} | {ph['batch']} | {ph['steps']} | {ph['steps']*ph['batch']*ph['seq_len']:,} | "
+            f"{mtxt}, {ph.get('copy_random', 0.2):.1f} |")
     add(f"\nTrained: {last['step']} steps, {last['tokens']:,} tokens, {last['elapsed_s']/60:.0f} minutes of "
         "wall clock.\n")
     add("Loss curve (weighted training loss, and the plain next-token loss on the first 4,096 tokens "
@@ -148,6 +151,9 @@ def main():
                 f"{r['alice_loss_512']:.3f} |")
     if pts:
         add(f"\n![loss curve]({svg_name})\n")
+    notes = os.path.splitext(a.config)[0] + ".notes.md"
+    if os.path.exists(notes):
+        add(open(notes).read().strip() + "\n")
     add("## Evaluation (PyTorch, float32, full attention)\n")
     if ev is None:
         add("Not evaluated yet.\n")
