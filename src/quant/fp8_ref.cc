@@ -12,30 +12,31 @@
 namespace hqekv::quant {
 
 uint8_t EncodeFp8(float v, bool e4m3) {
-  const int m = e4m3 ? 3 : 2;
-  const int bias = e4m3 ? 7 : 15;
-  const uint8_t max_code = e4m3 ? 0x7E : 0x7B;  // 448 = 1.75*2^8, 57344 = 1.75*2^15
-  const float max_val = e4m3 ? kFp8E4M3Max : kFp8E5M2Max;
-  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
-  const float a = std::fabs(v);
-  if (!(a < max_val)) return sign | max_code;  // saturate (and NaN, which callers never pass)
-  if (a < std::ldexp(1.0f, 1 - bias)) {
-    // Subnormal range: multiples of 2^(1-bias-m); q == 2^m is the smallest
-    // normal, whose code is exactly 2^m as well.
-    const float q = std::nearbyint(std::ldexp(a, bias - 1 + m));
-    return sign | static_cast<uint8_t>(q);
-  }
+  // Integer formulation (no libm), shared with the SIMD kernel bit for bit:
+  // round the float's exponent+mantissa bits to m mantissa bits (nearest
+  // even; a carry rolls into the exponent) and rebias the exponent.
+  const Fp8Params p = Fp8Constants(e4m3);
   uint32_t bits;
-  std::memcpy(&bits, &a, 4);
-  const int e = static_cast<int>(bits >> 23) - 127;
-  const uint32_t mant = bits & 0x7FFFFFu;
-  const int shift = 23 - m;
-  uint32_t r = mant >> shift;
-  const uint32_t rem = mant & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (r & 1u))) ++r;  // a carry rolls into the exponent
-  const uint32_t code = (static_cast<uint32_t>(e + bias) << m) + r;
-  return sign | static_cast<uint8_t>(std::min<uint32_t>(code, max_code));
+  std::memcpy(&bits, &v, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t abits = bits & 0x7FFFFFFFu;
+  float a;
+  std::memcpy(&a, &abits, 4);
+  uint32_t code;
+  if (!(a < p.max_val)) {
+    code = p.max_code;  // saturate (and NaN, which callers never pass)
+  } else if (a < p.min_normal) {
+    // Subnormal range: multiples of 2^(1-bias-m), rounded to nearest even by
+    // the 2^23 trick (exact: a * sub_scale < 2^m); 2^m is the smallest normal,
+    // whose code is exactly 2^m as well.
+    code = static_cast<uint32_t>((a * p.sub_scale + 0x1p23f) - 0x1p23f);
+  } else {
+    const uint32_t shift = 23 - p.m;
+    const uint32_t rounded = (abits + ((1u << (shift - 1)) - 1u) + ((abits >> shift) & 1u)) >> shift;
+    code = rounded - ((127u - p.bias) << p.m);
+    if (code > p.max_code) code = p.max_code;
+  }
+  return static_cast<uint8_t>(sign | code);
 }
 
 float DecodeFp8(uint8_t code, bool e4m3) {

@@ -122,6 +122,18 @@ inline void MakeSymScale(float amax, float qmax, f16_t* s16, float* inv) {
   *inv = *s16 != 0 ? 1.0f / F16ToF32(*s16) : 0.0f;
 }
 
+// Constants of the two FP8 formats: mantissa bits m, exponent bias, largest
+// finite code and value, smallest normal 2^(1-bias), and 2^(bias-1+m) (which
+// maps the subnormal step to 1).
+struct Fp8Params {
+  uint32_t m, bias, max_code;
+  float max_val, min_normal, sub_scale;
+};
+inline Fp8Params Fp8Constants(bool e4m3) {
+  return e4m3 ? Fp8Params{3, 7, 0x7E, kFp8E4M3Max, 0x1p-6f, 0x1p9f}
+              : Fp8Params{2, 15, 0x7B, kFp8E5M2Max, 0x1p-14f, 0x1p16f};
+}
+
 // FP8 encode (round to nearest even, saturating at the largest finite value,
 // NaN never produced; input must be finite) and decode.
 uint8_t EncodeFp8(float v, bool e4m3);

@@ -12,6 +12,8 @@
 // 8 codes of <= 4 bits fill at most one 32-bit word, which the packing uses.
 #include "quant/no_contract.h"  // first: see there
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -890,6 +892,104 @@ void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
 }
 #endif
 
+// ------------------------------------------------------------------- fp8
+// Encode: the integer formulation of EncodeFp8 (quant/fp8_ref.cc) per lane;
+// decode: a gather from the 256-entry table.
+
+template <class DFT>
+void QuantizeFp8(bool e4m3, const float* src, size_t n, uint8_t* codes, uint8_t* meta) {
+  using DF = DFT;
+  using DI = hn::RebindToSigned<DFT>;
+  using DU = hn::RebindToUnsigned<DFT>;
+  using VF = hn::Vec<DF>;
+  using VU = hn::Vec<DU>;
+  const DF df;
+  const DI di;
+  const DU du;
+  const size_t N = hn::Lanes(df);
+  VF m = hn::Zero(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) m = hn::Max(m, hn::Abs(SanitizeV(df, hn::LoadU(df, src + i))));
+  float amax = hn::GetLane(hn::MaxOfLanes(df, m));
+  for (size_t k = i; k < n; ++k) amax = std::max(amax, std::fabs(Sanitize(src[k])));
+  const Fp8Params p = Fp8Constants(e4m3);
+  f16_t s16;
+  float inv;
+  MakeSymScale(amax, p.max_val, &s16, &inv);
+  StoreF16(s16, meta);
+  const VF iv = hn::Set(df, inv), max_val = hn::Set(df, p.max_val), min_normal = hn::Set(df, p.min_normal);
+  const VF sub_scale = hn::Set(df, p.sub_scale), magic = hn::Set(df, 0x1p23f);
+  const int shift = static_cast<int>(23 - p.m);
+  const VU round_bias = hn::Set(du, (1u << (shift - 1)) - 1u), one = hn::Set(du, 1u);
+  const VU rebias = hn::Set(du, (127u - p.bias) << p.m), max_code = hn::Set(du, p.max_code);
+  const hn::Rebind<uint8_t, DI> d8;
+  for (i = 0; i + N <= n; i += N) {
+    const VF v = hn::Mul(SanitizeV(df, hn::LoadU(df, src + i)), iv);
+    const VU bits = hn::BitCast(du, v);
+    const VU sign = hn::And(hn::ShiftRight<24>(bits), hn::Set(du, 0x80u));
+    const VU abits = hn::And(bits, hn::Set(du, 0x7FFFFFFFu));
+    const VF a = hn::BitCast(df, abits);
+    const VU sub = hn::BitCast(du, hn::ConvertTo(di, hn::Sub(hn::Add(hn::Mul(a, sub_scale), magic), magic)));
+    const VU lsb = hn::And(hn::ShiftRightSame(abits, shift), one);
+    const VU norm = hn::Min(hn::Sub(hn::ShiftRightSame(hn::Add(hn::Add(abits, round_bias), lsb), shift), rebias),
+                            max_code);
+    VU code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(a, min_normal)), sub, norm);
+    code = hn::IfThenElse(hn::RebindMask(du, hn::Ge(a, max_val)), max_code, code);
+    hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, hn::Or(code, sign))), d8, codes + i);
+  }
+  for (; i < n; ++i) codes[i] = EncodeFp8(Sanitize(src[i]) * inv, e4m3);
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> LoadFp8(D df, const float* table, const uint8_t* p) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint8_t, decltype(di)> d8;
+  return hn::GatherIndex(df, table, hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(d8, p))));
+}
+
+template <class DFT>
+void DequantizeFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, size_t n, float* dst) {
+  const DFT df;
+  const size_t N = hn::Lanes(df);
+  const float* table = Fp8DecodeTable(e4m3);
+  const float s = F16ToF32(LoadF16(meta));
+  const auto sv = hn::Set(df, s);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(LoadFp8(df, table, codes + i), sv), df, dst + i);
+  for (; i < n; ++i) dst[i] = table[codes[i]] * s;
+}
+
+template <class DFT>
+void DotFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q,
+            float* scores) {
+  const DFT df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const float* table = Fp8DecodeTable(e4m3);
+  const float s = F16ToF32(LoadF16(meta));
+  for (int t = 0; t < T; ++t) {
+    auto acc = hn::Zero(df);
+    for (int d = 0; d < D; d += N) acc = hn::MulAdd(LoadFp8(df, table, codes + t * D + d), hn::LoadU(df, q + d), acc);
+    scores[t] = hn::GetLane(hn::SumOfLanes(df, acc)) * s;
+  }
+}
+
+template <class DFT>
+void AxpyFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
+             float* acc) {
+  const DFT df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const float* table = Fp8DecodeTable(e4m3);
+  const float s = F16ToF32(LoadF16(meta));
+  for (int t = 0; t < T; ++t) {
+    const auto a = hn::Set(df, w[t] * s);
+    for (int d = 0; d < D; d += N) {
+      hn::StoreU(hn::MulAdd(LoadFp8(df, table, codes + t * D + d), a, hn::LoadU(df, acc + d)), df, acc + d);
+    }
+  }
+}
+
+bool IsFp8(const Format& f) { return f.kind == Kind::kFp8E4M3 || f.kind == Kind::kFp8E5M2; }
+
 // ------------------------------------------------------------ entry points
 
 bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
@@ -903,6 +1003,7 @@ bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* code
     if (PerChannelFast(f, T, D, N)) return QuantizePerChannel<DF>(f, src, T, D, codes, meta), true;
     return false;
   }
+  if (IsFp8(f)) return QuantizeFp8<DW>(f.kind == Kind::kFp8E4M3, src, NumCodes(T, D), codes, meta), true;
   if (f.kind == Kind::kInt8 && D % NW == 0) return QuantizeInt8<DW>(src, T, D, codes, meta), true;
   if (f.kind == Kind::kInt8 && D % N == 0) return QuantizeInt8<DF>(src, T, D, codes, meta), true;
 #if HQEKV_HW_F16
@@ -922,6 +1023,7 @@ bool DequantizeImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
     if (PerChannelFast(f, T, D, N)) return DequantizePerChannel<DF>(f, codes, meta, T, D, dst), true;
     return false;
   }
+  if (IsFp8(f)) return DequantizeFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, NumCodes(T, D), dst), true;
   if (f.kind == Kind::kInt8 && D % NW == 0) return DequantizeInt8<DW>(codes, meta, T, D, dst), true;
   if (f.kind == Kind::kInt8 && D % N == 0) return DequantizeInt8<DF>(codes, meta, T, D, dst), true;
 #if HQEKV_HW_F16
@@ -941,6 +1043,8 @@ bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
     if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
     return false;
   }
+  if (IsFp8(f) && D % NW == 0) return DotFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, q, scores), true;
+  if (IsFp8(f) && D % N == 0) return DotFp8<DF>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, q, scores), true;
   if (f.kind == Kind::kInt8 && D % NW == 0) return DotInt8<DW>(codes, meta, T, D, q, scores), true;
   if (f.kind == Kind::kInt8 && D % N == 0) return DotInt8<DF>(codes, meta, T, D, q, scores), true;
 #if HQEKV_HW_F16
@@ -970,6 +1074,8 @@ bool AxpyImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
     if (PerChannelFast(f, T, D, N)) return AxpyPerChannel<DF>(f, codes, meta, T, D, w, acc), true;
     return false;
   }
+  if (IsFp8(f) && D % NW == 0) return AxpyFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, w, acc), true;
+  if (IsFp8(f) && D % N == 0) return AxpyFp8<DF>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, w, acc), true;
   if (f.kind == Kind::kInt8 && D % NW == 0) return AxpyInt8<DW>(codes, meta, T, D, w, acc), true;
   if (f.kind == Kind::kInt8 && D % N == 0) return AxpyInt8<DF>(codes, meta, T, D, w, acc), true;
 #if HQEKV_HW_F16

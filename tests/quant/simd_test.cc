@@ -118,7 +118,8 @@ TEST(QuantSimd, FastPathsCoverTheStoreFormats) {
     const int T = 32, D = 128;
     const std::vector<float> x = Gaussian(T, D, 5);
     std::vector<const char*> names = {"u4:tok", "u2:tok", "u1:tok", "u8:tok", "n1:tok", "n2:tok",
-                                      "u4:chan", "u2:chan", "u1:chan", "n1:chan", "n2:chan", "int8"};
+                                      "u4:chan", "u2:chan", "u1:chan", "n1:chan", "n2:chan", "int8",
+                                      "fp8e4m3", "fp8e5m2"};
     if (target != HWY_SSE4) names.push_back("f16");  // fp16 conversion needs F16C
     for (const char* name : names) {
       const Format f = *ParseFormat(name);
