@@ -5,7 +5,8 @@ model to use distant context:
   - passkey: "The pass key is 48213. Remember it. 48213 is the pass key." at a random depth inside
     filler, then "What is the pass key? The pass key is 48213." at the end;
   - kv: several "The value of key WORD is NNNNN." facts scattered in filler, one or two queried at end;
-  - copy: a corpus passage (or random tokens) that appears again later in the context.
+  - copy: a corpus passage (or random tokens) that appears again later in the context;
+  - repeat: a short random-token segment repeated to the end (a dense induction signal).
 Filler is either training-corpus text or the classic repeated "The grass is green..." haystack.
 The tokens that answer a query (and the repeated copy) get a larger loss weight.
 
@@ -185,6 +186,14 @@ class TokenCorpus:
         toks += self.filler(rng, room - prev, kind) + q
         wts = [1.0] * len(toks) + [self.answer_weight] * len(a)
         return self._fit(rng, toks + a, wts, n)
+
+    def repeat_doc(self, rng, n):
+        """A random-token segment of 4..64 tokens repeated to the end: after its first period every
+        token is predictable only by looking up what followed the same token one period back (the
+        induction pattern), with a period that varies between documents."""
+        seg = rng.integers(259, self.sp.vocab_size(), size=int(rng.integers(4, 65))).tolist()
+        toks = (seg * (n // len(seg) + 1))[:n]
+        return toks, [1.0] * n
 
     def copy_doc(self, rng, n):
         plen = int(rng.integers(16, max(17, min(400, n // 2 - 8))))

@@ -126,7 +126,7 @@ def main():
                             ph.get("copy_random", 0.2))
         x = torch.from_numpy(x).to(device)
         w = torch.from_numpy(w).to(device)
-        lr = lr_at(step, total, o)
+        lr = lr_at(step, total, dict(o, lr=ph.get("lr", o["lr"])))  # a phase may set its peak LR
         for g in opt.param_groups:
             g["lr"] = lr
         logits = model(x[:, :-1])
