@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <unistd.h>
 
 #include "calib/profile.h"
 #include "core/parallel.h"
@@ -109,16 +110,21 @@ Result<std::unique_ptr<LmScorer>> LmScorer::Create(const ModelSource& src, const
     win.insert(win.end(), ids.begin() + w * per_window, ids.begin() + (w + 1) * per_window);
     s->windows_.push_back(std::move(win));
   }
+  const std::string dir = opt.temp_dir.empty() ? "/tmp" : opt.temp_dir;
+  s->temp_path_ = dir + "/hqekv-calib-trial-" + std::to_string(getpid()) + "-" +
+                  std::to_string(reinterpret_cast<uintptr_t>(s.get())) + ".json";
   s->spec_of = [raw = s.get()](const CacheChoice& c) -> Result<std::string> {
-    std::string dir = raw->opt_.temp_dir.empty() ? "/tmp" : raw->opt_.temp_dir;
-    return HqeKvSpecFor(c, raw->opt_.kv_options, dir + "/hqekv-calib-trial-" +
-                                                     std::to_string(reinterpret_cast<uintptr_t>(raw)) +
-                                                     ".json",
-                        raw->src_.identity, raw->src_.config.name);
+    return HqeKvSpecFor(c, raw->opt_.kv_options, raw->temp_path_, raw->src_.identity,
+                        raw->src_.config.name);
   };
   Result<TrialScore> ref = s->Run(opt.reference, /*record_reference=*/true);
   if (!ref.ok()) return ref.error();
   return s;
+}
+
+LmScorer::~LmScorer() {
+  std::error_code ec;
+  if (!temp_path_.empty()) std::filesystem::remove(temp_path_, ec);
 }
 
 int64_t LmScorer::scored_positions() const {

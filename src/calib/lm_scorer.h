@@ -57,6 +57,7 @@ class LmScorer : public TrialScorer {
   static Result<std::unique_ptr<LmScorer>> Create(const ModelSource& src, const std::string& text,
                                                   const LmScorerOptions& opt);
 
+  ~LmScorer() override;  // removes the per-layer trial profile
   int n_layers() const override { return src_.config.n_layers; }
   Result<TrialScore> Score(const CacheChoice& choice) override;
 
@@ -82,6 +83,7 @@ class LmScorer : public TrialScorer {
   std::vector<std::vector<int32_t>> windows_;
   std::vector<float> ref_logp_;  // [window][teacher-forced position][vocab]
   LmScorerOptions opt_;
+  std::string temp_path_;  // per-layer trials' profile file
 };
 
 }  // namespace hqekv::calib
