@@ -894,7 +894,7 @@ void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
 
 // ------------------------------------------------------------------- fp8
 // Encode: the integer formulation of EncodeFp8 (quant/fp8_ref.cc) per lane;
-// decode: a gather from the 256-entry table.
+// decode: bit manipulation giving the table's exact values.
 
 template <class DFT>
 void QuantizeFp8(bool e4m3, const float* src, size_t n, uint8_t* codes, uint8_t* meta) {
@@ -940,11 +940,23 @@ void QuantizeFp8(bool e4m3, const float* src, size_t n, uint8_t* codes, uint8_t*
   for (; i < n; ++i) codes[i] = EncodeFp8(Sanitize(src[i]) * inv, e4m3);
 }
 
+// N fp8 codes -> their exact values (the same numbers as Fp8DecodeTable),
+// by bit manipulation: cheaper than a gather. Codes above the largest finite
+// one (E4M3 NaN, E5M2 inf/NaN: never emitted) decode to the largest value.
 template <class D>
-HWY_INLINE hn::Vec<D> LoadFp8(D df, const float* table, const uint8_t* p) {
-  const hn::RebindToSigned<D> di;
-  const hn::Rebind<uint8_t, decltype(di)> d8;
-  return hn::GatherIndex(df, table, hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(d8, p))));
+HWY_INLINE hn::Vec<D> LoadFp8(D df, const Fp8Params& p, const uint8_t* ptr) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::Rebind<uint8_t, decltype(du)> d8;
+  const auto c = hn::PromoteTo(du, hn::LoadU(d8, ptr));
+  const auto mag = hn::Min(hn::And(c, hn::Set(du, 0x7Fu)), hn::Set(du, p.max_code));
+  const auto sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(du, 0x80u)));
+  const auto normal = hn::Add(hn::ShiftLeftSame(mag, static_cast<int>(23 - p.m)),
+                              hn::Set(du, (127u - p.bias) << 23));
+  // Subnormal codes (exponent field 0): mag * 2^(1-bias-m), exact in float.
+  const auto sub = hn::Div(hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<D>(), mag)), hn::Set(df, p.sub_scale));
+  const auto is_sub = hn::RebindMask(df, hn::Lt(mag, hn::Set(du, 1u << p.m)));
+  const auto v = hn::IfThenElse(is_sub, sub, hn::BitCast(df, normal));
+  return hn::BitCast(df, hn::Or(hn::BitCast(du, v), sign));
 }
 
 template <class DFT>
@@ -952,10 +964,11 @@ void DequantizeFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, size_t 
   const DFT df;
   const size_t N = hn::Lanes(df);
   const float* table = Fp8DecodeTable(e4m3);
+  const Fp8Params p = Fp8Constants(e4m3);
   const float s = F16ToF32(LoadF16(meta));
   const auto sv = hn::Set(df, s);
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(LoadFp8(df, table, codes + i), sv), df, dst + i);
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(LoadFp8(df, p, codes + i), sv), df, dst + i);
   for (; i < n; ++i) dst[i] = table[codes[i]] * s;
 }
 
@@ -964,11 +977,11 @@ void DotFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D, 
             float* scores) {
   const DFT df;
   const int N = static_cast<int>(hn::Lanes(df));
-  const float* table = Fp8DecodeTable(e4m3);
+  const Fp8Params p = Fp8Constants(e4m3);
   const float s = F16ToF32(LoadF16(meta));
   for (int t = 0; t < T; ++t) {
     auto acc = hn::Zero(df);
-    for (int d = 0; d < D; d += N) acc = hn::MulAdd(LoadFp8(df, table, codes + t * D + d), hn::LoadU(df, q + d), acc);
+    for (int d = 0; d < D; d += N) acc = hn::MulAdd(LoadFp8(df, p, codes + t * D + d), hn::LoadU(df, q + d), acc);
     scores[t] = hn::GetLane(hn::SumOfLanes(df, acc)) * s;
   }
 }
@@ -978,12 +991,12 @@ void AxpyFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D,
              float* acc) {
   const DFT df;
   const int N = static_cast<int>(hn::Lanes(df));
-  const float* table = Fp8DecodeTable(e4m3);
+  const Fp8Params p = Fp8Constants(e4m3);
   const float s = F16ToF32(LoadF16(meta));
   for (int t = 0; t < T; ++t) {
     const auto a = hn::Set(df, w[t] * s);
     for (int d = 0; d < D; d += N) {
-      hn::StoreU(hn::MulAdd(LoadFp8(df, table, codes + t * D + d), a, hn::LoadU(df, acc + d)), df, acc + d);
+      hn::StoreU(hn::MulAdd(LoadFp8(df, p, codes + t * D + d), a, hn::LoadU(df, acc + d)), df, acc + d);
     }
   }
 }
