@@ -99,7 +99,7 @@ std::string ReportHtml(const EvalRun& run) {
        "table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}\n"
        "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}\n"
        "th:first-child,td:first-child{text-align:left}th{background:#f2f2f2}\n"
-       "figure{display:inline-block;margin:8px;vertical-align:top}figcaption{font-size:12px;max-width:660px}\n"
+       "figure{display:inline-block;margin:4px;vertical-align:top}figcaption{font-size:12px;max-width:620px}\n"
        ".meta{font-size:13px;color:#444}code{background:#f4f4f4;padding:1px 4px}\n"
        "</style></head><body>\n";
   o << "<h1>" << XmlEscape(title) << "</h1>\n<p class=\"meta\">command: <code>" << XmlEscape(run.command)

@@ -27,6 +27,6 @@ std::string XmlEscape(const std::string& s);
 // An <svg> element of the given size: axes with ticks, one polyline with
 // markers per series, a legend on the right. Series without points are
 // listed in the legend only. A plot with no point at all says "no data".
-std::string RenderSvg(const Plot& plot, int width = 660, int height = 360);
+std::string RenderSvg(const Plot& plot, int width = 620, int height = 340);
 
 }  // namespace hqekv::eval
