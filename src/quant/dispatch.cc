@@ -8,13 +8,18 @@
 namespace hqekv::quant {
 namespace {
 
+void RotateRows(float* x, int T, int D) {
+  if (simd::HadamardRows(x, T, D)) return;
+  for (int t = 0; t < T; ++t) HadamardRotate(x + static_cast<size_t>(t) * D, D);
+}
+
 // Sanitized (except kF32, stored exactly) and rotated copy of a chunk.
 const float* Rotated(const Format& f, const float* src, int T, int D) {
   thread_local std::vector<float> buf;
   const size_t n = NumCodes(T, D);
   if (buf.size() < n) buf.resize(n);
   for (size_t i = 0; i < n; ++i) buf[i] = f.kind == Kind::kF32 ? src[i] : Sanitize(src[i]);
-  for (int t = 0; t < T; ++t) HadamardRotate(buf.data() + static_cast<size_t>(t) * D, D);
+  RotateRows(buf.data(), T, D);
   return buf.data();
 }
 
@@ -34,9 +39,7 @@ void DequantizeChunk(const Format& f, const uint8_t* codes, const uint8_t* meta,
   if (!simd::DequantizeStored(f, codes, meta, T, D, dst)) {
     ref::DequantizeStored(f, codes, meta, T, D, dst);
   }
-  if (f.hadamard) {
-    for (int t = 0; t < T; ++t) HadamardRotate(dst + static_cast<size_t>(t) * D, D);
-  }
+  if (f.hadamard) RotateRows(dst, T, D);
 }
 
 void DotChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

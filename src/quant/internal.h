@@ -190,6 +190,8 @@ bool Dot(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int 
          float* scores);
 bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
           float* acc);
+// HadamardRotate on each of T rows of x[T][D], bit-identical to it.
+bool HadamardRows(float* x, int T, int D);
 }  // namespace simd
 
 }  // namespace hqekv::quant

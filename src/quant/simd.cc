@@ -1003,6 +1003,50 @@ void AxpyFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D,
 
 bool IsFp8(const Format& f) { return f.kind == Kind::kFp8E4M3 || f.kind == Kind::kFp8E5M2; }
 
+// -------------------------------------------------------------- Hadamard
+// The butterflies of HadamardRotate (quant/hadamard.cc) on each of T rows:
+// the same additions in the same pairs, so results are bit-identical. Spans
+// h >= N pair whole vectors; h < N pair lanes inside a vector (partner via a
+// lane swap; the lane's sign picks a + b or partner - self).
+
+bool HadamardRowsImpl(float* x, int T, int D) {
+#if HWY_TARGET == HWY_SCALAR
+  return false;
+#else
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  if (N != 4 && N != 8) return false;
+  if (D < N || (D & (D - 1)) != 0) return false;
+  alignas(32) float sg[3][8];
+  for (int k = 0; k < 3; ++k) {
+    for (int i = 0; i < 8; ++i) sg[k][i] = (i >> k) & 1 ? -1.0f : 1.0f;
+  }
+  const VF s1 = hn::LoadU(df, sg[0]), s2 = hn::LoadU(df, sg[1]), s4 = hn::LoadU(df, sg[2]);
+  const VF norm = hn::Set(df, 1.0f / std::sqrt(static_cast<float>(D)));
+  for (int t = 0; t < T; ++t) {
+    float* r = x + static_cast<size_t>(t) * D;
+    for (int i = 0; i < D; i += N) {
+      VF v = hn::LoadU(df, r + i);
+      v = hn::MulAdd(v, s1, hn::Shuffle2301(v));  // h = 1
+      v = hn::MulAdd(v, s2, hn::Shuffle1032(v));  // h = 2
+      if (N == 8) v = hn::MulAdd(v, s4, hn::ConcatLowerUpper(df, v, v));  // h = 4
+      hn::StoreU(v, df, r + i);
+    }
+    for (int h = N; h < D; h <<= 1) {
+      for (int i = 0; i < D; i += 2 * h) {
+        for (int j = i; j < i + h; j += N) {
+          const VF a = hn::LoadU(df, r + j), b = hn::LoadU(df, r + j + h);
+          hn::StoreU(hn::Add(a, b), df, r + j);
+          hn::StoreU(hn::Sub(a, b), df, r + j + h);
+        }
+      }
+    }
+    for (int i = 0; i < D; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, r + i), norm), df, r + i);
+  }
+  return true;
+#endif
+}
+
 // ------------------------------------------------------------ entry points
 
 bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
@@ -1119,6 +1163,7 @@ HWY_EXPORT(QuantizeImpl);
 HWY_EXPORT(DequantizeImpl);
 HWY_EXPORT(DotImpl);
 HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(HadamardRowsImpl);
 
 namespace simd {
 bool Quantize(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
@@ -1136,6 +1181,7 @@ bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int
           float* acc) {
   return HWY_DYNAMIC_DISPATCH(AxpyImpl)(f, codes, meta, T, D, w, acc);
 }
+bool HadamardRows(float* x, int T, int D) { return HWY_DYNAMIC_DISPATCH(HadamardRowsImpl)(x, T, D); }
 }  // namespace simd
 
 }  // namespace hqekv::quant

@@ -133,6 +133,19 @@ TEST(QuantSimd, FastPathsCoverTheStoreFormats) {
   });
 }
 
+TEST(QuantSimd, HadamardRowsBitIdenticalToTheReference) {
+  ForEachTarget([&](int64_t) {
+    for (int D : {8, 16, 64, 128, 256}) {
+      std::vector<float> x = Gaussian(7, D, 31), y = x;
+      ASSERT_TRUE(simd::HadamardRows(x.data(), 7, D)) << D;
+      for (int t = 0; t < 7; ++t) HadamardRotate(y.data() + t * D, D);
+      EXPECT_EQ(x, y) << "D=" << D;
+    }
+    std::vector<float> z(3 * 4);
+    EXPECT_FALSE(simd::HadamardRows(z.data(), 3, 2));  // D below the lane count: caller's fallback
+  });
+}
+
 // Every fp8 byte (also the NaN/inf codes we never emit) decodes like the
 // reference table on every target.
 TEST(QuantSimd, EveryFp8CodeDecodesLikeTheReference) {
