@@ -56,7 +56,9 @@ class TokenizerBase : public Tokenizer {
     std::vector<int32_t> out;
     if (add_bos && v_.bos >= 0) out.push_back(v_.bos);
     size_t start = 0;
-    bool first = true;
+    // Every text fragment (at the start or after a special token) gets the
+    // SPM space prefix, as llama.cpp does.
+    const bool first = true;
     if (parse_special && !specials_.empty()) {
       for (size_t i = 0; i < text.size();) {
         int32_t hit = -1;
@@ -73,7 +75,6 @@ class TokenizerBase : public Tokenizer {
         }
         if (i > start) EncodeText(text.substr(start, i - start), first, out);
         out.push_back(hit);
-        first = false;
         i += v_.tokens[hit].size();
         start = i;
       }
@@ -97,7 +98,8 @@ class TokenizerBase : public Tokenizer {
   }
 
  protected:
-  // Encodes plain text (no special tokens). `at_start`: first fragment.
+  // Encodes plain text (no special tokens). `at_start`: the fragment begins the
+  // text or follows a special token (SPM adds its dummy-prefix space then).
   virtual void EncodeText(std::string_view text, bool at_start, std::vector<int32_t>& out) const = 0;
   bool InRange(int32_t t) const { return t >= 0 && t < static_cast<int32_t>(v_.tokens.size()); }
   std::string Ids() const {
