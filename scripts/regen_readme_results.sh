@@ -26,7 +26,9 @@ trap 'rm -f "$section"' EXIT
   echo "Memory is measured, not nominal: \`bits/orig\` counts every byte the cache holds (codes, scales,"
   echo "bookkeeping, fp16 residual) per element ever appended. On the bundled stories260K model"
   echo "(head_dim 8, contexts <= 512 tokens) fixed costs are large next to the payload, so the"
-  echo "compressed caches land far above their nominal bits; the numbers are what they are."
+  echo "compressed caches land far above their nominal bits; the numbers are what they are. A task the"
+  echo "model cannot do with an fp16 cache is marked \"fp16 fails\" and not used to rank policies."
+  echo "Timings are single-machine measurements (best of 3) on a shared machine: compare within a table."
   for d in "$@"; do
     echo
     # Title and provenance lines of the report, demoted one level.
