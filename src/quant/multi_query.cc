@@ -1,0 +1,621 @@
+// Highway kernels of quant/multi_query.h, compiled once per SIMD target
+// (foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH), plus the
+// public entry points (fallback: the single-query entry points per row).
+//
+// Register blocking: up to kHeads query rows per pass, each with kVecs
+// independent accumulator vectors (2 on 16-register targets, 4 with AVX-512's
+// 32 registers), so every decoded code vector feeds kHeads FMAs and the FMA
+// latency is hidden by independent chains. Vectors are capped at 8 float
+// lanes like quant/simd.cc: 8 codes of <= 4 bits are one 32-bit word.
+//
+// Math (x̂ = level · a + b per group, see quant/README.md):
+//   per-channel K, lanes over tokens:
+//     score[h][t] = sum_d (q[h][d] a[d]) level[d][t] + sum_d q[h][d] b[d]
+//   per-channel V, lanes over channels:
+//     acc[h][d] += a[d] sum_t w[h][t] level[d][t] + b[d] sum_t w[h][t]
+//   row-major (f16, int8, per-token), lanes over channels:
+//     score[h][t] = sum_k a[t,k] sum_{d in k} q[h][d] level[t][d] + sum_k b[t,k] qsum[h][k]
+//     acc[h][d]  += sum_t (w[h][t] a[t,k]) level[t][d] + sum_t w[h][t] b[t,k]
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/multi_query.cc"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS HWY_SSSE3
+#endif
+#include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "quant/internal.h"
+#include "quant/multi_query.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hqekv::quant::mq {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::CappedTag<float, 8>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using VU = hn::Vec<DU>;
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define HQEKV_MQ_F16 1  // F16C
+#else
+#define HQEKV_MQ_F16 0
+#endif
+
+constexpr int kHeads = 4;  // query rows per pass
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kVecs = 4;  // 32 vector registers
+#else
+constexpr int kVecs = 2;  // 16 vector registers
+#endif
+
+// Per-thread scratch, so a call allocates nothing after warm-up.
+float* Scratch(int slot, size_t n) {
+  thread_local std::vector<float> bufs[5];
+  if (bufs[slot].size() < n) bufs[slot].resize(n);
+  return bufs[slot].data();
+}
+
+HWY_INLINE uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+HWY_INLINE float Sum(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
+
+// n fp16 values at p -> floats.
+void LoadPlane(const uint8_t* p, int n, float* out) {
+  int i = 0;
+#if HQEKV_MQ_F16
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const int N = static_cast<int>(hn::Lanes(df));
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + 2 * i))),
+               df, out + i);
+  }
+#endif
+  for (; i < n; ++i) out[i] = F16ToF32(LoadF16(p + 2 * i));
+}
+
+// x̂ = level · a + b per group; normal-1 levels are codes 0/1, so
+// mu ± c·sigma = (mu − c·sigma) + code · 2c·sigma. Normal-2 uses the centre
+// table as level (see Level).
+void Affine(const Format& f, const uint8_t* meta, int groups, float* a, float* b) {
+  LoadPlane(meta, groups, a);
+  LoadPlane(meta + 2 * static_cast<size_t>(groups), groups, b);
+  if (f.kind == Kind::kNormal && f.bits == 1) {
+    const float c = kNormalCentres1[1];
+    for (int g = 0; g < groups; ++g) {
+      b[g] = b[g] - c * a[g];
+      a[g] = 2.0f * c * a[g];
+    }
+  }
+}
+
+// Level of a code: the code itself, or the normal-2 centre.
+struct Levels {
+  bool table = false;
+  VF centres;
+  explicit Levels(const Format& f) {
+    const DF df;
+    table = f.kind == Kind::kNormal && f.bits == 2;
+    float ctab[8] = {0};
+    if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
+    centres = hn::LoadU(df, ctab);
+  }
+  HWY_INLINE VF operator()(VI code) const {
+    const DF df;
+    if (table) return hn::TableLookupLanes(centres, hn::IndicesFromVec(df, code));
+    return hn::ConvertTo(df, code);
+  }
+};
+
+bool Grouped(const Format& f) {
+  return f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits <= 2);
+}
+bool PerChannelFast(const Format& f, int T, int D, int N) {
+  return Grouped(f) && f.grouping == Grouping::kPerChannel && T == 32 && f.bits <= 4 && D % N == 0;
+}
+bool PerTokenFast(const Format& f, int D, int N) {
+  return Grouped(f) && f.grouping == Grouping::kPerToken && f.group % N == 0 && D % f.group == 0;
+}
+
+// ------------------------------------------------------ per-channel (T = 32)
+
+// One pass of MB query rows over a per-channel chunk: qa = q · a ([MB][D]),
+// off[h] = q[h] · b. Lanes over tokens; kVecs token vectors at a time.
+template <int MB>
+void DotPerChannelPass(const uint8_t* codes, int bits, const Levels& lv, int D, const float* qa,
+                       const float* off, float* scores, size_t ss) {
+  const DF df;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int nvec = 32 / N;  // 4 or 8: a multiple of kVecs
+  const VU shifts = hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits)));
+  const VU mask = hn::Set(du, (1u << bits) - 1u);
+  for (int v0 = 0; v0 < nvec; v0 += kVecs) {
+    VF acc[MB][kVecs];
+    for (int h = 0; h < MB; ++h) {
+      for (int v = 0; v < kVecs; ++v) acc[h][v] = hn::Zero(df);
+    }
+    // Token vector v0+v of a channel: word bit >> 5, lanes shifted by
+    // (bit & 31) + lane·bits; vectors in the same word share one broadcast.
+    int word_of[kVecs];
+    VU sh[kVecs];
+    for (int v = 0; v < kVecs; ++v) {
+      const int bit = (v0 + v) * N * bits;
+      word_of[v] = bit >> 5;
+      sh[v] = hn::Add(shifts, hn::Set(du, static_cast<uint32_t>(bit & 31)));
+    }
+    const uint8_t* cw = codes;
+    for (int d = 0; d < D; ++d, cw += 4 * bits) {
+      VF lvl[kVecs];
+      for (int v = 0; v < kVecs; ++v) {
+        const VU wv = hn::Set(du, Load32(cw + 4 * word_of[v]));
+        lvl[v] = lv(hn::BitCast(DI(), hn::And(wv >> sh[v], mask)));
+      }
+      for (int h = 0; h < MB; ++h) {
+        const VF qv = hn::Set(df, qa[h * D + d]);
+        for (int v = 0; v < kVecs; ++v) acc[h][v] = hn::MulAdd(lvl[v], qv, acc[h][v]);
+      }
+    }
+    for (int h = 0; h < MB; ++h) {
+      const VF o = hn::Set(df, off[h]);
+      for (int v = 0; v < kVecs; ++v) {
+        hn::StoreU(hn::Add(acc[h][v], o), df, scores + h * ss + (v0 + v) * N);
+      }
+    }
+  }
+}
+
+void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int D,
+                   const float* q, size_t qs, int m, float* scores, size_t ss) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  float* a = Scratch(0, static_cast<size_t>(D));
+  float* b = Scratch(1, static_cast<size_t>(D));
+  float* qa = Scratch(2, static_cast<size_t>(kHeads) * D);
+  Affine(f, meta, D, a, b);
+  const Levels lv(f);
+  for (int h0 = 0; h0 < m; h0 += kHeads) {
+    const int mb = std::min(kHeads, m - h0);
+    float off[kHeads];
+    for (int h = 0; h < mb; ++h) {
+      const float* qh = q + (h0 + h) * qs;
+      VF o = hn::Zero(df);
+      for (int d = 0; d < D; d += N) {
+        const VF qv = hn::LoadU(df, qh + d);
+        hn::StoreU(hn::Mul(qv, hn::LoadU(df, a + d)), df, qa + h * D + d);
+        o = hn::MulAdd(qv, hn::LoadU(df, b + d), o);
+      }
+      off[h] = Sum(df, o);
+    }
+    float* s = scores + h0 * ss;
+    switch (mb) {
+      case 1: DotPerChannelPass<1>(codes, f.bits, lv, D, qa, off, s, ss); break;
+      case 2: DotPerChannelPass<2>(codes, f.bits, lv, D, qa, off, s, ss); break;
+      case 3: DotPerChannelPass<3>(codes, f.bits, lv, D, qa, off, s, ss); break;
+      default: DotPerChannelPass<4>(codes, f.bits, lv, D, qa, off, s, ss); break;
+    }
+  }
+}
+
+// Channel d's codes are `bits` 32-bit words at byte 4·bits·d: a vector of
+// word w over N channels is a strided (interleaved) load.
+HWY_INLINE void LoadWords(DU du, const uint8_t* in, int nw, VU* words) {
+  const uint32_t* p = reinterpret_cast<const uint32_t*>(in);
+  if (nw == 1) {
+    words[0] = hn::LoadU(du, p);
+  } else if (nw == 2) {
+    hn::LoadInterleaved2(du, p, words[0], words[1]);
+  } else {
+    hn::LoadInterleaved4(du, p, words[0], words[1], words[2], words[3]);
+  }
+}
+
+template <int MB>
+void AxpyPerChannelPass(const uint8_t* codes, int bits, const Levels& lv, int D, const float* a,
+                        const float* b, const float* w, size_t ws, const float* wsum, float* acc,
+                        size_t as) {
+  const DF df;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int per_word = 32 / bits;
+  const VU mask = hn::Set(du, (1u << bits) - 1u);
+  for (int d0 = 0; d0 < D; d0 += N) {
+    VU words[4];
+    LoadWords(du, codes + static_cast<size_t>(4) * bits * d0, bits, words);
+    VF sum[MB];
+    for (int h = 0; h < MB; ++h) sum[h] = hn::Zero(df);
+    for (int wi = 0; wi < bits; ++wi) {
+      for (int k = 0; k < per_word; ++k) {
+        const int t = wi * per_word + k;
+        const VF lvl = lv(hn::BitCast(DI(), hn::And(hn::ShiftRightSame(words[wi], k * bits), mask)));
+        for (int h = 0; h < MB; ++h) sum[h] = hn::MulAdd(lvl, hn::Set(df, w[h * ws + t]), sum[h]);
+      }
+    }
+    const VF av = hn::LoadU(df, a + d0), bv = hn::LoadU(df, b + d0);
+    for (int h = 0; h < MB; ++h) {
+      float* o = acc + h * as + d0;
+      hn::StoreU(hn::MulAdd(av, sum[h], hn::MulAdd(bv, hn::Set(df, wsum[h]), hn::LoadU(df, o))), df, o);
+    }
+  }
+}
+
+void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int D,
+                    const float* w, size_t ws, int m, float* acc, size_t as) {
+  float* a = Scratch(0, static_cast<size_t>(D));
+  float* b = Scratch(1, static_cast<size_t>(D));
+  Affine(f, meta, D, a, b);
+  const Levels lv(f);
+  for (int h0 = 0; h0 < m; h0 += kHeads) {
+    const int mb = std::min(kHeads, m - h0);
+    float wsum[kHeads];
+    for (int h = 0; h < mb; ++h) {
+      float s = 0.0f;
+      for (int t = 0; t < 32; ++t) s += w[(h0 + h) * ws + t];
+      wsum[h] = s;
+    }
+    const float* wr = w + h0 * ws;
+    float* ar = acc + h0 * as;
+    switch (mb) {
+      case 1: AxpyPerChannelPass<1>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
+      case 2: AxpyPerChannelPass<2>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
+      case 3: AxpyPerChannelPass<3>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
+      default: AxpyPerChannelPass<4>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
+    }
+  }
+}
+
+// ------------------------------------------- row-major: f16, int8, per-token
+
+// Decodes N consecutive values (code index pos = t·D + d) of a token-major
+// chunk into levels (before the per-group / per-token affine map).
+struct RowSource {
+  enum Type { kF16, kInt8, kPacked } type = kPacked;
+  const uint8_t* codes = nullptr;
+  size_t nbytes = 0;
+  int bits = 0;
+  VU shifts, mask;
+  Levels lv;
+  RowSource(const Format& f, const uint8_t* c, int T, int D) : codes(c), lv(f) {
+    const DU du;
+    type = f.kind == Kind::kF16 ? kF16 : (f.kind == Kind::kInt8 ? kInt8 : kPacked);
+    bits = f.bits;
+    nbytes = CodeBytes(f, T, D);
+    shifts = hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits < 8 ? bits : 0)));
+    mask = hn::Set(du, bits < 8 ? (1u << bits) - 1u : 0xFFu);
+  }
+  HWY_INLINE VF Load(size_t pos) const {
+    const DF df;
+    const DI di;
+    const DU du;
+#if HQEKV_MQ_F16
+    if (type == kF16) {
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(codes + 2 * pos)));
+    }
+#endif
+    if (type == kInt8) {
+      const hn::Rebind<int8_t, DI> d8;
+      return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(codes + pos))));
+    }
+    if (bits == 8) {
+      const hn::Rebind<uint8_t, DI> d8;
+      return lv(hn::PromoteTo(di, hn::LoadU(d8, codes + pos)));
+    }
+    const size_t bit = pos * static_cast<size_t>(bits);
+    const size_t byte = bit >> 3;
+    uint32_t word;
+    if (byte + 4 <= nbytes) {
+      word = Load32(codes + byte);
+    } else {  // the last bytes of the chunk: never read past its end
+      word = 0;
+      std::memcpy(&word, codes + byte, nbytes - byte);
+    }
+    word >>= (bit & 7);  // N·bits + (bit & 7) <= 32 for N = 8, bits <= 2 or byte-aligned 4
+    return lv(hn::BitCast(di, hn::And(hn::Set(du, word) >> shifts, mask)));
+  }
+};
+
+// Per-token scale of a row-major chunk: a[t·gpt + k], b[...] (b null: none);
+// a null: 1 (f16).
+struct RowAffine {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  int gpt = 1, g = 0;
+};
+
+RowAffine MakeRowAffine(const Format& f, const uint8_t* meta, int T, int D) {
+  RowAffine r;
+  if (f.kind == Kind::kF16) {
+    r.g = D;
+    return r;
+  }
+  if (f.kind == Kind::kInt8) {
+    float* s = Scratch(0, static_cast<size_t>(T));
+    LoadPlane(meta, T, s);
+    r.a = s;
+    r.g = D;
+    return r;
+  }
+  r.g = f.group;
+  r.gpt = D / f.group;
+  const int groups = T * r.gpt;
+  float* a = Scratch(0, static_cast<size_t>(groups));
+  float* b = Scratch(1, static_cast<size_t>(groups));
+  Affine(f, meta, groups, a, b);
+  r.a = a;
+  r.b = b;
+  return r;
+}
+
+template <int MB>
+void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* q, size_t qs,
+                 const float* qsum, float* scores, size_t ss) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int g = af.g;
+  for (int t = 0; t < T; ++t) {
+    VF tot[MB];
+    float off[MB];
+    for (int h = 0; h < MB; ++h) {
+      tot[h] = hn::Zero(df);
+      off[h] = 0.0f;
+    }
+    for (int k = 0; k < af.gpt; ++k) {
+      VF p0[MB], p1[MB];  // two chains per row: hides the FMA latency
+      for (int h = 0; h < MB; ++h) p0[h] = p1[h] = hn::Zero(df);
+      const size_t base = static_cast<size_t>(t) * D + static_cast<size_t>(k) * g;
+      const float* qk = q + k * g;
+      int j = 0;
+      for (; j + 2 * N <= g; j += 2 * N) {
+        const VF x0 = src.Load(base + j), x1 = src.Load(base + j + N);
+        for (int h = 0; h < MB; ++h) {
+          p0[h] = hn::MulAdd(x0, hn::LoadU(df, qk + h * qs + j), p0[h]);
+          p1[h] = hn::MulAdd(x1, hn::LoadU(df, qk + h * qs + j + N), p1[h]);
+        }
+      }
+      if (j < g) {
+        const VF x0 = src.Load(base + j);
+        for (int h = 0; h < MB; ++h) p0[h] = hn::MulAdd(x0, hn::LoadU(df, qk + h * qs + j), p0[h]);
+      }
+      const int gi = t * af.gpt + k;
+      if (af.a == nullptr) {
+        for (int h = 0; h < MB; ++h) tot[h] = hn::Add(tot[h], hn::Add(p0[h], p1[h]));
+      } else {
+        const VF av = hn::Set(df, af.a[gi]);
+        for (int h = 0; h < MB; ++h) tot[h] = hn::MulAdd(hn::Add(p0[h], p1[h]), av, tot[h]);
+      }
+      if (af.b != nullptr) {
+        for (int h = 0; h < MB; ++h) off[h] += af.b[gi] * qsum[h * af.gpt + k];
+      }
+    }
+    for (int h = 0; h < MB; ++h) scores[h * ss + t] = Sum(df, tot[h]) + off[h];
+  }
+}
+
+void DotRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+             const float* q, size_t qs, int m, float* scores, size_t ss) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const RowSource src(f, codes, T, D);
+  const RowAffine af = MakeRowAffine(f, meta, T, D);
+  float* qsum = Scratch(2, static_cast<size_t>(kHeads) * af.gpt);
+  for (int h0 = 0; h0 < m; h0 += kHeads) {
+    const int mb = std::min(kHeads, m - h0);
+    const float* qr = q + h0 * qs;
+    if (af.b != nullptr) {
+      for (int h = 0; h < mb; ++h) {
+        for (int k = 0; k < af.gpt; ++k) {
+          VF s = hn::Zero(df);
+          for (int j = 0; j < af.g; j += N) s = hn::Add(s, hn::LoadU(df, qr + h * qs + k * af.g + j));
+          qsum[h * af.gpt + k] = Sum(df, s);
+        }
+      }
+    }
+    float* sr = scores + h0 * ss;
+    switch (mb) {
+      case 1: DotRowsPass<1>(src, af, T, D, qr, qs, qsum, sr, ss); break;
+      case 2: DotRowsPass<2>(src, af, T, D, qr, qs, qsum, sr, ss); break;
+      case 3: DotRowsPass<3>(src, af, T, D, qr, qs, qsum, sr, ss); break;
+      default: DotRowsPass<4>(src, af, T, D, qr, qs, qsum, sr, ss); break;
+    }
+  }
+}
+
+// wa: [MB][T·gpt] = w[h][t] · a[t, k]; off: [MB][gpt] = sum_t w[h][t] b[t, k].
+template <int MB>
+void AxpyRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* wa,
+                  const float* off, float* acc, size_t as) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int gpt = af.gpt, g = af.g;
+  for (int d0 = 0; d0 < D; d0 += kVecs * N) {
+    const int nv = std::min(kVecs, (D - d0) / N);
+    VF s[MB][kVecs];
+    int grp[kVecs];
+    for (int v = 0; v < kVecs; ++v) grp[v] = v < nv ? (d0 + v * N) / g : 0;
+    for (int h = 0; h < MB; ++h) {
+      for (int v = 0; v < kVecs; ++v) s[h][v] = v < nv ? hn::LoadU(df, acc + h * as + d0 + v * N) : hn::Zero(df);
+    }
+    if (nv == kVecs) {
+      for (int t = 0; t < T; ++t) {
+        VF x[kVecs];
+        const size_t base = static_cast<size_t>(t) * D + d0;
+        for (int v = 0; v < kVecs; ++v) x[v] = src.Load(base + v * N);
+        const float* wt = wa + t * gpt;
+        for (int h = 0; h < MB; ++h) {
+          for (int v = 0; v < kVecs; ++v) {
+            s[h][v] = hn::MulAdd(x[v], hn::Set(df, wt[h * T * gpt + grp[v]]), s[h][v]);
+          }
+        }
+      }
+    } else {
+      for (int t = 0; t < T; ++t) {
+        const size_t base = static_cast<size_t>(t) * D + d0;
+        const float* wt = wa + t * gpt;
+        for (int v = 0; v < nv; ++v) {
+          const VF x = src.Load(base + v * N);
+          for (int h = 0; h < MB; ++h) s[h][v] = hn::MulAdd(x, hn::Set(df, wt[h * T * gpt + grp[v]]), s[h][v]);
+        }
+      }
+    }
+    for (int h = 0; h < MB; ++h) {
+      for (int v = 0; v < nv; ++v) {
+        VF r = s[h][v];
+        if (off != nullptr) r = hn::Add(r, hn::Set(df, off[h * gpt + grp[v]]));
+        hn::StoreU(r, df, acc + h * as + d0 + v * N);
+      }
+    }
+  }
+}
+
+void AxpyRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+              const float* w, size_t ws, int m, float* acc, size_t as) {
+  const RowSource src(f, codes, T, D);
+  const RowAffine af = MakeRowAffine(f, meta, T, D);
+  const int gpt = af.gpt;
+  float* wa = Scratch(3, static_cast<size_t>(kHeads) * T * gpt);
+  float* off = af.b != nullptr ? Scratch(4, static_cast<size_t>(kHeads) * gpt) : nullptr;
+  for (int h0 = 0; h0 < m; h0 += kHeads) {
+    const int mb = std::min(kHeads, m - h0);
+    // Tokens outermost: the mb·gpt sums of off are independent chains.
+    if (off != nullptr) std::fill(off, off + mb * gpt, 0.0f);
+    for (int t = 0; t < T; ++t) {
+      for (int h = 0; h < mb; ++h) {
+        const float wt = w[(h0 + h) * ws + t];
+        float* wah = wa + static_cast<size_t>(h) * T * gpt + t * gpt;
+        for (int k = 0; k < gpt; ++k) {
+          wah[k] = af.a == nullptr ? wt : wt * af.a[t * gpt + k];
+          if (off != nullptr) off[h * gpt + k] += wt * af.b[t * gpt + k];
+        }
+      }
+    }
+    float* ar = acc + h0 * as;
+    switch (mb) {
+      case 1: AxpyRowsPass<1>(src, af, T, D, wa, off, ar, as); break;
+      case 2: AxpyRowsPass<2>(src, af, T, D, wa, off, ar, as); break;
+      case 3: AxpyRowsPass<3>(src, af, T, D, wa, off, ar, as); break;
+      default: AxpyRowsPass<4>(src, af, T, D, wa, off, ar, as); break;
+    }
+  }
+}
+
+// Row-major fast path: f16 (F16C targets), int8, per-token grouped with
+// N·bits codes readable as one 32-bit word after a byte-aligned load.
+bool RowsFast(const Format& f, int D, int N) {
+  if (D % N != 0) return false;
+  if (f.kind == Kind::kF16) return HQEKV_MQ_F16 != 0;
+  if (f.kind == Kind::kInt8) return true;
+  if (!PerTokenFast(f, D, N)) return false;
+  // A vector's codes start at bit pos·bits with pos a multiple of N: byte
+  // aligned unless N·bits < 8 (then the shift below the byte is <= 7 and
+  // N·bits + 7 <= 32 still fits one word).
+  return f.bits == 8 || N * f.bits + 7 <= 32 || (N * f.bits) % 8 == 0;
+}
+
+// ------------------------------------------------------------ entry points
+
+bool DotMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                  const float* q, size_t qs, int m, float* scores, size_t ss) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (N < 4) return false;
+  if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, D, q, qs, m, scores, ss), true;
+  if (RowsFast(f, D, N)) return DotRows(f, codes, meta, T, D, q, qs, m, scores, ss), true;
+  return false;
+}
+
+bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   const float* w, size_t ws, int m, float* acc, size_t as) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (N < 4) return false;
+  if (PerChannelFast(f, T, D, N)) return AxpyPerChannel(f, codes, meta, D, w, ws, m, acc, as), true;
+  if (RowsFast(f, D, N)) return AxpyRows(f, codes, meta, T, D, w, ws, m, acc, as), true;
+  return false;
+}
+
+// Softmax with -inf masking; exp by Highway's polynomial (<= 1 ulp).
+bool SoftmaxRowImpl(float* x, int n) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  VF mv = hn::Set(df, neg_inf);
+  int i = 0;
+  for (; i + N <= n; i += N) mv = hn::Max(mv, hn::LoadU(df, x + i));
+  float mx = hn::GetLane(hn::MaxOfLanes(df, mv));
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  if (mx == neg_inf) {
+    std::fill(x, x + n, 0.0f);
+    return false;
+  }
+  const VF m = hn::Set(df, mx), ninf = hn::Set(df, neg_inf), lo = hn::Set(df, -100.0f);
+  VF sv = hn::Zero(df);
+  i = 0;
+  for (; i + N <= n; i += N) {
+    const VF v = hn::LoadU(df, x + i);
+    // exp(-100) ~ 4e-44 is a denormal: as good as 0 next to exp(0) = 1, and
+    // keeps the polynomial inside its range; masked lanes are exactly 0.
+    const VF e = hn::IfThenZeroElse(hn::Eq(v, ninf), hn::Exp(df, hn::Max(hn::Sub(v, m), lo)));
+    hn::StoreU(e, df, x + i);
+    sv = hn::Add(sv, e);
+  }
+  float sum = Sum(df, sv);
+  for (; i < n; ++i) {
+    x[i] = x[i] == neg_inf ? 0.0f : std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const VF inv = hn::Set(df, 1.0f / sum);
+  i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), inv), df, x + i);
+  for (; i < n; ++i) x[i] *= 1.0f / sum;
+  return true;
+}
+
+#undef HQEKV_MQ_F16
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hqekv::quant::mq
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hqekv::quant {
+namespace mq {
+HWY_EXPORT(DotMultiImpl);
+HWY_EXPORT(AxpyMultiImpl);
+HWY_EXPORT(SoftmaxRowImpl);
+}  // namespace mq
+
+void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
+  if (m <= 0) return;
+  if (HWY_DYNAMIC_DISPATCH(mq::DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) {
+    return;
+  }
+  for (int h = 0; h < m; ++h) DotChunk(f, codes, meta, T, D, q + h * q_stride, scores + h * s_stride);
+}
+
+void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+  if (m <= 0) return;
+  if (HWY_DYNAMIC_DISPATCH(mq::AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) {
+    return;
+  }
+  for (int h = 0; h < m; ++h) AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
+}
+
+bool SoftmaxRow(float* x, int n) { return HWY_DYNAMIC_DISPATCH(mq::SoftmaxRowImpl)(x, n); }
+
+}  // namespace hqekv::quant
+#endif  // HWY_ONCE

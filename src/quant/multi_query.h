@@ -1,0 +1,60 @@
+// Multi-query fused kernels for attention over quantized chunks: the query
+// heads of a GQA group share one KV head, so each code group of a chunk is
+// decoded once and applied to all m queries (the single-query DotChunk /
+// AxpyChunk of quant/format.h decode the chunk again for every head).
+//
+// Shapes: a chunk is T tokens × D channels in format f (see format.h and
+// quant/README.md). Row h of a multi-row operand starts at base + h * stride
+// (strides in floats), so the caller can read queries from [n][n_q_heads][D]
+// and write scores straight into a [m][n_kept] buffer.
+//
+// Highway kernels (runtime dispatch) exist for f16, int8, uniform / normal
+// (bits <= 2 for normal) per-token with the group a multiple of the vector
+// width, and per-channel with T == 32 and bits <= 4; every other format and
+// shape runs the single-query entry points once per row (same results as
+// those). Hadamard formats work in the rotated domain exactly as DotChunk /
+// AxpyChunk do: the caller rotates q, and rotates the accumulator back.
+//
+// Tolerance against the single-query scalar reference (ref::DotChunkMulti,
+// the oracle; asserted by tests/quant/multi_query_test.cc): scores within
+// 1e-5 · D · max|x̂| · max|q|, accumulators within 1e-5 · T · max|x̂| · max|w|
+// (different summation order and FMA use only; same bound as format.h's
+// SIMD kernels).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/format.h"
+
+namespace hqekv::quant {
+
+// scores[h * s_stride + t] = sum_d q[h * q_stride + d] * x̂[t][d],
+// for h in [0, m), t in [0, T). Precondition: Validate(f, T, D).ok(), m >= 0.
+void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+
+// acc[h * a_stride + d] += sum_t w[h * w_stride + t] * x̂[t][d],
+// for h in [0, m), d in [0, D). Precondition as above.
+void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+
+// Softmax of one row of n fp32 scores in place: entries equal to -inf are
+// masked (weight exactly 0); the others get exp(x - max) / sum. Returns false
+// (and writes all zeros) when every entry is masked. Highway exp (<= 1 ulp
+// per element), so the weights match the std::exp reference within ~1e-6
+// relative (ref::SoftmaxRow is the oracle).
+bool SoftmaxRow(float* x, int n);
+
+namespace ref {
+// Oracles: the single-query scalar reference (quant::ref::DotChunk /
+// AxpyChunk), called once per row.
+void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+// std::exp softmax with the same masking contract as quant::SoftmaxRow.
+bool SoftmaxRow(float* x, int n);
+}  // namespace ref
+
+}  // namespace hqekv::quant

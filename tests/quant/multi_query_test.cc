@@ -1,0 +1,177 @@
+// Multi-query kernels (quant/multi_query.h) against their oracle, the
+// single-query scalar reference called once per row, for every format and
+// grouping, m in {1,2,4,8}, T in {1,7,32}, D in {8,64,128}, with row strides
+// larger than the rows. Tolerances (quant/multi_query.h): scores within
+// 1e-5·D·max|x̂|·max|q|, accumulators within 1e-5·T·max|x̂|·max|w|.
+#include "quant/multi_query.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "quant/internal.h"
+#include "quant_test_util.h"
+
+namespace hqekv::quant {
+namespace {
+
+using testing::Encode;
+using testing::Encoded;
+using testing::Gaussian;
+
+// Formats for a D-channel chunk: AllFormats() (per-token group 8) plus the
+// store's per-token group min(32, D) and Hadamard variants.
+std::vector<Format> FormatsFor(int D) {
+  std::vector<Format> fs = testing::AllFormats();
+  for (int b : {1, 2, 4, 8}) fs.push_back(Uniform(b, Grouping::kPerToken, std::min(32, D)));
+  for (int b : {1, 2}) fs.push_back(Normal(b, Grouping::kPerToken, std::min(32, D)));
+  for (Format f : {Uniform(2, Grouping::kPerChannel), Uniform(4, Grouping::kPerToken, 8), Int8PerToken(), F16()}) {
+    f.hadamard = true;
+    fs.push_back(f);
+  }
+  return fs;
+}
+
+float MaxAbs(const std::vector<float>& v) {
+  float m = 0.0f;
+  for (float x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// Runs fn with dispatch forced to each x86 SIMD target this CPU supports
+// (AVX-512 uses 4 accumulator vectors per row, the others 2), then restores
+// the default; with none available, runs once on the default dispatch.
+template <class Fn>
+void ForEachTarget(Fn fn) {
+  int ran = 0;
+  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
+    if ((hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    SCOPED_TRACE(hwy::TargetName(target));
+    fn();
+    ++ran;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  if (ran == 0) fn();
+}
+
+// Counts the (format, T, D, m) cases checked in *checked.
+void CheckDotAndAxpy(int* checked) {
+  for (int D : {8, 64, 128}) {
+    for (const Format& f : FormatsFor(D)) {
+      for (int T : {1, 7, 32}) {
+        if (!Validate(f, T, D).ok()) continue;
+        SCOPED_TRACE(FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D));
+        const uint32_t seed = static_cast<uint32_t>(T * 1000 + D);
+        const std::vector<float> x = Gaussian(T, D, seed);
+        const Encoded e = Encode(f, x, T, D, /*reference=*/false);
+        std::vector<float> xhat(static_cast<size_t>(T) * D);
+        ref::DequantizeStored(f, e.codes.data(), e.meta.data(), T, D, xhat.data());
+        const float xmax = MaxAbs(xhat);
+        for (int m : {1, 2, 4, 8}) {
+          SCOPED_TRACE("m=" + std::to_string(m));
+          // Strides larger than the rows: the kernels must honour them.
+          const size_t qs = D + 3, ss = T + 5, ws = T + 2, as = D + 1;
+          const std::vector<float> q = Gaussian(m, static_cast<int>(qs), seed + 1, 0.5f);
+          std::vector<float> w = Gaussian(m, static_cast<int>(ws), seed + 2);
+          for (float& v : w) v = std::abs(v) / 8.0f;  // attention-like weights >= 0
+          const float qmax = MaxAbs(q), wmax = MaxAbs(w);
+
+          std::vector<float> got(m * ss, -9.0f), want(m * ss, -9.0f);
+          DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data(), qs, m, got.data(), ss);
+          ref::DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data(), qs, m, want.data(), ss);
+          const double dtol = 1e-5 * D * xmax * qmax + 1e-30;
+          for (int h = 0; h < m; ++h) {
+            for (size_t t = 0; t < ss; ++t) {
+              const size_t i = h * ss + t;
+              if (t >= static_cast<size_t>(T)) {
+                ASSERT_EQ(got[i], -9.0f) << "wrote past row " << h;  // stride padding untouched
+              } else {
+                ASSERT_NEAR(got[i], want[i], dtol) << "score h=" << h << " t=" << t;
+              }
+            }
+          }
+
+          const std::vector<float> acc0 = Gaussian(m, static_cast<int>(as), seed + 3);
+          std::vector<float> ga = acc0, wa = acc0;
+          AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), ws, m, ga.data(), as);
+          ref::AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), ws, m, wa.data(), as);
+          const double atol = 1e-5 * T * xmax * wmax + 1e-6 * MaxAbs(acc0);
+          for (int h = 0; h < m; ++h) {
+            for (size_t d = 0; d < as; ++d) {
+              const size_t i = h * as + d;
+              if (d >= static_cast<size_t>(D)) {
+                ASSERT_EQ(ga[i], acc0[i]) << "wrote past row " << h;
+              } else {
+                ASSERT_NEAR(ga[i], wa[i], atol) << "acc h=" << h << " d=" << d;
+              }
+            }
+          }
+          ++*checked;
+        }
+      }
+    }
+  }
+}
+
+TEST(MultiQuery, DotAndAxpyMatchSingleQueryReferenceOnEveryTarget) {
+  ForEachTarget([] {
+    int checked = 0;
+    CheckDotAndAxpy(&checked);
+    EXPECT_GT(checked, 600);  // the loops really ran (formats × shapes × m)
+  });
+}
+
+// The multi-query result for row h does not depend on the other rows (a
+// broken register-blocking would mix heads): permuting rows permutes results.
+TEST(MultiQuery, RowsAreIndependent) {
+  const int T = 32, D = 128, m = 8;
+  for (const Format& f : {Uniform(2, Grouping::kPerChannel), Uniform(2, Grouping::kPerToken, 32), F16()}) {
+    SCOPED_TRACE(FormatName(f));
+    const std::vector<float> x = Gaussian(T, D, 5);
+    const Encoded e = Encode(f, x, T, D, false);
+    const std::vector<float> q = Gaussian(m, D, 6);
+    std::vector<float> all(m * T), one(T);
+    DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, m, all.data(), T);
+    for (int h = 0; h < m; ++h) {
+      DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data() + h * D, D, 1, one.data(), T);
+      for (int t = 0; t < T; ++t) ASSERT_NEAR(all[h * T + t], one[t], 1e-4f) << h << " " << t;
+    }
+  }
+}
+
+TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int n : {1, 3, 8, 9, 100, 1027}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<float> x(n);
+    for (int i = 0; i < n; ++i) x[i] = (i % 5 == 3) ? ninf : nd(rng);
+    if (n == 3) x[0] = 200.0f;  // far-apart scores: others underflow to ~0
+    std::vector<float> got = x, want = x;
+    const bool any = SoftmaxRow(got.data(), n);
+    ASSERT_EQ(any, ref::SoftmaxRow(want.data(), n));
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      if (x[i] == ninf) ASSERT_EQ(got[i], 0.0f) << i;  // masked: exactly 0
+      ASSERT_NEAR(got[i], want[i], 4e-6f * want[i] + 1e-30f) << i;
+      sum += got[i];
+    }
+    EXPECT_NEAR(sum, 1.0f, 1e-5f);
+  }
+  std::vector<float> masked(13, ninf);
+  EXPECT_FALSE(SoftmaxRow(masked.data(), 13));
+  for (float v : masked) EXPECT_EQ(v, 0.0f);
+}
+
+}  // namespace
+}  // namespace hqekv::quant
