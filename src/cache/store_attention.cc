@@ -8,6 +8,7 @@
 
 #include "core/parallel.h"
 #include "quant/format.h"
+#include "quant/multi_query.h"
 
 namespace hqekv::cache {
 namespace {
@@ -39,7 +40,10 @@ HeadPlan Plan(const KvStore& store, int layer, int g) {
   return p;
 }
 
-// Attention for every query head of KV head g.
+// Attention for every query head of KV head g. The `group` query heads that
+// share the KV head are processed together: each chunk's codes are decoded
+// once for all of them (quant::DotChunkMulti / AxpyChunkMulti), with one fp32
+// score row per query head in a [group][stride] buffer.
 void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
                 const float* q, const int32_t* q_pos, int n, float* out,
                 const AttentionSink* sink, int first_sink_query) {
@@ -49,88 +53,118 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   const quant::Format res_format = quant::F16();
   const ResidualView& r = p.residual;
   const int res_start = n_kept - r.n;  // walk index of the first residual token
+  // Row stride of the score buffer: padded so that the rows of one group do
+  // not sit a power of two apart (cache-set conflicts).
+  const size_t ss = (static_cast<size_t>(n_kept) + 7) / 8 * 8 + 8;
+  const int max_T = std::max(p.max_T, 1);
 
-  std::vector<float> qs(D), qr(D), scores(std::max(n_kept, 1)), tmp(std::max(p.max_T, r.n) + 1);
-  std::vector<float> wt(p.max_T + 1), acc(D), acc_rot(D);
+  // Per-thread buffers: kept across calls (a decode step calls this once per
+  // layer and KV head; reallocating ~n_kept·group floats each time costs page
+  // faults).
+  thread_local std::vector<float> qs, qr, scores, tmp, acc, acc_rot;
+  qs.resize(static_cast<size_t>(group) * D);
+  qr.resize(qs.size());
+  acc.resize(qs.size());
+  acc_rot.resize(qs.size());
+  scores.resize(ss * group);
+  tmp.resize(static_cast<size_t>(group) * max_T);
+
   for (int i = 0; i < n; ++i) {
     const int32_t qp = q_pos[i];
     // Residual tokens visible to this query: a prefix (positions ascend).
     const int r_vis = static_cast<int>(std::upper_bound(r.positions, r.positions + r.n, qp) - r.positions);
-    for (int hh = 0; hh < group; ++hh) {
-      const int h = g * group + hh;
-      const float* qh = q + (static_cast<size_t>(i) * n_q_heads + h) * D;
-      for (int d = 0; d < D; ++d) qs[d] = qh[d] * scale;
-      if (p.k_hadamard) {
-        qr = qs;
-        quant::HadamardRotate(qr.data(), D);
+    const float* qg = q + (static_cast<size_t>(i) * n_q_heads + static_cast<size_t>(g) * group) * D;
+    for (size_t e = 0; e < qs.size(); ++e) qs[e] = qg[e] * scale;
+    if (p.k_hadamard) {
+      qr = qs;
+      for (int hh = 0; hh < group; ++hh) quant::HadamardRotate(qr.data() + static_cast<size_t>(hh) * D, D);
+    }
+    auto fill_masked = [&](int j, int len) {
+      for (int hh = 0; hh < group; ++hh) {
+        float* row = scores.data() + hh * ss + j;
+        std::fill(row, row + len, kMasked);
       }
-      // Scores, walk order.
-      int j = 0;
-      for (const ChunkView& c : p.chunks) {
-        const int kept = c.KeptCount();
-        if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
-          std::fill(scores.begin() + j, scores.begin() + j + kept, kMasked);
-          j += kept;
-          continue;
-        }
-        quant::DotChunk(c.k_format, c.k_codes, c.k_meta, c.T, D,
-                        c.k_format.hadamard ? qr.data() : qs.data(), tmp.data());
+    };
+    // Scores, walk order, one row per query head.
+    int j = 0;
+    for (const ChunkView& c : p.chunks) {
+      const int kept = c.KeptCount();
+      if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
+        fill_masked(j, kept);
+        j += kept;
+        continue;
+      }
+      const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
+      if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
+        quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, qk, D, group,
+                             scores.data() + j, ss);
+        j += kept;
+        continue;
+      }
+      quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, qk, D, group, tmp.data(), c.T);
+      for (int hh = 0; hh < group; ++hh) {
+        const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
+        float* row = scores.data() + hh * ss;
+        int jj = j;
         for (int t = 0; t < c.T; ++t) {
-          if (!c.Kept(t)) continue;
-          scores[j++] = c.Position(t) <= qp ? tmp[t] : kMasked;
+          if (c.Kept(t)) row[jj++] = c.Position(t) <= qp ? src[t] : kMasked;
         }
       }
-      // The residual is an f16 "chunk" of r_vis tokens, read in pieces so that
-      // kernels that dequantize a piece first keep it in cache.
-      for (int a = 0; a < r_vis; a += kResidualPiece) {
-        const int len = std::min(kResidualPiece, r_vis - a);
-        quant::DotChunk(res_format, reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
-                        nullptr, len, D, qs.data(), tmp.data() + a);
-      }
-      for (int t = 0; t < r.n; ++t) scores[res_start + t] = t < r_vis ? tmp[t] : kMasked;
+      j += kept;
+    }
+    // The residual is an f16 "chunk" of r_vis tokens, read in pieces so that
+    // kernels that dequantize a piece first keep it in cache.
+    for (int a = 0; a < r_vis; a += kResidualPiece) {
+      const int len = std::min(kResidualPiece, r_vis - a);
+      quant::DotChunkMulti(res_format, reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
+                           nullptr, len, D, qs.data(), D, group, scores.data() + res_start + a, ss);
+    }
+    fill_masked(res_start + r_vis, r.n - r_vis);
 
-      // One fp32 softmax over every visible kept token.
-      float m = kMasked;
-      for (int t = 0; t < n_kept; ++t) m = std::max(m, scores[t]);
-      float* o = out + (static_cast<size_t>(i) * n_q_heads + h) * D;
-      if (m == kMasked) {  // nothing visible
-        std::fill(scores.begin(), scores.begin() + n_kept, 0.0f);
-        std::fill(o, o + D, 0.0f);
-      } else {
-        float sum = 0.0f;
-        for (int t = 0; t < n_kept; ++t) {
-          const float e = scores[t] == kMasked ? 0.0f : std::exp(scores[t] - m);
-          scores[t] = e;
-          sum += e;
-        }
-        const float inv = 1.0f / sum;
-        for (int t = 0; t < n_kept; ++t) scores[t] *= inv;
+    // One fp32 softmax per query head over every visible kept token.
+    bool any = false;
+    for (int hh = 0; hh < group; ++hh) any = quant::SoftmaxRow(scores.data() + hh * ss, n_kept) || any;
 
-        // Weighted sum of values, read from their tiers.
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
-        j = 0;
-        for (const ChunkView& c : p.chunks) {
-          const int kept = c.KeptCount();
-          if (c.pos0 > qp) {
-            j += kept;
-            continue;
-          }
-          for (int t = 0; t < c.T; ++t) wt[t] = c.Kept(t) ? scores[j++] : 0.0f;
-          quant::AxpyChunk(c.v_format, c.v_codes, c.v_meta, c.T, D, wt.data(),
-                           c.v_format.hadamard ? acc_rot.data() : acc.data());
-        }
-        for (int a = 0; a < r_vis; a += kResidualPiece) {
-          const int len = std::min(kResidualPiece, r_vis - a);
-          quant::AxpyChunk(res_format, reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
-                           nullptr, len, D, scores.data() + res_start + a, acc.data());
-        }
-        if (p.v_hadamard) {
-          quant::HadamardRotate(acc_rot.data(), D);
-          for (int d = 0; d < D; ++d) acc[d] += acc_rot[d];
-        }
-        std::copy(acc.begin(), acc.end(), o);
+    // Weighted sum of values, read from their tiers (rows with nothing
+    // visible have all-zero weights and get out = 0).
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
+    j = 0;
+    for (const ChunkView& c : p.chunks) {
+      const int kept = c.KeptCount();
+      if (!any || c.pos0 > qp) {
+        j += kept;
+        continue;
       }
+      float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
+      if (kept == c.T) {  // weights in place (invisible slots have weight 0)
+        quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, scores.data() + j, ss, group, a, D);
+        j += kept;
+        continue;
+      }
+      for (int hh = 0; hh < group; ++hh) {
+        const float* row = scores.data() + hh * ss;
+        float* wt = tmp.data() + static_cast<size_t>(hh) * c.T;
+        int jj = j;
+        for (int t = 0; t < c.T; ++t) wt[t] = c.Kept(t) ? row[jj++] : 0.0f;
+      }
+      quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, tmp.data(), c.T, group, a, D);
+      j += kept;
+    }
+    for (int a = 0; any && a < r_vis; a += kResidualPiece) {
+      const int len = std::min(kResidualPiece, r_vis - a);
+      quant::AxpyChunkMulti(res_format, reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
+                            nullptr, len, D, scores.data() + res_start + a, ss, group, acc.data(), D);
+    }
+    for (int hh = 0; hh < group; ++hh) {
+      float* ah = acc.data() + static_cast<size_t>(hh) * D;
+      if (p.v_hadamard) {
+        float* rh = acc_rot.data() + static_cast<size_t>(hh) * D;
+        quant::HadamardRotate(rh, D);
+        for (int d = 0; d < D; ++d) ah[d] += rh[d];
+      }
+      const int h = g * group + hh;
+      std::copy(ah, ah + D, out + (static_cast<size_t>(i) * n_q_heads + h) * D);
       if (sink && *sink && i >= first_sink_query) {
         AttentionRow row;
         row.kv_head = g;
@@ -138,7 +172,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         row.q_head = h;
         row.q_pos = qp;
         row.n_kept = n_kept;
-        row.weights = scores.data();
+        row.weights = scores.data() + hh * ss;
         row.positions = p.positions.data();
         (*sink)(row);
       }

@@ -1,7 +1,10 @@
 // Attention of one layer's queries over the kept tokens of a KvStore, read
-// directly from their tiers: scores through quant::DotChunk and the weighted
-// sum of values through quant::AxpyChunk (fused dequantize-and-dot /
-// -accumulate; no fp16 copy of the cache is materialized).
+// directly from their tiers: scores through quant::DotChunkMulti and the
+// weighted sum of values through quant::AxpyChunkMulti (fused dequantize-and-
+// dot / -accumulate over all query heads of a GQA group at once, so each
+// chunk is decoded once per KV head and query, not once per query head; no
+// fp16 copy of the cache is materialized). Softmax: quant::SoftmaxRow (SIMD
+// exp), one fp32 row per query head.
 //
 // For KV head g and each query head h with h / (n_q_heads / n_kv_heads) == g
 // (GQA): query i at position q_pos[i] sees every kept token of (layer, g)

@@ -1,0 +1,219 @@
+// Decode attention over a KvStore (cache::StoreAttention) per tier layout, as
+// a ratio to an all-fp16 store measured in the same run, plus the plain fp16
+// cache (PlainKvCache, the `fp16` policy) for reference.
+//
+// Geometry: one layer, 32 query heads, 8 KV heads (GQA group 4), head_dim
+// 128, chunks of 32 tokens, the newest 64 tokens in the fp16 residual, single
+// thread. One decode query at position N sees all N tokens. Layouts:
+//   f16        every chunk K f16 / V f16 (the SIMD fp16 baseline)
+//   u4, u2     K uB per-channel, V uB per-token groups of 32 (KIVI)
+//   hqekv2     HqeKV bits=2 tiers: 2 fp16 chunks, then per chunk u4 / u2 /
+//              n1 / evicted with the built-in ratios .0315/.9221/.0299/.0165
+//   hqekv3.2   the same with .6373/.3068/.0374/.0186
+// Issue 4's goal: at >= 16K tokens, the 2-bit layouts <= 0.5x fp16.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cache/kv_store.h"
+#include "cache/plain_cache.h"
+#include "cache/store_attention.h"
+#include "core/parallel.h"
+#include "quant/format.h"
+
+namespace {
+
+using hqekv::cache::KvStore;
+using hqekv::quant::Format;
+using hqekv::quant::Grouping;
+
+constexpr int kHq = 32, kHk = 8, kD = 128, kResidual = 64;
+const char* const kLayouts[] = {"f16", "u4", "u2", "hqekv2", "hqekv3.2"};
+const int kLengths[] = {4096, 16384, 32768};
+
+struct Tier {
+  Format k, v;
+  bool evict = false;
+};
+
+// Tier of chunk c of a layout (deterministic: the same tiers in every run).
+Tier TierOf(const std::string& layout, int c, std::mt19937& rng) {
+  namespace q = hqekv::quant;
+  const Tier f16{q::F16(), q::F16()};
+  const Tier u4{q::Uniform(4, Grouping::kPerChannel), q::Uniform(4, Grouping::kPerToken, 32)};
+  const Tier u2{q::Uniform(2, Grouping::kPerChannel), q::Uniform(2, Grouping::kPerToken, 32)};
+  const Tier n1{q::Normal(1, Grouping::kPerChannel), q::Normal(1, Grouping::kPerToken, 32)};
+  if (layout == "f16") return f16;
+  if (layout == "u4") return u4;
+  if (layout == "u2") return u2;
+  if (c < 2) return f16;  // HqeKV keeps the top-2 chunks in fp16
+  const double r4 = layout == "hqekv2" ? 0.0315 : 0.6373;
+  const double r2 = layout == "hqekv2" ? 0.9221 : 0.3068;
+  const double r1 = layout == "hqekv2" ? 0.0299 : 0.0374;
+  const double x = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  if (x < r4) return u4;
+  if (x < r4 + r2) return u2;
+  if (x < r4 + r2 + r1) return n1;
+  Tier e = u2;
+  e.evict = true;
+  return e;
+}
+
+std::unique_ptr<KvStore> BuildStore(const std::string& layout, int n) {
+  hqekv::cache::KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = kHk;
+  cfg.head_dim = kD;
+  auto made = KvStore::Create(cfg);
+  if (!made.ok()) return nullptr;
+  std::unique_ptr<KvStore> s = std::move(made).value();
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int block = 1024;
+  std::vector<float> k(static_cast<size_t>(block) * kHk * kD), v(k.size());
+  std::vector<int32_t> pos(block);
+  for (int b = 0; b < n; b += block) {
+    const int m = std::min(block, n - b);
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    for (int i = 0; i < m; ++i) pos[i] = b + i;
+    if (!s->Append(0, k.data(), v.data(), pos.data(), m).ok()) return nullptr;
+  }
+  const int chunks = (n - kResidual) / 32;
+  std::mt19937 tier_rng(77);
+  for (int c = 0; c < chunks; ++c) {
+    const Tier t = TierOf(layout, c, tier_rng);
+    if (!s->Seal(0, hqekv::cache::kAllHeads, 32, t.k, t.v).ok()) return nullptr;
+    if (t.evict && !s->EvictChunk(0, hqekv::cache::kAllHeads, c).ok()) return nullptr;
+  }
+  return s;
+}
+
+std::map<std::pair<std::string, int>, double>& Times() {
+  static std::map<std::pair<std::string, int>, double> t;
+  return t;
+}
+
+void BM_StoreDecode(benchmark::State& state, std::string layout, int n) {
+  hqekv::SetNumThreads(1);
+  auto s = BuildStore(layout, n);
+  if (!s) {
+    state.SkipWithError("building the store failed");
+    return;
+  }
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> q(kHq * kD), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  const int32_t qpos = n;
+  for (auto _ : state) {
+    auto st = hqekv::cache::StoreAttention(*s, 0, kHq, q.data(), &qpos, 1, out.data());
+    benchmark::DoNotOptimize(out.data());
+    if (!st.ok()) state.SkipWithError(st.message().c_str());
+  }
+}
+
+void BM_PlainFp16Decode(benchmark::State& state, int n) {
+  hqekv::SetNumThreads(1);
+  hqekv::KvGeometry g;
+  g.n_layers = 1;
+  g.n_q_heads = kHq;
+  g.n_kv_heads = kHk;
+  g.head_dim = kD;
+  g.max_ctx = n + 1;
+  auto made = hqekv::PlainKvCache::Create(g, hqekv::PlainPrecision::kF16);
+  if (!made.ok()) {
+    state.SkipWithError(made.message().c_str());
+    return;
+  }
+  auto c = std::move(made).value();
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> k(static_cast<size_t>(n) * kHk * kD), v(k.size());
+  for (auto& x : k) x = nd(rng);
+  for (auto& x : v) x = nd(rng);
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i;
+  if (!c->Append(0, k.data(), v.data(), pos.data(), n).ok()) {
+    state.SkipWithError("append failed");
+    return;
+  }
+  std::vector<float> q(kHq * kD), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  const int32_t qpos = n;
+  for (auto _ : state) {
+    auto st = c->Attend(0, q.data(), &qpos, 1, out.data());
+    benchmark::DoNotOptimize(out.data());
+    if (!st.ok()) state.SkipWithError(st.message().c_str());
+  }
+}
+
+// Single-threaded, so CPU time is the work (wall time on a shared machine is
+// mostly waiting for a core).
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+      std::string name = r.benchmark_name();  // StoreDecode/<layout>/<n> or PlainFp16Decode/<n>
+      const auto a = name.find('/'), b = name.rfind('/');
+      if (a == std::string::npos) continue;
+      const std::string layout = a == b ? "plain-fp16" : name.substr(a + 1, b - a - 1);
+      Times()[{layout, std::atoi(name.c_str() + b + 1)}] = r.GetAdjustedCPUTime();
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int n : kLengths) {
+    benchmark::RegisterBenchmark(("PlainFp16Decode/" + std::to_string(n)).c_str(), BM_PlainFp16Decode, n)
+        ->Unit(benchmark::kMicrosecond);
+    for (const char* layout : kLayouts) {
+      benchmark::RegisterBenchmark(("StoreDecode/" + std::string(layout) + "/" + std::to_string(n)).c_str(),
+                                   BM_StoreDecode, std::string(layout), n)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\nDecode attention CPU time per token over a KvStore, ratio to the f16 store (same run;"
+              " 32 q heads, 8 KV heads, D 128, 1 thread)\n%-12s", "layout");
+  for (int n : kLengths) std::printf(" %10d", n);
+  std::printf("\n");
+  std::vector<std::string> rows = {"plain-fp16"};
+  for (const char* l : kLayouts) rows.push_back(l);
+  for (const std::string& l : rows) {
+    std::printf("%-12s", l.c_str());
+    for (int n : kLengths) {
+      auto base = Times().find({"f16", n}), t = Times().find({l, n});
+      if (base == Times().end() || t == Times().end()) {
+        std::printf(" %10s", "-");
+      } else {
+        std::printf(" %9.3fx", t->second / base->second);
+      }
+    }
+    std::printf("\n");
+  }
+  std::printf("%-12s", "f16 ms");
+  for (int n : kLengths) {
+    auto base = Times().find({"f16", n});
+    if (base == Times().end()) {
+      std::printf(" %10s", "-");
+    } else {
+      std::printf(" %10.3f", base->second * 1e-3);  // benchmark unit: microseconds
+    }
+  }
+  std::printf("\n");
+  benchmark::Shutdown();
+  return 0;
+}
