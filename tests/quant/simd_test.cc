@@ -111,6 +111,24 @@ TEST(QuantSimd, BitIdenticalCodesAndCloseValuesOnEveryTarget) {
   });
 }
 
+// Odd shapes and group sizes: each either takes a fast path or falls back,
+// and either way matches the reference.
+TEST(QuantSimd, OddShapesMatchTheReference) {
+  ForEachTarget([&](int64_t) {
+    uint32_t seed = 500;
+    for (int T : {2, 3, 33, 64}) {
+      for (int D : {16, 24, 48, 96, 160}) {
+        for (const char* spec : {"u4:tok:g=8", "u2:tok:g=16", "u1:tok:g=24", "u8:tok:g=48", "n2:tok:g=8",
+                                 "n1:tok:g=16", "u4:chan", "n2:chan", "int8", "f16", "fp8e5m2"}) {
+          const Format f = *ParseFormat(spec);
+          if (!Validate(f, T, D).ok()) continue;
+          CompareOne(f, Gaussian(T, D, ++seed), T, D);
+        }
+      }
+    }
+  });
+}
+
 // The fast paths really run (a fallback to the reference would make the
 // comparison above vacuous) for the formats the store uses on 32 x 128 chunks.
 TEST(QuantSimd, FastPathsCoverTheStoreFormats) {
