@@ -277,8 +277,8 @@ const ByteUnicode& Bytes() {
 
 class BpeTokenizer final : public TokenizerBase {
  public:
-  BpeTokenizer(TokenizerVocab v, std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges)
-      : TokenizerBase(std::move(v)), merges_(std::move(merges)) {
+  BpeTokenizer(TokenizerVocab v, std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges, size_t skipped)
+      : TokenizerBase(std::move(v)), merges_(std::move(merges)), skipped_merges_(skipped) {
     pre_ = v_.pre == "qwen2" ? PreTokenizer::kQwen2 : PreTokenizer::kLlama3;
     // llama.cpp looks a whole Llama 3 word up first ("ignore_merges").
     ignore_merges_ = v_.pre == "llama-bpe" || v_.pre == "llama3";
@@ -310,7 +310,9 @@ class BpeTokenizer final : public TokenizerBase {
 
   std::string Describe() const override {
     return std::string("bpe (gpt2, pre=") + v_.pre + "), " + std::to_string(v_.tokens.size()) + " tokens, " +
-           std::to_string(v_.merges.size()) + " merges, " + Ids();
+           std::to_string(v_.merges.size()) + " merges" +
+           (skipped_merges_ ? " (" + std::to_string(skipped_merges_) + " unusable, skipped)" : std::string()) + ", " +
+           Ids();
   }
 
  protected:
@@ -374,6 +376,7 @@ class BpeTokenizer final : public TokenizerBase {
   }
 
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (left, right) -> (rank, merged id)
+  size_t skipped_merges_ = 0;
   PreTokenizer pre_;
   bool ignore_merges_ = false;
   int32_t byte_ids_[256];
@@ -420,19 +423,26 @@ Result<std::unique_ptr<Tokenizer>> MakeTokenizer(TokenizerVocab v, const std::st
   for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) ids.emplace(v.tokens[id], id);
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
   merges.reserve(v.merges.size());
+  size_t skipped = 0;
   for (size_t r = 0; r < v.merges.size(); ++r) {
     const std::string& m = v.merges[r];
     const size_t sp = m.find(' ', 1);  // a left piece never starts with a space (it is mapped to U+0120)
     if (sp == std::string::npos) return fail("merge #" + std::to_string(r) + " '" + m + "' has no space");
     const std::string left = m.substr(0, sp), right = m.substr(sp + 1);
     auto a = ids.find(left), b = ids.find(right), c = ids.find(left + right);
-    if (a == ids.end() || b == ids.end() || c == ids.end())
-      return fail("merge #" + std::to_string(r) + " '" + m + "' refers to a piece missing from the vocabulary");
+    if (a == ids.end() || b == ids.end() || c == ids.end()) {
+      // Such a merge can never apply (llama.cpp keeps it and never uses it):
+      // skip it, count it, and fail only if no merge is usable at all.
+      ++skipped;
+      continue;
+    }
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) |
                          static_cast<uint32_t>(b->second);
     merges.emplace(key, std::make_pair(static_cast<int32_t>(r), c->second));  // first (lowest) rank wins
   }
-  return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(v), std::move(merges)));
+  if (!v.merges.empty() && merges.empty())
+    return fail("none of the " + std::to_string(v.merges.size()) + " merges refers to pieces of the vocabulary");
+  return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(v), std::move(merges), skipped));
 }
 
 }  // namespace hqekv
