@@ -174,7 +174,9 @@ void DequantizeFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, 
 
 // Normalized-quantization statistics of one group of n values read with a
 // stride (sanitized on load): mean, and the unbiased std (divide by n-1; 0 for
-// n == 1), both accumulated in float in index order, exactly as the SIMD code.
+// n == 1), accumulated in float: contiguous groups with n % 8 == 0 in 8
+// interleaved partial sums combined pairwise, others sequentially in index
+// order; exactly the SIMD kernels' order.
 void NormalStats(const float* x, int n, size_t stride, float* mean, float* stdev);
 }  // namespace ref
 

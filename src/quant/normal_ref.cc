@@ -14,14 +14,40 @@
 
 namespace hqekv::quant::ref {
 
+namespace {
+
+// Pairwise combination of 8 interleaved partial sums (fixed order).
+float Combine8(const float* p) {
+  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
+}  // namespace
+
 void NormalStats(const float* x, int n, size_t stride, float* mean, float* stdev) {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += Sanitize(x[i * stride]);
-  const float mu = sum / static_cast<float>(n);
-  float ss = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float dv = Sanitize(x[i * stride]) - mu;
-    ss += dv * dv;
+  float mu, ss;
+  if (stride == 1 && n % 8 == 0) {
+    // Contiguous groups (per-token): 8 interleaved partial sums, p[j] over
+    // i = j, j+8, j+16, ... in order, then combined pairwise. This is the
+    // order 8-lane SIMD produces, so the kernels match bit for bit.
+    float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) p[i % 8] += Sanitize(x[i]);
+    mu = Combine8(p) / static_cast<float>(n);
+    float q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) {
+      const float dv = Sanitize(x[i]) - mu;
+      q[i % 8] += dv * dv;
+    }
+    ss = Combine8(q);
+  } else {
+    // Strided groups (per-channel) and odd sizes: one sequential sum.
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += Sanitize(x[i * stride]);
+    mu = sum / static_cast<float>(n);
+    ss = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float dv = Sanitize(x[i * stride]) - mu;
+      ss += dv * dv;
+    }
   }
   *mean = mu;
   *stdev = n > 1 ? std::sqrt(ss / static_cast<float>(n - 1)) : 0.0f;

@@ -35,6 +35,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::CappedTag<float, 8>;  // code fetch/dot paths: N * bits <= 32
 using DW = hn::ScalableTag<float>;    // lanes-over-channels and contiguous paths: full width
+using DFC = hn::CappedTag<float, 8>;  // 8 partial sums of per-token normal statistics
 using DI = hn::RebindToSigned<DF>;
 using DU = hn::RebindToUnsigned<DF>;
 using VF = hn::Vec<DF>;
@@ -370,10 +371,39 @@ void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* 
   float* inv = normal ? nullptr : sc + groups;
   // Pass 1: group statistics. A group is g consecutive values (groups are
   // contiguous in token-major order).
-  for (int k = 0; k < groups; ++k) {
+  int k_done = 0;
+  if (normal && g % 8 == 0 && hn::Lanes(DFC()) >= 4) {
+    // 8 interleaved partial sums per group in (8 / NC) capped vectors, then
+    // the same pairwise combination as ref::NormalStats: bit-identical.
+    const DFC dc;
+    const int NC = static_cast<int>(hn::Lanes(dc)), A = 8 / NC;
+    alignas(32) float p[8];
+    for (; k_done < groups; ++k_done) {
+      const float* x = src + static_cast<size_t>(k_done) * g;
+      hn::Vec<DFC> acc[2] = {hn::Zero(dc), hn::Zero(dc)};
+      for (int i = 0; i < g; i += 8) {
+        for (int a = 0; a < A; ++a) acc[a] = hn::Add(acc[a], SanitizeV(dc, hn::LoadU(dc, x + i + a * NC)));
+      }
+      for (int a = 0; a < A; ++a) hn::StoreU(acc[a], dc, p + a * NC);
+      const float mu = (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))) / static_cast<float>(g);
+      const hn::Vec<DFC> mv = hn::Set(dc, mu);
+      acc[0] = acc[1] = hn::Zero(dc);
+      for (int i = 0; i < g; i += 8) {
+        for (int a = 0; a < A; ++a) {
+          const hn::Vec<DFC> dv = hn::Sub(SanitizeV(dc, hn::LoadU(dc, x + i + a * NC)), mv);
+          acc[a] = hn::Add(acc[a], hn::Mul(dv, dv));
+        }
+      }
+      for (int a = 0; a < A; ++a) hn::StoreU(acc[a], dc, p + a * NC);
+      const float ss = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+      p0[k_done] = mu;
+      p1[k_done] = g > 1 ? std::sqrt(ss / static_cast<float>(g - 1)) : 0.0f;
+    }
+  }
+  for (int k = k_done; k < groups; ++k) {
     const float* x = src + static_cast<size_t>(k) * g;
     if (normal) {
-      ref::NormalStats(x, g, 1, &p0[k], &p1[k]);  // horizontal sums: keep the reference order
+      ref::NormalStats(x, g, 1, &p0[k], &p1[k]);  // remaining groups: the reference itself
       continue;
     }
     VF lo = SanitizeV(df, hn::LoadU(df, x)), hi = lo;
