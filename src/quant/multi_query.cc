@@ -13,9 +13,9 @@
 //     score[h][t] = sum_d (q[h][d] a[d]) level[d][t] + sum_d q[h][d] b[d]
 //   per-channel V, lanes over channels:
 //     acc[h][d] += a[d] sum_t w[h][t] level[d][t] + b[d] sum_t w[h][t]
-//   row-major (f16, int8, per-token), lanes over channels:
-//     score[h][t] = sum_k a[t,k] sum_{d in k} q[h][d] level[t][d] + sum_k b[t,k] qsum[h][k]
-//     acc[h][d]  += sum_t (w[h][t] a[t,k]) level[t][d] + sum_t w[h][t] b[t,k]
+//   row-major (f16, int8, per-token), lanes over channels, x̂ decoded once
+//   per vector and shared by the rows:
+//     score[h][t] = sum_d q[h][d] x̂[t][d],  acc[h][d] += sum_t w[h][t] x̂[t][d]
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -361,123 +361,98 @@ RowAffine MakeRowAffine(const Format& f, const uint8_t* meta, int T, int D) {
   return r;
 }
 
+// The value vector of N channels at (t, d): level · a + b of its group, with
+// the affine map applied once here and shared by every query row (cheaper
+// than folding a into per-row weights: that costs m·T·gpt scalar products).
+HWY_INLINE VF RowValue(const RowSource& src, const RowAffine& af, size_t pos, int gi) {
+  const DF df;
+  const VF x = src.Load(pos);
+  if (af.a == nullptr) return x;
+  if (af.b == nullptr) return hn::Mul(x, hn::Set(df, af.a[gi]));
+  return hn::MulAdd(x, hn::Set(df, af.a[gi]), hn::Set(df, af.b[gi]));
+}
+
 template <int MB>
 void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* q, size_t qs,
-                 const float* qsum, float* scores, size_t ss) {
+                 float* scores, size_t ss) {
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   const int g = af.g;
   for (int t = 0; t < T; ++t) {
-    VF tot[MB];
-    float off[MB];
-    for (int h = 0; h < MB; ++h) {
-      tot[h] = hn::Zero(df);
-      off[h] = 0.0f;
-    }
+    VF p0[MB], p1[MB];  // two chains per row: hides the FMA latency
+    for (int h = 0; h < MB; ++h) p0[h] = p1[h] = hn::Zero(df);
     for (int k = 0; k < af.gpt; ++k) {
-      VF p0[MB], p1[MB];  // two chains per row: hides the FMA latency
-      for (int h = 0; h < MB; ++h) p0[h] = p1[h] = hn::Zero(df);
-      const size_t base = static_cast<size_t>(t) * D + static_cast<size_t>(k) * g;
+      const int gi = t * af.gpt + k;
+      const size_t pos = static_cast<size_t>(t) * D + static_cast<size_t>(k) * g;
       const float* qk = q + k * g;
       int j = 0;
       for (; j + 2 * N <= g; j += 2 * N) {
-        const VF x0 = src.Load(base + j), x1 = src.Load(base + j + N);
+        const VF x0 = RowValue(src, af, pos + j, gi), x1 = RowValue(src, af, pos + j + N, gi);
         for (int h = 0; h < MB; ++h) {
           p0[h] = hn::MulAdd(x0, hn::LoadU(df, qk + h * qs + j), p0[h]);
           p1[h] = hn::MulAdd(x1, hn::LoadU(df, qk + h * qs + j + N), p1[h]);
         }
       }
       if (j < g) {
-        const VF x0 = src.Load(base + j);
+        const VF x0 = RowValue(src, af, pos + j, gi);
         for (int h = 0; h < MB; ++h) p0[h] = hn::MulAdd(x0, hn::LoadU(df, qk + h * qs + j), p0[h]);
       }
-      const int gi = t * af.gpt + k;
-      if (af.a == nullptr) {
-        for (int h = 0; h < MB; ++h) tot[h] = hn::Add(tot[h], hn::Add(p0[h], p1[h]));
-      } else {
-        const VF av = hn::Set(df, af.a[gi]);
-        for (int h = 0; h < MB; ++h) tot[h] = hn::MulAdd(hn::Add(p0[h], p1[h]), av, tot[h]);
-      }
-      if (af.b != nullptr) {
-        for (int h = 0; h < MB; ++h) off[h] += af.b[gi] * qsum[h * af.gpt + k];
-      }
     }
-    for (int h = 0; h < MB; ++h) scores[h * ss + t] = Sum(df, tot[h]) + off[h];
+    for (int h = 0; h < MB; ++h) scores[h * ss + t] = Sum(df, hn::Add(p0[h], p1[h]));
   }
 }
 
 void DotRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
              const float* q, size_t qs, int m, float* scores, size_t ss) {
-  const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
   const RowSource src(f, codes, T, D);
   const RowAffine af = MakeRowAffine(f, meta, T, D);
-  float* qsum = Scratch(2, static_cast<size_t>(kHeads) * af.gpt);
   for (int h0 = 0; h0 < m; h0 += kHeads) {
     const int mb = std::min(kHeads, m - h0);
     const float* qr = q + h0 * qs;
-    if (af.b != nullptr) {
-      for (int h = 0; h < mb; ++h) {
-        for (int k = 0; k < af.gpt; ++k) {
-          VF s = hn::Zero(df);
-          for (int j = 0; j < af.g; j += N) s = hn::Add(s, hn::LoadU(df, qr + h * qs + k * af.g + j));
-          qsum[h * af.gpt + k] = Sum(df, s);
-        }
-      }
-    }
     float* sr = scores + h0 * ss;
     switch (mb) {
-      case 1: DotRowsPass<1>(src, af, T, D, qr, qs, qsum, sr, ss); break;
-      case 2: DotRowsPass<2>(src, af, T, D, qr, qs, qsum, sr, ss); break;
-      case 3: DotRowsPass<3>(src, af, T, D, qr, qs, qsum, sr, ss); break;
-      default: DotRowsPass<4>(src, af, T, D, qr, qs, qsum, sr, ss); break;
+      case 1: DotRowsPass<1>(src, af, T, D, qr, qs, sr, ss); break;
+      case 2: DotRowsPass<2>(src, af, T, D, qr, qs, sr, ss); break;
+      case 3: DotRowsPass<3>(src, af, T, D, qr, qs, sr, ss); break;
+      default: DotRowsPass<4>(src, af, T, D, qr, qs, sr, ss); break;
     }
   }
 }
 
-// wa: [MB][T·gpt] = w[h][t] · a[t, k]; off: [MB][gpt] = sum_t w[h][t] b[t, k].
+// Lanes over channels, kVecs vectors of MB rows in registers, tokens inner.
 template <int MB>
-void AxpyRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* wa,
-                  const float* off, float* acc, size_t as) {
+void AxpyRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* w,
+                  size_t ws, float* acc, size_t as) {
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
-  const int gpt = af.gpt, g = af.g;
   for (int d0 = 0; d0 < D; d0 += kVecs * N) {
     const int nv = std::min(kVecs, (D - d0) / N);
     VF s[MB][kVecs];
-    int grp[kVecs];
-    for (int v = 0; v < kVecs; ++v) grp[v] = v < nv ? (d0 + v * N) / g : 0;
+    int grp[kVecs];  // group of each vector (g is a multiple of N)
+    for (int v = 0; v < kVecs; ++v) grp[v] = v < nv ? (d0 + v * N) / af.g : 0;
     for (int h = 0; h < MB; ++h) {
       for (int v = 0; v < kVecs; ++v) s[h][v] = v < nv ? hn::LoadU(df, acc + h * as + d0 + v * N) : hn::Zero(df);
     }
     if (nv == kVecs) {
       for (int t = 0; t < T; ++t) {
         VF x[kVecs];
-        const size_t base = static_cast<size_t>(t) * D + d0;
-        for (int v = 0; v < kVecs; ++v) x[v] = src.Load(base + v * N);
-        const float* wt = wa + t * gpt;
+        const size_t pos = static_cast<size_t>(t) * D + d0;
+        for (int v = 0; v < kVecs; ++v) x[v] = RowValue(src, af, pos + v * N, t * af.gpt + grp[v]);
         for (int h = 0; h < MB; ++h) {
-          for (int v = 0; v < kVecs; ++v) {
-            s[h][v] = hn::MulAdd(x[v], hn::Set(df, wt[h * T * gpt + grp[v]]), s[h][v]);
-          }
+          const VF wv = hn::Set(df, w[h * ws + t]);
+          for (int v = 0; v < kVecs; ++v) s[h][v] = hn::MulAdd(x[v], wv, s[h][v]);
         }
       }
     } else {
       for (int t = 0; t < T; ++t) {
-        const size_t base = static_cast<size_t>(t) * D + d0;
-        const float* wt = wa + t * gpt;
         for (int v = 0; v < nv; ++v) {
-          const VF x = src.Load(base + v * N);
-          for (int h = 0; h < MB; ++h) s[h][v] = hn::MulAdd(x, hn::Set(df, wt[h * T * gpt + grp[v]]), s[h][v]);
+          const VF x = RowValue(src, af, static_cast<size_t>(t) * D + d0 + v * N, t * af.gpt + grp[v]);
+          for (int h = 0; h < MB; ++h) s[h][v] = hn::MulAdd(x, hn::Set(df, w[h * ws + t]), s[h][v]);
         }
       }
     }
     for (int h = 0; h < MB; ++h) {
-      for (int v = 0; v < nv; ++v) {
-        VF r = s[h][v];
-        if (off != nullptr) r = hn::Add(r, hn::Set(df, off[h * gpt + grp[v]]));
-        hn::StoreU(r, df, acc + h * as + d0 + v * N);
-      }
+      for (int v = 0; v < nv; ++v) hn::StoreU(s[h][v], df, acc + h * as + d0 + v * N);
     }
   }
 }
@@ -486,29 +461,15 @@ void AxpyRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
               const float* w, size_t ws, int m, float* acc, size_t as) {
   const RowSource src(f, codes, T, D);
   const RowAffine af = MakeRowAffine(f, meta, T, D);
-  const int gpt = af.gpt;
-  float* wa = Scratch(3, static_cast<size_t>(kHeads) * T * gpt);
-  float* off = af.b != nullptr ? Scratch(4, static_cast<size_t>(kHeads) * gpt) : nullptr;
   for (int h0 = 0; h0 < m; h0 += kHeads) {
     const int mb = std::min(kHeads, m - h0);
-    // Tokens outermost: the mb·gpt sums of off are independent chains.
-    if (off != nullptr) std::fill(off, off + mb * gpt, 0.0f);
-    for (int t = 0; t < T; ++t) {
-      for (int h = 0; h < mb; ++h) {
-        const float wt = w[(h0 + h) * ws + t];
-        float* wah = wa + static_cast<size_t>(h) * T * gpt + t * gpt;
-        for (int k = 0; k < gpt; ++k) {
-          wah[k] = af.a == nullptr ? wt : wt * af.a[t * gpt + k];
-          if (off != nullptr) off[h * gpt + k] += wt * af.b[t * gpt + k];
-        }
-      }
-    }
+    const float* wr = w + h0 * ws;
     float* ar = acc + h0 * as;
     switch (mb) {
-      case 1: AxpyRowsPass<1>(src, af, T, D, wa, off, ar, as); break;
-      case 2: AxpyRowsPass<2>(src, af, T, D, wa, off, ar, as); break;
-      case 3: AxpyRowsPass<3>(src, af, T, D, wa, off, ar, as); break;
-      default: AxpyRowsPass<4>(src, af, T, D, wa, off, ar, as); break;
+      case 1: AxpyRowsPass<1>(src, af, T, D, wr, ws, ar, as); break;
+      case 2: AxpyRowsPass<2>(src, af, T, D, wr, ws, ar, as); break;
+      case 3: AxpyRowsPass<3>(src, af, T, D, wr, ws, ar, as); break;
+      default: AxpyRowsPass<4>(src, af, T, D, wr, ws, ar, as); break;
     }
   }
 }
