@@ -60,6 +60,10 @@ void DequantizeRow(WeightType t, const void* row, int64_t k, float* out);
 
 // y[n] = W x, x[k]; rows split across the thread pool.
 void MatVec(const WeightMatrix& w, const float* x, float* y);
+// ys[i] = ws[i] x for i < count, all matrices with the same row length, in
+// ONE parallel pass over their rows (decode: q/k/v and gate/up share an
+// input; one pool wake-up instead of several).
+void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, const float* x);
 // Y[m][n] = X[m][k] W^T for m activation rows (batched prefill); blocked
 // GEMM: panels of weight rows are dequantized to fp32 once per block of
 // activation rows. m == 1 falls back to MatVec.

@@ -334,6 +334,30 @@ void MatVec(const WeightMatrix& w, const float* x, float* y) {
   ParallelFor(w.n, [&](int64_t r0, int64_t r1) { fn(static_cast<int>(w.type), base, rb, x, w.k, r0, r1, y); });
 }
 
+void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, const float* x) {
+  const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
+  int64_t total = 0, macs = 0;
+  for (int i = 0; i < count; ++i) {
+    total += ws[i]->n;
+    macs += ws[i]->n * ws[i]->k;
+  }
+  // Rows [b, e) of the concatenation of every matrix's rows.
+  auto run = [&](int64_t b, int64_t e) {
+    int64_t first = 0;
+    for (int i = 0; i < count && b < e; ++i) {
+      const WeightMatrix& w = *ws[i];
+      const int64_t lo = std::max(b, first), hi = std::min(e, first + w.n);
+      if (lo < hi) {
+        fn(static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), x, w.k, lo - first,
+           hi - first, ys[i]);
+      }
+      first += w.n;
+    }
+  };
+  if (macs < kMinParallelMacs) return run(0, total);
+  ParallelFor(total, run);
+}
+
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   if (m == 1) return MatVec(w, x, y);
   constexpr int R = 4;

@@ -179,9 +179,15 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
   for (int l = 0; l < c.n_layers; ++l) {
     const Layer& L = layers_[l];
     for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], L.attn_norm, D, c.rms_eps, &h_[i * D]);
-    Project(L.wq, h_.data(), n, q_.data());
-    Project(L.wk, h_.data(), n, k_.data());
-    Project(L.wv, h_.data(), n, v_.data());
+    if (n == 1) {  // decode: one pass over the three matrices
+      const kernels::WeightMatrix* ws[3] = {&L.wq, &L.wk, &L.wv};
+      float* ys[3] = {q_.data(), k_.data(), v_.data()};
+      kernels::MatVecMany(ws, ys, 3, h_.data());
+    } else {
+      Project(L.wq, h_.data(), n, q_.data());
+      Project(L.wk, h_.data(), n, k_.data());
+      Project(L.wv, h_.data(), n, v_.data());
+    }
     for (int i = 0; i < n; ++i) {
       float* q = &q_[i * QD];
       float* k = &k_[i * KD];
@@ -204,8 +210,14 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
     for (size_t j = 0; j < N * D; ++j) x_[j] += h_[j];
 
     for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], L.ffn_norm, D, c.rms_eps, &h_[i * D]);
-    Project(L.gate, h_.data(), n, g_.data());
-    Project(L.up, h_.data(), n, u_.data());
+    if (n == 1) {
+      const kernels::WeightMatrix* ws[2] = {&L.gate, &L.up};
+      float* ys[2] = {g_.data(), u_.data()};
+      kernels::MatVecMany(ws, ys, 2, h_.data());
+    } else {
+      Project(L.gate, h_.data(), n, g_.data());
+      Project(L.up, h_.data(), n, u_.data());
+    }
     for (size_t j = 0; j < N * F; ++j) {
       const float a = g_[j];
       g_[j] = a / (1.0f + std::exp(-a)) * u_[j];  // SwiGLU: silu(gate) * up

@@ -129,6 +129,29 @@ TEST(Kernels, MatVecAndMatMulMatchReference) {
   SetNumThreads(1);
 }
 
+TEST(Kernels, MatVecManyEqualsSeparateProducts) {
+  std::mt19937 rng(4);
+  SetNumThreads(2);
+  const int64_t k = 1024;
+  // Mixed types and sizes; big enough in total to use the pool.
+  auto a = RandomRows(WeightType::kQ8_0, 45, k, rng), b = RandomRows(WeightType::kF16, 7, k, rng),
+       c = RandomRows(WeightType::kQ4_K, 80, k, rng);
+  const WeightMatrix wa{WeightType::kQ8_0, a.data(), 45, k}, wb{WeightType::kF16, b.data(), 7, k},
+      wc{WeightType::kQ4_K, c.data(), 80, k};
+  auto x = RandomVec(k, rng);
+  std::vector<float> ya(45), yb(7), yc(80), ra(45), rb(7), rc(80);
+  const WeightMatrix* ws[3] = {&wa, &wb, &wc};
+  float* ys[3] = {ya.data(), yb.data(), yc.data()};
+  MatVecMany(ws, ys, 3, x.data());
+  MatVec(wa, x.data(), ra.data());
+  MatVec(wb, x.data(), rb.data());
+  MatVec(wc, x.data(), rc.data());
+  EXPECT_EQ(ya, ra);  // same kernel per row: bit-identical
+  EXPECT_EQ(yb, rb);
+  EXPECT_EQ(yc, rc);
+  SetNumThreads(1);
+}
+
 TEST(Kernels, Q8_0AndQ4_0BlockLayout) {
   uint8_t q8[34];
   PutHalf(q8, 0.5f);
