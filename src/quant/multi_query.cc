@@ -419,42 +419,41 @@ void DotRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
   }
 }
 
-// Lanes over channels, kVecs vectors of MB rows in registers, tokens inner.
+// V vectors of channels from d0, MB rows: the MB·V accumulators live in
+// registers (constant trip counts only, else the compiler keeps them on the
+// stack), tokens inner.
+template <int MB, int V>
+HWY_INLINE void AxpyRowsBlock(const RowSource& src, const RowAffine& af, int T, int D,
+                              const float* w, size_t ws, float* acc, size_t as, int d0) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  VF s[MB][V];
+  int grp[V];  // group of each vector (g is a multiple of N)
+  for (int v = 0; v < V; ++v) grp[v] = (d0 + v * N) / af.g;
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < V; ++v) s[h][v] = hn::LoadU(df, acc + h * as + d0 + v * N);
+  }
+  for (int t = 0; t < T; ++t) {
+    VF x[V];
+    const size_t pos = static_cast<size_t>(t) * D + d0;
+    for (int v = 0; v < V; ++v) x[v] = RowValue(src, af, pos + v * N, t * af.gpt + grp[v]);
+    for (int h = 0; h < MB; ++h) {
+      const VF wv = hn::Set(df, w[h * ws + t]);
+      for (int v = 0; v < V; ++v) s[h][v] = hn::MulAdd(x[v], wv, s[h][v]);
+    }
+  }
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < V; ++v) hn::StoreU(s[h][v], df, acc + h * as + d0 + v * N);
+  }
+}
+
 template <int MB>
 void AxpyRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* w,
                   size_t ws, float* acc, size_t as) {
-  const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
-  for (int d0 = 0; d0 < D; d0 += kVecs * N) {
-    const int nv = std::min(kVecs, (D - d0) / N);
-    VF s[MB][kVecs];
-    int grp[kVecs];  // group of each vector (g is a multiple of N)
-    for (int v = 0; v < kVecs; ++v) grp[v] = v < nv ? (d0 + v * N) / af.g : 0;
-    for (int h = 0; h < MB; ++h) {
-      for (int v = 0; v < kVecs; ++v) s[h][v] = v < nv ? hn::LoadU(df, acc + h * as + d0 + v * N) : hn::Zero(df);
-    }
-    if (nv == kVecs) {
-      for (int t = 0; t < T; ++t) {
-        VF x[kVecs];
-        const size_t pos = static_cast<size_t>(t) * D + d0;
-        for (int v = 0; v < kVecs; ++v) x[v] = RowValue(src, af, pos + v * N, t * af.gpt + grp[v]);
-        for (int h = 0; h < MB; ++h) {
-          const VF wv = hn::Set(df, w[h * ws + t]);
-          for (int v = 0; v < kVecs; ++v) s[h][v] = hn::MulAdd(x[v], wv, s[h][v]);
-        }
-      }
-    } else {
-      for (int t = 0; t < T; ++t) {
-        for (int v = 0; v < nv; ++v) {
-          const VF x = RowValue(src, af, static_cast<size_t>(t) * D + d0 + v * N, t * af.gpt + grp[v]);
-          for (int h = 0; h < MB; ++h) s[h][v] = hn::MulAdd(x, hn::Set(df, w[h * ws + t]), s[h][v]);
-        }
-      }
-    }
-    for (int h = 0; h < MB; ++h) {
-      for (int v = 0; v < nv; ++v) hn::StoreU(s[h][v], df, acc + h * as + d0 + v * N);
-    }
-  }
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  int d0 = 0;
+  for (; d0 + kVecs * N <= D; d0 += kVecs * N) AxpyRowsBlock<MB, kVecs>(src, af, T, D, w, ws, acc, as, d0);
+  for (; d0 < D; d0 += N) AxpyRowsBlock<MB, 1>(src, af, T, D, w, ws, acc, as, d0);
 }
 
 void AxpyRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
