@@ -61,7 +61,9 @@ def main():
     log = [by_step[k] for k in sorted(by_step)]
     ev_path = os.path.join(a.work, "eval.json")
     ev = json.load(open(ev_path)) if os.path.exists(ev_path) else None
-    gguf = os.path.join(os.path.dirname(a.out), name + ".gguf")
+    gguf = os.path.join(os.path.dirname(os.path.abspath(a.out)), name + ".gguf")
+    if not os.path.exists(gguf):
+        gguf = os.path.join("models", name + ".gguf")
     tok = os.path.join(a.work, f"tok{cfg['vocab_size']}.model")
     m = cfg["model"]
     last = log[-1]
@@ -124,22 +126,25 @@ def main():
         "48213.\"; also secret-number/secret-word variants and the eval harness's head sentence), *kv* "
         "(\"The special magic number for WORD is NNNNN.\" facts, one or two asked at the end), *vartrack* "
         "(chains of \"VAR ABCDE = 12345.\" / \"VAR FGHIJ = VAR ABCDE.\"), *copy* (a 16–400-token corpus "
-        f"passage, or random tokens, repeated later). Answer tokens have loss weight {cfg['answer_weight']}, "
+        f"passage, or random tokens, repeated later), *repeat* (a 4–64-token random segment repeated to the end of the sequence). Answer tokens have loss weight {cfg['answer_weight']}, "
         "repeated passages 2, everything else 1. Pass keys, values and filler in the evaluation come "
         "from the held-out book, so they were never trained on.\n")
     add("## Training\n")
     o = cfg["optim"]
-    add(f"AdamW (beta {o['beta1']}, {o['beta2']}, weight decay {o['weight_decay']} on matrices), peak LR "
-        f"{o['lr']}, {o['warmup']} warm-up steps, cosine to {o['min_lr']}, gradient clip {o['grad_clip']}; "
-        "float32 on the CPU (2 threads, OpenBLAS, shared with other work at nice 15). Curriculum:\n")
-    add("| phase | context | batch | steps | tokens | mix (natural/passkey/kv/vartrack/copy), random-copy share |\n|---|---:|---:|---:|---:|---|")
+    peaks = sorted({ph.get("lr", o["lr"]) for ph in cfg["phases"]})
+    add(f"AdamW (beta {o['beta1']}, {o['beta2']}, weight decay {o['weight_decay']} on matrices), gradient clip "
+        f"{o['grad_clip']}; learning rate: {o['warmup']} linear warm-up steps, then constant at the phase's peak "
+        f"({', '.join(f'{x:g}' for x in peaks)}; see the table), then a cosine decay to {o['min_lr']} over the "
+        f"last {o['decay_steps']} steps. Float32 on the CPU (2 threads, OpenBLAS, shared with other work at "
+        "nice 15). Curriculum:\n")
+    add("| phase | context | batch | steps | tokens | peak LR | mix natural/passkey/kv/vartrack/copy/repeat | random share of copy |\n|---|---:|---:|---:|---:|---:|---|---:|")
     for i, ph in enumerate(cfg["phases"]):
         mx = ph.get("mix", cfg["mix"])
-        mtxt = "/".join(f"{mx.get(k, 0):.2f}" for k in ("natural", "passkey", "kv", "vartrack", "copy"))
+        mtxt = "/".join(f"{mx.get(k, 0):.2f}" for k in ("natural", "passkey", "kv", "vartrack", "copy", "repeat"))
         add(f"| {i+1} | {ph['seq_len']} | {ph['batch']} | {ph['steps']} | {ph['steps']*ph['batch']*ph['seq_len']:,} | "
-            f"{mtxt}, {ph.get('copy_random', 0.2):.1f} |")
-    add(f"\nTrained: {last['step']} steps, {last['tokens']:,} tokens, {last['elapsed_s']/60:.0f} minutes of "
-        "wall clock.\n")
+            f"{ph.get('lr', o['lr']):g} | {mtxt} | {ph.get('copy_random', 0.2):.1f} |")
+    add(f"\nTrained: {last['step']} steps, {last['tokens']:,} tokens, {last['elapsed_s']/60:.0f} minutes "
+        "(sum of the training steps' wall-clock times, restarts and checkpoint writes not counted).\n")
     add("Loss curve (weighted training loss, and the plain next-token loss on the first 4,096 tokens "
         "of the held-out book at context 512):\n")
     add("| step | tokens | context | train loss (20-step mean) | held-out loss |\n|---:|---:|---:|---:|---:|")
