@@ -297,17 +297,22 @@ struct RowSource {
     shifts = hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits < 8 ? bits : 0)));
     mask = hn::Set(du, bits < 8 ? (1u << bits) - 1u : 0xFFu);
   }
+  // kType: the Type (a template argument, so the inner loops carry no
+  // branches on the kind).
+  template <int kType>
   HWY_INLINE VF Load(size_t pos) const {
     const DF df;
     const DI di;
     const DU du;
+    if constexpr (kType == kF16) {
 #if HQEKV_MQ_F16
-    if (type == kF16) {
       const hn::Rebind<hwy::float16_t, DF> dh;
       return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(codes + 2 * pos)));
-    }
+#else
+      return hn::Zero(df);  // unreachable: RowsFast needs F16C for f16
 #endif
-    if (type == kInt8) {
+    }
+    if constexpr (kType == kInt8) {
       const hn::Rebind<int8_t, DI> d8;
       return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(codes + pos))));
     }
@@ -364,15 +369,16 @@ RowAffine MakeRowAffine(const Format& f, const uint8_t* meta, int T, int D) {
 // The value vector of N channels at (t, d): level · a + b of its group, with
 // the affine map applied once here and shared by every query row (cheaper
 // than folding a into per-row weights: that costs m·T·gpt scalar products).
+template <int kType>
 HWY_INLINE VF RowValue(const RowSource& src, const RowAffine& af, size_t pos, int gi) {
   const DF df;
-  const VF x = src.Load(pos);
-  if (af.a == nullptr) return x;
-  if (af.b == nullptr) return hn::Mul(x, hn::Set(df, af.a[gi]));
+  const VF x = src.Load<kType>(pos);
+  if constexpr (kType == RowSource::kF16) return x;
+  if constexpr (kType == RowSource::kInt8) return hn::Mul(x, hn::Set(df, af.a[gi]));
   return hn::MulAdd(x, hn::Set(df, af.a[gi]), hn::Set(df, af.b[gi]));
 }
 
-template <int MB>
+template <int MB, int kType>
 void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* q, size_t qs,
                  float* scores, size_t ss) {
   const DF df;
@@ -387,14 +393,14 @@ void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const 
       const float* qk = q + k * g;
       int j = 0;
       for (; j + 2 * N <= g; j += 2 * N) {
-        const VF x0 = RowValue(src, af, pos + j, gi), x1 = RowValue(src, af, pos + j + N, gi);
+        const VF x0 = RowValue<kType>(src, af, pos + j, gi), x1 = RowValue<kType>(src, af, pos + j + N, gi);
         for (int h = 0; h < MB; ++h) {
           p0[h] = hn::MulAdd(x0, hn::LoadU(df, qk + h * qs + j), p0[h]);
           p1[h] = hn::MulAdd(x1, hn::LoadU(df, qk + h * qs + j + N), p1[h]);
         }
       }
       if (j < g) {
-        const VF x0 = RowValue(src, af, pos + j, gi);
+        const VF x0 = RowValue<kType>(src, af, pos + j, gi);
         for (int h = 0; h < MB; ++h) p0[h] = hn::MulAdd(x0, hn::LoadU(df, qk + h * qs + j), p0[h]);
       }
     }
@@ -402,27 +408,37 @@ void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const 
   }
 }
 
-void DotRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-             const float* q, size_t qs, int m, float* scores, size_t ss) {
-  const RowSource src(f, codes, T, D);
-  const RowAffine af = MakeRowAffine(f, meta, T, D);
+template <int kType>
+void DotRowsT(const RowSource& src, const RowAffine& af, int T, int D, const float* q, size_t qs,
+              int m, float* scores, size_t ss) {
   for (int h0 = 0; h0 < m; h0 += kHeads) {
     const int mb = std::min(kHeads, m - h0);
     const float* qr = q + h0 * qs;
     float* sr = scores + h0 * ss;
     switch (mb) {
-      case 1: DotRowsPass<1>(src, af, T, D, qr, qs, sr, ss); break;
-      case 2: DotRowsPass<2>(src, af, T, D, qr, qs, sr, ss); break;
-      case 3: DotRowsPass<3>(src, af, T, D, qr, qs, sr, ss); break;
-      default: DotRowsPass<4>(src, af, T, D, qr, qs, sr, ss); break;
+      case 1: DotRowsPass<1, kType>(src, af, T, D, qr, qs, sr, ss); break;
+      case 2: DotRowsPass<2, kType>(src, af, T, D, qr, qs, sr, ss); break;
+      case 3: DotRowsPass<3, kType>(src, af, T, D, qr, qs, sr, ss); break;
+      default: DotRowsPass<4, kType>(src, af, T, D, qr, qs, sr, ss); break;
     }
+  }
+}
+
+void DotRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+             const float* q, size_t qs, int m, float* scores, size_t ss) {
+  const RowSource src(f, codes, T, D);
+  const RowAffine af = MakeRowAffine(f, meta, T, D);
+  switch (src.type) {
+    case RowSource::kF16: DotRowsT<RowSource::kF16>(src, af, T, D, q, qs, m, scores, ss); break;
+    case RowSource::kInt8: DotRowsT<RowSource::kInt8>(src, af, T, D, q, qs, m, scores, ss); break;
+    default: DotRowsT<RowSource::kPacked>(src, af, T, D, q, qs, m, scores, ss); break;
   }
 }
 
 // V vectors of channels from d0, MB rows: the MB·V accumulators live in
 // registers (constant trip counts only, else the compiler keeps them on the
 // stack), tokens inner.
-template <int MB, int V>
+template <int MB, int V, int kType>
 HWY_INLINE void AxpyRowsBlock(const RowSource& src, const RowAffine& af, int T, int D,
                               const float* w, size_t ws, float* acc, size_t as, int d0) {
   const DF df;
@@ -436,7 +452,7 @@ HWY_INLINE void AxpyRowsBlock(const RowSource& src, const RowAffine& af, int T, 
   for (int t = 0; t < T; ++t) {
     VF x[V];
     const size_t pos = static_cast<size_t>(t) * D + d0;
-    for (int v = 0; v < V; ++v) x[v] = RowValue(src, af, pos + v * N, t * af.gpt + grp[v]);
+    for (int v = 0; v < V; ++v) x[v] = RowValue<kType>(src, af, pos + v * N, t * af.gpt + grp[v]);
     for (int h = 0; h < MB; ++h) {
       const VF wv = hn::Set(df, w[h * ws + t]);
       for (int v = 0; v < V; ++v) s[h][v] = hn::MulAdd(x[v], wv, s[h][v]);
@@ -447,29 +463,39 @@ HWY_INLINE void AxpyRowsBlock(const RowSource& src, const RowAffine& af, int T, 
   }
 }
 
-template <int MB>
+template <int MB, int kType>
 void AxpyRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const float* w,
                   size_t ws, float* acc, size_t as) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   int d0 = 0;
-  for (; d0 + kVecs * N <= D; d0 += kVecs * N) AxpyRowsBlock<MB, kVecs>(src, af, T, D, w, ws, acc, as, d0);
-  for (; d0 < D; d0 += N) AxpyRowsBlock<MB, 1>(src, af, T, D, w, ws, acc, as, d0);
+  for (; d0 + kVecs * N <= D; d0 += kVecs * N) AxpyRowsBlock<MB, kVecs, kType>(src, af, T, D, w, ws, acc, as, d0);
+  for (; d0 < D; d0 += N) AxpyRowsBlock<MB, 1, kType>(src, af, T, D, w, ws, acc, as, d0);
+}
+
+template <int kType>
+void AxpyRowsT(const RowSource& src, const RowAffine& af, int T, int D, const float* w, size_t ws,
+               int m, float* acc, size_t as) {
+  for (int h0 = 0; h0 < m; h0 += kHeads) {
+    const int mb = std::min(kHeads, m - h0);
+    const float* wr = w + h0 * ws;
+    float* ar = acc + h0 * as;
+    switch (mb) {
+      case 1: AxpyRowsPass<1, kType>(src, af, T, D, wr, ws, ar, as); break;
+      case 2: AxpyRowsPass<2, kType>(src, af, T, D, wr, ws, ar, as); break;
+      case 3: AxpyRowsPass<3, kType>(src, af, T, D, wr, ws, ar, as); break;
+      default: AxpyRowsPass<4, kType>(src, af, T, D, wr, ws, ar, as); break;
+    }
+  }
 }
 
 void AxpyRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
               const float* w, size_t ws, int m, float* acc, size_t as) {
   const RowSource src(f, codes, T, D);
   const RowAffine af = MakeRowAffine(f, meta, T, D);
-  for (int h0 = 0; h0 < m; h0 += kHeads) {
-    const int mb = std::min(kHeads, m - h0);
-    const float* wr = w + h0 * ws;
-    float* ar = acc + h0 * as;
-    switch (mb) {
-      case 1: AxpyRowsPass<1>(src, af, T, D, wr, ws, ar, as); break;
-      case 2: AxpyRowsPass<2>(src, af, T, D, wr, ws, ar, as); break;
-      case 3: AxpyRowsPass<3>(src, af, T, D, wr, ws, ar, as); break;
-      default: AxpyRowsPass<4>(src, af, T, D, wr, ws, ar, as); break;
-    }
+  switch (src.type) {
+    case RowSource::kF16: AxpyRowsT<RowSource::kF16>(src, af, T, D, w, ws, m, acc, as); break;
+    case RowSource::kInt8: AxpyRowsT<RowSource::kInt8>(src, af, T, D, w, ws, m, acc, as); break;
+    default: AxpyRowsT<RowSource::kPacked>(src, af, T, D, w, ws, m, acc, as); break;
   }
 }
 
