@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 #include "model/gguf.h"
 
@@ -111,6 +114,49 @@ TEST(ModelSource, NotAModelIsAnError) {
   auto m = LoadModel(kDir + "SOURCES.md");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.message().find("SOURCES.md"), std::string::npos) << m.message();
+}
+
+// Truncated, extended and header-corrupted copies of stories260K.bin (with
+// tok512.bin next to them) all give errors naming the file.
+TEST(ModelSource, CorruptLlama2cCheckpoints) {
+  char tmpl[] = "/tmp/hqekv_l2c_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ifstream in(kDir + "stories260K.bin", std::ios::binary);
+  const std::string bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ifstream tin(kDir + "tok512.bin", std::ios::binary);
+  const std::string tok((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bin.size(), 1056540u);
+  std::ofstream(dir + "/tok512.bin", std::ios::binary) << tok;
+  auto expect_error = [&](const std::string& bytes, const std::string& what, const std::string& part) {
+    const std::string path = dir + "/m.bin";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    auto m = LoadModel(path);
+    ASSERT_FALSE(m.ok()) << what;
+    EXPECT_NE(m.message().find(path), std::string::npos) << what << ": " << m.message();
+    EXPECT_NE(m.message().find(part), std::string::npos) << what << ": " << m.message();
+    std::remove(path.c_str());
+  };
+  for (size_t n : {size_t{0}, size_t{3}, size_t{27}, size_t{28}, size_t{1000}, bin.size() / 2, bin.size() - 1})
+    expect_error(bin.substr(0, n), "truncated to " + std::to_string(n), n < 28 ? "too small" : "size mismatch");
+  expect_error(bin + std::string(4, '\0'), "extended", "size mismatch");
+  std::string bad = bin;
+  const int32_t zero = 0, huge = 1 << 30, odd = 7;
+  std::memcpy(&bad[8], &zero, 4);  // n_layers = 0
+  expect_error(bad, "zero layers", "n_layers");
+  bad = bin;
+  std::memcpy(&bad[4], &huge, 4);  // hidden_dim
+  expect_error(bad, "huge hidden", "hidden_dim");
+  bad = bin;
+  std::memcpy(&bad[16], &odd, 4);  // n_kv_heads 7 does not divide 8 heads
+  expect_error(bad, "kv heads", "inconsistent header");
+  // Untied flag (negative vocab) without the classifier bytes: size mismatch.
+  bad = bin;
+  const int32_t neg = -512;
+  std::memcpy(&bad[20], &neg, 4);
+  expect_error(bad, "untied", "size mismatch");
+  std::remove((dir + "/tok512.bin").c_str());
+  rmdir(tmpl);
 }
 
 }  // namespace
