@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cache/kv_report.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "model/generate.h"
@@ -17,6 +18,7 @@ namespace {
 
 struct RunArgs {
   std::string model, prompt, prompt_file, tokenizer, kv = "fp16";
+  bool kv_report = false;
   int n = 256, threads = 0, ctx = 0;
   SamplerConfig sampler{0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
 };
@@ -101,6 +103,7 @@ int Run(const RunArgs& a) {
                r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
                r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
                static_cast<long long>(st.bytes.total()), st.true_bits());
+  if (a.kv_report) std::fputs(FormatKvReport(st).c_str(), stderr);
   return 0;
 }
 
@@ -120,6 +123,7 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
   cmd->add_option("--ctx", a->ctx, "Context length of the KV cache (default: the model's, at most 4096)");
   cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str();
+  cmd->add_flag("--kv-report", a->kv_report, "Print per-layer tier histograms and bytes of the KV cache at the end");
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (llama2.c checkpoints only)");
   cmd->callback([a, rc] { *rc = Run(*a); });
 });

@@ -1,0 +1,44 @@
+#include "cache/kv_report.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+
+namespace hqekv {
+namespace {
+
+std::string Histogram(const std::map<std::string, int64_t>& tiers) {
+  std::string s;
+  for (const auto& [name, count] : tiers) {
+    if (!s.empty()) s += ' ';
+    s += name + "=" + std::to_string(count);
+  }
+  return s.empty() ? "-" : s;
+}
+
+std::string BytesLine(const KvBytes& b) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "%" PRId64 " B (payload %" PRId64 ", metadata %" PRId64 ", bookkeeping %" PRId64
+                ", residual %" PRId64 ")",
+                b.total(), b.payload, b.metadata, b.bookkeeping, b.residual);
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatKvReport(const KvStats& stats) {
+  std::string out = "KV report (cells = KV head x token)\n";
+  for (size_t l = 0; l < stats.layers.size(); ++l) {
+    const KvLayerStats& ls = stats.layers[l];
+    out += "  layer " + std::to_string(l) + ": kept " + std::to_string(ls.kept_tokens) + " | K " +
+           Histogram(ls.k_tiers) + " | V " + Histogram(ls.v_tiers) + " | " + BytesLine(ls.bytes) + "\n";
+  }
+  char buf[128];
+  std::snprintf(buf, sizeof buf, " | %.3f true bits/element, %.3f bits/original element\n", stats.true_bits(),
+                stats.bits_per_original());
+  out += "  total: " + BytesLine(stats.bytes) + buf;
+  return out;
+}
+
+}  // namespace hqekv

@@ -1,0 +1,15 @@
+// Human-readable per-layer report of a KvCache's memory: tier histograms of
+// K and V cells and the bytes by purpose (`hqekv run --kv-report`).
+#pragma once
+
+#include <string>
+
+#include "cache/kv_cache.h"
+
+namespace hqekv {
+
+// One line per layer and a total line. Tier counts are (KV head, token)
+// cells; bytes are exact as the cache accounts them.
+std::string FormatKvReport(const KvStats& stats);
+
+}  // namespace hqekv
