@@ -124,7 +124,12 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
     return MakeError("KvStore: page_bytes must be 0 (automatic) or >= 256 (got " +
                      std::to_string(config.page_bytes) + ")");
   }
+  if (config.residual_reserve < -1) {
+    return MakeError("KvStore: residual_reserve must be -1 (= chunk) or >= 0 tokens (got " +
+                     std::to_string(config.residual_reserve) + ")");
+  }
   KvStoreConfig cfg = config;
+  if (cfg.residual_reserve < 0) cfg.residual_reserve = cfg.chunk;
   if (cfg.page_bytes == 0) {
     const size_t want = 4 * static_cast<size_t>(cfg.chunk) * cfg.head_dim * 2;
     size_t p = 1024;
@@ -168,11 +173,12 @@ void GrowFor(CountedVector<T>& v, size_t need, size_t min_step) {
 }
 
 // Gives back residual capacity after tokens leave the residual (sealed or
-// evicted): keeps room for G more tokens, so that steady decoding with
-// periodic sealing does not reallocate at every step.
+// evicted): keeps room for `reserve` more tokens (G by default), so that
+// steady decoding with periodic sealing does not reallocate at every step.
+// exact (reserve 0): any spare capacity is given back.
 template <class T>
-void ShrinkFor(CountedVector<T>& v, size_t keep) {
-  if (v.capacity() <= 2 * keep) return;
+void ShrinkFor(CountedVector<T>& v, size_t keep, bool exact) {
+  if (exact ? v.capacity() <= keep : v.capacity() <= 2 * keep) return;
   CountedVector<T> fresh(v.get_allocator());
   fresh.reserve(keep);
   fresh.assign(v.begin(), v.end());
@@ -181,10 +187,11 @@ void ShrinkFor(CountedVector<T>& v, size_t keep) {
 }  // namespace
 
 void KvStore::ShrinkResidual(Stream& s) const {
-  const size_t keep = s.res_pos.size() + cfg_.chunk;
-  ShrinkFor(s.res_pos, keep);
-  ShrinkFor(s.res_k, keep * cfg_.head_dim);
-  ShrinkFor(s.res_v, keep * cfg_.head_dim);
+  const size_t keep = s.res_pos.size() + cfg_.residual_reserve;
+  const bool exact = cfg_.residual_reserve == 0;
+  ShrinkFor(s.res_pos, keep, exact);
+  ShrinkFor(s.res_k, keep * cfg_.head_dim, exact);
+  ShrinkFor(s.res_v, keep * cfg_.head_dim, exact);
 }
 
 Status KvStore::Append(int layer, const float* k, const float* v, const int32_t* pos, int n) {
@@ -205,9 +212,10 @@ Status KvStore::Append(int layer, const float* k, const float* v, const int32_t*
   for (int h = 0; h < H; ++h) {
     Stream& s = L.streams[h];
     const size_t old = s.res_pos.size();
-    GrowFor(s.res_pos, old + n, cfg_.chunk);
-    GrowFor(s.res_k, (old + n) * D, static_cast<size_t>(cfg_.chunk) * D);
-    GrowFor(s.res_v, (old + n) * D, static_cast<size_t>(cfg_.chunk) * D);
+    const size_t step = std::max(1, cfg_.residual_reserve);
+    GrowFor(s.res_pos, old + n, step);
+    GrowFor(s.res_k, (old + n) * D, step * D);
+    GrowFor(s.res_v, (old + n) * D, step * D);
     s.res_pos.insert(s.res_pos.end(), pos, pos + n);
     s.res_k.resize((old + n) * D);
     s.res_v.resize((old + n) * D);

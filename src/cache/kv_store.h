@@ -77,6 +77,14 @@ struct KvStoreConfig {
   // (32 KiB for G = 32, D = 128).
   size_t page_bytes = 0;
   int max_cached_pages = 2;  // empty pages each layer keeps for reuse
+  // Spare residual capacity, in tokens per head, kept after tokens leave the
+  // residual (sealed or evicted) and used as the minimum growth step of
+  // Append; -1 = G. G suits policies that seal every G tokens (no
+  // reallocation per decode step). 0 keeps the residual arrays at their exact
+  // size (growth by 1/8 of the capacity): for policies whose budget is smaller
+  // than G fp16 tokens per head, e.g. eviction caches of small heads, the
+  // reserve would be most of the bytes they hold.
+  int residual_reserve = -1;
 };
 
 // Pass as `head` to apply an operation to every KV head of the layer.

@@ -2,15 +2,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "policy/selection.h"
 
 namespace hqekv::policy {
 
+// Store layout of an eviction cache, sized to budgets of a few tokens per
+// head on small heads:
+// - no cached empty pages: they would be held bytes that no token uses;
+// - no spare fp16 residual room (the default keeps 32 tokens per head: on
+//   the bundled D = 8 model that is 1 KiB + 128 B per head, more than the
+//   whole 2-bit budget of a 200-token prompt): kept tokens are fp16 anyway,
+//   so the residual holds exactly the tokens not yet sealed;
+// - 256-byte pages for every head size: every fp16 chunk plane larger than
+//   that (a full chunk of D = 8 is 512 B, of D = 128 8 KiB) is one exact
+//   dedicated block, and only position lists and very short chunks share
+//   small pages. With the store's automatic pages (32 KiB at D = 128) a
+//   budget of a few chunks per layer would be mostly empty page space, and
+//   freeing a page at once made the bytes jump (not monotone in bits).
 EvictCache::EvictCache(const KvGeometry& g, std::string describe, Mode mode)
-    // No cached empty pages: an eviction cache is sized to its budget, and
-    // cached pages would be held bytes that no token uses.
-    : StoreBackedCache(g, std::move(describe), 0, true), mode_(mode) {}
+    : StoreBackedCache(g, std::move(describe), 0, true, StoreTuning{256, 0, 256}), mode_(mode) {}
 
 Result<std::unique_ptr<KvCache>> EvictCache::Create(const PolicySpec& spec, const KvGeometry& g) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
@@ -70,6 +82,11 @@ Result<std::unique_ptr<KvCache>> EvictCache::Create(const PolicySpec& spec, cons
 // vectors and keep their capacity (held, counted, useless bytes).
 void EvictCache::ResetPolicy() {
   selected_ = false;
+  FreeScores();
+  status_.assign(g_.n_layers, LayerBudget{});
+}
+
+void EvictCache::FreeScores() {
   scores_ = std::vector<std::vector<std::vector<float>>>(
       g_.n_layers, std::vector<std::vector<float>>(g_.n_kv_heads));
   pooled_ = std::vector<std::vector<std::vector<double>>>(
@@ -193,16 +210,72 @@ Status EvictCache::Tidy(int layer) {
   return store_->Compact(layer, cache::kAllHeads);
 }
 
-Status EvictCache::FitBytes(int layer, double target, std::vector<int64_t>* keep) {
+int64_t EvictCache::MinKeep(int64_t n_seen) const {
+  int64_t m = 1;
+  switch (mode_) {
+    case Mode::kStreaming: m = sink_ + std::max<int64_t>(1, window_); break;
+    case Mode::kH2o: m = fixed_h2o_ ? heavy_ + recent_ : 1; break;
+    case Mode::kSnapKv:
+    case Mode::kPyramid: m = window_; break;
+  }
+  return std::min(m, n_seen);
+}
+
+std::string EvictCache::MinimumText() const {
+  switch (mode_) {
+    case Mode::kStreaming:
+      return "the " + std::to_string(sink_) + " sink tokens + the newest " +
+             std::to_string(std::max<int64_t>(1, window_)) + " per KV head";
+    case Mode::kH2o: return "the newest token per KV head";
+    case Mode::kSnapKv:
+    case Mode::kPyramid:
+      return "the observation window of " + std::to_string(window_) + " tokens per KV head";
+  }
+  return "";
+}
+
+int64_t EvictCache::FitHeldBytes(int layer) const {
+  // Only state that outlives the event counts: SnapKV's votes are freed right
+  // after the selection.
+  return store_->LayerHeldBytes(layer) + (mode_ == Mode::kH2o ? StateBytes(layer) : 0);
+}
+
+std::string EvictCache::BudgetNote() const {
+  int unmet = 0;
+  int64_t held = 0;
+  double target = 0;
+  bool bytes = false;
+  for (const LayerBudget& b : status_) {
+    unmet += !b.met;
+    held += b.held;
+    if (b.target >= 0) {
+      bytes = true;
+      target += b.target;
+    }
+  }
+  if (unmet == 0) return "";
+  std::string note = describe_ + ": budget not met in " + std::to_string(unmet) + " of " +
+                     std::to_string(status_.size()) + " layers: kept the structural minimum (" +
+                     MinimumText() + ")";
+  if (bytes) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "; holds %lld bytes for a budget of %.0f bytes",
+                  static_cast<long long>(held), target);
+    note += buf;
+  }
+  return note;
+}
+
+Status EvictCache::FitBytes(int layer, double target, int64_t floor_keep,
+                            std::vector<int64_t>* keep) {
   const double cost = Fp16TokenCost(g_.head_dim, mode_ == Mode::kH2o ? 4 : 0);
-  const int64_t floor_keep =
-      (mode_ == Mode::kSnapKv || mode_ == Mode::kPyramid) ? window_ : (mode_ == Mode::kStreaming ? 0 : 1);
+  LayerBudget& st = status_[layer];
+  st.target = target;
   for (int iter = 0; iter < 256; ++iter) {
-    // Only state that outlives this call counts: SnapKV's votes are freed
-    // right after the selection.
-    const int64_t state = mode_ == Mode::kH2o ? StateBytes(layer) : 0;
-    const double held = static_cast<double>(store_->LayerHeldBytes(layer) + state);
-    if (held <= target) return Status::Ok();
+    const double held = static_cast<double>(FitHeldBytes(layer));
+    st.held = FitHeldBytes(layer);
+    st.met = held <= target;
+    if (st.met) return Status::Ok();
     const int64_t dec = std::max<int64_t>(
         1, static_cast<int64_t>(std::ceil((held - target) / (g_.n_kv_heads * cost))));
     bool progress = false;
@@ -216,8 +289,13 @@ Status EvictCache::FitBytes(int layer, double target, std::vector<int64_t>* keep
       }
     }
     HQEKV_RETURN_IF_ERROR(Tidy(layer));
-    if (!progress) return Status::Ok();  // nothing left to evict: fixed costs exceed the budget
+    if (!progress) {  // only the minimum is left: it (or fixed costs) exceeds the budget
+      st.at_minimum = true;
+      break;
+    }
   }
+  st.held = FitHeldBytes(layer);
+  st.met = static_cast<double>(st.held) <= target;
   return Status::Ok();
 }
 
@@ -225,7 +303,15 @@ Status EvictCache::SelectPrompt() {
   const int64_t w = window_;
   std::vector<int64_t> layer_keep(g_.n_layers, 0);
   const int64_t L0 = store_->KeptTokens(0, 0);
-  const int64_t k = budget_.Tokens(L0, g_.head_dim, 0);
+  int64_t k = budget_.Tokens(L0, g_.head_dim, 0);
+  const bool bits = budget_.kind == EvictionBudget::Kind::kBits;
+  bool raised = false;
+  if (bits && L0 > w && k < w) {
+    // A byte budget below the window: keep the window (the structural
+    // minimum) and say so in BudgetNote(); keep=f below it stays an error.
+    k = w;
+    raised = true;
+  }
   if (L0 > w && k < L0) {
     if (k < w) {
       return MakeError(describe_ + ": budget of " + std::to_string(k) +
@@ -257,17 +343,21 @@ Status EvictCache::SelectPrompt() {
       HQEKV_RETURN_IF_ERROR(EvictHead(l, h, layer_keep[l]));
     }
     HQEKV_RETURN_IF_ERROR(Tidy(l));
-    if (budget_.kind == EvictionBudget::Kind::kBits && L0 > w) {
+    status_[l] = LayerBudget{};
+    status_[l].met = !raised;
+    status_[l].at_minimum = raised;
+    if (bits && L0 > w) {
       // The layer's share of the total bytes: its budget relative to the mean.
       const double mean = static_cast<double>(k);
       const double target = budget_.LayerBytes(L0, g_.n_kv_heads, g_.head_dim) *
                             static_cast<double>(layer_keep[l]) / std::max(1.0, mean);
       std::vector<int64_t> keep(g_.n_kv_heads, layer_keep[l]);
-      HQEKV_RETURN_IF_ERROR(FitBytes(l, target, &keep));
+      HQEKV_RETURN_IF_ERROR(FitBytes(l, target, MinKeep(L0), &keep));
     }
   }
   // Votes and selection state are not needed after the prompt.
-  ResetPolicy();
+  FreeScores();
+  prompt_pos_.clear();
   selected_ = true;
   return Status::Ok();
 }
@@ -285,12 +375,20 @@ Status EvictCache::EndBatch(int n, bool is_prefill) {
   }
   for (int l = 0; l < g_.n_layers; ++l) {
     const int64_t seen = store_->AppendedTokens(l);
-    const int64_t k = budget_.Tokens(seen, g_.head_dim, mode_ == Mode::kH2o ? 4 : 0);
+    const int64_t want = budget_.Tokens(seen, g_.head_dim, mode_ == Mode::kH2o ? 4 : 0);
+    // Never below the structural minimum: a budget that asks for less keeps
+    // the minimum and reports it (BudgetNote) instead of evicting everything.
+    const int64_t floor_keep = MinKeep(seen);
+    const int64_t k = std::max(want, floor_keep);
     std::vector<int64_t> keep(g_.n_kv_heads, k);
     for (int h = 0; h < g_.n_kv_heads; ++h) HQEKV_RETURN_IF_ERROR(EvictHead(l, h, k));
     HQEKV_RETURN_IF_ERROR(Tidy(l));
+    status_[l] = LayerBudget{};
+    status_[l].met = want >= floor_keep;
+    status_[l].at_minimum = want < floor_keep;
     if (budget_.kind == EvictionBudget::Kind::kBits) {
-      HQEKV_RETURN_IF_ERROR(FitBytes(l, budget_.LayerBytes(seen, g_.n_kv_heads, g_.head_dim), &keep));
+      HQEKV_RETURN_IF_ERROR(FitBytes(
+          l, budget_.LayerBytes(seen, g_.n_kv_heads, g_.head_dim), floor_keep, &keep));
     }
   }
   return Status::Ok();

@@ -36,6 +36,10 @@ class EvictCache final : public StoreBackedCache {
   static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g);
 
   Status EndBatch(int n, bool is_prefill) override;
+  // Non-empty when the last compression event could not meet the budget in
+  // some layer: the policy kept its structural minimum (MinKeep) instead of
+  // evicting below it.
+  std::string BudgetNote() const override;
 
  protected:
   void ResetPolicy() override;
@@ -53,8 +57,28 @@ class EvictCache final : public StoreBackedCache {
   Status SelectPrompt();
   // Seals full fp16 chunks of the residual and drops tombstones.
   Status Tidy(int layer);
-  // bits=B: evicts further until the layer's exact bytes fit `target`.
-  Status FitBytes(int layer, double target, std::vector<int64_t>* keep);
+  // bits=B: evicts further until the layer's exact bytes fit `target`, never
+  // below `floor_keep` tokens per head; records the outcome in status_.
+  Status FitBytes(int layer, double target, int64_t floor_keep, std::vector<int64_t>* keep);
+  // Structural minimum per (layer, KV head) after n_seen tokens, which no
+  // budget evicts below: streaming the sink plus the newest token (or the
+  // given window), h2o the newest token, snapkv/pyramid the observation
+  // window (capped at n_seen).
+  int64_t MinKeep(int64_t n_seen) const;
+  std::string MinimumText() const;
+  // Frees the scores and votes (not the budget status).
+  void FreeScores();
+  // Held bytes of a layer as FitBytes counts them (store + persistent state).
+  int64_t FitHeldBytes(int layer) const;
+
+  // Outcome of the last compression event of one layer.
+  struct LayerBudget {
+    bool met = true;       // held <= target (bits=) / the token budget was >= the minimum
+    bool at_minimum = false;
+    int64_t held = 0;      // bytes held after the event (bits= only)
+    double target = -1;    // byte budget (bits= only)
+  };
+  std::vector<LayerBudget> status_;
 
   Mode mode_;
   EvictionBudget budget_;

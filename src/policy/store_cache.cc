@@ -28,7 +28,7 @@ std::string ShortTierName(const std::string& f) {
 }
 
 StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
-                                   int max_cached_pages, bool small_pages)
+                                   int max_cached_pages, bool small_pages, StoreTuning tuning)
     : g_(g), describe_(std::move(describe)) {
   init_ = CheckGeometry(g);
   if (!init_.ok()) return;
@@ -43,7 +43,9 @@ StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
   // automatic page (>= 1 KiB) leaves much of each size class's last page
   // empty; 512-byte pages keep that slack small. Single-format caches keep
   // the automatic page, which packs their one block size better.
-  if (small_pages && g.head_dim < 64) cfg.page_bytes = 512;
+  if (small_pages && g.head_dim < 64) cfg.page_bytes = tuning.small_head_page_bytes;
+  if (tuning.page_bytes != 0) cfg.page_bytes = tuning.page_bytes;
+  cfg.residual_reserve = tuning.residual_reserve;
   auto s = cache::KvStore::Create(cfg);
   if (!s.ok()) {
     init_ = s.error();

@@ -19,6 +19,17 @@ namespace hqekv::policy {
 // Checks a geometry (positive sizes, GQA divisibility); the error names it.
 Status CheckGeometry(const KvGeometry& g);
 
+// Store layout choices of a policy (see cache::KvStoreConfig).
+struct StoreTuning {
+  // Page size of the store's pools when head_dim < 64 (0 = the store's
+  // automatic page, which is used for every larger head).
+  size_t small_head_page_bytes = 512;
+  // Spare fp16 residual room per head, tokens (-1 = the chunk, 32).
+  int residual_reserve = -1;
+  // Page size for every head size (0: small_head_page_bytes / automatic).
+  size_t page_bytes = 0;
+};
+
 class StoreBackedCache : public KvCache {
  public:
   const KvGeometry& geometry() const override { return g_; }
@@ -32,12 +43,17 @@ class StoreBackedCache : public KvCache {
   // scores) in bookkeeping; tier names shortened to fp16/fp32/fp8/int8/u4/u2/
   // n1 (plus "residual" and "evicted").
   KvStats Stats() const override;
+  // Empty when the cache holds what its budget allows; otherwise one line
+  // saying why not (e.g. an eviction policy that keeps its structural
+  // minimum because its byte budget is smaller than that minimum). Library
+  // code prints nothing: the CLI shows this note.
+  virtual std::string BudgetNote() const { return ""; }
 
   const cache::KvStore& store() const { return *store_; }
 
  protected:
   StoreBackedCache(const KvGeometry& g, std::string describe, int max_cached_pages,
-                   bool small_pages);
+                   bool small_pages, StoreTuning tuning = {});
   Status init_status() const { return init_; }
 
   virtual void ResetPolicy() {}

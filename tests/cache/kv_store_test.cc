@@ -153,6 +153,41 @@ TEST(KvStore, AccountingCountsPayloadMetadataAndResidual) {
   ExpectAccountingExact(*s);
 }
 
+// residual_reserve = 0: the residual arrays hold exactly their tokens after
+// a seal or an eviction (no room for G spare tokens per head), and the
+// accounting stays exact; the default reserve keeps G tokens of room.
+TEST(KvStore, ZeroResidualReserveHoldsExactlyTheResidualTokens) {
+  const int D = 8, G = 32, H = 2;
+  KvStoreConfig c;
+  c.n_layers = 1;
+  c.n_kv_heads = H;
+  c.head_dim = D;
+  c.chunk = G;
+  c.residual_reserve = -2;
+  EXPECT_FALSE(KvStore::Create(c).ok());
+  c.residual_reserve = 0;
+  auto exact = KvStore::Create(c);
+  ASSERT_TRUE(exact.ok());
+  c.residual_reserve = -1;
+  auto dflt = KvStore::Create(c);
+  ASSERT_TRUE(dflt.ok());
+  for (KvStore* s : {exact->get(), dflt->get()}) {
+    AppendTokens(*s, 0, Range(0, 40));
+    ASSERT_TRUE(s->Seal(0, kAllHeads, 32, quant::F16(), quant::F16()).ok());
+    const int32_t victims[] = {33, 35};
+    ASSERT_TRUE(s->EvictTokens(0, kAllHeads, victims, 2).ok());
+    ExpectAccountingExact(*s);
+  }
+  // 6 residual tokens per head: K and V fp16 [6][D].
+  EXPECT_EQ((*exact)->Stats().bytes.residual, H * 2 * 6 * D * 2);
+  EXPECT_GE((*dflt)->Stats().bytes.residual, H * 2 * (6 + G) * D * 2);
+  // Decoding one token at a time then sealing everything leaves no residual bytes.
+  for (int p = 40; p < 50; ++p) AppendTokens(**exact, 0, {p});
+  ASSERT_TRUE((*exact)->Seal(0, kAllHeads, 16, quant::F16(), quant::F16()).ok());
+  EXPECT_EQ((*exact)->Stats().bytes.residual, 0);
+  ExpectAccountingExact(**exact);
+}
+
 TEST(KvStore, EvictTokensDropsKAndVTogether) {
   const int D = 8;
   auto s = MakeStore(1, 2, D, 8);

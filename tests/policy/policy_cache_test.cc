@@ -215,7 +215,10 @@ TEST(PolicyCache, BudgetsHoldOverALongDecode) {
     int64_t early = 0;
     for (int s = 0; s < 2000; ++s) {
       d.Step(1, false, false);
-      if (s == 100) early = c->Stats().bytes.total();
+      // Same phase of the 32-token sealing cycle as the last step (1999):
+      // the fp16 residual is held at its exact size, so the bytes vary a
+      // little within a cycle.
+      if (s == 111) early = c->Stats().bytes.total();
     }
     EXPECT_EQ(Kept(*c, 0, 0).size(), 64u);
     EXPECT_LE(c->Stats().bytes.total(), early);  // constant memory
