@@ -23,6 +23,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse
 import json
+import sys
 import math
 import re
 import time
@@ -186,7 +187,8 @@ def main():
     model = load_model(a.ckpt)
     alice = read_text(a.data_dir, HELD_OUT_FILES["alice"])
     hay = Haystack(sp, alice)
-    out = {"ckpt": a.ckpt, "ctx": a.ctx, "seed": a.seed}
+    out = {"ckpt": a.ckpt, "ctx": a.ctx, "seed": a.seed, "ppl_max_tokens": a.ppl_max_tokens,
+           "command": "evaluate.py " + " ".join(sys.argv[1:])}
     t0 = time.time()
     depths = [float(x) for x in a.depths.split(",")]
     out["passkey"] = passkey(model, hay, a.ctx, depths, a.trials, a.seed)

@@ -163,8 +163,8 @@ def main():
     if ev is None:
         add("Not evaluated yet.\n")
     else:
-        add(f"Command: `/usr/bin/python3 tools/train/evaluate.py` (seed {ev['seed']}); filler, passages and "
-            "haystacks from the held-out book.\n")
+        add(f"Command: `/usr/bin/python3 tools/train/{ev.get('command', 'evaluate.py')}` (seed {ev['seed']}); "
+            "filler, passages and haystacks from the held-out book.\n")
         add(f"**Passkey** at {ev['ctx']} tokens, 5 digits, exact match, {ev['passkey_trials_per_depth']} "
             "trials per depth (prompt as in src/eval/tasks.cc):\n")
         add("| depth | " + " | ".join(ev["passkey"].keys()) + " | mean |")
@@ -178,7 +178,11 @@ def main():
             f"tokens 2..200 ({ev['copy_top1_all']:.1%} counting the first).\n")
         add(f"**Multi-key** (4 keys, \"special magic number\"), {ev['ctx']} tokens: {ev['multikey4']:.0%} exact match.\n")
         if "ppl" in ev:
-            add(f"**Held-out perplexity** (windows of {ev['ctx']} tokens, BOS first, every token scored):\n")
+            cut = (f" Texts longer than {ev['ppl_max_tokens']:,} tokens were cut at a line end to about their first "
+                   f"{ev['ppl_max_tokens']:,} tokens to fit the CPU time (the tokens column gives what was scored)."
+                   if ev.get("ppl_max_tokens") else "")
+            add(f"**Held-out perplexity** (non-overlapping windows of {ev['ctx']} tokens, BOS first, every token "
+                f"scored; per byte/char of the LF-normalised text).{cut}\n")
             add("| text | tokens | ppl / token | bits / byte | ppl / char |\n|---|---:|---:|---:|---:|")
             for k, v in ev["ppl"].items():
                 add(f"| {k} | {v['tokens']:,} | {v['ppl_token']:.2f} | {v['bits_per_byte']:.3f} | {v['ppl_char']:.3f} |")
