@@ -7,7 +7,11 @@
 // and the policy keeps as many fp16 tokens as fit in that, counting everything
 // it holds for them (fp16 K and V, positions, chunk records, pool slack, its
 // own scores). The estimate below sizes the first cut; the caches then check
-// the store's exact byte count and evict further until the layer fits.
+// the store's exact byte count and evict further until the layer fits, but
+// never below the policy's structural minimum (EvictCache::MinKeep: the
+// streaming sink + the newest token, H2O's newest token, the SnapKV window):
+// a budget smaller than that keeps the minimum and reports it through
+// StoreBackedCache::BudgetNote() instead of evicting every token.
 #pragma once
 
 #include <cstdint>

@@ -18,7 +18,12 @@
 // Budgets (policy/budget.h): keep=f keeps floor(f * n_seen) tokens per
 // (layer, KV head); bits=B keeps what fits in the true bytes of a B-bit cache
 // (checked against the store's exact count, evicting further until it fits);
-// streaming window=W and h2o heavy=,recent= are fixed token counts.
+// streaming window=W and h2o heavy=,recent= are fixed token counts. No budget
+// evicts below MinKeep; when a layer cannot meet its budget, BudgetNote()
+// says so (library code prints nothing; the CLI shows the note).
+// Store layout: no fp16 residual reserve, 256-byte pages (see the
+// constructor in evict_cache.cc), so that the bytes held follow the kept
+// tokens closely and grow monotonically with the budget.
 #pragma once
 
 #include <memory>

@@ -42,7 +42,8 @@ StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
   // tiers) or with fp16 blocks of exactly 512 bytes (eviction policies): the
   // automatic page (>= 1 KiB) leaves much of each size class's last page
   // empty; 512-byte pages keep that slack small. Single-format caches keep
-  // the automatic page, which packs their one block size better.
+  // the automatic page, which packs their one block size better. Eviction
+  // caches choose their own layout through StoreTuning.
   if (small_pages && g.head_dim < 64) cfg.page_bytes = tuning.small_head_page_bytes;
   if (tuning.page_bytes != 0) cfg.page_bytes = tuning.page_bytes;
   cfg.residual_reserve = tuning.residual_reserve;
