@@ -60,6 +60,11 @@ SearchBox FeasibleBox(const TierCosts& c, double budget) {
   SearchBox box;
   box.r1_max = std::clamp((c.b4 - budget) / (c.b4 - c.b1), 0.0, 1.0);
   box.r0_max = std::clamp((c.b4 - budget) / (c.b4 - c.b0), 0.0, 1.0);
+  // r4 >= 0  <=>  r1 (b2 - b1) + r0 (b2 - b0) >= b2 - B.
+  const double need = c.b2 - budget;
+  box.r0_min = std::clamp((need - box.r1_max * (c.b2 - c.b1)) / (c.b2 - c.b0), 0.0, box.r0_max);
+  box.r1_min = c.b2 > c.b1 ? std::clamp((need - box.r0_max * (c.b2 - c.b0)) / (c.b2 - c.b1), 0.0, box.r1_max)
+                           : 0.0;
   return box;
 }
 

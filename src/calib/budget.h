@@ -55,12 +55,13 @@ Status CheckBudget(const TierCosts& c, double budget, const std::string& what);
 // (> -1e-12) are clamped to 0.
 std::optional<Ratios> SolveRatios(const TierCosts& c, double budget, double r1, double r0);
 
-// Largest r1 (with r0 = 0) and largest r0 (with r1 = 0) that can be feasible:
-// the feasible set of (r1, r0) lies in [0, r1_max] x [0, r0_max], so the
-// search box loses no feasible point (unlike the paper's unit square, where
-// only 2-17% of proposals are feasible).
+// Bounding box of the feasible (r1, r0): r2 >= 0 bounds each from above
+// (r1_max with r0 = 0, r0_max with r1 = 0), r4 >= 0 from below when the
+// budget is under the all-2-bit cost (r0_min with r1 = r1_max, r1_min with
+// r0 = r0_max). The search box loses no feasible point (unlike the paper's
+// unit square, where only 2-17% of proposals are feasible).
 struct SearchBox {
-  double r1_max = 1, r0_max = 1;
+  double r1_min = 0, r1_max = 1, r0_min = 0, r0_max = 1;
 };
 SearchBox FeasibleBox(const TierCosts& c, double budget);
 

@@ -60,8 +60,10 @@ Result<Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
   // Box: per-layer mode widens (r1, r0) to what the lowest-budget layer allows.
   const double max_tilt = opt.per_layer ? std::min(costs.b4 - opt.budget, opt.budget - costs.b0) : 0.0;
   const SearchBox box = FeasibleBox(costs, opt.budget - max_tilt);
-  std::vector<TpeParam> params = {{"r1", 0.0, std::max(box.r1_max, 1e-9)},
-                                  {"r0", 0.0, std::max(box.r0_max, 1e-9)}};
+  // Per-layer mode scales r1, r0 per layer, so only the upper bounds apply.
+  const double r1_lo = opt.per_layer ? 0.0 : box.r1_min, r0_lo = opt.per_layer ? 0.0 : box.r0_min;
+  std::vector<TpeParam> params = {{"r1", r1_lo, std::max(box.r1_max, r1_lo + 1e-9)},
+                                  {"r0", r0_lo, std::max(box.r0_max, r0_lo + 1e-9)}};
   if (opt.per_layer) {
     params.push_back({"tilt", -std::max(max_tilt, 1e-9), std::max(max_tilt, 1e-9)});
     params.push_back({"slope", -1.0, 1.0});

@@ -107,12 +107,12 @@ TEST(HqeKvSpecFor, GlobalAndPerLayerSpecs) {
   EXPECT_DOUBLE_EQ(back->per_layer[1].r4, 0.6);
   EXPECT_EQ(back->model_identity, "id");
   // The policy reads the profile we write (per_layer rows included).
-  KvGeometry g{2, 2, 1, 8, 128};
-  auto cache = MakeKvCache(*p, g);
+  KvGeometry geo{2, 2, 1, 8, 128};
+  auto cache = MakeKvCache(*p, geo);
   ASSERT_TRUE(cache.ok()) << cache.message();
   KvGeometry g3{3, 2, 1, 8, 128};
   EXPECT_FALSE(MakeKvCache(*p, g3).ok());  // one row per layer
-  auto global = MakeKvCache(*s, g);
+  auto global = MakeKvCache(*s, geo);
   ASSERT_TRUE(global.ok()) << global.message();
 }
 

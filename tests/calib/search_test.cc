@@ -78,12 +78,16 @@ TEST(Budget, FeasibleBoxContainsEveryFeasiblePoint) {
         if (SolveRatios(c, B, r1, r0)) {
           EXPECT_LE(r1, box.r1_max + 1e-12) << B;
           EXPECT_LE(r0, box.r0_max + 1e-12) << B;
+          EXPECT_GE(r1, box.r1_min - 1e-12) << B;
+          EXPECT_GE(r0, box.r0_min - 1e-12) << B;
           ++feasible_in_box;
         }
       }
     }
     EXPECT_GT(feasible_in_box, 0) << B;
   }
+  // Under the all-2-bit cost, eviction is required: the box excludes r0 = 0.
+  EXPECT_GT(FeasibleBox(c, 1.0).r0_min, 0.3);
 }
 
 TEST(Budget, ImpossibleBudgetIsAClearError) {
