@@ -82,6 +82,10 @@ def main():
     add("A small Llama-architecture model trained by this project on a CPU (tools/train/), shipped so "
         "that KV-cache compression can be evaluated on realistic heads (head_dim 64, GQA) and on tasks "
         "where distant tokens matter. It is a research fixture, not a useful language model.\n")
+    if ev is not None and (ev["passkey_mean"] < 0.9 or ev["copy_top1_from2"] < 0.9):
+        add(f"> **Status: the retrieval targets of issue 7 are not met** (passkey {ev['passkey_mean']:.0%}, copy "
+            f"{ev['copy_top1_from2']:.1%} at {ev['ctx']} tokens; targets 90%). The model runs in the engine and "
+            "matches PyTorch, but it has not learned in-context copying; see *Outcome* below.\n")
     add("## Architecture\n")
     st = torch.load(os.path.join(a.work, "final.pt" if os.path.exists(os.path.join(a.work, "final.pt")) else "ckpt.pt"), map_location="cpu")
     n_params = sum(v.numel() for v in st["model"].values())
