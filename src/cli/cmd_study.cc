@@ -1,7 +1,7 @@
 // `hqekv study`: measurements behind the method. `study quant` runs the
 // quantization study (eval/quant_study.h) on seeded synthetic Gaussian
-// vectors; real K/V from a model (--from-model MODEL -f TEXT) is a later
-// addition to this same subcommand.
+// vectors, or with --from-model MODEL -f TEXT on the real K/V the model writes
+// while prefilling TEXT, per layer and overall (eval/quant_study_model.h).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -9,7 +9,12 @@
 #include <string>
 
 #include "cli/registry.h"
+#include <fstream>
+#include <sstream>
+
+#include "eval/engine_model.h"
 #include "eval/quant_study.h"
+#include "eval/quant_study_model.h"
 
 namespace hqekv::cli {
 namespace {
@@ -17,7 +22,37 @@ namespace {
 struct StudyQuantArgs {
   eval::QuantStudyOptions options;
   bool json = false;
+  std::string from_model, text_file;  // --from-model MODEL -f TEXT: real K/V
+  int windows = 4;
 };
+
+// --from-model: the study on the K/V the model writes while prefilling TEXT
+// (eval/quant_study_model.h), per layer and overall.
+int StudyQuantFromModel(const StudyQuantArgs& a) {
+  auto fail = [](const std::string& m) {
+    std::fprintf(stderr, "hqekv study quant: error: %s\n", m.c_str());
+    return 2;
+  };
+  if (a.text_file.empty()) return fail("--from-model needs -f TEXT");
+  auto model = eval::EngineModel::Load(a.from_model);
+  if (!model.ok()) return fail(model.message());
+  std::ifstream f(a.text_file, std::ios::binary);
+  if (!f) return fail("cannot open text file '" + a.text_file + "'");
+  std::stringstream text;
+  text << f.rdbuf();
+  eval::ModelQuantStudyOptions o;
+  o.chunk = a.options.chunk;
+  o.bits = a.options.bits;
+  o.max_windows = a.windows;
+  auto s = eval::RunModelQuantStudy(**model, text.str(), a.text_file, o);
+  if (!s.ok()) return fail(s.message());
+  if (a.json) {
+    std::printf("%s\n", eval::ModelQuantStudyJson(*s).dump(2).c_str());
+  } else {
+    std::printf("%s", eval::ModelQuantStudyTables(*s).c_str());
+  }
+  return 0;
+}
 
 int StudyQuant(const StudyQuantArgs& a) {
   auto r = eval::RunQuantStudy(a.options);
@@ -58,10 +93,15 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
                 "--format none for no extra formats)")
       ->delimiter(',');
   q->add_flag("--json", a->json, "Print the tables as JSON");
+  q->add_option("--from-model", a->from_model,
+                "Study the real K/V of this model (.gguf or llama2.c .bin) prefilling -f TEXT");
+  q->add_option("-f,--file", a->text_file, "Text prefilled through the model (with --from-model)");
+  q->add_option("--windows", a->windows, "Context windows of the text studied (with --from-model)")
+      ->capture_default_str();
   q->callback([a, rc] {
     StudyQuantArgs args = *a;
     if (args.options.formats.size() == 1 && args.options.formats[0] == "none") args.options.formats.clear();
-    *rc = StudyQuant(args);
+    *rc = args.from_model.empty() ? StudyQuant(args) : StudyQuantFromModel(args);
   });
 });
 
