@@ -1,9 +1,44 @@
 #include "eval/engine_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "eval/rng.h"
 
 namespace hqekv::eval {
+
+namespace {
+
+// FNV-1a over the size, the first and last MiB and 64 evenly spaced 4 KiB
+// blocks of a file: cheap on multi-GB weights, different for any retrained
+// checkpoint (every tensor changes).
+std::string FileFingerprint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return "unreadable";
+  f.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(f.tellg());
+  uint64_t h = Fnv1a(&size, sizeof size);
+  std::vector<char> buf;
+  auto mix = [&](uint64_t off, uint64_t n) {
+    if (off >= size) return;
+    n = std::min(n, size - off);
+    buf.resize(n);
+    f.seekg(static_cast<std::streamoff>(off));
+    f.read(buf.data(), static_cast<std::streamsize>(n));
+    h = Fnv1a(buf.data(), static_cast<uint64_t>(f.gcount()), h);
+  };
+  mix(0, 1 << 20);
+  mix(size > (1u << 20) ? size - (1u << 20) : 0, 1 << 20);
+  for (int i = 1; i < 64; ++i) mix(size / 64 * i, 4096);
+  char out[20];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<EngineModel>> EngineModel::Load(const std::string& path, int trained_ctx) {
   auto src = LoadModel(path);
@@ -19,6 +54,7 @@ Result<std::unique_ptr<EngineModel>> EngineModel::Load(const std::string& path, 
   if (trained_ctx > 0) ctx = trained_ctx;
   if (ctx <= 0) return MakeError("model '" + path + "' has no context length; pass --ctx");
   m->trained_ctx_ = ctx;
+  m->identity_ = m->src_->identity + "-" + FileFingerprint(path);
   return m;
 }
 

@@ -19,7 +19,9 @@ class EngineModel final : public EvalModel {
   static Result<std::unique_ptr<EngineModel>> Load(const std::string& path, int trained_ctx = 0);
 
   std::string Name() const override;
-  std::string Identity() const override { return src_->identity; }
+  // The model's config identity plus a fingerprint of the weights file, so
+  // that a new checkpoint of the same architecture does not reuse cells.
+  std::string Identity() const override { return identity_; }
   int VocabSize() const override { return src_->config.vocab_size; }
   int TrainedContext() const override { return trained_ctx_; }
   KvGeometry Geometry(int max_ctx) const override { return llama_->CacheGeometry(max_ctx); }
@@ -36,6 +38,7 @@ class EngineModel final : public EvalModel {
   std::unique_ptr<ModelSource> src_;
   std::unique_ptr<LlamaModel> llama_;
   int trained_ctx_ = 0;
+  std::string identity_;
   std::vector<int32_t> pos_;
 };
 
