@@ -6,20 +6,15 @@
 #include <memory>
 
 #include "core/parallel.h"
+#include "quant/format.h"
 
 namespace hqekv {
 namespace {
 
-// fp16 -> fp32 via a 64K-entry table (256 KiB): exact, branch-free, and much
-// faster than the bit-manipulating conversion in the attention inner loops.
-const float* HalfTable() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t i = 0; i < 65536; ++i) t[i] = F16ToF32(static_cast<f16_t>(i));
-    return t;
-  }();
-  return table.data();
-}
+// Attention over fp16 rows goes through quant's fused f16 kernels (SIMD with
+// a scalar reference as their oracle), kBlock tokens per call.
+constexpr int64_t kBlock = 32;
+const quant::Format kF16Rows = quant::F16();
 
 }  // namespace
 
@@ -88,13 +83,13 @@ Status PlainKvCache::Append(int layer, const float* k, const float* v, const int
 void PlainKvCache::Scores(const Layer& L, int kvh, const float* q, int64_t t, float* scores) const {
   const int D = g_.head_dim;
   if (prec_ == PlainPrecision::kF16) {
-    const float* tab = HalfTable();
+    // The fp16 rows of one head are laid out exactly like quant's f16 chunks
+    // ([tokens][D], no metadata), so the SIMD fused dot kernels apply; blocks
+    // of kBlock tokens keep each call within one chunk-sized working set.
     const f16_t* K = L.k16[kvh].data();
-    for (int64_t j = 0; j < t; ++j) {
-      const f16_t* kr = K + j * D;
-      float s = 0.f;
-      for (int d = 0; d < D; ++d) s += q[d] * tab[kr[d]];
-      scores[j] = s;
+    for (int64_t j = 0; j < t; j += kBlock) {
+      const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+      quant::DotChunk(kF16Rows, reinterpret_cast<const uint8_t*>(K + j * D), nullptr, T, D, q, scores + j);
     }
   } else {
     const float* K = L.k32[kvh].data();
@@ -111,12 +106,10 @@ void PlainKvCache::Mix(const Layer& L, int kvh, const float* w, int64_t t, float
   const int D = g_.head_dim;
   std::fill(out, out + D, 0.f);
   if (prec_ == PlainPrecision::kF16) {
-    const float* tab = HalfTable();
     const f16_t* V = L.v16[kvh].data();
-    for (int64_t j = 0; j < t; ++j) {
-      const f16_t* vr = V + j * D;
-      const float wj = w[j];
-      for (int d = 0; d < D; ++d) out[d] += wj * tab[vr[d]];
+    for (int64_t j = 0; j < t; j += kBlock) {
+      const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+      quant::AxpyChunk(kF16Rows, reinterpret_cast<const uint8_t*>(V + j * D), nullptr, T, D, w + j, out);
     }
   } else {
     const float* V = L.v32[kvh].data();
