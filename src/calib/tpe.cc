@@ -11,14 +11,6 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kPi = 3.14159265358979323846;
 
-uint64_t SplitMix64(uint64_t& x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
@@ -45,32 +37,6 @@ double LogSumExp(const std::vector<double>& v) {
 }
 
 }  // namespace
-
-Rng::Rng(uint64_t seed) {
-  uint64_t x = seed;
-  for (auto& s : s_) s = SplitMix64(x);
-}
-
-uint64_t Rng::Next() {
-  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = Rotl(s_[3], 45);
-  return result;
-}
-
-double Rng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-
-double Rng::Normal() {
-  double u1 = Uniform();
-  while (u1 <= 0.0) u1 = Uniform();
-  const double u2 = Uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
-}
 
 Parzen1D Parzen1D::Build(const std::vector<double>& obs, double low, double high,
                          double prior_weight) {

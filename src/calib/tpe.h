@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/xoshiro.h"
 
 namespace hqekv::calib {
 
@@ -50,16 +51,7 @@ struct TpeTrial {
 
 // Own PRNG (xoshiro256**, seeded through splitmix64): std:: distributions are
 // implementation-defined, this is not.
-class Rng {
- public:
-  explicit Rng(uint64_t seed);
-  uint64_t Next();
-  double Uniform();  // [0, 1)
-  double Normal();   // standard normal (Box-Muller)
-
- private:
-  uint64_t s_[4];
-};
+using Rng = Xoshiro256;  // core/xoshiro.h (Next, Uniform, Normal)
 
 class TpeSampler {
  public:

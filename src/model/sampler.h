@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/xoshiro.h"
 
 namespace hqekv {
 
@@ -34,14 +35,7 @@ struct SamplerConfig {
 // Error naming the bad option (e.g. "--top-p must be in (0, 1], got 1.5").
 Status ValidateSamplerConfig(const SamplerConfig& c);
 
-class Rng {
- public:
-  explicit Rng(uint64_t seed);
-  uint64_t Next();
-  double Uniform();  // [0, 1), 53 random bits
- private:
-  uint64_t s_[4];
-};
+using Rng = Xoshiro256;  // core/xoshiro.h
 
 class Sampler {
  public:
