@@ -32,6 +32,9 @@ void AddAllCommands(CLI::App& app, int* rc) {
 int main(int argc, char** argv) {
   CLI::App app{"hqekv: hybrid quantization and eviction of the KV cache for long-context LLM inference"};
   app.require_subcommand(1);
+  // Flags take no value: `--kv-report=3` is an error, not a silent "true". Subcommands inherit the
+  // option defaults of their parent, so this covers every flag of every command.
+  app.option_defaults()->disable_flag_override();
   app.set_version_flag("--version", "hqekv 0.1.0");
   int rc = 0;
   hqekv::cli::AddAllCommands(app, &rc);

@@ -20,6 +20,7 @@ foreach(case
     "bad_top_p|run --top-p 1.5|top-p"
     "bad_temp|run --temp -1|temp"
     "bad_kv|run --kv nonsense -n 1|nonsense"
+    "flag_with_value|run -n 1 --kv-report=3|kv-report"
     "prompt_too_long|run --ctx 4 -p \"Once upon a time there was a dog\"|context"
     "ppl_missing_text|ppl -f /nonexistent.txt|does not exist"
     "ppl_bad_stride|ppl -f ${_root}/data/text/tinystories_val_subset.txt --ctx 64 --stride 65 --max-tokens 200|stride")
