@@ -71,6 +71,24 @@ def heldout_loss(model, ids, seq_len, n_seq, device):
     return tot / cnt
 
 
+@torch.no_grad()
+def induction_probe(model, vocab, device, n_seq=16, seq_len=256):
+    """Top-1 accuracy on the repeats of random-token segments (period 8..64, BOS first): the share of
+    tokens the model copies from one period back. ~0 before induction heads form, near 1 after."""
+    g = torch.Generator().manual_seed(4242)  # the same probe at every evaluation
+    hits = cnt = 0
+    model.eval()
+    for _ in range(n_seq):
+        period = int(torch.randint(8, 65, (1,), generator=g))
+        seg = torch.randint(259, vocab, (period,), generator=g)
+        x = torch.cat([torch.tensor([1]), seg.repeat(seq_len // period + 1)[:seq_len]])[None].to(device)
+        pred = model(x[:, :-1])[0].argmax(-1)
+        hits += (pred[period:] == x[0, period + 1:]).sum().item()  # targets after the first period
+        cnt += seq_len - period
+    model.train()
+    return hits / cnt
+
+
 def save(path, model, opt, step, tokens, elapsed, history):
     tmp = path + ".tmp"
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "tokens": tokens,
@@ -148,6 +166,7 @@ def main():
                "tok_per_s": round(rate)}
         if step % cfg["eval_every"] == 0 or step == total:
             rec["alice_loss_512"] = heldout_loss(model, alice_ids, 512, 8, device)
+            rec["induction_top1"] = induction_probe(model, cfg["vocab_size"], device)
             history.append(rec)
         log.write(json.dumps(rec) + "\n")
         log.flush()
