@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "calib/profile.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
 #include "eval/engine_model.h"
@@ -109,6 +110,14 @@ int Eval(EvalArgs a) {
   if (!model.ok()) return Fail(model.message());
   auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
   if (!suite.ok()) return Fail(suite.message());
+  // A calibration profile (hqekv:profile=FILE) must have been made for this model: same check as
+  // `run` and `ppl`, before any cell runs (the cache never sees the model, so it cannot check).
+  const ModelSource& src = (*model)->source();
+  for (auto& p : suite->policies) {
+    auto checked = calib::CheckSpecProfile(p.spec, src.identity, src.config.n_layers);
+    if (!checked.ok()) return Fail("--kv " + p.spec + ": " + checked.message());
+    p.spec = *checked;
+  }
   if (auto st = PrepareDir(a.out, a.force); !st.ok()) return Fail(st.message());
 
   eval::EvalOptions opt;
