@@ -50,6 +50,49 @@ def phase_at(step, phases):
     return phases[-1]
 
 
+def layers_at(cfg, step):
+    """Layers of the model during `step`: a phase may train a shallower model ("n_layers"); the
+    config's model.n_layers is the final depth."""
+    return phase_at(step, cfg["phases"]).get("n_layers", cfg["model"]["n_layers"])
+
+
+def grown_at(cfg, step):
+    """First step of the run of phases with the current depth (0 if the depth never changed)."""
+    start, s = 0, 0
+    for ph in cfg["phases"]:
+        if s > step:
+            break
+        if s > 0 and ph.get("n_layers", cfg["model"]["n_layers"]) != layers_at(cfg, s - 1):
+            start = s
+        s += ph["steps"]
+    return start
+
+
+def grow(model, n_layers):
+    """Depth growth: the trained layers stay at the bottom, new layers go on top with their residual
+    outputs (wo, w2) zeroed, so the grown model computes exactly what the shallow one did and the
+    circuits it learned (induction heads) survive. Why: measured here, 2-layer models of this width
+    leave the induction plateau on repeated random tokens within ~1,300 steps of 16x128 tokens, while
+    4-layer ones had not after 2,400 (tools/train/configs/refmodel-4l.notes.md)."""
+    cfg = ModelConfig(**dict(model.cfg.to_dict(), n_layers=n_layers))
+    big = Llama(cfg)
+    sd = big.state_dict()
+    sd.update({k: v for k, v in model.state_dict().items()})  # embeddings, final norm, old layers
+    for i in range(model.cfg.n_layers, n_layers):
+        sd[f"layers.{i}.attention.wo.weight"].zero_()
+        sd[f"layers.{i}.feed_forward.w2.weight"].zero_()
+    big.load_state_dict(sd)
+    return big
+
+
+def make_optimizer(model, o):
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=o["lr"], betas=(o["beta1"], o["beta2"]))
+
+
 def weighted_loss(logits, targets, weights):
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
     w = weights.reshape(-1)
@@ -116,19 +159,15 @@ def main():
     alice_ids = corpus.enc(read_text(args.data_dir, HELD_OUT_FILES["alice"]))
 
     torch.manual_seed(cfg["seed"])
-    mcfg = ModelConfig(vocab_size=cfg["vocab_size"], **cfg["model"])
-    model = Llama(mcfg).to(device)
     o = cfg["optim"]
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=o["lr"], betas=(o["beta1"], o["beta2"]))
     total = sum(ph["steps"] for ph in cfg["phases"])
     ckpt = os.path.join(args.out, "ckpt.pt")
     step, tokens, elapsed, history = 0, 0, 0.0, []
-    if os.path.exists(ckpt):
-        st = torch.load(ckpt, map_location=device)
+    st = torch.load(ckpt, map_location=device) if os.path.exists(ckpt) else None
+    start_layers = st["config"]["n_layers"] if st else layers_at(cfg, 0)
+    model = Llama(ModelConfig(vocab_size=cfg["vocab_size"], **dict(cfg["model"], n_layers=start_layers))).to(device)
+    opt = make_optimizer(model, o)
+    if st:
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         step, tokens, elapsed, history = st["step"], st["tokens"], st["elapsed"], st["history"]
@@ -140,11 +179,18 @@ def main():
     t_last, tok_last = time.time(), 0
     while step < stop:
         ph = phase_at(step, cfg["phases"])
+        if layers_at(cfg, step) != model.cfg.n_layers:  # a phase with more layers starts: grow
+            model = grow(model, layers_at(cfg, step)).to(device)
+            opt = make_optimizer(model, o)
+            print(f"step {step}: grew to {model.cfg.n_layers} layers, {model.num_params()} params", flush=True)
         x, w = corpus.batch(cfg["seed"], step, ph["batch"], ph["seq_len"], ph.get("mix", cfg["mix"]),
                             ph.get("copy_random", 0.2))
         x = torch.from_numpy(x).to(device)
         w = torch.from_numpy(w).to(device)
         lr = lr_at(step, total, dict(o, lr=ph.get("lr", o["lr"])))  # a phase may set its peak LR
+        since_grow = step - grown_at(cfg, step)
+        if grown_at(cfg, step) > 0 and since_grow < o["warmup"]:  # fresh Adam moments: warm up again
+            lr *= (since_grow + 1) / o["warmup"]
         for g in opt.param_groups:
             g["lr"] = lr
         logits = model(x[:, :-1])
