@@ -49,6 +49,8 @@ class TokenCorpus:
         self.sp = spm.SentencePieceProcessor(model_file=sp_model)
         self.mix = mix
         self.copy_random = 0.2  # share of copy documents made of random tokens (set per phase)
+        self.small_alphabet = 0.0  # share of repeat documents over a small alphabet (set per phase)
+        self.digit_ids = [self.sp.piece_to_id(str(d)) for d in range(10)]
         self.answer_weight = answer_weight
         self.streams, sizes = [], []
         for rel in TRAIN_FILES:
@@ -191,7 +193,19 @@ class TokenCorpus:
         """A random-token segment of 4..64 tokens repeated to the end: after its first period every
         token is predictable only by looking up what followed the same token one period back (the
         induction pattern), with a period that varies between documents."""
-        seg = rng.integers(259, self.sp.vocab_size(), size=int(rng.integers(4, 65))).tolist()
+        if self.small_alphabet > 0 and rng.random() < self.small_alphabet:
+            # Few distinct tokens (the ten digits, or 4..16 random pieces): every token recurs inside
+            # the period with different successors, so copying needs the preceding two or three
+            # tokens, not one (what a 5-digit pass key with a repeated digit asks for). Drawn only
+            # when the phase asks, so earlier phases replay with the same random stream.
+            if rng.random() < 0.5:
+                alphabet = self.digit_ids
+            else:
+                alphabet = rng.choice(np.arange(259, self.sp.vocab_size()), size=int(rng.integers(4, 17)),
+                                      replace=False).tolist()
+            seg = [alphabet[int(i)] for i in rng.integers(0, len(alphabet), size=int(rng.integers(12, 65)))]
+        else:
+            seg = rng.integers(259, self.sp.vocab_size(), size=int(rng.integers(4, 65))).tolist()
         toks = (seg * (n // len(seg) + 1))[:n]
         return toks, [1.0] * n
 
@@ -222,12 +236,13 @@ class TokenCorpus:
             toks, wts = getattr(self, kind + "_doc")(rng, n)
         return [BOS] + toks, [1.0] + wts
 
-    def batch(self, seed, step, batch_size, seq_len, mix=None, copy_random=0.2):
+    def batch(self, seed, step, batch_size, seq_len, mix=None, copy_random=0.2, small_alphabet=0.0):
         """(tokens [B, T+1] int64, weights [B, T+1] float32) for one optimizer step; mix and
         copy_random override the defaults (a curriculum phase may change them)."""
         rng = np.random.default_rng([seed, step])
         self.mix = mix or self.mix
         self.copy_random = copy_random
+        self.small_alphabet = small_alphabet
         toks = np.zeros((batch_size, seq_len + 1), dtype=np.int64)
         wts = np.zeros((batch_size, seq_len + 1), dtype=np.float32)
         for b in range(batch_size):

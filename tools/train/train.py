@@ -184,7 +184,7 @@ def main():
             opt = make_optimizer(model, o)
             print(f"step {step}: grew to {model.cfg.n_layers} layers, {model.num_params()} params", flush=True)
         x, w = corpus.batch(cfg["seed"], step, ph["batch"], ph["seq_len"], ph.get("mix", cfg["mix"]),
-                            ph.get("copy_random", 0.2))
+                            ph.get("copy_random", 0.2), ph.get("repeat_small_alphabet", 0.0))
         x = torch.from_numpy(x).to(device)
         w = torch.from_numpy(w).to(device)
         lr = lr_at(step, total, dict(o, lr=ph.get("lr", o["lr"])))  # a phase may set its peak LR
