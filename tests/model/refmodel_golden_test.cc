@@ -1,6 +1,6 @@
-// The engine runs hqekv's own trained reference model (models/refmodel-2l.gguf, trained and exported
+// The engine runs hqekv's own trained reference model (models/refmodel-4l.gguf, trained and exported
 // by tools/train/) exactly as PyTorch does: the logits for a fixed 16-token prompt match the float32
-// PyTorch logits stored in tests/data/refmodel-2l.golden.{json,f32} (tools/train/golden.py) within
+// PyTorch logits stored in tests/data/refmodel-4l.golden.{json,f32} (tools/train/golden.py) within
 // 1e-3, through the batched prefill path and through one-token decode steps, with an fp32 cache.
 #include <gtest/gtest.h>
 
@@ -32,8 +32,8 @@ struct Golden {
 
 Golden LoadGolden() {
   Golden g;
-  std::ifstream jf(kRoot + "/tests/data/refmodel-2l.golden.json");
-  EXPECT_TRUE(jf.good()) << "missing tests/data/refmodel-2l.golden.json";
+  std::ifstream jf(kRoot + "/tests/data/refmodel-4l.golden.json");
+  EXPECT_TRUE(jf.good()) << "missing tests/data/refmodel-4l.golden.json";
   if (!jf.good()) return g;
   const nlohmann::json j = nlohmann::json::parse(jf);
   g.model_path = kRoot + "/" + j.at("model").get<std::string>();
@@ -83,7 +83,7 @@ class RefModelGolden : public ::testing::Test {
 TEST_F(RefModelGolden, FileHasTheTrainedShape) {
   const ModelConfig& c = src_->config;
   EXPECT_EQ(c.arch, "llama");
-  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_layers, 4);
   EXPECT_EQ(c.d_model, 256);
   EXPECT_EQ(c.n_heads, 4);
   EXPECT_EQ(c.n_kv_heads, 2);
@@ -139,7 +139,7 @@ TEST_F(RefModelGolden, PerturbedLogitsAreCaught) {
 TEST_F(RefModelGolden, TokenizerReproducesTheTrainingTokenizer) {
   // SentencePiece (Python) ids, BOS first, of strings with whitespace runs, newlines, digits and
   // non-ASCII text (byte fallback); the first case is the golden prompt.
-  std::ifstream jf(kRoot + "/tests/data/refmodel-2l.golden.json");
+  std::ifstream jf(kRoot + "/tests/data/refmodel-4l.golden.json");
   const nlohmann::json j = nlohmann::json::parse(jf);
   const auto& cases = j.at("tokenizer_cases");
   ASSERT_GE(cases.size(), 4u);

@@ -1,7 +1,7 @@
 """Evaluates a checkpoint in PyTorch (float32, full attention) on held-out text and long-range tasks.
 
-  /usr/bin/python3 tools/train/evaluate.py --ckpt build-train/refmodel/final.pt \
-      --tokenizer build-train/refmodel/tok4096.model --out build-train/refmodel/eval.json
+  /usr/bin/python3 tools/train/evaluate.py --ckpt build-train/refmodel-4l/final.pt \
+      --tokenizer build-train/refmodel-4l/tok2048.model --out build-train/refmodel-4l/eval.json
 
 Tasks (filler and passages come from the held-out book pg11, never trained on):
   passkey  - the eval harness's prompt (src/eval/tasks.cc): head, needle "The pass key is K. Remember

@@ -1,7 +1,7 @@
 """Writes a trained checkpoint as GGUF v3 (architecture "llama", F32 tensors, tokenizer inside).
 
-  /usr/bin/python3 tools/train/export_gguf.py --ckpt build-train/refmodel/final.pt \
-      --tokenizer build-train/refmodel/tok4096.model --name refmodel-2l --out models/refmodel-2l.gguf
+  /usr/bin/python3 tools/train/export_gguf.py --ckpt build-train/refmodel-4l/final.pt \
+      --tokenizer build-train/refmodel-4l/tok2048.model --name refmodel-4l --out models/refmodel-4l.gguf
 
 Layout facts (GGUF spec / llama.cpp conventions):
 - A PyTorch Linear weight [out, in] is stored row-major; its ggml shape is ne = [in, out].

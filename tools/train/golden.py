@@ -3,8 +3,8 @@
 Writes <out>.golden.json (prompt, token ids, which rows are stored) and <out>.golden.f32 (those
 rows of logits, little-endian float32, row-major [n_rows][vocab]).
 
-  /usr/bin/python3 tools/train/golden.py --ckpt build-train/refmodel/final.pt \
-      --tokenizer build-train/refmodel/tok4096.model --out tests/data/refmodel-2l
+  /usr/bin/python3 tools/train/golden.py --ckpt build-train/refmodel-4l/final.pt \
+      --tokenizer build-train/refmodel-4l/tok2048.model --out tests/data/refmodel-4l
 """
 import argparse
 import json
@@ -42,7 +42,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--model-path", default="models/refmodel-2l.gguf", help="recorded in the JSON")
+    ap.add_argument("--model-path", default="models/refmodel-4l.gguf", help="recorded in the JSON")
     ap.add_argument("--out", required=True, help="output path prefix")
     a = ap.parse_args()
     sp = spm.SentencePieceProcessor(model_file=a.tokenizer)

@@ -2,7 +2,7 @@
 checkpoint (data batches are a function of (seed, step), so the result equals an uninterrupted run
 up to floating-point nondeterminism of threaded BLAS).
 
-  /usr/bin/python3 tools/train/train.py --config tools/train/configs/refmodel-2l.json --out build-train/refmodel
+  /usr/bin/python3 tools/train/train.py --config tools/train/configs/refmodel-4l.json --out build-train/refmodel-4l
 
 Uses CUDA when available, the CPU otherwise (set --threads to the cores you may use).
 """
