@@ -133,7 +133,7 @@ def main():
         "48213.\"; also secret-number/secret-word variants and the eval harness's head sentence), *kv* "
         "(\"The special magic number for WORD is NNNNN.\" facts, one or two asked at the end), *vartrack* "
         "(chains of \"VAR ABCDE = 12345.\" / \"VAR FGHIJ = VAR ABCDE.\"), *copy* (a 16–400-token corpus "
-        f"passage, or random tokens, repeated later), *repeat* (a 4–64-token random segment repeated to the end of the sequence). Answer tokens have loss weight {cfg['answer_weight']}, "
+        f"passage, or random tokens, repeated later), *repeat* (a 4–64-token random segment repeated to the end of the sequence; in phases that set a small-alphabet share, that share of repeat segments is 12–64 tokens over the ten digits or 4–16 random pieces). Answer tokens have loss weight {cfg['answer_weight']}, "
         "repeated passages 2, everything else 1. Pass keys, values and filler in the evaluation come "
         "from the held-out book, so they were never trained on.\n")
     add("## Training\n")
@@ -143,12 +143,12 @@ def main():
         f"{o['grad_clip']}; learning rate: {o['warmup']} linear warm-up steps, then constant at the phase's peak "
         f"({', '.join(f'{x:g}' for x in peaks)}; see the table), then a cosine decay to {o['min_lr']} over the "
         f"last {o['decay_steps']} steps. Float32 on the CPU (2 threads, OpenBLAS). Curriculum:\n")
-    add("| phase | context | batch | steps | tokens | peak LR | mix natural/passkey/kv/vartrack/copy/repeat | random share of copy |\n|---|---:|---:|---:|---:|---:|---|---:|")
+    add("| phase | layers | context | batch | steps | tokens | peak LR | mix natural/passkey/kv/vartrack/copy/repeat | random share of copy | small-alphabet share of repeat |\n|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for i, ph in enumerate(cfg["phases"]):
         mx = ph.get("mix", cfg["mix"])
         mtxt = "/".join(f"{mx.get(k, 0):.2f}" for k in ("natural", "passkey", "kv", "vartrack", "copy", "repeat"))
-        add(f"| {i+1} | {ph['seq_len']} | {ph['batch']} | {ph['steps']} | {ph['steps']*ph['batch']*ph['seq_len']:,} | "
-            f"{ph.get('lr', o['lr']):g} | {mtxt} | {ph.get('copy_random', 0.2):.1f} |")
+        add(f"| {i+1} | {ph.get('n_layers', m['n_layers'])} | {ph['seq_len']} | {ph['batch']} | {ph['steps']} | {ph['steps']*ph['batch']*ph['seq_len']:,} | "
+            f"{ph.get('lr', o['lr']):g} | {mtxt} | {ph.get('copy_random', 0.2):.2f} | {ph.get('repeat_small_alphabet', 0.0):.1f} |")
     add(f"\nTrained: {last['step']} steps, {last['tokens']:,} tokens, {last['elapsed_s']/60:.0f} minutes "
         "(sum of the training steps' wall-clock times, restarts and checkpoint writes not counted).\n")
     add("Loss curve (weighted training loss, and the plain next-token loss on the first 4,096 tokens "
