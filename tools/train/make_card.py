@@ -1,7 +1,7 @@
 """Writes the model card (markdown + an SVG loss curve) from the config, training log and eval JSON.
 
   /usr/bin/python3 tools/train/make_card.py --config tools/train/configs/refmodel-4l.json \
-      --work build-train/refmodel --out models/refmodel-4l.md
+      --work build-train/refmodel-4l --out models/refmodel-4l.md
 """
 import argparse
 import hashlib
