@@ -59,11 +59,11 @@ double RunTasks(Fixture& f, const TaskSpec& spec, int n) {
     auto r = RunInstance(*f.model, **cache, &inst, /*record_ref=*/false);
     EXPECT_TRUE(r.ok()) << r.message();
     if (!r.ok()) return -1;
-    std::printf("  %s seed %d depth %.2f: %s\n", task->task.c_str(), 1000 + s, spec.depth,
-                task->scoring == Scoring::kExactMatch ? (r->correct ? "correct" : r->generated.c_str())
-                                                      : std::to_string(static_cast<double>(r->tf.top1_true) / r->tf.steps).c_str());
-    score += task->scoring == Scoring::kExactMatch ? (r->correct ? 1.0 : 0.0)
-                                                    : static_cast<double>(r->tf.top1_true) / r->tf.steps;
+    const bool exact = task->scoring == Scoring::kExactMatch;
+    const double got = exact ? (r->correct ? 1.0 : 0.0) : static_cast<double>(r->tf.top1_true) / r->tf.steps;
+    std::printf("  %s seed %d depth %.2f: %.3f%s%s\n", task->task.c_str(), 1000 + s, spec.depth, got,
+                exact ? " generated " : "", exact ? r->generated.c_str() : "");
+    score += got;
   }
   return score;
 }

@@ -77,7 +77,7 @@ def grow(model, n_layers):
     cfg = ModelConfig(**dict(model.cfg.to_dict(), n_layers=n_layers))
     big = Llama(cfg)
     sd = big.state_dict()
-    sd.update({k: v for k, v in model.state_dict().items()})  # embeddings, final norm, old layers
+    sd.update(model.state_dict())  # embeddings, final norm, old layers
     for i in range(model.cfg.n_layers, n_layers):
         sd[f"layers.{i}.attention.wo.weight"].zero_()
         sd[f"layers.{i}.feed_forward.w2.weight"].zero_()
@@ -148,6 +148,10 @@ def main():
     ap.add_argument("--max-steps", type=int, default=None, help="stop early (for smoke tests)")
     args = ap.parse_args()
     cfg = json.load(open(args.config))
+    depths = [ph.get("n_layers", cfg["model"]["n_layers"]) for ph in cfg["phases"]]
+    if depths != sorted(depths) or depths[-1] != cfg["model"]["n_layers"]:
+        raise SystemExit(f"{args.config}: phase n_layers must not decrease and must end at model.n_layers "
+                         f"({cfg['model']['n_layers']}); got {depths}")
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -188,9 +192,9 @@ def main():
         x = torch.from_numpy(x).to(device)
         w = torch.from_numpy(w).to(device)
         lr = lr_at(step, total, dict(o, lr=ph.get("lr", o["lr"])))  # a phase may set its peak LR
-        since_grow = step - grown_at(cfg, step)
-        if grown_at(cfg, step) > 0 and since_grow < o["warmup"]:  # fresh Adam moments: warm up again
-            lr *= (since_grow + 1) / o["warmup"]
+        grew = grown_at(cfg, step)
+        if grew > 0 and step - grew < o["warmup"]:  # fresh Adam moments: warm up again
+            lr *= (step - grew + 1) / o["warmup"]
         for g in opt.param_groups:
             g["lr"] = lr
         logits = model(x[:, :-1])
