@@ -64,3 +64,14 @@ inline Error MakeError(std::string message) { return Error{std::move(message)}; 
     auto&& hqekv_status_ = (expr);                      \
     if (!hqekv_status_.ok()) return hqekv_status_.error(); \
   } while (0)
+
+// Declares `lhs` from an expression returning Result<T>, or returns its error:
+//   HQEKV_ASSIGN_OR_RETURN(auto model, LoadModel(path));
+#define HQEKV_CONCAT_INNER_(a, b) a##b
+#define HQEKV_CONCAT_(a, b) HQEKV_CONCAT_INNER_(a, b)
+#define HQEKV_ASSIGN_OR_RETURN(lhs, expr) \
+  HQEKV_ASSIGN_OR_RETURN_IMPL_(HQEKV_CONCAT_(hqekv_result_, __LINE__), lhs, expr)
+#define HQEKV_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                 \
+  if (!tmp.ok()) return tmp.error();                 \
+  lhs = std::move(tmp).value()
