@@ -3,7 +3,8 @@
 # Only what is missing is installed; run as root (or with sudo available).
 set -euo pipefail
 PKGS=(build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      libhwy-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev)
+      libhwy-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev
+      python3 clang-format)
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do

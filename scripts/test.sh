@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 J=$(nproc)
 
+echo "== Module layers and formatting"
+python3 scripts/check_layers.py
+# FORMAT_CHECK_PLACEHOLDER
+
 echo "== Release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$J"
