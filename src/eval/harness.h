@@ -1,6 +1,7 @@
-// Runs a suite's matrix on one model: quality cells (task x policy) and
-// speed/memory cells (context x policy), reusing cells cached in
-// DIR/cells/<hash>.json by an earlier run with the same configuration.
+// Runs a suite's matrix on one model: quality cells (task x policy,
+// quality_cells.h) and speed/memory cells (context x policy, speed_cells.h),
+// reusing cells cached in DIR/cells/<hash>.json (cell_store.h) by an earlier
+// run with the same configuration.
 #pragma once
 
 #include <functional>
@@ -41,10 +42,6 @@ struct EvalRun {
   int threads = 0;
   std::string started_utc;
 };
-
-// Config hash of a cell: FNV-1a over a canonical description (harness
-// version, model identity, task or speed config, corpus, seeds, policy).
-std::string CellHash(const std::string& canonical);
 
 Result<EvalRun> RunEval(EvalModel& model, const Suite& suite, const EvalOptions& opt,
                         const CacheFactory& make_cache);

@@ -21,7 +21,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "model/model_source.h"
+#include "model/model_file.h"
 #include "model/tokenizer.h"
 
 namespace hqekv {
@@ -33,7 +33,9 @@ Result<TokenizerVocab> ParseLlama2cTokenizer(const uint8_t* data, size_t size, i
 Result<std::unique_ptr<Tokenizer>> LoadLlama2cTokenizer(const std::string& path, int vocab_size);
 
 // Loads a checkpoint + tokenizer. tokenizer_path "" -> tok<vocab>.bin, then
-// tokenizer.bin, in the checkpoint's directory.
+// tokenizer.bin, in the checkpoint's directory. Checks the header and the
+// file size only: LoadModel (model_source.h) validates the result like a
+// GGUF model, so this reader needs nothing above model_file.h.
 Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path,
                                                  const std::string& tokenizer_path = "");
 

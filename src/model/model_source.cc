@@ -154,45 +154,6 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
 
 }  // namespace
 
-int64_t Tensor::rows() const {
-  int64_t r = 1;
-  for (size_t k = 1; k < ne.size(); ++k) r *= ne[k];
-  return r;
-}
-
-int64_t Tensor::elements() const { return ne.empty() ? 0 : ne[0] * rows(); }
-
-size_t Tensor::row_bytes() const {
-  const int64_t r = rows();
-  return r > 0 ? nbytes / static_cast<size_t>(r) : 0;
-}
-
-const Tensor* ModelSource::Find(const std::string& name) const {
-  auto it = tensors.find(name);
-  return it == tensors.end() ? nullptr : &it->second;
-}
-
-const Tensor& ModelSource::Get(const std::string& name) const {
-  const Tensor* t = Find(name);
-  if (!t) {
-    // Programming error: LoadModel validated every tensor the config needs.
-    std::fprintf(stderr, "hqekv: internal error: model '%s' has no tensor '%s'\n", path.c_str(), name.c_str());
-    std::abort();
-  }
-  return *t;
-}
-
-const Tensor& ModelSource::Output() const {
-  const Tensor* t = Find("output.weight");
-  return t ? *t : Get("token_embd.weight");
-}
-
-int64_t ModelSource::ParameterCount() const {
-  int64_t n = 0;
-  for (const auto& [name, t] : tensors) n += t.elements();
-  return n;
-}
-
 Status ValidateModel(ModelSource& m) {
   ModelConfig& c = m.config;
   const std::string where = "model '" + m.path + "': ";
@@ -285,7 +246,10 @@ Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path, const st
   std::shared_ptr<MappedFile> shared = std::move(*map);
   if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0)
     return LoadGguf(shared->data(), shared->size(), path, shared);
-  return LoadLlama2c(path, tokenizer_path);
+  auto m = LoadLlama2c(path, tokenizer_path);
+  if (!m.ok()) return m.error();
+  HQEKV_RETURN_IF_ERROR(ValidateModel(**m));
+  return m;
 }
 
 }  // namespace hqekv

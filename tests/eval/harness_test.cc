@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "eval/cell_store.h"
 #include "eval/report.h"
 #include "eval/suite.h"
 #include "policy/factory.h"
@@ -140,6 +141,45 @@ TEST(Harness, AnImpossibleTaskFailsItsCellsNotTheRun) {
       EXPECT_NE(c.error.find("too short"), std::string::npos) << c.error;
     }
   EXPECT_EQ(failed, 2);
+}
+
+TEST(Harness, FailedTaskCellsAreNotCached) {
+  testing::ToyModel model;
+  Suite s = TinySuite();
+  s.tasks[2].spec.context_tokens = 100;  // too short for the passkey prompt
+  const std::string dir = TempDir("failed_task");
+  auto first = RunEval(model, s, Options(dir), MakeKvCache);
+  ASSERT_TRUE(first.ok()) << first.message();
+  auto again = RunEval(model, s, Options(dir), MakeKvCache);
+  ASSERT_TRUE(again.ok()) << again.message();
+  EXPECT_EQ(again->computed, 2);  // the passkey cells, retried
+  EXPECT_EQ(again->reused, 6);
+  fs::remove_all(dir);
+}
+
+TEST(CellStore, SavesAndLoadsByHash) {
+  const std::string dir = TempDir("store");
+  CellStore store(dir);
+  CellResult c;
+  c.hash = CellHash("some|config");
+  c.kind = "quality";
+  c.policy = "fp16";
+  c.kl = 0.125;
+  EXPECT_FALSE(store.Load(c.hash).has_value());
+  ASSERT_TRUE(store.Save(c).ok());
+  EXPECT_TRUE(fs::exists(dir + "/cells/" + c.hash + ".json"));
+  auto back = store.Load(c.hash);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->policy, "fp16");
+  EXPECT_EQ(back->kl, 0.125);
+  // A file whose content names another hash is not that cell.
+  fs::copy_file(dir + "/cells/" + c.hash + ".json", dir + "/cells/0000000000000000.json");
+  EXPECT_FALSE(store.Load("0000000000000000").has_value());
+  // No directory: nothing is stored or found.
+  CellStore none("");
+  EXPECT_TRUE(none.Save(c).ok());
+  EXPECT_FALSE(none.Load(c.hash).has_value());
+  fs::remove_all(dir);
 }
 
 TEST(Harness, DeterministicWithoutCache) {

@@ -1,0 +1,121 @@
+// The file-format-neutral view of a loaded model: configuration, weight
+// tensors (zero copy views into the memory-mapped file), tokenizer. Both
+// readers (GGUF in model_source.cc, llama2.c in llama2c.cc) fill it; the
+// forward pass consumes only this.
+//
+// Tensor names (GGUF convention), shapes in ggml order (ne[0] = row length =
+// input features; a weight W with ne = {in, out} computes y[out] = W x[in]):
+//   token_embd.weight      {d_model, vocab}
+//   output_norm.weight     {d_model}
+//   output.weight          {d_model, vocab}   absent when config.tied_output
+//   blk.N.attn_norm.weight {d_model}
+//   blk.N.attn_q.weight    {d_model, n_heads*head_dim}
+//   blk.N.attn_k.weight    {d_model, n_kv_heads*head_dim}
+//   blk.N.attn_v.weight    {d_model, n_kv_heads*head_dim}
+//   blk.N.attn_output.weight {n_heads*head_dim, d_model}
+//   blk.N.attn_q.bias / attn_k.bias / attn_v.bias  {out}  (qwen2: attn_bias)
+//   blk.N.attn_q_norm.weight / attn_k_norm.weight  {head_dim} (qwen3: qk_norm)
+//   blk.N.ffn_norm.weight  {d_model}
+//   blk.N.ffn_gate.weight  {d_model, d_ff}
+//   blk.N.ffn_up.weight    {d_model, d_ff}
+//   blk.N.ffn_down.weight  {d_ff, d_model}
+//   rope_freqs.weight      {head_dim/2}  optional (llama.cpp's Llama 3.1 GGUFs):
+//                          frequency i is divided by rope_freqs[i] (F32)
+// Norm weights and biases are always F32 after loading validation (GGUF
+// files store them F32; other types are rejected with a clear error).
+// Every tensor's shape is validated against the config by LoadModel.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/gguf_types.h"
+#include "model/tokenizer.h"
+
+namespace hqekv {
+
+class MappedFile;
+struct GgufFile;
+
+struct Tensor {
+  std::string name;
+  TensorType type = TensorType::kF32;
+  std::vector<int64_t> ne;       // ggml order: ne[0] = contiguous row length
+  const uint8_t* data = nullptr; // into the mapping; alignment >= 4 bytes for F32 (32 in GGUF)
+  size_t nbytes = 0;
+
+  int64_t rows() const;          // product of ne[1..]
+  int64_t elements() const;      // product of ne
+  size_t row_bytes() const;      // nbytes / rows()
+  const float* f32() const { return reinterpret_cast<const float*>(data); }  // only for kF32
+};
+
+enum class RopeStyle {
+  kNormal,  // rotate adjacent pairs (2i, 2i+1): llama (GGUF weights are permuted for this)
+  kNeoX,    // rotate halves (i, i + head_dim/2): qwen2, qwen3
+};
+
+struct ModelConfig {
+  std::string arch;              // "llama", "qwen2", "qwen3"
+  std::string name;              // general.name (or the file stem)
+  int n_layers = 0;
+  int d_model = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;              // attention.key_length, else d_model / n_heads
+  int d_ff = 0;
+  int vocab_size = 0;
+  int max_ctx = 0;               // <arch>.context_length (llama2.c: seq_len)
+  int rope_dim = 0;              // rope.dimension_count (== head_dim for supported models)
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeStyle rope = RopeStyle::kNormal;
+  // Llama 3 rope scaling from <arch>.rope.scaling.{factor, low_freq_factor,
+  // high_freq_factor, original_context_length} (rope.scaling.type "llama3"
+  // or absent): frequencies rescaled as in Meta's reference code.
+  // rope_factor == 0 means no scaling by keys (a rope_freqs.weight tensor
+  // may still be present: apply it when Find("rope_freqs.weight") != nullptr;
+  // when that tensor exists the loader sets rope_factor = 0 so that the two
+  // are never applied together).
+  float rope_factor = 0;
+  float rope_low_freq_factor = 1;
+  float rope_high_freq_factor = 4;
+  int rope_orig_ctx = 8192;
+  bool qk_norm = false;          // qwen3: RMSNorm of each q/k head before RoPE
+  bool attn_bias = false;        // qwen2: q/k/v biases
+  bool tied_output = false;      // no output.weight: logits use token_embd.weight
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+struct ModelSource {
+  ModelConfig config;
+  std::map<std::string, Tensor> tensors;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string path;              // weights file
+  std::string tokenizer_path;    // llama2.c: the tokenizer.bin used; GGUF: == path
+  std::string format;            // "gguf" or "llama2c"
+  uint32_t gguf_version = 0;     // 0 for llama2.c
+  uint64_t file_bytes = 0;       // size of the weights file
+  // Stable hash (hex, 16 chars) of arch + config numbers + tensor names,
+  // types and shapes: keys calibration profiles to a model.
+  std::string identity;
+
+  // Owners of the memory the tensors point into.
+  std::shared_ptr<const MappedFile> mapping;
+  std::shared_ptr<const GgufFile> gguf;  // parsed metadata (null for llama2.c)
+
+  const Tensor* Find(const std::string& name) const;  // nullptr when absent
+  // For names LoadModel guarantees (validated); aborts the program if absent,
+  // so call it only for required tensors of the config.
+  const Tensor& Get(const std::string& name) const;
+  // output.weight, or token_embd.weight when tied.
+  const Tensor& Output() const;
+  int64_t ParameterCount() const;  // sum of elements() over all tensors
+};
+
+}  // namespace hqekv
