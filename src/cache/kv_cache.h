@@ -97,6 +97,12 @@ class KvCache {
   virtual Status EndBatch(int n, bool is_prefill) = 0;
 
   virtual KvStats Stats() const = 0;
+
+  // Empty when the cache holds what its budget allows; otherwise one line
+  // saying why not (e.g. an eviction policy that keeps its structural
+  // minimum because its byte budget is smaller than that minimum). Library
+  // code prints nothing: the CLI shows this note.
+  virtual std::string BudgetNote() const { return ""; }
 };
 
 }  // namespace hqekv

@@ -6,12 +6,6 @@
 
 namespace hqekv::calib {
 
-std::string RatiosText(const Ratios& r) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "%.6f/%.6f/%.6f/%.6f", r.r4, r.r2, r.r1, r.r0);
-  return buf;
-}
-
 Status ValidateCosts(const TierCosts& c) {
   const bool finite = std::isfinite(c.b4) && std::isfinite(c.b2) && std::isfinite(c.b1) &&
                       std::isfinite(c.b0);

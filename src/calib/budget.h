@@ -25,21 +25,20 @@
 #include <vector>
 
 #include "core/status.h"
+#include "policy/hqekv_alloc.h"
+#include "policy/profile.h"
 
 namespace hqekv::calib {
 
-struct Ratios {
-  double r4 = 0, r2 = 0, r1 = 0, r0 = 0;
-};
+// The cache's tier ratios (policy/hqekv_alloc.h): what the search finds.
+using Ratios = policy::TierRatios;
 
 // "r4/r2/r1/r0" with 6 decimals (the spec value of hqekv:ratios=).
-std::string RatiosText(const Ratios& r);
+using policy::RatiosText;
 
 // b_t: bits per original element of the whole cache with every compressible
-// chunk in tier t.
-struct TierCosts {
-  double b4 = 4, b2 = 2, b1 = 1, b0 = 0;
-};
+// chunk in tier t (recorded in the profile, policy/profile.h).
+using TierCosts = policy::TierCosts;
 
 inline TierCosts NominalCosts() { return {4, 2, 1, 0}; }
 

@@ -6,9 +6,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
-#include <unistd.h>
 
-#include "calib/profile.h"
 #include "core/parallel.h"
 #include "policy/factory.h"
 
@@ -51,19 +49,12 @@ Result<std::string> ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
-Result<std::string> HqeKvSpecFor(const CacheChoice& c, const std::string& kv_options,
-                                 const std::string& temp_path, const std::string& model_identity,
-                                 const std::string& model_name) {
-  const std::string extra = kv_options.empty() ? "" : "," + kv_options;
-  if (c.per_layer.empty()) return "hqekv:ratios=" + RatiosText(c.global) + extra;
-  Profile p;
-  p.model_name = model_name;
-  p.model_identity = model_identity;
-  p.n_layers = static_cast<int>(c.per_layer.size());
-  p.ratios = c.global;
-  p.per_layer = c.per_layer;
-  HQEKV_RETURN_IF_ERROR(SaveProfile(p, temp_path, /*overwrite=*/true));
-  return "hqekv:profile=" + temp_path + extra;
+TrialCache HqeKvTrialCache(const CacheChoice& c, const std::string& kv_options) {
+  if (c.per_layer.empty()) {
+    const std::string extra = kv_options.empty() ? "" : "," + kv_options;
+    return {"hqekv:ratios=" + RatiosText(c.global) + extra, {}};
+  }
+  return {kv_options.empty() ? "hqekv" : "hqekv:" + kv_options, c.per_layer};
 }
 
 Result<std::unique_ptr<LmScorer>> LmScorer::Create(const ModelSource& src, const std::string& text,
@@ -110,36 +101,27 @@ Result<std::unique_ptr<LmScorer>> LmScorer::Create(const ModelSource& src, const
     win.insert(win.end(), ids.begin() + w * per_window, ids.begin() + (w + 1) * per_window);
     s->windows_.push_back(std::move(win));
   }
-  const std::string dir = opt.temp_dir.empty() ? "/tmp" : opt.temp_dir;
-  s->temp_path_ = dir + "/hqekv-calib-trial-" + std::to_string(getpid()) + "-" +
-                  std::to_string(reinterpret_cast<uintptr_t>(s.get())) + ".json";
-  s->spec_of = [raw = s.get()](const CacheChoice& c) -> Result<std::string> {
-    return HqeKvSpecFor(c, raw->opt_.kv_options, raw->temp_path_, raw->src_.identity,
-                        raw->src_.config.name);
+  s->cache_of = [raw = s.get()](const CacheChoice& c) {
+    return HqeKvTrialCache(c, raw->opt_.kv_options);
   };
-  Result<TrialScore> ref = s->Run(opt.reference, /*record_reference=*/true);
+  Result<TrialScore> ref = s->Run({opt.reference, {}}, /*record_reference=*/true);
   if (!ref.ok()) return ref.error();
   return s;
-}
-
-LmScorer::~LmScorer() {
-  std::error_code ec;
-  if (!temp_path_.empty()) std::filesystem::remove(temp_path_, ec);
 }
 
 int64_t LmScorer::scored_positions() const {
   return static_cast<int64_t>(windows_.size()) * (window_ - prefill_);
 }
 
-Result<TrialScore> LmScorer::Score(const CacheChoice& choice) {
-  Result<std::string> spec = spec_of(choice);
-  if (!spec.ok()) return spec.error();
-  return Run(*spec, false);
-}
+Result<TrialScore> LmScorer::Score(const CacheChoice& choice) { return Run(cache_of(choice), false); }
 
-Result<TrialScore> LmScorer::ScoreSpec(const std::string& spec) { return Run(spec, false); }
+Result<TrialScore> LmScorer::ScoreSpec(const std::string& spec) { return Run({spec, {}}, false); }
 
-Result<TrialScore> LmScorer::Run(const std::string& spec, bool record_reference) {
+Result<TrialScore> LmScorer::Run(const TrialCache& trial, bool record_reference) {
+  HQEKV_ASSIGN_OR_RETURN(const policy::PolicySpec spec, policy::ParseSpec(trial.spec));
+  policy::CacheContext context =
+      policy::ForModel(src_.config.name, src_.identity, src_.config.n_layers);
+  context.layer_ratios = trial.layer_ratios;
   const int vocab = src_.config.vocab_size;
   const int n_windows = static_cast<int>(windows_.size());
   const int n_tf = window_ - prefill_;
@@ -162,7 +144,7 @@ Result<TrialScore> LmScorer::Run(const std::string& spec, bool record_reference)
     std::vector<int32_t> pos(window_);
     for (int i = 0; i < window_; ++i) pos[i] = i;
     for (int64_t w = begin; w < end; ++w) {
-      auto cache = MakeKvCache(spec, g);
+      auto cache = policy::CreateCache(spec, g, context);
       if (!cache.ok()) return fail(cache.message());
       const std::vector<int32_t>& tok = windows_[w];
       Status st = (*model)->Forward(tok.data(), pos.data(), prefill_, **cache, Logits::kNone, nullptr,

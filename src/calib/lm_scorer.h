@@ -35,15 +35,18 @@ struct LmScorerOptions {
   int prefill = 0;               // <= 0: window / 2
   std::string reference = "fp16";
   std::string kv_options;        // extra "key=value,..." appended to every hqekv spec
-  std::string temp_dir;          // per-layer trials write a profile here ("" = system temp)
 };
 
-// Spec of the cache for a choice: "hqekv:ratios=r4/r2/r1/r0[,opts]", or, for
-// per-layer ratios, a profile written to `temp_path` and
-// "hqekv:profile=<temp_path>[,opts]".
-Result<std::string> HqeKvSpecFor(const CacheChoice& c, const std::string& kv_options,
-                                 const std::string& temp_path, const std::string& model_identity,
-                                 const std::string& model_name);
+// The cache of a trial: a spec, and for per-layer choices the tier ratios of
+// every layer, passed in memory to the factory (policy/cache_context.h).
+struct TrialCache {
+  std::string spec;
+  std::vector<Ratios> layer_ratios;  // empty: the spec alone
+};
+
+// For a choice: "hqekv:ratios=r4/r2/r1/r0[,opts]" (the ratios as text, 6
+// decimals), or, for per-layer ratios, "hqekv[:opts]" with the rows.
+TrialCache HqeKvTrialCache(const CacheChoice& c, const std::string& kv_options);
 
 // Whole file as bytes; error "cannot read calibration text PATH" when it is
 // missing, a directory or unreadable, "... is empty" when empty.
@@ -57,7 +60,6 @@ class LmScorer : public TrialScorer {
   static Result<std::unique_ptr<LmScorer>> Create(const ModelSource& src, const std::string& text,
                                                   const LmScorerOptions& opt);
 
-  ~LmScorer() override;  // removes the per-layer trial profile
   int n_layers() const override { return src_.config.n_layers; }
   Result<TrialScore> Score(const CacheChoice& choice) override;
 
@@ -69,21 +71,21 @@ class LmScorer : public TrialScorer {
   int64_t tokens_used() const { return static_cast<int64_t>(windows_.size()) * window_; }
   int64_t scored_positions() const;
 
-  // Per-trial spec builder (tests replace it to score plain caches).
-  std::function<Result<std::string>(const CacheChoice&)> spec_of;
+  // Per-trial cache builder (tests replace it to score plain caches).
+  std::function<TrialCache(const CacheChoice&)> cache_of;
 
  private:
   explicit LmScorer(const ModelSource& src) : src_(src) {}
-  // Runs every window with caches from `spec`; ref == nullptr: records the
+  // Runs every window with caches from `trial` (created for this model: a
+  // profile it names must match it); record_reference: records the
   // reference log-probabilities instead of comparing.
-  Result<TrialScore> Run(const std::string& spec, bool record_reference);
+  Result<TrialScore> Run(const TrialCache& trial, bool record_reference);
 
   const ModelSource& src_;
   int window_ = 0, prefill_ = 0;
   std::vector<std::vector<int32_t>> windows_;
   std::vector<float> ref_logp_;  // [window][teacher-forced position][vocab]
   LmScorerOptions opt_;
-  std::string temp_path_;  // per-layer trials' profile file
 };
 
 }  // namespace hqekv::calib

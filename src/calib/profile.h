@@ -1,91 +1,16 @@
-// Calibration profiles: the result of `hqekv calibrate`, read back by
-// `--kv hqekv:profile=FILE`. JSON (nlohmann), e.g.
-//
-// {
-//   "format": "hqekv-profile", "version": 1,
-//   "model": {"name": "stories260K", "identity": "0123456789abcdef", "n_layers": 5},
-//   "budget": {"bits": 2.0, "mode": "true"},          // mode: "true" | "nominal"
-//   "ratios": {"r4": 0.1, "r2": 0.6, "r1": 0.2, "r0": 0.1},
-//   "per_layer": [[r4, r2, r1, r0], ...],             // optional, one row per layer
-//   "achieved_true_bits": 2.003, "achieved_nominal_bits": 1.8,
-//   "loss": 0.61, "kl": 0.21, "alpha": 2, "beta": 4,
-//   "trials": 200, "seed": 1,
-//   "tier_costs": {"b4": .., "b2": .., "b1": .., "b0": ..},   // bits/element, see budget.h
-//   "calibration": {"text": "data/text/wiki.valid.raw", "hash": "fnv1a64:...",
-//                   "tokens": 16384, "window": 512, "prefill": 256},
-//   "trial_log": [{"r4":..,"r2":..,"r1":..,"r0":..,"tilt":..,"slope":..,"loss":..,"kl":..,"true_bits":..}, ...]
-// }
-//
-// "ratios" and "per_layer" are what the cache needs; the rest documents
-// where the profile came from. Infeasible trials are logged with loss null.
+// The calibration side of profiles. The profile itself (struct, JSON file
+// format, loading, the check against a model) lives in policy/profile.h,
+// where the cache reads it; calib/search.h fills a Profile's search fields
+// and `hqekv calibrate` the rest, including the hash of the calibration text.
 #pragma once
 
-#include <cstdint>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include "calib/budget.h"
-#include "core/status.h"
+#include "policy/profile.h"
 
 namespace hqekv::calib {
 
-struct TrialRecord {
-  Ratios ratios;           // global ratios (per-layer mode: the base mix)
-  double tilt = 0;         // per-layer mode: budget tilt with depth (bits), else 0
-  double slope = 0;        // per-layer mode: slope of the 1-bit/evict share with depth
-  double loss = 0;         // +inf when infeasible (not run)
-  double kl = 0;           // mean KL, nats per position (NaN when not run)
-  double true_bits = 0;    // measured (NaN when not run)
-};
-
-struct Profile {
-  std::string model_name;
-  std::string model_identity;  // ModelSource::identity
-  int n_layers = 0;
-  double budget_bits = 0;
-  std::string bits_mode = "true";  // "true" or "nominal"
-  Ratios ratios;
-  std::vector<Ratios> per_layer;   // empty: global ratios
-  double achieved_true_bits = 0;
-  double achieved_nominal_bits = 0;
-  double loss = 0, kl = 0, alpha = 2, beta = 4;
-  int trials = 0;
-  uint64_t seed = 0;
-  TierCosts tier_costs;
-  std::string calib_text;
-  std::string calib_hash;          // "fnv1a64:<16 hex>"
-  int64_t calib_tokens = 0;
-  int window = 0, prefill = 0;
-  std::vector<TrialRecord> trial_log;
-};
-
 // FNV-1a 64-bit of the bytes, as "fnv1a64:<16 lowercase hex>".
 std::string TextHash(const std::string& bytes);
-
-std::string ProfileToJson(const Profile& p);  // pretty-printed, trailing newline
-// Error naming `source` when not JSON, not a profile, or ratios invalid
-// (negative, not summing to 1 within 1e-3, per_layer rows of the wrong size).
-Result<Profile> ProfileFromJson(const std::string& text, const std::string& source);
-
-// Writes the file; refuses an existing path unless overwrite.
-Status SaveProfile(const Profile& p, const std::string& path, bool overwrite);
-Result<Profile> LoadProfile(const std::string& path);
-
-// The check `hqekv:profile=FILE` must make before using a profile: error
-// when the profile's per_layer row count (if any) differs from n_layers
-// (n_layers > 0), or when its model identity differs from `model_identity`
-// and force is not set (the message names the file, both models and the
-// override ",force=1").
-Status CheckProfileForModel(const Profile& p, const std::string& path,
-                            const std::string& model_identity, int n_layers, bool force);
-
-// For a `--kv` spec: when it is "hqekv:...profile=FILE...", loads FILE and
-// runs CheckProfileForModel (force when the spec has "force=1"). Returns the
-// spec without the "force" key (the cache itself never sees the model), or
-// the error. Other specs pass through unchanged. Call it wherever a --kv
-// spec meets a loaded model (CLI commands, eval) before MakeKvCache.
-Result<std::string> CheckSpecProfile(const std::string& spec, const std::string& model_identity,
-                                     int n_layers);
 
 }  // namespace hqekv::calib

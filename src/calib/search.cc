@@ -38,7 +38,7 @@ std::optional<std::vector<Ratios>> TiltedLayers(const TierCosts& c, double budge
   return rows;
 }
 
-Result<Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
+Result<policy::Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
                           const std::function<void(const CalibProgress&)>& progress,
                           const std::atomic<bool>* stop) {
   if (opt.trials < 1) return MakeError("--trials must be >= 1");
@@ -73,7 +73,7 @@ Result<Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
   Result<TpeSampler> sampler = TpeSampler::Create(params, topt);
   if (!sampler.ok()) return sampler.error();
 
-  Profile prof;
+  policy::Profile prof;
   prof.n_layers = n_layers;
   prof.budget_bits = opt.budget;
   prof.bits_mode = opt.nominal ? "nominal" : "true";
@@ -84,7 +84,7 @@ Result<Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
   std::vector<CacheChoice> choices;  // parallel to trial_log, for the best one
 
   auto loss_fn = [&](const std::vector<double>& x) -> Result<double> {
-    TrialRecord rec;
+    policy::TrialRecord rec;
     rec.kl = NAN;
     rec.true_bits = NAN;
     rec.loss = kInf;
@@ -135,7 +135,7 @@ Result<Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
                      std::to_string(sampler->trials().size()) +
                      " trials; try more --trials or another --bits");
   }
-  const TrialRecord& b = prof.trial_log[best];
+  const policy::TrialRecord& b = prof.trial_log[best];
   prof.ratios = b.ratios;
   prof.per_layer = choices[best].per_layer;
   prof.loss = b.loss;

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "calib/budget.h"
-#include "calib/profile.h"
+#include "policy/profile.h"
 #include "core/status.h"
 
 namespace hqekv::calib {
@@ -73,7 +73,7 @@ struct CalibProgress {
 // mode, tier costs, trial log). The caller fills model and calibration text.
 // stop: when set (Ctrl-C), the search ends and the best so far is returned
 // (an error if no feasible trial was done yet).
-Result<Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
+Result<policy::Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
                           const std::function<void(const CalibProgress&)>& progress = nullptr,
                           const std::atomic<bool>* stop = nullptr);
 

@@ -106,7 +106,6 @@ int RunCalibrate(const CalibrateArgs& a) {
   so.prefill = a.prefill;
   so.reference = a.reference;
   so.kv_options = a.kv_options;
-  so.temp_dir = std::filesystem::temp_directory_path().string();
   auto scorer = calib::LmScorer::Create(src, text, so);
   if (!scorer.ok()) {
     std::fprintf(stderr, "hqekv calibrate: %s\n", scorer.message().c_str());
@@ -126,13 +125,9 @@ int RunCalibrate(const CalibrateArgs& a) {
   if (!a.score.empty()) {
     std::printf("%-60s %12s %10s %8s\n", "spec", "kl", "true_bits", "seconds");
     for (const std::string& spec : a.score) {
-      auto checked = calib::CheckSpecProfile(spec, src.identity, src.config.n_layers);
-      if (!checked.ok()) {
-        std::fprintf(stderr, "hqekv calibrate: %s\n", checked.message().c_str());
-        return 1;
-      }
       const auto ts = Clock::now();
-      auto s = sc.ScoreSpec(*checked);
+      // The caches are created for this model: a profile must match it.
+      auto s = sc.ScoreSpec(spec);
       if (!s.ok()) {
         std::fprintf(stderr, "hqekv calibrate: %s: %s\n", spec.c_str(), s.message().c_str());
         return 1;
@@ -191,7 +186,7 @@ int RunCalibrate(const CalibrateArgs& a) {
   prof->calib_tokens = sc.tokens_used();
   prof->window = sc.window();
   prof->prefill = sc.prefill();
-  Status st = calib::SaveProfile(*prof, a.out, a.force);
+  Status st = policy::SaveProfile(*prof, a.out, a.force);
   if (!st.ok()) {
     std::fprintf(stderr, "hqekv calibrate: %s\n", st.message().c_str());
     return 1;

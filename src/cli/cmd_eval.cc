@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "calib/profile.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
 #include "eval/engine_model.h"
@@ -110,14 +109,24 @@ int Eval(EvalArgs a) {
   if (!model.ok()) return Fail(model.message());
   auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
   if (!suite.ok()) return Fail(suite.message());
-  // A calibration profile (hqekv:profile=FILE) must have been made for this model: same check as
-  // `run` and `ppl`, before any cell runs (the cache never sees the model, so it cannot check).
+  // Every cache is created for this model: a calibration profile (hqekv:profile=FILE) must have
+  // been made for it. Checked for every policy before any cell runs (a spec that does not parse
+  // is left to the run, which names it).
   const ModelSource& src = (*model)->source();
-  for (auto& p : suite->policies) {
-    auto checked = calib::CheckSpecProfile(p.spec, src.identity, src.config.n_layers);
-    if (!checked.ok()) return Fail("--kv " + p.spec + ": " + checked.message());
-    p.spec = *checked;
+  const policy::CacheContext for_model =
+      policy::ForModel(src.config.name, src.identity, src.config.n_layers);
+  for (const auto& p : suite->policies) {
+    auto spec = policy::ParseSpec(p.spec);
+    if (!spec.ok()) continue;
+    if (auto st = policy::CheckSpecForModel(*spec, for_model); !st.ok()) {
+      return Fail("--kv " + p.spec + ": " + st.message());
+    }
   }
+  auto make_cache = [&for_model](const std::string& text, const KvGeometry& g)
+      -> Result<std::unique_ptr<KvCache>> {
+    HQEKV_ASSIGN_OR_RETURN(const policy::PolicySpec spec, policy::ParseSpec(text));
+    return policy::CreateCache(spec, g, for_model);
+  };
   if (auto st = PrepareDir(a.out, a.force); !st.ok()) return Fail(st.message());
 
   eval::EvalOptions opt;
@@ -128,7 +137,7 @@ int Eval(EvalArgs a) {
   std::fprintf(stderr, "hqekv eval: %s, suite %s: %zu tasks x %zu policies + %zu speed contexts, %d threads\n",
                (*model)->Name().c_str(), a.suite.c_str(), suite->tasks.size(), suite->policies.size(),
                suite->speed.contexts.size(), NumThreads());
-  auto run = eval::RunEval(**model, *suite, opt, MakeKvCache);
+  auto run = eval::RunEval(**model, *suite, opt, make_cache);
   if (!run.ok()) return Fail(run.message());
   run->command = CommandLine(a);
   if (auto st = eval::WriteReports(*run, a.out); !st.ok()) return Fail(st.message());

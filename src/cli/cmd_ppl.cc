@@ -10,13 +10,11 @@
 #include <cstdio>
 #include <string>
 
-#include "calib/profile.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "model/llama.h"
 #include "model/lm_compare.h"
 #include "policy/factory.h"
-#include "policy/store_cache.h"
 
 namespace hqekv::cli {
 namespace {
@@ -71,14 +69,15 @@ int Ppl(const PplArgs& a) {
     return Fail("--prefill " + std::to_string(prefill) + " leaves nothing to score in " + std::to_string(n) +
                 " tokens (the text, cut to --ctx / --max-tokens)");
   }
-  // Calibration profiles must match this model (the caches never see it).
-  auto ref_spec = calib::CheckSpecProfile(a.ref, (*src)->identity, c.n_layers);
+  auto ref_spec = policy::ParseSpec(a.ref);
   if (!ref_spec.ok()) return Fail("--ref: " + ref_spec.message());
-  auto kv_spec = calib::CheckSpecProfile(a.kv, (*src)->identity, c.n_layers);
+  auto kv_spec = policy::ParseSpec(a.kv);
   if (!kv_spec.ok()) return Fail("--kv: " + kv_spec.message());
-  auto ref_cache = MakeKvCache(*ref_spec, (*model)->CacheGeometry(ctx));
+  // Created for this model: calibration profiles must have been made for it.
+  const policy::CacheContext for_model = policy::ForModel(c.name, (*src)->identity, c.n_layers);
+  auto ref_cache = policy::CreateCache(*ref_spec, (*model)->CacheGeometry(ctx), for_model);
   if (!ref_cache.ok()) return Fail("--ref: " + ref_cache.message());
-  auto test_cache = MakeKvCache(*kv_spec, (*model)->CacheGeometry(ctx));
+  auto test_cache = policy::CreateCache(*kv_spec, (*model)->CacheGeometry(ctx), for_model);
   if (!test_cache.ok()) return Fail("--kv: " + test_cache.message());
   // Exact KL (whole vocabulary) unless that would store > 64M values.
   int top_k = a.ref_top_k;
@@ -97,10 +96,8 @@ int Ppl(const PplArgs& a) {
               static_cast<long long>(s->stats_after_prefill.bytes.total()), s->stats_after_prefill.true_bits(),
               s->stats_after_prefill.bits_per_original(), static_cast<long long>(s->stats_end.bytes.total()),
               s->stats_end.true_bits());
-  if (const auto* sc = dynamic_cast<const policy::StoreBackedCache*>(test_cache->get())) {
-    const std::string note = sc->BudgetNote();
-    if (!note.empty()) std::printf("note: %s\n", note.c_str());
-  }
+  const std::string note = (*test_cache)->BudgetNote();
+  if (!note.empty()) std::printf("note: %s\n", note.c_str());
   return 0;
 }
 

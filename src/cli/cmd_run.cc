@@ -6,14 +6,12 @@
 #include <string>
 
 #include "cache/kv_report.h"
-#include "calib/profile.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "model/generate.h"
 #include "model/llama.h"
 #include "model/sampler.h"
 #include "policy/factory.h"
-#include "policy/store_cache.h"
 
 namespace hqekv::cli {
 namespace {
@@ -61,14 +59,14 @@ int Run(const RunArgs& a) {
     return 1;
   }
   const int ctx = a.ctx > 0 ? a.ctx : std::min(c.max_ctx, 4096);
-  // A calibration profile must have been made for this model (the cache
-  // itself never sees the model, so the check happens here).
-  auto spec = calib::CheckSpecProfile(a.kv, (*src)->identity, c.n_layers);
+  auto spec = policy::ParseSpec(a.kv);
   if (!spec.ok()) {
     std::fprintf(stderr, "hqekv run: error: --kv: %s\n", spec.message().c_str());
     return 1;
   }
-  auto cache = MakeKvCache(*spec, (*model)->CacheGeometry(ctx));
+  // Created for this model: a calibration profile must have been made for it.
+  auto cache = policy::CreateCache(*spec, (*model)->CacheGeometry(ctx),
+                                   policy::ForModel(c.name, (*src)->identity, c.n_layers));
   if (!cache.ok()) {
     std::fprintf(stderr, "hqekv run: error: --kv: %s\n", cache.message().c_str());
     return 1;
@@ -112,10 +110,8 @@ int Run(const RunArgs& a) {
                r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
                r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
                static_cast<long long>(st.bytes.total()), st.true_bits());
-  if (const auto* sc = dynamic_cast<const policy::StoreBackedCache*>(cache->get())) {
-    const std::string note = sc->BudgetNote();
-    if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
-  }
+  const std::string note = (*cache)->BudgetNote();
+  if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
   if (a.kv_report) std::fputs(FormatKvReport(st).c_str(), stderr);
   return 0;
 }

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "policy/spec.h"
+
 namespace hqekv::eval {
 namespace {
-
-std::string Family(const std::string& spec) { return spec.substr(0, spec.find(':')); }
 
 std::string BudgetString(double b) {
   char buf[32];
@@ -27,54 +27,42 @@ QualityTask Q(TaskKind kind, int ctx, double depth, const std::string& corpus, i
   return q;
 }
 
-// spec + "bits=B" with the right separator.
-std::string WithBits(const std::string& spec, double b) {
-  return spec + (spec.find(':') == std::string::npos ? ":" : ",") + "bits=" + BudgetString(b);
-}
-
-// Whether a spec already fixes its memory: bits=, keep=, ratios=, profile=,
-// and the fixed sizes of StreamingLLM (window=) and H2O (heavy=).
-bool HasBudgetKey(const std::string& spec) {
-  const size_t colon = spec.find(':');
-  if (colon == std::string::npos) return false;
-  const std::string fam = spec.substr(0, colon);
-  std::stringstream ss(spec.substr(colon + 1));
-  std::string kv;
-  while (std::getline(ss, kv, ',')) {
-    const std::string key = kv.substr(0, kv.find('='));
-    if (key == "bits" || key == "keep" || key == "ratios" || key == "profile") return true;
-    if (fam == "streaming" && key == "window") return true;
-    if (fam == "h2o" && key == "heavy") return true;
-  }
-  return false;
+// The spec's text + "bits=B" with the right separator (the text, not the
+// canonical form: it names the cell, whose results are cached by it).
+std::string WithBits(const std::string& text, double b) {
+  auto spec = policy::ParseSpec(text);
+  const bool has_keys = spec.ok() && !spec->given.empty();
+  return text + (has_keys ? "," : ":") + "bits=" + BudgetString(b);
 }
 
 }  // namespace
 
 bool IsBudgetedFamily(const std::string& family) {
-  return family == "hqekv" || family == "streaming" || family == "h2o" || family == "snapkv" ||
-         family == "pyramid";
+  const policy::PolicyInfo* p = policy::FindPolicy(family);
+  return p != nullptr && policy::TakesBudget(*p);
 }
 
 std::vector<PolicyPoint> ExpandPolicies(const std::vector<std::string>& specs,
                                         const std::vector<double>& budgets) {
   std::vector<PolicyPoint> out;
-  auto add = [&out](const std::string& spec, double budget) {
+  auto add = [&out](const std::string& spec, const std::string& family, double budget) {
     for (const auto& p : out)
       if (p.spec == spec) return;
-    out.push_back({spec, Family(spec), budget});
+    out.push_back({spec, family, budget});
   };
   for (const std::string& s : specs) {
-    const std::string fam = Family(s);
-    if (IsBudgetedFamily(fam) && !HasBudgetKey(s)) {
-      for (double b : budgets) add(WithBits(s, b), b);
+    auto parsed = policy::ParseSpec(s);
+    if (!parsed.ok()) {  // used as given: the run names the error
+      add(s, s.substr(0, s.find(':')), -1);
+      continue;
+    }
+    const std::string& fam = parsed->name;
+    if (IsBudgetedFamily(fam) && !policy::HasBudgetKey(*parsed)) {
+      for (double b : budgets) add(WithBits(s, b), fam, b);
       continue;
     }
     // An explicit bits=B in a budgeted spec is its budget.
-    double budget = -1;
-    const size_t at = s.find("bits=");
-    if (IsBudgetedFamily(fam) && at != std::string::npos) budget = std::atof(s.c_str() + at + 5);
-    add(s, budget);
+    add(s, fam, IsBudgetedFamily(fam) && parsed->Given("bits") ? parsed->Num("bits") : -1);
   }
   return out;
 }

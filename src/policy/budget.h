@@ -11,7 +11,7 @@
 // never below the policy's structural minimum (EvictCache::MinKeep: the
 // streaming sink + the newest token, H2O's newest token, the SnapKV window):
 // a budget smaller than that keeps the minimum and reports it through
-// StoreBackedCache::BudgetNote() instead of evicting every token.
+// KvCache::BudgetNote() instead of evicting every token.
 #pragma once
 
 #include <cstdint>

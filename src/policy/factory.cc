@@ -1,29 +1,36 @@
 #include "policy/factory.h"
 
-#include "cache/plain_cache.h"
-#include "policy/evict_cache.h"
-#include "policy/hqekv_cache.h"
-#include "policy/quant_cache.h"
-#include "policy/spec.h"
+#include "policy/profile.h"
 
 namespace hqekv {
+namespace policy {
+
+Result<std::unique_ptr<KvCache>> CreateCache(const PolicySpec& spec, const KvGeometry& g,
+                                             const CacheContext& ctx) {
+  const PolicyInfo* p = FindPolicy(spec.name);
+  if (!p) return MakeError("unknown KV policy '" + spec.name + "'");
+  if (!p->create) return MakeError("KV policy '" + spec.name + "' is listed but has no implementation");
+  return p->create(spec, g, ctx);
+}
+
+Status CheckSpecForModel(const PolicySpec& spec, const CacheContext& ctx) {
+  if (!spec.Has("profile")) return Status::Ok();
+  const int n_layers = ctx.model ? ctx.model->n_layers : 0;
+  HQEKV_RETURN_IF_ERROR(LoadSpecProfile(spec, ctx, n_layers));
+  return Status::Ok();
+}
+
+CacheContext ForModel(std::string name, std::string identity, int n_layers) {
+  CacheContext ctx;
+  ctx.model = ModelIdentity{std::move(name), std::move(identity), n_layers};
+  return ctx;
+}
+
+}  // namespace policy
 
 Result<std::unique_ptr<KvCache>> MakeKvCache(const std::string& text, const KvGeometry& g) {
-  auto parsed = policy::ParseSpec(text);
-  if (!parsed.ok()) return parsed.error();
-  const policy::PolicySpec& spec = *parsed;
-  const std::string& name = spec.name;
-  if (name == "fp16" || name == "fp32") {
-    auto c = PlainKvCache::Create(g, name == "fp16" ? PlainPrecision::kF16 : PlainPrecision::kF32);
-    if (!c.ok()) return c.error();
-    return std::unique_ptr<KvCache>(std::move(c).value());
-  }
-  if (name == "fp8" || name == "int8" || name == "kivi") return policy::QuantCache::Create(spec, g);
-  if (name == "streaming" || name == "h2o" || name == "snapkv" || name == "pyramid") {
-    return policy::EvictCache::Create(spec, g);
-  }
-  if (name == "hqekv") return policy::HqekvCache::Create(spec, g);
-  return MakeError("KV policy '" + name + "' is listed but has no implementation");
+  HQEKV_ASSIGN_OR_RETURN(const policy::PolicySpec spec, policy::ParseSpec(text));
+  return policy::CreateCache(spec, g, policy::CacheContext{});
 }
 
 }  // namespace hqekv

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <sstream>
@@ -82,9 +83,18 @@ Result<TierRatios> ParseRatios(const std::string& text) {
   }
   TierRatios r{v[0], v[1], v[2], v[3]};
   HQEKV_RETURN_IF_ERROR(CheckRatios(r, where));
+  return Rescaled(r);
+}
+
+std::string RatiosText(const TierRatios& r) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.6f/%.6f/%.6f/%.6f", r.r4, r.r2, r.r1, r.r0);
+  return buf;
+}
+
+TierRatios Rescaled(const TierRatios& r) {
   const double s = r.r4 + r.r2 + r.r1 + r.r0;
-  r.r4 /= s, r.r2 /= s, r.r1 /= s, r.r0 /= s;
-  return r;
+  return {r.r4 / s, r.r2 / s, r.r1 / s, r.r0 / s};
 }
 
 Result<TierRatios> DefaultRatios(double bits) {
@@ -100,12 +110,7 @@ Result<TierRatios> DefaultRatios(double bits) {
       {3.25, {0.6494, 0.3186, 0.0152, 0.0168}},
   };
   for (const Row& row : kRows) {
-    if (std::fabs(row.bits - bits) < 1e-9) {
-      TierRatios r = row.r;
-      const double s = r.r4 + r.r2 + r.r1 + r.r0;
-      r.r4 /= s, r.r2 /= s, r.r1 /= s, r.r0 /= s;
-      return r;
-    }
+    if (std::fabs(row.bits - bits) < 1e-9) return Rescaled(row.r);
   }
   std::ostringstream o;
   o << "hqekv: no built-in tier ratios for bits=" << bits

@@ -23,6 +23,10 @@ struct TierRatios {
 // is rescaled to sum exactly 1.
 Result<TierRatios> ParseRatios(const std::string& text);
 Status CheckRatios(const TierRatios& r, const std::string& where);
+// "r4/r2/r1/r0" with 6 decimals (the value of hqekv:ratios=).
+std::string RatiosText(const TierRatios& r);
+// r divided by r4 + r2 + r1 + r0 (so that it sums to 1 exactly).
+TierRatios Rescaled(const TierRatios& r);
 
 // Built-in ratios for bits = 2, 2.8, 3.2, 3.25: the authors' TPE results for
 // Llama-3.1-8B-Instruct (config/ratios.json of skywclouds/HqeKV, quoted in the

@@ -1,10 +1,8 @@
 #include "policy/hqekv_cache.h"
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "policy/profile.h"
 #include "policy/selection.h"
 
 namespace hqekv::policy {
@@ -12,69 +10,34 @@ namespace {
 constexpr int kChunk = 32;  // G of the paper: chunk = quantization group = event period
 }  // namespace
 
-Result<std::vector<TierRatios>> ReadProfile(const std::string& path, int n_layers) {
-  std::ifstream f(path);
-  if (!f) return MakeError("hqekv: cannot read profile '" + path + "' (no such file or unreadable)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const std::exception& e) {
-    return MakeError("hqekv: cannot read profile '" + path + "': not valid JSON (" + e.what() + ")");
-  }
-  auto row_from = [&](const nlohmann::json& r, const std::string& where) -> Result<TierRatios> {
-    TierRatios t;
-    try {
-      if (r.is_object()) {
-        t = {r.at("r4").get<double>(), r.at("r2").get<double>(), r.at("r1").get<double>(),
-             r.at("r0").get<double>()};
-      } else if (r.is_array() && r.size() == 4) {
-        t = {r[0].get<double>(), r[1].get<double>(), r[2].get<double>(), r[3].get<double>()};
-      } else {
-        return MakeError(where + ": expected {r4, r2, r1, r0} or [r4, r2, r1, r0]");
-      }
-    } catch (const std::exception& e) {
-      return MakeError(where + ": " + e.what());
-    }
-    HQEKV_RETURN_IF_ERROR(CheckRatios(t, where));
-    const double s = t.r4 + t.r2 + t.r1 + t.r0;
-    t.r4 /= s, t.r2 /= s, t.r1 /= s, t.r0 /= s;
-    return t;
-  };
-  const std::string where = "hqekv: profile '" + path + "'";
-  if (!j.is_object() || !j.contains("ratios")) return MakeError(where + ": no \"ratios\" object");
-  auto global = row_from(j["ratios"], where + " ratios");
-  if (!global.ok()) return global.error();
-  std::vector<TierRatios> out(n_layers, *global);
-  if (j.contains("per_layer")) {
-    const auto& pl = j["per_layer"];
-    if (!pl.is_array() || static_cast<int>(pl.size()) != n_layers) {
-      return MakeError(where + ": per_layer must have one row per layer (" +
-                       std::to_string(n_layers) + ")");
-    }
-    for (int l = 0; l < n_layers; ++l) {
-      auto r = row_from(pl[l], where + " per_layer[" + std::to_string(l) + "]");
-      if (!r.ok()) return r.error();
-      out[l] = *r;
-    }
-  }
-  return out;
-}
-
 HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
     : StoreBackedCache(g, std::move(describe), 2, true) {}
 
-Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, const KvGeometry& g) {
+Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, const KvGeometry& g,
+                                                   const CacheContext& ctx) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
-  const std::string where = "KV policy '" + spec.Canonical() + "'";
+  // force=1 only steers the profile check: not part of the cache's name.
+  PolicySpec shown = spec;
+  shown.given.erase("force");
+  const std::string where = "KV policy '" + shown.Canonical() + "'";
   std::vector<TierRatios> ratios;
-  if (spec.Has("ratios")) {
+  if (!ctx.layer_ratios.empty()) {
+    if (static_cast<int>(ctx.layer_ratios.size()) != g.n_layers) {
+      return MakeError(where + ": " + std::to_string(ctx.layer_ratios.size()) +
+                       " rows of layer ratios for " + std::to_string(g.n_layers) + " layers");
+    }
+    for (size_t l = 0; l < ctx.layer_ratios.size(); ++l) {
+      const TierRatios& r = ctx.layer_ratios[l];
+      HQEKV_RETURN_IF_ERROR(CheckRatios(r, where + " layer " + std::to_string(l)));
+      ratios.push_back(Rescaled(r));
+    }
+  } else if (spec.Has("ratios")) {
     auto r = ParseRatios(spec.Text("ratios"));
     if (!r.ok()) return r.error();
     ratios.assign(g.n_layers, *r);
   } else if (spec.Has("profile")) {
-    auto r = ReadProfile(spec.Text("profile"), g.n_layers);
-    if (!r.ok()) return r.error();
-    ratios = *r;
+    HQEKV_ASSIGN_OR_RETURN(const Profile p, LoadSpecProfile(spec, ctx, g.n_layers));
+    ratios = LayerRatios(p, g.n_layers);
   } else if (spec.Has("bits")) {
     auto r = DefaultRatios(spec.Num("bits"));
     if (!r.ok()) return r.error();
@@ -86,7 +49,7 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
     return MakeError(where + ": decouple=1 (separate K and V eviction sets) is not supported: "
                              "the KV store evicts K and V of a token together");
   }
-  std::unique_ptr<HqekvCache> c(new HqekvCache(g, spec.Canonical()));
+  std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical()));
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->ratios_ = std::move(ratios);
   c->m_ = spec.Int("m");

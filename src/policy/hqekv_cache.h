@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "policy/cache_context.h"
 #include "policy/hqekv_alloc.h"
 #include "policy/spec.h"
 #include "policy/store_cache.h"
@@ -34,14 +35,13 @@
 
 namespace hqekv::policy {
 
-// Reads a calibration profile: {"ratios": {"r4":..,"r2":..,"r1":..,"r0":..}}
-// and optionally "per_layer": [[r4, r2, r1, r0], ...] (one row per layer).
-// Returns one TierRatios per layer (the global row repeated if no per_layer).
-Result<std::vector<TierRatios>> ReadProfile(const std::string& path, int n_layers);
-
 class HqekvCache final : public StoreBackedCache {
  public:
-  static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g);
+  // Tier ratios, first found of: ctx.layer_ratios (in memory, one row per
+  // layer), ratios=, profile= (policy/profile.h, checked against ctx.model
+  // unless force), bits= (built-in rows).
+  static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
+                                                 const CacheContext& ctx);
 
   Status EndBatch(int n, bool is_prefill) override;
 

@@ -8,7 +8,8 @@ QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format 
                        quant::Format vf, int residual_len)
     : StoreBackedCache(g, std::move(describe), 2, false), kf_(kf), vf_(vf), residual_len_(residual_len) {}
 
-Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, const KvGeometry& g) {
+Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, const KvGeometry& g,
+                                                   const CacheContext&) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   const int D = g.head_dim;
   quant::Format kf, vf;

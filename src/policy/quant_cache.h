@@ -12,6 +12,7 @@
 
 #include <memory>
 
+#include "policy/cache_context.h"
 #include "policy/spec.h"
 #include "policy/store_cache.h"
 #include "quant/format.h"
@@ -22,7 +23,8 @@ class QuantCache final : public StoreBackedCache {
  public:
   // spec: fp8, int8 or kivi (already parsed). Errors: bad geometry, kivi
   // group not dividing head_dim, residual not a positive multiple of 32.
-  static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g);
+  static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
+                                                 const CacheContext& ctx);
 
   Status EndBatch(int n, bool is_prefill) override;
 

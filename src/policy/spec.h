@@ -1,17 +1,24 @@
 // The `--kv SPEC` grammar, parsed in one place: NAME[:key=value,...].
 //
-// Every policy, its parameters, their defaults, ranges and help text live in
-// one table (PolicyTable); ParseSpec checks a spec against it and returns the
-// normalized values (defaults filled in). `hqekv policies` prints the table.
+// Every policy, its parameters, their defaults, ranges and help text, and the
+// function that creates its cache live in one table (PolicyTable, one row per
+// policy in policy/policy_table.cc); ParseSpec checks a spec against it and
+// returns the normalized values (defaults filled in). `hqekv policies` prints
+// the table. Adding a policy: docs/checklists/add-policy.md.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cache/kv_cache.h"
 #include "core/status.h"
 
 namespace hqekv::policy {
+
+struct CacheContext;  // policy/cache_context.h
+struct PolicySpec;
 
 enum class ParamType {
   kInt,     // integer in [min, max]
@@ -27,7 +34,17 @@ struct ParamInfo {
   double min = 0, max = 0;
   std::vector<std::string> choices;
   std::string help;
+  // A key that fixes the cache's memory (keep=, bits= of an eviction policy,
+  // hqekv's bits= / ratios= / profile=, a fixed window): `eval` runs a
+  // policy without one at every --bits budget (eval/suite.h).
+  bool budget = false;
 };
+
+// Creates the cache of a parsed spec (its name is this row's). Errors name
+// the part at fault: a value the geometry cannot hold, an unreadable
+// profile, a profile made for another model.
+using CreateFn = Result<std::unique_ptr<KvCache>> (*)(const PolicySpec& spec, const KvGeometry& g,
+                                                      const CacheContext& ctx);
 
 struct PolicyInfo {
   std::string name;
@@ -36,6 +53,7 @@ struct PolicyInfo {
   // Groups of keys of which at most one may be given (e.g. the budget forms
   // keep / bits / window of an eviction policy).
   std::vector<std::vector<std::string>> exclusive;
+  CreateFn create = nullptr;
 };
 
 // All policies, in the order `hqekv policies` lists them.
@@ -63,6 +81,11 @@ struct PolicySpec {
 // malformed or repeated pair, non-numeric or out-of-range value, two keys of
 // one exclusive group.
 Result<PolicySpec> ParseSpec(const std::string& text);
+
+// Whether a policy takes a memory budget (has a budget key), and whether a
+// spec gives one.
+bool TakesBudget(const PolicyInfo& p);
+bool HasBudgetKey(const PolicySpec& spec);
 
 // Human-readable listing of the table (for `hqekv policies`).
 std::string PoliciesHelp();

@@ -43,11 +43,6 @@ class StoreBackedCache : public KvCache {
   // scores) in bookkeeping; tier names shortened to fp16/fp32/fp8/int8/u4/u2/
   // n1 (plus "residual" and "evicted").
   KvStats Stats() const override;
-  // Empty when the cache holds what its budget allows; otherwise one line
-  // saying why not (e.g. an eviction policy that keeps its structural
-  // minimum because its byte budget is smaller than that minimum). Library
-  // code prints nothing: the CLI shows this note.
-  virtual std::string BudgetNote() const { return ""; }
 
   const cache::KvStore& store() const { return *store_; }
 

@@ -50,8 +50,8 @@ TEST_F(LmScorerTest, ReferenceCacheScoresZeroAndPlainCachesAreCheap) {
   EXPECT_GT(f32->kl, 0.0);  // fp16 rounding of K/V is visible...
   EXPECT_LT(f32->kl, 1e-3);  // ...but tiny
   EXPECT_GT(f32->true_bits, 31.0);
-  // A trial goes through spec_of.
-  (*s)->spec_of = [](const CacheChoice&) -> Result<std::string> { return std::string("fp16"); };
+  // A trial goes through cache_of.
+  (*s)->cache_of = [](const CacheChoice&) { return TrialCache{"fp16", {}}; };
   auto t = (*s)->Score({});
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->kl, 0.0);
@@ -89,30 +89,28 @@ TEST(ReadTextFile, ClearErrorsForMissingDirectoryAndEmpty) {
   EXPECT_GT(ok->size(), 100000u);
 }
 
-TEST(HqeKvSpecFor, GlobalAndPerLayerSpecs) {
+TEST(HqeKvTrialCache, GlobalSpecAndInMemoryPerLayerRatios) {
   CacheChoice g;
   g.global = {0.5, 0.3, 0.1, 0.1};
-  auto s = HqeKvSpecFor(g, "m=20", "/unused", "id", "name");
-  ASSERT_TRUE(s.ok());
-  EXPECT_EQ(*s, "hqekv:ratios=0.500000/0.300000/0.100000/0.100000,m=20");
+  const TrialCache s = HqeKvTrialCache(g, "m=20");
+  EXPECT_EQ(s.spec, "hqekv:ratios=0.500000/0.300000/0.100000/0.100000,m=20");
+  EXPECT_TRUE(s.layer_ratios.empty());
   CacheChoice l = g;
   l.per_layer = {{0.5, 0.3, 0.1, 0.1}, {0.6, 0.2, 0.1, 0.1}};
-  const std::string path = testing::TempDir() + "/hqekv_spec_for_test.json";
-  auto p = HqeKvSpecFor(l, "", path, "id", "name");
-  ASSERT_TRUE(p.ok()) << p.message();
-  EXPECT_EQ(*p, "hqekv:profile=" + path);
-  auto back = LoadProfile(path);
-  ASSERT_TRUE(back.ok()) << back.message();
-  ASSERT_EQ(back->per_layer.size(), 2u);
-  EXPECT_DOUBLE_EQ(back->per_layer[1].r4, 0.6);
-  EXPECT_EQ(back->model_identity, "id");
-  // The policy reads the profile we write (per_layer rows included).
+  const TrialCache p = HqeKvTrialCache(l, "");
+  EXPECT_EQ(p.spec, "hqekv");
+  ASSERT_EQ(p.layer_ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.layer_ratios[1].r4, 0.6);
+  EXPECT_EQ(HqeKvTrialCache(l, "m=20").spec, "hqekv:m=20");
+  // The factory takes the rows in memory (one per layer).
   KvGeometry geo{2, 2, 1, 8, 128};
-  auto cache = MakeKvCache(*p, geo);
+  policy::CacheContext ctx;
+  ctx.layer_ratios = p.layer_ratios;
+  auto cache = policy::CreateCache(*policy::ParseSpec(p.spec), geo, ctx);
   ASSERT_TRUE(cache.ok()) << cache.message();
   KvGeometry g3{3, 2, 1, 8, 128};
-  EXPECT_FALSE(MakeKvCache(*p, g3).ok());  // one row per layer
-  auto global = MakeKvCache(*s, geo);
+  EXPECT_FALSE(policy::CreateCache(*policy::ParseSpec(p.spec), g3, ctx).ok());
+  auto global = MakeKvCache(s.spec, geo);
   ASSERT_TRUE(global.ok()) << global.message();
 }
 

@@ -134,7 +134,7 @@ TEST(Calibrate, IsReproducibleForASeed) {
   o.seed = 9;
   auto a = Calibrate(f1, o), b = Calibrate(f2, o);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(ProfileToJson(*a), ProfileToJson(*b));
+  EXPECT_EQ(policy::ProfileToJson(*a), policy::ProfileToJson(*b));
 }
 
 TEST(Calibrate, NominalModeUsesThePaperBudget) {
@@ -213,95 +213,11 @@ TEST(TiltedLayers, AverageToTheBudget) {
   EXPECT_FALSE(TiltedLayers(c, 3.0, 0.35, 0.1, 0.5, 0.0, 5).has_value());  // first layer infeasible
 }
 
-// ---- profiles ----
-
-Profile SampleProfile() {
-  Profile p;
-  p.model_name = "stories260K";
-  p.model_identity = "0123456789abcdef";
-  p.n_layers = 2;
-  p.budget_bits = 2.0;
-  p.ratios = {0.1, 0.6, 0.2, 0.1};
-  p.per_layer = {{0.1, 0.5, 0.3, 0.1}, {0.1, 0.7, 0.1, 0.1}};
-  p.loss = 0.9;
-  p.kl = 0.1;
-  p.trials = 3;
-  p.seed = 42;
-  p.calib_hash = TextHash("abc");
-  p.trial_log = {{{0.1, 0.6, 0.2, 0.1}, 0, 0, 0.9, 0.1, 2.01}, {{NAN, NAN, 0.9, 0.9}, 0, 0, INFINITY, NAN, NAN}};
-  return p;
-}
-
-TEST(Profile, RoundTripsThroughJson) {
-  const Profile p = SampleProfile();
-  auto q = ProfileFromJson(ProfileToJson(p), "mem");
-  ASSERT_TRUE(q.ok()) << q.message();
-  EXPECT_EQ(q->model_identity, p.model_identity);
-  EXPECT_DOUBLE_EQ(q->ratios.r2, 0.6);
-  ASSERT_EQ(q->per_layer.size(), 2u);
-  EXPECT_DOUBLE_EQ(q->per_layer[0].r1, 0.3);
-  EXPECT_EQ(q->seed, 42u);
-  ASSERT_EQ(q->trial_log.size(), 2u);
-  EXPECT_TRUE(std::isinf(q->trial_log[1].loss));  // infeasible logged as null, read back as +inf
-  EXPECT_EQ(ProfileToJson(*q), ProfileToJson(p));
-}
+// ---- profiles (the format's tests: tests/policy/profile_test.cc) ----
 
 TEST(Profile, TextHashIsFnv1a64) {
   EXPECT_EQ(TextHash(""), "fnv1a64:cbf29ce484222325");
   EXPECT_EQ(TextHash("a"), "fnv1a64:af63dc4c8601ec8c");
-}
-
-TEST(Profile, RejectsMalformedProfiles) {
-  EXPECT_FALSE(ProfileFromJson("not json", "x").ok());
-  EXPECT_FALSE(ProfileFromJson("{}", "x").ok());
-  auto bad_sum = ProfileFromJson(R"({"ratios": {"r4": 0.5, "r2": 0.5, "r1": 0.5, "r0": 0}})", "x.json");
-  ASSERT_FALSE(bad_sum.ok());
-  EXPECT_NE(bad_sum.message().find("x.json"), std::string::npos);
-  EXPECT_FALSE(ProfileFromJson(R"({"ratios": {"r4": 1.5, "r2": -0.5, "r1": 0, "r0": 0}})", "x").ok());
-  EXPECT_FALSE(
-      ProfileFromJson(R"({"ratios": {"r4": 1, "r2": 0, "r1": 0, "r0": 0}, "per_layer": [[1, 0]]})", "x").ok());
-  EXPECT_TRUE(ProfileFromJson(R"({"ratios": {"r4": 1, "r2": 0, "r1": 0, "r0": 0}})", "x").ok());
-}
-
-TEST(Profile, RefusesAnotherModelUnlessForced) {
-  const Profile p = SampleProfile();
-  Status s = CheckProfileForModel(p, "p.json", "ffffffffffffffff", 2, false);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("stories260K"), std::string::npos);
-  EXPECT_NE(s.message().find("force=1"), std::string::npos);
-  EXPECT_TRUE(CheckProfileForModel(p, "p.json", "ffffffffffffffff", 2, true).ok());
-  EXPECT_TRUE(CheckProfileForModel(p, "p.json", "0123456789abcdef", 2, false).ok());
-  EXPECT_FALSE(CheckProfileForModel(p, "p.json", "0123456789abcdef", 5, true).ok());  // layer count
-}
-
-TEST(Profile, SaveRefusesToOverwriteAndLoadReportsMissingFiles) {
-  const std::string dir = testing::TempDir() + "/calib_profile_test";
-  std::filesystem::remove_all(dir);
-  const std::string path = dir + "/p.json";
-  ASSERT_TRUE(SaveProfile(SampleProfile(), path, false).ok());
-  Status again = SaveProfile(SampleProfile(), path, false);
-  ASSERT_FALSE(again.ok());
-  EXPECT_NE(again.message().find("--force"), std::string::npos);
-  EXPECT_TRUE(SaveProfile(SampleProfile(), path, true).ok());
-  auto back = LoadProfile(path);
-  ASSERT_TRUE(back.ok()) << back.message();
-  EXPECT_EQ(back->model_name, "stories260K");
-  // A --kv spec naming the profile is checked against the model.
-  auto ok = CheckSpecProfile("hqekv:profile=" + path + ",m=20", "0123456789abcdef", 2);
-  ASSERT_TRUE(ok.ok()) << ok.message();
-  EXPECT_EQ(*ok, "hqekv:profile=" + path + ",m=20");
-  auto other = CheckSpecProfile("hqekv:profile=" + path, "ffffffffffffffff", 2);
-  ASSERT_FALSE(other.ok());
-  EXPECT_NE(other.message().find("not for this model"), std::string::npos);
-  auto forced = CheckSpecProfile("hqekv:profile=" + path + ",force=1", "ffffffffffffffff", 2);
-  ASSERT_TRUE(forced.ok()) << forced.message();
-  EXPECT_EQ(*forced, "hqekv:profile=" + path);
-  EXPECT_EQ(*CheckSpecProfile("kivi:bits=2", "x", 2), "kivi:bits=2");
-  EXPECT_FALSE(CheckSpecProfile("hqekv:profile=" + dir + "/none.json", "x", 2).ok());
-  auto missing = LoadProfile(dir + "/none.json");
-  ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.message().find("none.json"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "policy/cache_context.h"
+#include "policy/factory.h"
+
 namespace hqekv::policy {
 namespace {
 
@@ -82,6 +85,42 @@ TEST(Spec, HelpListsEveryPolicyAndDefault) {
   for (const auto& p : PolicyTable()) EXPECT_NE(h.find("\n" + p.name + "\n"), std::string::npos);
   EXPECT_NE(h.find("residual"), std::string::npos);
   EXPECT_NE(h.find("default 128"), std::string::npos);
+}
+
+// One row per policy names its create function: every listed policy builds a
+// cache (with its defaults, a budget key where it needs one) through the
+// table, named by its spec, with an empty budget note before any token.
+TEST(Table, EveryRowCreatesItsPolicy) {
+  const KvGeometry g{2, 4, 2, 32, 1 << 12};
+  for (const PolicyInfo& p : PolicyTable()) {
+    ASSERT_NE(p.create, nullptr) << p.name;
+    const std::string text = p.name == "hqekv" ? "hqekv:bits=2" : p.name;
+    auto spec = ParseSpec(text);
+    ASSERT_TRUE(spec.ok()) << spec.message();
+    auto c = CreateCache(*spec, g, CacheContext{});
+    ASSERT_TRUE(c.ok()) << text << ": " << c.message();
+    EXPECT_EQ((*c)->Describe(), text);
+    EXPECT_EQ((*c)->BudgetNote(), "");
+  }
+}
+
+// The budget keys (ParamInfo::budget) say which policies `eval` runs at every
+// --bits budget and which specs already fix their memory.
+TEST(Table, BudgetKeys) {
+  for (const char* name : {"streaming", "h2o", "snapkv", "pyramid", "hqekv"}) {
+    EXPECT_TRUE(TakesBudget(*FindPolicy(name))) << name;
+  }
+  for (const char* name : {"fp16", "fp32", "fp8", "int8", "kivi"}) {
+    EXPECT_FALSE(TakesBudget(*FindPolicy(name))) << name;
+  }
+  auto has = [](const std::string& text) { return HasBudgetKey(ParseSpec(text).value()); };
+  EXPECT_FALSE(has("snapkv:window=8"));  // an observation window, not a budget
+  EXPECT_TRUE(has("streaming:window=64"));  // a fixed size
+  EXPECT_TRUE(has("h2o:heavy=4,recent=4"));
+  EXPECT_FALSE(has("h2o:recent_share=0.3"));
+  EXPECT_TRUE(has("hqekv:ratios=0.25/0.25/0.25/0.25"));
+  EXPECT_TRUE(has("pyramid:keep=0.5"));
+  EXPECT_FALSE(has("kivi:bits=2"));  // code bits, not a budget key
 }
 
 }  // namespace

@@ -1,0 +1,162 @@
+// The policy table: one row per `--kv` policy (name, help, parameters with
+// defaults and ranges, exclusive key groups, create function). ParseSpec
+// (spec.cc) checks specs against it, CreateCache (factory.cc) calls the row's
+// create function, `hqekv policies` prints it. A new policy is one row here
+// plus its own file: docs/checklists/add-policy.md.
+#include "cache/plain_cache.h"
+#include "policy/cache_context.h"
+#include "policy/h2o_cache.h"
+#include "policy/hqekv_cache.h"
+#include "policy/pyramid_cache.h"
+#include "policy/quant_cache.h"
+#include "policy/snapkv_cache.h"
+#include "policy/spec.h"
+#include "policy/streaming_cache.h"
+
+namespace hqekv::policy {
+namespace {
+
+ParamInfo Int(std::string key, std::string def, double lo, double hi, std::string help) {
+  return {std::move(key), ParamType::kInt, std::move(def), lo, hi, {}, std::move(help)};
+}
+ParamInfo Real(std::string key, std::string def, double lo, double hi, std::string help) {
+  return {std::move(key), ParamType::kReal, std::move(def), lo, hi, {}, std::move(help)};
+}
+ParamInfo Choice(std::string key, std::string def, std::vector<std::string> c, std::string help) {
+  return {std::move(key), ParamType::kChoice, std::move(def), 0, 0, std::move(c), std::move(help)};
+}
+ParamInfo Text(std::string key, std::string help) {
+  return {std::move(key), ParamType::kText, "", 0, 0, {}, std::move(help)};
+}
+// Marks a key that fixes the cache's memory (ParamInfo::budget).
+ParamInfo Budget(ParamInfo p) {
+  p.budget = true;
+  return p;
+}
+
+// Budget keys shared by every eviction policy. keep is a fraction of the
+// tokens seen; bits is the memory of a B-bit cache, in true bytes (see
+// policy/budget.h). Upper bound of bits: a 16-bit budget is the fp16 cache.
+ParamInfo KeepParam() {
+  return Budget(Real("keep", "", 1e-6, 1.0,
+                     "kept fraction of the tokens seen (default 0.5 when no budget key is given)"));
+}
+ParamInfo BitsBudgetParam() {
+  return Budget(Real("bits", "", 0.01, 15.99,
+                     "budget = the true bytes of a B-bit cache of the tokens seen (own bookkeeping "
+                     "included)"));
+}
+
+template <PlainPrecision kPrecision>
+Result<std::unique_ptr<KvCache>> CreatePlain(const PolicySpec&, const KvGeometry& g,
+                                             const CacheContext&) {
+  HQEKV_ASSIGN_OR_RETURN(auto c, PlainKvCache::Create(g, kPrecision));
+  return std::unique_ptr<KvCache>(std::move(c));
+}
+
+std::vector<PolicyInfo> BuildTable() {
+  std::vector<PolicyInfo> t;
+  t.push_back({"fp16", "uncompressed fp16 cache (the baseline)", {}, {},
+               CreatePlain<PlainPrecision::kF16>});
+  t.push_back({"fp32", "uncompressed fp32 cache (the oracle)", {}, {},
+               CreatePlain<PlainPrecision::kF32>});
+  t.push_back({"fp8",
+               "FP8 E4M3 codes, one fp16 scale per (layer, KV head, 32-token chunk); the newest "
+               "tokens wait in an fp16 residual until a chunk fills",
+               {},
+               {},
+               QuantCache::Create});
+  t.push_back({"int8",
+               "symmetric int8, one fp16 scale per token and KV head; sealed in 32-token chunks "
+               "from an fp16 residual",
+               {},
+               {},
+               QuantCache::Create});
+  t.push_back({"kivi",
+               "KIVI: K per-channel over 32-token groups, V per-token over groups of channels; "
+               "the newest tokens stay fp16 until `residual` accumulate, then full groups are "
+               "quantized",
+               {Choice("bits", "2", {"2", "4"}, "bits per K and V code"),
+                Int("group", "32", 1, 4096,
+                    "V channels per group (clamped to head_dim; must divide it)"),
+                Int("residual", "128", 32, 1 << 20,
+                    "fp16 residual length R, a multiple of 32: quantize when R tokens wait")},
+               {},
+               QuantCache::Create});
+  t.push_back({"streaming",
+               "StreamingLLM: the first `sink` tokens plus the newest tokens (a window)",
+               {Int("sink", "4", 0, 1 << 20, "attention-sink tokens kept from the start"),
+                Budget(Int("window", "", 1, 1 << 24, "fixed recent window (tokens); or give keep/bits")),
+                KeepParam(), BitsBudgetParam()},
+               {{"window", "keep", "bits"}},
+               StreamingCache::Create});
+  t.push_back({"h2o",
+               "H2O: heavy hitters by cumulative attention of every past query (summed over the "
+               "query heads of each KV head) plus a recent window, evicted every step",
+               {Budget(Int("heavy", "", 0, 1 << 24, "fixed heavy-hitter count (with recent)")),
+                Int("recent", "", 0, 1 << 24, "fixed recent-window count (with heavy)"),
+                Real("recent_share", "0.5", 0.0, 1.0,
+                     "share of a keep/bits budget given to the recent window"),
+                KeepParam(), BitsBudgetParam()},
+               {{"heavy", "keep", "bits"}, {"recent", "keep", "bits"}},
+               H2oCache::Create});
+  t.push_back({"snapkv",
+               "SnapKV: once at the end of prefill, the last `window` prompt queries vote "
+               "(attention summed over the window and the query heads of each KV head, 1-D max "
+               "pooling) and each KV head keeps its top tokens plus the window; decode tokens "
+               "are appended unchanged",
+               {Int("window", "32", 1, 1 << 16, "observation window (last prompt queries)"),
+                Int("kernel", "7", 1, 1025, "max-pooling width (odd)"), KeepParam(),
+                BitsBudgetParam()},
+               {{"keep", "bits"}},
+               SnapKvCache::Create});
+  t.push_back({"pyramid",
+               "PyramidKV: SnapKV selection with per-layer budgets shrinking linearly with depth "
+               "(first layer 2a - a/beta, last a/beta, a = mean budget beyond the window), same "
+               "total",
+               {Real("beta", "20", 1.0, 1e6, "ratio of the mean to the smallest layer budget"),
+                Int("window", "32", 1, 1 << 16, "observation window (last prompt queries)"),
+                Int("kernel", "7", 1, 1025, "max-pooling width (odd)"), KeepParam(),
+                BitsBudgetParam()},
+               {{"keep", "bits"}},
+               PyramidCache::Create});
+  t.push_back(
+      {"hqekv",
+       "HqeKV hybrid: 32-token chunks ranked by attention (K) and attention x Range(V) (V), "
+       "top chunks fp16, then uniform-4, uniform-2, normal-1, evicted by the tier ratios; "
+       "re-ranked at prefill and every 32 tokens, downgrade only",
+       {Budget(Real("bits", "", 0.01, 16.0,
+                    "target B_avg = 4 r4 + 2 r2 + r1; built-in Llama-3.1-8B ratios for 2, 2.8, "
+                    "3.2, 3.25")),
+        Budget(Text("ratios", "tier ratios r4/r2/r1/r0 (4-bit, 2-bit, 1-bit, evicted), sum 1")),
+        Budget(Text("profile",
+                    "calibration profile JSON {\"ratios\": {\"r4\":..,\"r2\":..,\"r1\":..,\"r0\":..}}")),
+        Int("m", "20", 1, 4096, "importance window: the last m queries"),
+        Int("fp16_chunks", "2", 0, 1 << 20, "top chunks pinned in fp16"),
+        Choice("per_head", "0", {"0", "1"}, "importance per KV head instead of per layer"),
+        Choice("hadamard", "0", {"0", "1"}, "Walsh-Hadamard rotation before quantizing"),
+        Choice("force", "0", {"0", "1"},
+               "use a profile calibrated on another model (checked when the cache is created, "
+               "policy/profile.h)"),
+        Choice("decouple", "0", {"0", "1"},
+               "separate K and V eviction sets (not supported: the store evicts K and V together)")},
+       {{"bits", "ratios", "profile"}},
+       HqekvCache::Create});
+  return t;
+}
+
+}  // namespace
+
+const std::vector<PolicyInfo>& PolicyTable() {
+  static const std::vector<PolicyInfo> table = BuildTable();
+  return table;
+}
+
+const PolicyInfo* FindPolicy(const std::string& name) {
+  for (const auto& p : PolicyTable()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace hqekv::policy

@@ -1,0 +1,157 @@
+#include "policy/snapkv_cache.h"
+
+#include <algorithm>
+
+#include "policy/selection.h"
+
+namespace hqekv::policy {
+
+Result<std::unique_ptr<KvCache>> SnapKvCache::Create(const PolicySpec& spec, const KvGeometry& g,
+                                                    const CacheContext&) {
+  HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
+  std::unique_ptr<SnapKvCache> c(new SnapKvCache(g, spec));
+  HQEKV_RETURN_IF_ERROR(c->init_status());
+  HQEKV_RETURN_IF_ERROR(c->Configure(spec));
+  c->ResetPolicy();
+  return std::unique_ptr<KvCache>(std::move(c));
+}
+
+Status SnapKvCache::Configure(const PolicySpec& spec) {
+  window_ = spec.Int("window");
+  kernel_ = spec.Int("kernel");
+  if (kernel_ % 2 == 0) return MakeError("KV policy '" + spec.Canonical() + "': kernel must be odd");
+  return Status::Ok();
+}
+
+std::vector<int64_t> SnapKvCache::LayerKeeps(int64_t k) const {
+  return std::vector<int64_t>(g_.n_layers, k);
+}
+
+void SnapKvCache::ResetPolicy() {
+  selected_ = false;
+  FreeVotes();
+  status_.assign(g_.n_layers, LayerBudget{});
+}
+
+// Fresh containers are move-assigned (see EvictCache::ResetPolicy).
+void SnapKvCache::FreeVotes() {
+  FreeScores();
+  pooled_ = std::vector<std::vector<std::vector<double>>>(
+      g_.n_layers, std::vector<std::vector<double>>(g_.n_kv_heads));
+  prompt_pos_.clear();
+}
+
+void SnapKvCache::OnAppend(int layer, int n) {
+  if (!selected_) GrowScores(layer, n);
+}
+
+int SnapKvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
+  return selected_ ? n : std::max(0, n - static_cast<int>(window_));
+}
+
+int64_t SnapKvCache::StateBytes(int layer) const {
+  int64_t b = EvictCache::StateBytes(layer);
+  for (const auto& p : pooled_[layer]) b += static_cast<int64_t>(p.capacity() * sizeof(double));
+  return b;
+}
+
+std::string SnapKvCache::MinimumText() const {
+  return "the observation window of " + std::to_string(window_) + " tokens per KV head";
+}
+
+Status SnapKvCache::ChooseVictims(int layer, int head, const std::vector<int32_t>& pos,
+                                  int64_t keep, std::vector<int32_t>* out_idx) {
+  const int64_t n = static_cast<int64_t>(pos.size());
+  // pooled_ holds the raw votes of the prompt prefix; the prompt's
+  // positions are the first prompt_len kept ones at selection time.
+  const std::vector<double>& votes = pooled_[layer][head];
+  const int L = static_cast<int>(votes.size()) + static_cast<int>(window_);
+  if (n <= keep || static_cast<int>(votes.size()) == 0) return Status::Ok();
+  auto sel = SnapKvSelect(votes, L, static_cast<int>(window_), kernel_, keep);
+  if (!sel.ok()) return MakeError(describe_ + ": layer " + std::to_string(layer) + ": " + sel.message());
+  // Kept prompt indices -> keep mask over the prompt (walk order is the
+  // prompt order: nothing was evicted before the selection, and later
+  // calls only evict more of the prompt).
+  std::vector<char> keep_mask(L, 0);
+  for (int32_t i : *sel) keep_mask[i] = 1;
+  // The prompt tokens still kept are pos[0..]; map by prompt index through
+  // the positions recorded in prompt_pos_ (first L positions at selection).
+  const std::vector<int32_t>& ppos = prompt_pos_[layer][head];
+  size_t j = 0;
+  for (int i = 0; i < L && j < pos.size(); ++i) {
+    if (ppos[i] != pos[j]) continue;  // already evicted
+    if (!keep_mask[i]) out_idx->push_back(static_cast<int32_t>(j));
+    ++j;
+  }
+  return Status::Ok();
+}
+
+Status SnapKvCache::SelectPrompt() {
+  const int64_t w = window_;
+  std::vector<int64_t> layer_keep(g_.n_layers, 0);
+  const int64_t L0 = store_->KeptTokens(0, 0);
+  int64_t k = budget_.Tokens(L0, g_.head_dim, 0);
+  const bool bits = budget_.kind == EvictionBudget::Kind::kBits;
+  bool raised = false;
+  if (bits && L0 > w && k < w) {
+    // A byte budget below the window: keep the window (the structural
+    // minimum) and say so in BudgetNote(); keep=f below it stays an error.
+    k = w;
+    raised = true;
+  }
+  if (L0 > w && k < L0) {
+    if (k < w) {
+      return MakeError(describe_ + ": budget of " + std::to_string(k) +
+                       " tokens for a prompt of " + std::to_string(L0) +
+                       " is smaller than the observation window " + std::to_string(w) +
+                       " (raise keep/bits or lower window)");
+    }
+    layer_keep = LayerKeeps(k);
+  } else {
+    std::fill(layer_keep.begin(), layer_keep.end(), L0);
+  }
+  prompt_pos_.assign(g_.n_layers, std::vector<std::vector<int32_t>>(g_.n_kv_heads));
+  for (int l = 0; l < g_.n_layers; ++l) {
+    for (int h = 0; h < g_.n_kv_heads; ++h) {
+      std::vector<int32_t>& pp = prompt_pos_[l][h];
+      store_->KeptPositions(l, h, &pp);
+      const int64_t L = static_cast<int64_t>(pp.size());
+      std::vector<float>& s = scores_[l][h];
+      if (L <= w || static_cast<int64_t>(s.size()) != L) {
+        pooled_[l][h].clear();
+        continue;
+      }
+      pooled_[l][h].assign(s.begin(), s.begin() + (L - w));
+      HQEKV_RETURN_IF_ERROR(EvictHead(l, h, layer_keep[l]));
+    }
+    HQEKV_RETURN_IF_ERROR(Tidy(l));
+    status_[l] = LayerBudget{};
+    status_[l].met = !raised;
+    status_[l].at_minimum = raised;
+    if (bits && L0 > w) {
+      // The layer's share of the total bytes: its budget relative to the mean.
+      const double mean = static_cast<double>(k);
+      const double target = budget_.LayerBytes(L0, g_.n_kv_heads, g_.head_dim) *
+                            static_cast<double>(layer_keep[l]) / std::max(1.0, mean);
+      std::vector<int64_t> keep(g_.n_kv_heads, layer_keep[l]);
+      HQEKV_RETURN_IF_ERROR(FitBytes(l, target, MinKeep(L0), &keep));
+    }
+  }
+  // Votes and selection state are not needed after the prompt.
+  FreeVotes();
+  selected_ = true;
+  return Status::Ok();
+}
+
+Status SnapKvCache::EndBatch(int n, bool is_prefill) {
+  if (is_prefill && !selected_) return SelectPrompt();
+  if (!selected_) {  // a batch before any prefill: votes are not kept
+    for (auto& layer : scores_) {
+      for (auto& s : layer) std::fill(s.begin(), s.end(), 0.0f);
+    }
+  }
+  for (int l = 0; l < g_.n_layers; ++l) HQEKV_RETURN_IF_ERROR(Tidy(l));
+  return Status::Ok();
+}
+
+}  // namespace hqekv::policy

@@ -1,0 +1,61 @@
+// SnapKV (Li et al. 2024): once, at the end of prefill, the last `window`
+// prompt queries vote (attention summed over them and the KV head's query
+// heads), the votes are max-pooled with `kernel` (selection.h SnapKvSelect),
+// and each KV head keeps its top (budget - window) prefix tokens plus the
+// window. Decode tokens are appended unchanged. Budget: keep=f or bits=B of
+// the prompt (policy/budget.h); the window is the structural minimum.
+// PyramidKV (pyramid_cache.h) derives from it and only changes how the
+// budget is split over the layers (LayerKeeps).
+#pragma once
+
+#include <memory>
+
+#include "policy/cache_context.h"
+#include "policy/evict_cache.h"
+
+namespace hqekv::policy {
+
+class SnapKvCache : public EvictCache {
+ public:
+  static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
+                                                 const CacheContext& ctx);
+
+  // Prefill: the selection (SelectPrompt); afterwards only Tidy.
+  Status EndBatch(int n, bool is_prefill) override;
+
+ protected:
+  SnapKvCache(const KvGeometry& g, const PolicySpec& spec) : EvictCache(g, spec) {}
+  // window= and kernel= of the spec (the error names the spec).
+  Status Configure(const PolicySpec& spec);
+
+  // Tokens each layer keeps of an L0-token prompt whose mean budget is k
+  // tokens per (layer, KV head), window included: k everywhere.
+  virtual std::vector<int64_t> LayerKeeps(int64_t k) const;
+
+  void ResetPolicy() override;
+  void OnAppend(int layer, int n) override;
+  int FirstRecordedQuery(int layer, const int32_t* q_pos, int n) override;
+  int64_t StateBytes(int layer) const override;
+  Status ChooseVictims(int layer, int head, const std::vector<int32_t>& pos, int64_t keep,
+                       std::vector<int32_t>* out_idx) override;
+  // The observation window.
+  int64_t StructuralMinimum() const override { return window_; }
+  std::string MinimumText() const override;
+
+  int64_t window_ = 32;
+
+ private:
+  // The selection of every layer at the end of prefill.
+  Status SelectPrompt();
+  // Frees the scores, the votes and the prompt positions.
+  void FreeVotes();
+
+  int kernel_ = 7;
+  bool selected_ = false;  // selection done for this request
+  // [layer][kv head] -> raw votes of the prompt prefix and the prompt's
+  // positions (during the selection only).
+  std::vector<std::vector<std::vector<double>>> pooled_;
+  std::vector<std::vector<std::vector<int32_t>>> prompt_pos_;
+};
+
+}  // namespace hqekv::policy
