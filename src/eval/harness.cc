@@ -13,11 +13,13 @@
 #include <optional>
 #include <sstream>
 
+#include "core/hash.h"
 #include "core/parallel.h"
 #include "eval/corpus.h"
 #include "eval/rng.h"
 #include "eval/runner.h"
 #include "eval/scoring.h"
+#include "lm/logprob.h"
 
 namespace hqekv::eval {
 namespace fs = std::filesystem;
@@ -119,7 +121,7 @@ std::string UtcNow() {
 std::string CellHash(const std::string& canonical) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(Fnv1a(canonical.data(), canonical.size())));
+                static_cast<unsigned long long>(Fnv1a64(canonical)));
   return buf;
 }
 
@@ -363,7 +365,7 @@ Result<EvalRun> RunEval(EvalModel& model, const Suite& suite, const EvalOptions&
             if (!st.ok()) break;
             auto td = std::chrono::steady_clock::now();
             for (int i = 0; i < D && st.ok(); ++i) {
-              const int32_t tok = Argmax(logits.data(), model.VocabSize());
+              const int32_t tok = lm::Argmax(logits.data(), model.VocabSize());
               st = model.Forward(**cache, &tok, 1, L + i, false, &logits);
             }
             const double d_s = Since(td);
