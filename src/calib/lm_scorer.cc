@@ -3,51 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "core/parallel.h"
+#include "lm/logprob.h"
+#include "lm/protocol.h"
 #include "policy/factory.h"
 
 namespace hqekv::calib {
-namespace {
-
-// log-softmax of logits[n] into out[n], in double for the sums.
-void LogSoftmax(const float* logits, int n, float* out) {
-  float mx = logits[0];
-  for (int i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += std::exp(static_cast<double>(logits[i] - mx));
-  const double lse = mx + std::log(s);
-  for (int i = 0; i < n; ++i) out[i] = static_cast<float>(logits[i] - lse);
-}
-
-// KL(P || Q) from log-probabilities, nats.
-double Kl(const float* logp, const float* logq, int n) {
-  double kl = 0;
-  for (int i = 0; i < n; ++i) {
-    const double p = std::exp(static_cast<double>(logp[i]));
-    if (p > 0) kl += p * (static_cast<double>(logp[i]) - logq[i]);
-  }
-  return std::max(kl, 0.0);
-}
-
-}  // namespace
-
-Result<std::string> ReadTextFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return MakeError("cannot read calibration text " + path + ": it is a directory");
-  }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return MakeError("cannot read calibration text " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return MakeError("error reading calibration text " + path);
-  if (ss.str().empty()) return MakeError("calibration text " + path + " is empty");
-  return ss.str();
-}
 
 TrialCache HqeKvTrialCache(const CacheChoice& c, const std::string& kv_options) {
   if (c.per_layer.empty()) {
@@ -139,28 +102,27 @@ Result<TrialScore> LmScorer::Run(const TrialCache& trial, bool record_reference)
   ParallelFor(n_windows, [&](int64_t begin, int64_t end) {
     auto model = LlamaModel::Create(src_);
     if (!model.ok()) return fail(model.message());
+    lm::LlamaStep step(**model);
     const KvGeometry g = (*model)->CacheGeometry(window_);
-    std::vector<float> logits(vocab), logq(vocab);
-    std::vector<int32_t> pos(window_);
-    for (int i = 0; i < window_; ++i) pos[i] = i;
+    std::vector<float> logq(vocab);
     for (int64_t w = begin; w < end; ++w) {
       auto cache = policy::CreateCache(spec, g, context);
       if (!cache.ok()) return fail(cache.message());
-      const std::vector<int32_t>& tok = windows_[w];
-      Status st = (*model)->Forward(tok.data(), pos.data(), prefill_, **cache, Logits::kNone, nullptr,
-                                    /*is_prefill=*/true);
-      if (!st.ok()) return fail(st.message());
-      for (int t = prefill_; t < window_; ++t) {
-        st = (*model)->Forward(&tok[t], &pos[t], 1, **cache, Logits::kLast, logits.data(), false);
-        if (!st.ok()) return fail(st.message());
+      lm::WindowHooks hooks;
+      hooks.on_logits = [&](int t, float* logits) {
         float* ref = &ref_logp_[(static_cast<size_t>(w) * n_tf + (t - prefill_)) * vocab];
         if (record_reference) {
-          LogSoftmax(logits.data(), vocab, ref);
+          lm::LogSoftmax(logits, vocab, ref);
         } else {
-          LogSoftmax(logits.data(), vocab, logq.data());
-          kl_sum[w] += Kl(ref, logq.data(), vocab);
+          lm::LogSoftmax(logits, vocab, logq.data());
+          kl_sum[w] += lm::Kl(ref, logq.data(), vocab);
         }
-      }
+        return Status::Ok();
+      };
+      // The whole window; scored after each teacher-forced token t = P..window-1.
+      const lm::Window win{windows_[w].data(), window_, prefill_, /*first_scored=*/prefill_};
+      Status st = lm::RunWindow(step, **cache, win, hooks);
+      if (!st.ok()) return fail(st.message());
       const KvStats stats = (*cache)->Stats();
       bytes[w] = stats.bytes.total();
       elements[w] = stats.original_elements;

@@ -5,13 +5,14 @@
 // approximated (reference digest §7-8: V at 8 bits, eviction by zeroing, no
 // fp16 chunks, labels off by one).
 //
-// Protocol (lm_compare's): the token stream is cut into windows of `window`
-// tokens that fit the model's context (BOS + window - 1 text tokens, at
-// positions 0..window-1). Each window prefills its first `prefill` tokens in
-// one batch (the policy's prefill compression event happens there), then
-// teacher-forces the rest one token at a time (decode events every 32
-// tokens); the loss is measured at each teacher-forced position: the
-// distribution of the token after it. The reference distributions (the
+// Protocol (lm/protocol.h, lm::RunWindow): the token stream is cut into
+// windows of `window` tokens that fit the model's context (BOS + window - 1
+// text tokens, at positions 0..window-1). Each window prefills its first
+// `prefill` tokens in one batch (the policy's prefill compression event
+// happens there), then teacher-forces the rest one token at a time (decode
+// events every 32 tokens); the loss is measured at each teacher-forced
+// position: the distribution of the token after it (lm::Kl over fp32
+// lm::LogSoftmax tables). The reference distributions (the
 // `reference` cache spec, fp16 by default) are computed once and reused by
 // every trial. Windows are independent and run in parallel (core pool).
 #pragma once
@@ -47,10 +48,6 @@ struct TrialCache {
 // For a choice: "hqekv:ratios=r4/r2/r1/r0[,opts]" (the ratios as text, 6
 // decimals), or, for per-layer ratios, "hqekv[:opts]" with the rows.
 TrialCache HqeKvTrialCache(const CacheChoice& c, const std::string& kv_options);
-
-// Whole file as bytes; error "cannot read calibration text PATH" when it is
-// missing, a directory or unreadable, "... is empty" when empty.
-Result<std::string> ReadTextFile(const std::string& path);
 
 class LmScorer : public TrialScorer {
  public:

@@ -3,14 +3,12 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "core/hash.h"
+
 namespace hqekv::calib {
 
 std::string TextHash(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
+  const uint64_t h = Fnv1a64(bytes);
   char buf[32];
   std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
   return buf;

@@ -15,6 +15,7 @@
 #include "calib/lm_scorer.h"
 #include "calib/profile.h"
 #include "calib/search.h"
+#include "cli/model_args.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
 #include "model/model_source.h"
@@ -26,7 +27,7 @@ std::atomic<bool> g_stop{false};
 extern "C" void OnSigint(int) { g_stop = true; }
 
 struct CalibrateArgs {
-  std::string model = "models/stories260K.gguf";
+  std::string model;  // "" = the default model (core/file.h)
   std::string text = "data/text/wiki.valid.raw";
   std::string out;
   double bits = NAN;
@@ -85,9 +86,9 @@ int RunCalibrate(const CalibrateArgs& a) {
       return 1;
     }
   }
-  const std::string model_path = Bundled(a.model);
+  const std::string model_path = a.model.empty() ? ModelPathOrDefault(a.model) : Bundled(a.model);
   const std::string text_path = Bundled(a.text);
-  auto text_or = calib::ReadTextFile(text_path);
+  auto text_or = ReadTextFile(text_path);
   if (!text_or.ok()) {
     std::fprintf(stderr, "hqekv calibrate: %s\n", text_or.message().c_str());
     return 1;
@@ -207,7 +208,7 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* c = app.add_subcommand(
       "calibrate", "TPE search of HqeKV tier ratios for a memory budget on a calibration text; writes a profile");
-  c->add_option("-m,--model", args->model, "model file (.gguf or llama2.c .bin)")->capture_default_str();
+  c->add_option("-m,--model", args->model, kDefaultModelHelp);
   c->add_option("-f,--file", args->text, "calibration text (disjoint from evaluation texts)")
       ->capture_default_str();
   c->add_option("--bits", args->bits, "memory budget in bits per element (see --bits-mode)");

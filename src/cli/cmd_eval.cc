@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/model_args.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
 #include "eval/engine_model.h"
@@ -43,11 +44,6 @@ std::string SourceRoot() {
   if (fs::is_directory(fs::path(HQEKV_SOURCE_DIR) / "data" / "text")) return HQEKV_SOURCE_DIR;
 #endif
   return ".";
-}
-
-std::string DefaultModel(const std::string& root) {
-  if (const char* env = std::getenv("HQEKV_MODEL"); env && *env) return env;
-  return root + "/models/stories260K.gguf";
 }
 
 // Prepares DIR: an existing hqekv eval dir is resumed; any other existing
@@ -104,7 +100,7 @@ int Eval(EvalArgs a) {
     budgets = *b;
   }
   const std::string root = SourceRoot();
-  const std::string path = a.model.empty() ? DefaultModel(root) : a.model;
+  const std::string path = ModelPathOrDefault(a.model);
   auto model = eval::EngineModel::Load(path, a.ctx);
   if (!model.ok()) return Fail(model.message());
   auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
@@ -154,7 +150,7 @@ const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "Evaluate KV policies: quality vs true memory on retrieval, copy and language-modelling tasks");
-  cmd->add_option("-m,--model", args->model, "model file (.gguf or llama2.c .bin); default: bundled stories260K");
+  cmd->add_option("-m,--model", args->model, kDefaultModelHelp);
   cmd->add_option("--suite", args->suite, "quick | standard | paper")->check(CLI::IsMember({"quick", "standard", "paper"}));
   cmd->add_option("--kv", args->kv, "policy spec (repeatable); a bare eviction/hybrid family runs at every --bits");
   cmd->add_option("--bits", args->bits, "memory budgets in bits per element, e.g. 2,3.2,4");

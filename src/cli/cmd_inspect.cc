@@ -35,7 +35,7 @@ std::string Shape(const std::vector<int64_t>& ne) {
 }
 
 int Inspect(const InspectArgs& a) {
-  const std::string path = a.model.empty() ? DefaultModelPath() : a.model;
+  const std::string path = ModelPathOrDefault(a.model);
   auto loaded = LoadModel(path, a.tokenizer);
   if (!loaded.ok()) {
     std::fprintf(stderr, "hqekv inspect: error: %s\n", loaded.message().c_str());
@@ -106,8 +106,7 @@ int Inspect(const InspectArgs& a) {
 const CommandRegistrar kRegistrar(40, [](CLI::App& app, int* rc) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Print a model's architecture, shapes, weight types, tokenizer, context");
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF file or llama2.c checkpoint (default: $HQEKV_MODEL, else the bundled stories260K.gguf)");
+  cmd->add_option("-m,--model", args->model, kDefaultModelHelp);
   cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer.bin (default: tok<vocab>.bin or tokenizer.bin next to it)");
   cmd->add_flag("--tensors", args->tensors, "List every tensor");
   cmd->add_flag("--metadata", args->metadata, "Dump every GGUF metadata key");

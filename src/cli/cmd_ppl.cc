@@ -2,7 +2,7 @@
 //   Plain mode: sliding windows of --ctx tokens every --stride tokens, each
 //   window one batch through an fp16 cache.
 //   Comparison mode (--kv SPEC): the first --max-tokens (<= --ctx) tokens run
-//   the prefill-then-continue protocol (model/lm_compare.h) once with the
+//   the prefill-then-teacher-force protocol (lm/lm_compare.h) once with the
 //   --ref cache and once with SPEC: perplexity of both, KL(ref || SPEC),
 //   top-1 agreement and the true bits of SPEC's cache.
 #include <CLI/CLI.hpp>
@@ -13,7 +13,7 @@
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "model/llama.h"
-#include "model/lm_compare.h"
+#include "lm/lm_compare.h"
 #include "policy/factory.h"
 
 namespace hqekv::cli {
@@ -32,12 +32,13 @@ int Fail(const std::string& msg) {
 
 int Ppl(const PplArgs& a) {
   ApplyThreads(a.threads);
-  std::string text, err;
-  if (!ReadTextFile(a.text, &text, &err)) return Fail(err);
+  auto text_or = ReadTextFile(a.text);
+  if (!text_or.ok()) return Fail(text_or.message());
+  const std::string& text = *text_or;
   if (a.ctx < 0 || a.stride < 0 || a.prefill < 0 || a.max_tokens < 0) {
     return Fail("--ctx, --stride, --prefill and --max-tokens must be >= 0");
   }
-  const std::string path = a.model.empty() ? DefaultModelPath() : a.model;
+  const std::string path = ModelPathOrDefault(a.model);
   auto src = LoadModel(path, a.tokenizer);
   if (!src.ok()) return Fail(src.message());
   auto model = LlamaModel::Create(**src);
@@ -52,7 +53,7 @@ int Ppl(const PplArgs& a) {
   if (a.kv.empty()) {
     auto cache = MakeKvCache("fp16", (*model)->CacheGeometry(ctx));
     if (!cache.ok()) return Fail(cache.message());
-    auto r = SlidingPerplexity(**model, **cache, ids, ctx, a.stride);
+    auto r = lm::SlidingPerplexity(**model, **cache, ids, ctx, a.stride);
     if (!r.ok()) return Fail(r.message());
     std::printf("model %s | text %s | %zu tokens | ctx %d stride %d | %d windows, %d tokens scored\n",
                 c.name.c_str(), a.text.c_str(), ids.size(), ctx, a.stride > 0 ? a.stride : ctx, r->windows,
@@ -82,9 +83,9 @@ int Ppl(const PplArgs& a) {
   // Exact KL (whole vocabulary) unless that would store > 64M values.
   int top_k = a.ref_top_k;
   if (top_k < 0) top_k = static_cast<int64_t>(c.vocab_size) * (n - prefill) <= (64 << 20) ? 0 : 256;
-  auto ref = ComputeReference(**model, **ref_cache, ids, prefill, top_k);
+  auto ref = lm::ComputeReference(**model, **ref_cache, ids, prefill, top_k);
   if (!ref.ok()) return Fail(ref.message());
-  auto s = ScoreAgainstReference(**model, **test_cache, *ref);
+  auto s = lm::ScoreAgainstReference(**model, **test_cache, *ref);
   if (!s.ok()) return Fail(s.message());
   std::printf("model %s | text %s | %d tokens: prefill %d, scored %d | ref %s, test %s\n", c.name.c_str(),
               a.text.c_str(), n, prefill, s->scored, (*ref_cache)->Describe().c_str(),
@@ -104,7 +105,7 @@ int Ppl(const PplArgs& a) {
 const CommandRegistrar kRegister(11, [](CLI::App& app, int* rc) {
   auto a = std::make_shared<PplArgs>();
   CLI::App* cmd = app.add_subcommand("ppl", "Perplexity of a text; with --kv, compare a KV policy against a reference");
-  cmd->add_option("-m,--model", a->model, "GGUF or llama2.c model (default: the bundled stories260K.gguf)");
+  cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
   cmd->add_option("-f,--file", a->text, "Text file")->required();
   cmd->add_option("--ctx", a->ctx, "Window / context length in tokens (default: min(model context, 512))");
   cmd->add_option("--stride", a->stride, "Window start every S tokens (default: --ctx)");

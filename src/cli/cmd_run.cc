@@ -27,11 +27,12 @@ int Run(const RunArgs& a) {
   ApplyThreads(a.threads);
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) {
-    std::string err;
-    if (!ReadTextFile(a.prompt_file, &prompt, &err)) {
-      std::fprintf(stderr, "hqekv run: error: %s\n", err.c_str());
+    auto text = ReadTextFile(a.prompt_file);
+    if (!text.ok()) {
+      std::fprintf(stderr, "hqekv run: error: %s\n", text.message().c_str());
       return 1;
     }
+    prompt = std::move(text).value();
   }
   if (a.n < 0) {
     std::fprintf(stderr, "hqekv run: error: -n must be >= 0, got %d\n", a.n);
@@ -42,7 +43,7 @@ int Run(const RunArgs& a) {
     std::fprintf(stderr, "hqekv run: error: %s\n", sampler.message().c_str());
     return 1;
   }
-  const std::string path = a.model.empty() ? DefaultModelPath() : a.model;
+  const std::string path = ModelPathOrDefault(a.model);
   auto src = LoadModel(path, a.tokenizer);
   if (!src.ok()) {
     std::fprintf(stderr, "hqekv run: error: %s\n", src.message().c_str());
@@ -119,7 +120,7 @@ int Run(const RunArgs& a) {
 const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text (streams to stdout; a summary line on stderr)");
-  cmd->add_option("-m,--model", a->model, "GGUF or llama2.c model (default: the bundled stories260K.gguf)");
+  cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt text (default: empty, generate from BOS)");
   cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(p);
   cmd->add_option("-n,--n-predict", a->n, "Tokens to generate")->capture_default_str();

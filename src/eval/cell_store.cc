@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "eval/rng.h"
+#include "core/hash.h"
 
 namespace hqekv::eval {
 namespace fs = std::filesystem;
@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 std::string CellHash(const std::string& canonical) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(Fnv1a(canonical.data(), canonical.size())));
+                static_cast<unsigned long long>(Fnv1a64(canonical)));
   return buf;
 }
 

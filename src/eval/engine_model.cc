@@ -6,7 +6,7 @@
 #include <fstream>
 #include <vector>
 
-#include "eval/rng.h"
+#include "core/hash.h"
 
 namespace hqekv::eval {
 
@@ -20,7 +20,7 @@ std::string FileFingerprint(const std::string& path) {
   if (!f) return "unreadable";
   f.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(f.tellg());
-  uint64_t h = Fnv1a(&size, sizeof size);
+  uint64_t h = Fnv1a64(&size, sizeof size);
   std::vector<char> buf;
   auto mix = [&](uint64_t off, uint64_t n) {
     if (off >= size) return;
@@ -28,7 +28,7 @@ std::string FileFingerprint(const std::string& path) {
     buf.resize(n);
     f.seekg(static_cast<std::streamoff>(off));
     f.read(buf.data(), static_cast<std::streamsize>(n));
-    h = Fnv1a(buf.data(), static_cast<uint64_t>(f.gcount()), h);
+    h = Fnv1a64(buf.data(), static_cast<size_t>(f.gcount()), h);
   };
   mix(0, 1 << 20);
   mix(size > (1u << 20) ? size - (1u << 20) : 0, 1 << 20);

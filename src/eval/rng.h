@@ -39,14 +39,4 @@ inline uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b = 0) {
   return r.Next();
 }
 
-// FNV-1a 64-bit: the config hash of report cells (stable across platforms).
-inline uint64_t Fnv1a(const void* data, uint64_t n, uint64_t h = 0xCBF29CE484222325ull) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (uint64_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001B3ull;
-  }
-  return h;
-}
-
 }  // namespace hqekv::eval

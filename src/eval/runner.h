@@ -1,6 +1,7 @@
 // Runs one task instance through a model with one KV cache.
 //
-// Protocol (the prefill-then-continue protocol of `hqekv ppl --ref`):
+// Protocol (lm/protocol.h, the prefill-then-teacher-force protocol of
+// `hqekv ppl --kv` and calibration):
 //   1. the prompt (BOS + prefill text) is run as one prefill batch; the cache
 //      compresses at the end of it as its policy says;
 //   2. kExactMatch: greedy decoding of up to max_new_tokens tokens (stops at

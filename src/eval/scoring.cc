@@ -1,9 +1,9 @@
 #include "eval/scoring.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <limits>
+
+#include "lm/logprob.h"
 
 namespace hqekv::eval {
 
@@ -33,49 +33,15 @@ bool ExactMatch(const std::string& generated, const std::vector<std::string>& an
   return false;
 }
 
-void LogSoftmax(const float* logits, int n, double* out) {
-  double mx = -std::numeric_limits<double>::infinity();
-  for (int i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
-  double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  const double lse = mx + std::log(sum);
-  for (int i = 0; i < n; ++i) out[i] = static_cast<double>(logits[i]) - lse;
-}
-
-int Argmax(const float* logits, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return best;
-}
-
-double KlFromLogits(const float* ref_logits, const float* test_logits, int n) {
-  std::vector<double> lr(n), lt(n);
-  LogSoftmax(ref_logits, n, lr.data());
-  LogSoftmax(test_logits, n, lt.data());
-  double kl = 0;
-  for (int i = 0; i < n; ++i) {
-    const double p = std::exp(lr[i]);
-    if (p > 0) kl += p * (lr[i] - lt[i]);
-  }
-  return kl < 0 ? 0 : kl;  // rounding can give -1e-17 for identical inputs
-}
-
-double Nll(const float* logits, int n, int token) {
-  std::vector<double> l(n);
-  LogSoftmax(logits, n, l.data());
-  return -l[token];
-}
-
 void TeacherForcedStats::Add(const float* test_logits, const float* ref_logits, int n, int true_token) {
   ++steps;
-  nll += Nll(test_logits, n, true_token);
-  const int top = Argmax(test_logits, n);
+  nll += lm::Nll(test_logits, n, true_token);
+  const int top = lm::Argmax(test_logits, n);
   if (top == true_token) ++top1_true;
   if (ref_logits) {
     ++ref_steps;
-    kl += KlFromLogits(ref_logits, test_logits, n);
-    if (top == Argmax(ref_logits, n)) ++agree;
+    kl += lm::KlFromLogits(ref_logits, test_logits, n);
+    if (top == lm::Argmax(ref_logits, n)) ++agree;
   }
 }
 

@@ -1,6 +1,7 @@
 // Scoring of task outputs: exact match of generated answers, and the
 // next-token distribution metrics of teacher forcing (NLL, KL against the
-// reference cache, top-1). All reductions are in double precision.
+// reference cache, top-1), with lm/logprob.h's functions on double
+// log-probabilities. All reductions are in double precision.
 #pragma once
 
 #include <cstdint>
@@ -19,19 +20,6 @@ std::string NormalizeAnswer(const std::string& s);
 // Empty answers never match.
 bool ExactMatch(const std::string& generated, const std::vector<std::string>& answers);
 
-// out[i] = logits[i] - logsumexp(logits), in double. n > 0.
-void LogSoftmax(const float* logits, int n, double* out);
-
-// Index of the largest logit (the first on ties).
-int Argmax(const float* logits, int n);
-
-// KL(P_ref || P_test) in nats for the softmax distributions of two logit
-// vectors: sum_i p_ref[i] * (log p_ref[i] - log p_test[i]). >= 0.
-double KlFromLogits(const float* ref_logits, const float* test_logits, int n);
-
-// Negative log-likelihood (nats) of `token` under softmax(logits).
-double Nll(const float* logits, int n, int token);
-
 // Running sums over teacher-forced steps.
 struct TeacherForcedStats {
   int64_t steps = 0;
@@ -41,7 +29,8 @@ struct TeacherForcedStats {
   int64_t agree = 0;       // argmax(test) == argmax(ref)
   int64_t ref_steps = 0;   // steps that had a reference
 
-  // Adds one step. ref_logits may be null (no reference).
+  // Adds one step: lm::Nll, lm::Argmax and lm::KlFromLogits of the logits
+  // [n]. ref_logits may be null (no reference).
   void Add(const float* test_logits, const float* ref_logits, int n, int true_token);
   TeacherForcedStats& operator+=(const TeacherForcedStats& o);
   double ppl() const;           // exp(nll / steps)

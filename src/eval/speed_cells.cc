@@ -7,6 +7,7 @@
 
 #include "core/parallel.h"
 #include "eval/scoring.h"
+#include "lm/logprob.h"
 
 namespace hqekv::eval {
 namespace {
@@ -36,7 +37,7 @@ void TimePolicy(EvalModel& model, const std::vector<int32_t>& tokens, int L, int
     if (!st.ok()) break;
     auto td = std::chrono::steady_clock::now();
     for (int i = 0; i < D && st.ok(); ++i) {
-      const int32_t tok = Argmax(logits.data(), model.VocabSize());
+      const int32_t tok = lm::Argmax(logits.data(), model.VocabSize());
       st = model.Forward(**cache, &tok, 1, L + i, false, &logits);
     }
     const double d_s = Since(td);

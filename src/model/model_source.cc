@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/hash.h"
 #include "model/gguf.h"
 #include "model/llama2c.h"
 #include "model/mmap_file.h"
@@ -29,12 +30,17 @@ std::string ShapeString(const std::vector<int64_t>& ne) {
   return s + "}";
 }
 
-// 64-bit FNV-1a, enough to key calibration profiles to a model layout.
-struct Fnv {
-  uint64_t h = 1469598103934665603ull;
+// FNV-1a 64 (core/hash.h) over a list of strings, each followed by a 0xFF
+// separator byte: enough to key calibration profiles to a model layout.
+// The start value is NOT the FNV offset basis 14695981039346656037 but that
+// number with its last digit lost, as this hash was first written; model
+// identities stored in calibration profiles depend on it, so it stays.
+struct LayoutHash {
+  static constexpr uint64_t kStart = 1469598103934665603ull;
+  uint64_t h = kStart;
   void Add(const std::string& s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xFF) * 1099511628211ull;  // separator
+    static constexpr unsigned char kSeparator = 0xFF;
+    h = Fnv1a64(&kSeparator, 1, Fnv1a64(s, h));
   }
 };
 
@@ -229,7 +235,7 @@ Status ValidateModel(ModelSource& m) {
       return MakeError(where + "tensor '" + w.name + "' has inconsistent size");
   }
 
-  Fnv h;
+  LayoutHash h;
   h.Add(c.arch);
   for (int v : {c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size})
     h.Add(std::to_string(v));

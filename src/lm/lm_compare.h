@@ -1,8 +1,9 @@
-// Language-model scoring of KV caches: the prefill-then-continue protocol
-// used by `hqekv ppl --kv`, the evaluation harness and the calibration tool,
-// and plain sliding-window perplexity.
+// Language-model scoring of KV caches for `hqekv ppl`: one token sequence
+// through the prefill-then-teacher-force protocol (lm/protocol.h) against a
+// stored reference, and plain sliding-window perplexity.
 //
-// Protocol on token ids t[0..n):
+// Protocol on token ids t[0..n) (lm::RunWindow on t[0..n-1), first scored
+// position P-1):
 //   1. Reset the cache; run t[0..P) as ONE batch (Forward with is_prefill =
 //      true: the policy's compression event happens at its EndBatch); the
 //      logits of position P-1 predict t[P].
@@ -11,7 +12,8 @@
 // So n - P next-token predictions are scored, all made after compression.
 // The reference pass (an uncompressed cache, normally fp16) runs the same
 // protocol once; its next-token distributions are stored and any number of
-// test caches is scored against them (calibration runs hundreds of trials).
+// test caches is scored against them. Log-probabilities are lm/logprob.h's,
+// stored as fp32.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,7 @@
 #include "core/status.h"
 #include "model/llama.h"
 
-namespace hqekv {
+namespace hqekv::lm {
 
 // The stored reference distributions of one token sequence.
 struct ReferenceScores {
@@ -79,4 +81,4 @@ struct PplResult {
 Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens,
                                     int ctx, int stride);
 
-}  // namespace hqekv
+}  // namespace hqekv::lm

@@ -1,27 +1,18 @@
-#include "model/lm_compare.h"
+#include "lm/lm_compare.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
-namespace hqekv {
+#include "lm/logprob.h"
+#include "lm/protocol.h"
+
+namespace hqekv::lm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// In place: logits -> log-softmax (computed in double, stored fp32).
-void LogSoftmax(std::vector<float>& v) {
-  const float mx = *std::max_element(v.begin(), v.end());
-  double sum = 0;
-  for (float x : v) sum += std::exp(static_cast<double>(x) - mx);
-  const double lse = mx + std::log(sum);
-  for (float& x : v) x = static_cast<float>(x - lse);
-}
-
-int32_t Argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
 
 Status CheckProtocol(const KvCache& cache, size_t n, int prefill) {
   if (prefill < 1 || static_cast<size_t>(prefill) >= n) {
@@ -35,26 +26,21 @@ Status CheckProtocol(const KvCache& cache, size_t n, int prefill) {
   return Status::Ok();
 }
 
-// Runs the protocol and calls on_logits(s, logits) for each scored position
-// s (the logits predict tokens[P + s]). after_prefill() runs right after
-// the prefill batch.
-template <class OnLogits, class AfterPrefill>
+// The protocol of this file: t[0..n-1) through lm::RunWindow, scoring the
+// logits of positions P-1 .. n-2; on_logits(s, logits) gets scored position
+// s = 0 .. n-P-1 (predicting tokens[P + s]), logits fp32 [vocab], writable.
+template <class OnLogits>
 Status RunProtocol(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens, int prefill,
-                   OnLogits on_logits, AfterPrefill after_prefill) {
-  cache.Reset();
-  std::vector<float> logits(model.vocab_size());
-  std::vector<int32_t> pos(prefill);
-  std::iota(pos.begin(), pos.end(), 0);
-  HQEKV_RETURN_IF_ERROR(model.Forward(tokens.data(), pos.data(), prefill, cache, Logits::kLast, logits.data(), true));
-  after_prefill();
-  on_logits(0, logits);
-  const int n = static_cast<int>(tokens.size());
-  for (int i = prefill; i < n - 1; ++i) {
-    const int32_t p = i;
-    HQEKV_RETURN_IF_ERROR(model.Forward(&tokens[i], &p, 1, cache, Logits::kLast, logits.data(), false));
-    on_logits(i - prefill + 1, logits);
-  }
-  return Status::Ok();
+                   OnLogits on_logits, std::function<void()> after_prefill = {}) {
+  LlamaStep step(model);
+  const Window w{tokens.data(), static_cast<int>(tokens.size()) - 1, prefill, prefill - 1};
+  WindowHooks hooks;
+  hooks.after_prefill = std::move(after_prefill);
+  hooks.on_logits = [&](int pos, float* logits) {
+    on_logits(pos - (prefill - 1), logits);
+    return Status::Ok();
+  };
+  return RunWindow(step, cache, w, hooks);
 }
 
 }  // namespace
@@ -81,10 +67,10 @@ Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache, 
   std::vector<int32_t> order(r.vocab);
   HQEKV_RETURN_IF_ERROR(RunProtocol(
       model, ref_cache, tokens, prefill,
-      [&](int s, std::vector<float>& logits) {
-        LogSoftmax(logits);
+      [&](int s, float* logits) {
+        LogSoftmax(logits, r.vocab, logits);
         r.target_logprob[s] = logits[tokens[prefill + s]];
-        r.argmax[s] = Argmax(logits);
+        r.argmax[s] = Argmax(logits, r.vocab);
         std::iota(order.begin(), order.end(), 0);
         auto by_prob = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
         if (r.top_k < r.vocab) {
@@ -96,8 +82,7 @@ Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache, 
           r.top_ids[static_cast<size_t>(s) * r.top_k + j] = order[j];
           r.top_logprobs[static_cast<size_t>(s) * r.top_k + j] = logits[order[j]];
         }
-      },
-      [] {}));
+      }));
   r.ref_stats = ref_cache.Stats();
   return r;
 }
@@ -111,20 +96,19 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache, co
   int agree = 0;
   HQEKV_RETURN_IF_ERROR(RunProtocol(
       model, test_cache, ref.tokens, ref.prefill,
-      [&](int s, std::vector<float>& logits) {
-        LogSoftmax(logits);
+      [&](int s, float* logits) {
+        LogSoftmax(logits, ref.vocab, logits);
         nll -= logits[ref.tokens[ref.prefill + s]];
-        agree += Argmax(logits) == ref.argmax[s];
+        agree += Argmax(logits, ref.vocab) == ref.argmax[s];
         const int32_t* ids = &ref.top_ids[static_cast<size_t>(s) * ref.top_k];
         const float* lp = &ref.top_logprobs[static_cast<size_t>(s) * ref.top_k];
-        double k = 0, p_ref_in = 0, p_test_in = 0;
-        for (int j = 0; j < ref.top_k; ++j) {
-          const double pr = std::exp(static_cast<double>(lp[j]));
-          k += pr * (static_cast<double>(lp[j]) - logits[ids[j]]);
-          p_ref_in += pr;
-          p_test_in += std::exp(static_cast<double>(logits[ids[j]]));
-        }
+        double k = KlSum(lp, logits, ref.top_k, ids);
         if (ref.top_k < ref.vocab) {  // the "everything else" bucket
+          double p_ref_in = 0, p_test_in = 0;
+          for (int j = 0; j < ref.top_k; ++j) {
+            p_ref_in += std::exp(static_cast<double>(lp[j]));
+            p_test_in += std::exp(static_cast<double>(logits[ids[j]]));
+          }
           const double pr = std::max(0.0, 1.0 - p_ref_in), pt = std::max(1e-30, 1.0 - p_test_in);
           if (pr > 0) k += pr * (std::log(pr) - std::log(pt));
         }
@@ -167,12 +151,9 @@ Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std
     cache.Reset();
     logits.resize(static_cast<size_t>(len) * V);
     HQEKV_RETURN_IF_ERROR(model.Forward(&tokens[b], pos.data(), len, cache, Logits::kAll, logits.data(), true));
-    std::vector<float> row(V);
     for (int j = std::max(b + 1, scored_until); j < e; ++j) {
       const float* l = &logits[static_cast<size_t>(j - 1 - b) * V];  // row j-1 predicts token j
-      row.assign(l, l + V);
-      LogSoftmax(row);
-      nll -= row[tokens[j]];
+      nll += Nll<float>(l, V, tokens[j]);  // fp32 log-probs, as ComputeReference stores them
       ++r.scored;
     }
     scored_until = e;
@@ -185,4 +166,4 @@ Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std
   return r;
 }
 
-}  // namespace hqekv
+}  // namespace hqekv::lm

@@ -1,4 +1,4 @@
-#include "model/lm_compare.h"
+#include "lm/lm_compare.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "model/model_source.h"
 #include "policy/factory.h"
 
-namespace hqekv {
+namespace hqekv::lm {
 namespace {
 
 // A test double: an fp32 cache that perturbs every appended K row, so its
@@ -126,4 +126,4 @@ TEST_F(LmCompare, RejectsBadArguments) {
 }
 
 }  // namespace
-}  // namespace hqekv
+}  // namespace hqekv::lm
