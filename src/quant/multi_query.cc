@@ -31,6 +31,7 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "quant/format_traits.h"
 #include "quant/internal.h"
 #include "quant/multi_query.h"
 #include "quant/simd-inl.h"
@@ -476,21 +477,30 @@ HWY_EXPORT(DotMultiImpl);
 HWY_EXPORT(AxpyMultiImpl);
 HWY_EXPORT(SoftmaxRowImpl);
 
+namespace simd {
+bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+              const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
+  return HWY_DYNAMIC_DISPATCH(DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
+}
+bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+               const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+  return HWY_DYNAMIC_DISPATCH(AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
+}
+}  // namespace simd
+
 void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
   if (m <= 0) return;
-  if (HWY_DYNAMIC_DISPATCH(DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) {
-    return;
-  }
+  const FastDotMultiFn fast = Traits(f.kind).fast_dot_multi;
+  if (fast != nullptr && fast(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) return;
   for (int h = 0; h < m; ++h) DotChunk(f, codes, meta, T, D, q + h * q_stride, scores + h * s_stride);
 }
 
 void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
   if (m <= 0) return;
-  if (HWY_DYNAMIC_DISPATCH(AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) {
-    return;
-  }
+  const FastAxpyMultiFn fast = Traits(f.kind).fast_axpy_multi;
+  if (fast != nullptr && fast(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) return;
   for (int h = 0; h < m; ++h) AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
 }
 

@@ -820,7 +820,6 @@ void AxpyFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D,
   }
 }
 
-bool IsFp8(const Format& f) { return f.kind == Kind::kFp8E4M3 || f.kind == Kind::kFp8E5M2; }
 
 // -------------------------------------------------------------- Hadamard
 // The butterflies of HadamardRotate (quant/hadamard.cc) on each of T rows:
@@ -868,63 +867,119 @@ bool HadamardRowsImpl(float* x, int T, int D) {
 
 // ------------------------------------------------------------ entry points
 
-bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
-  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, NW)) return QuantizePerToken<DW>(f, src, T, D, codes, meta), true;
-    if (PerTokenFast(f, D, N)) return QuantizePerToken<DF>(f, src, T, D, codes, meta), true;
-    if (PerChannelFast(f, T, D, NW)) return QuantizePerChannel<DW>(f, src, T, D, codes, meta), true;
-    if (PerChannelFast(f, T, D, N)) return QuantizePerChannel<DF>(f, src, T, D, codes, meta), true;
-    return false;
-  }
-  if (IsFp8(f)) return QuantizeFp8<DW>(f.kind == Kind::kFp8E4M3, src, NumCodes(T, D), codes, meta), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return QuantizeInt8<DW>(src, T, D, codes, meta), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return QuantizeInt8<DF>(src, T, D, codes, meta), true;
-#if HQEKV_HW_F16
-  if (f.kind == Kind::kF16) return QuantizeF16<DW>(src, NumCodes(T, D), codes), true;
-#endif
+// One set per kind family (the rows of quant/format_traits.cc). Each returns
+// false when it has no fast path for the format and shape. N < 4 (a scalar
+// target) never has one.
+
+bool HasVectors() { return hn::Lanes(DF()) >= 4; }
+
+// Runs fn(tag) with the widest tag whose lane count divides D: the full
+// vector (DW), else the 8-capped one (DF); false when neither does.
+template <class Fn>
+HWY_INLINE bool WithRowTag(int D, const Fn& fn) {
+  if (D % static_cast<int>(hn::Lanes(DW())) == 0) return fn(DW()), true;
+  if (D % static_cast<int>(hn::Lanes(DF())) == 0) return fn(DF()), true;
   return false;
 }
 
-bool DequantizeImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                    float* dst) {
+// Uniform and normal (IsGrouped: normal-4 has no kernel).
+bool QuantizeGroupedImpl(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                         uint8_t* meta) {
   const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, N)) return DequantizePerToken(f, codes, meta, T, D, dst), true;
-    if (PerChannelFast(f, T, D, NW)) return DequantizePerChannel<DW>(f, codes, meta, T, D, dst), true;
-    if (PerChannelFast(f, T, D, N)) return DequantizePerChannel<DF>(f, codes, meta, T, D, dst), true;
-    return false;
-  }
-  if (IsFp8(f)) return DequantizeFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, NumCodes(T, D), dst), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return DequantizeInt8<DW>(codes, meta, T, D, dst), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return DequantizeInt8<DF>(codes, meta, T, D, dst), true;
-#if HQEKV_HW_F16
-  if (f.kind == Kind::kF16) return DequantizeF16<DW>(codes, NumCodes(T, D), dst), true;
-#endif
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, NW)) return QuantizePerToken<DW>(f, src, T, D, codes, meta), true;
+  if (PerTokenFast(f, D, N)) return QuantizePerToken<DF>(f, src, T, D, codes, meta), true;
+  if (PerChannelFast(f, T, D, NW)) return QuantizePerChannel<DW>(f, src, T, D, codes, meta), true;
+  if (PerChannelFast(f, T, D, N)) return QuantizePerChannel<DF>(f, src, T, D, codes, meta), true;
   return false;
 }
 
-bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-             const float* q, float* scores) {
+bool DequantizeGroupedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                           float* dst) {
+  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, N)) return DequantizePerToken(f, codes, meta, T, D, dst), true;
+  if (PerChannelFast(f, T, D, NW)) return DequantizePerChannel<DW>(f, codes, meta, T, D, dst), true;
+  if (PerChannelFast(f, T, D, N)) return DequantizePerChannel<DF>(f, codes, meta, T, D, dst), true;
+  return false;
+}
+
+bool DotGroupedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* q, float* scores) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, N)) return DotPerToken(f, codes, meta, T, D, q, scores), true;
+  if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
+  return false;
+}
+
+bool AxpyGroupedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                     const float* w, float* acc) {
+  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, N)) return AxpyPerToken(f, codes, meta, T, D, w, acc), true;
+  if (PerChannelFast(f, T, D, NW)) return AxpyPerChannel<DW>(f, codes, meta, T, D, w, acc), true;
+  if (PerChannelFast(f, T, D, N)) return AxpyPerChannel<DF>(f, codes, meta, T, D, w, acc), true;
+  return false;
+}
+
+// int8 per token: rows of D values, D a multiple of the lane count.
+bool QuantizeInt8Impl(const Format&, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { QuantizeInt8<decltype(d)>(src, T, D, codes, meta); });
+}
+bool DequantizeInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                        float* dst) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { DequantizeInt8<decltype(d)>(codes, meta, T, D, dst); });
+}
+bool DotInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                 const float* q, float* scores) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { DotInt8<decltype(d)>(codes, meta, T, D, q, scores); });
+}
+bool AxpyInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                  const float* w, float* acc) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { AxpyInt8<decltype(d)>(codes, meta, T, D, w, acc); });
+}
+
+// fp8 (E4M3 / E5M2): quantize / dequantize walk the chunk as one array.
+bool QuantizeFp8Impl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  if (!HasVectors()) return false;
+  return QuantizeFp8<DW>(f.kind == Kind::kFp8E4M3, src, NumCodes(T, D), codes, meta), true;
+}
+bool DequantizeFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       float* dst) {
+  if (!HasVectors()) return false;
+  return DequantizeFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, NumCodes(T, D), dst), true;
+}
+bool DotFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                const float* q, float* scores) {
+  const bool e4m3 = f.kind == Kind::kFp8E4M3;
+  return HasVectors() && WithRowTag(D, [&](auto d) { DotFp8<decltype(d)>(e4m3, codes, meta, T, D, q, scores); });
+}
+bool AxpyFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                 const float* w, float* acc) {
+  const bool e4m3 = f.kind == Kind::kFp8E4M3;
+  return HasVectors() && WithRowTag(D, [&](auto d) { AxpyFp8<decltype(d)>(e4m3, codes, meta, T, D, w, acc); });
+}
+
+// f16: hardware fp16 conversion only (F16C targets).
+bool QuantizeF16Impl(const Format&, const float* src, int T, int D, uint8_t* codes, uint8_t*) {
+#if HQEKV_HW_F16
+  if (HasVectors()) return QuantizeF16<DW>(src, NumCodes(T, D), codes), true;
+#endif
+  return false;
+}
+bool DequantizeF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D, float* dst) {
+#if HQEKV_HW_F16
+  if (HasVectors()) return DequantizeF16<DW>(codes, NumCodes(T, D), dst), true;
+#endif
+  return false;
+}
+bool DotF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D, const float* q,
+                float* scores) {
+#if HQEKV_HW_F16
   const DF df;
-  const int N = static_cast<int>(hn::Lanes(df)), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, N)) return DotPerToken(f, codes, meta, T, D, q, scores), true;
-    if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
-    return false;
-  }
-  if (IsFp8(f) && D % NW == 0) return DotFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, q, scores), true;
-  if (IsFp8(f) && D % N == 0) return DotFp8<DF>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, q, scores), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return DotInt8<DW>(codes, meta, T, D, q, scores), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return DotInt8<DF>(codes, meta, T, D, q, scores), true;
-#if HQEKV_HW_F16
-  if (f.kind == Kind::kF16 && D % N == 0) {
+  const int N = static_cast<int>(hn::Lanes(df));
+  if (HasVectors() && D % N == 0) {
     for (int t = 0; t < T; ++t) {
       VF acc = hn::Zero(df);
       for (int d = 0; d < D; d += N) {
@@ -937,25 +992,12 @@ bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
 #endif
   return false;
 }
-
-bool AxpyImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-              const float* w, float* acc) {
-  const DF df;
-  const int N = static_cast<int>(hn::Lanes(df)), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, N)) return AxpyPerToken(f, codes, meta, T, D, w, acc), true;
-    if (PerChannelFast(f, T, D, NW)) return AxpyPerChannel<DW>(f, codes, meta, T, D, w, acc), true;
-    if (PerChannelFast(f, T, D, N)) return AxpyPerChannel<DF>(f, codes, meta, T, D, w, acc), true;
-    return false;
-  }
-  if (IsFp8(f) && D % NW == 0) return AxpyFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, w, acc), true;
-  if (IsFp8(f) && D % N == 0) return AxpyFp8<DF>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, w, acc), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return AxpyInt8<DW>(codes, meta, T, D, w, acc), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return AxpyInt8<DF>(codes, meta, T, D, w, acc), true;
+bool AxpyF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D, const float* w,
+                 float* acc) {
 #if HQEKV_HW_F16
-  if (f.kind == Kind::kF16 && D % N == 0) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  if (HasVectors() && D % N == 0) {
     for (int t = 0; t < T; ++t) {
       const VF wt = hn::Set(df, w[t]);
       for (int d = 0; d < D; d += N) {
@@ -977,30 +1019,42 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::quant {
 
-HWY_EXPORT(QuantizeImpl);
-HWY_EXPORT(DequantizeImpl);
-HWY_EXPORT(DotImpl);
-HWY_EXPORT(AxpyImpl);
-HWY_EXPORT(HadamardRowsImpl);
+// One exported set per kind family; quant/format_traits.cc puts the simd::
+// wrappers in the table rows.
+#define HQEKV_QUANT_EXPORT_FAMILY(Fam)                                                      \
+  HWY_EXPORT(Quantize##Fam##Impl);                                                          \
+  HWY_EXPORT(Dequantize##Fam##Impl);                                                        \
+  HWY_EXPORT(Dot##Fam##Impl);                                                               \
+  HWY_EXPORT(Axpy##Fam##Impl);                                                              \
+  namespace simd {                                                                          \
+  bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,       \
+                     uint8_t* meta) {                                                       \
+    return HWY_DYNAMIC_DISPATCH(Quantize##Fam##Impl)(f, src, T, D, codes, meta);            \
+  }                                                                                         \
+  bool Dequantize##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,   \
+                       int D, float* dst) {                                                 \
+    return HWY_DYNAMIC_DISPATCH(Dequantize##Fam##Impl)(f, codes, meta, T, D, dst);          \
+  }                                                                                         \
+  bool Dot##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,   \
+                const float* q, float* scores) {                                            \
+    return HWY_DYNAMIC_DISPATCH(Dot##Fam##Impl)(f, codes, meta, T, D, q, scores);           \
+  }                                                                                         \
+  bool Axpy##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,  \
+                 const float* w, float* acc) {                                              \
+    return HWY_DYNAMIC_DISPATCH(Axpy##Fam##Impl)(f, codes, meta, T, D, w, acc);             \
+  }                                                                                         \
+  }  // namespace simd
 
-namespace simd {
-bool Quantize(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
-  return HWY_DYNAMIC_DISPATCH(QuantizeImpl)(f, src, T, D, codes, meta);
+HQEKV_QUANT_EXPORT_FAMILY(Grouped)
+HQEKV_QUANT_EXPORT_FAMILY(Int8)
+HQEKV_QUANT_EXPORT_FAMILY(Fp8)
+HQEKV_QUANT_EXPORT_FAMILY(F16)
+#undef HQEKV_QUANT_EXPORT_FAMILY
+
+HWY_EXPORT(HadamardRowsImpl);
+bool simd::HadamardRows(float* x, int T, int D) {
+  return HWY_DYNAMIC_DISPATCH(HadamardRowsImpl)(x, T, D);
 }
-bool DequantizeStored(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                      float* dst) {
-  return HWY_DYNAMIC_DISPATCH(DequantizeImpl)(f, codes, meta, T, D, dst);
-}
-bool Dot(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q,
-         float* scores) {
-  return HWY_DYNAMIC_DISPATCH(DotImpl)(f, codes, meta, T, D, q, scores);
-}
-bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
-          float* acc) {
-  return HWY_DYNAMIC_DISPATCH(AxpyImpl)(f, codes, meta, T, D, w, acc);
-}
-bool HadamardRows(float* x, int T, int D) { return HWY_DYNAMIC_DISPATCH(HadamardRowsImpl)(x, T, D); }
-}  // namespace simd
 
 }  // namespace hqekv::quant
 #endif  // HWY_ONCE
