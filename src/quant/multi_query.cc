@@ -22,11 +22,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/multi_query.cc"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
@@ -39,8 +37,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace hqekv::quant {
 namespace HWY_NAMESPACE {
-namespace {  // kernels private to this file (shared helpers: quant/simd-inl.h)
-namespace hn = hwy::HWY_NAMESPACE;
+namespace {  // kernels private to this file (shared helpers, hn: quant/simd-inl.h)
 
 constexpr int kHeads = 4;  // query rows per pass
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -409,7 +406,10 @@ bool RowsFast(const Format& f, int D, int N) {
   return f.bits == 8 || N * f.bits + 7 <= 32 || (N * f.bits) % 8 == 0;
 }
 
+}  // namespace
+
 // ------------------------------------------------------------ entry points
+// (exported per target below; external linkage for HWY_EXPORT)
 
 bool DotMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                   const float* q, size_t qs, int m, float* scores, size_t ss) {
@@ -466,12 +466,12 @@ bool SoftmaxRowImpl(float* x, int n) {
   return true;
 }
 
-}  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+// Public entry points (quant/multi_query.h) and the table's simd:: kernels.
 namespace hqekv::quant {
 HWY_EXPORT(DotMultiImpl);
 HWY_EXPORT(AxpyMultiImpl);

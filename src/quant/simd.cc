@@ -17,12 +17,9 @@
 #include <cstring>
 #include <vector>
 
+#include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/simd.cc"
-// SSSE3 adds compile time for machines that no longer matter; they run EMU128.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 
@@ -32,8 +29,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace hqekv::quant {
 namespace HWY_NAMESPACE {
-namespace {  // kernels private to this file (shared helpers: quant/simd-inl.h)
-namespace hn = hwy::HWY_NAMESPACE;
+namespace {  // kernels private to this file (shared helpers, hn: quant/simd-inl.h)
 
 using DW = hn::ScalableTag<float>;    // lanes-over-channels and contiguous paths: full width
 using DFC = hn::CappedTag<float, 8>;  // 8 partial sums of per-token normal statistics
