@@ -11,7 +11,6 @@
 
 namespace hqekv::quant {
 namespace {
-using testing::AllFormats;
 using testing::Decode;
 using testing::Encode;
 using testing::Gaussian;
@@ -75,7 +74,7 @@ void CompareOne(const Format& f, const std::vector<float>& x, int T, int D) {
 }
 
 TEST(QuantSimd, BitIdenticalCodesAndCloseValuesOnEveryTarget) {
-  std::vector<Format> formats = AllFormats();
+  std::vector<Format> formats = testing::AllFormats();
   formats.push_back(Uniform(4, Grouping::kPerToken));  // default g = 32
   formats.push_back(Uniform(2, Grouping::kPerToken));
   formats.push_back(Normal(1, Grouping::kPerToken));
