@@ -208,7 +208,7 @@ template <class D>
 struct Levels {
   bool table = false;
   hn::Vec<D> centres;
-  explicit Levels(const Format& f) {
+  HWY_INLINE explicit Levels(const Format& f) {
     table = f.kind == Kind::kNormal && f.bits == 2;
     static_assert(HWY_MAX_BYTES / sizeof(float) <= 64, "ctab must cover every lane");
     float ctab[64] = {0};
