@@ -162,8 +162,9 @@ HWY_INLINE hn::Vec<D> LoadF16V(D df, const uint8_t* p) {
 }
 #endif
 
-// n fp16 values at p (little-endian) -> floats.
-inline void LoadPlane(const uint8_t* p, int n, float* out) {
+// n fp16 values at p (little-endian) -> floats. Not inlined: once per chunk,
+// and inlining it into the per-token decoders measurably slowed them.
+HWY_NOINLINE void LoadPlane(const uint8_t* p, int n, float* out) {
   int i = 0;
 #if HQEKV_HW_F16
   const DF df;
