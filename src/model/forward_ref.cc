@@ -61,7 +61,7 @@ std::vector<double> ReferenceForward::Matrix(const std::string& name, int64_t* i
   *out = t->rows();
   std::vector<float> row(*in);
   std::vector<double> w(*in * *out);
-  const auto wt = ToWeightType(t->type);
+  const TensorType wt = t->type;
   for (int64_t r = 0; r < *out; ++r) {
     kernels::DequantizeRowRef(wt, t->data + r * kernels::RowBytes(wt, *in), *in, row.data());
     for (int64_t c = 0; c < *in; ++c) w[r * *in + c] = row[c];

@@ -3,47 +3,19 @@
 #include <cctype>
 
 namespace hqekv {
-namespace {
-
-struct TypeInfo {
-  TensorType type;
-  uint32_t ggml_id;
-  const char* name;
-  int block_size;
-  int block_bytes;
-};
-
-// ggml ids and block geometry from ggml.h / ggml-common.h (see header).
-constexpr TypeInfo kTypes[] = {
-    {TensorType::kF32, 0, "F32", 1, 4},       {TensorType::kF16, 1, "F16", 1, 2},
-    {TensorType::kBF16, 30, "BF16", 1, 2},    {TensorType::kQ8_0, 8, "Q8_0", 32, 34},
-    {TensorType::kQ4_0, 2, "Q4_0", 32, 18},   {TensorType::kQ4_K, 12, "Q4_K", 256, 144},
-    {TensorType::kQ6_K, 14, "Q6_K", 256, 210},
-};
-
-const TypeInfo& Info(TensorType t) {
-  for (const auto& i : kTypes)
-    if (i.type == t) return i;
-  return kTypes[0];
-}
-
-}  // namespace
-
 std::optional<TensorType> TensorTypeFromGgml(uint32_t ggml_id) {
-  for (const auto& i : kTypes)
+  for (const auto& i : kTensorTypes)
     if (i.ggml_id == ggml_id) return i.type;
   return std::nullopt;
 }
 
-uint32_t GgmlTypeId(TensorType t) { return Info(t).ggml_id; }
-const char* TensorTypeName(TensorType t) { return Info(t).name; }
-int BlockSize(TensorType t) { return Info(t).block_size; }
-int BlockBytes(TensorType t) { return Info(t).block_bytes; }
+uint32_t GgmlTypeId(TensorType t) { return TensorTypeInfoOf(t).ggml_id; }
+const char* TensorTypeName(TensorType t) { return TensorTypeInfoOf(t).name; }
 
 std::optional<TensorType> TensorTypeFromName(const std::string& name) {
   std::string up;
   for (char c : name) up += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (const auto& i : kTypes)
+  for (const auto& i : kTensorTypes)
     if (up == i.name) return i.type;
   return std::nullopt;
 }

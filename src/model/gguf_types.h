@@ -26,8 +26,48 @@ uint32_t GgmlTypeId(TensorType t);
 const char* TensorTypeName(TensorType t);  // "F32", "F16", "BF16", "Q8_0", ...
 std::optional<TensorType> TensorTypeFromName(const std::string& name);  // inverse, case-insensitive
 
-int BlockSize(TensorType t);   // values per block
-int BlockBytes(TensorType t);  // bytes per block
+// The one table of tensor types, in TensorType order: ggml id, name and block
+// geometry (ggml.h / ggml-common.h; see above). The weight kernels
+// (model/kernels.h) and the GGUF reader and writer all read it.
+struct TensorTypeInfo {
+  TensorType type;
+  uint32_t ggml_id;
+  const char* name;
+  int block_size;   // values per block
+  int block_bytes;  // bytes per block
+};
+inline constexpr TensorTypeInfo kTensorTypes[] = {
+    {TensorType::kF32, 0, "F32", 1, 4},       {TensorType::kF16, 1, "F16", 1, 2},
+    {TensorType::kBF16, 30, "BF16", 1, 2},    {TensorType::kQ8_0, 8, "Q8_0", 32, 34},
+    {TensorType::kQ4_0, 2, "Q4_0", 32, 18},   {TensorType::kQ4_K, 12, "Q4_K", 256, 144},
+    {TensorType::kQ6_K, 14, "Q6_K", 256, 210},
+};
+
+constexpr const TensorTypeInfo& TensorTypeInfoOf(TensorType t) {
+  return kTensorTypes[static_cast<size_t>(t)];
+}
+constexpr int BlockSize(TensorType t) { return TensorTypeInfoOf(t).block_size; }    // values per block
+constexpr int BlockBytes(TensorType t) { return TensorTypeInfoOf(t).block_bytes; }  // bytes per block
+
+namespace internal {
+constexpr bool TensorTypesInEnumOrder() {
+  for (size_t i = 0; i < sizeof(kTensorTypes) / sizeof(kTensorTypes[0]); ++i) {
+    if (static_cast<size_t>(kTensorTypes[i].type) != i) return false;
+  }
+  return sizeof(kTensorTypes) / sizeof(kTensorTypes[0]) == static_cast<size_t>(TensorType::kQ6_K) + 1;
+}
+}  // namespace internal
+static_assert(internal::TensorTypesInEnumOrder(), "kTensorTypes: one row per TensorType, in order");
+// Block layouts (the fields of ggml-common.h's block structs).
+static_assert(BlockBytes(TensorType::kQ8_0) == 2 + 32 && BlockSize(TensorType::kQ8_0) == 32,
+              "Q8_0: fp16 d + 32 int8");
+static_assert(BlockBytes(TensorType::kQ4_0) == 2 + 32 / 2 && BlockSize(TensorType::kQ4_0) == 32,
+              "Q4_0: fp16 d + 16 B of nibbles");
+static_assert(BlockBytes(TensorType::kQ4_K) == 2 + 2 + 12 + 256 / 2 && BlockSize(TensorType::kQ4_K) == 256,
+              "Q4_K: fp16 d, dmin, 12 B scales, 128 B nibbles");
+static_assert(BlockBytes(TensorType::kQ6_K) == 256 / 2 + 256 / 4 + 256 / 16 + 2 &&
+                  BlockSize(TensorType::kQ6_K) == 256,
+              "Q6_K: 128 B ql, 64 B qh, 16 int8 scales, fp16 d");
 
 // Bytes of a tensor with shape ne (ggml order), or nullopt when ne[0] is not a
 // multiple of the block size, a dimension is < 0, or the size overflows

@@ -24,23 +24,22 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/gguf_types.h"
 
 namespace hqekv::kernels {
 
-enum class WeightType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+// Weight types are the GGUF tensor types (model/gguf_types.h: TensorType,
+// TensorTypeName, and the one block table BlockSize / BlockBytes).
 
-const char* WeightTypeName(WeightType t);
-int BlockElements(WeightType t);  // values per block: 1, 32 or 256
-int BlockBytes(WeightType t);     // bytes per block
-// Bytes of a row of k values; k must be a multiple of BlockElements(t).
-int64_t RowBytes(WeightType t, int64_t k);
-// Error naming `what` unless k > 0 and k % BlockElements(t) == 0.
-Status CheckRowLength(WeightType t, int64_t k, const std::string& what);
+// Bytes of a row of k values; k must be a multiple of BlockSize(t).
+int64_t RowBytes(TensorType t, int64_t k);
+// Error naming `what` unless k > 0 and k % BlockSize(t) == 0.
+Status CheckRowLength(TensorType t, int64_t k, const std::string& what);
 
 // A row-major weight matrix: n rows of k values, rows RowBytes(type, k) apart.
 // W[r] multiplies an activation vector of length k (ggml ne[0] = k, ne[1] = n).
 struct WeightMatrix {
-  WeightType type = WeightType::kF32;
+  TensorType type = TensorType::kF32;
   const void* data = nullptr;
   int64_t n = 0;  // rows (outputs)
   int64_t k = 0;  // row length (inputs)
@@ -50,13 +49,13 @@ struct WeightMatrix {
 };
 
 // ---- scalar references (oracles) ----
-void DequantizeRowRef(WeightType t, const void* row, int64_t k, float* out);
+void DequantizeRowRef(TensorType t, const void* row, int64_t k, float* out);
 // Dot of a weight row with x[k]; accumulates in double.
-double DotRef(WeightType t, const void* row, const float* x, int64_t k);
+double DotRef(TensorType t, const void* row, const float* x, int64_t k);
 
 // ---- SIMD (Highway, runtime dispatch) ----
-float Dot(WeightType t, const void* row, const float* x, int64_t k);
-void DequantizeRow(WeightType t, const void* row, int64_t k, float* out);
+float Dot(TensorType t, const void* row, const float* x, int64_t k);
+void DequantizeRow(TensorType t, const void* row, int64_t k, float* out);
 
 // y[n] = W x, x[k]; rows split across the thread pool.
 void MatVec(const WeightMatrix& w, const float* x, float* y);

@@ -228,14 +228,14 @@ float DotQ6_K(const uint8_t* p, const float* x, int64_t k) {
 }
 
 float DotAny(int type, const uint8_t* row, const float* x, int64_t k) {
-  switch (static_cast<WeightType>(type)) {
-    case WeightType::kF32: return DotF32(reinterpret_cast<const float*>(row), x, k);
-    case WeightType::kF16: return DotF16(row, x, k);
-    case WeightType::kBF16: return DotBF16(row, x, k);
-    case WeightType::kQ8_0: return DotQ8_0(row, x, k);
-    case WeightType::kQ4_0: return DotQ4_0(row, x, k);
-    case WeightType::kQ4_K: return DotQ4_K(row, x, k);
-    case WeightType::kQ6_K: return DotQ6_K(row, x, k);
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kF32: return DotF32(reinterpret_cast<const float*>(row), x, k);
+    case TensorType::kF16: return DotF16(row, x, k);
+    case TensorType::kBF16: return DotBF16(row, x, k);
+    case TensorType::kQ8_0: return DotQ8_0(row, x, k);
+    case TensorType::kQ4_0: return DotQ4_0(row, x, k);
+    case TensorType::kQ4_K: return DotQ4_K(row, x, k);
+    case TensorType::kQ6_K: return DotQ6_K(row, x, k);
   }
   return 0.f;
 }
@@ -315,11 +315,11 @@ constexpr int64_t kMinParallelMacs = 1 << 16;
 HWY_EXPORT(MatVecRows);
 HWY_EXPORT(GemmPanel);
 
-float Dot(WeightType t, const void* row, const float* x, int64_t k) {
+float Dot(TensorType t, const void* row, const float* x, int64_t k) {
   return HWY_DYNAMIC_DISPATCH(DotAny)(static_cast<int>(t), static_cast<const uint8_t*>(row), x, k);
 }
 
-void DequantizeRow(WeightType t, const void* row, int64_t k, float* out) {
+void DequantizeRow(TensorType t, const void* row, int64_t k, float* out) {
   // Dequantizing whole rows is off the hot path (embedding lookup, GEMM
   // panels amortized over many activation rows): the scalar code suffices.
   DequantizeRowRef(t, row, k, out);

@@ -35,6 +35,11 @@ void ScaleMinK4(int j, const uint8_t* s, int* sc, int* m) {
   }
 }
 
+// The block decoders below hard-code the offsets of model/gguf_types.h's layouts.
+static_assert(BlockBytes(TensorType::kQ4_K) == 144 && BlockSize(TensorType::kQ4_K) == 256);
+static_assert(BlockBytes(TensorType::kQ6_K) == 210 && BlockSize(TensorType::kQ6_K) == 256);
+static_assert(BlockBytes(TensorType::kQ8_0) == 34 && BlockBytes(TensorType::kQ4_0) == 18);
+
 void DequantBlockQ4K(const uint8_t* b, float* y) {
   const float d = LoadHalf(b), dmin = LoadHalf(b + 2);
   const uint8_t* scales = b + 4;
@@ -75,75 +80,39 @@ void DequantBlockQ6K(const uint8_t* b, float* y) {
 
 }  // namespace
 
-const char* WeightTypeName(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return "F32";
-    case WeightType::kF16: return "F16";
-    case WeightType::kBF16: return "BF16";
-    case WeightType::kQ8_0: return "Q8_0";
-    case WeightType::kQ4_0: return "Q4_0";
-    case WeightType::kQ4_K: return "Q4_K";
-    case WeightType::kQ6_K: return "Q6_K";
-  }
-  return "?";
-}
+int64_t RowBytes(TensorType t, int64_t k) { return k / BlockSize(t) * BlockBytes(t); }
 
-int BlockElements(WeightType t) {
-  switch (t) {
-    case WeightType::kQ8_0:
-    case WeightType::kQ4_0: return 32;
-    case WeightType::kQ4_K:
-    case WeightType::kQ6_K: return 256;
-    default: return 1;
-  }
-}
-
-int BlockBytes(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return 4;
-    case WeightType::kF16:
-    case WeightType::kBF16: return 2;
-    case WeightType::kQ8_0: return 34;
-    case WeightType::kQ4_0: return 18;
-    case WeightType::kQ4_K: return 144;
-    case WeightType::kQ6_K: return 210;
-  }
-  return 0;
-}
-
-int64_t RowBytes(WeightType t, int64_t k) { return k / BlockElements(t) * BlockBytes(t); }
-
-Status CheckRowLength(WeightType t, int64_t k, const std::string& what) {
-  if (k <= 0 || k % BlockElements(t) != 0) {
+Status CheckRowLength(TensorType t, int64_t k, const std::string& what) {
+  if (k <= 0 || k % BlockSize(t) != 0) {
     return MakeError(what + ": row length " + std::to_string(k) + " is not a positive multiple of " +
-                     std::to_string(BlockElements(t)) + " as " + WeightTypeName(t) + " requires");
+                     std::to_string(BlockSize(t)) + " as " + TensorTypeName(t) + " requires");
   }
   return Status::Ok();
 }
 
-void DequantizeRowRef(WeightType t, const void* row, int64_t k, float* out) {
+void DequantizeRowRef(TensorType t, const void* row, int64_t k, float* out) {
   const uint8_t* p = static_cast<const uint8_t*>(row);
   switch (t) {
-    case WeightType::kF32:
+    case TensorType::kF32:
       std::memcpy(out, p, k * 4);
       return;
-    case WeightType::kF16:
+    case TensorType::kF16:
       for (int64_t i = 0; i < k; ++i) out[i] = LoadHalf(p + 2 * i);
       return;
-    case WeightType::kBF16:
+    case TensorType::kBF16:
       for (int64_t i = 0; i < k; ++i) {
         uint16_t b;
         std::memcpy(&b, p + 2 * i, 2);
         out[i] = BF16ToF32(b);
       }
       return;
-    case WeightType::kQ8_0:
+    case TensorType::kQ8_0:
       for (int64_t b = 0; b < k / 32; ++b, p += 34) {
         const float d = LoadHalf(p);
         for (int j = 0; j < 32; ++j) out[32 * b + j] = d * static_cast<int8_t>(p[2 + j]);
       }
       return;
-    case WeightType::kQ4_0:
+    case TensorType::kQ4_0:
       for (int64_t b = 0; b < k / 32; ++b, p += 18) {
         const float d = LoadHalf(p);
         for (int j = 0; j < 16; ++j) {
@@ -152,16 +121,16 @@ void DequantizeRowRef(WeightType t, const void* row, int64_t k, float* out) {
         }
       }
       return;
-    case WeightType::kQ4_K:
+    case TensorType::kQ4_K:
       for (int64_t b = 0; b < k / 256; ++b) DequantBlockQ4K(p + 144 * b, out + 256 * b);
       return;
-    case WeightType::kQ6_K:
+    case TensorType::kQ6_K:
       for (int64_t b = 0; b < k / 256; ++b) DequantBlockQ6K(p + 210 * b, out + 256 * b);
       return;
   }
 }
 
-double DotRef(WeightType t, const void* row, const float* x, int64_t k) {
+double DotRef(TensorType t, const void* row, const float* x, int64_t k) {
   std::vector<float> w(k);
   DequantizeRowRef(t, row, k, w.data());
   double s = 0;

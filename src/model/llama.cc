@@ -18,23 +18,10 @@ void RmsNorm(const float* x, const float* w, int d, float eps, float* out) {
 }
 
 kernels::WeightMatrix Matrix(const Tensor& t) {
-  return kernels::WeightMatrix{ToWeightType(t.type), t.data, t.rows(), t.ne[0]};
+  return kernels::WeightMatrix{t.type, t.data, t.rows(), t.ne[0]};
 }
 
 }  // namespace
-
-kernels::WeightType ToWeightType(TensorType t) {
-  switch (t) {
-    case TensorType::kF32: return kernels::WeightType::kF32;
-    case TensorType::kF16: return kernels::WeightType::kF16;
-    case TensorType::kBF16: return kernels::WeightType::kBF16;
-    case TensorType::kQ8_0: return kernels::WeightType::kQ8_0;
-    case TensorType::kQ4_0: return kernels::WeightType::kQ4_0;
-    case TensorType::kQ4_K: return kernels::WeightType::kQ4_K;
-    case TensorType::kQ6_K: return kernels::WeightType::kQ6_K;
-  }
-  return kernels::WeightType::kF32;
-}
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelSource& src) {
   std::unique_ptr<LlamaModel> m(new LlamaModel(src));
@@ -64,7 +51,7 @@ Status LlamaModel::Init() {
     if (t->ne.empty() || t->ne[0] != in || t->rows() != out) {
       return MakeError(where + ": tensor " + name + " has the wrong shape");
     }
-    HQEKV_RETURN_IF_ERROR(kernels::CheckRowLength(ToWeightType(t->type), in, where + ": tensor " + name));
+    HQEKV_RETURN_IF_ERROR(kernels::CheckRowLength(t->type, in, where + ": tensor " + name));
     *w = Matrix(*t);
     return Status::Ok();
   };

@@ -77,7 +77,4 @@ class LlamaModel {
   std::vector<float> x_, h_, q_, k_, v_, att_, g_, u_;
 };
 
-// The kernels' weight type for a tensor type.
-kernels::WeightType ToWeightType(TensorType t);
-
 }  // namespace hqekv

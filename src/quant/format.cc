@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "quant/format_traits.h"
 #include "quant/internal.h"
 
 namespace hqekv::quant {
@@ -41,32 +42,90 @@ bool ParseInt(std::string_view s, int* out) {
   return ec == std::errc() && ptr == s.data() + s.size();
 }
 
-bool IsQuantKind(Kind k) { return k == Kind::kUniform || k == Kind::kNormal; }
+bool IsQuantKind(Kind k) { return Traits(k).grouped; }
+
+// "1, 2, 4 or 8" for the legal widths of a row.
+std::string BitsList(uint64_t legal) {
+  std::vector<std::string> widths;
+  for (int b = 0; b < 64; ++b) {
+    if ((legal >> b) & 1u) widths.push_back(std::to_string(b));
+  }
+  std::string s;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (i > 0) s += i + 1 == widths.size() ? " or " : ", ";
+    s += widths[i];
+  }
+  return s;
+}
 
 Status CheckBits(const Format& f) {
-  switch (f.kind) {
-    case Kind::kF16:
-      if (f.bits == 16) return Status::Ok();
-      break;
-    case Kind::kF32:
-      if (f.bits == 32) return Status::Ok();
-      break;
-    case Kind::kFp8E4M3:
-    case Kind::kFp8E5M2:
-    case Kind::kInt8:
-      if (f.bits == 8) return Status::Ok();
-      break;
-    case Kind::kUniform:
-      if (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) return Status::Ok();
-      return MakeError("uniform quantization supports 1, 2, 4 or 8 bits, got " +
-                       std::to_string(f.bits));
-    case Kind::kNormal:
-      if (f.bits == 1 || f.bits == 2 || f.bits == 4) return Status::Ok();
-      return MakeError("normalized quantization supports 1, 2 or 4 bits, got " +
-                       std::to_string(f.bits));
+  const FormatTraits& tr = Traits(f.kind);
+  if (f.bits >= 0 && f.bits < 64 && ((tr.legal_bits >> f.bits) & 1u) != 0) return Status::Ok();
+  if (tr.bits_in_name) {
+    return MakeError(std::string(tr.description) + " supports " + BitsList(tr.legal_bits) +
+                     " bits, got " + std::to_string(f.bits));
   }
   return MakeError("format '" + FormatName(f) + "' has an illegal bit width " +
                    std::to_string(f.bits));
+}
+
+// "f16, f32, ..., u1, u2, u4, u8, n1, n2, n4": every spec head the table knows.
+std::string KnownHeads() {
+  size_t n = 0;
+  const FormatTraits* rows = AllTraits(&n);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    for (int b = 0; b < 64; ++b) {
+      if (rows[i].bits_in_name ? ((rows[i].legal_bits >> b) & 1u) != 0 : b == 0) {
+        if (!s.empty()) s += ", ";
+        s += rows[i].bits_in_name ? rows[i].name + std::to_string(b) : std::string(rows[i].name);
+      }
+    }
+  }
+  return s;
+}
+
+// "u*/n*": the spec heads of the grouped kinds.
+std::string GroupedHeads() {
+  size_t n = 0;
+  const FormatTraits* rows = AllTraits(&n);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    if (!rows[i].grouped) continue;
+    if (!s.empty()) s += "/";
+    s += std::string(rows[i].name) + "*";
+  }
+  return s;
+}
+
+// The format named by a spec head ("u4", "int8"), with the kind's defaults;
+// an error when no row matches.
+Result<Format> FormatFromHead(std::string_view head, const std::string& text) {
+  size_t n = 0;
+  const FormatTraits* rows = AllTraits(&n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!rows[i].bits_in_name && head == rows[i].name) {
+      Format f;
+      f.kind = rows[i].kind;
+      f.bits = rows[i].default_bits;
+      return f;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const std::string_view prefix = rows[i].name;
+    if (!rows[i].bits_in_name || head.size() <= prefix.size() || head.substr(0, prefix.size()) != prefix) {
+      continue;
+    }
+    Format f;
+    f.kind = rows[i].kind;
+    if (!ParseInt(head.substr(prefix.size()), &f.bits)) {
+      return MakeError("unknown format '" + std::string(head) + "' in '" + text + "'");
+    }
+    if (Status s = CheckBits(f); !s.ok()) return MakeError(s.message() + " in '" + text + "'");
+    return f;
+  }
+  return MakeError("unknown format '" + std::string(head) + "' in '" + text + "' (expected " +
+                   KnownHeads() + ")");
 }
 
 }  // namespace
@@ -74,42 +133,24 @@ Status CheckBits(const Format& f) {
 Result<Format> ParseFormat(const std::string& text) {
   const std::vector<std::string_view> parts = Split(text, ':');
   const std::string_view head = parts[0];
-  Format f;
-  if (head == "f16") {
-    f = F16();
-  } else if (head == "f32") {
-    f = F32();
-  } else if (head == "fp8e4m3") {
-    f = Fp8E4M3();
-  } else if (head == "fp8e5m2") {
-    f = Fp8E5M2();
-  } else if (head == "int8") {
-    f = Int8PerToken();
-  } else if (head.size() >= 2 && (head[0] == 'u' || head[0] == 'n')) {
-    int bits = 0;
-    if (!ParseInt(head.substr(1), &bits)) {
-      return MakeError("unknown format '" + std::string(head) + "' in '" + text + "'");
-    }
-    f = head[0] == 'u' ? Uniform(bits, Grouping::kPerToken) : Normal(bits, Grouping::kPerToken);
-    if (Status s = CheckBits(f); !s.ok()) return MakeError(s.message() + " in '" + text + "'");
-  } else {
-    return MakeError("unknown format '" + std::string(head) + "' in '" + text +
-                     "' (expected f16, f32, fp8e4m3, fp8e5m2, int8, u1, u2, u4, u8, n1, n2, n4)");
-  }
+  Result<Format> parsed = FormatFromHead(head, text);
+  if (!parsed.ok()) return parsed.error();
+  Format f = *parsed;
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string_view p = parts[i];
     if (p == "had") {
       f.hadamard = true;
     } else if (p == "tok" || p == "chan") {
       if (!IsQuantKind(f.kind)) {
-        return MakeError("grouping ':" + std::string(p) + "' only applies to u*/n* formats, in '" +
-                         text + "'");
+        return MakeError("grouping ':" + std::string(p) + "' only applies to " + GroupedHeads() +
+                         " formats, in '" + text + "'");
       }
       f.grouping = p == "tok" ? Grouping::kPerToken : Grouping::kPerChannel;
     } else if (p.substr(0, 2) == "g=") {
       int g = 0;
       if (!IsQuantKind(f.kind)) {
-        return MakeError("group size only applies to u*/n* formats, in '" + text + "'");
+        return MakeError("group size only applies to " + GroupedHeads() + " formats, in '" + text +
+                         "'");
       }
       if (!ParseInt(p.substr(2), &g) || g <= 0) {
         return MakeError("bad group size '" + std::string(p) + "' in '" + text +
@@ -125,16 +166,9 @@ Result<Format> ParseFormat(const std::string& text) {
 }
 
 std::string FormatName(const Format& f) {
-  std::string s;
-  switch (f.kind) {
-    case Kind::kF16: s = "f16"; break;
-    case Kind::kF32: s = "f32"; break;
-    case Kind::kFp8E4M3: s = "fp8e4m3"; break;
-    case Kind::kFp8E5M2: s = "fp8e5m2"; break;
-    case Kind::kInt8: s = "int8"; break;
-    case Kind::kUniform: s = "u" + std::to_string(f.bits); break;
-    case Kind::kNormal: s = "n" + std::to_string(f.bits); break;
-  }
+  const FormatTraits& tr = Traits(f.kind);
+  std::string s = tr.name;
+  if (tr.bits_in_name) s += std::to_string(f.bits);
   if (IsQuantKind(f.kind)) {
     if (f.grouping == Grouping::kPerChannel) {
       s += ":chan";
@@ -171,33 +205,12 @@ Status Validate(const Format& f, int T, int D) {
 
 size_t CodeBytes(const Format& f, int T, int D) {
   if (T <= 0 || D <= 0) return 0;
-  const size_t n = NumCodes(T, D);
-  switch (f.kind) {
-    case Kind::kF16: return 2 * n;
-    case Kind::kF32: return 4 * n;
-    case Kind::kFp8E4M3:
-    case Kind::kFp8E5M2:
-    case Kind::kInt8: return n;
-    case Kind::kUniform:
-    case Kind::kNormal: return (n * static_cast<size_t>(f.bits) + 7) / 8;
-  }
-  return 0;
+  return Traits(f.kind).code_bytes(f, T, D);
 }
 
 size_t MetaBytes(const Format& f, int T, int D) {
   if (T <= 0 || D <= 0) return 0;
-  switch (f.kind) {
-    case Kind::kF16:
-    case Kind::kF32: return 0;
-    case Kind::kFp8E4M3:
-    case Kind::kFp8E5M2: return 2;
-    case Kind::kInt8: return 2 * static_cast<size_t>(T);
-    case Kind::kUniform:
-    case Kind::kNormal:
-      if (f.grouping == Grouping::kPerToken && (f.group <= 0 || D % f.group != 0)) return 0;
-      return 4 * static_cast<size_t>(NumGroups(f, T, D));  // two fp16 planes
-  }
-  return 0;
+  return Traits(f.kind).meta_bytes(f, T, D);
 }
 
 }  // namespace hqekv::quant

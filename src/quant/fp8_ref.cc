@@ -69,7 +69,8 @@ const float* Fp8DecodeTable(bool e4m3) {
 
 namespace ref {
 
-void QuantizeFp8(bool e4m3, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+void QuantizeFp8(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  const bool e4m3 = f.kind == Kind::kFp8E4M3;
   const size_t n = NumCodes(T, D);
   float amax = 0.0f;
   for (size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(Sanitize(src[i])));
@@ -80,8 +81,9 @@ void QuantizeFp8(bool e4m3, const float* src, int T, int D, uint8_t* codes, uint
   for (size_t i = 0; i < n; ++i) codes[i] = EncodeFp8(Sanitize(src[i]) * inv, e4m3);
 }
 
-void DequantizeFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D,
+void DequantizeFp8(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    float* dst) {
+  const bool e4m3 = f.kind == Kind::kFp8E4M3;
   const float s = F16ToF32(LoadF16(meta));
   const float* table = Fp8DecodeTable(e4m3);
   const size_t n = NumCodes(T, D);

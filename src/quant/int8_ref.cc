@@ -9,7 +9,7 @@
 
 namespace hqekv::quant::ref {
 
-void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+void QuantizeInt8(const Format&, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
   for (int t = 0; t < T; ++t) {
     const float* x = src + static_cast<size_t>(t) * D;
     float amax = 0.0f;
@@ -26,7 +26,8 @@ void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta)
   }
 }
 
-void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst) {
+void DequantizeInt8(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    float* dst) {
   for (int t = 0; t < T; ++t) {
     const float s = F16ToF32(LoadF16(meta + 2 * t));
     for (int d = 0; d < D; ++d) {

@@ -160,17 +160,23 @@ void DotChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
 void AxpyChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                const float* w, float* acc);
 
-// Per-kind reference quantizers (src already sanitized/rotated as needed).
+// Per-kind reference quantizers, the rows of quant/format_traits.cc (src
+// already sanitized / rotated as needed; storage domain).
+void QuantizeRaw(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void DequantizeRaw(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   float* dst);
 void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
 void DequantizeUniform(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        float* dst);
 void QuantizeNormal(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
 void DequantizeNormal(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                       float* dst);
-void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
-void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst);
-void QuantizeFp8(bool e4m3, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
-void DequantizeFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst);
+void QuantizeInt8(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void DequantizeInt8(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    float* dst);
+void QuantizeFp8(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void DequantizeFp8(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   float* dst);
 
 // Normalized-quantization statistics of one group of n values read with a
 // stride (sanitized on load): mean, and the unbiased std (divide by n-1; 0 for
@@ -185,6 +191,7 @@ void NormalStats(const float* x, int n, size_t stride, float* mean, float* stdev
 // and shape (the caller then uses ref::). Hadamard is not handled here: the
 // caller rotates. DequantizeStored does not undo a rotation.
 namespace simd {
+// Any kind: the row of quant/format_traits.h (false when it has no kernel).
 bool Quantize(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
 bool DequantizeStored(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                       float* dst);
@@ -192,6 +199,29 @@ bool Dot(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int 
          float* scores);
 bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
           float* acc);
+
+// One set per kind family: Grouped (uniform, normal 1/2-bit), Int8, Fp8, F16.
+#define HQEKV_QUANT_DECLARE_FAMILY(Fam)                                                         \
+  bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,           \
+                     uint8_t* meta);                                                            \
+  bool Dequantize##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, \
+                       float* dst);                                                             \
+  bool Dot##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,       \
+                const float* q, float* scores);                                                 \
+  bool Axpy##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,      \
+                 const float* w, float* acc);
+HQEKV_QUANT_DECLARE_FAMILY(Grouped)
+HQEKV_QUANT_DECLARE_FAMILY(Int8)
+HQEKV_QUANT_DECLARE_FAMILY(Fp8)
+HQEKV_QUANT_DECLARE_FAMILY(F16)
+#undef HQEKV_QUANT_DECLARE_FAMILY
+
+// Multi-query kernels (quant/multi_query.cc): every kind they cover.
+bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+              const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+               const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+
 // HadamardRotate on each of T rows of x[T][D], bit-identical to it.
 bool HadamardRows(float* x, int T, int D);
 }  // namespace simd

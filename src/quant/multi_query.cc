@@ -19,37 +19,25 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/multi_query.cc"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "quant/format_traits.h"
 #include "quant/internal.h"
 #include "quant/multi_query.h"
+#include "quant/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace hqekv::quant::mq {
+namespace hqekv::quant {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::CappedTag<float, 8>;
-using DI = hn::RebindToSigned<DF>;
-using DU = hn::RebindToUnsigned<DF>;
-using VF = hn::Vec<DF>;
-using VI = hn::Vec<DI>;
-using VU = hn::Vec<DU>;
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-#define HQEKV_MQ_F16 1  // F16C
-#else
-#define HQEKV_MQ_F16 0
-#endif
+namespace {  // kernels private to this file (shared helpers, hn: quant/simd-inl.h)
 
 constexpr int kHeads = 4;  // query rows per pass
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -57,78 +45,33 @@ constexpr int kVecs = 4;  // 32 vector registers
 #else
 constexpr int kVecs = 2;  // 16 vector registers
 #endif
+// Per-channel passes walk a chunk's 32 / N token vectors (N = 4 or 8 lanes)
+// kVecs at a time.
+static_assert((kChannelChunkT / kMaxFetchLanes) % kVecs == 0, "token vectors in whole kVecs blocks");
 
-// Per-thread scratch, so a call allocates nothing after warm-up.
-float* Scratch(int slot, size_t n) {
-  thread_local std::vector<float> bufs[5];
-  if (bufs[slot].size() < n) bufs[slot].resize(n);
-  return bufs[slot].data();
-}
-
-HWY_INLINE uint32_t Load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-HWY_INLINE float Sum(DF df, VF v) { return hn::GetLane(hn::SumOfLanes(df, v)); }
-
-// n fp16 values at p -> floats.
-void LoadPlane(const uint8_t* p, int n, float* out) {
-  int i = 0;
-#if HQEKV_MQ_F16
-  const DF df;
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  const int N = static_cast<int>(hn::Lanes(df));
-  for (; i + N <= n; i += N) {
-    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + 2 * i))),
-               df, out + i);
-  }
-#endif
-  for (; i < n; ++i) out[i] = F16ToF32(LoadF16(p + 2 * i));
-}
-
-// x̂ = level · a + b per group; normal-1 levels are codes 0/1, so
-// mu ± c·sigma = (mu − c·sigma) + code · 2c·sigma. Normal-2 uses the centre
-// table as level (see Level).
+// Multi-query affine maps round the normal-1 offset with an FMA (see Offset).
 void Affine(const Format& f, const uint8_t* meta, int groups, float* a, float* b) {
-  LoadPlane(meta, groups, a);
-  LoadPlane(meta + 2 * static_cast<size_t>(groups), groups, b);
-  if (f.kind == Kind::kNormal && f.bits == 1) {
-    const float c = kNormalCentres1[1];
-    for (int g = 0; g < groups; ++g) {
-      b[g] = b[g] - c * a[g];
-      a[g] = 2.0f * c * a[g];
+  AffineFromPlanes<Offset::kFusedOnFmaTargets>(f, meta, groups, a, b);
+}
+using Lv = Levels<DF>;
+
+// Calls fn(std::integral_constant<int, MB>(), h0) for each block of up to
+// kHeads query rows starting at row h0 (MB rows: a compile-time count, so the
+// per-row accumulators stay in registers).
+template <class Fn>
+HWY_INLINE void ForHeadBlocks(int m, const Fn& fn) {
+  for (int h0 = 0; h0 < m; h0 += kHeads) {
+    switch (std::min(kHeads, m - h0)) {
+      case 1: fn(std::integral_constant<int, 1>(), h0); break;
+      case 2: fn(std::integral_constant<int, 2>(), h0); break;
+      case 3: fn(std::integral_constant<int, 3>(), h0); break;
+      default: fn(std::integral_constant<int, kHeads>(), h0); break;
     }
   }
 }
 
-// Level of a code: the code itself, or the normal-2 centre.
-struct Levels {
-  bool table = false;
-  VF centres;
-  explicit Levels(const Format& f) {
-    const DF df;
-    table = f.kind == Kind::kNormal && f.bits == 2;
-    float ctab[8] = {0};
-    if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
-    centres = hn::LoadU(df, ctab);
-  }
-  HWY_INLINE VF operator()(VI code) const {
-    const DF df;
-    if (table) return hn::TableLookupLanes(centres, hn::IndicesFromVec(df, code));
-    return hn::ConvertTo(df, code);
-  }
-};
-
-bool Grouped(const Format& f) {
-  return f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits <= 2);
-}
-bool PerChannelFast(const Format& f, int T, int D, int N) {
-  return Grouped(f) && f.grouping == Grouping::kPerChannel && T == 32 && f.bits <= 4 && D % N == 0;
-}
-bool PerTokenFast(const Format& f, int D, int N) {
-  return Grouped(f) && f.grouping == Grouping::kPerToken && f.group % N == 0 && D % f.group == 0;
+bool PerChannelMulti(const Format& f, int T, int D, int N) {
+  return IsGrouped(f) && PerChannelFast(f, T, D, N);
 }
 
 // ------------------------------------------------------ per-channel (T = 32)
@@ -136,13 +79,13 @@ bool PerTokenFast(const Format& f, int D, int N) {
 // One pass of MB query rows over a per-channel chunk: qa = q · a ([MB][D]),
 // off[h] = q[h] · b. Lanes over tokens; kVecs token vectors at a time.
 template <int MB>
-void DotPerChannelPass(const uint8_t* codes, int bits, const Levels& lv, int D, const float* qa,
+void DotPerChannelPass(const uint8_t* codes, int bits, const Lv& lv, int D, const float* qa,
                        const float* off, float* scores, size_t ss) {
   const DF df;
   const DU du;
   const int N = static_cast<int>(hn::Lanes(df));
   const int nvec = 32 / N;  // 4 or 8: a multiple of kVecs
-  const VU shifts = hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits)));
+  const VU shifts = LaneShifts(du, bits);
   const VU mask = hn::Set(du, (1u << bits) - 1u);
   for (int v0 = 0; v0 < nvec; v0 += kVecs) {
     VF acc[MB][kVecs];
@@ -187,9 +130,9 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   float* b = Scratch(1, static_cast<size_t>(D));
   float* qa = Scratch(2, static_cast<size_t>(kHeads) * D);
   Affine(f, meta, D, a, b);
-  const Levels lv(f);
-  for (int h0 = 0; h0 < m; h0 += kHeads) {
-    const int mb = std::min(kHeads, m - h0);
+  const Lv lv(f);
+  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+    constexpr int mb = decltype(mb_c)::value;
     float off[kHeads];
     for (int h = 0; h < mb; ++h) {
       const float* qh = q + (h0 + h) * qs;
@@ -201,31 +144,12 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
       }
       off[h] = Sum(df, o);
     }
-    float* s = scores + h0 * ss;
-    switch (mb) {
-      case 1: DotPerChannelPass<1>(codes, f.bits, lv, D, qa, off, s, ss); break;
-      case 2: DotPerChannelPass<2>(codes, f.bits, lv, D, qa, off, s, ss); break;
-      case 3: DotPerChannelPass<3>(codes, f.bits, lv, D, qa, off, s, ss); break;
-      default: DotPerChannelPass<4>(codes, f.bits, lv, D, qa, off, s, ss); break;
-    }
-  }
-}
-
-// Channel d's codes are `bits` 32-bit words at byte 4·bits·d: a vector of
-// word w over N channels is a strided (interleaved) load.
-HWY_INLINE void LoadWords(DU du, const uint8_t* in, int nw, VU* words) {
-  const uint32_t* p = reinterpret_cast<const uint32_t*>(in);
-  if (nw == 1) {
-    words[0] = hn::LoadU(du, p);
-  } else if (nw == 2) {
-    hn::LoadInterleaved2(du, p, words[0], words[1]);
-  } else {
-    hn::LoadInterleaved4(du, p, words[0], words[1], words[2], words[3]);
-  }
+    DotPerChannelPass<mb>(codes, f.bits, lv, D, qa, off, scores + h0 * ss, ss);
+  });
 }
 
 template <int MB>
-void AxpyPerChannelPass(const uint8_t* codes, int bits, const Levels& lv, int D, const float* a,
+void AxpyPerChannelPass(const uint8_t* codes, int bits, const Lv& lv, int D, const float* a,
                         const float* b, const float* w, size_t ws, const float* wsum, float* acc,
                         size_t as) {
   const DF df;
@@ -258,24 +182,17 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   float* a = Scratch(0, static_cast<size_t>(D));
   float* b = Scratch(1, static_cast<size_t>(D));
   Affine(f, meta, D, a, b);
-  const Levels lv(f);
-  for (int h0 = 0; h0 < m; h0 += kHeads) {
-    const int mb = std::min(kHeads, m - h0);
+  const Lv lv(f);
+  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+    constexpr int mb = decltype(mb_c)::value;
     float wsum[kHeads];
     for (int h = 0; h < mb; ++h) {
       float s = 0.0f;
-      for (int t = 0; t < 32; ++t) s += w[(h0 + h) * ws + t];
+      for (int t = 0; t < kChannelChunkT; ++t) s += w[(h0 + h) * ws + t];
       wsum[h] = s;
     }
-    const float* wr = w + h0 * ws;
-    float* ar = acc + h0 * as;
-    switch (mb) {
-      case 1: AxpyPerChannelPass<1>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
-      case 2: AxpyPerChannelPass<2>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
-      case 3: AxpyPerChannelPass<3>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
-      default: AxpyPerChannelPass<4>(codes, f.bits, lv, D, a, b, wr, ws, wsum, ar, as); break;
-    }
-  }
+    AxpyPerChannelPass<mb>(codes, f.bits, lv, D, a, b, w + h0 * ws, ws, wsum, acc + h0 * as, as);
+  });
 }
 
 // ------------------------------------------- row-major: f16, int8, per-token
@@ -288,13 +205,13 @@ struct RowSource {
   size_t nbytes = 0;
   int bits = 0;
   VU shifts, mask;
-  Levels lv;
+  Lv lv;
   RowSource(const Format& f, const uint8_t* c, int T, int D) : codes(c), lv(f) {
     const DU du;
     type = f.kind == Kind::kF16 ? kF16 : (f.kind == Kind::kInt8 ? kInt8 : kPacked);
     bits = f.bits;
     nbytes = CodeBytes(f, T, D);
-    shifts = hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits < 8 ? bits : 0)));
+    shifts = LaneShifts(du, bits < 8 ? bits : 0);
     mask = hn::Set(du, bits < 8 ? (1u << bits) - 1u : 0xFFu);
   }
   // kType: the Type (a template argument, so the inner loops carry no
@@ -305,17 +222,13 @@ struct RowSource {
     const DI di;
     const DU du;
     if constexpr (kType == kF16) {
-#if HQEKV_MQ_F16
-      const hn::Rebind<hwy::float16_t, DF> dh;
-      return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(codes + 2 * pos)));
+#if HQEKV_HW_F16
+      return LoadF16V(df, codes + 2 * pos);
 #else
       return hn::Zero(df);  // unreachable: RowsFast needs F16C for f16
 #endif
     }
-    if constexpr (kType == kInt8) {
-      const hn::Rebind<int8_t, DI> d8;
-      return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(codes + pos))));
-    }
+    if constexpr (kType == kInt8) return LoadInt8(df, codes + pos);
     if (bits == 8) {
       const hn::Rebind<uint8_t, DI> d8;
       return lv(hn::PromoteTo(di, hn::LoadU(d8, codes + pos)));
@@ -408,19 +321,14 @@ void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const 
   }
 }
 
-template <int kType>
-void DotRowsT(const RowSource& src, const RowAffine& af, int T, int D, const float* q, size_t qs,
-              int m, float* scores, size_t ss) {
-  for (int h0 = 0; h0 < m; h0 += kHeads) {
-    const int mb = std::min(kHeads, m - h0);
-    const float* qr = q + h0 * qs;
-    float* sr = scores + h0 * ss;
-    switch (mb) {
-      case 1: DotRowsPass<1, kType>(src, af, T, D, qr, qs, sr, ss); break;
-      case 2: DotRowsPass<2, kType>(src, af, T, D, qr, qs, sr, ss); break;
-      case 3: DotRowsPass<3, kType>(src, af, T, D, qr, qs, sr, ss); break;
-      default: DotRowsPass<4, kType>(src, af, T, D, qr, qs, sr, ss); break;
-    }
+// Calls fn(std::integral_constant<int, kType>()) for the chunk's row type
+// (a template argument, so the inner loops carry no branches on the kind).
+template <class Fn>
+HWY_INLINE void WithRowType(RowSource::Type type, const Fn& fn) {
+  switch (type) {
+    case RowSource::kF16: fn(std::integral_constant<int, RowSource::kF16>()); break;
+    case RowSource::kInt8: fn(std::integral_constant<int, RowSource::kInt8>()); break;
+    default: fn(std::integral_constant<int, RowSource::kPacked>()); break;
   }
 }
 
@@ -428,11 +336,12 @@ void DotRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
              const float* q, size_t qs, int m, float* scores, size_t ss) {
   const RowSource src(f, codes, T, D);
   const RowAffine af = MakeRowAffine(f, meta, T, D);
-  switch (src.type) {
-    case RowSource::kF16: DotRowsT<RowSource::kF16>(src, af, T, D, q, qs, m, scores, ss); break;
-    case RowSource::kInt8: DotRowsT<RowSource::kInt8>(src, af, T, D, q, qs, m, scores, ss); break;
-    default: DotRowsT<RowSource::kPacked>(src, af, T, D, q, qs, m, scores, ss); break;
-  }
+  WithRowType(src.type, [&](auto type_c) {
+    ForHeadBlocks(m, [&](auto mb_c, int h0) {
+      DotRowsPass<decltype(mb_c)::value, decltype(type_c)::value>(src, af, T, D, q + h0 * qs, qs,
+                                                                  scores + h0 * ss, ss);
+    });
+  });
 }
 
 // V vectors of channels from d0, MB rows: the MB·V accumulators live in
@@ -472,53 +381,41 @@ void AxpyRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const
   for (; d0 < D; d0 += N) AxpyRowsBlock<MB, 1, kType>(src, af, T, D, w, ws, acc, as, d0);
 }
 
-template <int kType>
-void AxpyRowsT(const RowSource& src, const RowAffine& af, int T, int D, const float* w, size_t ws,
-               int m, float* acc, size_t as) {
-  for (int h0 = 0; h0 < m; h0 += kHeads) {
-    const int mb = std::min(kHeads, m - h0);
-    const float* wr = w + h0 * ws;
-    float* ar = acc + h0 * as;
-    switch (mb) {
-      case 1: AxpyRowsPass<1, kType>(src, af, T, D, wr, ws, ar, as); break;
-      case 2: AxpyRowsPass<2, kType>(src, af, T, D, wr, ws, ar, as); break;
-      case 3: AxpyRowsPass<3, kType>(src, af, T, D, wr, ws, ar, as); break;
-      default: AxpyRowsPass<4, kType>(src, af, T, D, wr, ws, ar, as); break;
-    }
-  }
-}
-
 void AxpyRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
               const float* w, size_t ws, int m, float* acc, size_t as) {
   const RowSource src(f, codes, T, D);
   const RowAffine af = MakeRowAffine(f, meta, T, D);
-  switch (src.type) {
-    case RowSource::kF16: AxpyRowsT<RowSource::kF16>(src, af, T, D, w, ws, m, acc, as); break;
-    case RowSource::kInt8: AxpyRowsT<RowSource::kInt8>(src, af, T, D, w, ws, m, acc, as); break;
-    default: AxpyRowsT<RowSource::kPacked>(src, af, T, D, w, ws, m, acc, as); break;
-  }
+  WithRowType(src.type, [&](auto type_c) {
+    ForHeadBlocks(m, [&](auto mb_c, int h0) {
+      AxpyRowsPass<decltype(mb_c)::value, decltype(type_c)::value>(src, af, T, D, w + h0 * ws, ws,
+                                                                   acc + h0 * as, as);
+    });
+  });
 }
 
 // Row-major fast path: f16 (F16C targets), int8, per-token grouped with
 // N·bits codes readable as one 32-bit word after a byte-aligned load.
 bool RowsFast(const Format& f, int D, int N) {
   if (D % N != 0) return false;
-  if (f.kind == Kind::kF16) return HQEKV_MQ_F16 != 0;
+  if (f.kind == Kind::kF16) return HQEKV_HW_F16 != 0;
   if (f.kind == Kind::kInt8) return true;
-  if (!PerTokenFast(f, D, N)) return false;
+  if (!IsGrouped(f) || !PerTokenFast(f, D, N)) return false;
   // A vector's codes start at bit pos·bits with pos a multiple of N: byte
   // aligned unless N·bits < 8 (then the shift below the byte is <= 7 and
   // N·bits + 7 <= 32 still fits one word).
   return f.bits == 8 || N * f.bits + 7 <= 32 || (N * f.bits) % 8 == 0;
 }
 
+}  // namespace
+
 // ------------------------------------------------------------ entry points
+// (exported per target below; external linkage for HWY_EXPORT)
 
 bool DotMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                   const float* q, size_t qs, int m, float* scores, size_t ss) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
-  if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, D, q, qs, m, scores, ss), true;
+  if (PerChannelMulti(f, T, D, N)) return DotPerChannel(f, codes, meta, D, q, qs, m, scores, ss), true;
   if (RowsFast(f, D, N)) return DotRows(f, codes, meta, T, D, q, qs, m, scores, ss), true;
   return false;
 }
@@ -527,7 +424,7 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
                    const float* w, size_t ws, int m, float* acc, size_t as) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
-  if (PerChannelFast(f, T, D, N)) return AxpyPerChannel(f, codes, meta, D, w, ws, m, acc, as), true;
+  if (PerChannelMulti(f, T, D, N)) return AxpyPerChannel(f, codes, meta, D, w, ws, m, acc, as), true;
   if (RowsFast(f, D, N)) return AxpyRows(f, codes, meta, T, D, w, ws, m, acc, as), true;
   return false;
 }
@@ -569,39 +466,45 @@ bool SoftmaxRowImpl(float* x, int n) {
   return true;
 }
 
-#undef HQEKV_MQ_F16
-
 }  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant::mq
+}  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+// Public entry points (quant/multi_query.h) and the table's simd:: kernels.
 namespace hqekv::quant {
-namespace mq {
 HWY_EXPORT(DotMultiImpl);
 HWY_EXPORT(AxpyMultiImpl);
 HWY_EXPORT(SoftmaxRowImpl);
-}  // namespace mq
+
+namespace simd {
+bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+              const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
+  return HWY_DYNAMIC_DISPATCH(DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
+}
+bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+               const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+  return HWY_DYNAMIC_DISPATCH(AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
+}
+}  // namespace simd
 
 void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
   if (m <= 0) return;
-  if (HWY_DYNAMIC_DISPATCH(mq::DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) {
-    return;
-  }
+  const FastDotMultiFn fast = Traits(f.kind).fast_dot_multi;
+  if (fast != nullptr && fast(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) return;
   for (int h = 0; h < m; ++h) DotChunk(f, codes, meta, T, D, q + h * q_stride, scores + h * s_stride);
 }
 
 void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
   if (m <= 0) return;
-  if (HWY_DYNAMIC_DISPATCH(mq::AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) {
-    return;
-  }
+  const FastAxpyMultiFn fast = Traits(f.kind).fast_axpy_multi;
+  if (fast != nullptr && fast(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) return;
   for (int h = 0; h < m; ++h) AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
 }
 
-bool SoftmaxRow(float* x, int n) { return HWY_DYNAMIC_DISPATCH(mq::SoftmaxRowImpl)(x, n); }
+bool SoftmaxRow(float* x, int n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n); }
 
 }  // namespace hqekv::quant
 #endif  // HWY_ONCE

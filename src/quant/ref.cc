@@ -1,14 +1,16 @@
 // Scalar reference entry points: the oracle the SIMD kernels are tested
-// against. Dot/Axpy are defined as "dequantize in the storage domain, then a
-// plain float loop" (no rotation undone: see format.h).
+// against. Quantize / dequantize run the kind's reference row
+// (quant/format_traits.cc) around the Hadamard rotation; Dot/Axpy are defined
+// as "dequantize in the storage domain, then a plain float loop" (no rotation
+// undone: see format.h), the same for every kind.
 #include <vector>
 
+#include "quant/format_traits.h"
 #include "quant/internal.h"
 
 namespace hqekv::quant::ref {
-namespace {
 
-void QuantizeRaw(const Format& f, const float* x, int T, int D, uint8_t* codes) {
+void QuantizeRaw(const Format& f, const float* x, int T, int D, uint8_t* codes, uint8_t*) {
   const size_t n = NumCodes(T, D);
   if (f.kind == Kind::kF32) {
     std::memcpy(codes, x, n * sizeof(float));  // oracle kind: stored bit-exact, not sanitized
@@ -17,64 +19,34 @@ void QuantizeRaw(const Format& f, const float* x, int T, int D, uint8_t* codes) 
   for (size_t i = 0; i < n; ++i) StoreF16(F32ToF16(Sanitize(x[i])), codes + 2 * i);
 }
 
-}  // namespace
+void DequantizeRaw(const Format& f, const uint8_t* codes, const uint8_t*, int T, int D,
+                   float* dst) {
+  const size_t n = NumCodes(T, D);
+  if (f.kind == Kind::kF32) {
+    std::memcpy(dst, codes, n * sizeof(float));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) dst[i] = F16ToF32(LoadF16(codes + 2 * i));
+}
 
 void QuantizeChunk(const Format& f, const float* src, int T, int D, uint8_t* codes,
                    uint8_t* meta) {
+  const FormatTraits& tr = Traits(f.kind);
   const float* x = src;
   std::vector<float> rotated;
   if (f.hadamard) {
     const size_t n = NumCodes(T, D);
     rotated.resize(n);
-    for (size_t i = 0; i < n; ++i) rotated[i] = f.kind == Kind::kF32 ? src[i] : Sanitize(src[i]);
+    for (size_t i = 0; i < n; ++i) rotated[i] = tr.sanitize ? Sanitize(src[i]) : src[i];
     for (int t = 0; t < T; ++t) HadamardRotate(rotated.data() + static_cast<size_t>(t) * D, D);
     x = rotated.data();
   }
-  switch (f.kind) {
-    case Kind::kF16:
-    case Kind::kF32:
-      QuantizeRaw(f, x, T, D, codes);
-      break;
-    case Kind::kFp8E4M3:
-    case Kind::kFp8E5M2:
-      QuantizeFp8(f.kind == Kind::kFp8E4M3, x, T, D, codes, meta);
-      break;
-    case Kind::kInt8:
-      QuantizeInt8(x, T, D, codes, meta);
-      break;
-    case Kind::kUniform:
-      QuantizeUniform(f, x, T, D, codes, meta);
-      break;
-    case Kind::kNormal:
-      QuantizeNormal(f, x, T, D, codes, meta);
-      break;
-  }
+  tr.ref_quantize(f, x, T, D, codes, meta);
 }
 
 void DequantizeStored(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                       float* dst) {
-  const size_t n = NumCodes(T, D);
-  switch (f.kind) {
-    case Kind::kF16:
-      for (size_t i = 0; i < n; ++i) dst[i] = F16ToF32(LoadF16(codes + 2 * i));
-      break;
-    case Kind::kF32:
-      std::memcpy(dst, codes, n * sizeof(float));
-      break;
-    case Kind::kFp8E4M3:
-    case Kind::kFp8E5M2:
-      DequantizeFp8(f.kind == Kind::kFp8E4M3, codes, meta, T, D, dst);
-      break;
-    case Kind::kInt8:
-      DequantizeInt8(codes, meta, T, D, dst);
-      break;
-    case Kind::kUniform:
-      DequantizeUniform(f, codes, meta, T, D, dst);
-      break;
-    case Kind::kNormal:
-      DequantizeNormal(f, codes, meta, T, D, dst);
-      break;
-  }
+  Traits(f.kind).ref_dequantize(f, codes, meta, T, D, dst);
 }
 
 void DequantizeChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

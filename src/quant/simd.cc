@@ -17,61 +17,22 @@
 #include <cstring>
 #include <vector>
 
+#include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/simd.cc"
-// SSSE3 adds compile time for machines that no longer matter; they run EMU128.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 
 #include "quant/internal.h"
+#include "quant/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hqekv::quant {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+namespace {  // kernels private to this file (shared helpers, hn: quant/simd-inl.h)
 
-using DF = hn::CappedTag<float, 8>;  // code fetch/dot paths: N * bits <= 32
 using DW = hn::ScalableTag<float>;    // lanes-over-channels and contiguous paths: full width
 using DFC = hn::CappedTag<float, 8>;  // 8 partial sums of per-token normal statistics
-using DI = hn::RebindToSigned<DF>;
-using DU = hn::RebindToUnsigned<DF>;
-using VF = hn::Vec<DF>;
-using VI = hn::Vec<DI>;
-using VU = hn::Vec<DU>;
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-#define HQEKV_HW_F16 1  // F16C: DemoteTo/PromoteTo round like core/half.h
-#else
-#define HQEKV_HW_F16 0  // Highway 1.0.3 emulates DemoteTo(f16) by truncation: use scalar
-#endif
-
-// Reusable per-thread scratch, so a chunk call allocates nothing after warm-up.
-float* Scratch(int slot, size_t n) {
-  thread_local std::vector<float> bufs[6];
-  if (bufs[slot].size() < n) bufs[slot].resize(n);
-  return bufs[slot].data();
-}
-
-template <class D>
-HWY_INLINE hn::Vec<D> SanitizeV(D df, hn::Vec<D> v) {
-  v = hn::IfThenZeroElse(hn::IsNaN(v), v);
-  return hn::Min(hn::Max(v, hn::Set(df, -kF16Max)), hn::Set(df, kF16Max));
-}
-
-HWY_INLINE uint32_t Load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// Lane i holds i * bits: the shift that moves code i of a packed word to bit 0.
-template <class DUT>
-HWY_INLINE hn::Vec<DUT> LaneShifts(DUT du, int bits) {
-  return hn::Mul(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(bits)));
-}
 
 // Appends groups of N codes (N*bits <= 32 bits each) to a dense LSB-first stream.
 class BitWriter {
@@ -97,20 +58,6 @@ class BitWriter {
   uint64_t acc_ = 0;
   int nbits_ = 0;
 };
-
-// Reads n <= 32 bits at bit position pos of a stream of nbytes bytes, never
-// reading past its end.
-HWY_INLINE uint32_t GetBits(const uint8_t* p, size_t nbytes, size_t pos, int n) {
-  const size_t byte = pos >> 3;
-  uint64_t v = 0;
-  if (byte + 8 <= nbytes) {
-    std::memcpy(&v, p + byte, 8);  // fixed size: inlined to one load
-  } else {
-    std::memcpy(&v, p + byte, nbytes - byte);
-  }
-  v >>= (pos & 7);
-  return static_cast<uint32_t>(v & ((uint64_t{1} << n) - 1));
-}
 
 // Packs n code bytes (< 2^bits, bits in {2, 4}) into the dense stream, many
 // codes per instruction: 4-bit pairs in u16 lanes, 2-bit quads in u32 lanes.
@@ -144,21 +91,6 @@ void PackStream(const uint8_t* codes, size_t n, int bits, uint8_t* out) {
   PackCodes(codes + i, n - i, bits, out + i * static_cast<size_t>(bits) / 8);
 }
 
-// N codes of `bits` bits (in the low bits of `word`) -> one u32 lane each.
-HWY_INLINE VI SplitCodes(DU du, uint32_t word, VU shifts, VU mask) {
-  return hn::BitCast(DI(), hn::And(hn::Set(du, word) >> shifts, mask));
-}
-
-// The N codes starting at code index pos of a stream of nbytes bytes. When
-// they start on a byte boundary and 4 bytes are readable, one 32-bit load
-// (folded into the broadcast); bits beyond N*b are masked off per lane.
-HWY_INLINE VI FetchCodes(DU du, const uint8_t* codes, size_t nbytes, size_t pos, int bits, int N,
-                         VU shifts, VU mask) {
-  const size_t bit = pos * static_cast<size_t>(bits);
-  if ((bit & 7) == 0 && (bit >> 3) + 4 <= nbytes) return SplitCodes(du, Load32(codes + (bit >> 3)), shifts, mask);
-  return SplitCodes(du, GetBits(codes, nbytes, bit, N * bits), shifts, mask);
-}
-
 // Codes (one per i32 lane, < 2^bits) -> N*bits packed bits.
 template <class DUT>
 HWY_INLINE uint32_t JoinCodes(DUT du, hn::Vec<hn::RebindToSigned<DUT>> codes, hn::Vec<DUT> shifts) {
@@ -166,21 +98,6 @@ HWY_INLINE uint32_t JoinCodes(DUT du, hn::Vec<hn::RebindToSigned<DUT>> codes, hn
 }
 
 // ---------------------------------------------------------------- fp16 planes
-
-// n fp16 values at p (little-endian) -> floats.
-void LoadPlane(const uint8_t* p, int n, float* out) {
-  int i = 0;
-#if HQEKV_HW_F16
-  const DF df;
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  const int N = static_cast<int>(hn::Lanes(df));
-  for (; i + N <= n; i += N) {
-    hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p + 2 * i))),
-               df, out + i);
-  }
-#endif
-  for (; i < n; ++i) out[i] = F16ToF32(LoadF16(p + 2 * i));
-}
 
 #if HQEKV_HW_F16
 HWY_INLINE VF RoundF16V(DF df, VF v, uint8_t* store_to) {
@@ -293,27 +210,6 @@ void NormalParamsBatch(const float* mean, const float* sd, int n, int bits, uint
   }
 }
 
-// Per-group affine dequantization x^ = level(code) * a + b, where level is the
-// code itself for uniform and normal-1 (mu +- c*sigma = (mu - c*sigma) +
-// code * 2c*sigma) and the centre table for normal-2 (handled by the caller).
-void AffineFromPlanes(const Format& f, const uint8_t* meta, int groups, float* a, float* b) {
-  LoadPlane(meta, groups, a);
-  LoadPlane(meta + 2 * static_cast<size_t>(groups), groups, b);
-  if (f.kind == Kind::kNormal && f.bits == 1) {
-    const float c = kNormalCentres1[1];
-    for (int g = 0; g < groups; ++g) {
-      b[g] = b[g] - c * a[g];
-      a[g] = 2.0f * c * a[g];
-    }
-  }
-}
-
-template <class D>
-HWY_INLINE hn::Vec<D> Level(D df, hn::Vec<hn::RebindToSigned<D>> code, bool table, hn::Vec<D> centres) {
-  if (table) return hn::TableLookupLanes(centres, hn::IndicesFromVec(df, code));
-  return hn::ConvertTo(df, code);
-}
-
 // Uniform code of sanitized values: round_half_even(clamp((x - m) * inv, 0, top)).
 template <class D, class VF = hn::Vec<D>>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> UniformCode(D df, hn::RebindToSigned<D> di, VF x, VF m, VF inv,
@@ -333,31 +229,12 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> NormalCode(D df, hn::RebindToSigned<D>
   return c;
 }
 
-// Normal-4 (16 centres) has no kernel: it is a study format, not a store tier.
-bool IsGrouped(const Format& f) {
-  return f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits <= 2);
-}
-
-// Fast-path shape checks. Per-token: groups of whole vectors. Per-channel:
-// T == 32 and b <= 4, so channel d's codes are exactly b 32-bit words.
-bool PerTokenFast(const Format& f, int D, int N) {
-  return f.grouping == Grouping::kPerToken && f.group % N == 0 && D % f.group == 0;
-}
-bool PerChannelFast(const Format& f, int T, int D, int N) {
-  return f.grouping == Grouping::kPerChannel && T == 32 && f.bits <= 4 && D % N == 0;
-}
-
 // ------------------------------------------------- per-token uniform / normal
 
 template <class DFT>
 void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* codes,
                       uint8_t* meta) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const DI di;
   const DU du;
@@ -467,11 +344,8 @@ void DequantizePerToken(const Format& f, const uint8_t* codes, const uint8_t* me
   const int g = f.group, groups = T * (D / g), bits = f.bits;
   float* a = Scratch(0, static_cast<size_t>(groups));
   float* b = Scratch(1, static_cast<size_t>(groups));
-  AffineFromPlanes(f, meta, groups, a, b);
-  const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[64] = {0};  // >= lanes of any vector
-  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
-  const VF centres = hn::LoadU(df, ctab);
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, groups, a, b);
+  const Levels<DF> lv(f);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
   const size_t nbytes = CodeBytes(f, T, D);
   const hn::Rebind<uint8_t, DI> d8;
@@ -481,7 +355,7 @@ void DequantizePerToken(const Format& f, const uint8_t* codes, const uint8_t* me
     for (int j = 0; j < g; j += N, pos += N) {
       const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
                              : FetchCodes(du, codes, nbytes, pos, bits, N, shifts, mask);
-      hn::StoreU(hn::MulAdd(Level(df, c, table, centres), av, bv), df, dst + pos);
+      hn::StoreU(hn::MulAdd(lv(c), av, bv), df, dst + pos);
     }
   }
 }
@@ -496,16 +370,13 @@ void DotPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int
   float* a = Scratch(0, static_cast<size_t>(groups));
   float* b = Scratch(1, static_cast<size_t>(groups));
   float* qsum = Scratch(2, static_cast<size_t>(gpt));
-  AffineFromPlanes(f, meta, groups, a, b);
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, groups, a, b);
   for (int k = 0; k < gpt; ++k) {
     VF s = hn::Zero(df);
     for (int j = 0; j < g; j += N) s = hn::Add(s, hn::LoadU(df, q + k * g + j));
     qsum[k] = hn::GetLane(hn::SumOfLanes(df, s));
   }
-  const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[64] = {0};  // >= lanes of any vector
-  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
-  const VF centres = hn::LoadU(df, ctab);
+  const Levels<DF> lv(f);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
   const size_t nbytes = CodeBytes(f, T, D);
   const hn::Rebind<uint8_t, DI> d8;
@@ -520,7 +391,7 @@ void DotPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int
       for (int j = 0; j < g; j += N, pos += N) {
         const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
                                : FetchCodes(du, codes, nbytes, pos, bits, N, shifts, mask);
-        acc = hn::MulAdd(hn::Mul(Level(df, c, table, centres), av), hn::LoadU(df, q + k * g + j), acc);
+        acc = hn::MulAdd(hn::Mul(lv(c), av), hn::LoadU(df, q + k * g + j), acc);
       }
     }
     scores[t] = hn::GetLane(hn::SumOfLanes(df, acc)) + off;
@@ -536,11 +407,8 @@ void AxpyPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, in
   const int g = f.group, gpt = D / g, groups = T * gpt, bits = f.bits;
   float* a = Scratch(0, static_cast<size_t>(groups));
   float* b = Scratch(1, static_cast<size_t>(groups));
-  AffineFromPlanes(f, meta, groups, a, b);
-  const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[64] = {0};  // >= lanes of any vector
-  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
-  const VF centres = hn::LoadU(df, ctab);
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, groups, a, b);
+  const Levels<DF> lv(f);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
   const size_t nbytes = CodeBytes(f, T, D);
   const hn::Rebind<uint8_t, DI> d8;
@@ -553,7 +421,7 @@ void AxpyPerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, in
         const VI c = bits == 8 ? hn::PromoteTo(di, hn::LoadU(d8, codes + pos))
                                : FetchCodes(du, codes, nbytes, pos, bits, N, shifts, mask);
         float* o = acc + k * g + j;
-        hn::StoreU(hn::Add(hn::MulAdd(Level(df, c, table, centres), av, hn::LoadU(df, o)), bv), df, o);
+        hn::StoreU(hn::Add(hn::MulAdd(lv(c), av, hn::LoadU(df, o)), bv), df, o);
       }
     }
   }
@@ -576,27 +444,10 @@ HWY_INLINE void StoreWords(DUT du, const VU* words, int nw, uint8_t* out) {
   }
 }
 
-template <class DUT, class VU = hn::Vec<DUT>>
-HWY_INLINE void LoadWords(DUT du, const uint8_t* in, int nw, VU* words) {
-  const uint32_t* p = reinterpret_cast<const uint32_t*>(in);
-  if (nw == 1) {
-    words[0] = hn::LoadU(du, p);
-  } else if (nw == 2) {
-    hn::LoadInterleaved2(du, p, words[0], words[1]);
-  } else {
-    hn::LoadInterleaved4(du, p, words[0], words[1], words[2], words[3]);
-  }
-}
-
 template <class DFT>
 void QuantizePerChannel(const Format& f, const float* src, int T, int D, uint8_t* codes,
                         uint8_t* meta) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const DI di;
   const DU du;
@@ -673,23 +524,15 @@ void QuantizePerChannel(const Format& f, const float* src, int T, int D, uint8_t
 template <class DFT>
 void DequantizePerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           float* dst) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const DU du;
   const int N = static_cast<int>(hn::Lanes(df));
   const int bits = f.bits, per_word = 32 / bits;
   float* a = Scratch(0, static_cast<size_t>(D));
   float* b = Scratch(1, static_cast<size_t>(D));
-  AffineFromPlanes(f, meta, D, a, b);
-  const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[64] = {0};  // >= lanes of any vector
-  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
-  const VF centres = hn::LoadU(df, ctab);
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, D, a, b);
+  const Levels<DF> lv(f);
   const VU mask = hn::Set(du, (1u << bits) - 1u);
   for (int d0 = 0; d0 < D; d0 += N) {
     VU words[4];
@@ -699,7 +542,7 @@ void DequantizePerChannel(const Format& f, const uint8_t* codes, const uint8_t* 
     for (int w = 0; w < bits; ++w) {  // token t = w * per_word + k (no division in the loop)
       for (int k = 0; k < per_word; ++k, out += D) {
         const VU c = hn::And(hn::ShiftRightSame(words[w], k * bits), mask);
-        const VF lvl = Level(df, hn::BitCast(DI(), c), table, centres);
+        const VF lvl = lv(hn::BitCast(DI(), c));
         hn::StoreU(hn::MulAdd(lvl, av, bv), df, out);
       }
     }
@@ -716,11 +559,8 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   const int bits = f.bits, nvec = T / N;
   float* a = Scratch(0, static_cast<size_t>(D));
   float* b = Scratch(1, static_cast<size_t>(D));
-  AffineFromPlanes(f, meta, D, a, b);
-  const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[64] = {0};  // >= lanes of any vector
-  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
-  const VF centres = hn::LoadU(df, ctab);
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, D, a, b);
+  const Levels<DF> lv(f);
   const VU shifts = LaneShifts(du, bits), mask = hn::Set(du, (1u << bits) - 1u);
   VF acc[8];
   for (int v = 0; v < nvec; ++v) acc[v] = hn::Zero(df);
@@ -735,7 +575,7 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
       const int bit = v * N * bits;
       const uint32_t word = Load32(cw + 4 * (bit >> 5)) >> (bit & 31);
       const VI c = SplitCodes(du, word, shifts, mask);
-      acc[v] = hn::MulAdd(Level(df, c, table, centres), qa, acc[v]);
+      acc[v] = hn::MulAdd(lv(c), qa, acc[v]);
     }
   }
   const VF off = hn::SumOfLanes(df, offv);
@@ -745,23 +585,15 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
 template <class DFT>
 void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, float* acc) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const DU du;
   const int N = static_cast<int>(hn::Lanes(df));
   const int bits = f.bits, per_word = 32 / bits;
   float* a = Scratch(0, static_cast<size_t>(D));
   float* b = Scratch(1, static_cast<size_t>(D));
-  AffineFromPlanes(f, meta, D, a, b);
-  const bool table = f.kind == Kind::kNormal && bits == 2;
-  float ctab[64] = {0};  // >= lanes of any vector
-  if (table) std::memcpy(ctab, kNormalCentres2, sizeof kNormalCentres2);
-  const VF centres = hn::LoadU(df, ctab);
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, D, a, b);
+  const Levels<DF> lv(f);
   const VU mask = hn::Set(du, (1u << bits) - 1u);
   float wsum = 0.0f;
   for (int t = 0; t < T; ++t) wsum += w[t];
@@ -774,7 +606,7 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
       for (int k = 0; k < per_word; ++k) {
         const VU c = hn::And(hn::ShiftRightSame(words[wi], k * bits), mask);
         const VF wt = hn::Set(df, w[wi * per_word + k]);
-        sum = hn::MulAdd(Level(df, hn::BitCast(DI(), c), table, centres), wt, sum);
+        sum = hn::MulAdd(lv(hn::BitCast(DI(), c)), wt, sum);
       }
     }
     const VF o = hn::LoadU(df, acc + d0);
@@ -787,12 +619,7 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 
 template <class DFT>
 void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const DI di;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -816,21 +643,9 @@ void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta)
   }
 }
 
-template <class D>
-HWY_INLINE hn::Vec<D> LoadInt8(D df, const uint8_t* p) {
-  const hn::RebindToSigned<D> di;
-  const hn::Rebind<int8_t, decltype(di)> d8;
-  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(p))));
-}
-
 template <class DFT>
 void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, float* dst) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   float* s = Scratch(0, static_cast<size_t>(T));
@@ -843,12 +658,7 @@ void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, flo
 
 template <class DFT>
 void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q, float* scores) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   float* s = Scratch(0, static_cast<size_t>(T));
@@ -862,12 +672,7 @@ void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const floa
 
 template <class DFT>
 void AxpyInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w, float* acc) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   float* s = Scratch(0, static_cast<size_t>(T));
@@ -881,20 +686,9 @@ void AxpyInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const flo
 }
 
 #if HQEKV_HW_F16
-template <class D>
-HWY_INLINE hn::Vec<D> LoadF16V(D df, const uint8_t* p) {
-  const hn::Rebind<hwy::float16_t, D> dh;
-  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-}
-
 template <class DFT>
 void QuantizeF16(const float* src, size_t n, uint8_t* codes) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const hn::Rebind<hwy::float16_t, DF> dh;
   const size_t N = hn::Lanes(df);
@@ -908,12 +702,7 @@ void QuantizeF16(const float* src, size_t n, uint8_t* codes) {
 
 template <class DFT>
 void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VI = hn::Vec<DI>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const size_t N = hn::Lanes(df);
   size_t i = 0;
@@ -928,11 +717,7 @@ void DequantizeF16(const uint8_t* codes, size_t n, float* dst) {
 
 template <class DFT>
 void QuantizeFp8(bool e4m3, const float* src, size_t n, uint8_t* codes, uint8_t* meta) {
-  using DF = DFT;
-  using DI = hn::RebindToSigned<DFT>;
-  using DU = hn::RebindToUnsigned<DFT>;
-  using VF = hn::Vec<DF>;
-  using VU = hn::Vec<DU>;
+  HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const DI di;
   const DU du;
@@ -1031,7 +816,6 @@ void AxpyFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D,
   }
 }
 
-bool IsFp8(const Format& f) { return f.kind == Kind::kFp8E4M3 || f.kind == Kind::kFp8E5M2; }
 
 // -------------------------------------------------------------- Hadamard
 // The butterflies of HadamardRotate (quant/hadamard.cc) on each of T rows:
@@ -1079,63 +863,119 @@ bool HadamardRowsImpl(float* x, int T, int D) {
 
 // ------------------------------------------------------------ entry points
 
-bool QuantizeImpl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
-  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, NW)) return QuantizePerToken<DW>(f, src, T, D, codes, meta), true;
-    if (PerTokenFast(f, D, N)) return QuantizePerToken<DF>(f, src, T, D, codes, meta), true;
-    if (PerChannelFast(f, T, D, NW)) return QuantizePerChannel<DW>(f, src, T, D, codes, meta), true;
-    if (PerChannelFast(f, T, D, N)) return QuantizePerChannel<DF>(f, src, T, D, codes, meta), true;
-    return false;
-  }
-  if (IsFp8(f)) return QuantizeFp8<DW>(f.kind == Kind::kFp8E4M3, src, NumCodes(T, D), codes, meta), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return QuantizeInt8<DW>(src, T, D, codes, meta), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return QuantizeInt8<DF>(src, T, D, codes, meta), true;
-#if HQEKV_HW_F16
-  if (f.kind == Kind::kF16) return QuantizeF16<DW>(src, NumCodes(T, D), codes), true;
-#endif
+// One set per kind family (the rows of quant/format_traits.cc). Each returns
+// false when it has no fast path for the format and shape. N < 4 (a scalar
+// target) never has one.
+
+bool HasVectors() { return hn::Lanes(DF()) >= 4; }
+
+// Runs fn(tag) with the widest tag whose lane count divides D: the full
+// vector (DW), else the 8-capped one (DF); false when neither does.
+template <class Fn>
+HWY_INLINE bool WithRowTag(int D, const Fn& fn) {
+  if (D % static_cast<int>(hn::Lanes(DW())) == 0) return fn(DW()), true;
+  if (D % static_cast<int>(hn::Lanes(DF())) == 0) return fn(DF()), true;
   return false;
 }
 
-bool DequantizeImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                    float* dst) {
+// Uniform and normal (IsGrouped: normal-4 has no kernel).
+bool QuantizeGroupedImpl(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                         uint8_t* meta) {
   const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, N)) return DequantizePerToken(f, codes, meta, T, D, dst), true;
-    if (PerChannelFast(f, T, D, NW)) return DequantizePerChannel<DW>(f, codes, meta, T, D, dst), true;
-    if (PerChannelFast(f, T, D, N)) return DequantizePerChannel<DF>(f, codes, meta, T, D, dst), true;
-    return false;
-  }
-  if (IsFp8(f)) return DequantizeFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, NumCodes(T, D), dst), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return DequantizeInt8<DW>(codes, meta, T, D, dst), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return DequantizeInt8<DF>(codes, meta, T, D, dst), true;
-#if HQEKV_HW_F16
-  if (f.kind == Kind::kF16) return DequantizeF16<DW>(codes, NumCodes(T, D), dst), true;
-#endif
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, NW)) return QuantizePerToken<DW>(f, src, T, D, codes, meta), true;
+  if (PerTokenFast(f, D, N)) return QuantizePerToken<DF>(f, src, T, D, codes, meta), true;
+  if (PerChannelFast(f, T, D, NW)) return QuantizePerChannel<DW>(f, src, T, D, codes, meta), true;
+  if (PerChannelFast(f, T, D, N)) return QuantizePerChannel<DF>(f, src, T, D, codes, meta), true;
   return false;
 }
 
-bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-             const float* q, float* scores) {
+bool DequantizeGroupedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                           float* dst) {
+  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, N)) return DequantizePerToken(f, codes, meta, T, D, dst), true;
+  if (PerChannelFast(f, T, D, NW)) return DequantizePerChannel<DW>(f, codes, meta, T, D, dst), true;
+  if (PerChannelFast(f, T, D, N)) return DequantizePerChannel<DF>(f, codes, meta, T, D, dst), true;
+  return false;
+}
+
+bool DotGroupedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* q, float* scores) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, N)) return DotPerToken(f, codes, meta, T, D, q, scores), true;
+  if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
+  return false;
+}
+
+bool AxpyGroupedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                     const float* w, float* acc) {
+  const int N = static_cast<int>(hn::Lanes(DF())), NW = static_cast<int>(hn::Lanes(DW()));
+  if (!HasVectors() || !IsGrouped(f)) return false;
+  if (PerTokenFast(f, D, N)) return AxpyPerToken(f, codes, meta, T, D, w, acc), true;
+  if (PerChannelFast(f, T, D, NW)) return AxpyPerChannel<DW>(f, codes, meta, T, D, w, acc), true;
+  if (PerChannelFast(f, T, D, N)) return AxpyPerChannel<DF>(f, codes, meta, T, D, w, acc), true;
+  return false;
+}
+
+// int8 per token: rows of D values, D a multiple of the lane count.
+bool QuantizeInt8Impl(const Format&, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { QuantizeInt8<decltype(d)>(src, T, D, codes, meta); });
+}
+bool DequantizeInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                        float* dst) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { DequantizeInt8<decltype(d)>(codes, meta, T, D, dst); });
+}
+bool DotInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                 const float* q, float* scores) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { DotInt8<decltype(d)>(codes, meta, T, D, q, scores); });
+}
+bool AxpyInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                  const float* w, float* acc) {
+  return HasVectors() && WithRowTag(D, [&](auto d) { AxpyInt8<decltype(d)>(codes, meta, T, D, w, acc); });
+}
+
+// fp8 (E4M3 / E5M2): quantize / dequantize walk the chunk as one array.
+bool QuantizeFp8Impl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+  if (!HasVectors()) return false;
+  return QuantizeFp8<DW>(f.kind == Kind::kFp8E4M3, src, NumCodes(T, D), codes, meta), true;
+}
+bool DequantizeFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       float* dst) {
+  if (!HasVectors()) return false;
+  return DequantizeFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, NumCodes(T, D), dst), true;
+}
+bool DotFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                const float* q, float* scores) {
+  const bool e4m3 = f.kind == Kind::kFp8E4M3;
+  return HasVectors() && WithRowTag(D, [&](auto d) { DotFp8<decltype(d)>(e4m3, codes, meta, T, D, q, scores); });
+}
+bool AxpyFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                 const float* w, float* acc) {
+  const bool e4m3 = f.kind == Kind::kFp8E4M3;
+  return HasVectors() && WithRowTag(D, [&](auto d) { AxpyFp8<decltype(d)>(e4m3, codes, meta, T, D, w, acc); });
+}
+
+// f16: hardware fp16 conversion only (F16C targets).
+bool QuantizeF16Impl(const Format&, const float* src, int T, int D, uint8_t* codes, uint8_t*) {
+#if HQEKV_HW_F16
+  if (HasVectors()) return QuantizeF16<DW>(src, NumCodes(T, D), codes), true;
+#endif
+  return false;
+}
+bool DequantizeF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D, float* dst) {
+#if HQEKV_HW_F16
+  if (HasVectors()) return DequantizeF16<DW>(codes, NumCodes(T, D), dst), true;
+#endif
+  return false;
+}
+bool DotF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D, const float* q,
+                float* scores) {
+#if HQEKV_HW_F16
   const DF df;
-  const int N = static_cast<int>(hn::Lanes(df)), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, N)) return DotPerToken(f, codes, meta, T, D, q, scores), true;
-    if (PerChannelFast(f, T, D, N)) return DotPerChannel(f, codes, meta, T, D, q, scores), true;
-    return false;
-  }
-  if (IsFp8(f) && D % NW == 0) return DotFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, q, scores), true;
-  if (IsFp8(f) && D % N == 0) return DotFp8<DF>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, q, scores), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return DotInt8<DW>(codes, meta, T, D, q, scores), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return DotInt8<DF>(codes, meta, T, D, q, scores), true;
-#if HQEKV_HW_F16
-  if (f.kind == Kind::kF16 && D % N == 0) {
+  const int N = static_cast<int>(hn::Lanes(df));
+  if (HasVectors() && D % N == 0) {
     for (int t = 0; t < T; ++t) {
       VF acc = hn::Zero(df);
       for (int d = 0; d < D; d += N) {
@@ -1148,25 +988,12 @@ bool DotImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
 #endif
   return false;
 }
-
-bool AxpyImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-              const float* w, float* acc) {
-  const DF df;
-  const int N = static_cast<int>(hn::Lanes(df)), NW = static_cast<int>(hn::Lanes(DW()));
-  if (N < 4) return false;
-  if (f.kind == Kind::kNormal && !IsGrouped(f)) return false;
-  if (IsGrouped(f)) {
-    if (PerTokenFast(f, D, N)) return AxpyPerToken(f, codes, meta, T, D, w, acc), true;
-    if (PerChannelFast(f, T, D, NW)) return AxpyPerChannel<DW>(f, codes, meta, T, D, w, acc), true;
-    if (PerChannelFast(f, T, D, N)) return AxpyPerChannel<DF>(f, codes, meta, T, D, w, acc), true;
-    return false;
-  }
-  if (IsFp8(f) && D % NW == 0) return AxpyFp8<DW>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, w, acc), true;
-  if (IsFp8(f) && D % N == 0) return AxpyFp8<DF>(f.kind == Kind::kFp8E4M3, codes, meta, T, D, w, acc), true;
-  if (f.kind == Kind::kInt8 && D % NW == 0) return AxpyInt8<DW>(codes, meta, T, D, w, acc), true;
-  if (f.kind == Kind::kInt8 && D % N == 0) return AxpyInt8<DF>(codes, meta, T, D, w, acc), true;
+bool AxpyF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D, const float* w,
+                 float* acc) {
 #if HQEKV_HW_F16
-  if (f.kind == Kind::kF16 && D % N == 0) {
+  const DF df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  if (HasVectors() && D % N == 0) {
     for (int t = 0; t < T; ++t) {
       const VF wt = hn::Set(df, w[t]);
       for (int d = 0; d < D; d += N) {
@@ -1180,8 +1007,7 @@ bool AxpyImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
   return false;
 }
 
-#undef HQEKV_HW_F16
-
+}  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
@@ -1189,30 +1015,42 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::quant {
 
-HWY_EXPORT(QuantizeImpl);
-HWY_EXPORT(DequantizeImpl);
-HWY_EXPORT(DotImpl);
-HWY_EXPORT(AxpyImpl);
-HWY_EXPORT(HadamardRowsImpl);
+// One exported set per kind family; quant/format_traits.cc puts the simd::
+// wrappers in the table rows.
+#define HQEKV_QUANT_EXPORT_FAMILY(Fam)                                                      \
+  HWY_EXPORT(Quantize##Fam##Impl);                                                          \
+  HWY_EXPORT(Dequantize##Fam##Impl);                                                        \
+  HWY_EXPORT(Dot##Fam##Impl);                                                               \
+  HWY_EXPORT(Axpy##Fam##Impl);                                                              \
+  namespace simd {                                                                          \
+  bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,       \
+                     uint8_t* meta) {                                                       \
+    return HWY_DYNAMIC_DISPATCH(Quantize##Fam##Impl)(f, src, T, D, codes, meta);            \
+  }                                                                                         \
+  bool Dequantize##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,   \
+                       int D, float* dst) {                                                 \
+    return HWY_DYNAMIC_DISPATCH(Dequantize##Fam##Impl)(f, codes, meta, T, D, dst);          \
+  }                                                                                         \
+  bool Dot##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,   \
+                const float* q, float* scores) {                                            \
+    return HWY_DYNAMIC_DISPATCH(Dot##Fam##Impl)(f, codes, meta, T, D, q, scores);           \
+  }                                                                                         \
+  bool Axpy##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,  \
+                 const float* w, float* acc) {                                              \
+    return HWY_DYNAMIC_DISPATCH(Axpy##Fam##Impl)(f, codes, meta, T, D, w, acc);             \
+  }                                                                                         \
+  }  // namespace simd
 
-namespace simd {
-bool Quantize(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
-  return HWY_DYNAMIC_DISPATCH(QuantizeImpl)(f, src, T, D, codes, meta);
+HQEKV_QUANT_EXPORT_FAMILY(Grouped)
+HQEKV_QUANT_EXPORT_FAMILY(Int8)
+HQEKV_QUANT_EXPORT_FAMILY(Fp8)
+HQEKV_QUANT_EXPORT_FAMILY(F16)
+#undef HQEKV_QUANT_EXPORT_FAMILY
+
+HWY_EXPORT(HadamardRowsImpl);
+bool simd::HadamardRows(float* x, int T, int D) {
+  return HWY_DYNAMIC_DISPATCH(HadamardRowsImpl)(x, T, D);
 }
-bool DequantizeStored(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                      float* dst) {
-  return HWY_DYNAMIC_DISPATCH(DequantizeImpl)(f, codes, meta, T, D, dst);
-}
-bool Dot(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q,
-         float* scores) {
-  return HWY_DYNAMIC_DISPATCH(DotImpl)(f, codes, meta, T, D, q, scores);
-}
-bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
-          float* acc) {
-  return HWY_DYNAMIC_DISPATCH(AxpyImpl)(f, codes, meta, T, D, w, acc);
-}
-bool HadamardRows(float* x, int T, int D) { return HWY_DYNAMIC_DISPATCH(HadamardRowsImpl)(x, T, D); }
-}  // namespace simd
 
 }  // namespace hqekv::quant
 #endif  // HWY_ONCE

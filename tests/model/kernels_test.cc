@@ -15,8 +15,8 @@
 namespace hqekv::kernels {
 namespace {
 
-const WeightType kAll[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16, WeightType::kQ8_0,
-                           WeightType::kQ4_0, WeightType::kQ4_K, WeightType::kQ6_K};
+const TensorType kAll[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
+                           TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K};
 
 void PutHalf(uint8_t* p, float v) {
   const f16_t h = F32ToF16(v);
@@ -24,7 +24,7 @@ void PutHalf(uint8_t* p, float v) {
 }
 
 // Random rows of a type: random quant bytes with finite, moderate scales.
-std::vector<uint8_t> RandomRows(WeightType t, int64_t n, int64_t k, std::mt19937& rng) {
+std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
   std::vector<uint8_t> buf(n * RowBytes(t, k));
   std::uniform_int_distribution<int> byte(0, 255);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -33,13 +33,13 @@ std::vector<uint8_t> RandomRows(WeightType t, int64_t n, int64_t k, std::mt19937
   for (int64_t i = 0; i < blocks; ++i) {
     uint8_t* p = buf.data() + i * BlockBytes(t);
     switch (t) {
-      case WeightType::kF32: {
+      case TensorType::kF32: {
         const float v = nd(rng);
         std::memcpy(p, &v, 4);
         break;
       }
-      case WeightType::kF16: PutHalf(p, nd(rng)); break;
-      case WeightType::kBF16: {
+      case TensorType::kF16: PutHalf(p, nd(rng)); break;
+      case TensorType::kBF16: {
         const float v = nd(rng);
         uint32_t bits;
         std::memcpy(&bits, &v, 4);
@@ -47,13 +47,13 @@ std::vector<uint8_t> RandomRows(WeightType t, int64_t n, int64_t k, std::mt19937
         std::memcpy(p, &hi, 2);
         break;
       }
-      case WeightType::kQ8_0:
-      case WeightType::kQ4_0: PutHalf(p, 0.01f + 0.02f * std::abs(nd(rng))); break;
-      case WeightType::kQ4_K:
+      case TensorType::kQ8_0:
+      case TensorType::kQ4_0: PutHalf(p, 0.01f + 0.02f * std::abs(nd(rng))); break;
+      case TensorType::kQ4_K:
         PutHalf(p, 0.003f * std::abs(nd(rng)));
         PutHalf(p + 2, 0.002f * std::abs(nd(rng)));
         break;
-      case WeightType::kQ6_K: PutHalf(p + 208, 0.001f * std::abs(nd(rng))); break;
+      case TensorType::kQ6_K: PutHalf(p + 208, 0.001f * std::abs(nd(rng))); break;
     }
   }
   return buf;
@@ -67,7 +67,7 @@ std::vector<float> RandomVec(int64_t n, std::mt19937& rng) {
 }
 
 // Tolerance of an fp32 dot vs a double one: relative to sum |w x|.
-double AbsDot(WeightType t, const void* row, const float* x, int64_t k) {
+double AbsDot(TensorType t, const void* row, const float* x, int64_t k) {
   std::vector<float> w(k);
   DequantizeRowRef(t, row, k, w.data());
   double s = 0;
@@ -77,26 +77,26 @@ double AbsDot(WeightType t, const void* row, const float* x, int64_t k) {
 
 TEST(Kernels, SimdDotMatchesScalarOnEveryType) {
   std::mt19937 rng(1);
-  for (WeightType t : kAll) {
+  for (TensorType t : kAll) {
     for (int64_t k : {256, 768, 2048}) {
       auto w = RandomRows(t, 1, k, rng);
       auto x = RandomVec(k, rng);
       const double ref = DotRef(t, w.data(), x.data(), k);
       const float got = Dot(t, w.data(), x.data(), k);
-      EXPECT_NEAR(got, ref, 1e-5 * AbsDot(t, w.data(), x.data(), k) + 1e-6) << WeightTypeName(t) << " k=" << k;
+      EXPECT_NEAR(got, ref, 1e-5 * AbsDot(t, w.data(), x.data(), k) + 1e-6) << TensorTypeName(t) << " k=" << k;
     }
   }
 }
 
 TEST(Kernels, FloatTypesHandleOddLengths) {
   std::mt19937 rng(2);
-  for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16}) {
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
     for (int64_t k : {1, 7, 37, 100}) {
       auto w = RandomRows(t, 1, k, rng);
       auto x = RandomVec(k, rng);
       EXPECT_NEAR(Dot(t, w.data(), x.data(), k), DotRef(t, w.data(), x.data(), k),
                   1e-5 * AbsDot(t, w.data(), x.data(), k) + 1e-6)
-          << WeightTypeName(t) << " k=" << k;
+          << TensorTypeName(t) << " k=" << k;
     }
   }
 }
@@ -105,7 +105,7 @@ TEST(Kernels, MatVecAndMatMulMatchReference) {
   std::mt19937 rng(3);
   for (int threads : {1, 2}) {
     SetNumThreads(threads);
-    for (WeightType t : kAll) {
+    for (TensorType t : kAll) {
      // n not a multiple of the 4-row panel; the second shape is large enough
      // (>= 2^16 multiply-adds) to run on the thread pool.
      for (auto [n, k] : {std::pair<int64_t, int64_t>{11, 512}, {37, 2048}}) {
@@ -119,7 +119,7 @@ TEST(Kernels, MatVecAndMatMulMatchReference) {
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t r = 0; r < n; ++r) {
             const double tol = 1e-5 * AbsDot(t, w.row(r), x.data() + i * k, k) + 1e-6;
-            ASSERT_NEAR(y[i * n + r], ref[i * n + r], tol) << WeightTypeName(t) << " m=" << m << " r=" << r;
+            ASSERT_NEAR(y[i * n + r], ref[i * n + r], tol) << TensorTypeName(t) << " m=" << m << " r=" << r;
           }
         }
       }
@@ -134,10 +134,10 @@ TEST(Kernels, MatVecManyEqualsSeparateProducts) {
   SetNumThreads(2);
   const int64_t k = 1024;
   // Mixed types and sizes; big enough in total to use the pool.
-  auto a = RandomRows(WeightType::kQ8_0, 45, k, rng), b = RandomRows(WeightType::kF16, 7, k, rng),
-       c = RandomRows(WeightType::kQ4_K, 80, k, rng);
-  const WeightMatrix wa{WeightType::kQ8_0, a.data(), 45, k}, wb{WeightType::kF16, b.data(), 7, k},
-      wc{WeightType::kQ4_K, c.data(), 80, k};
+  auto a = RandomRows(TensorType::kQ8_0, 45, k, rng), b = RandomRows(TensorType::kF16, 7, k, rng),
+       c = RandomRows(TensorType::kQ4_K, 80, k, rng);
+  const WeightMatrix wa{TensorType::kQ8_0, a.data(), 45, k}, wb{TensorType::kF16, b.data(), 7, k},
+      wc{TensorType::kQ4_K, c.data(), 80, k};
   auto x = RandomVec(k, rng);
   std::vector<float> ya(45), yb(7), yc(80), ra(45), rb(7), rc(80);
   const WeightMatrix* ws[3] = {&wa, &wb, &wc};
@@ -157,13 +157,13 @@ TEST(Kernels, Q8_0AndQ4_0BlockLayout) {
   PutHalf(q8, 0.5f);
   for (int j = 0; j < 32; ++j) q8[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(j - 16));
   float out[32];
-  DequantizeRowRef(WeightType::kQ8_0, q8, 32, out);
+  DequantizeRowRef(TensorType::kQ8_0, q8, 32, out);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(out[j], 0.5f * (j - 16));
 
   uint8_t q4[18];
   PutHalf(q4, 2.0f);
   for (int j = 0; j < 16; ++j) q4[2 + j] = static_cast<uint8_t>((j & 15) | ((15 - j) << 4));
-  DequantizeRowRef(WeightType::kQ4_0, q4, 32, out);
+  DequantizeRowRef(TensorType::kQ4_0, q4, 32, out);
   for (int j = 0; j < 16; ++j) {
     EXPECT_EQ(out[j], 2.0f * (j - 8));             // low nibbles: elements 0..15
     EXPECT_EQ(out[16 + j], 2.0f * (15 - j - 8));   // high nibbles: elements 16..31
@@ -184,7 +184,7 @@ TEST(Kernels, Q4_KBlockLayout) {
   b[16 + 0] = 0x70;       // qs[0]: high nibble 7 -> element 32 (sub-block 1)
   b[16 + 64 + 3] = 0x90;  // qs[67]: group 2, l = 3, high nibble 9 -> element 128+32+3 (sub-block 5)
   float out[256];
-  DequantizeRowRef(WeightType::kQ4_K, b, 256, out);
+  DequantizeRowRef(TensorType::kQ4_K, b, 256, out);
   EXPECT_EQ(out[32], 3.0f * 7 - 0.5f * 2);
   EXPECT_EQ(out[33], -0.5f * 2);
   EXPECT_EQ(out[128 + 32 + 3], 37.0f * 9 - 0.5f * 19);
@@ -201,17 +201,17 @@ TEST(Kernels, Q6_KBlockLayout) {
   b[64 + 17] = 0xA0;         // low bits 10
   b[128 + 32 + 17] = 2 << 4;  // high bits 2 -> q = 42 - 32 = 10
   float out[256];
-  DequantizeRowRef(WeightType::kQ6_K, b, 256, out);
+  DequantizeRowRef(TensorType::kQ6_K, b, 256, out);
   EXPECT_EQ(out[128 + 64 + 17], 0.25f * 14 * 10);
   EXPECT_EQ(out[0], 0.25f * 1 * -32);  // all-zero bits: q = -32, scale 1
 }
 
 TEST(Kernels, RowLengthChecks) {
-  EXPECT_TRUE(CheckRowLength(WeightType::kQ4_K, 512, "w").ok());
-  EXPECT_FALSE(CheckRowLength(WeightType::kQ4_K, 288, "w").ok());
-  EXPECT_FALSE(CheckRowLength(WeightType::kQ8_0, 0, "w").ok());
-  EXPECT_EQ(RowBytes(WeightType::kQ6_K, 512), 420);
-  EXPECT_EQ(RowBytes(WeightType::kQ8_0, 64), 68);
+  EXPECT_TRUE(CheckRowLength(TensorType::kQ4_K, 512, "w").ok());
+  EXPECT_FALSE(CheckRowLength(TensorType::kQ4_K, 288, "w").ok());
+  EXPECT_FALSE(CheckRowLength(TensorType::kQ8_0, 0, "w").ok());
+  EXPECT_EQ(RowBytes(TensorType::kQ6_K, 512), 420);
+  EXPECT_EQ(RowBytes(TensorType::kQ8_0, 64), 68);
 }
 
 }  // namespace

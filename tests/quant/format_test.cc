@@ -1,7 +1,9 @@
-// ParseFormat / FormatName / Validate errors and the exact plane sizes.
+// ParseFormat / FormatName / Validate errors, the exact plane sizes, and the
+// format table (quant/format_traits.h).
 #include <gtest/gtest.h>
 
 #include "quant/format.h"
+#include "quant/format_traits.h"
 
 namespace hqekv::quant {
 namespace {
@@ -89,6 +91,32 @@ TEST(QuantFormat, PlaneSizesAreExact) {
   EXPECT_EQ(MetaBytes(Normal(2, chan), 1, 64), 256u);
   EXPECT_EQ(CodeBytes(F16(), 0, 128), 0u);
   EXPECT_EQ(MetaBytes(Uniform(4, tok, 48), 32, 128), 0u);  // invalid: 0, never a crash
+}
+
+// Every row of the table is complete and names a parseable format whose
+// kind is the row's; a row's spec head is what FormatName prints.
+TEST(QuantFormatTraits, EveryRowParsesAndRoundTrips) {
+  size_t n = 0;
+  const FormatTraits* rows = AllTraits(&n);
+  ASSERT_EQ(n, static_cast<size_t>(Kind::kNormal) + 1);
+  for (size_t i = 0; i < n; ++i) {
+    const FormatTraits& tr = rows[i];
+    EXPECT_EQ(&Traits(tr.kind), &tr);
+    for (int bits = 1; bits < 64; ++bits) {
+      if (((tr.legal_bits >> bits) & 1u) == 0) continue;
+      if (!tr.bits_in_name && bits != tr.default_bits) continue;
+      const std::string head = tr.bits_in_name ? tr.name + std::to_string(bits) : std::string(tr.name);
+      auto f = ParseFormat(head);
+      ASSERT_TRUE(f.ok()) << head << ": " << f.message();
+      EXPECT_EQ(f->kind, tr.kind) << head;
+      EXPECT_EQ(f->bits, bits) << head;
+      EXPECT_TRUE(Validate(*f, 32, 128).ok()) << head;
+      EXPECT_EQ(FormatName(*f).substr(0, head.size()), head);
+      EXPECT_EQ(CodeBytes(*f, 32, 128), tr.code_bytes(*f, 32, 128)) << head;
+      EXPECT_EQ(MetaBytes(*f, 32, 128), tr.meta_bytes(*f, 32, 128)) << head;
+      EXPECT_EQ(CodeBytes(*f, 32, 128), (32u * 128u * static_cast<size_t>(bits) + 7) / 8) << head;
+    }
+  }
 }
 
 }  // namespace

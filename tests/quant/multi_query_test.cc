@@ -6,7 +6,6 @@
 #include "quant/multi_query.h"
 
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +23,7 @@ namespace {
 using testing::Encode;
 using testing::Encoded;
 using testing::Gaussian;
+using testing::MaxAbs;
 
 // Formats for a D-channel chunk: AllFormats() (per-token group 8) plus the
 // store's per-token group min(32, D) and Hadamard variants.
@@ -38,29 +38,12 @@ std::vector<Format> FormatsFor(int D) {
   return fs;
 }
 
-float MaxAbs(const std::vector<float>& v) {
-  float m = 0.0f;
-  for (float x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-
-// Runs fn with dispatch forced to each x86 SIMD target this CPU supports
-// (AVX-512 uses 4 accumulator vectors per row, the others 2), then restores
-// the default; with none available, runs once on the default dispatch.
+// Runs fn on each x86 SIMD target this CPU supports (AVX-512 uses 4
+// accumulator vectors per row, the others 2); with none, once on the default
+// dispatch.
 template <class Fn>
 void ForEachTarget(Fn fn) {
-  int ran = 0;
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((hwy::SupportedTargets() & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn();
-    ++ran;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  if (ran == 0) fn();
+  if (testing::RunOnEachTarget([&](int64_t) { fn(); }) == 0) fn();
 }
 
 // Counts the (format, T, D, m) cases checked in *checked.
@@ -162,7 +145,9 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
     ASSERT_EQ(any, ref::SoftmaxRow(want.data(), n));
     float sum = 0.0f;
     for (int i = 0; i < n; ++i) {
-      if (x[i] == ninf) ASSERT_EQ(got[i], 0.0f) << i;  // masked: exactly 0
+      if (x[i] == ninf) {
+        ASSERT_EQ(got[i], 0.0f) << i;  // masked: exactly 0
+      }
       ASSERT_NEAR(got[i], want[i], 4e-6f * want[i] + 1e-30f) << i;
       sum += got[i];
     }

@@ -2,6 +2,11 @@
 // through either the dispatched API or the scalar reference.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <hwy/highway.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -61,6 +66,32 @@ inline std::vector<Format> AllFormats() {
     fs.push_back(Normal(b, Grouping::kPerChannel));
   }
   return fs;
+}
+
+inline float MaxAbs(const std::vector<float>& v) {
+  float m = 0.0f;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Runs fn(target) once per x86 SIMD target this CPU supports (AVX-512, AVX2,
+// SSE4), with dispatch forced to it, then restores the default. Returns how
+// many targets ran (0 on a CPU without them).
+template <class Fn>
+int RunOnEachTarget(Fn fn) {
+  const int64_t supported = hwy::SupportedTargets();  // before forcing any
+  int ran = 0;
+  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
+    if ((supported & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    SCOPED_TRACE(hwy::TargetName(target));
+    fn(target);
+    ++ran;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  return ran;
 }
 
 inline float Group16(const uint8_t* meta, int plane, int groups, int g) {

@@ -9,7 +9,6 @@
 
 namespace hqekv::quant {
 namespace {
-using testing::AllFormats;
 using testing::Decode;
 using testing::Encode;
 using testing::Gaussian;
@@ -126,7 +125,7 @@ void CheckRoundTrip(const Format& f, int T, int D, bool reference, float scale, 
 TEST(QuantRoundTrip, EveryFormatGroupingAndShapeWithinBounds) {
   uint32_t seed = 1;
   for (bool reference : {true, false}) {
-    for (const Format& f : AllFormats()) {
+    for (const Format& f : testing::AllFormats()) {
       for (int T : {1, 7, 32}) {
         for (int D : {8, 64, 128}) {
           ASSERT_TRUE(Validate(f, T, D).ok()) << FormatName(f);

@@ -2,8 +2,6 @@
 // target this CPU supports: codes and metadata bit-identical, reconstruction,
 // DotChunk and AxpyChunk within float tolerance.
 #include <gtest/gtest.h>
-#include <hwy/highway.h>
-#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,26 +11,17 @@
 
 namespace hqekv::quant {
 namespace {
-using testing::AllFormats;
 using testing::Decode;
 using testing::Encode;
 using testing::Gaussian;
+using testing::MaxAbs;
 
 // Runs fn once per SIMD target available here, with dispatch forced to it.
 template <class Fn>
 void ForEachTarget(Fn fn) {
-  int ran = 0;
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((hwy::SupportedTargets() & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn(target);
-    ++ran;
+  if (testing::RunOnEachTarget(fn) == 0) {
+    GTEST_SKIP() << "no x86 SIMD target on this CPU; the reference is used";
   }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  if (ran == 0) GTEST_SKIP() << "no x86 SIMD target on this CPU; the reference is used";
 }
 
 // Inputs that stress the kernels: Gaussian, tiny and huge scales, constant
@@ -51,12 +40,6 @@ std::vector<std::vector<float>> Inputs(int T, int D, uint32_t seed) {
   for (size_t i = 0; i < mixed.size(); i += 13) mixed[i] = specials[(i / 13) % 6];
   xs.push_back(mixed);
   return xs;
-}
-
-float MaxAbs(const std::vector<float>& v) {
-  float m = 0;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
 }
 
 void CompareOne(const Format& f, const std::vector<float>& x, int T, int D) {
@@ -91,7 +74,7 @@ void CompareOne(const Format& f, const std::vector<float>& x, int T, int D) {
 }
 
 TEST(QuantSimd, BitIdenticalCodesAndCloseValuesOnEveryTarget) {
-  std::vector<Format> formats = AllFormats();
+  std::vector<Format> formats = testing::AllFormats();
   formats.push_back(Uniform(4, Grouping::kPerToken));  // default g = 32
   formats.push_back(Uniform(2, Grouping::kPerToken));
   formats.push_back(Normal(1, Grouping::kPerToken));
