@@ -26,8 +26,8 @@
 
 #include "core/parallel.h"
 #include "model/llama.h"
-#include "model/model_source.h"
-#include "model/synthetic.h"
+#include "io/model_source.h"
+#include "io/synthetic.h"
 #include "policy/factory.h"
 
 namespace hqekv {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "model/gguf.h"
-#include "model/model_source.h"
+#include "io/gguf.h"
+#include "io/model_source.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = hqekv::ParseGguf(data, size, "fuzz.gguf");

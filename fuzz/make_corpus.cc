@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_writer.h"
-#include "model/tokenizer.h"
+#include "io/gguf_writer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "calib/search.h"
 #include "core/status.h"
 #include "model/llama.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 namespace hqekv::calib {
 

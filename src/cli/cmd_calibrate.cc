@@ -18,7 +18,7 @@
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 namespace hqekv::cli {
 namespace {

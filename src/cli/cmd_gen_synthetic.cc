@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli/registry.h"
-#include "model/synthetic.h"
+#include "io/synthetic.h"
 
 namespace hqekv::cli {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "cli/model_args.h"
 #include "cli/registry.h"
-#include "model/gguf.h"
-#include "model/model_source.h"
+#include "io/gguf.h"
+#include "io/model_source.h"
 
 namespace hqekv::cli {
 namespace {

@@ -17,7 +17,7 @@ inline constexpr uint64_t kFnv1a64Prime = 0x100000001B3ull;
 
 // FNV-1a 64 of data[0..n), continuing from `h` (the offset basis for a fresh
 // hash; pass a previous result to hash a concatenation piecewise; the model
-// layout identity of model/model_source.cc starts from its own value).
+// layout identity of io/model_source.cc starts from its own value).
 inline uint64_t Fnv1a64(const void* data, size_t n, uint64_t h = kFnv1a64Offset) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) {

@@ -1,5 +1,5 @@
 // EvalModel over the real engine: a GGUF or llama2.c model loaded by
-// model/model_source.h and run by model/llama.h.
+// io/model_source.h and run by model/llama.h.
 #pragma once
 
 #include <memory>
@@ -7,7 +7,7 @@
 
 #include "eval/eval_model.h"
 #include "model/llama.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 namespace hqekv::eval {
 

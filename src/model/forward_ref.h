@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 namespace hqekv {
 

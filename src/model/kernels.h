@@ -24,11 +24,11 @@
 #include <string>
 
 #include "core/status.h"
-#include "model/gguf_types.h"
+#include "io/gguf_types.h"
 
 namespace hqekv::kernels {
 
-// Weight types are the GGUF tensor types (model/gguf_types.h: TensorType,
+// Weight types are the GGUF tensor types (io/gguf_types.h: TensorType,
 // TensorTypeName, and the one block table BlockSize / BlockBytes).
 
 // Bytes of a row of k values; k must be a multiple of BlockSize(t).

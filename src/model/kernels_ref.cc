@@ -35,7 +35,7 @@ void ScaleMinK4(int j, const uint8_t* s, int* sc, int* m) {
   }
 }
 
-// The block decoders below hard-code the offsets of model/gguf_types.h's layouts.
+// The block decoders below hard-code the offsets of io/gguf_types.h's layouts.
 static_assert(BlockBytes(TensorType::kQ4_K) == 144 && BlockSize(TensorType::kQ4_K) == 256);
 static_assert(BlockBytes(TensorType::kQ6_K) == 210 && BlockSize(TensorType::kQ6_K) == 256);
 static_assert(BlockBytes(TensorType::kQ8_0) == 34 && BlockBytes(TensorType::kQ4_0) == 18);

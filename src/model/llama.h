@@ -19,7 +19,7 @@
 #include "cache/kv_cache.h"
 #include "core/status.h"
 #include "model/kernels.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 namespace hqekv {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 namespace hqekv {
 

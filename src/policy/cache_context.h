@@ -12,7 +12,7 @@
 
 namespace hqekv::policy {
 
-// The model a cache is created for (from model/model_source.h, which the
+// The model a cache is created for (from io/model_source.h, which the
 // policy layer does not include).
 struct ModelIdentity {
   std::string name;      // ModelConfig::name, for messages

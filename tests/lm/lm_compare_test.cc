@@ -7,7 +7,7 @@
 #include <random>
 
 #include "cache/plain_cache.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 #include "policy/factory.h"
 
 namespace hqekv::lm {

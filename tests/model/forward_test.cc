@@ -15,8 +15,8 @@
 #include "core/parallel.h"
 #include "model/forward_ref.h"
 #include "model/llama.h"
-#include "model/model_source.h"
-#include "model/synthetic.h"
+#include "io/model_source.h"
+#include "io/synthetic.h"
 #include "policy/factory.h"
 
 namespace hqekv {

@@ -14,7 +14,7 @@
 #include "cache/plain_cache.h"
 #include "core/parallel.h"
 #include "model/llama.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 namespace hqekv {
 namespace {

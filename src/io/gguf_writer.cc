@@ -1,4 +1,4 @@
-#include "model/gguf_writer.h"
+#include "io/gguf_writer.h"
 
 #include <sys/stat.h>
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gguf_types.h"
+#include "io/gguf_types.h"
 
 namespace hqekv {
 

@@ -1,6 +1,6 @@
 // GGUF writer -> reader round trips, targeted malformed files, and model
 // validation (architectures, required keys, tensor shapes) on tiny models.
-#include "model/gguf.h"
+#include "io/gguf.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <random>
 #include <unistd.h>
 
-#include "model/gguf_writer.h"
-#include "model/mmap_file.h"
-#include "model/model_source.h"
+#include "io/gguf_writer.h"
+#include "io/mmap_file.h"
+#include "io/model_source.h"
 
 namespace hqekv {
 namespace {

@@ -1,5 +1,5 @@
 // Loading the bundled stories260K model from GGUF and from the llama2.c pair.
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "io/gguf.h"
 
 namespace hqekv {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/mmap_file.h"
+#include "io/mmap_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "model/gguf_types.h"
+#include "io/gguf_types.h"
 
 namespace hqekv {
 

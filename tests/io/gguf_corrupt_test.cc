@@ -8,9 +8,9 @@
 #include <cstring>
 #include <random>
 
-#include "model/gguf.h"
-#include "model/mmap_file.h"
-#include "model/model_source.h"
+#include "io/gguf.h"
+#include "io/mmap_file.h"
+#include "io/model_source.h"
 
 namespace hqekv {
 namespace {

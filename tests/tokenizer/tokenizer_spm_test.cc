@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/llama2c.h"
-#include "model/mmap_file.h"
-#include "model/model_source.h"
-#include "model/tokenizer.h"
+#include "io/llama2c.h"
+#include "io/mmap_file.h"
+#include "io/model_source.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hqekv {
 namespace {

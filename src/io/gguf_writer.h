@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gguf.h"
-#include "model/gguf_types.h"
+#include "io/gguf.h"
+#include "io/gguf_types.h"
 
 namespace hqekv {
 

@@ -1,5 +1,5 @@
 // SentencePiece-style and byte-level BPE tokenizers (see tokenizer.h).
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,8 +8,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "model/tokenizer_pretokenize.h"
-#include "model/tokenizer_unicode.h"
+#include "tokenizer/tokenizer_pretokenize.h"
+#include "tokenizer/tokenizer_unicode.h"
 
 namespace hqekv {
 namespace {

@@ -1,9 +1,9 @@
-#include "model/tokenizer_unicode.h"
+#include "tokenizer/tokenizer_unicode.h"
 
 #include <algorithm>
 #include <iterator>
 
-#include "model/tokenizer_unicode_tables.h"
+#include "tokenizer/tokenizer_unicode_tables.h"
 
 namespace hqekv::unicode {
 namespace {

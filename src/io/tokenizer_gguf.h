@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "core/status.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "io/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hqekv {
 

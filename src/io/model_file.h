@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_types.h"
-#include "model/tokenizer.h"
+#include "io/gguf_types.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hqekv {
 

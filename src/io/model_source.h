@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "model/model_file.h"
+#include "io/model_file.h"
 
 namespace hqekv {
 

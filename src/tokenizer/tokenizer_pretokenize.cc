@@ -1,6 +1,6 @@
-#include "model/tokenizer_pretokenize.h"
+#include "tokenizer/tokenizer_pretokenize.h"
 
-#include "model/tokenizer_unicode.h"
+#include "tokenizer/tokenizer_unicode.h"
 
 namespace hqekv {
 

@@ -1,11 +1,11 @@
-#include "model/synthetic.h"
+#include "io/synthetic.h"
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/half.h"
-#include "model/gguf_writer.h"
+#include "io/gguf_writer.h"
 
 namespace hqekv {
 namespace {

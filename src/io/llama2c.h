@@ -21,8 +21,8 @@
 #include <string>
 
 #include "core/status.h"
-#include "model/model_file.h"
-#include "model/tokenizer.h"
+#include "io/model_file.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hqekv {
 

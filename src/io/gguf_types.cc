@@ -1,4 +1,4 @@
-#include "model/gguf_types.h"
+#include "io/gguf_types.h"
 
 #include <cctype>
 

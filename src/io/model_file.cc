@@ -1,4 +1,4 @@
-#include "model/model_file.h"
+#include "io/model_file.h"
 
 #include <cstdio>
 #include <cstdlib>

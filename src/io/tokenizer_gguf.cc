@@ -1,4 +1,4 @@
-#include "model/tokenizer_gguf.h"
+#include "io/tokenizer_gguf.h"
 
 #include <limits>
 

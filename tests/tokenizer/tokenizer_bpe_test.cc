@@ -4,12 +4,12 @@
 
 #include <map>
 
-#include "model/gguf.h"
-#include "model/gguf_writer.h"
-#include "model/tokenizer.h"
-#include "model/tokenizer_gguf.h"
-#include "model/tokenizer_pretokenize.h"
-#include "model/tokenizer_unicode.h"
+#include "io/gguf.h"
+#include "io/gguf_writer.h"
+#include "tokenizer/tokenizer.h"
+#include "io/tokenizer_gguf.h"
+#include "tokenizer/tokenizer_pretokenize.h"
+#include "tokenizer/tokenizer_unicode.h"
 
 namespace hqekv {
 namespace {

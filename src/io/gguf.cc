@@ -1,4 +1,4 @@
-#include "model/gguf.h"
+#include "io/gguf.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "model/model_source.h"
+#include "io/model_source.h"
 
 #include <cmath>
 #include <cstdio>
@@ -7,10 +7,10 @@
 #include <limits>
 
 #include "core/hash.h"
-#include "model/gguf.h"
-#include "model/llama2c.h"
-#include "model/mmap_file.h"
-#include "model/tokenizer_gguf.h"
+#include "io/gguf.h"
+#include "io/llama2c.h"
+#include "io/mmap_file.h"
+#include "io/tokenizer_gguf.h"
 
 namespace hqekv {
 namespace {

@@ -1,11 +1,11 @@
-#include "model/llama2c.h"
+#include "io/llama2c.h"
 
 #include <sys/stat.h>
 
 #include <cstring>
 #include <limits>
 
-#include "model/mmap_file.h"
+#include "io/mmap_file.h"
 
 namespace hqekv {
 namespace {
