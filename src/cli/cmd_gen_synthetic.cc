@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/registry.h"
+#include "io/arch.h"
 #include "io/synthetic.h"
 
 namespace hqekv::cli {
@@ -56,7 +57,7 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
   cmd->add_option("-o,--output", a->out, "Output .gguf path")->required();
   cmd->add_option("--preset", a->preset, "Shape preset: 1b");
   cmd->add_option("--type", a->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K")->capture_default_str();
-  cmd->add_option("--arch", a->spec.arch, "llama, qwen2 or qwen3")->capture_default_str();
+  cmd->add_option("--arch", a->spec.arch, "architecture: " + SupportedArchNames())->capture_default_str();
   cmd->add_option("--layers", a->spec.n_layers)->capture_default_str();
   cmd->add_option("--dim", a->spec.d_model)->capture_default_str();
   cmd->add_option("--heads", a->spec.n_heads)->capture_default_str();

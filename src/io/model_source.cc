@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/hash.h"
+#include "io/arch.h"
 #include "io/gguf.h"
 #include "io/llama2c.h"
 #include "io/mmap_file.h"
@@ -92,8 +93,9 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
   m->file_bytes = size;
   ModelConfig& c = m->config;
   HQEKV_ASSIGN(c.arch, f.GetString("general.architecture"));
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3")
-    return MakeError(where + "unsupported architecture '" + c.arch + "' (supported: llama, qwen2, qwen3)");
+  const ArchTraits* arch = FindArch(c.arch);
+  if (!arch)
+    return MakeError(where + "unsupported architecture '" + c.arch + "' (supported: " + SupportedArchNames() + ")");
   auto name = f.GetOptionalString("general.name");
   if (!name.ok()) return name.error();
   c.name = name->value_or(Stem(f.path));
@@ -116,8 +118,8 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
     return MakeError(where + "attention.value_length " + std::to_string(value_length) +
                      " differs from key_length " + std::to_string(c.head_dim) + " (not supported)");
   HQEKV_ASSIGN(c.rope_dim, ConfigInt(f, a + "rope.dimension_count", c.head_dim));
-  c.rope = c.arch == "llama" ? RopeStyle::kNormal : RopeStyle::kNeoX;
-  c.qk_norm = c.arch == "qwen3";
+  c.rope = arch->rope;
+  c.qk_norm = arch->qk_norm;
 
   auto scaling = f.GetOptionalString(a + "rope.scaling.type");
   if (!scaling.ok()) return scaling.error();

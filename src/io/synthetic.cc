@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "io/arch.h"
 #include "io/gguf_writer.h"
 
 namespace hqekv {
@@ -122,8 +123,9 @@ uint64_t SyntheticWeightBytes(const SyntheticSpec& s) {
 }
 
 Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool overwrite) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    return MakeError("synthetic model: unknown architecture '" + s.arch + "'");
+  const ArchTraits* arch = FindArch(s.arch);
+  if (!arch) {
+    return MakeError("synthetic model: unknown architecture '" + s.arch + "' (supported: " + SupportedArchNames() + ")");
   }
   if (s.vocab < 259 || s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 ||
       s.n_heads % s.n_kv_heads != 0 || s.d_ff <= 0 || s.max_ctx <= 0) {
@@ -191,12 +193,12 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
     HQEKV_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.d_model, q, in_sd));
     HQEKV_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.d_model, kv, in_sd));
     HQEKV_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.d_model, kv, in_sd));
-    if (s.arch == "qwen2") {
+    if (arch->qkv_bias) {
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q.bias", q, 0.0f, 0.1f));
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv, 0.0f, 0.1f));
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_v.bias", kv, 0.0f, 0.1f));
     }
-    if (s.arch == "qwen3") {
+    if (arch->qk_norm) {
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", hd, 1.0f, 0.2f));
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_k_norm.weight", hd, 1.0f, 0.2f));
     }

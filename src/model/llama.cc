@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/parallel.h"
+#include "io/arch.h"
 #include "model/rope.h"
 
 namespace hqekv {
@@ -32,8 +33,8 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelSource& src) {
 Status LlamaModel::Init() {
   const ModelConfig& c = src_.config;
   const std::string where = src_.path.empty() ? std::string("model") : src_.path;
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3") {
-    return MakeError(where + ": unsupported architecture '" + c.arch + "' (supported: llama, qwen2, qwen3)");
+  if (!FindArch(c.arch)) {
+    return MakeError(where + ": unsupported architecture '" + c.arch + "' (supported: " + SupportedArchNames() + ")");
   }
   if (c.n_layers <= 0 || c.d_model <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
       c.d_ff <= 0 || c.vocab_size <= 0 || c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0) {
