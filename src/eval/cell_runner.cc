@@ -85,11 +85,9 @@ Status CellRunner::Run(const std::string& kind, const std::string& config, const
 Result<const Corpus*> CellRunner::GetCorpus(const std::string& name) {
   auto it = corpora_.find(name);
   if (it != corpora_.end()) return &it->second;
-  auto path = BundledTextPath(text_root_, name);
-  if (!path.ok()) return path.error();
-  auto c = LoadCorpus(name, *path);
-  if (!c.ok()) return c.error();
-  return &corpora_.emplace(name, std::move(c).value()).first->second;
+  HQEKV_ASSIGN_OR_RETURN(auto path, BundledTextPath(text_root_, name));
+  HQEKV_ASSIGN_OR_RETURN(auto c, LoadCorpus(name, path));
+  return &corpora_.emplace(name, std::move(c)).first->second;
 }
 
 void CellRunner::Step(const std::string& label) {

@@ -41,13 +41,11 @@ std::string FileFingerprint(const std::string& path) {
 }  // namespace
 
 Result<std::unique_ptr<EngineModel>> EngineModel::Load(const std::string& path, int trained_ctx) {
-  auto src = LoadModel(path);
-  if (!src.ok()) return src.error();
+  HQEKV_ASSIGN_OR_RETURN(auto src, LoadModel(path));
   auto m = std::unique_ptr<EngineModel>(new EngineModel());
-  m->src_ = std::move(src).value();
-  auto llama = LlamaModel::Create(*m->src_);
-  if (!llama.ok()) return llama.error();
-  m->llama_ = std::move(llama).value();
+  m->src_ = std::move(src);
+  HQEKV_ASSIGN_OR_RETURN(auto llama, LlamaModel::Create(*m->src_));
+  m->llama_ = std::move(llama);
   int ctx = m->src_->config.max_ctx;
   const std::string stem = std::filesystem::path(path).stem().string();
   if (stem.find("stories260K") != std::string::npos) ctx = std::min(ctx, 512);  // see models/SOURCES.md

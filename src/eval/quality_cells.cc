@@ -35,26 +35,22 @@ class PreparedTask {
 
  private:
   Status BuildInstances() {
-    auto c = cells_.GetCorpus(qt_.corpus);
-    if (!c.ok()) return c.error();
+    HQEKV_ASSIGN_OR_RETURN(auto c, cells_.GetCorpus(qt_.corpus));
     const TokenCounter count = [this](const std::string& s) {
       return static_cast<int>(model_.Encode(s, false).size());
     };
     for (int i = 0; i < qt_.seeds; ++i) {
-      auto t = MakeTask(qt_.spec, **c, MixSeed(suite_.base_seed, static_cast<uint64_t>(i)), count);
-      if (!t.ok()) return t.error();
-      insts_.push_back(Prepare(model_, *t));
+      HQEKV_ASSIGN_OR_RETURN(auto t, MakeTask(qt_.spec, *c, MixSeed(suite_.base_seed, static_cast<uint64_t>(i)), count));
+      insts_.push_back(Prepare(model_, t));
       max_req_ = std::max(max_req_, RequiredContext(insts_.back()));
     }
     return Status::Ok();
   }
 
   Status RunReference() {
-    auto cache = make_cache_("fp16", model_.Geometry(max_req_));
-    if (!cache.ok()) return cache.error();
+    HQEKV_ASSIGN_OR_RETURN(auto cache, make_cache_("fp16", model_.Geometry(max_req_)));
     for (auto& in : insts_) {
-      auto r = RunInstance(model_, **cache, &in, /*record_ref=*/true);
-      if (!r.ok()) return r.error();
+      HQEKV_RETURN_IF_ERROR(RunInstance(model_, *cache, &in, /*record_ref=*/true));
     }
     return Status::Ok();
   }

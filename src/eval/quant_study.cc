@@ -128,27 +128,24 @@ Result<QuantStudyResult> RunQuantStudyOn(const std::vector<float>& x, const Quan
   // (a) range vs loss: uniform per-token groups of g channels (V layout), and eviction.
   for (int b : o.bits) {
     const Format f = quant::Uniform(b, Grouping::kPerToken, o.group);
-    auto loss = Losses(f, x, n, D, o.chunk);
-    if (!loss.ok()) return loss.error();
+    HQEKV_ASSIGN_OR_RETURN(auto loss, Losses(f, x, n, D, o.chunk));
     r.correlation.push_back({"uniform " + std::to_string(b) + "-bit", quant::FormatName(f),
-                             Pearson(range, *loss), Mean(*loss)});
+                             Pearson(range, loss), Mean(loss)});
   }
   r.correlation.push_back({"eviction", "", Pearson(range, energy), Mean(energy)});
   // (b) uniform vs normalized, K layout (per-channel) and V layout (per-token).
   for (int b : o.bits) {
     for (Grouping g : {Grouping::kPerChannel, Grouping::kPerToken}) {
       const Format fu = quant::Uniform(b, g, o.group), fn = quant::Normal(b, g, o.group);
-      auto lu = Losses(fu, x, n, D, o.chunk);
-      if (!lu.ok()) return lu.error();
-      auto ln = Losses(fn, x, n, D, o.chunk);
-      if (!ln.ok()) return ln.error();
+      HQEKV_ASSIGN_OR_RETURN(auto lu, Losses(fu, x, n, D, o.chunk));
+      HQEKV_ASSIGN_OR_RETURN(auto ln, Losses(fn, x, n, D, o.chunk));
       LayoutLossRow row;
       row.bits = b;
       row.layout = g == Grouping::kPerChannel ? "K per-channel" : "V per-token";
       row.uniform_format = quant::FormatName(fu);
       row.normal_format = quant::FormatName(fn);
-      row.uniform_loss = Mean(*lu);
-      row.normal_loss = Mean(*ln);
+      row.uniform_loss = Mean(lu);
+      row.normal_loss = Mean(ln);
       row.better = row.uniform_loss <= row.normal_loss ? "uniform" : "normalized";
       r.layouts.push_back(row);
     }
@@ -156,9 +153,8 @@ Result<QuantStudyResult> RunQuantStudyOn(const std::vector<float>& x, const Quan
   // (c) extra formats.
   for (const std::string& spec : o.formats) {
     const Format f = *quant::ParseFormat(spec);
-    auto loss = Losses(f, x, n, D, o.chunk);
-    if (!loss.ok()) return loss.error();
-    r.formats.push_back({spec, quant::FormatName(f), Pearson(range, *loss), Mean(*loss)});
+    HQEKV_ASSIGN_OR_RETURN(auto loss, Losses(f, x, n, D, o.chunk));
+    r.formats.push_back({spec, quant::FormatName(f), Pearson(range, loss), Mean(loss)});
   }
   return r;
 }

@@ -77,9 +77,8 @@ Result<ModelQuantStudy> RunModelQuantStudy(EvalModel& model, const std::string& 
   if (static_cast<int>(ids.size()) < o.chunk)
     return MakeError("text '" + text_path + "' has " + std::to_string(ids.size()) + " tokens, fewer than one chunk");
   const KvGeometry g = model.Geometry(window);
-  auto inner = PlainKvCache::Create(g, PlainPrecision::kF32);
-  if (!inner.ok()) return inner.error();
-  RecordingKvCache rec(std::move(inner).value());
+  HQEKV_ASSIGN_OR_RETURN(auto inner, PlainKvCache::Create(g, PlainPrecision::kF32));
+  RecordingKvCache rec(std::move(inner));
 
   ModelQuantStudy s;
   s.model = model.Name();
@@ -105,19 +104,15 @@ Result<ModelQuantStudy> RunModelQuantStudy(EvalModel& model, const std::string& 
   std::vector<int> all;
   for (int l = 0; l < g.n_layers; ++l) {
     all.push_back(l);
-    auto k = Study(rec, {l}, true, o, src + " (layer " + std::to_string(l) + " K)");
-    if (!k.ok()) return k.error();
-    auto v = Study(rec, {l}, false, o, src + " (layer " + std::to_string(l) + " V)");
-    if (!v.ok()) return v.error();
-    s.k_layers.push_back(std::move(k).value());
-    s.v_layers.push_back(std::move(v).value());
+    HQEKV_ASSIGN_OR_RETURN(auto k, Study(rec, {l}, true, o, src + " (layer " + std::to_string(l) + " K)"));
+    HQEKV_ASSIGN_OR_RETURN(auto v, Study(rec, {l}, false, o, src + " (layer " + std::to_string(l) + " V)"));
+    s.k_layers.push_back(std::move(k));
+    s.v_layers.push_back(std::move(v));
   }
-  auto k = Study(rec, all, true, o, src + " (all layers, K)");
-  if (!k.ok()) return k.error();
-  auto v = Study(rec, all, false, o, src + " (all layers, V)");
-  if (!v.ok()) return v.error();
-  s.k_all = std::move(k).value();
-  s.v_all = std::move(v).value();
+  HQEKV_ASSIGN_OR_RETURN(auto k, Study(rec, all, true, o, src + " (all layers, K)"));
+  HQEKV_ASSIGN_OR_RETURN(auto v, Study(rec, all, false, o, src + " (all layers, V)"));
+  s.k_all = std::move(k);
+  s.v_all = std::move(v);
   return s;
 }
 

@@ -162,9 +162,8 @@ Result<EvalRun> RunFromJson(const nlohmann::json& j) {
     r.computed = j.value("cells_computed", 0);
     if (j.contains("cells")) {
       for (const auto& cj : j.at("cells")) {
-        auto c = CellFromJson(cj);
-        if (!c.ok()) return c.error();
-        r.cells.push_back(std::move(c).value());
+        HQEKV_ASSIGN_OR_RETURN(auto c, CellFromJson(cj));
+        r.cells.push_back(std::move(c));
       }
     }
   } catch (const nlohmann::json::exception& e) {

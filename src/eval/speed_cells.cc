@@ -61,12 +61,11 @@ void TimePolicy(EvalModel& model, const std::vector<int32_t>& tokens, int L, int
 Status RunSpeedCells(EvalModel& model, const Suite& suite, const CacheFactory& make_cache, CellRunner& cells) {
   if (suite.speed.contexts.empty()) return Status::Ok();
   const int max_ctx = cells.run().max_ctx;
-  auto c = cells.GetCorpus(suite.speed.corpus);
-  if (!c.ok()) return c.error();
+  HQEKV_ASSIGN_OR_RETURN(auto c, cells.GetCorpus(suite.speed.corpus));
   // Held-out text: sentences until there are 16 characters per token of the
   // context cap.
   std::string text;
-  for (const auto& s : (*c)->sentences) {
+  for (const auto& s : c->sentences) {
     text += (text.empty() ? "" : " ") + s;
     if (text.size() > 16u * static_cast<size_t>(max_ctx)) break;
   }

@@ -252,24 +252,21 @@ Result<std::optional<bool>> GgufFile::GetOptionalBool(const std::string& key) co
 }
 
 Result<std::string> GgufFile::GetString(const std::string& key) const {
-  auto r = GetOptionalString(key);
-  if (!r.ok()) return r.error();
-  if (!r->has_value()) return MakeError(Prefix(path) + "required key '" + key + "' is missing");
-  return **r;
+  HQEKV_ASSIGN_OR_RETURN(auto r, GetOptionalString(key));
+  if (!r.has_value()) return MakeError(Prefix(path) + "required key '" + key + "' is missing");
+  return *r;
 }
 
 Result<int64_t> GgufFile::GetInt(const std::string& key) const {
-  auto r = GetOptionalInt(key);
-  if (!r.ok()) return r.error();
-  if (!r->has_value()) return MakeError(Prefix(path) + "required key '" + key + "' is missing");
-  return **r;
+  HQEKV_ASSIGN_OR_RETURN(auto r, GetOptionalInt(key));
+  if (!r.has_value()) return MakeError(Prefix(path) + "required key '" + key + "' is missing");
+  return *r;
 }
 
 Result<double> GgufFile::GetFloat(const std::string& key) const {
-  auto r = GetOptionalFloat(key);
-  if (!r.ok()) return r.error();
-  if (!r->has_value()) return MakeError(Prefix(path) + "required key '" + key + "' is missing");
-  return **r;
+  HQEKV_ASSIGN_OR_RETURN(auto r, GetOptionalFloat(key));
+  if (!r.has_value()) return MakeError(Prefix(path) + "required key '" + key + "' is missing");
+  return *r;
 }
 
 Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& name) {

@@ -77,17 +77,14 @@ Result<TokenizerVocab> ParseLlama2cTokenizer(const uint8_t* data, size_t size, i
 }
 
 Result<std::unique_ptr<Tokenizer>> LoadLlama2cTokenizer(const std::string& path, int vocab_size) {
-  auto map = MappedFile::Open(path);
-  if (!map.ok()) return map.error();
-  auto v = ParseLlama2cTokenizer((*map)->data(), (*map)->size(), vocab_size, path);
-  if (!v.ok()) return v.error();
-  return MakeTokenizer(std::move(*v), path);
+  HQEKV_ASSIGN_OR_RETURN(auto map, MappedFile::Open(path));
+  HQEKV_ASSIGN_OR_RETURN(auto v, ParseLlama2cTokenizer(map->data(), map->size(), vocab_size, path));
+  return MakeTokenizer(std::move(v), path);
 }
 
 Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path, const std::string& tokenizer_path) {
-  auto opened = MappedFile::Open(path);
-  if (!opened.ok()) return opened.error();
-  std::shared_ptr<MappedFile> map = std::move(*opened);
+  HQEKV_ASSIGN_OR_RETURN(auto opened, MappedFile::Open(path));
+  std::shared_ptr<MappedFile> map = std::move(opened);
   const std::string where = "llama2.c checkpoint '" + path + "': ";
   if (map->size() < 28) return MakeError(where + "too small (" + std::to_string(map->size()) +
                                          " bytes) for the 28-byte header; not a GGUF or llama2.c file");
@@ -184,9 +181,8 @@ Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path, const 
     else if (Exists(b)) tok = b;
     else return MakeError(where + "no tokenizer given and neither '" + a + "' nor '" + b + "' exists");
   }
-  auto tk = LoadLlama2cTokenizer(tok, vocab);
-  if (!tk.ok()) return tk.error();
-  m->tokenizer = std::move(*tk);
+  HQEKV_ASSIGN_OR_RETURN(auto tk, LoadLlama2cTokenizer(tok, vocab));
+  m->tokenizer = std::move(tk);
   m->tokenizer_path = tok;
   m->mapping = std::move(map);
   return m;

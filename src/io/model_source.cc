@@ -46,42 +46,32 @@ struct LayoutHash {
 };
 
 Result<int> ConfigInt(const GgufFile& f, const std::string& key, std::optional<int> def) {
-  auto v = f.GetOptionalInt(key);
-  if (!v.ok()) return v.error();
-  if (!v->has_value()) {
+  HQEKV_ASSIGN_OR_RETURN(auto v, f.GetOptionalInt(key));
+  if (!v.has_value()) {
     if (def) return *def;
     return MakeError("GGUF file '" + f.path + "': required key '" + key + "' is missing");
   }
-  const int64_t x = **v;
+  const int64_t x = *v;
   if (x < 0 || x > std::numeric_limits<int32_t>::max())
     return MakeError("GGUF file '" + f.path + "': key '" + key + "' = " + std::to_string(x) + " is out of range");
   return static_cast<int>(x);
 }
 
 Result<float> ConfigFloat(const GgufFile& f, const std::string& key, std::optional<float> def) {
-  auto v = f.GetOptionalFloat(key);
-  if (!v.ok()) return v.error();
-  if (!v->has_value()) {
+  HQEKV_ASSIGN_OR_RETURN(auto v, f.GetOptionalFloat(key));
+  if (!v.has_value()) {
     if (def) return *def;
     return MakeError("GGUF file '" + f.path + "': required key '" + key + "' is missing");
   }
-  if (!std::isfinite(**v))
+  if (!std::isfinite(*v))
     return MakeError("GGUF file '" + f.path + "': key '" + key + "' is not a finite number");
-  return static_cast<float>(**v);
+  return static_cast<float>(*v);
 }
-
-#define HQEKV_ASSIGN(lhs, expr)               \
-  do {                                        \
-    auto hqekv_r_ = (expr);                   \
-    if (!hqekv_r_.ok()) return hqekv_r_.error(); \
-    lhs = *hqekv_r_;                          \
-  } while (0)
 
 Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, const std::string& path,
                                               std::shared_ptr<const MappedFile> map) {
-  auto parsed = ParseGguf(data, size, path);
-  if (!parsed.ok()) return parsed.error();
-  auto gguf = std::make_shared<GgufFile>(std::move(*parsed));
+  HQEKV_ASSIGN_OR_RETURN(auto parsed, ParseGguf(data, size, path));
+  auto gguf = std::make_shared<GgufFile>(std::move(parsed));
   const GgufFile& f = *gguf;
   const std::string where = "GGUF file '" + f.path + "': ";
 
@@ -92,45 +82,43 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
   m->gguf_version = f.version;
   m->file_bytes = size;
   ModelConfig& c = m->config;
-  HQEKV_ASSIGN(c.arch, f.GetString("general.architecture"));
+  HQEKV_ASSIGN_OR_RETURN(c.arch, f.GetString("general.architecture"));
   const ArchTraits* arch = FindArch(c.arch);
   if (!arch)
     return MakeError(where + "unsupported architecture '" + c.arch + "' (supported: " + SupportedArchNames() + ")");
-  auto name = f.GetOptionalString("general.name");
-  if (!name.ok()) return name.error();
-  c.name = name->value_or(Stem(f.path));
+  HQEKV_ASSIGN_OR_RETURN(auto name, f.GetOptionalString("general.name"));
+  c.name = name.value_or(Stem(f.path));
   const std::string a = c.arch + ".";
   if (const GgufValue* kv = f.Find(a + "attention.head_count_kv"); kv && kv->type == GgufType::kArray)
     return MakeError(where + "per-layer " + a + "attention.head_count_kv arrays are not supported");
-  HQEKV_ASSIGN(c.n_layers, ConfigInt(f, a + "block_count", std::nullopt));
-  HQEKV_ASSIGN(c.d_model, ConfigInt(f, a + "embedding_length", std::nullopt));
-  HQEKV_ASSIGN(c.d_ff, ConfigInt(f, a + "feed_forward_length", std::nullopt));
-  HQEKV_ASSIGN(c.n_heads, ConfigInt(f, a + "attention.head_count", std::nullopt));
-  HQEKV_ASSIGN(c.n_kv_heads, ConfigInt(f, a + "attention.head_count_kv", c.n_heads));
-  HQEKV_ASSIGN(c.max_ctx, ConfigInt(f, a + "context_length", std::nullopt));
-  HQEKV_ASSIGN(c.rms_eps, ConfigFloat(f, a + "attention.layer_norm_rms_epsilon", std::nullopt));
-  HQEKV_ASSIGN(c.rope_theta, ConfigFloat(f, a + "rope.freq_base", 10000.0f));
+  HQEKV_ASSIGN_OR_RETURN(c.n_layers, ConfigInt(f, a + "block_count", std::nullopt));
+  HQEKV_ASSIGN_OR_RETURN(c.d_model, ConfigInt(f, a + "embedding_length", std::nullopt));
+  HQEKV_ASSIGN_OR_RETURN(c.d_ff, ConfigInt(f, a + "feed_forward_length", std::nullopt));
+  HQEKV_ASSIGN_OR_RETURN(c.n_heads, ConfigInt(f, a + "attention.head_count", std::nullopt));
+  HQEKV_ASSIGN_OR_RETURN(c.n_kv_heads, ConfigInt(f, a + "attention.head_count_kv", c.n_heads));
+  HQEKV_ASSIGN_OR_RETURN(c.max_ctx, ConfigInt(f, a + "context_length", std::nullopt));
+  HQEKV_ASSIGN_OR_RETURN(c.rms_eps, ConfigFloat(f, a + "attention.layer_norm_rms_epsilon", std::nullopt));
+  HQEKV_ASSIGN_OR_RETURN(c.rope_theta, ConfigFloat(f, a + "rope.freq_base", 10000.0f));
   const int default_head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-  HQEKV_ASSIGN(c.head_dim, ConfigInt(f, a + "attention.key_length", default_head_dim));
+  HQEKV_ASSIGN_OR_RETURN(c.head_dim, ConfigInt(f, a + "attention.key_length", default_head_dim));
   int value_length = 0;
-  HQEKV_ASSIGN(value_length, ConfigInt(f, a + "attention.value_length", c.head_dim));
+  HQEKV_ASSIGN_OR_RETURN(value_length, ConfigInt(f, a + "attention.value_length", c.head_dim));
   if (value_length != c.head_dim)
     return MakeError(where + "attention.value_length " + std::to_string(value_length) +
                      " differs from key_length " + std::to_string(c.head_dim) + " (not supported)");
-  HQEKV_ASSIGN(c.rope_dim, ConfigInt(f, a + "rope.dimension_count", c.head_dim));
+  HQEKV_ASSIGN_OR_RETURN(c.rope_dim, ConfigInt(f, a + "rope.dimension_count", c.head_dim));
   c.rope = arch->rope;
   c.qk_norm = arch->qk_norm;
 
-  auto scaling = f.GetOptionalString(a + "rope.scaling.type");
-  if (!scaling.ok()) return scaling.error();
+  HQEKV_ASSIGN_OR_RETURN(auto scaling, f.GetOptionalString(a + "rope.scaling.type"));
   float factor = 0;
-  HQEKV_ASSIGN(factor, ConfigFloat(f, a + "rope.scaling.factor", 0.0f));
-  const std::string stype = scaling->value_or(factor > 0 ? "llama3" : "none");
+  HQEKV_ASSIGN_OR_RETURN(factor, ConfigFloat(f, a + "rope.scaling.factor", 0.0f));
+  const std::string stype = scaling.value_or(factor > 0 ? "llama3" : "none");
   if (stype == "llama3") {
     c.rope_factor = factor;
-    HQEKV_ASSIGN(c.rope_low_freq_factor, ConfigFloat(f, a + "rope.scaling.low_freq_factor", 1.0f));
-    HQEKV_ASSIGN(c.rope_high_freq_factor, ConfigFloat(f, a + "rope.scaling.high_freq_factor", 4.0f));
-    HQEKV_ASSIGN(c.rope_orig_ctx, ConfigInt(f, a + "rope.scaling.original_context_length", 8192));
+    HQEKV_ASSIGN_OR_RETURN(c.rope_low_freq_factor, ConfigFloat(f, a + "rope.scaling.low_freq_factor", 1.0f));
+    HQEKV_ASSIGN_OR_RETURN(c.rope_high_freq_factor, ConfigFloat(f, a + "rope.scaling.high_freq_factor", 4.0f));
+    HQEKV_ASSIGN_OR_RETURN(c.rope_orig_ctx, ConfigInt(f, a + "rope.scaling.original_context_length", 8192));
   } else if (stype != "none" && !(factor == 0 || factor == 1)) {
     return MakeError(where + "unsupported rope scaling type '" + stype + "' (supported: none, llama3)");
   }
@@ -151,9 +139,8 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
                                                           emb->ne[1] <= std::numeric_limits<int32_t>::max())
     c.vocab_size = static_cast<int>(emb->ne[1]);
 
-  auto tok = TokenizerFromGguf(f);
-  if (!tok.ok()) return tok.error();
-  m->tokenizer = std::move(*tok);
+  HQEKV_ASSIGN_OR_RETURN(auto tok, TokenizerFromGguf(f));
+  m->tokenizer = std::move(tok);
   m->gguf = gguf;
   m->mapping = std::move(map);
   HQEKV_RETURN_IF_ERROR(ValidateModel(*m));
@@ -249,14 +236,12 @@ Status ValidateModel(ModelSource& m) {
 }
 
 Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path, const std::string& tokenizer_path) {
-  auto map = MappedFile::Open(path);
-  if (!map.ok()) return map.error();
-  std::shared_ptr<MappedFile> shared = std::move(*map);
+  HQEKV_ASSIGN_OR_RETURN(auto map, MappedFile::Open(path));
+  std::shared_ptr<MappedFile> shared = std::move(map);
   if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0)
     return LoadGguf(shared->data(), shared->size(), path, shared);
-  auto m = LoadLlama2c(path, tokenizer_path);
-  if (!m.ok()) return m.error();
-  HQEKV_RETURN_IF_ERROR(ValidateModel(**m));
+  HQEKV_ASSIGN_OR_RETURN(auto m, LoadLlama2c(path, tokenizer_path));
+  HQEKV_RETURN_IF_ERROR(ValidateModel(*m));
   return m;
 }
 

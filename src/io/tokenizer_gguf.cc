@@ -6,10 +6,9 @@ namespace hqekv {
 namespace {
 
 Status ReadId(const GgufFile& f, const std::string& key, int32_t* out) {
-  auto v = f.GetOptionalInt(key);
-  if (!v.ok()) return v.error();
-  if (!v->has_value()) return Status::Ok();
-  const int64_t id = **v;
+  HQEKV_ASSIGN_OR_RETURN(auto v, f.GetOptionalInt(key));
+  if (!v.has_value()) return Status::Ok();
+  const int64_t id = *v;
   // 0xFFFFFFFF (u32 -1) is how converters write "no such token".
   if (id < 0 || id >= std::numeric_limits<int32_t>::max()) *out = -1;
   else *out = static_cast<int32_t>(id);
@@ -21,20 +20,18 @@ Status ReadId(const GgufFile& f, const std::string& key, int32_t* out) {
 Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
   const std::string where = "GGUF file '" + f.path + "': ";
   TokenizerVocab v;
-  auto model = f.GetString("tokenizer.ggml.model");
-  if (!model.ok()) return model.error();
-  if (*model == "llama") {
+  HQEKV_ASSIGN_OR_RETURN(auto model, f.GetString("tokenizer.ggml.model"));
+  if (model == "llama") {
     v.kind = TokenizerKind::kSpm;
     v.add_bos = true;
-  } else if (*model == "gpt2") {
+  } else if (model == "gpt2") {
     v.kind = TokenizerKind::kBpe;
     v.add_bos = false;
   } else {
-    return MakeError(where + "unsupported tokenizer.ggml.model '" + *model + "' (supported: llama, gpt2)");
+    return MakeError(where + "unsupported tokenizer.ggml.model '" + model + "' (supported: llama, gpt2)");
   }
-  auto pre = f.GetOptionalString("tokenizer.ggml.pre");
-  if (!pre.ok()) return pre.error();
-  if (pre->has_value()) v.pre = **pre;
+  HQEKV_ASSIGN_OR_RETURN(auto pre, f.GetOptionalString("tokenizer.ggml.pre"));
+  if (pre.has_value()) v.pre = *pre;
   if (v.kind == TokenizerKind::kBpe && v.pre != "llama-bpe" && v.pre != "llama3" && v.pre != "qwen2" &&
       v.pre != "default" && v.pre != "smaug-bpe")
     return MakeError(where + "unsupported BPE pre-tokenizer tokenizer.ggml.pre '" + v.pre +
@@ -75,19 +72,16 @@ Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
   HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.padding_token_id", &v.pad));
   HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eot_token_id", &v.eot));
   HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eom_token_id", &v.eom));
-  auto add_bos = f.GetOptionalBool("tokenizer.ggml.add_bos_token");
-  if (!add_bos.ok()) return add_bos.error();
-  if (add_bos->has_value()) v.add_bos = **add_bos;
-  auto prefix = f.GetOptionalBool("tokenizer.ggml.add_space_prefix");
-  if (!prefix.ok()) return prefix.error();
-  if (prefix->has_value()) v.add_space_prefix = **prefix;
+  HQEKV_ASSIGN_OR_RETURN(auto add_bos, f.GetOptionalBool("tokenizer.ggml.add_bos_token"));
+  if (add_bos.has_value()) v.add_bos = *add_bos;
+  HQEKV_ASSIGN_OR_RETURN(auto prefix, f.GetOptionalBool("tokenizer.ggml.add_space_prefix"));
+  if (prefix.has_value()) v.add_space_prefix = *prefix;
   return v;
 }
 
 Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
-  auto v = TokenizerVocabFromGguf(file);
-  if (!v.ok()) return v.error();
-  return MakeTokenizer(std::move(*v), file.path);
+  HQEKV_ASSIGN_OR_RETURN(auto v, TokenizerVocabFromGguf(file));
+  return MakeTokenizer(std::move(v), file.path);
 }
 
 }  // namespace hqekv

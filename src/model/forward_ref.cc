@@ -86,8 +86,7 @@ void ReferenceForward::MatVec(const std::vector<double>& w, int64_t in, int64_t 
 
 Result<std::unique_ptr<ReferenceForward>> ReferenceForward::Create(const ModelSource& src) {
   // The fast model's checks (architecture, shapes, types) apply here too.
-  auto check = LlamaModel::Create(src);
-  if (!check.ok()) return check.error();
+  HQEKV_ASSIGN_OR_RETURN(auto check, LlamaModel::Create(src));
   std::unique_ptr<ReferenceForward> m(new ReferenceForward(src));
   int64_t in, out;
   m->embed_ = m->Matrix("token_embd.weight", &in, &out);

@@ -133,9 +133,7 @@ Result<Format> FormatFromHead(std::string_view head, const std::string& text) {
 Result<Format> ParseFormat(const std::string& text) {
   const std::vector<std::string_view> parts = Split(text, ':');
   const std::string_view head = parts[0];
-  Result<Format> parsed = FormatFromHead(head, text);
-  if (!parsed.ok()) return parsed.error();
-  Format f = *parsed;
+  HQEKV_ASSIGN_OR_RETURN(Format f, FormatFromHead(head, text));
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string_view p = parts[i];
     if (p == "had") {
