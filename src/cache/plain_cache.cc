@@ -17,23 +17,20 @@ namespace {
 constexpr int64_t kBlock = PlainKvCache::kPageTokens;
 const quant::Format kF16Rows = quant::F16();
 
-// Appends row[0..D) to page p of head h (pages[p * H + h]), opening the
-// pages of token index p * kBlock for every head first; a page is allocated
-// once at its full size (kBlock * D values), so the reported page bytes are
-// the allocated ones.
-template <class T, class Src>
-void AppendRow(cache::CountedVector<cache::CountedVector<T>>& pages, int64_t p, int h, int H, int D,
-               const Src* row) {
-  const size_t at = static_cast<size_t>(p * H + h);
-  while (pages.size() <= at) {
+// Stores row[0..D) as row r of head h in page p ([H][kBlock][D] values),
+// allocating the page at its full size when it is new.
+template <class T>
+void StoreRow(cache::CountedVector<cache::CountedVector<T>>& pages, int64_t p, int h, int64_t r, int H,
+              int D, const float* row) {
+  if (pages.size() <= static_cast<size_t>(p)) {
     pages.emplace_back(pages.get_allocator());
-    pages.back().reserve(static_cast<size_t>(kBlock * D));
+    pages.back().resize(static_cast<size_t>(kBlock * H * D));  // one exact allocation
   }
-  auto& page = pages[at];
+  T* dst = pages[p].data() + (h * kBlock + r) * D;
   if constexpr (std::is_same_v<T, f16_t>) {
-    for (int d = 0; d < D; ++d) page.push_back(F32ToF16(row[d]));
+    for (int d = 0; d < D; ++d) dst[d] = F32ToF16(row[d]);
   } else {
-    page.insert(page.end(), row, row + D);
+    std::copy(row, row + D, dst);
   }
 }
 
@@ -78,35 +75,39 @@ Status PlainKvCache::Append(int layer, const float* k, const float* v, const int
   const int H = g_.n_kv_heads, D = g_.head_dim;
   const int64_t t0 = static_cast<int64_t>(L.pos.size());
   for (int i = 0; i < n; ++i) {
-    const int64_t p = (t0 + i) / kBlock;
+    const int64_t p = (t0 + i) / kBlock, r = (t0 + i) % kBlock;
     for (int h = 0; h < H; ++h) {
       const float* kr = k + (static_cast<int64_t>(i) * H + h) * D;
       const float* vr = v + (static_cast<int64_t>(i) * H + h) * D;
       if (prec_ == PlainPrecision::kF16) {
-        AppendRow(L.k16, p, h, H, D, kr);
-        AppendRow(L.v16, p, h, H, D, vr);
+        StoreRow(L.k16, p, h, r, H, D, kr);
+        StoreRow(L.v16, p, h, r, H, D, vr);
       } else {
-        AppendRow(L.k32, p, h, H, D, kr);
-        AppendRow(L.v32, p, h, H, D, vr);
+        StoreRow(L.k32, p, h, r, H, D, kr);
+        StoreRow(L.v32, p, h, r, H, D, vr);
       }
     }
   }
+  // Positions grow with the pages (capacity = pages × kBlock), so their
+  // slack is bounded by the same partly filled page.
+  const size_t open_pages = static_cast<size_t>((t0 + n + kBlock - 1) / kBlock);
+  L.pos.reserve(open_pages * kBlock);
   L.pos.insert(L.pos.end(), pos, pos + n);
   return Status::Ok();
 }
 
 void PlainKvCache::Scores(const Layer& L, int kvh, const float* q, int64_t t, float* scores) const {
-  const int H = g_.n_kv_heads, D = g_.head_dim;
+  const int D = g_.head_dim;
   for (int64_t j = 0; j < t; j += kBlock) {
     const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
-    const size_t page = static_cast<size_t>(j / kBlock * H + kvh);
+    const size_t page = static_cast<size_t>(j / kBlock), head = static_cast<size_t>(kvh) * kBlock * D;
     if (prec_ == PlainPrecision::kF16) {
-      // A page of fp16 rows is laid out exactly like quant's f16 chunk
+      // A head's rows in a page are laid out exactly like quant's f16 chunk
       // ([tokens][D], no metadata), so the SIMD fused dot kernels apply.
-      quant::DotChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.k16[page].data()), nullptr, T, D, q,
-                      scores + j);
+      quant::DotChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.k16[page].data() + head), nullptr, T, D,
+                      q, scores + j);
     } else {
-      const float* K = L.k32[page].data();
+      const float* K = L.k32[page].data() + head;
       for (int r = 0; r < T; ++r) {
         const float* kr = K + static_cast<int64_t>(r) * D;
         float s = 0.f;
@@ -118,16 +119,16 @@ void PlainKvCache::Scores(const Layer& L, int kvh, const float* q, int64_t t, fl
 }
 
 void PlainKvCache::Mix(const Layer& L, int kvh, const float* w, int64_t t, float* out) const {
-  const int H = g_.n_kv_heads, D = g_.head_dim;
+  const int D = g_.head_dim;
   std::fill(out, out + D, 0.f);
   for (int64_t j = 0; j < t; j += kBlock) {
     const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
-    const size_t page = static_cast<size_t>(j / kBlock * H + kvh);
+    const size_t page = static_cast<size_t>(j / kBlock), head = static_cast<size_t>(kvh) * kBlock * D;
     if (prec_ == PlainPrecision::kF16) {
-      quant::AxpyChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.v16[page].data()), nullptr, T, D, w + j,
-                       out);
+      quant::AxpyChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.v16[page].data() + head), nullptr, T, D,
+                       w + j, out);
     } else {
-      const float* V = L.v32[page].data();
+      const float* V = L.v32[page].data() + head;
       for (int r = 0; r < T; ++r) {
         const float* vr = V + static_cast<int64_t>(r) * D;
         const float wj = w[j + r];
@@ -183,7 +184,7 @@ KvStats PlainKvCache::Stats() const {
   KvStats s;
   const int64_t elem = prec_ == PlainPrecision::kF16 ? 2 : 4;
   const std::string tier = prec_ == PlainPrecision::kF16 ? "fp16" : "fp32";
-  const int64_t page_bytes = kBlock * g_.head_dim * elem;
+  const int64_t page_bytes = kBlock * g_.n_kv_heads * g_.head_dim * elem;
   for (const auto& Lp : layers_) {
     const Layer& L = *Lp;
     KvLayerStats ls;
@@ -191,7 +192,7 @@ KvStats PlainKvCache::Stats() const {
     const int64_t cells = tok * g_.n_kv_heads;
     // Structural count (the pages a head of `tok` tokens needs), checked
     // against the allocator's count by the tests.
-    const int64_t pages = (tok + kBlock - 1) / kBlock * g_.n_kv_heads;
+    const int64_t pages = (tok + kBlock - 1) / kBlock;
     ls.bytes.payload = pages * page_bytes * 2;
     ls.bytes.bookkeeping = cache::CapacityBytes(L.pos) + cache::CapacityBytes(L.k16) +
                            cache::CapacityBytes(L.v16) + cache::CapacityBytes(L.k32) +

@@ -30,11 +30,11 @@ class PlainKvCache final : public KvCache {
   Status EndBatch(int n, bool is_prefill) override { return Status::Ok(); }
   // Bytes, as allocated (every allocation of a layer goes through a counting
   // allocator; LayerHeldBytes() is that count and tests assert equality):
-  // payload = the K and V pages of the layer (kPageTokens tokens × head_dim
-  // values of 2 or 4 bytes each; the last page of a head may be partly
-  // empty, at most kPageTokens - 1 tokens of slack per (layer, KV head));
-  // bookkeeping = the capacity of the position array (one int32 per token)
-  // and of the page tables, plus the layer object itself.
+  // payload = the K and V pages of the layer (a page holds kPageTokens tokens
+  // of every KV head, head_dim values of 2 or 4 bytes each; the last page
+  // may be partly empty: at most kPageTokens - 1 tokens of slack per layer);
+  // bookkeeping = the position array (one int32 per token, capacity grown
+  // with the pages), the page tables and the layer object itself.
   KvStats Stats() const override;
   int64_t LayerHeldBytes(int layer) const;
 
@@ -46,12 +46,12 @@ class PlainKvCache final : public KvCache {
  private:
   PlainKvCache(const KvGeometry& g, PlainPrecision p);
 
-  // One layer: K and V in pages of kPageTokens rows of one KV head
-  // ([kPageTokens][head_dim], contiguous, allocated at their full size when
-  // the page's first token arrives, so growth never copies values). Page p of
-  // head h is pages[p * n_kv_heads + h]. Every container allocates through
-  // `counter` (declared first: the allocators point at it, so a Layer never
-  // moves).
+  // One layer: K and V in pages of kPageTokens tokens, laid out
+  // [n_kv_heads][kPageTokens][head_dim] (a head's rows contiguous within the
+  // page for the attention kernels), allocated at their full size when the
+  // page's first token arrives, so growth never copies values. Every
+  // container allocates through `counter` (declared first: the allocators
+  // point at it, so a Layer never moves).
   template <class T>
   using Pages = cache::CountedVector<cache::CountedVector<T>>;
   struct Layer {

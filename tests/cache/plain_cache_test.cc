@@ -132,7 +132,7 @@ TEST(PlainKvCache, ByteAccountingIsExact) {
     ASSERT_TRUE((*c)->EndBatch(5, true).ok());
     const KvStats s = (*c)->Stats();
     const int64_t elem = prec == PlainPrecision::kF16 ? 2 : 4;
-    // One page of 32 tokens per (layer, KV head), for K and for V.
+    // One page of 32 tokens x 2 KV heads per layer, for K and for V.
     EXPECT_EQ(s.bytes.payload, 3 * 2 * 32 * 64 * 2 * elem);
     EXPECT_GE(s.bytes.bookkeeping, 3 * 5 * 4);  // positions, page tables, layer headers
     EXPECT_EQ(s.bytes.metadata, 0);
@@ -168,7 +168,7 @@ TEST(PlainKvCache, HeldBytesEqualReportedBytesThroughPrefillAndDecode) {
       ExpectHeldEqualsReported(**c, "step " + std::to_string(step));
       const KvStats s = (*c)->Stats();
       const int64_t tok = (*c)->tokens(0);
-      // Slack is under one page per (layer, KV head, K/V).
+      // Slack is under one page (32 tokens) per layer, for K and for V.
       EXPECT_GE(s.bytes.payload, 2 * tok * 3 * 24 * 2 * elem);
       EXPECT_LT(s.bytes.payload, 2 * (tok + 32) * 3 * 24 * 2 * elem);
     }
