@@ -50,8 +50,9 @@ float MaxAbs(const std::vector<float>& v) {
 template <class Fn>
 void ForEachTarget(Fn fn) {
   int ran = 0;
+  const int64_t supported = hwy::SupportedTargets();  // before forcing: then it is the forced one only
   for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((hwy::SupportedTargets() & target) == 0) continue;
+    if ((supported & target) == 0) continue;
     hwy::SetSupportedTargetsForTest(target);
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
     SCOPED_TRACE(hwy::TargetName(target));

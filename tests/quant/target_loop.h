@@ -16,8 +16,12 @@ namespace hqekv::quant::testing {
 template <class Fn>
 int ForEachSimdTarget(Fn fn) {
   int ran = 0;
+  // Read once: after SetSupportedTargetsForTest, SupportedTargets() returns
+  // only the forced target, so testing it inside the loop would stop after
+  // the first target.
+  const int64_t supported = hwy::SupportedTargets();
   for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((hwy::SupportedTargets() & target) == 0) continue;
+    if ((supported & target) == 0) continue;
     hwy::SetSupportedTargetsForTest(target);
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
     SCOPED_TRACE(hwy::TargetName(target));

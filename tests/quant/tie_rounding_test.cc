@@ -6,6 +6,7 @@
 // back with the README's packing rules (LSB-first, code order t*D+d per
 // token, d*T+t per channel), independently of the library's unpacker.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstdint>
@@ -319,6 +320,21 @@ TEST(QuantTies, NormalValuesOnTheCentreThresholdGoDown) {
     ExpectCodes(NormalCentreTies(Normal(bits, Grouping::kPerChannel), 32, 8));
   }
   ExpectCodes(NormalCentreTies(Normal(4, Grouping::kPerToken, 8), 2, 16));  // scalar only
+}
+
+// The target loop itself: it must run every one of AVX-512 / AVX2 / SSE4
+// that this CPU supports (a loop that re-reads SupportedTargets() after
+// forcing one target runs only the first).
+TEST(QuantTies, TargetLoopRunsEverySupportedTarget) {
+  const int64_t supported = hwy::SupportedTargets();
+  int want = 0;
+  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) want += (supported & t) != 0;
+  int64_t seen = 0;
+  EXPECT_EQ(testing::ForEachSimdTarget([&](int64_t t) { seen |= t; }), want);
+  EXPECT_EQ(hwy::SupportedTargets(), supported);  // dispatch restored
+  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
+    EXPECT_EQ((seen & t) != 0, (supported & t) != 0) << hwy::TargetName(t);
+  }
 }
 
 }  // namespace
