@@ -190,7 +190,7 @@ KvStats PlainKvCache::Stats() const {
     KvLayerStats ls;
     const int64_t tok = static_cast<int64_t>(L.pos.size());
     const int64_t cells = tok * g_.n_kv_heads;
-    // Structural count (the pages a head of `tok` tokens needs), checked
+    // Structural count (the pages `tok` tokens need), checked
     // against the allocator's count by the tests.
     const int64_t pages = (tok + kBlock - 1) / kBlock;
     ls.bytes.payload = pages * page_bytes * 2;
