@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "core/parallel.h"
 #include "quant/format.h"
@@ -12,9 +13,26 @@ namespace hqekv {
 namespace {
 
 // Attention over fp16 rows goes through quant's fused f16 kernels (SIMD with
-// a scalar reference as their oracle), kBlock tokens per call.
-constexpr int64_t kBlock = 32;
+// a scalar reference as their oracle), one page (kBlock tokens) per call.
+constexpr int64_t kBlock = PlainKvCache::kPageTokens;
 const quant::Format kF16Rows = quant::F16();
+
+// Stores row[0..D) as row r of head h in page p ([H][kBlock][D] values),
+// allocating the page at its full size when it is new.
+template <class T>
+void StoreRow(cache::CountedVector<cache::CountedVector<T>>& pages, int64_t p, int h, int64_t r, int H,
+              int D, const float* row) {
+  if (pages.size() <= static_cast<size_t>(p)) {
+    pages.emplace_back(pages.get_allocator());
+    pages.back().resize(static_cast<size_t>(kBlock * H * D));  // one exact allocation
+  }
+  T* dst = pages[p].data() + (h * kBlock + r) * D;
+  if constexpr (std::is_same_v<T, f16_t>) {
+    for (int d = 0; d < D; ++d) dst[d] = F32ToF16(row[d]);
+  } else {
+    std::copy(row, row + D, dst);
+  }
+}
 
 }  // namespace
 
@@ -35,16 +53,8 @@ Result<std::unique_ptr<PlainKvCache>> PlainKvCache::Create(const KvGeometry& g, 
 PlainKvCache::PlainKvCache(const KvGeometry& g, PlainPrecision p) : g_(g), prec_(p) { Reset(); }
 
 void PlainKvCache::Reset() {
-  layers_.assign(g_.n_layers, Layer{});
-  for (auto& L : layers_) {
-    if (prec_ == PlainPrecision::kF16) {
-      L.k16.resize(g_.n_kv_heads);
-      L.v16.resize(g_.n_kv_heads);
-    } else {
-      L.k32.resize(g_.n_kv_heads);
-      L.v32.resize(g_.n_kv_heads);
-    }
-  }
+  layers_.clear();
+  for (int l = 0; l < g_.n_layers; ++l) layers_.push_back(std::make_unique<Layer>());
 }
 
 Status PlainKvCache::Append(int layer, const float* k, const float* v, const int32_t* pos, int n) {
@@ -53,7 +63,7 @@ Status PlainKvCache::Append(int layer, const float* k, const float* v, const int
                      std::to_string(g_.n_layers) + ")");
   }
   if (n < 0) return MakeError("KV cache Append: negative token count");
-  Layer& L = layers_[layer];
+  Layer& L = *layers_[layer];
   int32_t last = L.pos.empty() ? -1 : L.pos.back();
   for (int i = 0; i < n; ++i) {
     if (pos[i] <= last || pos[i] >= g_.max_ctx) {
@@ -63,41 +73,47 @@ Status PlainKvCache::Append(int layer, const float* k, const float* v, const int
     last = pos[i];
   }
   const int H = g_.n_kv_heads, D = g_.head_dim;
-  for (int h = 0; h < H; ++h) {
-    for (int i = 0; i < n; ++i) {
+  const int64_t t0 = static_cast<int64_t>(L.pos.size());
+  for (int i = 0; i < n; ++i) {
+    const int64_t p = (t0 + i) / kBlock, r = (t0 + i) % kBlock;
+    for (int h = 0; h < H; ++h) {
       const float* kr = k + (static_cast<int64_t>(i) * H + h) * D;
       const float* vr = v + (static_cast<int64_t>(i) * H + h) * D;
       if (prec_ == PlainPrecision::kF16) {
-        for (int d = 0; d < D; ++d) L.k16[h].push_back(F32ToF16(kr[d]));
-        for (int d = 0; d < D; ++d) L.v16[h].push_back(F32ToF16(vr[d]));
+        StoreRow(L.k16, p, h, r, H, D, kr);
+        StoreRow(L.v16, p, h, r, H, D, vr);
       } else {
-        L.k32[h].insert(L.k32[h].end(), kr, kr + D);
-        L.v32[h].insert(L.v32[h].end(), vr, vr + D);
+        StoreRow(L.k32, p, h, r, H, D, kr);
+        StoreRow(L.v32, p, h, r, H, D, vr);
       }
     }
   }
+  // Positions grow with the pages (capacity = pages × kBlock), so their
+  // slack is bounded by the same partly filled page.
+  const size_t open_pages = static_cast<size_t>((t0 + n + kBlock - 1) / kBlock);
+  L.pos.reserve(open_pages * kBlock);
   L.pos.insert(L.pos.end(), pos, pos + n);
   return Status::Ok();
 }
 
 void PlainKvCache::Scores(const Layer& L, int kvh, const float* q, int64_t t, float* scores) const {
   const int D = g_.head_dim;
-  if (prec_ == PlainPrecision::kF16) {
-    // The fp16 rows of one head are laid out exactly like quant's f16 chunks
-    // ([tokens][D], no metadata), so the SIMD fused dot kernels apply; blocks
-    // of kBlock tokens keep each call within one chunk-sized working set.
-    const f16_t* K = L.k16[kvh].data();
-    for (int64_t j = 0; j < t; j += kBlock) {
-      const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
-      quant::DotChunk(kF16Rows, reinterpret_cast<const uint8_t*>(K + j * D), nullptr, T, D, q, scores + j);
-    }
-  } else {
-    const float* K = L.k32[kvh].data();
-    for (int64_t j = 0; j < t; ++j) {
-      const float* kr = K + j * D;
-      float s = 0.f;
-      for (int d = 0; d < D; ++d) s += q[d] * kr[d];
-      scores[j] = s;
+  for (int64_t j = 0; j < t; j += kBlock) {
+    const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+    const size_t page = static_cast<size_t>(j / kBlock), head = static_cast<size_t>(kvh) * kBlock * D;
+    if (prec_ == PlainPrecision::kF16) {
+      // A head's rows in a page are laid out exactly like quant's f16 chunk
+      // ([tokens][D], no metadata), so the SIMD fused dot kernels apply.
+      quant::DotChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.k16[page].data() + head), nullptr, T, D,
+                      q, scores + j);
+    } else {
+      const float* K = L.k32[page].data() + head;
+      for (int r = 0; r < T; ++r) {
+        const float* kr = K + static_cast<int64_t>(r) * D;
+        float s = 0.f;
+        for (int d = 0; d < D; ++d) s += q[d] * kr[d];
+        scores[j + r] = s;
+      }
     }
   }
 }
@@ -105,18 +121,19 @@ void PlainKvCache::Scores(const Layer& L, int kvh, const float* q, int64_t t, fl
 void PlainKvCache::Mix(const Layer& L, int kvh, const float* w, int64_t t, float* out) const {
   const int D = g_.head_dim;
   std::fill(out, out + D, 0.f);
-  if (prec_ == PlainPrecision::kF16) {
-    const f16_t* V = L.v16[kvh].data();
-    for (int64_t j = 0; j < t; j += kBlock) {
-      const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
-      quant::AxpyChunk(kF16Rows, reinterpret_cast<const uint8_t*>(V + j * D), nullptr, T, D, w + j, out);
-    }
-  } else {
-    const float* V = L.v32[kvh].data();
-    for (int64_t j = 0; j < t; ++j) {
-      const float* vr = V + j * D;
-      const float wj = w[j];
-      for (int d = 0; d < D; ++d) out[d] += wj * vr[d];
+  for (int64_t j = 0; j < t; j += kBlock) {
+    const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+    const size_t page = static_cast<size_t>(j / kBlock), head = static_cast<size_t>(kvh) * kBlock * D;
+    if (prec_ == PlainPrecision::kF16) {
+      quant::AxpyChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.v16[page].data() + head), nullptr, T, D,
+                       w + j, out);
+    } else {
+      const float* V = L.v32[page].data() + head;
+      for (int r = 0; r < T; ++r) {
+        const float* vr = V + static_cast<int64_t>(r) * D;
+        const float wj = w[j + r];
+        for (int d = 0; d < D; ++d) out[d] += wj * vr[d];
+      }
     }
   }
 }
@@ -125,7 +142,7 @@ Status PlainKvCache::Attend(int layer, const float* q, const int32_t* q_pos, int
   if (layer < 0 || layer >= g_.n_layers) {
     return MakeError("KV cache Attend: layer " + std::to_string(layer) + " out of range");
   }
-  const Layer& L = layers_[layer];
+  const Layer& L = *layers_[layer];
   const int HQ = g_.n_q_heads, D = g_.head_dim, group = g_.n_q_heads / g_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   // One task per (query, query head); each sees the prefix of tokens whose
@@ -167,12 +184,19 @@ KvStats PlainKvCache::Stats() const {
   KvStats s;
   const int64_t elem = prec_ == PlainPrecision::kF16 ? 2 : 4;
   const std::string tier = prec_ == PlainPrecision::kF16 ? "fp16" : "fp32";
-  for (const Layer& L : layers_) {
+  const int64_t page_bytes = kBlock * g_.n_kv_heads * g_.head_dim * elem;
+  for (const auto& Lp : layers_) {
+    const Layer& L = *Lp;
     KvLayerStats ls;
     const int64_t tok = static_cast<int64_t>(L.pos.size());
     const int64_t cells = tok * g_.n_kv_heads;
-    ls.bytes.payload = cells * g_.head_dim * 2 * elem;
-    ls.bytes.bookkeeping = tok * static_cast<int64_t>(sizeof(int32_t));
+    // Structural count (the pages `tok` tokens need), checked
+    // against the allocator's count by the tests.
+    const int64_t pages = (tok + kBlock - 1) / kBlock;
+    ls.bytes.payload = pages * page_bytes * 2;
+    ls.bytes.bookkeeping = cache::CapacityBytes(L.pos) + cache::CapacityBytes(L.k16) +
+                           cache::CapacityBytes(L.v16) + cache::CapacityBytes(L.k32) +
+                           cache::CapacityBytes(L.v32) + static_cast<int64_t>(sizeof(Layer));
     ls.kept_tokens = cells;
     if (cells) {
       ls.k_tiers[tier] = cells;
@@ -184,6 +208,10 @@ KvStats PlainKvCache::Stats() const {
     s.layers.push_back(std::move(ls));
   }
   return s;
+}
+
+int64_t PlainKvCache::LayerHeldBytes(int layer) const {
+  return layers_[layer]->counter + static_cast<int64_t>(sizeof(Layer));
 }
 
 }  // namespace hqekv

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cache/kv_cache.h"
+#include "cache/page_pool.h"
 #include "core/half.h"
 
 namespace hqekv {
@@ -26,22 +28,41 @@ class PlainKvCache final : public KvCache {
   Status Append(int layer, const float* k, const float* v, const int32_t* pos, int n) override;
   Status Attend(int layer, const float* q, const int32_t* q_pos, int n, float* out) override;
   Status EndBatch(int n, bool is_prefill) override { return Status::Ok(); }
-  // Bytes: payload = K and V values of every kept token (2 or 4 bytes each);
-  // bookkeeping = one int32 position per (layer, token). Counted exactly for
-  // the elements held; growth slack of the underlying vectors is not counted.
+  // Bytes, as allocated (every allocation of a layer goes through a counting
+  // allocator; LayerHeldBytes() is that count and tests assert equality):
+  // payload = the K and V pages of the layer (a page holds kPageTokens tokens
+  // of every KV head, head_dim values of 2 or 4 bytes each; the last page
+  // may be partly empty: at most kPageTokens - 1 tokens of slack per layer);
+  // bookkeeping = the position array (one int32 per token, capacity grown
+  // with the pages), the page tables and the layer object itself.
   KvStats Stats() const override;
+  int64_t LayerHeldBytes(int layer) const;
 
-  int64_t tokens(int layer) const { return static_cast<int64_t>(layers_[layer].pos.size()); }
+  int64_t tokens(int layer) const { return static_cast<int64_t>(layers_[layer]->pos.size()); }
+
+  // Tokens per page; also the block of the attention kernels' calls.
+  static constexpr int64_t kPageTokens = 32;
 
  private:
   PlainKvCache(const KvGeometry& g, PlainPrecision p);
 
-  // One layer: K and V as [n_kv_heads][tokens][head_dim], grown per head so
-  // that a head's rows are contiguous for the attention loops.
+  // One layer: K and V in pages of kPageTokens tokens, laid out
+  // [n_kv_heads][kPageTokens][head_dim] (a head's rows contiguous within the
+  // page for the attention kernels), allocated at their full size when the
+  // page's first token arrives, so growth never copies values. Every
+  // container allocates through `counter` (declared first: the allocators
+  // point at it, so a Layer never moves).
+  template <class T>
+  using Pages = cache::CountedVector<cache::CountedVector<T>>;
   struct Layer {
-    std::vector<int32_t> pos;
-    std::vector<std::vector<f16_t>> k16, v16;  // [head] -> [tokens * D]
-    std::vector<std::vector<float>> k32, v32;
+    Layer() : pos(Alloc()), k16(Alloc()), v16(Alloc()), k32(Alloc()), v32(Alloc()) {}
+    Layer(const Layer&) = delete;
+    Layer& operator=(const Layer&) = delete;
+    cache::CountedAllocator<char> Alloc() { return cache::CountedAllocator<char>(&counter); }
+    int64_t counter = 0;
+    cache::CountedVector<int32_t> pos;
+    Pages<f16_t> k16, v16;  // fp16 cache only
+    Pages<float> k32, v32;  // fp32 cache only
   };
 
   // Dot products of q with the first t keys of (layer, kv head), into scores.
@@ -51,7 +72,7 @@ class PlainKvCache final : public KvCache {
 
   KvGeometry g_;
   PlainPrecision prec_;
-  std::vector<Layer> layers_;
+  std::vector<std::unique_ptr<Layer>> layers_;
 };
 
 }  // namespace hqekv

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace hqekv {
@@ -107,6 +108,20 @@ TEST(PlainKvCache, Fp16DiffersFromFp32ByRoundingOnly) {
   EXPECT_LT(diff, 5e-3);  // ... by about 2^-11 relative
 }
 
+// Reported bytes are the bytes allocated: every layer's containers allocate
+// through a counting allocator (LayerHeldBytes), and Stats() must match that
+// count exactly, after a prefill, after every decode step (pages open every
+// 32 tokens) and after Reset.
+void ExpectHeldEqualsReported(const PlainKvCache& c, const std::string& when) {
+  const KvStats s = c.Stats();
+  KvBytes sum;
+  for (int l = 0; l < c.geometry().n_layers; ++l) {
+    ASSERT_EQ(s.layers[l].bytes.total(), c.LayerHeldBytes(l)) << when << ", layer " << l;
+    sum += s.layers[l].bytes;
+  }
+  ASSERT_EQ(sum.total(), s.bytes.total()) << when;
+}
+
 TEST(PlainKvCache, ByteAccountingIsExact) {
   const KvGeometry g{3, 8, 2, 64, 100};
   for (auto prec : {PlainPrecision::kF16, PlainPrecision::kF32}) {
@@ -117,20 +132,46 @@ TEST(PlainKvCache, ByteAccountingIsExact) {
     ASSERT_TRUE((*c)->EndBatch(5, true).ok());
     const KvStats s = (*c)->Stats();
     const int64_t elem = prec == PlainPrecision::kF16 ? 2 : 4;
-    EXPECT_EQ(s.bytes.payload, 3 * 5 * 2 * 64 * 2 * elem);
-    EXPECT_EQ(s.bytes.bookkeeping, 3 * 5 * 4);
+    // One page of 32 tokens x 2 KV heads per layer, for K and for V.
+    EXPECT_EQ(s.bytes.payload, 3 * 2 * 32 * 64 * 2 * elem);
+    EXPECT_GE(s.bytes.bookkeeping, 3 * 5 * 4);  // positions, page tables, layer headers
     EXPECT_EQ(s.bytes.metadata, 0);
     EXPECT_EQ(s.bytes.residual, 0);
+    ExpectHeldEqualsReported(**c, "prefill");
     EXPECT_EQ(s.kept_elements, 3 * 5 * 2 * 64 * 2);
     EXPECT_EQ(s.original_elements, s.kept_elements);
-    // fp16: 16 bits + 32 position bits shared by 2 heads * 64 dims * (K and V).
-    const double expect_bits = elem * 8 + 32.0 / (2 * 64 * 2);
-    EXPECT_NEAR(s.true_bits(), expect_bits, 1e-12);
     ASSERT_EQ(s.layers.size(), 3u);
     EXPECT_EQ(s.layers[0].kept_tokens, 10);
     EXPECT_EQ(s.layers[0].k_tiers.at(prec == PlainPrecision::kF16 ? "fp16" : "fp32"), 10);
     (*c)->Reset();
-    EXPECT_EQ((*c)->Stats().bytes.total(), 0);
+    ExpectHeldEqualsReported(**c, "reset");
+    EXPECT_EQ((*c)->Stats().bytes.payload, 0);
+  }
+}
+
+TEST(PlainKvCache, HeldBytesEqualReportedBytesThroughPrefillAndDecode) {
+  const KvGeometry g{2, 6, 3, 24, 400};
+  std::mt19937 rng(11);
+  for (auto prec : {PlainPrecision::kF16, PlainPrecision::kF32}) {
+    auto c = PlainKvCache::Create(g, prec);
+    ASSERT_TRUE(c.ok());
+    const int64_t elem = prec == PlainPrecision::kF16 ? 2 : 4;
+    int32_t next = 0;
+    // Prefill of 45 tokens, then 1..5 tokens per step (with gaps in positions)
+    // across several page boundaries.
+    for (int step = 0; step < 60; ++step) {
+      const int n = step == 0 ? 45 : 1 + static_cast<int>(rng() % 5);
+      std::vector<int32_t> pos(n);
+      for (auto& p : pos) p = (next += 1 + static_cast<int>(rng() % 2));
+      auto k = Random(size_t(n) * 3 * 24, rng), v = Random(size_t(n) * 3 * 24, rng);
+      for (int l = 0; l < 2; ++l) ASSERT_TRUE((*c)->Append(l, k.data(), v.data(), pos.data(), n).ok());
+      ExpectHeldEqualsReported(**c, "step " + std::to_string(step));
+      const KvStats s = (*c)->Stats();
+      const int64_t tok = (*c)->tokens(0);
+      // Slack is under one page (32 tokens) per layer, for K and for V.
+      EXPECT_GE(s.bytes.payload, 2 * tok * 3 * 24 * 2 * elem);
+      EXPECT_LT(s.bytes.payload, 2 * (tok + 32) * 3 * 24 * 2 * elem);
+    }
   }
 }
 

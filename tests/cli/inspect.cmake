@@ -1,5 +1,4 @@
 # `hqekv inspect`: the bundled model, and a missing file (clear error, exit 1).
-add_test(NAME cli_inspect_default COMMAND hqekv inspect)
-set_tests_properties(cli_inspect_default PROPERTIES PASS_REGULAR_EXPRESSION "llama.*292,?800")
-add_test(NAME cli_inspect_missing COMMAND hqekv inspect -m /nonexistent/model.gguf)
-set_tests_properties(cli_inspect_missing PROPERTIES WILL_FAIL TRUE)
+include(${CMAKE_CURRENT_LIST_DIR}/scripts/cli_functions.cmake)
+hqekv_cli_success(NAME cli_inspect_default ARGS inspect REGEX "llama.*292,?800")
+hqekv_cli_failure(NAME cli_inspect_missing ARGS inspect -m /nonexistent/model.gguf MSG "cannot open '/nonexistent/model.gguf'")

@@ -71,9 +71,10 @@ TEST(Harness, Fp16IsTheReferenceAndCellsAreCached) {
       EXPECT_EQ(c.kl, 0.0) << c.task;
       EXPECT_EQ(c.agreement, 1.0) << c.task;
       // fp16 payload plus bookkeeping (the plain cache keeps an int32 position per token and layer:
-      // 32 bits / (2 x 8 elements) = 2 bits with this geometry).
-      EXPECT_GE(c.true_bits, 16.0);
-      EXPECT_LE(c.true_bits, 18.0);
+      // 32 bits / (2 x 8 elements) = 2 bits with this geometry), as allocated: 32-token pages
+      // (at most 31 tokens of slack over these 160..400-token cells) and page tables.
+      EXPECT_GE(c.true_bits, 18.0);
+      EXPECT_LE(c.true_bits, 18.0 * (1 + 31.0 / 160) * 1.05);
     }
     if (c.policy == "fp32" && c.task == "lm") {
       saw_fp32_lm = true;
