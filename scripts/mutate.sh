@@ -31,6 +31,11 @@ ROOT, WORK, JOBS = os.environ["ROOT"], os.environ["WORK"], os.environ["JOBS"]
 TREE = os.path.join(WORK, "tree")
 BUILD = os.path.join(TREE, "build")
 
+# Mutations that only the numeric-edge tests of issue 13 item 4 (exact tie
+# rounding, softmax with scores near +-88 / 1e4) are meant to catch: a MISSED
+# verdict says so until those tests are in.
+NEEDS_EDGE_TESTS = {"uniform-round-half-away", "int8-round-half-away", "plain-softmax-no-max"}
+
 # name, description, [(file, old, new)], [test binaries (name or name:filter)]
 M = [
     ("hqekv-kv-scores-swapped", "K and V scores swapped in the PlanTiers call",
@@ -264,6 +269,8 @@ def main(argv):
         finally:
             restore(patches)
         verdict = "CAUGHT" if caught else "MISSED"
+        if not caught and name in NEEDS_EDGE_TESTS:
+            verdict = "MISSED (needs edge tests, issue 13 item 4)"
         rows.append((name, files, " ".join(b.split(":")[0] for b in bins),
                      "; ".join(caught) if caught else "-", verdict))
         print(f"{name}: {verdict} ({len(caught)} failing tests)", flush=True)
