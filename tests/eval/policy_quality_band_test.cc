@@ -1,7 +1,7 @@
 // Quality bands of every compressing policy at its default budget on the
 // bundled models: KL(fp16 || policy) and top-1 agreement with the fp16
 // cache, over one short window of held-out text (prefill, then teacher-forced
-// decoding: model/lm_compare.h). The bands come from the values measured
+// decoding: lm/lm_compare.h). The bands come from the values measured
 // when this test was written (printed by the test), with margins that
 // harmless float changes do not cross but planted bugs do: a ranking sorted
 // backwards (HqeKV's tiers, H2O's heavy hitters, SnapKV's votes) or a 2-bit
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "model/lm_compare.h"
-#include "model/model_source.h"
+#include "lm/lm_compare.h"
+#include "io/model_source.h"
 #include "policy/factory.h"
 
 namespace hqekv {
@@ -62,12 +62,12 @@ void CheckBands(const Window& w, const std::vector<Band>& bands) {
   const KvGeometry g = (*model)->CacheGeometry(w.tokens);
   auto fp16 = MakeKvCache("fp16", g);
   ASSERT_TRUE(fp16.ok()) << fp16.message();
-  auto ref = ComputeReference(**model, **fp16, tokens, w.prefill);
+  auto ref = lm::ComputeReference(**model, **fp16, tokens, w.prefill);
   ASSERT_TRUE(ref.ok()) << ref.message();
   for (const Band& b : bands) {
     auto cache = MakeKvCache(b.spec, g);
     ASSERT_TRUE(cache.ok()) << b.spec << ": " << cache.message();
-    auto s = ScoreAgainstReference(**model, **cache, *ref);
+    auto s = lm::ScoreAgainstReference(**model, **cache, *ref);
     ASSERT_TRUE(s.ok()) << b.spec << ": " << s.message();
     std::printf("  %-18s %-26s KL %.6g  top-1 %.4f\n", w.model, b.spec, s->kl, s->top1_agree);
     EXPECT_LE(s->kl, 1.5 * b.kl) << w.model << " " << b.spec;
