@@ -29,6 +29,7 @@
 #include "core/half.h"
 #include "policy/cache_context.h"
 #include "policy/hqekv_alloc.h"
+#include "policy/selection.h"
 #include "policy/spec.h"
 #include "policy/store_cache.h"
 #include "quant/format.h"
@@ -74,6 +75,8 @@ class HqekvCache final : public StoreBackedCache {
   int pinned_ = 2;
   bool per_head_ = false;
   bool hadamard_ = false;
+  Ranking ranking_ = Ranking::kPaper;
+  int sink_ = 0;  // tokens of the attention sink whose chunks outrank the rest
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)
