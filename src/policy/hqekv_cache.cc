@@ -220,7 +220,8 @@ Status HqekvCache::Compress(int layer) {
     const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
     // min_count = m: the window mean (issue 12: dividing the newest tokens'
     // sums by the few queries that see them ranked the newest chunk first).
-    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q, m_);
+    const char* fl = std::getenv("HQEKV_FLOOR");  // TEMP measurement
+    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q, fl ? std::atoi(fl) : m_);
     std::vector<double> vrange(nc);
     for (int i = 0; i < nc; ++i) vrange[i] = F16ToF32(U.range[i]);
     std::vector<int32_t> pos0(live);
