@@ -1,7 +1,6 @@
 #include "policy/hqekv_cache.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "policy/profile.h"
 #include "policy/selection.h"
@@ -220,8 +219,7 @@ Status HqekvCache::Compress(int layer) {
     const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
     // min_count = m: the window mean (issue 12: dividing the newest tokens'
     // sums by the few queries that see them ranked the newest chunk first).
-    const char* fl = std::getenv("HQEKV_FLOOR");  // TEMP measurement
-    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q, fl ? std::atoi(fl) : m_);
+    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q, m_);
     std::vector<double> vrange(nc);
     for (int i = 0; i < nc; ++i) vrange[i] = F16ToF32(U.range[i]);
     std::vector<int32_t> pos0(live);
@@ -245,9 +243,7 @@ Status HqekvCache::Compress(int layer) {
     // the kept chunks.
     // Scores compare within a tier only (PlanTiers): a compressed chunk's
     // score is inflated by its own quantization error (issue 12).
-    PlanOptions opt;
-    opt.compare_across_tiers = std::getenv("HQEKV_ACROSS") != nullptr;  // TEMP measurement
-    const TierPlan plan = PlanTiers(ck, cv, pk, pv, counts, opt);
+    const TierPlan plan = PlanTiers(ck, cv, pk, pv, counts);
 
     std::vector<char> evicted(live, 0);
     for (int c = 0; c < live; ++c) {
