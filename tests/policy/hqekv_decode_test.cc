@@ -2,7 +2,7 @@
 // as many tokens again, one per step; at every compression event the tier
 // histogram of every (layer, unit) stays within 5% (of the compressed,
 // non-pinned chunks) of the configured ratios and of AllocateChunks, for K and
-// for V, with every ranking. Before the fix the 4-bit share fell to a fraction
+// for V, whatever the ranking. Before the fix the 4-bit share fell to a fraction
 // of its budget: already-2-bit chunks ranked into 4-bit slots they could not
 // use (downgrade-only store).
 #include <gtest/gtest.h>
@@ -52,11 +52,13 @@ void ExpectSharesHold(const HqekvCache& h, const KvGeometry& g, int units, const
 
 TEST(HqekvDecode, TierSharesHoldOverADecodeAsLongAsThePrompt) {
   const KvGeometry g = SmallGeometry(2, 4, 2, 16);
-  const int prompt = 32 * 32;
+  const int prompt = 32 * 24;
   for (const std::string budget : {"ratios=0.5/0.5/0/0", "ratios=0.63/0.37/0/0", "bits=3.2",
                                    "bits=2", "ratios=0.7/0/0/0.3", "bits=3.2,per_head=1"}) {
     for (const std::string ranking : {"paper", "pooled", "random", "recency", "sink_recency"}) {
-      if (budget.find("per_head") != std::string::npos && ranking != "paper") continue;
+      // Every ranking at one budget (the fill does not depend on the scores);
+      // the paper's at the others, to keep the test fast.
+      if (budget != "bits=3.2" && ranking != "paper") continue;
       const std::string spec = "hqekv:" + budget + ",ranking=" + ranking;
       auto c = MustMake(spec, g);
       ASSERT_NE(c, nullptr);
