@@ -10,28 +10,47 @@
 namespace hqekv::policy {
 namespace {
 
-// Indices of `idx` sorted by score descending; ties: lower index first.
-void SortDescending(std::vector<int>* idx, const std::vector<double>& score) {
-  std::stable_sort(idx->begin(), idx->end(), [&](int a, int b) { return score[a] > score[b]; });
+// Ranks `idx` best first: by current tier (better first) unless
+// compare_across_tiers, then by score descending; ties: lower index first.
+void Rank(std::vector<int>* idx, const std::vector<Tier>& cur, const std::vector<double>& score,
+          bool compare_across_tiers) {
+  std::stable_sort(idx->begin(), idx->end(), [&](int a, int b) {
+    if (!compare_across_tiers && cur[a] != cur[b]) return cur[a] < cur[b];
+    return score[a] > score[b];
+  });
 }
 
-// Assigns kept tiers (fp16, u4, u2, n1) along `ranked` by the cumulative
-// counts; positions beyond the counted total get n1.
-void AssignKept(const std::vector<int>& ranked, const std::array<int64_t, kNumTiers>& counts,
-                std::vector<Tier>* target) {
-  int64_t i = 0;
-  for (int c : ranked) {
-    int64_t acc = 0;
-    Tier t = Tier::kN1;
-    for (int tier = 0; tier < 4; ++tier) {
-      acc += counts[tier];
-      if (i < acc) {
-        t = static_cast<Tier>(tier);
-        break;
-      }
+// Fills the kept tiers fp16, u4, u2, n1 from the best down over `live`:
+// tier t's slots (counts[t] plus what the better tiers could not place) go to
+// the best-ranked unplaced chunks whose current tier is t or better.
+void FillKept(const std::vector<int>& live, const std::vector<Tier>& cur,
+              const std::vector<double>& score, const std::array<int64_t, kNumTiers>& counts,
+              bool compare_across_tiers, std::vector<Tier>* target) {
+  std::vector<char> placed(cur.size(), 0);
+  Tier worst_configured = Tier::kF16;
+  for (int t = 0; t < 4; ++t) {
+    if (counts[t] > 0) worst_configured = static_cast<Tier>(t);
+  }
+  int64_t carry = 0;
+  for (int t = 0; t < 4; ++t) {
+    const Tier tier = static_cast<Tier>(t);
+    std::vector<int> cand;
+    for (int c : live) {
+      if (!placed[c] && cur[c] <= tier) cand.push_back(c);
     }
-    (*target)[c] = t;
-    ++i;
+    Rank(&cand, cur, score, compare_across_tiers);
+    const int64_t slots = counts[t] + carry;
+    const int64_t take = std::min<int64_t>(slots, static_cast<int64_t>(cand.size()));
+    for (int64_t i = 0; i < take; ++i) {
+      (*target)[cand[i]] = tier;
+      placed[cand[i]] = 1;
+    }
+    carry = slots - take;
+  }
+  // Only when the evicted history exceeds its share (the count can shrink by
+  // one as nb grows): the leftovers stay in the worst configured kept tier.
+  for (int c : live) {
+    if (!placed[c]) (*target)[c] = std::max(cur[c], worst_configured);
   }
 }
 
@@ -122,35 +141,35 @@ Result<TierRatios> DefaultRatios(double bits) {
 std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, int pinned_chunks) {
   std::array<int64_t, kNumTiers> c{};
   if (nb <= 0) return c;
-  const double rho16 = std::min(1.0, static_cast<double>(pinned_chunks) / nb);
-  const double rest = 1.0 - rho16;
-  const double rho[kNumTiers] = {rho16, rest * r.r4, rest * r.r2, rest * r.r1, rest * r.r0};
-  int64_t sum = 0;
-  for (int i = 0; i < kNumTiers; ++i) {
-    c[i] = static_cast<int64_t>(RoundHalfEven(nb * rho[i]));
-    sum += c[i];
+  c[0] = std::min<int64_t>(std::max(pinned_chunks, 0), nb);
+  const int64_t rest = nb - c[0];
+  const double ratio[4] = {r.r4, r.r2, r.r1, r.r0};
+  const double sum = r.r4 + r.r2 + r.r1 + r.r0;
+  double frac[4];
+  int64_t given = 0;
+  for (int i = 0; i < 4; ++i) {
+    const double exact = rest * ratio[i] / sum;
+    c[i + 1] = static_cast<int64_t>(std::floor(exact));
+    frac[i] = exact - std::floor(exact);
+    given += c[i + 1];
   }
-  int64_t e = sum - nb;
-  if (e < 0) {
-    c[3] -= e;  // deficit: the 1-bit entry grows
-  } else {
-    for (int i : {3, 2, 1, 0}) {  // 1-bit, 2-bit, 4-bit, fp16; evict never adjusted
-      const int64_t take = std::min(e, c[i]);
-      c[i] -= take;
-      e -= take;
-    }
-  }
+  // Largest remainder: each missing unit to the largest fractional part
+  // (stable: ties go to the more precise tier). Fewer units are missing than
+  // there are positive fractions, so a zero ratio never gets one.
+  int order[4] = {0, 1, 2, 3};
+  std::stable_sort(order, order + 4, [&](int a, int b) { return frac[a] > frac[b]; });
+  for (int i = 0; given < rest; ++i, ++given) ++c[order[i % 4] + 1];
   return c;
 }
 
 TierPlan PlanTiers(const std::vector<Tier>& cur_k, const std::vector<Tier>& cur_v,
                    const std::vector<double>& score_k, const std::vector<double>& score_v,
-                   const std::array<int64_t, kNumTiers>& counts) {
+                   const std::array<int64_t, kNumTiers>& counts, PlanOptions options) {
   const int n = static_cast<int>(cur_k.size());
   TierPlan plan{cur_k, cur_v};
-  const int64_t evict_target = counts[4];
+  const bool across = options.compare_across_tiers;
 
-  // Eviction of K (and, coupled, of V): lowest score_k among live chunks.
+  // Eviction of K (and, coupled, of V): the lowest-ranked live chunks by K.
   std::vector<int> live_k;
   int64_t evicted_k = 0;
   for (int c = 0; c < n; ++c) {
@@ -160,8 +179,8 @@ TierPlan PlanTiers(const std::vector<Tier>& cur_k, const std::vector<Tier>& cur_
       live_k.push_back(c);
     }
   }
-  SortDescending(&live_k, score_k);
-  int64_t more = std::max<int64_t>(0, evict_target - evicted_k);
+  Rank(&live_k, cur_k, score_k, across);
+  int64_t more = std::max<int64_t>(0, counts[4] - evicted_k);
   more = std::min<int64_t>(more, static_cast<int64_t>(live_k.size()));
   for (int64_t i = 0; i < more; ++i) {
     const int c = live_k[live_k.size() - 1 - i];
@@ -169,19 +188,12 @@ TierPlan PlanTiers(const std::vector<Tier>& cur_k, const std::vector<Tier>& cur_
     plan.v[c] = Tier::kEvicted;  // no V without its K (the token leaves the softmax)
   }
   live_k.resize(live_k.size() - more);
-
-  std::vector<Tier> tk(n, Tier::kEvicted), tv(n, Tier::kEvicted);
-  AssignKept(live_k, counts, &tk);
   std::vector<int> live_v;
   for (int c = 0; c < n; ++c) {
     if (plan.v[c] != Tier::kEvicted) live_v.push_back(c);
   }
-  SortDescending(&live_v, score_v);
-  AssignKept(live_v, counts, &tv);
-  for (int c = 0; c < n; ++c) {
-    if (plan.k[c] != Tier::kEvicted) plan.k[c] = std::max(plan.k[c], tk[c]);
-    if (plan.v[c] != Tier::kEvicted) plan.v[c] = std::max(plan.v[c], tv[c]);
-  }
+  FillKept(live_k, cur_k, score_k, counts, across, &plan.k);
+  FillKept(live_v, cur_v, score_v, counts, across, &plan.v);
   return plan;
 }
 

@@ -1,6 +1,6 @@
 // HqeKV tier arithmetic, as pure functions: tier ratios, the per-event chunk
-// counts of the digest §3 (round half-even, then the sum fixed from the 1-bit
-// entry upward), and the downgrade-only tier plan of one compression event.
+// counts (largest remainder over the configured tiers), and the downgrade-only
+// tier plan of one compression event.
 #pragma once
 
 #include <array>
@@ -42,13 +42,15 @@ const char* TierName(Tier t);  // "fp16", "u4", "u2", "n1", "evicted"
 // torch.round: halves go to the even neighbour.
 double RoundHalfEven(double x);
 
-// Chunk counts [fp16, u4, u2, n1, evicted] for nb chunks (digest §3):
-//   rho = [min(1, P/nb), (1-rho16) r4, (1-rho16) r2, (1-rho16) r1, (1-rho16) r0],
-//   counts = round_half_even(nb * rho), then the excess e = sum - nb is taken
-//   from the 1-bit entry, then 2-bit, 4-bit, fp16 (never below 0; the evict
-//   entry is never adjusted); a deficit is added to the 1-bit entry.
-// P = pinned fp16 chunks (2 in the paper). min(1, .) is our guard for short
-// inputs (the reference goes negative when nb < P, its bug B8).
+// Chunk counts [fp16, u4, u2, n1, evicted] for nb chunks:
+//   fp16 = min(P, nb) (P = pinned fp16 chunks, 2 in the paper), and the other
+//   nb - fp16 chunks split by the ratios r4/r2/r1/r0 with the largest-remainder
+//   method: floor(rest * r) per tier, then the missing units one each to the
+//   largest fractional parts (ties: the more precise tier first).
+// The counts sum to nb, and a tier whose ratio is 0 never gets a chunk (so
+// ratios=0.5/0.5/0/0 never makes 1-bit chunks). The reference rounds half-even
+// and then dumps the whole rounding shortfall on the 1-bit tier (digest §3),
+// which made 1-bit chunks at r1 = 0: fixed on purpose (issue 12).
 std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, int pinned_chunks);
 
 // One compression event's plan for one ranking unit (a layer, or a KV head
@@ -60,22 +62,37 @@ std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, i
 //   score_k      : chunk score for K (mean attention importance).
 //   score_v      : chunk score for V (mean attention x Range(V)).
 //   counts       : AllocateChunks(nb, ...).
-// The chunks to evict are the lowest by score_k among the live ones, as many
-// as bring the evicted total to counts[evicted] (already evicted chunks
-// count; never fewer); K and V of a chunk are evicted together (one eviction
-// set: our fix of the reference's bug B3). The live chunks are then ranked by
-// score_k for the K tiers and by score_v for the V tiers, and the i-th ranked
-// chunk gets the tier whose cumulative count covers i (the lowest kept tier
-// absorbs any excess).
-// Downgrade only: the result is max(current, target) per chunk; a target of
-// fp16 keeps only chunks that are fp16 already (new, or pinned earlier).
+// The store is downgrade-only, so a tier's slots go only to chunks that can
+// hold that tier (issue 12: the old plan ranked all chunks together and took
+// max(plan, current), so already-2-bit chunks took 4-bit slots they could
+// never use and the real 4-bit chunks were demoted; the 4-bit share drifted
+// to a fraction of its budget over a decode):
+//   1. eviction: the lowest-ranked live chunks by K, as many as bring the
+//      evicted total to counts[evicted] (already evicted ones count; never
+//      fewer); K and V of a chunk go together (our fix of the reference's B3);
+//   2. the kept tiers are filled from the best (fp16) to the worst (n1): tier
+//      t's slots go to the top-ranked chunks among the not yet placed ones
+//      whose current tier is t or better; slots no such chunk can take pass to
+//      the next tier; a chunk left over at the end keeps max(current, the
+//      worst tier with a nonzero count).
+// K is ranked by score_k, V by score_v (its own fill, over the chunks K keeps).
+// Ranking ("compare within tiers"): a chunk in a better current tier ranks
+// above one in a worse tier, scores decide within a tier. Scores measured
+// over the compressed cache are inflated by a chunk's own quantization error
+// (2-bit chunks scored 1.5-4x their exact attention on refmodel-4l, issue 12),
+// so comparing a 2-bit chunk's score with a 4-bit chunk's would favour the
+// noisier chunk; within a tier the inflation is shared. With
+// compare_across_tiers = true raw scores are compared instead (ablation).
 // Ties rank the older chunk first (deterministic).
 struct TierPlan {
   std::vector<Tier> k, v;
 };
+struct PlanOptions {
+  bool compare_across_tiers = false;
+};
 TierPlan PlanTiers(const std::vector<Tier>& cur_k, const std::vector<Tier>& cur_v,
                    const std::vector<double>& score_k,
                    const std::vector<double>& score_v,
-                   const std::array<int64_t, kNumTiers>& counts);
+                   const std::array<int64_t, kNumTiers>& counts, PlanOptions options = {});
 
 }  // namespace hqekv::policy

@@ -56,6 +56,10 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   c->pinned_ = spec.Int("fp16_chunks");
   c->per_head_ = spec.Int("per_head") != 0;
   c->hadamard_ = spec.Int("hadamard") != 0;
+  auto ranking = ParseRanking(spec.Text("ranking"));
+  if (!ranking.ok()) return MakeError(where + ": " + ranking.message());
+  c->ranking_ = *ranking;
+  c->sink_ = spec.Int("sink");
   c->units_per_layer_ = c->per_head_ ? g.n_kv_heads : 1;
   for (Tier t : {Tier::kU4, Tier::kU2, Tier::kN1}) {
     for (bool k : {true, false}) {
@@ -213,10 +217,17 @@ Status HqekvCache::Compress(int layer) {
     std::vector<double> sum(nc, 0.0);
     for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i) sum[i] = U.cur[i];
     const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
-    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q);
-    std::vector<double> av(nc);
-    for (int i = 0; i < nc; ++i) av[i] = a[i] * F16ToF32(U.range[i]);
-    const std::vector<double> sk = ChunkMeans(a, kChunk), sv = ChunkMeans(av, kChunk);
+    // min_count = m: the window mean (issue 12: dividing the newest tokens'
+    // sums by the few queries that see them ranked the newest chunk first).
+    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q, m_);
+    std::vector<double> vrange(nc);
+    for (int i = 0; i < nc; ++i) vrange[i] = F16ToF32(U.range[i]);
+    std::vector<int32_t> pos0(live);
+    for (int c = 0; c < live; ++c) pos0[c] = cpos[static_cast<size_t>(c) * kChunk];
+    const ChunkScores sc = ScoreChunks(ranking_, a, vrange, pos0, kChunk,
+                                       (static_cast<uint64_t>(layer) << 32) | u, sink_);
+    const std::vector<double>& sk = sc.k;
+    const std::vector<double>& sv = sc.v;
 
     // Evicted chunks are gone from the store; PlanTiers counts them through
     // placeholders in front (they stay evicted).
@@ -230,6 +241,8 @@ Status HqekvCache::Compress(int layer) {
     // FIX (B3): one eviction set for K and V, chosen by the attention ranking;
     // K tiers follow the attention ranking, V tiers attention x range among
     // the kept chunks.
+    // Scores compare within a tier only (PlanTiers): a compressed chunk's
+    // score is inflated by its own quantization error (issue 12).
     const TierPlan plan = PlanTiers(ck, cv, pk, pv, counts);
 
     std::vector<char> evicted(live, 0);

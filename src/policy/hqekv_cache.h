@@ -6,16 +6,20 @@
 // State per layer (per_head=0) or per (layer, KV head) (per_head=1), a "unit":
 //   - importance window: the attention rows of the last m queries summed over
 //     the query heads of the unit (all Hq heads of the layer by default), and
-//     the positions of those queries; a_i = sum_i / (number of those queries
-//     that see token i) = sum / min(m, N - i);
+//     the positions of those queries; a_i = sum_i / m, the window mean (the
+//     reference divides by the min(m, N - i) queries that see token i, which
+//     ranked the newest chunk first: changed on purpose, issue 12);
 //   - Range(V) per compressed token: sum over the unit's KV heads of
 //     max_d V - min_d V, from the exact fp16 V when the token is compressed;
 //   - the K tier and V tier of every live 32-token chunk.
 // Event (EndBatch) whenever >= 32 tokens wait in the fp16 residual, i.e. at
 // the end of prefill and then every 32 tokens: the oldest multiple of 32 are
-// sealed as fp16 chunks, every chunk is re-ranked (K by mean a_i, V by mean
-// a_i * R_i), chunk counts per tier come from AllocateChunks over every chunk
-// ever compressed, and PlanTiers applies them downgrade-only: evicted chunks
+// sealed as fp16 chunks, every chunk is re-ranked (ranking=paper: K by mean
+// a_i, V by mean a_i * R_i; other rankings for ablation, selection.h; the
+// chunk of the first `sink` tokens outranks all), chunk counts per tier come
+// from AllocateChunks over every chunk ever compressed, and PlanTiers fills
+// the tiers best first, downgrade-only, scores compared within a tier:
+// evicted chunks
 // leave the store (and the softmax), downgrades re-quantize from the current
 // reconstruction. K tiers are per-channel, V tiers per-token (groups of
 // min(32, D) channels); 1-bit tiers are normal (sign around the mean,
@@ -29,6 +33,7 @@
 #include "core/half.h"
 #include "policy/cache_context.h"
 #include "policy/hqekv_alloc.h"
+#include "policy/selection.h"
 #include "policy/spec.h"
 #include "policy/store_cache.h"
 #include "quant/format.h"
@@ -74,6 +79,8 @@ class HqekvCache final : public StoreBackedCache {
   int pinned_ = 2;
   bool per_head_ = false;
   bool hadamard_ = false;
+  Ranking ranking_ = Ranking::kPaper;
+  int sink_ = 0;  // tokens of the attention sink whose chunks outrank the rest
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)

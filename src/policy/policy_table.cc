@@ -135,6 +135,11 @@ std::vector<PolicyInfo> BuildTable() {
         Int("fp16_chunks", "2", 0, 1 << 20, "top chunks pinned in fp16"),
         Choice("per_head", "0", {"0", "1"}, "importance per KV head instead of per layer"),
         Choice("hadamard", "0", {"0", "1"}, "Walsh-Hadamard rotation before quantizing"),
+        Choice("ranking", "paper", {"paper", "random", "recency", "sink_recency", "pooled"},
+               "chunk ranking (ablation): attention as the paper, a fixed random order, newest "
+               "first, newest first with the sink kept, SnapKV-style max-pooled window votes"),
+        Int("sink", "4", 0, 1 << 20,
+            "chunks holding one of the first `sink` tokens (the attention sink) outrank the rest"),
         Choice("force", "0", {"0", "1"},
                "use a profile calibrated on another model (checked when the cache is created, "
                "policy/profile.h)"),

@@ -9,14 +9,15 @@ namespace hqekv::policy {
 
 std::vector<double> NormalizeImportance(const std::vector<double>& sum,
                                         const std::vector<int32_t>& token_pos,
-                                        const std::vector<int32_t>& query_pos) {
+                                        const std::vector<int32_t>& query_pos,
+                                        int min_count) {
   std::vector<int32_t> q = query_pos;
   std::sort(q.begin(), q.end());
   std::vector<double> a(sum.size(), 0.0);
   for (size_t i = 0; i < sum.size(); ++i) {
     // queries with position >= token position
     const auto c = q.end() - std::lower_bound(q.begin(), q.end(), token_pos[i]);
-    a[i] = c > 0 ? sum[i] / static_cast<double>(c) : 0.0;
+    a[i] = c > 0 ? sum[i] / static_cast<double>(std::max<int64_t>(c, min_count)) : 0.0;
   }
   return a;
 }
@@ -38,6 +39,76 @@ std::vector<double> ChunkMeans(const std::vector<double>& s, int G) {
     out.push_back(std::accumulate(s.begin() + b, s.begin() + e, 0.0) / static_cast<double>(e - b));
   }
   return out;
+}
+
+Result<Ranking> ParseRanking(const std::string& name) {
+  for (Ranking r : {Ranking::kPaper, Ranking::kRandom, Ranking::kRecency, Ranking::kSinkRecency,
+                    Ranking::kPooled}) {
+    if (name == RankingName(r)) return r;
+  }
+  return MakeError("unknown hqekv ranking '" + name +
+                   "' (known: paper, random, recency, sink_recency, pooled)");
+}
+
+const char* RankingName(Ranking r) {
+  switch (r) {
+    case Ranking::kPaper: return "paper";
+    case Ranking::kRandom: return "random";
+    case Ranking::kRecency: return "recency";
+    case Ranking::kSinkRecency: return "sink_recency";
+    case Ranking::kPooled: return "pooled";
+  }
+  return "?";
+}
+
+namespace {
+// SplitMix64 finaliser: a well-mixed 64-bit hash of x.
+uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+ChunkScores ScoreChunks(Ranking ranking, const std::vector<double>& importance,
+                        const std::vector<double>& range, const std::vector<int32_t>& chunk_pos0,
+                        int G, uint64_t seed, int sink_tokens) {
+  const size_t n = chunk_pos0.size();
+  ChunkScores s;
+  switch (ranking) {
+    case Ranking::kPaper:
+    case Ranking::kPooled: {
+      const std::vector<double> a =
+          ranking == Ranking::kPooled ? MaxPool1d(importance, kPoolKernel) : importance;
+      std::vector<double> av(a.size());
+      for (size_t i = 0; i < a.size(); ++i) av[i] = a[i] * range[i];
+      s.k = ChunkMeans(a, G);
+      s.v = ChunkMeans(av, G);
+      s.k.resize(n, 0.0);
+      s.v.resize(n, 0.0);
+      break;
+    }
+    case Ranking::kRandom:
+      for (size_t c = 0; c < n; ++c) {
+        const uint64_t h = Mix64(Mix64(seed) ^ static_cast<uint32_t>(chunk_pos0[c]));
+        s.k.push_back(static_cast<double>(h >> 11) * 0x1.0p-53);  // [0, 1)
+      }
+      s.v = s.k;
+      break;
+    case Ranking::kRecency:
+    case Ranking::kSinkRecency:
+      for (size_t c = 0; c < n; ++c) s.k.push_back(static_cast<double>(chunk_pos0[c]));
+      s.v = s.k;
+      if (ranking == Ranking::kSinkRecency) sink_tokens = std::max(sink_tokens, 1);
+      break;
+  }
+  // The sink chunks outrank everything (a finite top: scores stay comparable).
+  constexpr double kSinkScore = 1e300;
+  for (size_t c = 0; c < n; ++c) {
+    if (chunk_pos0[c] < sink_tokens) s.k[c] = s.v[c] = kSinkScore;
+  }
+  return s;
 }
 
 std::vector<double> MaxPool1d(const std::vector<double>& x, int kernel) {

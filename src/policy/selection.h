@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -11,14 +12,19 @@ namespace hqekv::policy {
 
 // ---- HqeKV importance (digest §2) -------------------------------------------
 
-// a_i = sum_i / c_i, c_i = number of the recorded queries that can see token
-// i (query position >= token position): min(m, N - i) when the last m queries
-// are recorded, as in the reference. Tokens no recorded query sees get 0.
+// a_i = sum_i / max(c_i, min_count), c_i = number of the recorded queries
+// that can see token i (query position >= token position): min(m, N - i)
+// when the last m queries are recorded. Tokens no recorded query sees get 0.
+// min_count = 1 is the reference's rule; it divides the newest tokens' sums
+// by 1, 2, ... and made the newest chunk rank first in most layers (issue 12),
+// so HqekvCache passes min_count = m (the window's mean: a query that cannot
+// see a token gives it 0).
 // sum: [n] accumulated attention (summed over query heads); token_pos: [n];
 // query_pos: the recorded queries' positions (any order).
 std::vector<double> NormalizeImportance(const std::vector<double>& sum,
                                         const std::vector<int32_t>& token_pos,
-                                        const std::vector<int32_t>& query_pos);
+                                        const std::vector<int32_t>& query_pos,
+                                        int min_count = 1);
 
 // Range of one token's V over head_dim, summed over the heads given:
 // sum_h (max_d v[h][d] - min_d v[h][d]). v: [n_heads][D].
@@ -26,6 +32,35 @@ double ValueRange(const float* v, int n_heads, int D);
 
 // Mean of each run of G consecutive scores (the last run may be shorter).
 std::vector<double> ChunkMeans(const std::vector<double>& token_scores, int G);
+
+// ---- HqeKV chunk ranking (the `ranking=` ablation switch) ---------------
+
+// paper:        K by the chunk mean of a_i, V by the chunk mean of a_i R_i;
+// random:       a fixed pseudo-random score per chunk (hash of seed, pos0);
+// recency:      newer chunks first (score = first position);
+// sink_recency: recency with at least the first chunk protected;
+// pooled:       SnapKV's window votes: a_i max-pooled over kPoolKernel
+//               tokens, then chunk means (V: pooled a_i x R_i).
+enum class Ranking { kPaper, kRandom, kRecency, kSinkRecency, kPooled };
+inline constexpr int kPoolKernel = 7;
+// "paper", "random", "recency", "sink_recency", "pooled"; others: error.
+Result<Ranking> ParseRanking(const std::string& name);
+const char* RankingName(Ranking r);
+
+// Scores of the live chunks of one ranking unit, higher = keep better.
+//   importance, range: [n_chunks * G] a_i and Range(V) of the chunks' tokens
+//                      (walk order; only read by paper and pooled);
+//   chunk_pos0:        [n_chunks] first position of each chunk;
+//   seed:              varies the random ranking per layer / unit;
+//   sink_tokens:       chunks holding a position < sink_tokens outrank every
+//                      other chunk (the attention sink; every ranking, 0 =
+//                      off; sink_recency uses at least 1).
+struct ChunkScores {
+  std::vector<double> k, v;
+};
+ChunkScores ScoreChunks(Ranking ranking, const std::vector<double>& importance,
+                        const std::vector<double>& range, const std::vector<int32_t>& chunk_pos0,
+                        int G, uint64_t seed, int sink_tokens);
 
 // ---- SnapKV / PyramidKV ---------------------------------------------------
 

@@ -23,6 +23,75 @@ TEST(Selection, ImportanceIsAMeanOverTheQueriesThatSeeTheToken) {
   EXPECT_DOUBLE_EQ(NormalizeImportance({3.0}, {102}, {99, 100, 101})[0], 0.0);
 }
 
+// Issue 12: with min_count = m the newest tokens are not divided by the few
+// queries that see them.
+TEST(Selection, ImportanceCountFloor) {
+  std::vector<int32_t> tpos(25), qpos(20);
+  std::iota(tpos.begin(), tpos.end(), 0);
+  std::iota(qpos.begin(), qpos.end(), 5);
+  std::vector<double> sum(25, 2.0);
+  const auto a = NormalizeImportance(sum, tpos, qpos, 20);
+  EXPECT_DOUBLE_EQ(a[0], 2.0 / 20);
+  EXPECT_DOUBLE_EQ(a[6], 2.0 / 20);
+  EXPECT_DOUBLE_EQ(a[24], 2.0 / 20);
+  EXPECT_DOUBLE_EQ(NormalizeImportance({3.0}, {102}, {99, 100, 101}, 20)[0], 0.0);  // unseen
+}
+
+TEST(Selection, RankingNames) {
+  for (const char* n : {"paper", "random", "recency", "sink_recency", "pooled"}) {
+    auto r = ParseRanking(n);
+    ASSERT_TRUE(r.ok()) << n;
+    EXPECT_STREQ(RankingName(*r), n);
+  }
+  EXPECT_NE(ParseRanking("h2o").message().find("known: paper"), std::string::npos);
+}
+
+TEST(Selection, ChunkScoresPerRanking) {
+  // 3 chunks of G = 4 tokens at positions 0, 4, 8.
+  const std::vector<double> a = {0, 0, 0, 0.4, 0.1, 0.1, 0.1, 0.1, 0, 0.2, 0, 0};
+  const std::vector<double> range(12, 2.0);
+  const std::vector<int32_t> pos0 = {0, 4, 8};
+  ChunkScores s = ScoreChunks(Ranking::kPaper, a, range, pos0, 4, 1, 0);
+  EXPECT_EQ(s.k, (std::vector<double>{0.1, 0.1, 0.05}));
+  EXPECT_EQ(s.v, (std::vector<double>{0.2, 0.2, 0.1}));
+  // Pooled (kernel 7): 0.4 spreads over positions 0..6, 0.2 over 6..11.
+  s = ScoreChunks(Ranking::kPooled, a, range, pos0, 4, 1, 0);
+  EXPECT_DOUBLE_EQ(s.k[0], 0.4);
+  EXPECT_DOUBLE_EQ(s.k[1], (0.4 * 3 + 0.2) / 4);
+  EXPECT_DOUBLE_EQ(s.k[2], 0.2);
+  s = ScoreChunks(Ranking::kRecency, a, range, pos0, 4, 1, 0);
+  EXPECT_EQ(s.k, (std::vector<double>{0, 4, 8}));
+  EXPECT_EQ(s.v, s.k);
+  const ChunkScores r1 = ScoreChunks(Ranking::kRandom, a, range, pos0, 4, 1, 0);
+  const ChunkScores r1b = ScoreChunks(Ranking::kRandom, {}, {}, pos0, 4, 1, 0);
+  const ChunkScores r2 = ScoreChunks(Ranking::kRandom, a, range, pos0, 4, 2, 0);
+  EXPECT_EQ(r1.k, r1b.k);  // fixed per chunk: the same at every event
+  EXPECT_NE(r1.k, r2.k);   // and per seed (layer / unit)
+  for (double x : r1.k) {
+    EXPECT_GE(x, 0.0);
+    EXPECT_LT(x, 1.0);
+  }
+}
+
+// The sink chunk outranks every other chunk, for every ranking;
+// sink_recency protects the first chunk even with sink = 0.
+TEST(Selection, SinkChunkRanksFirst) {
+  const std::vector<double> a = {0, 0, 0, 0, 0.1, 0.1, 0.1, 0.1, 0.9, 0.9, 0.9, 0.9};
+  const std::vector<double> range(12, 1.0);
+  const std::vector<int32_t> pos0 = {0, 4, 8};
+  for (Ranking r : {Ranking::kPaper, Ranking::kRandom, Ranking::kRecency, Ranking::kSinkRecency,
+                    Ranking::kPooled}) {
+    const ChunkScores s = ScoreChunks(r, a, range, pos0, 4, 7, 4);
+    EXPECT_GT(s.k[0], s.k[1]) << RankingName(r);
+    EXPECT_GT(s.k[0], s.k[2]) << RankingName(r);
+    EXPECT_GT(s.v[0], s.v[2]) << RankingName(r);
+  }
+  EXPECT_LT(ScoreChunks(Ranking::kRecency, a, range, pos0, 4, 7, 0).k[0], 4);
+  EXPECT_GT(ScoreChunks(Ranking::kSinkRecency, a, range, pos0, 4, 7, 0).k[0], 8);
+  // After evictions the first live chunk may start past the sink: no protection.
+  EXPECT_LT(ScoreChunks(Ranking::kPaper, a, range, {32, 36, 40}, 4, 7, 4).k[0], 0.5);
+}
+
 TEST(Selection, ValueRangeSumsOverHeads) {
   const float v[2][4] = {{1, -2, 3, 0}, {0.5f, 0.5f, 0.5f, 0.5f}};
   EXPECT_DOUBLE_EQ(ValueRange(&v[0][0], 2, 4), 5.0);
