@@ -138,8 +138,9 @@ std::vector<PolicyInfo> BuildTable() {
         Choice("ranking", "paper", {"paper", "random", "recency", "sink_recency", "pooled"},
                "chunk ranking (ablation): attention as the paper, a fixed random order, newest "
                "first, newest first with the sink kept, SnapKV-style max-pooled window votes"),
-        Int("sink", "4", 0, 1 << 20,
-            "chunks holding one of the first `sink` tokens (the attention sink) outrank the rest"),
+        Int("sink", "0", 0, 1 << 20,
+            "chunks holding one of the first `sink` tokens (the attention sink) outrank the rest; "
+            "off by default: measured no better per byte (docs/ablations/importance.md)"),
         Choice("force", "0", {"0", "1"},
                "use a profile calibrated on another model (checked when the cache is created, "
                "policy/profile.h)"),

@@ -12,7 +12,7 @@
 #include "core/parallel.h"
 #include "model/generate.h"
 #include "model/llama.h"
-#include "model/model_source.h"
+#include "io/model_source.h"
 #include "policy/factory.h"
 #include "policy/hqekv_cache.h"
 

@@ -5,11 +5,14 @@
 //
 // Tier counts: ratios=0.25/0.25/0.25/0.25 with 2 pinned fp16 chunks give,
 // over 10 compressed chunks, 2 fp16 / 2 u4 / 2 u2 / 2 n1 / 2 evicted
-// (AllocateChunks: rho16 = 2/10, each ratio 0.8 * 0.25 * 10 = 2); over 11,
-// 2 / 2 / 2 / 3 / 2 (each 9/11 * 0.25 * 11 = 2.25 -> 2, the deficit of one
-// goes to n1). Evicted chunks are chosen by the K score (mean attention);
-// the kept ones are ranked by the K score for K tiers and by attention x
-// Range(V) for V tiers; tiers only go down.
+// (AllocateChunks: 2 pinned, each ratio 0.25 * 8 = 2); over 11, 2 / 3 / 2 /
+// 2 / 2 (each 0.25 * 9 = 2.25 -> 2, the one left over goes by largest
+// remainder, ties to the more precise tier: u4). Evicted chunks are chosen
+// by the K score (mean attention); the kept ones are ranked by the K score
+// for K tiers and by attention x Range(V) for V tiers, a chunk in a better
+// current tier ranking above one in a worse tier (scores are compared
+// within a tier); tiers are filled from fp16 down, each slot going only to
+// a chunk whose current tier is at least that good; tiers only go down.
 //
 // Levels: chunk c's keys hold 2 * level in the channel a query group reads,
 // so its attention weight is ~ e^(2 level) (neighbouring levels: x7.4). A V
@@ -116,8 +119,8 @@ const char* kSpec = "hqekv:ratios=0.25/0.25/0.25/0.25,fp16_chunks=2";
 // Head 0's expected tiers (derivation in the comments of each test).
 const Names kPrefillK = {"fp16", "n1", "u2", "evicted", "u4", "n1", "fp16", "evicted", "u4", "u2"};
 const Names kPrefillV = {"fp16", "n1", "n1", "evicted", "fp16", "u2", "u4", "evicted", "u2", "u4"};
-const Names kDecodeK = {"u2", "n1", "u2", "evicted", "u4", "n1", "fp16", "evicted", "u2", "n1", "fp16"};
-const Names kDecodeV = {"u4", "n1", "n1", "evicted", "fp16", "n1", "u4", "evicted", "n1", "u2", "u4"};
+const Names kDecodeK = {"u4", "n1", "u2", "evicted", "u4", "n1", "fp16", "evicted", "u4", "u2", "fp16"};
+const Names kDecodeV = {"fp16", "n1", "n1", "evicted", "fp16", "u2", "u4", "evicted", "u2", "u4", "u4"};
 
 // Prefill of 320 tokens: one event over 10 chunks, ranked by the last 20
 // queries (channel 0).
@@ -126,12 +129,12 @@ const Names kDecodeV = {"u4", "n1", "n1", "evicted", "fp16", "n1", "u4", "evicte
 //   V (by 2L + j among the kept: 0:28 1:6 2:10 4:22 5:11 6:21 8:12 9:17):
 //     0, 4 fp16; 6, 9 u4; 8, 5 u2; 2, 1 n1.
 // After 32 decode steps (chunk 10 complete: one event over 11 chunks), the
-// window is the decode queries 332..351 (channel 1, levels M); targets from
-// 2 fp16 / 2 u4 / 2 u2 / 3 n1, then max(current, target):
-//   K by M: 10 (8), 6 (7) fp16; 4 (6), 2 (5) u4; 0 (4), 8 (3) u2; 9, 1, 5 n1
-//     -> 0 fp16->u2, 2 stays u2, 8 u4->u2, 9 u2->n1, 10 new -> fp16.
-//   V by 2M + j: 4:20 6:19 0:18 10:17 9:13 2:10 8:6 5:5 1:4
-//     -> 4, 6 fp16 (6 stays u4); 0, 10 u4; 9, 2 u2; 8, 5, 1 n1.
+// window is the decode queries 332..351 (channel 1, levels M); counts
+// 2 fp16 / 3 u4 / 2 u2 / 2 n1, ranked within current tiers:
+//   K by M: fp16 {10 (8), 6 (7), 0 (4)}, u4 {4 (6), 8 (3)}, u2 {2 (5), 9 (2)},
+//     n1 {1, 5} -> 10, 6 fp16; 0 (fp16->u4), 4, 8 u4; 2, 9 u2; 1, 5 n1.
+//   V by 2M + j: fp16 {4:20, 0:18, 10:17}, u4 {6:19, 9:13}, u2 {8:6, 5:5},
+//     n1 {2:10, 1:4} -> 4, 0 fp16; 10 (new->u4), 6, 9 u4; 8, 5 u2; 2, 1 n1.
 TEST(HqekvBehaviour, PlantedRankingDecidesEveryTierAtPrefillAndDecode) {
   auto c = Make(kSpec, Geometry(1, 2, 1, kD));
   ASSERT_NE(c, nullptr);
@@ -154,10 +157,10 @@ TEST(HqekvBehaviour, PlantedRankingDecidesEveryTierAtPrefillAndDecode) {
   EXPECT_EQ(ChunkTiers(*c, 0, 0, true, kChunks + 1), kDecodeK);
   EXPECT_EQ(ChunkTiers(*c, 0, 0, false, kChunks + 1), kDecodeV);
   const KvLayerStats st2 = c->Stats().layers[0];
-  EXPECT_EQ(st2.k_tiers, (std::map<std::string, int64_t>{
-                             {"fp16", 64}, {"u4", 32}, {"u2", 96}, {"n1", 96}, {"evicted", 64}}));
-  EXPECT_EQ(st2.v_tiers, (std::map<std::string, int64_t>{
-                             {"fp16", 32}, {"u4", 96}, {"u2", 32}, {"n1", 128}, {"evicted", 64}}));
+  const std::map<std::string, int64_t> decode_counts = {
+      {"fp16", 64}, {"u4", 96}, {"u2", 64}, {"n1", 64}, {"evicted", 64}};
+  EXPECT_EQ(st2.k_tiers, decode_counts);
+  EXPECT_EQ(st2.v_tiers, decode_counts);
 }
 
 // per_head=1: each KV head ranks its own chunks by its own query head's
@@ -166,8 +169,9 @@ TEST(HqekvBehaviour, PlantedRankingDecidesEveryTierAtPrefillAndDecode) {
 //   Head 1, prefill (levels L1, V range 1 everywhere, so V = K): evict
 //     0 (0), 6 (1); 3 (9), 7 (8) fp16; 1 (7), 5 (6) u4; 9 (5), 2 (4) u2;
 //     8 (3), 4 (2) n1.
-//   Head 1 after 32 decode steps (levels M1): targets 10, 3 fp16; 7, 1 u4;
-//     5, 9 u2; 2, 8, 4 n1 -> 7 fp16->u4, 1 u4, 5 u4->u2, 9 u2, 2 u2->n1.
+//   Head 1 after 32 decode steps (levels M1), within current tiers: fp16
+//     {10 (8), 3 (7), 7 (6)}, u4 {1 (5), 5 (4)}, u2 {9 (3), 2 (2)}, n1 {8, 4}
+//     -> 10, 3 fp16; 7 (fp16->u4), 1, 5 u4; 9, 2 u2; 8, 4 n1.
 TEST(HqekvBehaviour, PerHeadRanksEachKvHeadByItsOwnAttentionAndRanges) {
   auto c = Make(std::string(kSpec) + ",per_head=1", Geometry(1, 2, 2, kD));
   ASSERT_NE(c, nullptr);
@@ -181,7 +185,7 @@ TEST(HqekvBehaviour, PerHeadRanksEachKvHeadByItsOwnAttentionAndRanges) {
   RunDecode(*c, p, 320, 32);
   EXPECT_EQ(ChunkTiers(*c, 0, 0, true, kChunks + 1), kDecodeK);
   EXPECT_EQ(ChunkTiers(*c, 0, 0, false, kChunks + 1), kDecodeV);
-  const Names head1_decode = {"evicted", "u4", "n1", "fp16", "n1", "u2",
+  const Names head1_decode = {"evicted", "u4", "u2", "fp16", "n1", "u4",
                               "evicted", "u4", "n1", "u2",   "fp16"};
   EXPECT_EQ(ChunkTiers(*c, 1, 1, true, kChunks + 1), head1_decode);
   EXPECT_EQ(ChunkTiers(*c, 1, 1, false, kChunks + 1), head1_decode);

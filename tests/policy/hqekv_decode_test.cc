@@ -80,12 +80,13 @@ TEST(HqekvDecode, TierSharesHoldOverADecodeAsLongAsThePrompt) {
   }
 }
 
-// A chunk holding the attention sink (position 0) keeps the best tier it can
-// have: with fp16_chunks >= 1 it stays fp16 through a long decode.
+// With sink=4 (off by default) a chunk holding the attention sink (position
+// 0) keeps the best tier it can have: with fp16_chunks >= 1 it stays fp16
+// through a long decode.
 TEST(HqekvDecode, SinkChunkStaysFp16) {
   const KvGeometry g = SmallGeometry(2, 4, 2, 16);
-  for (const char* spec : {"hqekv:bits=2", "hqekv:ratios=0.7/0/0/0.3,ranking=random",
-                           "hqekv:bits=3.2,ranking=recency"}) {
+  for (const char* spec : {"hqekv:bits=2,sink=4", "hqekv:ratios=0.7/0/0/0.3,ranking=random,sink=4",
+                           "hqekv:bits=3.2,ranking=recency,sink=4"}) {
     auto c = MustMake(spec, g);
     const auto* h = dynamic_cast<const HqekvCache*>(c.get());
     Driver d(c.get(), 22);
