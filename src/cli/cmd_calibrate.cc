@@ -70,6 +70,10 @@ std::string Duration(double s) {
 int RunCalibrate(const CalibrateArgs& a) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
+  if (Status st = CheckThreads(a.threads); !st.ok()) {
+    std::fprintf(stderr, "hqekv calibrate: %s\n", st.message().c_str());
+    return 2;
+  }
   if (a.threads > 0) SetNumThreads(a.threads);
   if (a.score.empty()) {
     if (!std::isfinite(a.bits)) {
@@ -83,6 +87,11 @@ int RunCalibrate(const CalibrateArgs& a) {
     std::error_code ec;
     if (!a.force && std::filesystem::exists(a.out, ec)) {
       std::fprintf(stderr, "hqekv calibrate: %s exists; pass --force to overwrite it\n", a.out.c_str());
+      return 1;
+    }
+    // Before the search, not after it: an unwritable -o fails in a second.
+    if (Status st = CheckWritable(a.out); !st.ok()) {
+      std::fprintf(stderr, "hqekv calibrate: -o: %s\n", st.message().c_str());
       return 1;
     }
   }
