@@ -7,7 +7,8 @@ set(_hardening_cases
   stdout_full_run stdout_full_ppl stdout_full_inspect stdout_full_policies stdout_full_help
   calibrate_full_disk gen_synthetic_full_disk eval_report_full_disk calibrate_unwritable_output
   threads_huge_run threads_huge_ppl threads_huge_eval threads_huge_calib threads_negative
-  ctx_huge_ppl ctx_huge_run ctx_huge_eval)
+  ctx_huge_ppl ctx_huge_run ctx_huge_eval
+  calib_bits_nan calib_bits_zero calib_trials_zero calib_tokens_zero)
 foreach(c ${_hardening_cases})
   add_test(NAME cli_hardening_${c}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/scripts/hardening.sh $<TARGET_FILE:hqekv> ${PROJECT_SOURCE_DIR}

@@ -109,5 +109,11 @@ case "$CASE" in
   ctx_huge_ppl)       expect_error "--ctx 1000000000 is more than the model's context length" "$HQEKV" ppl -f "$TEXT" --ctx 1000000000 ;;
   ctx_huge_run)       expect_error "--ctx 100000 is more than the model's context length" "$HQEKV" run -n 1 --ctx 100000 ;;
   ctx_huge_eval)      expect_error "--ctx 1000000000 is more than" "$HQEKV" eval --suite quick --ctx 1000000000 -o "$D/ev" ;;
+
+  # ---- class 5: late or unclear validation (checked before any work) ----
+  calib_bits_nan)     expect_error "--bits: must be a finite number of bits > 0, got 'nan'" "$HQEKV" calibrate --bits nan -o "$D/p.json" ;;
+  calib_bits_zero)    expect_error "--bits: must be a finite number of bits > 0, got '0'" "$HQEKV" calibrate --bits 0 -o "$D/p.json" ;;
+  calib_trials_zero)  expect_error "--trials: Value 0 not in range 1 to 1000000" "$HQEKV" calibrate --bits 3 --trials 0 -o "$D/p.json" ;;
+  calib_tokens_zero)  expect_error "--tokens: Value 0 not in range 1 to" "$HQEKV" calibrate --bits 3 --tokens 0 -o "$D/p.json" ;;
   *) fail "unknown case" ;;
 esac
