@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
 
@@ -70,6 +71,10 @@ std::string Duration(double s) {
 int RunCalibrate(const CalibrateArgs& a) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
+  if (Status st = CheckThreads(a.threads); !st.ok()) {
+    std::fprintf(stderr, "hqekv calibrate: %s\n", st.message().c_str());
+    return 2;
+  }
   if (a.threads > 0) SetNumThreads(a.threads);
   if (a.score.empty()) {
     if (!std::isfinite(a.bits)) {
@@ -83,6 +88,11 @@ int RunCalibrate(const CalibrateArgs& a) {
     std::error_code ec;
     if (!a.force && std::filesystem::exists(a.out, ec)) {
       std::fprintf(stderr, "hqekv calibrate: %s exists; pass --force to overwrite it\n", a.out.c_str());
+      return 1;
+    }
+    // Before the search, not after it: an unwritable -o fails in a second.
+    if (Status st = CheckWritable(a.out); !st.ok()) {
+      std::fprintf(stderr, "hqekv calibrate: -o: %s\n", st.message().c_str());
       return 1;
     }
   }
@@ -211,9 +221,24 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
   c->add_option("-m,--model", args->model, kDefaultModelHelp);
   c->add_option("-f,--file", args->text, "calibration text (disjoint from evaluation texts)")
       ->capture_default_str();
-  c->add_option("--bits", args->bits, "memory budget in bits per element (see --bits-mode)");
-  c->add_option("--trials", args->trials, "TPE trials (infeasible ones count)")->capture_default_str();
-  c->add_option("--tokens", args->tokens, "calibration tokens (whole windows)")->capture_default_str();
+  // Checked at parse time, before any work: `--bits nan` is not "missing", and
+  // `--trials 0` / `--tokens 0` are refused instead of failing late or meaning 512.
+  c->add_option("--bits", args->bits, "memory budget in bits per element (see --bits-mode)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !std::isfinite(x) || x <= 0)
+              return "must be a finite number of bits > 0, got '" + v + "'";
+            return "";
+          },
+          "BITS>0"));
+  c->add_option("--trials", args->trials, "TPE trials (infeasible ones count)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  c->add_option("--tokens", args->tokens, "calibration tokens (whole windows)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
+      ->capture_default_str();
   c->add_option("-o,--output", args->out, "profile JSON to write");
   c->add_option("--seed", args->seed, "TPE seed (runs are reproducible)")->capture_default_str();
   c->add_option("--bits-mode", args->bits_mode,

@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,8 +57,8 @@ Status PrepareDir(const std::string& dir, bool force) {
   }
   fs::create_directories(fs::path(dir) / "cells", ec);
   if (ec) return MakeError("cannot create '" + dir + "': " + ec.message());
-  std::ofstream(fs::path(dir) / kMarker) << "hqekv eval output directory (cells/ holds cached results)\n";
-  return Status::Ok();
+  return WriteFileAtomic((fs::path(dir) / kMarker).string(),
+                         "hqekv eval output directory (cells/ holds cached results)\n");
 }
 
 std::string CommandLine(const EvalArgs& a) {
@@ -77,9 +76,12 @@ std::string CommandLine(const EvalArgs& a) {
 }
 
 int ReportOnly(const EvalArgs& a) {
-  std::ifstream f(fs::path(a.out) / "results.json");
-  if (!f) return Fail("no results.json in '" + a.out + "'");
-  auto j = nlohmann::json::parse(f, nullptr, false);
+  const std::string results = (fs::path(a.out) / "results.json").string();
+  std::error_code ec;
+  if (!fs::exists(results, ec)) return Fail("no results.json in '" + a.out + "'");
+  auto text = ReadFileChecked(results, kMaxJsonFileBytes);
+  if (!text.ok()) return Fail(text.message());
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded()) return Fail("'" + a.out + "/results.json' is not valid JSON");
   auto run = eval::RunFromJson(j);
   if (!run.ok()) return Fail(run.message());
@@ -92,6 +94,7 @@ int Eval(EvalArgs a) {
   if (a.out.empty()) a.out = "eval-" + a.suite;
   if (a.report_only) return ReportOnly(a);
   if (a.seeds < 0 || a.ctx < 0 || a.threads < 0) return Fail("--seeds, --ctx and -t must be >= 0");
+  if (Status st = CheckThreads(a.threads); !st.ok()) return Fail(st.message());
   if (a.threads > 0) SetNumThreads(a.threads);
   std::vector<double> budgets;
   if (!a.bits.empty()) {
@@ -103,6 +106,7 @@ int Eval(EvalArgs a) {
   const std::string path = ModelPathOrDefault(a.model);
   auto model = eval::EngineModel::Load(path, a.ctx);
   if (!model.ok()) return Fail(model.message());
+  if (Status st = CheckContext(a.ctx, (*model)->source().config); !st.ok()) return Fail(st.message());
   auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
   if (!suite.ok()) return Fail(suite.message());
   // Every cache is created for this model: a calibration profile (hqekv:profile=FILE) must have

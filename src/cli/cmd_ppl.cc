@@ -31,7 +31,7 @@ int Fail(const std::string& msg) {
 }
 
 int Ppl(const PplArgs& a) {
-  ApplyThreads(a.threads);
+  if (Status st = ApplyThreads(a.threads); !st.ok()) return Fail(st.message());
   auto text_or = ReadTextFile(a.text);
   if (!text_or.ok()) return Fail(text_or.message());
   const std::string& text = *text_or;
@@ -44,6 +44,7 @@ int Ppl(const PplArgs& a) {
   auto model = LlamaModel::Create(**src);
   if (!model.ok()) return Fail(model.message());
   const ModelConfig& c = (*src)->config;
+  if (Status st = CheckContext(a.ctx, c); !st.ok()) return Fail(st.message());
   const int ctx = a.ctx > 0 ? a.ctx : std::min(c.max_ctx, 512);
   const Tokenizer& tok = *(*src)->tokenizer;
   std::vector<int32_t> ids = tok.Encode(text, tok.bos() >= 0);

@@ -24,7 +24,10 @@ struct RunArgs {
 };
 
 int Run(const RunArgs& a) {
-  ApplyThreads(a.threads);
+  if (Status st = ApplyThreads(a.threads); !st.ok()) {
+    std::fprintf(stderr, "hqekv run: error: %s\n", st.message().c_str());
+    return 1;
+  }
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) {
     auto text = ReadTextFile(a.prompt_file);
@@ -55,8 +58,8 @@ int Run(const RunArgs& a) {
     return 1;
   }
   const ModelConfig& c = (*src)->config;
-  if (a.ctx < 0) {
-    std::fprintf(stderr, "hqekv run: error: --ctx must be > 0, got %d\n", a.ctx);
+  if (Status st = CheckContext(a.ctx, c); !st.ok()) {
+    std::fprintf(stderr, "hqekv run: error: %s\n", st.message().c_str());
     return 1;
   }
   const int ctx = a.ctx > 0 ? a.ctx : std::min(c.max_ctx, 4096);

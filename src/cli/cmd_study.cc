@@ -9,8 +9,7 @@
 #include <string>
 
 #include "cli/registry.h"
-#include <fstream>
-#include <sstream>
+#include "core/file.h"
 
 #include "eval/engine_model.h"
 #include "eval/quant_study.h"
@@ -36,15 +35,13 @@ int StudyQuantFromModel(const StudyQuantArgs& a) {
   if (a.text_file.empty()) return fail("--from-model needs -f TEXT");
   auto model = eval::EngineModel::Load(a.from_model);
   if (!model.ok()) return fail(model.message());
-  std::ifstream f(a.text_file, std::ios::binary);
-  if (!f) return fail("cannot open text file '" + a.text_file + "'");
-  std::stringstream text;
-  text << f.rdbuf();
+  auto text = ReadTextFile(a.text_file);
+  if (!text.ok()) return fail(text.message());
   eval::ModelQuantStudyOptions o;
   o.chunk = a.options.chunk;
   o.bits = a.options.bits;
   o.max_windows = a.windows;
-  auto s = eval::RunModelQuantStudy(**model, text.str(), a.text_file, o);
+  auto s = eval::RunModelQuantStudy(**model, *text, a.text_file, o);
   if (!s.ok()) return fail(s.message());
   if (a.json) {
     std::printf("%s\n", eval::ModelQuantStudyJson(*s).dump(2).c_str());

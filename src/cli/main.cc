@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/registry.h"
+#include "core/file.h"
 
 namespace hqekv::cli {
 namespace {
@@ -41,10 +42,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);  // --help / --version print to stdout
+    if (const hqekv::Status st = hqekv::CheckStdout(); !st.ok()) {
+      std::fprintf(stderr, "hqekv: error: %s\n", st.message().c_str());
+      return code != 0 ? code : 1;
+    }
+    return code;
   } catch (const std::exception& e) {  // last line of defence: never crash on bad input
     std::fprintf(stderr, "hqekv: error: %s\n", e.what());
     return 1;
+  }
+  // Output lost on the way (a full disk, /dev/full) is a failure, not exit 0.
+  if (const hqekv::Status st = hqekv::CheckStdout(); !st.ok()) {
+    std::fprintf(stderr, "hqekv: error: %s\n", st.message().c_str());
+    return rc != 0 ? rc : 1;
   }
   return rc;
 }

@@ -1,6 +1,17 @@
-// Reading user-named files, and where the default model is found.
+// Reading and writing user-named files, and where the default model is found.
+//
+// Every file the program reads goes through OpenRegularFile (or ReadTextFile /
+// ReadFileChecked on top of it): the path must name a regular file no larger
+// than a limit, so a FIFO, a device (/dev/zero) or a directory is refused with
+// a message naming the path instead of hanging or reading without end.
+// Every file the program writes goes through AtomicFileWriter (or
+// WriteFileAtomic): bytes go to a temporary file in the same directory, which
+// is flushed, fsynced, closed and only then renamed over the target, so a
+// failed write (full disk, I/O error) leaves what was there before intact.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -8,10 +19,102 @@
 
 namespace hqekv {
 
-// The whole file as bytes (an empty file gives ""). Errors name the path:
-// "file 'P' does not exist", "'P' is a directory, not a text file",
-// "cannot open 'P'", "error reading 'P'".
-Result<std::string> ReadTextFile(const std::string& path);
+// Size limits (bytes) of files read whole into memory.
+inline constexpr uint64_t kMaxTextFileBytes = uint64_t{1} << 30;  // texts, prompts: 1 GiB
+inline constexpr uint64_t kMaxJsonFileBytes = uint64_t{256} << 20;  // profiles, cells, results: 256 MiB
+// Limit of files mapped, not read (model weights): 4 TiB, only a sanity bound.
+inline constexpr uint64_t kMaxMappedFileBytes = uint64_t{1} << 42;
+
+// A read-only descriptor of a regular file, closed on destruction (move-only).
+class RegularFile {
+ public:
+  // Checks, before opening, that `path` names a regular file (following
+  // symbolic links) of at most `max_bytes`; opens it non-blocking (a FIFO
+  // swapped in after the check cannot block the open) and checks the opened
+  // descriptor again. Errors name the path: "file 'P' does not exist",
+  // "'P' is a directory, not a regular file", "'P' is a FIFO, not a regular
+  // file", "'P' is N bytes, more than the limit of M bytes", "cannot open 'P': ...".
+  static Result<RegularFile> Open(const std::string& path, uint64_t max_bytes);
+
+  RegularFile(RegularFile&& o) noexcept;
+  RegularFile& operator=(RegularFile&& o) noexcept;
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+  ~RegularFile();
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }  // bytes, as fstat saw them at open
+  const std::string& path() const { return path_; }
+
+  // The whole content, at most the limit given to Open (a file that grew past
+  // it since is refused, not truncated). Reads from the current offset.
+  Result<std::string> ReadAll();
+
+ private:
+  RegularFile(int fd, uint64_t size, uint64_t max_bytes, std::string path)
+      : fd_(fd), size_(size), max_bytes_(max_bytes), path_(std::move(path)) {}
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  uint64_t max_bytes_ = 0;
+  std::string path_;
+};
+
+// The whole file as bytes (an empty file gives ""), through RegularFile::Open
+// with `max_bytes`; errors name the path (see RegularFile::Open).
+Result<std::string> ReadFileChecked(const std::string& path, uint64_t max_bytes);
+
+// ReadFileChecked with the text limit: texts, prompts.
+inline Result<std::string> ReadTextFile(const std::string& path) {
+  return ReadFileChecked(path, kMaxTextFileBytes);
+}
+
+// Writes a file atomically: Create makes a temporary file next to `path`
+// (".NAME.tmp.PID.N" in the same directory, so the rename cannot cross file
+// systems), Write appends to it, Commit flushes it to disk (fsync), closes it
+// and renames it over `path` (then fsyncs the directory). Any failing step is
+// an error naming `path` and the system's reason; a writer destroyed without
+// a successful Commit removes its temporary file, and `path` keeps whatever it
+// held. An existing target keeps its permission bits.
+class AtomicFileWriter {
+ public:
+  static Result<AtomicFileWriter> Create(const std::string& path);
+
+  AtomicFileWriter(AtomicFileWriter&& o) noexcept;
+  AtomicFileWriter& operator=(AtomicFileWriter&& o) = delete;
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  ~AtomicFileWriter();
+
+  Status Write(const void* data, size_t n);
+  Status Write(std::string_view bytes) { return Write(bytes.data(), bytes.size()); }
+  Status Commit();
+
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return tmp_; }
+
+ private:
+  AtomicFileWriter(int fd, std::string path, std::string tmp)
+      : fd_(fd), path_(std::move(path)), tmp_(std::move(tmp)) {}
+  Status Fail(const std::string& what, int err);  // removes the temporary file
+  int fd_ = -1;
+  std::string path_, tmp_;
+  bool done_ = false;  // committed or failed: nothing left to clean up
+};
+
+// `bytes` as the whole new content of `path`, atomically (AtomicFileWriter).
+Status WriteFileAtomic(const std::string& path, std::string_view bytes);
+
+// Checks, before long work, that `path` could be written later: not a
+// directory, and a temporary file can be created next to it (tried and
+// removed); when its directory does not exist yet, the nearest existing
+// ancestor must be a writable directory (the writer creates the rest).
+// Errors name the path, e.g. "cannot write '/proc/x.json': ...".
+Status CheckWritable(const std::string& path);
+
+// Checks that standard output took every byte written to it: flushes stdout
+// and tests its error flag (a full disk, /dev/full, a closed pipe with SIGPIPE
+// ignored). The error says "cannot write standard output: REASON".
+Status CheckStdout();
 
 // The model used when a subcommand gets no -m: $HQEKV_MODEL when set and not
 // empty; else the first models/stories260K.gguf found next to the running

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
+#include "core/file.h"
 #include "core/hash.h"
 
 namespace hqekv::eval {
@@ -18,9 +18,10 @@ std::string CellHash(const std::string& canonical) {
 
 std::optional<CellResult> CellStore::Load(const std::string& hash) const {
   if (dir_.empty()) return std::nullopt;
-  std::ifstream f(dir_ + "/cells/" + hash + ".json");
-  if (!f) return std::nullopt;
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  // Checked open: a FIFO or device planted as a cell is skipped, not read.
+  auto text = ReadFileChecked(dir_ + "/cells/" + hash + ".json", kMaxJsonFileBytes);
+  if (!text.ok()) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return std::nullopt;
   auto c = CellFromJson(j);
   if (!c.ok() || c->hash != hash) return std::nullopt;
@@ -33,16 +34,8 @@ Status CellStore::Save(const CellResult& c) const {
   fs::create_directories(dir_ + "/cells", ec);
   if (ec) return MakeError("cannot create '" + dir_ + "/cells': " + ec.message());
   const std::string path = dir_ + "/cells/" + c.hash + ".json";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) return MakeError("cannot write '" + tmp + "'");
-    f << ToJson(c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!f) return MakeError("error writing '" + tmp + "'");
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return MakeError("cannot rename '" + tmp + "': " + ec.message());
-  return Status::Ok();
+  // Atomic (temp + fsync + rename): a full disk never installs a 0-byte cell.
+  return WriteFileAtomic(path, ToJson(c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace hqekv::eval

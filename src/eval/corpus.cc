@@ -1,8 +1,9 @@
 #include "eval/corpus.h"
 
 #include <cctype>
-#include <fstream>
 #include <sstream>
+
+#include "core/file.h"
 
 namespace hqekv::eval {
 
@@ -41,15 +42,9 @@ Corpus SplitSentences(const std::string& name, const std::string& text) {
 }
 
 Result<Corpus> LoadCorpus(const std::string& name, const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return MakeError("cannot open text file '" + path + "'");
-  f.seekg(0, std::ios::end);
-  const auto size = static_cast<long long>(f.tellg());
-  if (size > (64ll << 20)) return MakeError("text file '" + path + "' is larger than 64 MiB");
-  f.seekg(0);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  Corpus c = SplitSentences(name, ss.str());
+  auto text = ReadFileChecked(path, uint64_t{64} << 20);  // regular file, at most 64 MiB
+  if (!text.ok()) return MakeError("text file: " + text.message());
+  Corpus c = SplitSentences(name, *text);
   if (c.sentences.empty()) return MakeError("text file '" + path + "' contains no sentence");
   return c;
 }

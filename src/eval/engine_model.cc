@@ -6,6 +6,7 @@
 #include <fstream>
 #include <vector>
 
+#include "core/file.h"
 #include "core/hash.h"
 
 namespace hqekv::eval {
@@ -16,6 +17,7 @@ namespace {
 // blocks of a file: cheap on multi-GB weights, different for any retrained
 // checkpoint (every tensor changes).
 std::string FileFingerprint(const std::string& path) {
+  if (!RegularFile::Open(path, kMaxMappedFileBytes).ok()) return "unreadable";  // no FIFO, no device
   std::ifstream f(path, std::ios::binary);
   if (!f) return "unreadable";
   f.seekg(0, std::ios::end);

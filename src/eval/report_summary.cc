@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <string>
+
+#include "core/file.h"
 
 #include "eval/report.h"
 
@@ -179,10 +181,7 @@ Status WriteReports(const EvalRun& run, const std::string& dir) {
       {dir + "/report.html", ReportHtml(run)},
   };
   for (const auto& [path, text] : files) {
-    std::ofstream f(path);
-    if (!f) return MakeError("cannot write '" + path + "'");
-    f << text;
-    if (!f) return MakeError("error writing '" + path + "'");
+    HQEKV_RETURN_IF_ERROR(WriteFileAtomic(path, text));
   }
   return Status::Ok();
 }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/file.h"
+
 namespace hqekv {
 namespace {
 
@@ -224,11 +226,11 @@ Status GgufWriter::WriteFile(const std::string& path, bool overwrite) const {
   struct stat st {};
   if (!overwrite && ::stat(path.c_str(), &st) == 0)
     return MakeError("refusing to overwrite existing file '" + path + "'");
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return MakeError("cannot create '" + path + "': " + std::strerror(errno));
-  bool ok = true;
+  // Atomic: a failed write (full disk) leaves no half file and keeps an old one.
+  HQEKV_ASSIGN_OR_RETURN(AtomicFileWriter f, AtomicFileWriter::Create(path));
+  Status status;
   auto write = [&](const uint8_t* p, size_t n) {
-    if (ok && n && std::fwrite(p, 1, n, f) != n) ok = false;
+    if (status.ok() && n) status = f.Write(p, n);
   };
   const std::vector<uint8_t> header = Header();
   write(header.data(), header.size());
@@ -238,7 +240,7 @@ Status GgufWriter::WriteFile(const std::string& path, bool overwrite) const {
     if (t.fill) {
       constexpr uint64_t kPiece = uint64_t{4} << 20;  // 4 MiB pieces keep memory flat
       buf.resize(static_cast<size_t>(std::min<uint64_t>(kPiece, t.nbytes)));
-      for (uint64_t off = 0; off < t.nbytes && ok; off += kPiece) {
+      for (uint64_t off = 0; off < t.nbytes && status.ok(); off += kPiece) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, t.nbytes - off));
         t.fill(off, buf.data(), n);
         write(buf.data(), n);
@@ -249,9 +251,8 @@ Status GgufWriter::WriteFile(const std::string& path, bool overwrite) const {
     const uint64_t pad = AlignUp(t.nbytes, alignment_) - t.nbytes;
     write(zeros.data(), pad);
   }
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) return MakeError("error writing '" + path + "': " + std::strerror(errno));
-  return Status::Ok();
+  HQEKV_RETURN_IF_ERROR(status);
+  return f.Commit();
 }
 
 }  // namespace hqekv

@@ -8,34 +8,26 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/file.h"
+
 namespace hqekv {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return MakeError("cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return MakeError("cannot stat '" + path + "': " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return MakeError("'" + path + "' is not a regular file");
-  }
+  // Regular files only (a FIFO would block the open, /dev/zero map without end).
+  HQEKV_ASSIGN_OR_RETURN(RegularFile file, RegularFile::Open(path, kMaxMappedFileBytes));
+  const int fd = file.fd();
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
-  f->size_ = static_cast<size_t>(st.st_size);
+  f->size_ = static_cast<size_t>(file.size());
   if (f->size_ > 0) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       const int e = errno;
-      ::close(fd);
       return MakeError("cannot mmap '" + path + "': " + std::strerror(e));
     }
     f->data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping stays valid without the descriptor
+  // `file` closes the descriptor; the mapping stays valid without it.
   return f;
 }
 

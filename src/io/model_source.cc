@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -180,6 +181,21 @@ Status ValidateModel(ModelSource& m) {
     return MakeError(where + "tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
                      " tokens but token_embd.weight only " + std::to_string(c.vocab_size) + " rows");
 
+  // block_count against the tensors present, before building per-layer
+  // expectations: every layer has >= 9 tensors, so 1M declared layers in a
+  // small file is refused at once instead of after seconds and gigabytes.
+  const size_t per_layer = 9 + (c.attn_bias ? 3 : 0) + (c.qk_norm ? 2 : 0);
+  if (m.tensors.size() < per_layer * static_cast<size_t>(c.n_layers)) {
+    // Name the first missing layer; the scan is bounded by the tensors present.
+    const int scan = static_cast<int>(std::min<size_t>(c.n_layers, m.tensors.size() / per_layer + 1));
+    int l = 0;
+    while (l < scan && m.Find("blk." + std::to_string(l) + ".attn_norm.weight")) ++l;
+    const std::string first =
+        l < scan ? "required tensor 'blk." + std::to_string(l) + ".attn_norm.weight' is missing: " : "";
+    return MakeError(where + first + "n_layers (block_count) = " + std::to_string(c.n_layers) +
+                     " needs at least " + std::to_string(per_layer * static_cast<size_t>(c.n_layers)) +
+                     " tensors, the file has " + std::to_string(m.tensors.size()));
+  }
   const int64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), ff = c.d_ff, V = c.vocab_size;
   // (name, expected shape, must be F32)
   struct Want {

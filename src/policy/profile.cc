@@ -3,9 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "core/file.h"
 
 namespace hqekv::policy {
 namespace {
@@ -163,20 +164,15 @@ Status SaveProfile(const Profile& p, const std::string& path, bool overwrite) {
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return MakeError("cannot write profile " + path);
-  f << ProfileToJson(p);
-  f.close();
-  if (!f) return MakeError("error writing profile " + path);
+  // Atomic: a failed write (full disk) keeps the old profile under --force.
+  if (Status st = WriteFileAtomic(path, ProfileToJson(p)); !st.ok()) return MakeError("profile: " + st.message());
   return Status::Ok();
 }
 
 Result<Profile> LoadProfile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return MakeError("cannot read profile " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ProfileFromJson(ss.str(), path);
+  auto text = ReadFileChecked(path, kMaxJsonFileBytes);  // a FIFO or /dev/zero is refused
+  if (!text.ok()) return MakeError("cannot read profile: " + text.message());
+  return ProfileFromJson(*text, path);
 }
 
 Status CheckProfileForModel(const Profile& p, const std::string& path,

@@ -2,9 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "../within_time.h"
 
 namespace hqekv {
 namespace {
@@ -50,6 +58,147 @@ TEST(DefaultModelPath, EnvironmentFirstThenBundledModel) {
   } else {
     unsetenv("HQEKV_MODEL");
   }
+}
+
+// A fresh directory under the test temp dir.
+std::string FreshDir(const std::string& name) {
+  const std::string d = testing::TempDir() + "/" + name + "." + std::to_string(::getpid());
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(ReadFileChecked, FifoIsRefusedWithoutBlocking) {
+  const std::string fifo = FreshDir("core_fifo") + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = testing_util::WithinSeconds(5, "ReadTextFile(FIFO)", [&] { return ReadTextFile(fifo); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "'" + fifo + "' is a FIFO, not a regular file");
+  auto open = testing_util::WithinSeconds(5, "RegularFile::Open(FIFO)",
+                                          [&] { return RegularFile::Open(fifo, kMaxMappedFileBytes).ok(); });
+  EXPECT_FALSE(open);
+}
+
+TEST(ReadFileChecked, DevicesAreRefusedNotReadForever) {
+  for (const char* dev : {"/dev/zero", "/dev/urandom", "/dev/null"}) {
+    auto r = testing_util::WithinSeconds(5, std::string("ReadTextFile(") + dev + ")",
+                                         [&] { return ReadTextFile(dev); });
+    ASSERT_FALSE(r.ok()) << dev;
+    EXPECT_EQ(r.message(), std::string("'") + dev + "' is a character device, not a regular file");
+  }
+}
+
+TEST(ReadFileChecked, SizeLimitIsCheckedBeforeReading) {
+  const std::string p = FreshDir("core_limit") + "/big.txt";
+  { std::ofstream(p) << std::string(1000, 'x'); }
+  auto r = ReadFileChecked(p, 999);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("1000 bytes, more than the limit of 999 bytes"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find(p), std::string::npos);
+  auto ok = ReadFileChecked(p, 1000);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(ok->size(), 1000u);
+}
+
+TEST(ReadFileChecked, ProcFilesOfSizeZeroStillRead) {
+  auto r = ReadFileChecked("/proc/self/status", 1 << 20);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_NE(r->find("Name:"), std::string::npos);
+}
+
+TEST(ReadFileChecked, SymlinkToRegularFileIsFollowedToFifoIsRefused) {
+  const std::string d = FreshDir("core_links");
+  { std::ofstream(d + "/real.txt") << "hello"; }
+  ASSERT_EQ(::mkfifo((d + "/pipe").c_str(), 0600), 0);
+  std::filesystem::create_symlink(d + "/real.txt", d + "/to_real");
+  std::filesystem::create_symlink(d + "/pipe", d + "/to_pipe");
+  auto good = ReadTextFile(d + "/to_real");
+  ASSERT_TRUE(good.ok()) << good.message();
+  EXPECT_EQ(*good, "hello");
+  auto bad = testing_util::WithinSeconds(5, "ReadTextFile(link to FIFO)", [&] { return ReadTextFile(d + "/to_pipe"); });
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(WriteFileAtomic, ReplacesContentAndLeavesNoTemporary) {
+  const std::string d = FreshDir("core_atomic");
+  const std::string p = d + "/out.json";
+  ASSERT_TRUE(WriteFileAtomic(p, "first").ok());
+  ASSERT_TRUE(WriteFileAtomic(p, "second, longer").ok());
+  EXPECT_EQ(Slurp(p), "second, longer");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(d)) ++entries;
+  EXPECT_EQ(entries, 1);  // no .out.json.tmp.* left behind
+}
+
+TEST(WriteFileAtomic, KeepsPermissionBitsOfTheOldFile) {
+  const std::string p = FreshDir("core_atomic_mode") + "/out.txt";
+  ASSERT_TRUE(WriteFileAtomic(p, "a").ok());
+  ASSERT_EQ(::chmod(p.c_str(), 0640), 0);
+  ASSERT_TRUE(WriteFileAtomic(p, "b").ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+}
+
+// A full disk, simulated by the file size limit (RLIMIT_FSIZE: write fails
+// with EFBIG once the file would pass it): the old file must survive whole.
+TEST(WriteFileAtomic, FailedWriteKeepsTheOldFileAndNamesThePath) {
+  const std::string d = FreshDir("core_atomic_full");
+  const std::string p = d + "/profile.json";
+  const std::string old_content = "{\"old\": \"good profile\"}";
+  ASSERT_TRUE(WriteFileAtomic(p, old_content).ok());
+  std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit tiny = saved;
+  tiny.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tiny), 0);
+  const Status st = WriteFileAtomic(p, std::string(1 << 20, 'n'));
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'" + p + "'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("unchanged"), std::string::npos) << st.message();
+  EXPECT_EQ(Slurp(p), old_content);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(d)) ++entries;
+  EXPECT_EQ(entries, 1);  // the temporary file was removed
+}
+
+// The streaming writer: a writer dropped before Commit changes nothing.
+TEST(AtomicFileWriter, AbandonedWriterLeavesTheTargetAlone) {
+  const std::string d = FreshDir("core_atomic_abandon");
+  const std::string p = d + "/model.gguf";
+  ASSERT_TRUE(WriteFileAtomic(p, "old").ok());
+  {
+    auto w = AtomicFileWriter::Create(p);
+    ASSERT_TRUE(w.ok()) << w.message();
+    ASSERT_TRUE(w->Write("new bytes").ok());
+  }
+  EXPECT_EQ(Slurp(p), "old");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(d)) ++entries;
+  EXPECT_EQ(entries, 1);
+}
+
+// rename fails (the target is a non-empty directory; also a missing parent):
+// an error naming the path, nothing else touched.
+TEST(WriteFileAtomic, UnwritableTargetsGiveErrorsNamingThePath) {
+  const std::string d = FreshDir("core_atomic_bad");
+  std::filesystem::create_directories(d + "/sub/inner");
+  const Status dir = WriteFileAtomic(d + "/sub", "x");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.message().find("'" + d + "/sub'"), std::string::npos) << dir.message();
+  EXPECT_TRUE(std::filesystem::is_directory(d + "/sub/inner"));
+  const Status missing = WriteFileAtomic(d + "/no/such/dir/out.json", "x");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find(d + "/no/such/dir/out.json"), std::string::npos) << missing.message();
+  const Status proc = WriteFileAtomic("/proc/x.json", "x");
+  EXPECT_FALSE(proc.ok());
 }
 
 }  // namespace

@@ -1,0 +1,17 @@
+# Issue 19 hardening cases, one CTest test each (tests/cli/scripts/hardening.sh
+# holds the cases and says what each checks): special files as inputs, output
+# that cannot be written, and numbers that would start unbounded work.
+set(_hardening_cases
+  fifo_model devzero_model fifo_tokenizer fifo_profile devzero_profile fifo_prompt fifo_ppl_text
+  devzero_ppl_text fifo_calib_text fifo_study_text fifo_results_json dir_results_json
+  stdout_full_run stdout_full_ppl stdout_full_inspect stdout_full_policies stdout_full_help
+  calibrate_full_disk gen_synthetic_full_disk eval_report_full_disk calibrate_unwritable_output
+  threads_huge_run threads_huge_ppl threads_huge_eval threads_huge_calib threads_negative
+  ctx_huge_ppl ctx_huge_run ctx_huge_eval
+  calib_bits_nan calib_bits_zero calib_trials_zero calib_tokens_zero)
+foreach(c ${_hardening_cases})
+  add_test(NAME cli_hardening_${c}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/scripts/hardening.sh $<TARGET_FILE:hqekv> ${PROJECT_SOURCE_DIR}
+                   ${CMAKE_CURRENT_BINARY_DIR}/hardening_out ${c})
+  set_tests_properties(cli_hardening_${c} PROPERTIES TIMEOUT 300)
+endforeach()

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# CLI hardening cases of issue 19 (tests/cli/hardening.cmake runs one per
+# test): special files as inputs must be refused at once (a FIFO must not
+# block, /dev/zero must not be read without end), output that cannot be
+# written must give a nonzero exit and keep what was there, and numbers that
+# would start unbounded work must be refused before it starts.
+#   hardening.sh HQEKV ROOT WORKDIR CASE
+# Every command runs under `timeout`: a hang is exit 124, a failure here.
+set -u
+HQEKV=$1 ROOT=$2 WORK=$3 CASE=$4
+MODEL=$ROOT/models/stories260K.gguf
+TEXT=$ROOT/data/text/wiki.valid.raw
+D=$WORK/$CASE
+rm -rf "$D" && mkdir -p "$D"
+FIFO=$D/fifo
+mkfifo "$FIFO"
+
+fail() { echo "FAIL [$CASE]: $*" >&2; exit 1; }
+
+# expect_error MESSAGE CMD...: exits nonzero within 20 s, stderr has MESSAGE.
+expect_error() {
+  local msg=$1; shift
+  local rc=0
+  timeout 20 "$@" >"$D/out" 2>"$D/err" </dev/null || rc=$?
+  [ "$rc" -eq 124 ] && fail "hung (killed after 20 s): $*"
+  [ "$rc" -eq 0 ] && fail "exit 0, expected an error: $*"
+  grep -qF -- "$msg" "$D/err" || fail "stderr lacks '$msg': $(cat "$D/err")"
+  echo "ok: exit $rc: $(head -c 300 "$D/err")"
+}
+
+# expect_full_stdout CMD...: stdout on /dev/full gives a nonzero exit.
+expect_full_stdout() {
+  local rc=0
+  timeout 60 "$@" >/dev/full 2>"$D/err" </dev/null || rc=$?
+  [ "$rc" -eq 124 ] && fail "hung: $*"
+  [ "$rc" -eq 0 ] && fail "exit 0 with stdout on /dev/full: $*"
+  grep -qF "cannot write standard output" "$D/err" || fail "stderr lacks the reason: $(cat "$D/err")"
+  echo "ok: exit $rc: $(tail -c 200 "$D/err")"
+}
+
+# "${FULL_DISK[@]}" CMD... runs CMD with a 1 KiB file size limit (a full disk for any bigger file;
+# SIGXFSZ ignored so writes fail with EFBIG instead of killing the process).
+FULL_DISK=(bash -c 'trap "" XFSZ; ulimit -f 1; exec "$@"' full_disk)
+
+# no_temporaries DIR: no temporary file was left behind.
+no_temporaries() { ! ls -a "$1" | grep -q '\.tmp\.' || fail "temporary files left in $1: $(ls -a "$1")"; }
+
+case "$CASE" in
+  # ---- class 1: special files as inputs ----
+  fifo_model)        expect_error "is a FIFO, not a regular file" "$HQEKV" run -m "$FIFO" -n 1 ;;
+  devzero_model)     expect_error "is a character device" "$HQEKV" inspect -m /dev/zero ;;
+  fifo_tokenizer)    expect_error "is a FIFO" "$HQEKV" run -m "$ROOT/models/stories260K.bin" --tokenizer "$FIFO" -n 1 ;;
+  fifo_profile)      expect_error "is a FIFO" "$HQEKV" run -n 1 -t 1 --kv "hqekv:profile=$FIFO" ;;
+  devzero_profile)   expect_error "is a character device" "$HQEKV" run -n 1 -t 1 --kv "hqekv:profile=/dev/zero" ;;
+  fifo_prompt)       expect_error "is a FIFO" "$HQEKV" run -f "$FIFO" -n 1 ;;
+  fifo_ppl_text)     expect_error "is a FIFO" "$HQEKV" ppl -f "$FIFO" ;;
+  devzero_ppl_text)  expect_error "is a character device" "$HQEKV" ppl -f /dev/zero ;;
+  fifo_calib_text)   expect_error "is a FIFO" "$HQEKV" calibrate -f "$FIFO" --bits 3 -o "$D/p.json" ;;
+  fifo_study_text)   expect_error "is a FIFO" "$HQEKV" study quant --from-model "$MODEL" -f "$FIFO" ;;
+  fifo_results_json)
+    mkdir -p "$D/ev" && mkfifo "$D/ev/results.json"
+    expect_error "is a FIFO" "$HQEKV" eval --report-only -o "$D/ev" ;;
+  dir_results_json)
+    mkdir -p "$D/ev/results.json"
+    expect_error "$D/ev/results.json' is a directory" "$HQEKV" eval --report-only -o "$D/ev" ;;
+
+  # ---- class 3: lost output ----
+  stdout_full_run)      expect_full_stdout "$HQEKV" run -n 50 -t 1 ;;
+  stdout_full_ppl)      expect_full_stdout "$HQEKV" ppl -f "$TEXT" --max-tokens 100 --ctx 64 -t 1 ;;
+  stdout_full_inspect)  expect_full_stdout "$HQEKV" inspect ;;
+  stdout_full_policies) expect_full_stdout "$HQEKV" policies ;;
+  stdout_full_help)     expect_full_stdout "$HQEKV" run --help ;;
+  calibrate_full_disk)
+    printf '{"old": "good profile"}\n' > "$D/existing.json"
+    cp "$D/existing.json" "$D/expected.json"
+    expect_error "existing.json" "${FULL_DISK[@]}" "$HQEKV" calibrate -m "$MODEL" -f "$TEXT" --bits 3 \
+      --bits-mode nominal --trials 4 --tokens 512 --window 128 -t 1 -q --force -o "$D/existing.json"
+    cmp -s "$D/existing.json" "$D/expected.json" || fail "the old profile was changed: $(head -c 200 "$D/existing.json")"
+    no_temporaries "$D" ;;
+  gen_synthetic_full_disk)
+    printf 'old model\n' > "$D/old.gguf"
+    expect_error "old.gguf" "${FULL_DISK[@]}" "$HQEKV" gen-synthetic --force -o "$D/old.gguf"
+    [ "$(cat "$D/old.gguf")" = "old model" ] || fail "the old file was changed"
+    no_temporaries "$D" ;;
+  eval_report_full_disk)
+    # Reports of an empty run (report.md and .html > 1 KiB), then a rewrite on a
+    # "full disk": the old report.html must survive whole.
+    mkdir -p "$D/ev" && printf '{"format": "hqekv-eval-results v1", "suite": "quick", "model": "m", "cells": []}\n' > "$D/ev/results.json"
+    "$HQEKV" eval --report-only -o "$D/ev" >/dev/null || fail "eval --report-only failed"
+    [ "$(stat -c %s "$D/ev/report.html")" -gt 1024 ] || fail "report.html too small for this test"
+    cp "$D/ev/report.html" "$D/report.before"
+    cp "$D/ev/report.md" "$D/report_md.before"
+    expect_error "report" "${FULL_DISK[@]}" "$HQEKV" eval --report-only -o "$D/ev"
+    cmp -s "$D/ev/report.html" "$D/report.before" || fail "report.html was changed by a failed write"
+    cmp -s "$D/ev/report.md" "$D/report_md.before" || fail "report.md was changed by a failed write"
+    no_temporaries "$D/ev" ;;
+  calibrate_unwritable_output)
+    start=$(date +%s)
+    expect_error "cannot write '/proc/hqekv-x.json'" "$HQEKV" calibrate -m "$MODEL" -f "$TEXT" --bits 3 \
+      --trials 200 -o /proc/hqekv-x.json
+    [ $(( $(date +%s) - start )) -le 5 ] || fail "the output path was checked only after the search" ;;
+
+  # ---- class 4: unbounded work from a number ----
+  threads_huge_run)   expect_error "-t 10000 is more than" "$HQEKV" run -n 1 -t 10000 ;;
+  threads_huge_ppl)   expect_error "-t 10000 is more than" "$HQEKV" ppl -f "$TEXT" -t 10000 ;;
+  threads_huge_eval)  expect_error "-t 10000 is more than" "$HQEKV" eval --suite quick -t 10000 -o "$D/ev" ;;
+  threads_huge_calib) expect_error "-t 10000 is more than" "$HQEKV" calibrate --bits 3 -t 10000 -o "$D/p.json" ;;
+  threads_negative)   expect_error "-t must be >= 0" "$HQEKV" run -n 1 -t -3 ;;
+  ctx_huge_ppl)       expect_error "--ctx 1000000000 is more than the model's context length" "$HQEKV" ppl -f "$TEXT" --ctx 1000000000 ;;
+  ctx_huge_run)       expect_error "--ctx 100000 is more than the model's context length" "$HQEKV" run -n 1 --ctx 100000 ;;
+  ctx_huge_eval)      expect_error "--ctx 1000000000 is more than" "$HQEKV" eval --suite quick --ctx 1000000000 -o "$D/ev" ;;
+
+  # ---- class 5: late or unclear validation (checked before any work) ----
+  calib_bits_nan)     expect_error "--bits: must be a finite number of bits > 0, got 'nan'" "$HQEKV" calibrate --bits nan -o "$D/p.json" ;;
+  calib_bits_zero)    expect_error "--bits: must be a finite number of bits > 0, got '0'" "$HQEKV" calibrate --bits 0 -o "$D/p.json" ;;
+  calib_trials_zero)  expect_error "--trials: Value 0 not in range 1 to 1000000" "$HQEKV" calibrate --bits 3 --trials 0 -o "$D/p.json" ;;
+  calib_tokens_zero)  expect_error "--tokens: Value 0 not in range 1 to" "$HQEKV" calibrate --bits 3 --tokens 0 -o "$D/p.json" ;;
+  *) fail "unknown case" ;;
+esac
