@@ -12,6 +12,7 @@
 // parameters x tokens; attention excluded).
 //
 //   build/bench/bench_engine --benchmark_filter=Synth   # the 1B model only
+//   build/bench/bench_engine --benchmark_filter='Memcpy/1|MatVecType'  # GEMV per weight type
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "model/kernels.h"
 #include "model/llama.h"
 #include "io/model_source.h"
 #include "io/synthetic.h"
@@ -189,8 +191,53 @@ void BM_PrefillStories(benchmark::State& s) { Prefill(s, "stories"); }
 void BM_DecodeSynth1B(benchmark::State& s) { Decode(s, "synth"); }
 void BM_PrefillSynth1B(benchmark::State& s) { Prefill(s, "synth"); }
 
+// One weight type's GEMV kernel (model/kernels.h MatVec) on a 4096 x 4096
+// matrix (8-56 MiB: past the caches), one thread: weight GB/s, and the ratio
+// to memcpy and to Q8_0 (the first row) in the same run. The bytes are 0x11
+// everywhere (every fp16 scale a small normal number): speed only.
+std::map<int, double>& TypeBandwidth() {  // TensorType -> weight bytes/s
+  static std::map<int, double> bw;
+  return bw;
+}
+
+void BM_MatVecType(benchmark::State& state) {
+  const auto t = static_cast<TensorType>(state.range(0));
+  SetNumThreads(1);
+  const int64_t n = 4096, k = 4096;
+  std::vector<uint8_t> w(static_cast<size_t>(n * kernels::RowBytes(t, k)), 0x11);
+  std::vector<float> x(k, 0.5f), y(n);
+  const kernels::WeightMatrix m{t, w.data(), n, k};
+  double secs = 0, bytes = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    kernels::MatVec(m, x.data(), y.data());
+    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+    state.SetIterationTime(sec);
+    secs += sec;
+    bytes += static_cast<double>(w.size());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bps = bytes / secs;
+  TypeBandwidth()[state.range(0)] = bps;
+  state.SetLabel(TensorTypeName(t));
+  state.counters["weight_GB_per_s"] = bps / 1e9;
+  state.counters["Gparam_per_s"] = secs > 0 ? state.iterations() * double(n * k) / secs / 1e9 : 0;
+  auto mc = MemcpyBandwidth().find(1);
+  if (mc != MemcpyBandwidth().end()) state.counters["frac_memcpy"] = bps / mc->second;
+  auto q8 = TypeBandwidth().find(static_cast<int>(TensorType::kQ8_0));
+  if (q8 != TypeBandwidth().end()) state.counters["params_vs_Q8_0"] =
+      (bps / kernels::RowBytes(t, k)) / (q8->second / kernels::RowBytes(TensorType::kQ8_0, k));
+}
+
+void RegisterTypeRows(benchmark::internal::Benchmark* b) {
+  b->Arg(static_cast<int>(TensorType::kQ8_0));  // first: the reference row
+  for (const auto& i : kTensorTypes)
+    if (i.type != TensorType::kQ8_0) b->Arg(static_cast<int>(i.type));
+}
+
 // Registered in this order: memcpy first, so decode can report its ratio.
 BENCHMARK(BM_Memcpy)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_MatVecType)->Apply(RegisterTypeRows)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeStories)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PrefillStories)->Args({1, 256})->Args({2, 256})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeSynth1B)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);

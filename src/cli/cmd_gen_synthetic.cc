@@ -56,7 +56,7 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
   cmd->group("");  // hidden from --help
   cmd->add_option("-o,--output", a->out, "Output .gguf path")->required();
   cmd->add_option("--preset", a->preset, "Shape preset: 1b");
-  cmd->add_option("--type", a->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K")->capture_default_str();
+  cmd->add_option("--type", a->type, "Weight type: " + SupportedTensorTypeNames())->capture_default_str();
   cmd->add_option("--arch", a->spec.arch, "architecture: " + SupportedArchNames())->capture_default_str();
   cmd->add_option("--layers", a->spec.n_layers)->capture_default_str();
   cmd->add_option("--dim", a->spec.d_model)->capture_default_str();

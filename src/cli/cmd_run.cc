@@ -2,8 +2,10 @@
 // cache, streaming it to stdout; one summary line on stderr at the end.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cache/kv_report.h"
 #include "cli/model_args.h"
@@ -12,6 +14,7 @@
 #include "model/llama.h"
 #include "model/sampler.h"
 #include "policy/factory.h"
+#include "tokenizer/chat_template.h"
 
 namespace hqekv::cli {
 namespace {
@@ -19,8 +22,51 @@ namespace {
 struct RunArgs {
   std::string model, prompt, prompt_file, tokenizer, kv = "fp16";
   bool kv_report = false;
+  // Tokens and chat (llama.cpp conventions): control tokens written in the
+  // prompt are parsed unless no_special; print_special prints generated
+  // control tokens; chat renders the prompt as one user turn (after an
+  // optional system turn) with the model's chat template.
+  bool no_special = false, print_special = false, chat = false, ignore_eos = false;
+  std::string system, chat_template;
+  std::vector<std::string> stops;
   int n = 256, threads = 0, ctx = 0;
   SamplerConfig sampler{0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
+};
+
+// Generated text on its way to stdout, held back only as far as a --stop
+// string could still be completing.
+class StopScanner {
+ public:
+  explicit StopScanner(const std::vector<std::string>& stops) : stops_(stops) {
+    for (const auto& s : stops_) hold_ = std::max(hold_, s.empty() ? 0 : s.size() - 1);
+  }
+  // Appends a piece; true when a stop string now occurs (the text is cut there).
+  bool Add(const std::string& piece) {
+    const size_t from = text_.size() > hold_ ? text_.size() - hold_ : 0;
+    text_ += piece;
+    size_t cut = std::string::npos;
+    for (const auto& s : stops_)
+      if (!s.empty()) cut = std::min(cut, text_.find(s, from));
+    if (cut == std::string::npos) return false;
+    text_.resize(cut);
+    return true;
+  }
+  // Writes what no stop string can still claim (everything when final).
+  void Flush(bool final) {
+    size_t end = text_.size();
+    if (!final) end = end > hold_ ? end - hold_ : 0;
+    if (end > printed_) {
+      std::fwrite(text_.data() + printed_, 1, end - printed_, stdout);
+      std::fflush(stdout);
+      printed_ = end;
+    }
+  }
+
+ private:
+  std::vector<std::string> stops_;
+  size_t hold_ = 0;  // bytes: longest stop string - 1
+  std::string text_;
+  size_t printed_ = 0;
 };
 
 int Run(const RunArgs& a) {
@@ -76,7 +122,22 @@ int Run(const RunArgs& a) {
     return 1;
   }
   const Tokenizer& tok = *(*src)->tokenizer;
-  std::vector<int32_t> ids = tok.Encode(prompt, tok.add_bos() || prompt.empty());
+  const bool echo_prompt = !a.chat;  // chat prints the reply only
+  if (a.chat) {
+    auto format = ResolveChatFormat(tok.chat_template(), a.chat_template);
+    if (!format.ok()) {
+      std::fprintf(stderr, "hqekv run: error: %s: %s\n", path.c_str(), format.message().c_str());
+      return 1;
+    }
+    std::vector<ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", prompt});
+    prompt = RenderChat(*format, msgs, /*add_generation_prompt=*/true);
+  } else if (!a.system.empty() || !a.chat_template.empty()) {
+    std::fprintf(stderr, "hqekv run: error: --system and --chat-template need --chat\n");
+    return 1;
+  }
+  std::vector<int32_t> ids = tok.Encode(prompt, tok.add_bos() || prompt.empty(), !a.no_special);
   if (ids.empty()) {
     std::fprintf(stderr, "hqekv run: error: empty prompt and the model's tokenizer has no BOS token\n");
     return 1;
@@ -86,18 +147,25 @@ int Run(const RunArgs& a) {
                  "(use a larger --ctx or a shorter prompt)\n", ids.size(), ctx);
     return 1;
   }
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-  std::fflush(stdout);
+  if (echo_prompt) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+  }
   GenerateOptions opt;
   opt.max_new = a.n;
-  opt.is_eog = [&tok](int32_t t) { return tok.IsEndOfGeneration(t); };
+  StopScanner out(a.stops);
   int32_t prev = ids.back();
-  auto r = Generate(**model, **cache, ids, *sampler, opt, [&](int32_t t) {
-    const std::string piece = tok.DecodePiece(prev, t);
+  // Decides the stop and decodes the token (Generate emits a token only when
+  // this returns false, then on_token prints what the scanner releases).
+  opt.is_eog = [&](int32_t t) {
+    if (!a.ignore_eos && tok.IsEndOfGeneration(t)) return true;
+    std::string piece = tok.DecodePiece(prev, t);
+    if (a.print_special && tok.IsControl(t)) piece = tok.Piece(t);
     prev = t;
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-  });
+    return out.Add(piece);
+  };
+  auto r = Generate(**model, **cache, ids, *sampler, opt, [&](int32_t) { out.Flush(false); });
+  out.Flush(true);
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!r.ok()) {
@@ -138,6 +206,14 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str();
   cmd->add_flag("--kv-report", a->kv_report, "Print per-layer tier histograms and bytes of the KV cache at the end");
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (llama2.c checkpoints only)");
+  cmd->add_flag("--no-special", a->no_special, "Control tokens written in the prompt stay plain text");
+  cmd->add_flag("--special", a->print_special, "Print generated control tokens (hidden by default)");
+  cmd->add_flag("--chat,--conversation", a->chat, "Render the prompt as a user turn with the model's chat template");
+  cmd->add_option("--system", a->system, "System message of --chat");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "Chat format instead of the file's template: " + SupportedChatFormatNames());
+  cmd->add_option("--stop", a->stops, "Stop when the output contains this text (repeatable)");
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->callback([a, rc] { *rc = Run(*a); });
 });
 

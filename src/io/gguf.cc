@@ -335,7 +335,7 @@ Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& 
     if (!c.Read(&gt, "tensor type") || !c.Read(&ti.offset, "tensor offset")) return fail(c.err);
     auto type = TensorTypeFromGgml(gt);
     if (!type) return fail(tn + " has unsupported ggml type " + std::to_string(gt) +
-                           " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                           " (supported: " + SupportedTensorTypeNames() + ")");
     ti.type = *type;
     auto nbytes = TensorBytes(ti.type, ti.ne);
     if (!nbytes) {

@@ -20,6 +20,12 @@ std::optional<TensorType> TensorTypeFromName(const std::string& name) {
   return std::nullopt;
 }
 
+std::string SupportedTensorTypeNames() {
+  std::string out;
+  for (const auto& i : kTensorTypes) out += (out.empty() ? "" : ", ") + std::string(i.name);
+  return out;
+}
+
 std::optional<uint64_t> TensorBytes(TensorType t, const std::vector<int64_t>& ne) {
   constexpr uint64_t kLimit = uint64_t{1} << 62;
   if (ne.empty()) return std::nullopt;

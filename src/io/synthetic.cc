@@ -82,6 +82,58 @@ GgufWriter::Filler MatrixFiller(TensorType t, uint64_t seed, float sd) {
           else if (in < 16) b = 0;
           break;
         }
+        case TensorType::kQ4_1:
+        case TensorType::kQ5_1: {
+          // d, then m = -(q mean) d centres the values; q uniform on 0..15 (sd
+          // 4.61) or 0..31 (sd 9.23).
+          const bool five = t == TensorType::kQ5_1;
+          const uint64_t in = pos % (five ? 24 : 20);
+          const float d = sd / (five ? 9.23f : 4.61f);
+          if (in < 2) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
+          else if (in < 4) b = static_cast<uint8_t>(F32ToF16((five ? -15.5f : -7.5f) * d) >> (8 * (in - 2)));
+          break;
+        }
+        case TensorType::kQ5_0:
+        case TensorType::kIQ4_NL: {
+          // q - 16 uniform on -16..15 (sd 9.23); IQ4_NL table values sd ~ 66.
+          const bool nl = t == TensorType::kIQ4_NL;
+          const uint64_t in = pos % (nl ? 18 : 22);
+          if (in < 2) b = static_cast<uint8_t>(F32ToF16(sd / (nl ? 66.f : 9.23f)) >> (8 * in));
+          break;
+        }
+        case TensorType::kQ5_K: {
+          // As Q4_K (every scale and min 32), q uniform on 0..31: dmin = 15.5 d.
+          const uint64_t in = pos % 176;
+          const float d = sd / (32 * 9.23f);
+          if (in < 2) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
+          else if (in < 4) b = static_cast<uint8_t>(F32ToF16(15.5f * d) >> (8 * (in - 2)));
+          else if (in < 12) b = 0xA0;
+          else if (in < 16) b = 0;
+          break;
+        }
+        case TensorType::kQ2_K: {
+          // Every scale and min 8 (bytes 0..15 = 0x88); q uniform on 0..3 (mean
+          // 1.5, sd 1.118): dmin = 1.5 d.
+          const uint64_t in = pos % 84;
+          const float d = sd / (8 * 1.118f);
+          if (in < 16) b = 0x88;
+          else if (in >= 80 && in < 82) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * (in - 80)));
+          else if (in >= 82) b = static_cast<uint8_t>(F32ToF16(1.5f * d) >> (8 * (in - 82)));
+          break;
+        }
+        case TensorType::kQ3_K: {
+          // Random 6-bit scales (sd ~ 18.5 after - 32), q - 4*bit uniform on
+          // -4..3 (sd 2.29).
+          const uint64_t in = pos % 110;
+          if (in >= 108) b = static_cast<uint8_t>(F32ToF16(sd / (18.5f * 2.29f)) >> (8 * (in - 108)));
+          break;
+        }
+        case TensorType::kIQ4_XS: {
+          // Random 6-bit scales (sd ~ 18.5 after - 32), table values sd ~ 66.
+          const uint64_t in = pos % 136;
+          if (in < 2) b = static_cast<uint8_t>(F32ToF16(sd / (18.5f * 66.f)) >> (8 * in));
+          break;
+        }
         case TensorType::kQ6_K: {
           // Scales 8..15 (mean 11.5); q - 32 has sd ~ 18.5.
           const uint64_t in = pos % 210;
@@ -108,17 +160,51 @@ std::vector<float> VecAround(uint64_t seed, int n, float centre, float spread) {
   return v;
 }
 
+// llama.cpp's quantizer (llama-quant.cpp) falls back to these when a row is
+// not a multiple of 256.
+TensorType FallbackType(TensorType t) {
+  switch (t) {
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
+    case TensorType::kIQ4_XS: return TensorType::kIQ4_NL;
+    case TensorType::kQ4_K: return TensorType::kQ5_0;
+    case TensorType::kQ5_K: return TensorType::kQ5_1;
+    case TensorType::kQ6_K: return TensorType::kQ8_0;
+    default: return t;
+  }
+}
+
 int HeadDim(const SyntheticSpec& s) { return s.head_dim > 0 ? s.head_dim : s.d_model / s.n_heads; }
 
 }  // namespace
 
+Result<TensorType> SyntheticMatrixType(const SyntheticSpec& s, const std::string& name, int64_t row_length) {
+  std::string base = name;
+  if (base.rfind("blk.", 0) == 0) base = base.substr(base.find('.', 4) + 1);
+  if (base.size() > 7 && base.compare(base.size() - 7, 7, ".weight") == 0) base.resize(base.size() - 7);
+  TensorType t = s.type;
+  for (const auto& [n, type] : s.type_overrides)
+    if (n == base) t = type;
+  if (row_length % BlockSize(t) != 0) t = FallbackType(t);
+  if (row_length % BlockSize(t) != 0) {
+    return MakeError("synthetic model: " + name + " has rows of " + std::to_string(row_length) +
+                     " values, not a multiple of the " + TensorTypeName(t) + " block");
+  }
+  return t;
+}
+
 uint64_t SyntheticWeightBytes(const SyntheticSpec& s) {
   const int hd = HeadDim(s);
   const int64_t q = int64_t(s.n_heads) * hd, kv = int64_t(s.n_kv_heads) * hd;
-  auto mat = [&](int64_t in, int64_t out) { return *TensorBytes(s.type, {in, out}); };
-  uint64_t b = mat(s.d_model, s.vocab) * (s.tied_output ? 1 : 2) + 4ull * s.d_model;
-  const uint64_t layer = mat(s.d_model, q) + 2 * mat(s.d_model, kv) + mat(q, s.d_model) +
-                         2 * mat(s.d_model, s.d_ff) + mat(s.d_ff, s.d_model) + 8ull * s.d_model;
+  auto mat = [&](const std::string& name, int64_t in, int64_t out) -> uint64_t {
+    auto t = SyntheticMatrixType(s, name, in);
+    return t.ok() ? *TensorBytes(*t, {in, out}) : 0;
+  };
+  uint64_t b = mat("token_embd", s.d_model, s.vocab) + (s.tied_output ? 0 : mat("output", s.d_model, s.vocab)) +
+               4ull * s.d_model;
+  const uint64_t layer = mat("attn_q", s.d_model, q) + mat("attn_k", s.d_model, kv) + mat("attn_v", s.d_model, kv) +
+                         mat("attn_output", q, s.d_model) + mat("ffn_gate", s.d_model, s.d_ff) +
+                         mat("ffn_up", s.d_model, s.d_ff) + mat("ffn_down", s.d_ff, s.d_model) + 8ull * s.d_model;
   return b + layer * s.n_layers;
 }
 
@@ -179,8 +265,9 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   w.SetU32("tokenizer.ggml.unknown_token_id", 0);
 
   auto seed = [&](const std::string& n) { return NameSeed(n, s.seed); };
-  auto matrix = [&](const std::string& n, int64_t in, int64_t out, float sd) {
-    return w.AddTensorFill(n, s.type, {in, out}, MatrixFiller(s.type, seed(n), sd));
+  auto matrix = [&](const std::string& n, int64_t in, int64_t out, float sd) -> Status {
+    HQEKV_ASSIGN_OR_RETURN(const TensorType t, SyntheticMatrixType(s, n, in));
+    return w.AddTensorFill(n, t, {in, out}, MatrixFiller(t, seed(n), sd));
   };
   auto vec = [&](const std::string& n, int len, float centre, float spread) {
     return w.AddTensor(n, TensorType::kF32, {len}, F32Bytes(VecAround(seed(n), len, centre, spread)));

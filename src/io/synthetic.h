@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "io/gguf_types.h"
@@ -29,8 +31,19 @@ struct SyntheticSpec {
   int rope_orig_ctx = 64;
   bool tied_output = true;
   TensorType type = TensorType::kQ8_0;  // matrices (embedding and output included)
+  // Mixed-type files as llama.cpp's quantizer writes them (e.g. Q4_K_M): per
+  // matrix overrides by name without "blk.N." and ".weight" ("ffn_down",
+  // "attn_v", "token_embd", "output"), and, for a matrix whose row length is
+  // not a multiple of its type's block, llama.cpp's fallback type (Q4_K ->
+  // Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K / IQ4_XS -> IQ4_NL).
+  std::vector<std::pair<std::string, TensorType>> type_overrides;
   uint64_t seed = 1;
 };
+
+// The type WriteSyntheticGguf gives matrix `name` (e.g. "blk.0.ffn_down.weight")
+// with rows of `row_length` values; an error when even the fallback cannot
+// hold such rows.
+Result<TensorType> SyntheticMatrixType(const SyntheticSpec& s, const std::string& name, int64_t row_length);
 
 // Bytes of the tensors the spec describes (what WriteSyntheticGguf stores).
 uint64_t SyntheticWeightBytes(const SyntheticSpec& s);

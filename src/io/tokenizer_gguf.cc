@@ -76,6 +76,8 @@ Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
   if (add_bos.has_value()) v.add_bos = *add_bos;
   HQEKV_ASSIGN_OR_RETURN(auto prefix, f.GetOptionalBool("tokenizer.ggml.add_space_prefix"));
   if (prefix.has_value()) v.add_space_prefix = *prefix;
+  HQEKV_ASSIGN_OR_RETURN(auto tmpl, f.GetOptionalString("tokenizer.chat_template"));
+  if (tmpl.has_value()) v.chat_template = *tmpl;
   return v;
 }
 

@@ -11,7 +11,7 @@ namespace hqekv {
 
 // Reads tokenizer.ggml.model ("llama" -> SPM, "gpt2" -> BPE), .pre, .tokens,
 // .scores, .token_type, .merges, .bos/.eos/.unknown/.padding/.eot/.eom_token_id,
-// .add_bos_token, .add_space_prefix. Errors name the file and key.
+// .add_bos_token, .add_space_prefix, and tokenizer.chat_template. Errors name the file and key.
 Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& file);
 Result<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file);
 

@@ -141,6 +141,67 @@ float DotQ4_0(const uint8_t* p, const float* x, int64_t k) {
   return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
+// Q5_0 / Q5_1: the 5th bits of values j..j+N-1 (bits j.. of the u32 qh) as
+// 16 or 0 per lane.
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> HighBits(uint32_t qh, int j) {
+  const hn::RebindToSigned<DF> di;
+  const auto bits = hn::Shr(hn::Set(di, static_cast<int32_t>(qh)), hn::Iota(di, j));
+  return hn::ShiftLeft<4>(hn::And(bits, hn::Set(di, 1)));
+}
+
+// Q4_1: sum (d q + m) x = d sum(q x) + m sum(x) per block.
+float DotQ4_1(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto m15 = hn::Set(di, 15);
+  auto acc = hn::Zero(df);
+  for (int64_t b = 0; b < k / 32; ++b, p += 20, x += 32) {
+    auto sq = hn::Zero(df), sx = hn::Zero(df);
+    for (int j = 0; j < 16; j += N) {
+      const auto v = hn::PromoteTo(di, hn::LoadU(d8, p + 4 + j));
+      const auto xa = hn::LoadU(df, x + j), xb = hn::LoadU(df, x + 16 + j);
+      sq = hn::MulAdd(hn::ConvertTo(df, hn::And(v, m15)), xa, sq);
+      sq = hn::MulAdd(hn::ConvertTo(df, hn::ShiftRight<4>(v)), xb, sq);
+      sx = hn::Add(sx, hn::Add(xa, xb));
+    }
+    acc = hn::MulAdd(hn::Set(df, Half(p)), sq, acc);
+    acc = hn::MulAdd(hn::Set(df, Half(p + 2)), sx, acc);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// Q5_0 (offset false: x = d (q - 16)) and Q5_1 (offset true: x = d q + m).
+template <bool kOffset>
+float DotQ5(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  constexpr int kBytes = kOffset ? 24 : 22, kQh = kOffset ? 4 : 2;
+  const auto m15 = hn::Set(di, 15), c16 = hn::Set(di, kOffset ? 0 : 16);
+  auto acc = hn::Zero(df);
+  for (int64_t b = 0; b < k / 32; ++b, p += kBytes, x += 32) {
+    uint32_t qh;
+    std::memcpy(&qh, p + kQh, 4);
+    const uint8_t* qs = p + kQh + 4;
+    auto sq = hn::Zero(df), sx = hn::Zero(df);
+    for (int j = 0; j < 16; j += N) {
+      const auto v = hn::PromoteTo(di, hn::LoadU(d8, qs + j));
+      const auto lo = hn::Sub(hn::Or(hn::And(v, m15), HighBits(qh, j)), c16);
+      const auto hi = hn::Sub(hn::Or(hn::ShiftRight<4>(v), HighBits(qh, j + 16)), c16);
+      const auto xa = hn::LoadU(df, x + j), xb = hn::LoadU(df, x + 16 + j);
+      sq = hn::MulAdd(hn::ConvertTo(df, lo), xa, sq);
+      sq = hn::MulAdd(hn::ConvertTo(df, hi), xb, sq);
+      if (kOffset) sx = hn::Add(sx, hn::Add(xa, xb));
+    }
+    acc = hn::MulAdd(hn::Set(df, Half(p)), sq, acc);
+    if (kOffset) acc = hn::MulAdd(hn::Set(df, Half(p + 2)), sx, acc);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
 inline void ScaleMin(int j, const uint8_t* s, int* sc, int* m) {
   if (j < 4) {
     *sc = s[j] & 63;
@@ -183,6 +244,59 @@ float DotQ4_K(const uint8_t* p, const float* x, int64_t k) {
     }
   }
   return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// Q5_K: Q4_K with a 5th bit per value (qh[32] at 16, nibbles at 48).
+float DotQ5_K(const uint8_t* p, const float* x, int64_t k) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint8_t, DF> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto m15 = hn::Set(di, 15), one = hn::Set(di, 1);
+  auto acc = hn::Zero(df);
+  for (int64_t b = 0; b < k / 256; ++b, p += 176) {
+    const float d = Half(p), dmin = Half(p + 2);
+    const uint8_t* qh = p + 16;
+    for (int g = 0; g < 4; ++g) {
+      int sc1, m1, sc2, m2;
+      ScaleMin(2 * g, p + 4, &sc1, &m1);
+      ScaleMin(2 * g + 1, p + 4, &sc2, &m2);
+      const uint8_t* q = p + 48 + 32 * g;
+      const float* xs = x + 256 * b + 64 * g;
+      auto sq1 = hn::Zero(df), sx1 = hn::Zero(df), sq2 = hn::Zero(df), sx2 = hn::Zero(df);
+      for (int j = 0; j < 32; j += N) {
+        const auto v = hn::PromoteTo(di, hn::LoadU(d8, q + j));
+        const auto h = hn::PromoteTo(di, hn::LoadU(d8, qh + j));
+        const auto h1 = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, 2 * g), one));
+        const auto h2 = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, 2 * g + 1), one));
+        const auto xa = hn::LoadU(df, xs + j), xb = hn::LoadU(df, xs + 32 + j);
+        sq1 = hn::MulAdd(hn::ConvertTo(df, hn::Or(hn::And(v, m15), h1)), xa, sq1);
+        sq2 = hn::MulAdd(hn::ConvertTo(df, hn::Or(hn::ShiftRight<4>(v), h2)), xb, sq2);
+        sx1 = hn::Add(sx1, xa);
+        sx2 = hn::Add(sx2, xb);
+      }
+      acc = hn::MulAdd(hn::Set(df, d * sc1), sq1, acc);
+      acc = hn::MulAdd(hn::Set(df, -dmin * m1), sx1, acc);
+      acc = hn::MulAdd(hn::Set(df, d * sc2), sq2, acc);
+      acc = hn::MulAdd(hn::Set(df, -dmin * m2), sx2, acc);
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// Types without a fused kernel (Q2_K, Q3_K, IQ4_NL, IQ4_XS): the scalar block
+// decoder fills a small fp32 buffer (L1-resident), then the fp32 SIMD dot.
+float DotViaF32(TensorType t, const uint8_t* p, const float* x, int64_t k) {
+  constexpr int64_t kChunk = 1024;  // a multiple of every block size
+  HWY_ALIGN float buf[kChunk];
+  const int64_t bs = BlockSize(t), bb = BlockBytes(t);
+  float s = 0;
+  for (int64_t i = 0; i < k; i += kChunk) {
+    const int64_t n = k - i < kChunk ? k - i : kChunk;
+    DequantizeRowRef(t, p + i / bs * bb, n, buf);
+    s += DotF32(buf, x + i, n);
+  }
+  return s;
 }
 
 float DotQ6_K(const uint8_t* p, const float* x, int64_t k) {
@@ -236,6 +350,14 @@ float DotAny(int type, const uint8_t* row, const float* x, int64_t k) {
     case TensorType::kQ4_0: return DotQ4_0(row, x, k);
     case TensorType::kQ4_K: return DotQ4_K(row, x, k);
     case TensorType::kQ6_K: return DotQ6_K(row, x, k);
+    case TensorType::kQ4_1: return DotQ4_1(row, x, k);
+    case TensorType::kQ5_0: return DotQ5<false>(row, x, k);
+    case TensorType::kQ5_1: return DotQ5<true>(row, x, k);
+    case TensorType::kQ5_K: return DotQ5_K(row, x, k);
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
+    case TensorType::kIQ4_NL:
+    case TensorType::kIQ4_XS: return DotViaF32(static_cast<TensorType>(type), row, x, k);
   }
   return 0.f;
 }

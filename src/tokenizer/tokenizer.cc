@@ -37,6 +37,16 @@ int ParseByteToken(std::string_view p) {
   return v;
 }
 
+}  // namespace
+
+bool IsEndOfGenerationText(std::string_view piece) {
+  for (const char* t : kEndOfGenerationTexts)
+    if (piece == t) return true;
+  return false;
+}
+
+namespace {
+
 // State shared by both kinds: pieces, types, special-token splitting.
 class TokenizerBase : public Tokenizer {
  public:
@@ -45,7 +55,12 @@ class TokenizerBase : public Tokenizer {
       all_.emplace(v_.tokens[id], id);  // first occurrence wins
       const int32_t t = v_.types[id];
       if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[id].empty()) specials_.push_back(id);
+      if (IsEndOfGenerationText(v_.tokens[id])) eog_.push_back(id);
     }
+    for (int32_t id : {v_.eos, v_.eot, v_.eom})
+      if (id >= 0) eog_.push_back(id);
+    std::sort(eog_.begin(), eog_.end());
+    eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
     // Longest special first, so "<|eot_id|>" beats a shorter prefix.
     std::stable_sort(specials_.begin(), specials_.end(),
                      [&](int32_t a, int32_t b) { return v_.tokens[a].size() > v_.tokens[b].size(); });
@@ -59,10 +74,12 @@ class TokenizerBase : public Tokenizer {
     // Every text fragment (at the start or after a special token) gets the
     // SPM space prefix, as llama.cpp does.
     const bool first = true;
-    if (parse_special && !specials_.empty()) {
+    if (!specials_.empty()) {
       for (size_t i = 0; i < text.size();) {
         int32_t hit = -1;
         for (int32_t id : specials_by_byte_[static_cast<uint8_t>(text[i])]) {
+          // llama.cpp: user-defined tokens always, control tokens only when asked.
+          if (!parse_special && v_.types[id] == kTokControl) continue;
           const std::string& p = v_.tokens[id];
           if (text.compare(i, p.size(), p) == 0) {
             hit = id;
@@ -88,8 +105,10 @@ class TokenizerBase : public Tokenizer {
   bool add_bos() const override { return v_.add_bos; }
   int vocab_size() const override { return static_cast<int>(v_.tokens.size()); }
   bool IsEndOfGeneration(int32_t t) const override {
-    return t >= 0 && (t == v_.eos || t == v_.eot || t == v_.eom);
+    return std::binary_search(eog_.begin(), eog_.end(), t);
   }
+  const std::vector<int32_t>& EndOfGenerationIds() const override { return eog_; }
+  const std::string& chat_template() const override { return v_.chat_template; }
   bool IsControl(int32_t t) const override { return InRange(t) && v_.types[t] == kTokControl; }
   const std::string& Piece(int32_t t) const override { return InRange(t) ? v_.tokens[t] : empty_; }
   int32_t FindPiece(std::string_view p) const override {
@@ -113,6 +132,7 @@ class TokenizerBase : public Tokenizer {
   TokenizerVocab v_;
   PieceMap all_;
   std::vector<int32_t> specials_;
+  std::vector<int32_t> eog_;  // sorted: eos, eot, eom and the end-of-generation texts
   std::vector<int32_t> specials_by_byte_[256];  // specials_ by first byte, longest first
   std::string empty_;
 };

@@ -6,8 +6,10 @@
 //     (llama2.c / llama.cpp SPM), byte fallback to <0xXX> tokens.
 //   - Byte-level BPE ("gpt2"): GPT-2 byte-to-unicode mapping, merges by rank,
 //     pre-tokenizer splits of Llama 3 ("llama-bpe") and Qwen2 ("qwen2").
-// Special / control tokens (token type 3) are matched literally in the text
-// only when Encode is asked to (parse_special).
+// Special tokens written literally in the text are matched as whole tokens
+// before BPE / SPM, as llama.cpp does: user-defined tokens (type 4, e.g.
+// Qwen3's "<think>") always, control tokens (type 3, e.g. "<|im_end|>") only
+// when Encode is asked to (parse_special).
 #pragma once
 
 #include <cstdint>
@@ -40,15 +42,24 @@ struct TokenizerVocab {
   int32_t eot = -1, eom = -1;          // extra end-of-generation ids (Llama 3 <|eot_id|>, <|eom_id|>)
   bool add_bos = true;                 // tokenizer.ggml.add_bos_token (SPM default true, BPE default false)
   bool add_space_prefix = true;        // SPM only: tokenizer.ggml.add_space_prefix
+  std::string chat_template;           // tokenizer.chat_template (Jinja source; "" when absent)
 };
+
+// Piece texts that end generation whatever the file's eos/eot/eom ids say
+// (llama.cpp's list: Llama 3, ChatML / Qwen, GPT-2 style, Phi-3, Gemma).
+inline constexpr const char* kEndOfGenerationTexts[] = {
+    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>", "<end_of_turn>",
+};
+bool IsEndOfGenerationText(std::string_view piece);
 
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
   // Token ids of `text`. add_bos: put bos() first (if the vocab has one).
-  // parse_special: control / user-defined tokens written literally in the
-  // text (e.g. "<|eot_id|>") become their ids; otherwise they are plain text.
+  // User-defined tokens written literally in the text become their ids;
+  // parse_special: so do control tokens (e.g. "<|eot_id|>"), which are
+  // otherwise plain text.
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos,
                                       bool parse_special = false) const = 0;
 
@@ -69,8 +80,14 @@ class Tokenizer {
   virtual int32_t eos() const = 0;   // -1 when none
   virtual bool add_bos() const = 0;  // what the model file asks for
   virtual int vocab_size() const = 0;
-  // True for EOS and any other end-of-generation token (EOT, EOM).
+  // True for EOS, EOT, EOM and every token whose text is one of
+  // kEndOfGenerationTexts (so Qwen's <|endoftext|> and Llama 3's
+  // <|end_of_text|> / <|eom_id|> stop generation even when the file names
+  // another eos).
   virtual bool IsEndOfGeneration(int32_t token) const = 0;
+  virtual const std::vector<int32_t>& EndOfGenerationIds() const = 0;  // sorted
+  // The file's chat template (Jinja source), "" when it has none.
+  virtual const std::string& chat_template() const = 0;
   virtual bool IsControl(int32_t token) const = 0;
   // Raw piece text as stored in the vocab ("" when out of range).
   virtual const std::string& Piece(int32_t token) const = 0;

@@ -157,7 +157,19 @@ TEST(GgufTypes, GeometryAndNames) {
   EXPECT_EQ(*TensorTypeFromGgml(0), TensorType::kF32);
   EXPECT_EQ(*TensorTypeFromGgml(30), TensorType::kBF16);
   EXPECT_EQ(*TensorTypeFromGgml(14), TensorType::kQ6_K);
-  EXPECT_FALSE(TensorTypeFromGgml(3).has_value());  // Q4_1: not supported
+  EXPECT_FALSE(TensorTypeFromGgml(4).has_value());  // Q4_2: removed from ggml
+  EXPECT_FALSE(TensorTypeFromGgml(16).has_value());  // IQ2_XXS: not supported
+  // ggml ids of the legacy, K and IQ4 types (ggml.h enum ggml_type).
+  EXPECT_EQ(*TensorTypeFromGgml(3), TensorType::kQ4_1);
+  EXPECT_EQ(*TensorTypeFromGgml(6), TensorType::kQ5_0);
+  EXPECT_EQ(*TensorTypeFromGgml(7), TensorType::kQ5_1);
+  EXPECT_EQ(*TensorTypeFromGgml(10), TensorType::kQ2_K);
+  EXPECT_EQ(*TensorTypeFromGgml(11), TensorType::kQ3_K);
+  EXPECT_EQ(*TensorTypeFromGgml(13), TensorType::kQ5_K);
+  EXPECT_EQ(*TensorTypeFromGgml(20), TensorType::kIQ4_NL);
+  EXPECT_EQ(*TensorTypeFromGgml(23), TensorType::kIQ4_XS);
+  EXPECT_EQ(*TensorBytes(TensorType::kQ5_0, {896, 2}), 2u * 28 * 22);  // n_embd 896: 28 blocks
+  EXPECT_EQ(*TensorBytes(TensorType::kIQ4_XS, {512}), 272u);
   EXPECT_EQ(GgmlTypeId(TensorType::kQ4_K), 12u);
   EXPECT_EQ(*TensorTypeFromName("q8_0"), TensorType::kQ8_0);
   EXPECT_EQ(*TensorBytes(TensorType::kQ4_K, {512, 3}), 2u * 144 * 3);
@@ -245,8 +257,8 @@ GgufWriter TinyModel(const TinySpec& s) {
 
 TEST(TinyModel, LoadsEveryArchitectureAndWeightType) {
   for (const char* arch : {"llama", "qwen2", "qwen3"}) {
-    for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                         TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
+    for (const auto& info : kTensorTypes) {
+      const TensorType t = info.type;
       TinySpec s;
       s.arch = arch;
       s.wtype = t;
@@ -422,7 +434,8 @@ TEST_F(RawGguf, MetadataErrors) {
 TEST_F(RawGguf, TensorInfoErrors) {
   ExpectError(Patch<uint32_t>(t0_ + 10, 0), "dimensions");
   ExpectError(Patch<uint32_t>(t0_ + 10, 5), "dimensions");
-  ExpectError(Patch<uint32_t>(t0_ + 22, 3), "unsupported ggml type 3");
+  ExpectError(Patch<uint32_t>(t0_ + 22, 4), "unsupported ggml type 4");  // Q4_2, removed from ggml
+  ExpectError(Patch<uint32_t>(t0_ + 22, 9), "unsupported ggml type 9");  // Q8_1: activations only
   ExpectError(Patch<uint32_t>(t0_ + 22, 8), "invalid shape");         // Q8_0 with ne[0] = 8
   ExpectError(Patch<uint64_t>(t0_ + 14, 1ull << 62), "invalid shape");  // 2^62 floats: 2^64 bytes overflow
   ExpectError(Patch<uint64_t>(t0_ + 14, 1ull << 40), "past the end");   // huge but representable

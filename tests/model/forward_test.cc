@@ -81,8 +81,38 @@ TEST_P(EveryWeightType, FastForwardMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Forward, EveryWeightType,
                          testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                                         TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K),
+                                         TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ4_1,
+                                         TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K,
+                                         TensorType::kQ5_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS),
                          [](const auto& info) { return std::string(TensorTypeName(info.param)); });
+
+// A file shaped like llama.cpp's Q4_K_M of Qwen2.5-0.5B-Instruct: n_embd 896
+// (not a multiple of 256) makes the quantizer fall back from Q4_K to Q5_0 for
+// every matrix with 896-value rows, and from Q6_K to Q8_0 for attn_v;
+// ffn_down (rows of d_ff = 512) stays Q6_K. The loader must accept the mix and
+// the forward must match the reference.
+TEST(Forward, MixedQ4KMLikeQwen25HalfB) {
+  SyntheticSpec s;
+  s.arch = "qwen2";
+  s.d_model = 896;
+  s.n_heads = 14;
+  s.n_kv_heads = 2;  // head_dim 64
+  s.d_ff = 512;
+  s.tied_output = true;
+  s.type = TensorType::kQ4_K;
+  s.type_overrides = {{"ffn_down", TensorType::kQ6_K}, {"attn_v", TensorType::kQ6_K}};
+  EXPECT_EQ(*SyntheticMatrixType(s, "blk.0.attn_q.weight", 896), TensorType::kQ5_0);
+  EXPECT_EQ(*SyntheticMatrixType(s, "blk.0.attn_v.weight", 896), TensorType::kQ8_0);
+  EXPECT_EQ(*SyntheticMatrixType(s, "blk.1.ffn_down.weight", 512), TensorType::kQ6_K);
+  EXPECT_EQ(*SyntheticMatrixType(s, "token_embd.weight", 896), TensorType::kQ5_0);
+  s.type = TensorType::kQ5_K;  // a Q5_K_M-like mix: Q5_1 fallback
+  EXPECT_EQ(*SyntheticMatrixType(s, "blk.0.attn_q.weight", 896), TensorType::kQ5_1);
+  s.type = TensorType::kQ4_K;
+  CheckAgainstReference(s, "q4km");
+  s.type = TensorType::kIQ4_XS;  // IQ4_XS -> IQ4_NL
+  s.type_overrides.clear();
+  CheckAgainstReference(s, "iq4xs");
+}
 
 TEST(Forward, Qwen2BiasesAndNeoxRope) {
   SyntheticSpec s;

@@ -15,8 +15,12 @@
 namespace hqekv::kernels {
 namespace {
 
-const TensorType kAll[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
-                           TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K};
+// Every weight type of the block table.
+const std::vector<TensorType> kAll = [] {
+  std::vector<TensorType> v;
+  for (const auto& i : kTensorTypes) v.push_back(i.type);
+  return v;
+}();
 
 void PutHalf(uint8_t* p, float v) {
   const f16_t h = F32ToF16(v);
@@ -54,6 +58,20 @@ std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937
         PutHalf(p + 2, 0.002f * std::abs(nd(rng)));
         break;
       case TensorType::kQ6_K: PutHalf(p + 208, 0.001f * std::abs(nd(rng))); break;
+      case TensorType::kQ5_0:
+      case TensorType::kIQ4_NL:
+      case TensorType::kIQ4_XS: PutHalf(p, 0.001f + 0.002f * std::abs(nd(rng))); break;
+      case TensorType::kQ4_1:
+      case TensorType::kQ5_1:
+      case TensorType::kQ5_K:
+        PutHalf(p, 0.003f * std::abs(nd(rng)));
+        PutHalf(p + 2, 0.02f * nd(rng));
+        break;
+      case TensorType::kQ2_K:
+        PutHalf(p + 80, 0.01f * std::abs(nd(rng)));
+        PutHalf(p + 82, 0.01f * std::abs(nd(rng)));
+        break;
+      case TensorType::kQ3_K: PutHalf(p + 108, 0.002f * std::abs(nd(rng))); break;
     }
   }
   return buf;

@@ -146,18 +146,18 @@ TEST(BpeTokenizer, RoundTripsAnyBytes) {
   }
 }
 
-TEST(BpeTokenizer, SpecialTokensOnlyWhenAsked) {
+TEST(BpeTokenizer, ControlTokensOnlyWhenAskedUserDefinedAlways) {
   BpeFixture fx("llama-bpe");
   ASSERT_TRUE(fx.tok);
   const Tokenizer& t = *fx.tok;
   const std::string text = "<|begin_of_text|>hello<|eot_id|><tool>";
   EXPECT_EQ(t.Encode(text, false, true),
             (std::vector<int32_t>{fx.Id("<|begin_of_text|>"), fx.Id("hello"), fx.Id("<|eot_id|>"), fx.Id("<tool>")}));
+  // Without parse_special, control tokens are text; user-defined ones are
+  // still whole tokens (llama.cpp's tokenizer_st_partition).
   const auto plain = t.Encode(text, false, false);
-  for (int32_t id : plain) {
-    EXPECT_NE(id, fx.Id("<|eot_id|>"));
-    EXPECT_NE(id, fx.Id("<tool>"));
-  }
+  for (int32_t id : plain) EXPECT_NE(id, fx.Id("<|eot_id|>"));
+  EXPECT_EQ(plain.back(), fx.Id("<tool>"));
   EXPECT_EQ(t.Decode(plain), text);
   EXPECT_EQ(t.DecodePiece(-1, fx.Id("<|eot_id|>")), "");    // control: not printed
   EXPECT_EQ(t.DecodePiece(-1, fx.Id("<tool>")), "<tool>");  // user-defined: printed

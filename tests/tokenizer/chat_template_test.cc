@@ -1,0 +1,74 @@
+// Chat formats: family detection from template text and the rendered prompts.
+// The expected strings are written from the families' published templates
+// (Qwen2.5-Instruct tokenizer_config.json for ChatML, Meta Llama 3.1
+// Instruct's for Llama 3) for a plain system + user (+ assistant) exchange.
+#include "tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+namespace hqekv {
+namespace {
+
+// Excerpts of the real templates (enough for the markers detection reads).
+constexpr const char* kQwen25Excerpt =
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- else %}{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}";
+constexpr const char* kLlama31Excerpt =
+    "{{- bos_token }}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
+    "'<|eot_id|>' }}";
+
+TEST(ChatTemplate, DetectsFamiliesByMarkers) {
+  EXPECT_EQ(DetectChatFormat(kQwen25Excerpt), ChatFormat::kChatML);
+  EXPECT_EQ(DetectChatFormat(kLlama31Excerpt), ChatFormat::kLlama3);
+  EXPECT_EQ(DetectChatFormat("{{'<|user|>\\n' + m + '<|end|>\\n'}}{{'<|assistant|>\\n'}}"), ChatFormat::kPhi3);
+  EXPECT_EQ(DetectChatFormat("{{ '<start_of_turn>' + role + '\\n' }}"), ChatFormat::kGemma);
+  EXPECT_FALSE(DetectChatFormat("[INST] {{ m }} [/INST]").has_value());
+  EXPECT_FALSE(DetectChatFormat("<|im_start|><|im_sep|>").has_value());  // phi-4: not ChatML
+}
+
+TEST(ChatTemplate, ResolveNamesTheFlagOnErrors) {
+  EXPECT_EQ(*ResolveChatFormat("", "llama3"), ChatFormat::kLlama3);
+  EXPECT_EQ(*ResolveChatFormat(kQwen25Excerpt, ""), ChatFormat::kChatML);
+  EXPECT_EQ(*ResolveChatFormat(kQwen25Excerpt, "gemma"), ChatFormat::kGemma);  // override wins
+  auto unknown = ResolveChatFormat(kQwen25Excerpt, "vicuna");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("--chat-template"), std::string::npos);
+  EXPECT_NE(unknown.message().find("chatml"), std::string::npos);
+  EXPECT_FALSE(ResolveChatFormat("", "").ok());
+  EXPECT_FALSE(ResolveChatFormat("[INST]", "").ok());
+}
+
+const std::vector<ChatMessage> kConversation = {
+    {"system", "You are terse."}, {"user", " Hi! "}, {"assistant", "Hello."}, {"user", "2+2?"}};
+
+TEST(ChatTemplate, RendersChatMl) {
+  EXPECT_EQ(RenderChat(ChatFormat::kChatML, kConversation, true),
+            "<|im_start|>system\nYou are terse.<|im_end|>\n"
+            "<|im_start|>user\n Hi! <|im_end|>\n"
+            "<|im_start|>assistant\nHello.<|im_end|>\n"
+            "<|im_start|>user\n2+2?<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(RenderChat(ChatFormat::kChatML, {{"user", "x"}}, false), "<|im_start|>user\nx<|im_end|>\n");
+}
+
+TEST(ChatTemplate, RendersLlama3) {
+  EXPECT_EQ(RenderChat(ChatFormat::kLlama3, kConversation, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"  // trimmed, as the template's | trim
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplate, RendersGemmaAndPhi3) {
+  EXPECT_EQ(RenderChat(ChatFormat::kGemma, kConversation, true),
+            "<start_of_turn>user\nYou are terse.\n\nHi!<end_of_turn>\n"
+            "<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\n2+2?<end_of_turn>\n"
+            "<start_of_turn>model\n");
+  EXPECT_EQ(RenderChat(ChatFormat::kPhi3, {{"user", "hi"}}, true), "<|user|>\nhi<|end|>\n<|assistant|>\n");
+}
+
+}  // namespace
+}  // namespace hqekv
