@@ -26,6 +26,10 @@ struct KvGeometry {
   int max_ctx = 0;     // largest position + 1 the engine will ever use
 };
 
+// Every size positive and n_q_heads a multiple of n_kv_heads; the error
+// names the sizes. Every cache checks its geometry with this at creation.
+Status CheckGeometry(const KvGeometry& g);
+
 // Bytes held by a cache, split by purpose. Every byte the cache allocates for
 // this sequence's K/V state is in exactly one bucket.
 struct KvBytes {

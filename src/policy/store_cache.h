@@ -16,9 +16,6 @@
 
 namespace hqekv::policy {
 
-// Checks a geometry (positive sizes, GQA divisibility); the error names it.
-Status CheckGeometry(const KvGeometry& g);
-
 // Store layout choices of a policy (see cache::KvStoreConfig).
 struct StoreTuning {
   // Page size of the store's pools when head_dim < 64 (0 = the store's
