@@ -27,6 +27,16 @@ std::string BytesLine(const KvBytes& b) {
 
 }  // namespace
 
+std::string BitsBreakdown(const KvStats& stats) {
+  const double e = stats.original_elements > 0 ? static_cast<double>(stats.original_elements) : 1.0;
+  auto bits = [e](int64_t b) { return 8.0 * static_cast<double>(b) / e; };
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "payload %.3f + metadata %.3f + bookkeeping %.3f + residual %.3f = %.3f",
+                bits(stats.bytes.payload), bits(stats.bytes.metadata), bits(stats.bytes.bookkeeping),
+                bits(stats.bytes.residual), bits(stats.bytes.total()));
+  return buf;
+}
+
 std::string FormatKvReport(const KvStats& stats) {
   std::string out = "KV report (cells = KV head x token)\n";
   for (size_t l = 0; l < stats.layers.size(); ++l) {
@@ -38,6 +48,7 @@ std::string FormatKvReport(const KvStats& stats) {
   std::snprintf(buf, sizeof buf, " | %.3f true bits/element, %.3f bits/original element\n", stats.true_bits(),
                 stats.bits_per_original());
   out += "  total: " + BytesLine(stats.bytes) + buf;
+  out += "  bits/original element: " + BitsBreakdown(stats) + "\n";
   return out;
 }
 

@@ -12,4 +12,8 @@ namespace hqekv {
 // cells; bytes are exact as the cache accounts them.
 std::string FormatKvReport(const KvStats& stats);
 
+// "payload P + metadata M + bookkeeping K + residual R = T", each in bits per
+// original element (bytes x 8 / every K and V element ever appended).
+std::string BitsBreakdown(const KvStats& stats);
+
 }  // namespace hqekv

@@ -131,7 +131,9 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
   KvStoreConfig cfg = config;
   if (cfg.residual_reserve < 0) cfg.residual_reserve = cfg.chunk;
   if (cfg.page_bytes == 0) {
-    const size_t want = 4 * static_cast<size_t>(cfg.chunk) * cfg.head_dim * 2;
+    // One fp16 K chunk: its 64 units are then as small as the smallest
+    // metadata plane of the common formats, so every block packs tightly.
+    const size_t want = static_cast<size_t>(cfg.chunk) * cfg.head_dim * 2;
     size_t p = 1024;
     while (p < want && p < (size_t{256} << 10)) p *= 2;
     cfg.page_bytes = p;
@@ -529,6 +531,25 @@ Status KvStore::Compact(int layer, int head) {
   const int h0 = head == kAllHeads ? 0 : head;
   const int h1 = head == kAllHeads ? cfg_.n_kv_heads : head + 1;
   for (int h = h0; h < h1; ++h) HQEKV_RETURN_IF_ERROR(CompactOne(L, L.streams[h]));
+  // The end of a compression event: pages cached for reuse during it (fp16
+  // chunks re-quantized to smaller formats) go back to the system.
+  L.pool.ReleaseCached();
+  if (L.pool.SparseTable()) {
+    std::vector<uint32_t> remap;
+    L.pool.CompactTable(&remap);
+    auto fix = [&remap](BlockRef& b) {
+      if (b.valid()) b.page = remap[b.page];
+    };
+    for (Stream& s : L.streams) {
+      for (ChunkRec& c : s.chunks) {
+        fix(c.k.codes);
+        fix(c.k.meta);
+        fix(c.v.codes);
+        fix(c.v.meta);
+        fix(c.pos);
+      }
+    }
+  }
   return Status::Ok();
 }
 

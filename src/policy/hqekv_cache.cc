@@ -1,6 +1,7 @@
 #include "policy/hqekv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "policy/profile.h"
 #include "policy/selection.h"
@@ -91,8 +92,26 @@ void HqekvCache::ResetPolicy() {
   // Move-assigned fresh containers: assign() would keep inner capacities.
   units_ = std::vector<std::vector<Unit>>(g_.n_layers, std::vector<Unit>(units_per_layer_));
   compressed_chunks_.assign(g_.n_layers, 0);
-  to_cur_ = std::vector<std::vector<char>>(g_.n_layers);
-  to_next_ = std::vector<std::vector<char>>(g_.n_layers);
+  cur_from_.assign(g_.n_layers, 0);
+  next_from_.assign(g_.n_layers, 0);
+}
+
+float HqekvCache::RangeOf(const Unit& U, int i) {
+  return F16ToF32(U.range_max[i / kChunk]) * (static_cast<float>(U.range[i]) / 255.0f);
+}
+
+void HqekvCache::AppendRanges(Unit& U, const std::vector<double>& range) {
+  for (size_t c0 = 0; c0 < range.size(); c0 += kChunk) {
+    double mx = 0;
+    for (size_t t = c0; t < c0 + kChunk; ++t) mx = std::max(mx, range[t]);
+    const f16_t m16 = F32ToF16(static_cast<float>(mx));
+    const double m = F16ToF32(m16);
+    U.range_max.push_back(m16);
+    for (size_t t = c0; t < c0 + kChunk; ++t) {
+      const double q = m > 0 ? std::round(range[t] / m * 255.0) : 0.0;
+      U.range.push_back(static_cast<uint8_t>(std::clamp(q, 0.0, 255.0)));
+    }
+  }
 }
 
 // Which queries of this batch belong to the importance window of an event.
@@ -107,17 +126,16 @@ int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
   const int r_end = store_->ResidualSize(layer, 0);
   const bool event = r_end >= kChunk;
   const int C = event ? r_end - r_end % kChunk : 0;
-  auto& tc = to_cur_[layer];
-  auto& tn = to_next_[layer];
-  tc.assign(n, 0);
-  tn.assign(n, 0);
-  int first = n;
-  for (int i = 0; i < n; ++i) {
+  // r_i = r_end - (n - 1 - i) grows with i: both sets are suffixes.
+  int cur_from = n, next_from = n;
+  for (int i = n - 1; i >= 0; --i) {
     const int r_i = r_end - (n - 1 - i);
-    tc[i] = event ? (i >= n - m_) : (r_i >= kChunk + 1 - m_);
-    tn[i] = event && (r_i - C >= kChunk + 1 - m_);
-    if (tc[i] || tn[i]) first = std::min(first, i);
+    if (event ? (i >= n - m_) : (r_i >= kChunk + 1 - m_)) cur_from = i;
+    if (event && (r_i - C >= kChunk + 1 - m_)) next_from = i;
   }
+  cur_from_[layer] = cur_from;
+  next_from_[layer] = next_from;
+  const int first = std::min(cur_from, next_from);
   if (event && n >= m_) {
     // The whole window is in this batch: forget rows of earlier batches.
     for (Unit& u : units_[layer]) {
@@ -129,24 +147,33 @@ int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
 }
 
 void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
-  const bool c = to_cur_[layer][row.query] != 0, nx = to_next_[layer][row.query] != 0;
+  const bool c = row.query >= cur_from_[layer], nx = row.query >= next_from_[layer];
   if (!c && !nx) return;
   Unit& u = units_[layer][per_head_ ? row.kv_head : 0];
   std::lock_guard<std::mutex> lock(mu_[layer]);
   // Summed over the query heads of the unit (all Hq of the layer by default,
-  // as the reference does) in fp32; the reference sums in fp16 (B14).
-  for (std::vector<float>* acc : {c ? &u.cur : nullptr, nx ? &u.next : nullptr}) {
+  // as the reference does) in fp16 as the reference does (B14): 2 bytes per
+  // kept token while the window is open (fp32 sums cost 0.06 bits per
+  // element more at D = 64 and do not change the ranking measurably).
+  for (std::vector<f16_t>* acc : {c ? &u.cur : nullptr, nx ? &u.next : nullptr}) {
     if (!acc) continue;
-    if (static_cast<int>(acc->size()) < row.n_kept) acc->resize(row.n_kept, 0.0f);
-    for (int j = 0; j < row.n_kept; ++j) (*acc)[j] += row.weights[j];
+    if (static_cast<int>(acc->size()) < row.n_kept) {
+      // The window closes within a chunk of tokens: room for that many,
+      // not push_back's doubling (which would hold twice the sums).
+      if (static_cast<int>(acc->capacity()) < row.n_kept) acc->reserve(row.n_kept + kChunk);
+      acc->resize(row.n_kept, F32ToF16(0.0f));
+    }
+    for (int j = 0; j < row.n_kept; ++j) {
+      if (row.weights[j] != 0.0f) (*acc)[j] = F32ToF16(F16ToF32((*acc)[j]) + row.weights[j]);
+    }
   }
 }
 
 void HqekvCache::OnAttended(int layer, const int32_t* q_pos, int n, int first) {
   for (Unit& u : units_[layer]) {
     for (int i = first; i < n; ++i) {
-      if (to_cur_[layer][i]) u.cur_q.push_back(q_pos[i]);
-      if (to_next_[layer][i]) u.next_q.push_back(q_pos[i]);
+      if (i >= cur_from_[layer]) u.cur_q.push_back(q_pos[i]);
+      if (i >= next_from_[layer]) u.next_q.push_back(q_pos[i]);
     }
   }
 }
@@ -155,11 +182,11 @@ int64_t HqekvCache::StateBytes(int layer) const {
   int64_t b = 0;
   for (const Unit& u : units_[layer]) {
     b += static_cast<int64_t>(u.tk.capacity() + u.tv.capacity()) * sizeof(Tier);
-    b += static_cast<int64_t>(u.range.capacity()) * sizeof(f16_t);
-    b += static_cast<int64_t>(u.cur.capacity() + u.next.capacity()) * sizeof(float);
+    b += static_cast<int64_t>(u.range.capacity()) * sizeof(uint8_t);
+    b += static_cast<int64_t>(u.range_max.capacity()) * sizeof(f16_t);
+    b += static_cast<int64_t>(u.cur.capacity() + u.next.capacity()) * sizeof(f16_t);
     b += static_cast<int64_t>(u.cur_q.capacity() + u.next_q.capacity()) * sizeof(int32_t);
   }
-  b += static_cast<int64_t>(to_cur_[layer].capacity() + to_next_[layer].capacity());
   return b;
 }
 
@@ -188,7 +215,7 @@ Status HqekvCache::Compress(int layer) {
       }
     }
     Unit& U = units_[layer][u];
-    for (double x : range) U.range.push_back(F32ToF16(static_cast<float>(x)));
+    AppendRanges(U, range);
     U.tk.insert(U.tk.end(), new_chunks, Tier::kF16);
     U.tv.insert(U.tv.end(), new_chunks, Tier::kF16);
   }
@@ -211,11 +238,11 @@ Status HqekvCache::Compress(int layer) {
     std::vector<int32_t> pos;
     store_->KeptPositions(layer, h_rep, &pos);
     std::vector<double> sum(nc, 0.0);
-    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i) sum[i] = U.cur[i];
+    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i) sum[i] = F16ToF32(U.cur[i]);
     const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
     const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q);
     std::vector<double> av(nc);
-    for (int i = 0; i < nc; ++i) av[i] = a[i] * F16ToF32(U.range[i]);
+    for (int i = 0; i < nc; ++i) av[i] = a[i] * RangeOf(U, i);
     const std::vector<double> sk = ChunkMeans(a, kChunk), sv = ChunkMeans(av, kChunk);
 
     // Evicted chunks are gone from the store; PlanTiers counts them through
@@ -251,12 +278,13 @@ Status HqekvCache::Compress(int layer) {
     }
     // Compact the per-chunk state, Range(V) and the carried window sums.
     std::vector<Tier> tk, tv;
-    std::vector<f16_t> range;
-    std::vector<float> next;
+    std::vector<uint8_t> range;
+    std::vector<f16_t> range_max, next;
     for (int c = 0; c < live; ++c) {
       if (evicted[c]) continue;
       tk.push_back(U.tk[c]);
       tv.push_back(U.tv[c]);
+      range_max.push_back(U.range_max[c]);
       range.insert(range.end(), U.range.begin() + c * kChunk, U.range.begin() + (c + 1) * kChunk);
       for (int t = c * kChunk; t < (c + 1) * kChunk && t < static_cast<int>(U.next.size()); ++t) {
         next.push_back(U.next[t]);
@@ -266,12 +294,20 @@ Status HqekvCache::Compress(int layer) {
     for (size_t t = nc; t < U.next.size(); ++t) next.push_back(U.next[t]);
     U.tk.swap(tk);
     U.tv.swap(tv);
+    // Exact capacities: push_back's growth would hold up to twice the state.
+    tk.shrink_to_fit();
+    tv.shrink_to_fit();
+    range.shrink_to_fit();
+    range_max.shrink_to_fit();
     U.range.swap(range);
+    U.range_max.swap(range_max);
+    // The window is spent: its sums leave memory until the next one opens.
+    next.shrink_to_fit();
     U.cur.swap(next);
     U.cur_q.swap(U.next_q);
-    std::vector<float>().swap(U.next);
+    std::vector<f16_t>().swap(U.next);
     std::vector<int32_t>().swap(U.next_q);
-    U.cur.shrink_to_fit();
+    U.cur_q.shrink_to_fit();
   }
   return store_->Compact(layer, cache::kAllHeads);
 }

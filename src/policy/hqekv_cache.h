@@ -59,12 +59,22 @@ class HqekvCache final : public StoreBackedCache {
   int64_t StateBytes(int layer) const override;
 
  private:
+  // Per-unit state, sized for a small footprint (issue 12: the policy's own
+  // state is counted in its true bits): per compressed kept token 1 byte of
+  // Range(V) (+ 2 bytes per chunk), and while an importance window is open
+  // 2 bytes per kept token (fp16 sums, freed at the event).
   struct Unit {
-    std::vector<Tier> tk, tv;       // per live chunk, store chunk order
-    std::vector<f16_t> range;       // Range(V) per compressed kept token, walk order
-    std::vector<float> cur, next;   // attention sums over kept tokens (walk order)
+    std::vector<Tier> tk, tv;            // per live chunk, store chunk order
+    std::vector<uint8_t> range;          // Range(V) per compressed kept token (walk order),
+                                         // in 1/255 of its chunk's range_max
+    std::vector<f16_t> range_max;        // per live chunk: the largest Range(V) of its tokens
+    std::vector<f16_t> cur, next;        // attention sums over kept tokens (walk order)
     std::vector<int32_t> cur_q, next_q;  // positions of the queries summed
   };
+  // Range(V) of compressed kept token i of U (walk order).
+  static float RangeOf(const Unit& U, int i);
+  // Appends the Range(V) of whole chunks (range.size() a multiple of 32).
+  static void AppendRanges(Unit& U, const std::vector<double>& range);
   HqekvCache(const KvGeometry& g, std::string describe);
   quant::Format TierFormat(Tier t, bool is_k) const;
   Status Compress(int layer);
@@ -77,8 +87,9 @@ class HqekvCache final : public StoreBackedCache {
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)
-  // Which queries of the current batch go to `cur` / `next` ([layer][query]).
-  std::vector<std::vector<char>> to_cur_, to_next_;
+  // Queries of the current batch from these indices on go to `cur` / `next`
+  // ([layer]; the batch size when none): both sets are suffixes of the batch.
+  std::vector<int> cur_from_, next_from_;
   std::unique_ptr<std::mutex[]> mu_;  // [layer]: rows of different KV heads arrive concurrently
 };
 
