@@ -7,4 +7,4 @@ bash scripts/install-deps.sh
 bash scripts/build.sh
 # Tell a story with the bundled stories260K model, its KV cache compressed by
 # HqeKV at a 2-bit budget; the last line reports the true bits per element.
-./build/hqekv run --kv hqekv:bits=2 -n 256
+./build/hqekv run --kv hqekv:nominal_bits=2 -n 256

@@ -302,6 +302,9 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
   const int kfi = L.FormatIndex(kf), vfi = L.FormatIndex(vf);
   if (kfi < 0 || vfi < 0) return MakeError("KvStore::Seal: more than 256 distinct formats");
   std::vector<float> kbuf(static_cast<size_t>(G) * D), vbuf(kbuf.size());
+  // Records grow by 1/8 (push_back's doubling would hold up to 56 bytes of
+  // spare records per chunk, 0.1 bit per element at D = 64).
+  GrowFor(s.chunks, s.chunks.size() + (n + G - 1) / G, 4);
   int sealed = 0;
   Status result = Status::Ok();
   while (sealed < n) {

@@ -5,6 +5,7 @@
 
 #include "policy/profile.h"
 #include "policy/selection.h"
+#include "policy/true_bits.h"
 
 namespace hqekv::policy {
 namespace {
@@ -39,12 +40,18 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   } else if (spec.Has("profile")) {
     HQEKV_ASSIGN_OR_RETURN(const Profile p, LoadSpecProfile(spec, ctx, g.n_layers));
     ratios = LayerRatios(p, g.n_layers);
-  } else if (spec.Has("bits")) {
-    auto r = DefaultRatios(spec.Num("bits"));
-    if (!r.ok()) return r.error();
+  } else if (spec.Has("nominal_bits")) {
+    auto r = DefaultRatios(spec.Num("nominal_bits"));
+    if (!r.ok()) {
+      return MakeError(where + ": no built-in tier ratios for nominal_bits=" +
+                       spec.Text("nominal_bits") +
+                       " (built in: 2, 2.8, 3.2, 3.25, the authors' Llama-3.1-8B search); give "
+                       "bits=B (true bits), ratios=r4/r2/r1/r0 or profile=FILE");
+    }
     ratios.assign(g.n_layers, *r);
-  } else {
-    return MakeError(where + ": give one of bits=B, ratios=r4/r2/r1/r0 or profile=FILE");
+  } else if (!spec.Has("bits")) {
+    return MakeError(where + ": give one of bits=B (true bits per element), nominal_bits=B, "
+                             "ratios=r4/r2/r1/r0 or profile=FILE");
   }
   if (spec.Int("decouple") != 0) {
     return MakeError(where + ": decouple=1 (separate K and V eviction sets) is not supported: "
@@ -65,6 +72,36 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
     }
   }
   c->mu_ = std::make_unique<std::mutex[]>(g.n_layers);
+  c->model_.layout.n_kv_heads = g.n_kv_heads;
+  c->model_.layout.head_dim = g.head_dim;
+  c->model_.layout.chunk = kChunk;
+  c->model_.layout.residual_reserve = c->store_->config().residual_reserve < 0
+                                          ? kChunk
+                                          : c->store_->config().residual_reserve;
+  c->model_.layout.unit_bytes = c->store_->Pool(0).unit_bytes();
+  c->model_.layout.page_bytes = c->store_->Pool(0).page_bytes();
+  c->model_.units = c->units_per_layer_;
+  c->model_.pinned = c->pinned_;
+  for (Tier t : {Tier::kF16, Tier::kU4, Tier::kU2, Tier::kN1}) {
+    c->model_.tier_bytes[static_cast<int>(t)] =
+        ChunkPlaneBytes(c->model_.layout, c->TierFormat(t, true), c->TierFormat(t, false));
+  }
+  if (spec.Has("bits") && c->ratios_.empty()) {
+    // True bits: feasible at the cache's full context (the cheapest point;
+    // shorter sequences that cannot meet it hold their minimum and say so).
+    c->true_bits_ = spec.Num("bits");
+    const int64_t n = g.max_ctx;
+    const std::array<double, 4> b = c->model_.TierBits(n);
+    if (c->true_bits_ < b[3] || n / kChunk <= c->pinned_) {
+      return MakeError(where + ": budget " + spec.Text("bits") +
+                       " true bits per element is impossible for this cache: achievable " +
+                       AchievableRange(b[3], b[0], n) +
+                       " (every compressible chunk evicted .. every chunk 4-bit; the " +
+                       std::to_string(c->pinned_) +
+                       " fp16 chunks, the fp16 residual and the bookkeeping are the floor)");
+    }
+    c->ratios_.assign(g.n_layers, SolveBudgetRatios(c->model_, c->true_bits_, n).ratios);
+  }
   c->ResetPolicy();
   return std::unique_ptr<KvCache>(std::move(c));
 }
@@ -92,6 +129,7 @@ void HqekvCache::ResetPolicy() {
   // Move-assigned fresh containers: assign() would keep inner capacities.
   units_ = std::vector<std::vector<Unit>>(g_.n_layers, std::vector<Unit>(units_per_layer_));
   compressed_chunks_.assign(g_.n_layers, 0);
+  budget_below_ = budget_above_ = false;
   cur_from_.assign(g_.n_layers, 0);
   next_from_.assign(g_.n_layers, 0);
 }
@@ -190,6 +228,26 @@ int64_t HqekvCache::StateBytes(int layer) const {
   return b;
 }
 
+std::string HqekvCache::BudgetNote() const {
+  if (true_bits_ <= 0) return "";
+  char buf[256];
+  if (budget_below_) {
+    std::snprintf(buf, sizeof buf,
+                  "bits=%g is below what this sequence length allows (every compressible chunk "
+                  "evicted); the cache holds that minimum",
+                  true_bits_);
+    return buf;
+  }
+  if (budget_above_) {
+    std::snprintf(buf, sizeof buf,
+                  "bits=%g is above the all-4-bit cost at this length: every chunk is 4-bit and "
+                  "the budget is not used up",
+                  true_bits_);
+    return buf;
+  }
+  return "";
+}
+
 Status HqekvCache::EndBatch(int n, bool is_prefill) {
   for (int l = 0; l < g_.n_layers; ++l) HQEKV_RETURN_IF_ERROR(Compress(l));
   return Status::Ok();
@@ -227,6 +285,15 @@ Status HqekvCache::Compress(int layer) {
   // r0 holds during decoding too. The reference decays its eviction ratio to
   // ~0 after prefill (digest §3 step 5) and a long generation drifts above
   // the prefill's eviction share.
+  if (true_bits_ > 0) {
+    // bits=B: the ratios that hold B true bits at this length (every byte
+    // of the layer, this policy's state included; true_bits.h).
+    const BudgetRatios br =
+        SolveBudgetRatios(model_, true_bits_, store_->AppendedTokens(layer));
+    ratios_[layer] = br.ratios;
+    budget_below_ = budget_below_ || br.below;
+    budget_above_ = budget_above_ || br.above;
+  }
   const auto counts = AllocateChunks(nb, ratios_[layer], pinned_);
 
   for (int u = 0; u < units_per_layer_; ++u) {

@@ -31,6 +31,7 @@
 #include "policy/hqekv_alloc.h"
 #include "policy/spec.h"
 #include "policy/store_cache.h"
+#include "policy/true_bits.h"
 #include "quant/format.h"
 
 namespace hqekv::policy {
@@ -39,17 +40,25 @@ class HqekvCache final : public StoreBackedCache {
  public:
   // Tier ratios, first found of: ctx.layer_ratios (in memory, one row per
   // layer), ratios=, profile= (policy/profile.h, checked against ctx.model
-  // unless force), bits= (built-in rows).
+  // unless force), nominal_bits= (the paper's 4 r4 + 2 r2 + r1, built-in
+  // rows), bits= (TRUE bits per original element: the ratios are solved at
+  // every compression event from the layer's byte model, true_bits.h, so
+  // the cache holds <= B after prefill and during decode; an error when B is
+  // below the floor at the cache's full context).
   static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
                                                  const CacheContext& ctx);
 
   Status EndBatch(int n, bool is_prefill) override;
+  std::string BudgetNote() const override;
 
   const TierRatios& ratios(int layer) const { return ratios_[layer]; }
   // Current tiers of the live chunks of (layer, unit) (tests).
   const std::vector<Tier>& k_tiers(int layer, int unit) const { return units_[layer][unit].tk; }
   const std::vector<Tier>& v_tiers(int layer, int unit) const { return units_[layer][unit].tv; }
   int64_t chunks_compressed(int layer) const { return compressed_chunks_[layer]; }
+  // The byte model behind bits= (tests compare it with the bytes held).
+  const HqekvCostModel& cost_model() const { return model_; }
+  int pinned_chunks() const { return pinned_; }
 
  protected:
   void ResetPolicy() override;
@@ -79,7 +88,10 @@ class HqekvCache final : public StoreBackedCache {
   quant::Format TierFormat(Tier t, bool is_k) const;
   Status Compress(int layer);
 
-  std::vector<TierRatios> ratios_;  // per layer
+  std::vector<TierRatios> ratios_;  // per layer (bits=: the last event's)
+  double true_bits_ = 0;            // bits=B, else 0
+  HqekvCostModel model_;
+  bool budget_below_ = false, budget_above_ = false;
   int m_ = 20;
   int pinned_ = 2;
   bool per_head_ = false;
