@@ -37,6 +37,28 @@ std::string BitsBreakdown(const KvStats& stats) {
   return buf;
 }
 
+std::string MemorySummary(const KvStats& stats) {
+  const double bits = stats.bits_per_original();
+  const double mib = static_cast<double>(stats.bytes.total()) / (1024.0 * 1024.0);
+  char size[32];
+  if (mib >= 0.1) {
+    std::snprintf(size, sizeof size, "%.1f MiB", mib);
+  } else {
+    std::snprintf(size, sizeof size, "%.1f KiB", static_cast<double>(stats.bytes.total()) / 1024.0);
+  }
+  char buf[160];
+  if (bits <= 0) {
+    std::snprintf(buf, sizeof buf, "KV %s", size);
+  } else if (bits <= 16.0) {
+    std::snprintf(buf, sizeof buf, "KV %s, %.1fx smaller than fp16, %.2f bits/element", size,
+                  16.0 / bits, bits);
+  } else {
+    std::snprintf(buf, sizeof buf, "KV %s, %.1fx LARGER than fp16, %.2f bits/element", size,
+                  bits / 16.0, bits);
+  }
+  return buf;
+}
+
 std::string FormatKvReport(const KvStats& stats) {
   std::string out = "KV report (cells = KV head x token)\n";
   for (size_t l = 0; l < stats.layers.size(); ++l) {

@@ -94,10 +94,14 @@ int Ppl(const PplArgs& a) {
               (*test_cache)->Describe().c_str());
   std::printf("ppl ref %.4f | ppl test %.4f | KL(ref||test) %.6f nats/token%s | top-1 agreement %.4f\n",
               ref->Perplexity(), s->ppl, s->kl, ref->top_k < ref->vocab ? " (top-k bound)" : "", s->top1_agree);
-  std::printf("test KV after prefill: %lld bytes, %.3f true bits/element (%.3f bits per original element) | "
-              "at end: %lld bytes, %.3f true bits/element\n",
+  // Bits per original element (every byte held x 8 / K and V elements of
+  // every token fed): the figure `calibrate` and `eval` report for the same
+  // state; true bits per KEPT element in brackets.
+  std::printf("test KV after prefill: %s (%lld bytes, %.3f true bits per kept element) | "
+              "at end: %s (%lld bytes, %.3f true bits per kept element)\n",
+              MemorySummary(s->stats_after_prefill).c_str(),
               static_cast<long long>(s->stats_after_prefill.bytes.total()), s->stats_after_prefill.true_bits(),
-              s->stats_after_prefill.bits_per_original(), static_cast<long long>(s->stats_end.bytes.total()),
+              MemorySummary(s->stats_end).c_str(), static_cast<long long>(s->stats_end.bytes.total()),
               s->stats_end.true_bits());
   const std::string note = (*test_cache)->BudgetNote();
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
