@@ -211,6 +211,8 @@ class KvStore {
   void RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                   CountedVector<ChunkRec>& out);
   void ShrinkResidual(Stream& s) const;
+  // Moves every live block of the layer to fresh, tightly filled pages.
+  void RepackPool(Layer& L);
   ChunkView View(const Layer& L, const ChunkRec& c) const;
 
   KvStoreConfig cfg_;

@@ -76,6 +76,8 @@ uint32_t PagePool::NewPageSlot() {
     free_slots_.pop_back();
     return s;
   }
+  // The table grows by 1/8 (doubling would hold up to 24 spare bytes per page).
+  if (pages_.size() == pages_.capacity()) pages_.reserve(pages_.size() + pages_.size() / 8 + 8);
   pages_.emplace_back();
   return static_cast<uint32_t>(pages_.size() - 1);
 }
@@ -86,6 +88,7 @@ void PagePool::ReleaseSlot(uint32_t page) {
 }
 
 void PagePool::AddPartial(uint32_t page) {
+  if (partial_.size() == partial_.capacity()) partial_.reserve(partial_.size() + partial_.size() / 8 + 8);
   pages_[page].partial = static_cast<int32_t>(partial_.size());
   partial_.push_back(page);
 }
@@ -100,12 +103,29 @@ void PagePool::RemovePartial(uint32_t page) {
   pages_[page].partial = kNil;
 }
 
-int PagePool::FindRun(const Page& p, int k) const {
+int PagePool::FindRun(const Page& p, int k, int* run_len) const {
   // r bit i set = units i..i+k-1 are all free.
-  uint64_t r = ~p.used & all_units_;
-  for (int s = 1; s < k && r; ++s) r &= (~p.used & all_units_) >> s;
+  const uint64_t free = ~p.used & all_units_;
+  uint64_t r = free;
+  for (int s = 1; s < k && r; ++s) r &= free >> s;
   r &= AlignedStarts(FloorPow2(k));
-  return r ? __builtin_ctzll(r) : -1;
+  // Tightest fit: the start whose maximal free run is shortest, so small
+  // blocks fill holes instead of breaking the runs larger blocks need.
+  int best = -1, best_len = 65;
+  while (r) {
+    const int u = __builtin_ctzll(r);
+    r &= r - 1;
+    int lo = u, hi = u + k;  // [lo, hi) free
+    while (lo > 0 && ((free >> (lo - 1)) & 1u)) --lo;
+    while (hi < units_ && ((free >> hi) & 1u)) ++hi;
+    if (hi - lo < best_len) {
+      best_len = hi - lo;
+      best = u;
+      if (best_len == k) break;
+    }
+  }
+  *run_len = best_len;
+  return best;
 }
 
 BlockRef PagePool::Allocate(size_t bytes) {
@@ -124,19 +144,21 @@ BlockRef PagePool::Allocate(size_t bytes) {
     ++live_blocks_;
     return BlockRef{s, 0};
   }
-  // Best fit: the fullest partial page with room, so holes left by one
-  // block size are filled by the next small block instead of staying empty.
+  // Best fit: the tightest free run among the partial pages, then the
+  // fullest page, so holes are filled and long runs stay whole.
   int32_t page = kNil;
-  int unit = -1, best_used = -1;
+  int unit = -1, best_len = 65, best_used = -1;
   const int n = static_cast<int>(partial_.size());
   for (int i = n - 1; i >= 0 && i >= n - kMaxPartialScan; --i) {
     const Page& p = pages_[partial_[i]];
+    int len = 0;
+    const int u = FindRun(p, k, &len);
+    if (u < 0) continue;
     const int used = __builtin_popcountll(p.used);
-    if (used <= best_used) continue;
-    const int u = FindRun(p, k);
-    if (u >= 0) {
+    if (len < best_len || (len == best_len && used > best_used)) {
       page = static_cast<int32_t>(partial_[i]);
       unit = u;
+      best_len = len;
       best_used = used;
     }
   }
@@ -211,6 +233,23 @@ void PagePool::ReleaseCached() {
   free_slots_.shrink_to_fit();
   partial_.shrink_to_fit();
   cached_.shrink_to_fit();
+}
+
+void PagePool::Swap(PagePool& o) {
+  std::swap(page_bytes_, o.page_bytes_);
+  std::swap(unit_, o.unit_);
+  std::swap(units_, o.units_);
+  std::swap(all_units_, o.all_units_);
+  std::swap(max_cached_, o.max_cached_);
+  std::swap(counter_, o.counter_);
+  pages_.swap(o.pages_);
+  partial_.swap(o.partial_);
+  free_slots_.swap(o.free_slots_);
+  cached_.swap(o.cached_);
+  std::swap(held_bytes_, o.held_bytes_);
+  std::swap(requested_bytes_, o.requested_bytes_);
+  std::swap(live_blocks_, o.live_blocks_);
+  std::swap(pages_in_use_, o.pages_in_use_);
 }
 
 bool PagePool::SparseTable() const {

@@ -63,9 +63,15 @@ int64_t CapacityBytes(const CountedVector<T>& v) {
 // store keeps these instead of pointers so that chunk records stay small.
 struct BlockRef {
   static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  // Not a pool block: up to 4 bytes of data held in `offset` itself (the
+  // store keeps a chunk's tiny metadata, e.g. fp8's one fp16 scale, so
+  // instead of a 64-byte pool unit).
+  static constexpr uint32_t kInline = kNone - 1;
+  static constexpr size_t kInlineBytes = sizeof(uint32_t);
   uint32_t page = kNone;
   uint32_t offset = 0;
   bool valid() const { return page != kNone; }
+  bool is_inline() const { return page == kInline; }
 };
 
 class PagePool {
@@ -109,6 +115,8 @@ class PagePool {
   // only the table entries) and trims the table. remap[old slot] = new slot
   // for every slot that was in use; the caller must rewrite every BlockRef.
   void CompactTable(std::vector<uint32_t>* remap);
+  // Exchanges the contents of two pools with the same counter.
+  void Swap(PagePool& o);
 
   // Rounded block size a request of `bytes` gets in a pool whose unit is 16
   // bytes (the smallest unit; 16-byte multiples).
@@ -130,8 +138,9 @@ class PagePool {
   void AddPartial(uint32_t page);
   void RemovePartial(uint32_t page);
   void ReleaseSlot(uint32_t page);
-  // First unit of a free aligned run of k units in page p, or -1.
-  int FindRun(const Page& p, int k) const;
+  // First unit of a free aligned run of k units in page p, or -1; the one
+  // inside the shortest maximal free run (its length in *run_len).
+  int FindRun(const Page& p, int k, int* run_len) const;
 
   size_t page_bytes_;
   size_t unit_;

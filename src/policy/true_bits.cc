@@ -20,7 +20,7 @@ int64_t ChunkPlaneBytes(const LayerLayout& l, const quant::Format& kf, const qua
   for (const quant::Format* f : {&kf, &vf}) {
     b += RoundUp(static_cast<int64_t>(quant::CodeBytes(*f, l.chunk, l.head_dim)), u);
     const int64_t meta = static_cast<int64_t>(quant::MetaBytes(*f, l.chunk, l.head_dim));
-    if (meta > 0) b += RoundUp(meta, u);
+    if (meta > 4) b += RoundUp(meta, u);  // <= 4 bytes: inline in the chunk record
   }
   return b * l.n_kv_heads;
 }
