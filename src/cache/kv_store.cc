@@ -143,17 +143,19 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
   }
   KvStoreConfig cfg = config;
   if (cfg.residual_reserve < 0) cfg.residual_reserve = cfg.chunk;
-  if (cfg.page_bytes == 0) {
-    // One fp16 K chunk: its 64 units are then as small as the smallest
-    // metadata plane of the common formats, so every block packs tightly.
-    const size_t want = static_cast<size_t>(cfg.chunk) * cfg.head_dim * 2;
-    size_t p = 1024;
-    while (p < want && p < (size_t{256} << 10)) p *= 2;
-    cfg.page_bytes = p;
-  }
+  if (cfg.page_bytes == 0) cfg.page_bytes = AutoPageBytes(cfg.chunk, cfg.head_dim);
   std::unique_ptr<KvStore> s(new KvStore(cfg));
   s->Reset();
   return s;
+}
+
+size_t KvStore::AutoPageBytes(int chunk, int head_dim) {
+  // One fp16 K chunk: its 64 units are then as small as the smallest
+  // metadata plane of the common formats, so every block packs tightly.
+  const size_t want = static_cast<size_t>(chunk) * head_dim * 2;
+  size_t p = 1024;
+  while (p < want && p < (size_t{256} << 10)) p *= 2;
+  return p;
 }
 
 void KvStore::Reset() {

@@ -121,6 +121,8 @@ class KvStore {
  public:
   // Checks the configuration (positive sizes, 1 <= chunk <= 64).
   static Result<std::unique_ptr<KvStore>> Create(const KvStoreConfig& config);
+  // The automatic page size (config.page_bytes = 0) for G-token chunks of D.
+  static size_t AutoPageBytes(int chunk, int head_dim);
   ~KvStore();
 
   const KvStoreConfig& config() const { return cfg_; }

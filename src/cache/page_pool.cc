@@ -33,11 +33,16 @@ PagePool::PagePool(size_t page_bytes, int max_cached_pages, int64_t* counter)
       partial_(CountedAllocator<uint32_t>(counter)),
       free_slots_(CountedAllocator<uint32_t>(counter)),
       cached_(CountedAllocator<uint32_t>(counter)) {
-  // 64 units of at least 16 bytes; a page of 256..1008 bytes has fewer units.
-  unit_ = std::max<size_t>(16, (page_bytes_ / 64 + 15) / 16 * 16);
+  unit_ = UnitFor(page_bytes_);
   page_bytes_ = page_bytes_ / unit_ * unit_;
   units_ = static_cast<int>(page_bytes_ / unit_);
   all_units_ = units_ == 64 ? ~uint64_t{0} : (uint64_t{1} << units_) - 1;
+}
+
+size_t PagePool::UnitFor(size_t page_bytes) {
+  // 64 units of at least 16 bytes; a page of 256..1008 bytes has fewer units.
+  const size_t p = page_bytes < 256 ? 256 : (page_bytes + 63) / 64 * 64;
+  return std::max<size_t>(16, (p / 64 + 15) / 16 * 16);
 }
 
 PagePool::~PagePool() {

@@ -118,6 +118,8 @@ class PagePool {
   // Exchanges the contents of two pools with the same counter.
   void Swap(PagePool& o);
 
+  // The unit of a pool of `page_bytes` pages (as the constructor rounds it).
+  static size_t UnitFor(size_t page_bytes);
   // Rounded block size a request of `bytes` gets in a pool whose unit is 16
   // bytes (the smallest unit; 16-byte multiples).
   static size_t BlockSize(size_t bytes) { return (bytes + 15) / 16 * 16; }

@@ -15,11 +15,8 @@ int64_t KiviLayerBytes(const KvGeometry& g, int bits, int group, int residual, i
   LayerLayout l;
   l.n_kv_heads = g.n_kv_heads;
   l.head_dim = g.head_dim;
-  l.page_bytes = 1024;
-  while (l.page_bytes < static_cast<size_t>(32 * g.head_dim * 2) && l.page_bytes < (256u << 10)) {
-    l.page_bytes *= 2;
-  }
-  l.unit_bytes = std::max<size_t>(16, (l.page_bytes / 64 + 15) / 16 * 16);
+  l.page_bytes = cache::KvStore::AutoPageBytes(32, g.head_dim);
+  l.unit_bytes = cache::PagePool::UnitFor(l.page_bytes);
   const quant::Format kf = quant::Uniform(bits, quant::Grouping::kPerChannel);
   const quant::Format vf = quant::Uniform(bits, quant::Grouping::kPerToken, group);
   const int64_t waiting = std::min<int64_t>(n, residual - 1);
