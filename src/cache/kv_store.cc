@@ -192,7 +192,8 @@ void GrowFor(CountedVector<T>& v, size_t need, size_t min_step) {
 // Gives back residual capacity after tokens leave the residual (sealed or
 // evicted): keeps room for `reserve` more tokens (G by default), so that
 // steady decoding with periodic sealing does not reallocate at every step.
-// exact (reserve 0): any spare capacity is given back.
+// exact: any capacity beyond `keep` is given back (the store always asks
+// for exact; 2x slack otherwise).
 template <class T>
 void ShrinkFor(CountedVector<T>& v, size_t keep, bool exact) {
   if (exact ? v.capacity() <= keep : v.capacity() <= 2 * keep) return;
@@ -205,7 +206,10 @@ void ShrinkFor(CountedVector<T>& v, size_t keep, bool exact) {
 
 void KvStore::ShrinkResidual(Stream& s) const {
   const size_t keep = s.res_pos.size() + cfg_.residual_reserve;
-  const bool exact = cfg_.residual_reserve == 0;
+  // Exactly the reserve: the byte model of a budget (policy/true_bits.h)
+  // counts the residual as its tokens + the reserve after a seal; the copy
+  // (at most a few chunks of fp16 rows, once per seal) is cheap.
+  const bool exact = true;
   ShrinkFor(s.res_pos, keep, exact);
   ShrinkFor(s.res_k, keep * cfg_.head_dim, exact);
   ShrinkFor(s.res_v, keep * cfg_.head_dim, exact);

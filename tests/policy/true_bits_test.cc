@@ -56,13 +56,13 @@ TEST(TrueBits, HqekvByteModelMatchesHeldBytes) {
     for (const char* spec : {"hqekv:ratios=0/1/0/0,fp16_chunks=0", "hqekv:ratios=1/0/0/0",
                              "hqekv:ratios=0/0/1/0", "hqekv:ratios=0/0/0/1",
                              "hqekv:ratios=0.4/0.4/0.1/0.1", "hqekv:ratios=0.5/0.5/0/0,per_head=1"}) {
-      ExpectModelMatches(spec, d, 2048, 0);
-      ExpectModelMatches(spec, d, 1000, 0);
+      ExpectModelMatches(spec, d, 1024, 0);
+      ExpectModelMatches(spec, d, 600, 0);
     }
     // During decode the plan's counts are an upper bound (downgrade only):
     // exact for single-tier layouts.
     for (const char* spec : {"hqekv:ratios=0/1/0/0,fp16_chunks=0", "hqekv:ratios=0/0/0/1"}) {
-      ExpectModelMatches(spec, d, 1000, 40);
+      ExpectModelMatches(spec, d, 600, 40);
     }
   }
 }
