@@ -26,8 +26,8 @@ using hqekv::KvCache;
 using hqekv::KvGeometry;
 
 constexpr int kHq = 32, kHk = 8, kD = 128;
-const char* const kSpecs[] = {"fp16", "fp8", "kivi:bits=2", "kivi:bits=4", "hqekv:bits=2",
-                              "hqekv:bits=3.2"};
+const char* const kSpecs[] = {"fp16", "fp8", "kivi:nominal_bits=2", "kivi:nominal_bits=4", "hqekv:nominal_bits=2",
+                              "hqekv:nominal_bits=3.2"};
 const int kLengths[] = {4096, 16384, 32768};
 
 KvGeometry Geometry(int n) {

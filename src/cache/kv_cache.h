@@ -76,7 +76,7 @@ class KvCache {
 
   virtual const KvGeometry& geometry() const = 0;
 
-  // Short name of the configuration, e.g. "fp16" or "hqekv:bits=2".
+  // Short name of the configuration, e.g. "fp16" or "hqekv:nominal_bits=2".
   virtual std::string Describe() const = 0;
 
   // Forget the sequence (a new request starts from an empty cache).

@@ -27,6 +27,38 @@ std::string BytesLine(const KvBytes& b) {
 
 }  // namespace
 
+std::string BitsBreakdown(const KvStats& stats) {
+  const double e = stats.original_elements > 0 ? static_cast<double>(stats.original_elements) : 1.0;
+  auto bits = [e](int64_t b) { return 8.0 * static_cast<double>(b) / e; };
+  char buf[192];
+  std::snprintf(buf, sizeof buf, "payload %.3f + metadata %.3f + bookkeeping %.3f + residual %.3f = %.3f",
+                bits(stats.bytes.payload), bits(stats.bytes.metadata), bits(stats.bytes.bookkeeping),
+                bits(stats.bytes.residual), bits(stats.bytes.total()));
+  return buf;
+}
+
+std::string MemorySummary(const KvStats& stats) {
+  const double bits = stats.bits_per_original();
+  const double mib = static_cast<double>(stats.bytes.total()) / (1024.0 * 1024.0);
+  char size[32];
+  if (mib >= 0.1) {
+    std::snprintf(size, sizeof size, "%.1f MiB", mib);
+  } else {
+    std::snprintf(size, sizeof size, "%.1f KiB", static_cast<double>(stats.bytes.total()) / 1024.0);
+  }
+  char buf[160];
+  if (bits <= 0) {
+    std::snprintf(buf, sizeof buf, "KV %s", size);
+  } else if (bits <= 16.0) {
+    std::snprintf(buf, sizeof buf, "KV %s, %.1fx smaller than fp16, %.2f bits/element", size,
+                  16.0 / bits, bits);
+  } else {
+    std::snprintf(buf, sizeof buf, "KV %s, %.1fx LARGER than fp16, %.2f bits/element", size,
+                  bits / 16.0, bits);
+  }
+  return buf;
+}
+
 std::string FormatKvReport(const KvStats& stats) {
   std::string out = "KV report (cells = KV head x token)\n";
   for (size_t l = 0; l < stats.layers.size(); ++l) {
@@ -38,6 +70,7 @@ std::string FormatKvReport(const KvStats& stats) {
   std::snprintf(buf, sizeof buf, " | %.3f true bits/element, %.3f bits/original element\n", stats.true_bits(),
                 stats.bits_per_original());
   out += "  total: " + BytesLine(stats.bytes) + buf;
+  out += "  bits/original element: " + BitsBreakdown(stats) + "\n";
   return out;
 }
 

@@ -72,9 +72,9 @@ struct KvStoreConfig {
   int n_kv_heads = 0;
   int head_dim = 0;       // D
   int chunk = 32;         // G: tokens per chunk, 1..64
-  // Page size of the per-layer pools; 0 = automatic: 4 fp16 K chunks
+  // Page size of the per-layer arenas; 0 = automatic: one fp16 K chunk
   // rounded up to a power of two, clamped to [1 KiB, 256 KiB]
-  // (32 KiB for G = 32, D = 128).
+  // (8 KiB for G = 32, D = 128; 4 KiB for D = 64).
   size_t page_bytes = 0;
   int max_cached_pages = 2;  // empty pages each layer keeps for reuse
   // Spare residual capacity, in tokens per head, kept after tokens leave the
@@ -121,6 +121,8 @@ class KvStore {
  public:
   // Checks the configuration (positive sizes, 1 <= chunk <= 64).
   static Result<std::unique_ptr<KvStore>> Create(const KvStoreConfig& config);
+  // The automatic page size (config.page_bytes = 0) for G-token chunks of D.
+  static size_t AutoPageBytes(int chunk, int head_dim);
   ~KvStore();
 
   const KvStoreConfig& config() const { return cfg_; }
@@ -164,6 +166,8 @@ class KvStore {
 
   // Drops tombstones and repacks partially evicted raw (f16/f32) chunks; see
   // the file comment. head may be kAllHeads. Invalidates chunk indices.
+  // Returns the layer's cached empty pages to the system (the end of a
+  // compression event).
   Status Compact(int layer, int head);
 
   // ---- reads -------------------------------------------------------------
@@ -209,6 +213,8 @@ class KvStore {
   void RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                   CountedVector<ChunkRec>& out);
   void ShrinkResidual(Stream& s) const;
+  // Moves every live block of the layer to fresh, tightly filled pages.
+  void RepackPool(Layer& L);
   ChunkView View(const Layer& L, const ChunkRec& c) const;
 
   KvStoreConfig cfg_;

@@ -1,18 +1,49 @@
 #include "cache/page_pool.h"
 
-#include <cstring>
+#include <algorithm>
 #include <new>
 
 namespace hqekv::cache {
+namespace {
+
+// How many partial pages Allocate looks at before taking a new page: bounds
+// the cost of one allocation when frees left many pages with small holes.
+constexpr int kMaxPartialScan = 64;
+
+int FloorPow2(int k) {
+  int a = 1;
+  while (a * 2 <= k) a *= 2;
+  return a;
+}
+
+// Mask with bit i set for every i multiple of `align` (align a power of two).
+uint64_t AlignedStarts(int align) {
+  uint64_t m = 0;
+  for (int i = 0; i < 64; i += align) m |= uint64_t{1} << i;
+  return m;
+}
+
+}  // namespace
 
 PagePool::PagePool(size_t page_bytes, int max_cached_pages, int64_t* counter)
     : page_bytes_(page_bytes < 256 ? 256 : (page_bytes + 63) / 64 * 64),
       max_cached_(max_cached_pages < 0 ? 0 : max_cached_pages),
       counter_(counter),
       pages_(CountedAllocator<Page>(counter)),
-      classes_(CountedAllocator<SizeClass>(counter)),
+      partial_(CountedAllocator<uint32_t>(counter)),
       free_slots_(CountedAllocator<uint32_t>(counter)),
-      cached_(CountedAllocator<uint32_t>(counter)) {}
+      cached_(CountedAllocator<uint32_t>(counter)) {
+  unit_ = UnitFor(page_bytes_);
+  page_bytes_ = page_bytes_ / unit_ * unit_;
+  units_ = static_cast<int>(page_bytes_ / unit_);
+  all_units_ = units_ == 64 ? ~uint64_t{0} : (uint64_t{1} << units_) - 1;
+}
+
+size_t PagePool::UnitFor(size_t page_bytes) {
+  // 64 units of at least 16 bytes; a page of 256..1008 bytes has fewer units.
+  const size_t p = page_bytes < 256 ? 256 : (page_bytes + 63) / 64 * 64;
+  return std::max<size_t>(16, (p / 64 + 15) / 16 * 16);
+}
 
 PagePool::~PagePool() {
   for (Page& p : pages_) {
@@ -21,7 +52,7 @@ PagePool::~PagePool() {
 }
 
 int64_t PagePool::table_bytes() const {
-  return CapacityBytes(pages_) + CapacityBytes(classes_) + CapacityBytes(free_slots_) +
+  return CapacityBytes(pages_) + CapacityBytes(partial_) + CapacityBytes(free_slots_) +
          CapacityBytes(cached_);
 }
 
@@ -42,58 +73,100 @@ void PagePool::SystemFree(uint8_t* p, size_t bytes) {
 
 uint32_t PagePool::NewPageSlot() {
   if (!free_slots_.empty()) {
-    const uint32_t s = free_slots_.back();
+    // The lowest free slot: live pages stay at the front of the table, so
+    // ReleaseCached can trim its tail.
+    auto it = std::min_element(free_slots_.begin(), free_slots_.end());
+    const uint32_t s = *it;
+    *it = free_slots_.back();
     free_slots_.pop_back();
     return s;
   }
+  // The table grows by 1/8 (doubling would hold up to 24 spare bytes per page).
+  if (pages_.size() == pages_.capacity()) pages_.reserve(pages_.size() + pages_.size() / 8 + 8);
   pages_.emplace_back();
   return static_cast<uint32_t>(pages_.size() - 1);
 }
 
-int32_t PagePool::ClassFor(uint32_t block) {
-  for (size_t i = 0; i < classes_.size(); ++i) {
-    if (classes_[i].block == block) return static_cast<int32_t>(i);
+void PagePool::ReleaseSlot(uint32_t page) {
+  pages_[page] = Page{};
+  free_slots_.push_back(page);
+}
+
+void PagePool::AddPartial(uint32_t page) {
+  if (partial_.size() == partial_.capacity()) partial_.reserve(partial_.size() + partial_.size() / 8 + 8);
+  pages_[page].partial = static_cast<int32_t>(partial_.size());
+  partial_.push_back(page);
+}
+
+void PagePool::RemovePartial(uint32_t page) {
+  const int32_t i = pages_[page].partial;
+  if (i == kNil) return;
+  const uint32_t last = partial_.back();
+  partial_[i] = last;
+  pages_[last].partial = i;
+  partial_.pop_back();
+  pages_[page].partial = kNil;
+}
+
+int PagePool::FindRun(const Page& p, int k, int* run_len) const {
+  // r bit i set = units i..i+k-1 are all free.
+  const uint64_t free = ~p.used & all_units_;
+  uint64_t r = free;
+  for (int s = 1; s < k && r; ++s) r &= free >> s;
+  r &= AlignedStarts(FloorPow2(k));
+  // Tightest fit: the start whose maximal free run is shortest, so small
+  // blocks fill holes instead of breaking the runs larger blocks need.
+  int best = -1, best_len = 65;
+  while (r) {
+    const int u = __builtin_ctzll(r);
+    r &= r - 1;
+    int lo = u, hi = u + k;  // [lo, hi) free
+    while (lo > 0 && ((free >> (lo - 1)) & 1u)) --lo;
+    while (hi < units_ && ((free >> hi) & 1u)) ++hi;
+    if (hi - lo < best_len) {
+      best_len = hi - lo;
+      best = u;
+      if (best_len == k) break;
+    }
   }
-  classes_.push_back(SizeClass{block, kNil});
-  return static_cast<int32_t>(classes_.size() - 1);
-}
-
-void PagePool::Unlink(uint32_t page) {
-  Page& p = pages_[page];
-  SizeClass& c = classes_[p.size_class];
-  if (p.prev != kNil) pages_[p.prev].next = p.next;
-  else c.partial = p.next;
-  if (p.next != kNil) pages_[p.next].prev = p.prev;
-  p.prev = p.next = kNil;
-}
-
-void PagePool::PushPartial(uint32_t page) {
-  Page& p = pages_[page];
-  SizeClass& c = classes_[p.size_class];
-  p.prev = kNil;
-  p.next = c.partial;
-  if (c.partial != kNil) pages_[c.partial].prev = static_cast<int32_t>(page);
-  c.partial = static_cast<int32_t>(page);
+  *run_len = best_len;
+  return best;
 }
 
 BlockRef PagePool::Allocate(size_t bytes) {
   if (bytes == 0) bytes = 1;
-  const size_t block = BlockSize(bytes);
-  if (block > page_bytes_) {  // dedicated allocation, exactly the block
-    uint8_t* data = SystemAlloc(block);
+  const int k = static_cast<int>((bytes + unit_ - 1) / unit_);
+  if (k > units_) {  // dedicated allocation, unit-rounded
+    const size_t size = static_cast<size_t>(k) * unit_;
+    uint8_t* data = SystemAlloc(size);
     if (!data) return BlockRef{};
     const uint32_t s = NewPageSlot();
     Page& p = pages_[s];
     p = Page{};
     p.data = data;
-    p.bytes = block;
-    p.used = 1;
+    p.bytes = static_cast<uint32_t>(size);
     requested_bytes_ += static_cast<int64_t>(bytes);
     ++live_blocks_;
     return BlockRef{s, 0};
   }
-  const int32_t cls = ClassFor(static_cast<uint32_t>(block));
-  int32_t page = classes_[cls].partial;
+  // Best fit: the tightest free run among the partial pages, then the
+  // fullest page, so holes are filled and long runs stay whole.
+  int32_t page = kNil;
+  int unit = -1, best_len = 65, best_used = -1;
+  const int n = static_cast<int>(partial_.size());
+  for (int i = n - 1; i >= 0 && i >= n - kMaxPartialScan; --i) {
+    const Page& p = pages_[partial_[i]];
+    int len = 0;
+    const int u = FindRun(p, k, &len);
+    if (u < 0) continue;
+    const int used = __builtin_popcountll(p.used);
+    if (len < best_len || (len == best_len && used > best_used)) {
+      page = static_cast<int32_t>(partial_[i]);
+      unit = u;
+      best_len = len;
+      best_used = used;
+    }
+  }
   if (page == kNil) {
     uint32_t s;
     if (!cached_.empty()) {
@@ -105,34 +178,20 @@ BlockRef PagePool::Allocate(size_t bytes) {
       s = NewPageSlot();
       pages_[s] = Page{};
       pages_[s].data = data;
-      pages_[s].bytes = page_bytes_;
+      pages_[s].bytes = static_cast<uint32_t>(page_bytes_);
     }
-    Page& p = pages_[s];
-    p.size_class = cls;
-    p.used = 0;
-    p.free_head = kNil;
-    p.bump = 0;
     ++pages_in_use_;
-    PushPartial(s);
+    AddPartial(s);
     page = static_cast<int32_t>(s);
+    unit = 0;
   }
   Page& p = pages_[page];
-  uint32_t offset;
-  if (p.free_head != kNil) {  // reuse a freed block: its first 4 bytes link the next one
-    offset = static_cast<uint32_t>(p.free_head);
-    int32_t next;
-    std::memcpy(&next, p.data + offset, sizeof next);
-    p.free_head = next;
-  } else {
-    offset = p.bump;
-    p.bump += static_cast<uint32_t>(block);
-  }
-  ++p.used;
-  const bool full = p.free_head == kNil && p.bump + block > page_bytes_;
-  if (full) Unlink(static_cast<uint32_t>(page));
+  const uint64_t run = (k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit;
+  p.used |= run;
+  if (p.used == all_units_) RemovePartial(static_cast<uint32_t>(page));
   requested_bytes_ += static_cast<int64_t>(bytes);
   ++live_blocks_;
-  return BlockRef{static_cast<uint32_t>(page), offset};
+  return BlockRef{static_cast<uint32_t>(page), static_cast<uint32_t>(unit * unit_)};
 }
 
 void PagePool::Free(BlockRef b, size_t bytes) {
@@ -141,39 +200,94 @@ void PagePool::Free(BlockRef b, size_t bytes) {
   requested_bytes_ -= static_cast<int64_t>(bytes);
   --live_blocks_;
   Page& p = pages_[b.page];
-  if (p.size_class == kNil) {  // dedicated block
+  if (Dedicated(p)) {
     SystemFree(p.data, p.bytes);
-    p = Page{};
-    free_slots_.push_back(b.page);
+    ReleaseSlot(b.page);
     return;
   }
-  const size_t block = classes_[p.size_class].block;
-  const bool was_full = p.free_head == kNil && p.bump + block > page_bytes_;
-  std::memcpy(p.data + b.offset, &p.free_head, sizeof p.free_head);
-  p.free_head = static_cast<int32_t>(b.offset);
-  --p.used;
-  if (was_full) PushPartial(b.page);
-  if (p.used > 0) return;
-  // Empty page: leave the class, then cache it or give it back.
-  Unlink(b.page);
-  p.size_class = kNil;
+  const int k = static_cast<int>((bytes + unit_ - 1) / unit_);
+  const int unit = static_cast<int>(b.offset / unit_);
+  const bool was_full = p.used == all_units_;
+  p.used &= ~((k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit);
+  if (was_full) AddPartial(b.page);
+  if (p.used != 0) return;
+  // Empty page: cache it or give it back.
+  RemovePartial(b.page);
   --pages_in_use_;
   if (static_cast<int>(cached_.size()) < max_cached_) {
     cached_.push_back(b.page);
   } else {
     SystemFree(p.data, p.bytes);
-    p = Page{};
-    free_slots_.push_back(b.page);
+    ReleaseSlot(b.page);
   }
 }
 
 void PagePool::ReleaseCached() {
   for (uint32_t s : cached_) {
     SystemFree(pages_[s].data, pages_[s].bytes);
-    pages_[s] = Page{};
-    free_slots_.push_back(s);
+    ReleaseSlot(s);
   }
   cached_.clear();
+  // Trailing free slots leave the page table; the tables shrink to their size.
+  while (!pages_.empty() && pages_.back().bytes == 0) pages_.pop_back();
+  const uint32_t n = static_cast<uint32_t>(pages_.size());
+  free_slots_.erase(std::remove_if(free_slots_.begin(), free_slots_.end(),
+                                   [n](uint32_t s) { return s >= n; }),
+                    free_slots_.end());
+  pages_.shrink_to_fit();
+  free_slots_.shrink_to_fit();
+  partial_.shrink_to_fit();
+  cached_.shrink_to_fit();
+}
+
+void PagePool::Swap(PagePool& o) {
+  std::swap(page_bytes_, o.page_bytes_);
+  std::swap(unit_, o.unit_);
+  std::swap(units_, o.units_);
+  std::swap(all_units_, o.all_units_);
+  std::swap(max_cached_, o.max_cached_);
+  std::swap(counter_, o.counter_);
+  pages_.swap(o.pages_);
+  partial_.swap(o.partial_);
+  free_slots_.swap(o.free_slots_);
+  cached_.swap(o.cached_);
+  std::swap(held_bytes_, o.held_bytes_);
+  std::swap(requested_bytes_, o.requested_bytes_);
+  std::swap(live_blocks_, o.live_blocks_);
+  std::swap(pages_in_use_, o.pages_in_use_);
+}
+
+bool PagePool::SparseTable() const {
+  const size_t live = pages_.size() - free_slots_.size();
+  return pages_.size() > live + live / 4 + 16;
+}
+
+void PagePool::CompactTable(std::vector<uint32_t>* remap) {
+  remap->assign(pages_.size(), BlockRef::kNone);
+  std::sort(free_slots_.begin(), free_slots_.end());
+  size_t next_free = 0;
+  for (uint32_t s = 0; s < pages_.size(); ++s) {
+    if (pages_[s].bytes == 0) continue;
+    (*remap)[s] = s;
+    // A free slot below s takes the page.
+    if (next_free < free_slots_.size() && free_slots_[next_free] < s) {
+      const uint32_t to = free_slots_[next_free];
+      free_slots_[next_free++] = s;  // s becomes free; still sorted above `to`
+      pages_[to] = pages_[s];
+      pages_[s] = Page{};
+      if (pages_[to].partial != kNil) partial_[pages_[to].partial] = to;
+      (*remap)[s] = to;
+    }
+  }
+  for (uint32_t& c : cached_) c = (*remap)[c];
+  std::sort(free_slots_.begin(), free_slots_.end());
+  while (!pages_.empty() && pages_.back().bytes == 0) pages_.pop_back();
+  const uint32_t n = static_cast<uint32_t>(pages_.size());
+  free_slots_.erase(std::remove_if(free_slots_.begin(), free_slots_.end(),
+                                   [n](uint32_t x) { return x >= n; }),
+                    free_slots_.end());
+  pages_.shrink_to_fit();
+  free_slots_.shrink_to_fit();
 }
 
 }  // namespace hqekv::cache

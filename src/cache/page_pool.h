@@ -1,16 +1,17 @@
-// Storage for the mixed-precision KV store: a slab allocator over fixed-size
-// pages, plus an allocator adaptor that counts every byte of the store's
-// containers. Together they let the store report the bytes it really holds
-// and let a test prove that the report is exact.
+// Storage for the mixed-precision KV store: one shared arena of fixed-size
+// pages for every block size, plus an allocator adaptor that counts every byte
+// of the store's containers. Together they let the store report the bytes it
+// really holds and let a test prove that the report is exact.
 //
-// Pages: every page is `page_bytes` long and belongs to one size class (one
-// block size, a multiple of 16 bytes); a page holds floor(page_bytes / block)
-// blocks, threaded on an intrusive free list stored inside the free blocks
-// themselves (no side table). A page whose last block is freed leaves its
-// class and goes to a small cache of empty pages (reused by any class) or back
-// to the system when the cache is full, so space freed by eviction or by a
-// downgrade to a smaller format is reused by whatever is allocated next.
-// Blocks larger than a page get a dedicated allocation of their own size.
+// Pages: every page is `page_bytes` long and split into 64 units (at least 16
+// bytes each); one 64-bit mask per page says which units are in use. A block
+// takes ceil(bytes / unit) contiguous units, aligned to the largest power of
+// two <= that count, in ANY page with room: blocks of every size share pages
+// (an earlier pool kept one size class per page, so every format mixed in
+// left its own partly filled page: up to 1 bit per element of slack for
+// HqeKV's five tiers at 2048 tokens). A page whose last block is freed goes
+// to a small cache of empty pages or back to the system. Blocks larger than a
+// page get a dedicated allocation of their own (unit-rounded) size.
 //
 // Not thread-safe: one pool per layer, mutated by one thread at a time; reads
 // through Data() may run concurrently with each other.
@@ -62,16 +63,22 @@ int64_t CapacityBytes(const CountedVector<T>& v) {
 // store keeps these instead of pointers so that chunk records stay small.
 struct BlockRef {
   static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  // Not a pool block: up to 4 bytes of data held in `offset` itself (the
+  // store keeps a chunk's tiny metadata, e.g. fp8's one fp16 scale, so
+  // instead of a 64-byte pool unit).
+  static constexpr uint32_t kInline = kNone - 1;
+  static constexpr size_t kInlineBytes = sizeof(uint32_t);
   uint32_t page = kNone;
   uint32_t offset = 0;
   bool valid() const { return page != kNone; }
+  bool is_inline() const { return page == kInline; }
 };
 
 class PagePool {
  public:
-  // page_bytes: a multiple of 64, >= 256. max_cached_pages: how many empty
-  // pages are kept for reuse instead of being returned to the system.
-  // counter: receives +/- every byte the pool allocates (pages and tables).
+  // page_bytes: a multiple of 64, >= 256 (rounded up otherwise). max_cached_pages:
+  // how many empty pages are kept for reuse instead of being returned to the
+  // system. counter: receives +/- every byte the pool allocates (pages and tables).
   PagePool(size_t page_bytes, int max_cached_pages, int64_t* counter);
   ~PagePool();
   PagePool(const PagePool&) = delete;
@@ -87,49 +94,64 @@ class PagePool {
   const uint8_t* Data(BlockRef b) const { return pages_[b.page].data + b.offset; }
 
   size_t page_bytes() const { return page_bytes_; }
+  size_t unit_bytes() const { return unit_; }
   // Page memory held: pages in use, cached empty pages and dedicated blocks.
   int64_t held_bytes() const { return held_bytes_; }
   // Sum of the sizes passed to Allocate for the live blocks.
   int64_t requested_bytes() const { return requested_bytes_; }
-  // Capacity of the pool's own tables (page table, classes, free slots).
+  // Capacity of the pool's own tables (page table, partial list, free slots).
   int64_t table_bytes() const;
   int64_t live_blocks() const { return live_blocks_; }
   int pages_in_use() const { return pages_in_use_; }
   int cached_pages() const { return static_cast<int>(cached_.size()); }
-  // Returns every cached empty page to the system.
+  // Returns every cached empty page to the system and trims the tables to
+  // the slots in use (call between bursts of allocation, e.g. after a
+  // compression event).
   void ReleaseCached();
+  // True when the page table holds many more slots than pages (a burst of
+  // allocation, e.g. fp16 chunks re-quantized to 2 bits, left it sparse).
+  bool SparseTable() const;
+  // Moves the pages of high table slots into free low slots (no data moves:
+  // only the table entries) and trims the table. remap[old slot] = new slot
+  // for every slot that was in use; the caller must rewrite every BlockRef.
+  void CompactTable(std::vector<uint32_t>* remap);
+  // Exchanges the contents of two pools with the same counter.
+  void Swap(PagePool& o);
 
-  // Rounded block size a request of `bytes` gets (16-byte multiple).
+  // The unit of a pool of `page_bytes` pages (as the constructor rounds it).
+  static size_t UnitFor(size_t page_bytes);
+  // Rounded block size a request of `bytes` gets in a pool whose unit is 16
+  // bytes (the smallest unit; 16-byte multiples).
   static size_t BlockSize(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
  private:
   static constexpr int32_t kNil = -1;
-  struct Page {
+  struct Page {                // 24 bytes
     uint8_t* data = nullptr;
-    size_t bytes = 0;         // allocation size (page_bytes_ or a dedicated block)
-    int32_t size_class = kNil;// kNil: dedicated block or free slot
-    int32_t used = 0;         // live blocks
-    int32_t free_head = kNil; // offset of the first free block (intrusive list)
-    uint32_t bump = 0;        // blocks below this offset have been handed out once
-    int32_t prev = kNil, next = kNil;  // neighbours in the class's partial-page list
-  };
-  struct SizeClass {
-    uint32_t block = 0;       // bytes
-    int32_t partial = kNil;   // first page with a free block
+    uint64_t used = 0;         // bit u set = unit u in use (shared pages)
+    uint32_t bytes = 0;        // allocation size; 0 = free slot
+    int32_t partial = kNil;    // index in partial_ (a page with a free unit), or kNil
   };
 
   uint32_t NewPageSlot();
   uint8_t* SystemAlloc(size_t bytes);
   void SystemFree(uint8_t* p, size_t bytes);
-  int32_t ClassFor(uint32_t block);
-  void Unlink(uint32_t page);
-  void PushPartial(uint32_t page);
+  bool Dedicated(const Page& p) const { return p.bytes != page_bytes_; }
+  void AddPartial(uint32_t page);
+  void RemovePartial(uint32_t page);
+  void ReleaseSlot(uint32_t page);
+  // First unit of a free aligned run of k units in page p, or -1; the one
+  // inside the shortest maximal free run (its length in *run_len).
+  int FindRun(const Page& p, int k, int* run_len) const;
 
   size_t page_bytes_;
+  size_t unit_;
+  int units_;                  // units per page (<= 64)
+  uint64_t all_units_;         // mask of the page's units
   int max_cached_;
   int64_t* counter_;
   CountedVector<Page> pages_;
-  CountedVector<SizeClass> classes_;
+  CountedVector<uint32_t> partial_;     // pages with a free unit (not dedicated)
   CountedVector<uint32_t> free_slots_;  // unused entries of pages_
   CountedVector<uint32_t> cached_;      // empty pages kept for reuse (slots in pages_)
   int64_t held_bytes_ = 0;

@@ -109,7 +109,17 @@ Result<TrialScore> LmScorer::Run(const TrialCache& trial, bool record_reference)
       auto cache = policy::CreateCache(spec, g, context);
       if (!cache.ok()) return fail(cache.message());
       lm::WindowHooks hooks;
+      // Memory is measured where `hqekv ppl` and `eval` measure it: after
+      // the window's first n - 1 tokens (they feed the window without its
+      // last token). Measuring after the last one too would report a
+      // different point of a residual cycle (e.g. KIVI just after sealing,
+      // with an empty residual) for the same text.
+      KvStats stats_at_ppl_end;
+      hooks.after_prefill = [&] {
+        if (prefill_ >= window_ - 1) stats_at_ppl_end = (*cache)->Stats();
+      };
       hooks.on_logits = [&](int t, float* logits) {
+        if (t == window_ - 2) stats_at_ppl_end = (*cache)->Stats();
         float* ref = &ref_logp_[(static_cast<size_t>(w) * n_tf + (t - prefill_)) * vocab];
         if (record_reference) {
           lm::LogSoftmax(logits, vocab, ref);
@@ -123,9 +133,8 @@ Result<TrialScore> LmScorer::Run(const TrialCache& trial, bool record_reference)
       const lm::Window win{windows_[w].data(), window_, prefill_, /*first_scored=*/prefill_};
       Status st = lm::RunWindow(step, **cache, win, hooks);
       if (!st.ok()) return fail(st.message());
-      const KvStats stats = (*cache)->Stats();
-      bytes[w] = stats.bytes.total();
-      elements[w] = stats.original_elements;
+      bytes[w] = stats_at_ppl_end.bytes.total();
+      elements[w] = stats_at_ppl_end.original_elements;
     }
   });
   if (!first_error.empty()) return MakeError(first_error);

@@ -60,7 +60,7 @@ class LmScorer : public TrialScorer {
   int n_layers() const override { return src_.config.n_layers; }
   Result<TrialScore> Score(const CacheChoice& choice) override;
 
-  // Scores any cache spec (evaluation: kivi:bits=2, hqekv:bits=2, ...).
+  // Scores any cache spec (evaluation: kivi:nominal_bits=2, hqekv:nominal_bits=2, ...).
   Result<TrialScore> ScoreSpec(const std::string& spec);
 
   int window() const { return window_; }

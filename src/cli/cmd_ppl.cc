@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cache/kv_report.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "model/llama.h"
@@ -23,6 +24,7 @@ struct PplArgs {
   std::string model, text, tokenizer, kv, ref = "fp16";
   int ctx = 0, stride = 0, prefill = 0, threads = 0, ref_top_k = -1;
   int64_t max_tokens = 0;
+  bool kv_report = false;
 };
 
 int Fail(const std::string& msg) {
@@ -93,13 +95,21 @@ int Ppl(const PplArgs& a) {
               (*test_cache)->Describe().c_str());
   std::printf("ppl ref %.4f | ppl test %.4f | KL(ref||test) %.6f nats/token%s | top-1 agreement %.4f\n",
               ref->Perplexity(), s->ppl, s->kl, ref->top_k < ref->vocab ? " (top-k bound)" : "", s->top1_agree);
-  std::printf("test KV after prefill: %lld bytes, %.3f true bits/element (%.3f bits per original element) | "
-              "at end: %lld bytes, %.3f true bits/element\n",
+  // Bits per original element (every byte held x 8 / K and V elements of
+  // every token fed): the figure `calibrate` and `eval` report for the same
+  // state; true bits per KEPT element in brackets.
+  std::printf("test KV after prefill: %s (%lld bytes, %.3f true bits per kept element) | "
+              "at end: %s (%lld bytes, %.3f true bits per kept element)\n",
+              MemorySummary(s->stats_after_prefill).c_str(),
               static_cast<long long>(s->stats_after_prefill.bytes.total()), s->stats_after_prefill.true_bits(),
-              s->stats_after_prefill.bits_per_original(), static_cast<long long>(s->stats_end.bytes.total()),
+              MemorySummary(s->stats_end).c_str(), static_cast<long long>(s->stats_end.bytes.total()),
               s->stats_end.true_bits());
   const std::string note = (*test_cache)->BudgetNote();
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
+  if (a.kv_report) {
+    std::printf("after prefill (peak of the prefill):\n%s", FormatKvReport(s->stats_after_prefill).c_str());
+    std::printf("at end:\n%s", FormatKvReport(s->stats_end).c_str());
+  }
   return 0;
 }
 
@@ -116,6 +126,8 @@ const CommandRegistrar kRegister(11, [](CLI::App& app, int* rc) {
   cmd->add_option("--ref-top-k", a->ref_top_k, "Comparison mode: reference tokens kept per position (0 = all)");
   cmd->add_option("--max-tokens", a->max_tokens, "Use at most N tokens of the text");
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
+  cmd->add_flag("--kv-report", a->kv_report,
+                "Comparison mode: per-layer tiers and bytes of the test cache after prefill and at the end");
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (llama2.c checkpoints only)");
   cmd->callback([a, rc] { *rc = Ppl(*a); });
 });

@@ -176,12 +176,12 @@ int Run(const RunArgs& a) {
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
   std::fprintf(stderr,
                "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s | prefill %.1f tok/s, decode %.1f tok/s "
-               "| KV %lld bytes held, %.3f true bits/element\n",
+               "| %s (%lld bytes held, %.3f true bits per kept element)\n",
                c.name.c_str(), (*cache)->Describe().c_str(), r->prompt_tokens, r->tokens.size(),
                r->hit_context_end ? " (context full)" : "",
                r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
                r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
-               static_cast<long long>(st.bytes.total()), st.true_bits());
+               MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
   const std::string note = (*cache)->BudgetNote();
   if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
   if (a.kv_report) std::fputs(FormatKvReport(st).c_str(), stderr);

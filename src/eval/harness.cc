@@ -25,7 +25,7 @@ std::string UtcNow() {
 }
 
 // Fails when every spec of a policy family is refused (a typo in a name or
-// key); a single refused budget (e.g. hqekv:bits=4 without built-in ratios)
+// key); a single refused budget (e.g. hqekv:nominal_bits=4 without built-in ratios)
 // only marks its cells as failed.
 Status CheckPolicyFamilies(const Suite& suite, const KvGeometry& g, const CacheFactory& make_cache) {
   std::map<std::string, std::pair<int, std::string>> refused;  // family -> (count, first error)

@@ -28,7 +28,7 @@ Plot QualityVsBits(const Summary& s, const std::string& title, const std::string
   for (const auto& r : s.rows) {
     const double y = get(r);
     if (std::isnan(y) || r.bits_per_original <= 0) continue;
-    // Natural-bit variants of one family (kivi:bits=2, kivi:bits=4) share a line.
+    // Natural-bit variants of one family (kivi:nominal_bits=2, kivi:nominal_bits=4) share a line.
     const std::string key = r.family.empty() ? r.policy : r.family;
     if (!by_family.count(key)) order.push_back(key);
     by_family[key].name = key;

@@ -1,9 +1,11 @@
 #include "policy/hqekv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "policy/profile.h"
 #include "policy/selection.h"
+#include "policy/true_bits.h"
 
 namespace hqekv::policy {
 namespace {
@@ -38,12 +40,18 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   } else if (spec.Has("profile")) {
     HQEKV_ASSIGN_OR_RETURN(const Profile p, LoadSpecProfile(spec, ctx, g.n_layers));
     ratios = LayerRatios(p, g.n_layers);
-  } else if (spec.Has("bits")) {
-    auto r = DefaultRatios(spec.Num("bits"));
-    if (!r.ok()) return r.error();
+  } else if (spec.Has("nominal_bits")) {
+    auto r = DefaultRatios(spec.Num("nominal_bits"));
+    if (!r.ok()) {
+      return MakeError(where + ": no built-in tier ratios for nominal_bits=" +
+                       spec.Text("nominal_bits") +
+                       " (built in: 2, 2.8, 3.2, 3.25, the authors' Llama-3.1-8B search); give "
+                       "bits=B (true bits), ratios=r4/r2/r1/r0 or profile=FILE");
+    }
     ratios.assign(g.n_layers, *r);
-  } else {
-    return MakeError(where + ": give one of bits=B, ratios=r4/r2/r1/r0 or profile=FILE");
+  } else if (!spec.Has("bits")) {
+    return MakeError(where + ": give one of bits=B (true bits per element), nominal_bits=B, "
+                             "ratios=r4/r2/r1/r0 or profile=FILE");
   }
   if (spec.Int("decouple") != 0) {
     return MakeError(where + ": decouple=1 (separate K and V eviction sets) is not supported: "
@@ -61,6 +69,13 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   c->ranking_ = *ranking;
   c->sink_ = spec.Int("sink");
   c->units_per_layer_ = c->per_head_ ? g.n_kv_heads : 1;
+  {
+    const double max_sum =
+        static_cast<double>(c->m_) * (c->per_head_ ? g.n_q_heads / g.n_kv_heads : g.n_q_heads);
+    int shift = 0;
+    while (shift < 24 && max_sum * std::ldexp(1.0, shift + 1) <= 32768.0) ++shift;
+    c->sum_scale_ = static_cast<float>(std::ldexp(1.0, shift));
+  }
   for (Tier t : {Tier::kU4, Tier::kU2, Tier::kN1}) {
     for (bool k : {true, false}) {
       const Status s = quant::Validate(c->TierFormat(t, k), kChunk, g.head_dim);
@@ -68,6 +83,36 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
     }
   }
   c->mu_ = std::make_unique<std::mutex[]>(g.n_layers);
+  c->model_.layout.n_kv_heads = g.n_kv_heads;
+  c->model_.layout.head_dim = g.head_dim;
+  c->model_.layout.chunk = kChunk;
+  c->model_.layout.residual_reserve = c->store_->config().residual_reserve < 0
+                                          ? kChunk
+                                          : c->store_->config().residual_reserve;
+  c->model_.layout.unit_bytes = c->store_->Pool(0).unit_bytes();
+  c->model_.layout.page_bytes = c->store_->Pool(0).page_bytes();
+  c->model_.units = c->units_per_layer_;
+  c->model_.pinned = c->pinned_;
+  for (Tier t : {Tier::kF16, Tier::kU4, Tier::kU2, Tier::kN1}) {
+    c->model_.tier_bytes[static_cast<int>(t)] =
+        ChunkPlaneBytes(c->model_.layout, c->TierFormat(t, true), c->TierFormat(t, false));
+  }
+  if (spec.Has("bits") && c->ratios_.empty()) {
+    // True bits: feasible at the cache's full context (the cheapest point;
+    // shorter sequences that cannot meet it hold their minimum and say so).
+    c->true_bits_ = spec.Num("bits");
+    const int64_t n = g.max_ctx;
+    const std::array<double, 4> b = c->model_.TierBits(n);
+    if (c->true_bits_ < b[3] || n / kChunk <= c->pinned_) {
+      return MakeError(where + ": budget " + spec.Text("bits") +
+                       " true bits per element is impossible for this cache: achievable " +
+                       AchievableRange(b[3], b[0], n) +
+                       " (every compressible chunk evicted .. every chunk 4-bit; the " +
+                       std::to_string(c->pinned_) +
+                       " fp16 chunks, the fp16 residual and the bookkeeping are the floor)");
+    }
+    c->ratios_.assign(g.n_layers, SolveBudgetRatios(c->model_, c->true_bits_, n).ratios);
+  }
   c->ResetPolicy();
   return std::unique_ptr<KvCache>(std::move(c));
 }
@@ -95,8 +140,27 @@ void HqekvCache::ResetPolicy() {
   // Move-assigned fresh containers: assign() would keep inner capacities.
   units_ = std::vector<std::vector<Unit>>(g_.n_layers, std::vector<Unit>(units_per_layer_));
   compressed_chunks_.assign(g_.n_layers, 0);
-  to_cur_ = std::vector<std::vector<char>>(g_.n_layers);
-  to_next_ = std::vector<std::vector<char>>(g_.n_layers);
+  budget_below_ = budget_above_ = false;
+  cur_from_.assign(g_.n_layers, 0);
+  next_from_.assign(g_.n_layers, 0);
+}
+
+float HqekvCache::RangeOf(const Unit& U, int i) {
+  return F16ToF32(U.range_max[i / kChunk]) * (static_cast<float>(U.range[i]) / 255.0f);
+}
+
+void HqekvCache::AppendRanges(Unit& U, const std::vector<double>& range) {
+  for (size_t c0 = 0; c0 < range.size(); c0 += kChunk) {
+    double mx = 0;
+    for (size_t t = c0; t < c0 + kChunk; ++t) mx = std::max(mx, range[t]);
+    const f16_t m16 = F32ToF16(static_cast<float>(mx));
+    const double m = F16ToF32(m16);
+    U.range_max.push_back(m16);
+    for (size_t t = c0; t < c0 + kChunk; ++t) {
+      const double q = m > 0 ? std::round(range[t] / m * 255.0) : 0.0;
+      U.range.push_back(static_cast<uint8_t>(std::clamp(q, 0.0, 255.0)));
+    }
+  }
 }
 
 // Which queries of this batch belong to the importance window of an event.
@@ -111,17 +175,16 @@ int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
   const int r_end = store_->ResidualSize(layer, 0);
   const bool event = r_end >= kChunk;
   const int C = event ? r_end - r_end % kChunk : 0;
-  auto& tc = to_cur_[layer];
-  auto& tn = to_next_[layer];
-  tc.assign(n, 0);
-  tn.assign(n, 0);
-  int first = n;
-  for (int i = 0; i < n; ++i) {
+  // r_i = r_end - (n - 1 - i) grows with i: both sets are suffixes.
+  int cur_from = n, next_from = n;
+  for (int i = n - 1; i >= 0; --i) {
     const int r_i = r_end - (n - 1 - i);
-    tc[i] = event ? (i >= n - m_) : (r_i >= kChunk + 1 - m_);
-    tn[i] = event && (r_i - C >= kChunk + 1 - m_);
-    if (tc[i] || tn[i]) first = std::min(first, i);
+    if (event ? (i >= n - m_) : (r_i >= kChunk + 1 - m_)) cur_from = i;
+    if (event && (r_i - C >= kChunk + 1 - m_)) next_from = i;
   }
+  cur_from_[layer] = cur_from;
+  next_from_[layer] = next_from;
+  const int first = std::min(cur_from, next_from);
   if (event && n >= m_) {
     // The whole window is in this batch: forget rows of earlier batches.
     for (Unit& u : units_[layer]) {
@@ -133,24 +196,35 @@ int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
 }
 
 void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
-  const bool c = to_cur_[layer][row.query] != 0, nx = to_next_[layer][row.query] != 0;
+  const bool c = row.query >= cur_from_[layer], nx = row.query >= next_from_[layer];
   if (!c && !nx) return;
   Unit& u = units_[layer][per_head_ ? row.kv_head : 0];
   std::lock_guard<std::mutex> lock(mu_[layer]);
   // Summed over the query heads of the unit (all Hq of the layer by default,
-  // as the reference does) in fp32; the reference sums in fp16 (B14).
-  for (std::vector<float>* acc : {c ? &u.cur : nullptr, nx ? &u.next : nullptr}) {
+  // as the reference does) in fp16 as the reference does (B14): 2 bytes per
+  // kept token while the window is open (fp32 sums cost 0.06 bits per
+  // element more at D = 64 and do not change the ranking measurably).
+  for (std::vector<f16_t>* acc : {c ? &u.cur : nullptr, nx ? &u.next : nullptr}) {
     if (!acc) continue;
-    if (static_cast<int>(acc->size()) < row.n_kept) acc->resize(row.n_kept, 0.0f);
-    for (int j = 0; j < row.n_kept; ++j) (*acc)[j] += row.weights[j];
+    if (static_cast<int>(acc->size()) < row.n_kept) {
+      // The window closes within a chunk of tokens: room for that many,
+      // not push_back's doubling (which would hold twice the sums).
+      if (static_cast<int>(acc->capacity()) < row.n_kept) acc->reserve(row.n_kept + kChunk);
+      acc->resize(row.n_kept, F32ToF16(0.0f));
+    }
+    for (int j = 0; j < row.n_kept; ++j) {
+      if (row.weights[j] != 0.0f) {
+        (*acc)[j] = F32ToF16(F16ToF32((*acc)[j]) + sum_scale_ * row.weights[j]);
+      }
+    }
   }
 }
 
 void HqekvCache::OnAttended(int layer, const int32_t* q_pos, int n, int first) {
   for (Unit& u : units_[layer]) {
     for (int i = first; i < n; ++i) {
-      if (to_cur_[layer][i]) u.cur_q.push_back(q_pos[i]);
-      if (to_next_[layer][i]) u.next_q.push_back(q_pos[i]);
+      if (i >= cur_from_[layer]) u.cur_q.push_back(q_pos[i]);
+      if (i >= next_from_[layer]) u.next_q.push_back(q_pos[i]);
     }
   }
 }
@@ -159,12 +233,32 @@ int64_t HqekvCache::StateBytes(int layer) const {
   int64_t b = 0;
   for (const Unit& u : units_[layer]) {
     b += static_cast<int64_t>(u.tk.capacity() + u.tv.capacity()) * sizeof(Tier);
-    b += static_cast<int64_t>(u.range.capacity()) * sizeof(f16_t);
-    b += static_cast<int64_t>(u.cur.capacity() + u.next.capacity()) * sizeof(float);
+    b += static_cast<int64_t>(u.range.capacity()) * sizeof(uint8_t);
+    b += static_cast<int64_t>(u.range_max.capacity()) * sizeof(f16_t);
+    b += static_cast<int64_t>(u.cur.capacity() + u.next.capacity()) * sizeof(f16_t);
     b += static_cast<int64_t>(u.cur_q.capacity() + u.next_q.capacity()) * sizeof(int32_t);
   }
-  b += static_cast<int64_t>(to_cur_[layer].capacity() + to_next_[layer].capacity());
   return b;
+}
+
+std::string HqekvCache::BudgetNote() const {
+  if (true_bits_ <= 0) return "";
+  char buf[256];
+  if (budget_below_) {
+    std::snprintf(buf, sizeof buf,
+                  "bits=%g is below what this sequence length allows (every compressible chunk "
+                  "evicted); the cache holds that minimum",
+                  true_bits_);
+    return buf;
+  }
+  if (budget_above_) {
+    std::snprintf(buf, sizeof buf,
+                  "bits=%g is above the all-4-bit cost at this length: every chunk is 4-bit and "
+                  "the budget is not used up",
+                  true_bits_);
+    return buf;
+  }
+  return "";
 }
 
 Status HqekvCache::EndBatch(int n, bool is_prefill) {
@@ -192,7 +286,7 @@ Status HqekvCache::Compress(int layer) {
       }
     }
     Unit& U = units_[layer][u];
-    for (double x : range) U.range.push_back(F32ToF16(static_cast<float>(x)));
+    AppendRanges(U, range);
     U.tk.insert(U.tk.end(), new_chunks, Tier::kF16);
     U.tv.insert(U.tv.end(), new_chunks, Tier::kF16);
   }
@@ -204,6 +298,15 @@ Status HqekvCache::Compress(int layer) {
   // r0 holds during decoding too. The reference decays its eviction ratio to
   // ~0 after prefill (digest §3 step 5) and a long generation drifts above
   // the prefill's eviction share.
+  if (true_bits_ > 0) {
+    // bits=B: the ratios that hold B true bits at this length (every byte
+    // of the layer, this policy's state included; true_bits.h).
+    const BudgetRatios br =
+        SolveBudgetRatios(model_, true_bits_, store_->AppendedTokens(layer));
+    ratios_[layer] = br.ratios;
+    budget_below_ = budget_below_ || br.below;
+    budget_above_ = budget_above_ || br.above;
+  }
   const auto counts = AllocateChunks(nb, ratios_[layer], pinned_);
 
   for (int u = 0; u < units_per_layer_; ++u) {
@@ -215,13 +318,13 @@ Status HqekvCache::Compress(int layer) {
     std::vector<int32_t> pos;
     store_->KeptPositions(layer, h_rep, &pos);
     std::vector<double> sum(nc, 0.0);
-    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i) sum[i] = U.cur[i];
+    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i) sum[i] = F16ToF32(U.cur[i]) / sum_scale_;
     const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
     // min_count = m: the window mean (issue 12: dividing the newest tokens'
     // sums by the few queries that see them ranked the newest chunk first).
     const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q, m_);
     std::vector<double> vrange(nc);
-    for (int i = 0; i < nc; ++i) vrange[i] = F16ToF32(U.range[i]);
+    for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
     std::vector<int32_t> pos0(live);
     for (int c = 0; c < live; ++c) pos0[c] = cpos[static_cast<size_t>(c) * kChunk];
     const ChunkScores sc = ScoreChunks(ranking_, a, vrange, pos0, kChunk,
@@ -264,12 +367,13 @@ Status HqekvCache::Compress(int layer) {
     }
     // Compact the per-chunk state, Range(V) and the carried window sums.
     std::vector<Tier> tk, tv;
-    std::vector<f16_t> range;
-    std::vector<float> next;
+    std::vector<uint8_t> range;
+    std::vector<f16_t> range_max, next;
     for (int c = 0; c < live; ++c) {
       if (evicted[c]) continue;
       tk.push_back(U.tk[c]);
       tv.push_back(U.tv[c]);
+      range_max.push_back(U.range_max[c]);
       range.insert(range.end(), U.range.begin() + c * kChunk, U.range.begin() + (c + 1) * kChunk);
       for (int t = c * kChunk; t < (c + 1) * kChunk && t < static_cast<int>(U.next.size()); ++t) {
         next.push_back(U.next[t]);
@@ -279,12 +383,20 @@ Status HqekvCache::Compress(int layer) {
     for (size_t t = nc; t < U.next.size(); ++t) next.push_back(U.next[t]);
     U.tk.swap(tk);
     U.tv.swap(tv);
+    // Exact capacities: push_back's growth would hold up to twice the state.
+    tk.shrink_to_fit();
+    tv.shrink_to_fit();
+    range.shrink_to_fit();
+    range_max.shrink_to_fit();
     U.range.swap(range);
+    U.range_max.swap(range_max);
+    // The window is spent: its sums leave memory until the next one opens.
+    next.shrink_to_fit();
     U.cur.swap(next);
     U.cur_q.swap(U.next_q);
-    std::vector<float>().swap(U.next);
+    std::vector<f16_t>().swap(U.next);
     std::vector<int32_t>().swap(U.next_q);
-    U.cur.shrink_to_fit();
+    U.cur_q.shrink_to_fit();
   }
   return store_->Compact(layer, cache::kAllHeads);
 }

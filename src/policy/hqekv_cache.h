@@ -36,6 +36,7 @@
 #include "policy/selection.h"
 #include "policy/spec.h"
 #include "policy/store_cache.h"
+#include "policy/true_bits.h"
 #include "quant/format.h"
 
 namespace hqekv::policy {
@@ -44,17 +45,25 @@ class HqekvCache final : public StoreBackedCache {
  public:
   // Tier ratios, first found of: ctx.layer_ratios (in memory, one row per
   // layer), ratios=, profile= (policy/profile.h, checked against ctx.model
-  // unless force), bits= (built-in rows).
+  // unless force), nominal_bits= (the paper's 4 r4 + 2 r2 + r1, built-in
+  // rows), bits= (TRUE bits per original element: the ratios are solved at
+  // every compression event from the layer's byte model, true_bits.h, so
+  // the cache holds <= B after prefill and during decode; an error when B is
+  // below the floor at the cache's full context).
   static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
                                                  const CacheContext& ctx);
 
   Status EndBatch(int n, bool is_prefill) override;
+  std::string BudgetNote() const override;
 
   const TierRatios& ratios(int layer) const { return ratios_[layer]; }
   // Current tiers of the live chunks of (layer, unit) (tests).
   const std::vector<Tier>& k_tiers(int layer, int unit) const { return units_[layer][unit].tk; }
   const std::vector<Tier>& v_tiers(int layer, int unit) const { return units_[layer][unit].tv; }
   int64_t chunks_compressed(int layer) const { return compressed_chunks_[layer]; }
+  // The byte model behind bits= (tests compare it with the bytes held).
+  const HqekvCostModel& cost_model() const { return model_; }
+  int pinned_chunks() const { return pinned_; }
 
  protected:
   void ResetPolicy() override;
@@ -64,18 +73,37 @@ class HqekvCache final : public StoreBackedCache {
   int64_t StateBytes(int layer) const override;
 
  private:
+  // Per-unit state, sized for a small footprint (issue 12: the policy's own
+  // state is counted in its true bits): per compressed kept token 1 byte of
+  // Range(V) (+ 2 bytes per chunk), and while an importance window is open
+  // 2 bytes per kept token (fp16 sums, freed at the event).
   struct Unit {
-    std::vector<Tier> tk, tv;       // per live chunk, store chunk order
-    std::vector<f16_t> range;       // Range(V) per compressed kept token, walk order
-    std::vector<float> cur, next;   // attention sums over kept tokens (walk order)
+    std::vector<Tier> tk, tv;            // per live chunk, store chunk order
+    std::vector<uint8_t> range;          // Range(V) per compressed kept token (walk order),
+                                         // in 1/255 of its chunk's range_max
+    std::vector<f16_t> range_max;        // per live chunk: the largest Range(V) of its tokens
+    std::vector<f16_t> cur, next;        // attention sums over kept tokens (walk order)
     std::vector<int32_t> cur_q, next_q;  // positions of the queries summed
   };
+  // Range(V) of compressed kept token i of U (walk order).
+  static float RangeOf(const Unit& U, int i);
+  // Appends the Range(V) of whole chunks (range.size() a multiple of 32).
+  static void AppendRanges(Unit& U, const std::vector<double>& range);
   HqekvCache(const KvGeometry& g, std::string describe);
   quant::Format TierFormat(Tier t, bool is_k) const;
   Status Compress(int layer);
 
-  std::vector<TierRatios> ratios_;  // per layer
+  std::vector<TierRatios> ratios_;  // per layer (bits=: the last event's)
+  double true_bits_ = 0;            // bits=B, else 0
+  HqekvCostModel model_;
+  bool budget_below_ = false, budget_above_ = false;
   int m_ = 20;
+  // Window sums are held in fp16 scaled by sum_scale_ (a power of two, so
+  // exact), the largest that keeps the biggest possible sum (m queries x the
+  // unit's query heads, each row summing to 1) under 32768: small weights
+  // (1e-9 and up) then stay above fp16's smallest subnormal (6e-8) instead of
+  // rounding to 0, so low-attention chunks still rank by their attention.
+  float sum_scale_ = 1.0f;
   int pinned_ = 2;
   bool per_head_ = false;
   bool hadamard_ = false;
@@ -84,8 +112,9 @@ class HqekvCache final : public StoreBackedCache {
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)
-  // Which queries of the current batch go to `cur` / `next` ([layer][query]).
-  std::vector<std::vector<char>> to_cur_, to_next_;
+  // Queries of the current batch from these indices on go to `cur` / `next`
+  // ([layer]; the batch size when none): both sets are suffixes of the batch.
+  std::vector<int> cur_from_, next_from_;
   std::unique_ptr<std::mutex[]> mu_;  // [layer]: rows of different KV heads arrive concurrently
 };
 

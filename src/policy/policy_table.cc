@@ -76,12 +76,18 @@ std::vector<PolicyInfo> BuildTable() {
                "KIVI: K per-channel over 32-token groups, V per-token over groups of channels; "
                "the newest tokens stay fp16 until `residual` accumulate, then full groups are "
                "quantized",
-               {Choice("bits", "2", {"2", "4"}, "bits per K and V code"),
+               {Choice("nominal_bits", "2", {"2", "4"},
+                       "bits per K and V code (the paper's KIVI-2 / KIVI-4)"),
+                // Not a budget key for `eval`: KIVI's memory follows from its
+                // two formats; bits=B only picks one of them.
+                Real("bits", "", 0.01, 15.99,
+                     "TRUE bits per original element: the widest code (4, else 2) whose every "
+                     "byte fits B at the cache's full context"),
                 Int("group", "32", 1, 4096,
                     "V channels per group (clamped to head_dim; must divide it)"),
                 Int("residual", "128", 32, 1 << 20,
                     "fp16 residual length R, a multiple of 32: quantize when R tokens wait")},
-               {},
+               {{"bits", "nominal_bits"}},
                QuantCache::Create});
   t.push_back({"streaming",
                "StreamingLLM: the first `sink` tokens plus the newest tokens (a window)",
@@ -125,9 +131,14 @@ std::vector<PolicyInfo> BuildTable() {
        "HqeKV hybrid: 32-token chunks ranked by attention (K) and attention x Range(V) (V), "
        "top chunks fp16, then uniform-4, uniform-2, normal-1, evicted by the tier ratios; "
        "re-ranked at prefill and every 32 tokens, downgrade only",
-       {Budget(Real("bits", "", 0.01, 16.0,
-                    "target B_avg = 4 r4 + 2 r2 + r1; built-in Llama-3.1-8B ratios for 2, 2.8, "
-                    "3.2, 3.25")),
+       {Budget(Real("bits", "", 0.01, 15.99,
+                    "budget in TRUE bits per original element (every byte held: codes, scales, "
+                    "fp16 chunks, residual, bookkeeping); tier ratios solved from the layer's "
+                    "byte model at every event: u4/u2 mixed, n1 and eviction only below the "
+                    "all-u2 cost")),
+        Budget(Real("nominal_bits", "", 0.01, 16.0,
+                    "the paper's nominal B_avg = 4 r4 + 2 r2 + r1; built-in Llama-3.1-8B ratios "
+                    "for 2, 2.8, 3.2, 3.25")),
         Budget(Text("ratios", "tier ratios r4/r2/r1/r0 (4-bit, 2-bit, 1-bit, evicted), sum 1")),
         Budget(Text("profile",
                     "calibration profile JSON {\"ratios\": {\"r4\":..,\"r2\":..,\"r1\":..,\"r0\":..}}")),
@@ -146,7 +157,7 @@ std::vector<PolicyInfo> BuildTable() {
                "policy/profile.h)"),
         Choice("decouple", "0", {"0", "1"},
                "separate K and V eviction sets (not supported: the store evicts K and V together)")},
-       {{"bits", "ratios", "profile"}},
+       {{"bits", "nominal_bits", "ratios", "profile"}},
        HqekvCache::Create});
   return t;
 }

@@ -1,8 +1,51 @@
 #include "policy/quant_cache.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "policy/true_bits.h"
 
 namespace hqekv::policy {
+
+namespace {
+
+// Bytes of one KIVI layer after n tokens at code width `bits` (true_bits.h),
+// at the worst point of the residual cycle (R - 1 tokens waiting).
+int64_t KiviLayerBytes(const KvGeometry& g, int bits, int group, int residual, int64_t n) {
+  LayerLayout l;
+  l.n_kv_heads = g.n_kv_heads;
+  l.head_dim = g.head_dim;
+  l.page_bytes = cache::KvStore::AutoPageBytes(32, g.head_dim);
+  l.unit_bytes = cache::PagePool::UnitFor(l.page_bytes);
+  const quant::Format kf = quant::Uniform(bits, quant::Grouping::kPerChannel);
+  const quant::Format vf = quant::Uniform(bits, quant::Grouping::kPerToken, group);
+  const int64_t waiting = std::min<int64_t>(n, residual - 1);
+  const int64_t chunks = (n - waiting) / 32;
+  const int64_t planes = chunks * ChunkPlaneBytes(l, kf, vf);
+  // Capacity: the reserve (32) after a seal, growing to R - 1 tokens.
+  return planes + StoreOverheadBytes(l, chunks, std::max<int64_t>(waiting, 32), planes);
+}
+
+}  // namespace
+
+Result<int> KiviBitsForBudget(const PolicySpec& spec, const KvGeometry& g, int group,
+                              int residual) {
+  const double budget = spec.Num("bits");
+  const int64_t n = g.max_ctx;
+  const double b4 = LayerBits(LayerLayout{g.n_kv_heads, g.head_dim},
+                              KiviLayerBytes(g, 4, group, residual, n), n);
+  const double b2 = LayerBits(LayerLayout{g.n_kv_heads, g.head_dim},
+                              KiviLayerBytes(g, 2, group, residual, n), n);
+  if (budget >= b4) return 4;
+  if (budget >= b2) return 2;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "budget %s true bits per element is below KIVI's cheapest layout: at %lld tokens "
+                "(residual %d) 2-bit codes hold %.3f and 4-bit codes %.3f true bits per element; "
+                "give bits >= %.3f, a shorter residual=, or nominal_bits=2|4",
+                spec.Text("bits").c_str(), static_cast<long long>(n), residual, b2, b4, b2);
+  return MakeError("KV policy '" + spec.Canonical() + "': " + buf);
+}
 
 QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format kf,
                        quant::Format vf, int residual_len)
@@ -19,7 +62,7 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
   } else if (spec.name == "int8") {
     kf = vf = quant::Int8PerToken();
   } else if (spec.name == "kivi") {
-    const int bits = spec.Int("bits");
+    int bits = spec.Int("nominal_bits");
     // V groups of `group` channels, clamped to head_dim (the bundled model has
     // D = 8, smaller than KIVI's 32).
     const int group = std::min(spec.Int("group"), D);
@@ -31,6 +74,10 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
     if (residual <= 0 || residual % 32 != 0) {
       return MakeError("KV policy '" + spec.Canonical() + "': residual " +
                        std::to_string(residual) + " must be a positive multiple of 32 (the chunk)");
+    }
+    if (spec.Given("bits")) {
+      // True bits: the widest code whose cache fits B at the full context.
+      HQEKV_ASSIGN_OR_RETURN(bits, KiviBitsForBudget(spec, g, group, residual));
     }
     kf = quant::Uniform(bits, quant::Grouping::kPerChannel);
     vf = quant::Uniform(bits, quant::Grouping::kPerToken, group);

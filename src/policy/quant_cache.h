@@ -19,6 +19,12 @@
 
 namespace hqekv::policy {
 
+// KIVI's code width (4 or 2) for a true-bits budget bits=B: the widest whose
+// layer, every byte counted (true_bits.h) at the worst point of the residual
+// cycle, fits B at the cache's full context (g.max_ctx tokens); an error with
+// both costs when even 2 bits do not fit.
+Result<int> KiviBitsForBudget(const PolicySpec& spec, const KvGeometry& g, int group, int residual);
+
 class QuantCache final : public StoreBackedCache {
  public:
   // spec: fp8, int8 or kivi (already parsed). Errors: bad geometry, kivi

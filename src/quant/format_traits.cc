@@ -93,7 +93,12 @@ constexpr bool RowsComplete() {
 }
 static_assert(RowsInKindOrder(), "kTable rows must follow quant::Kind order");
 static_assert(kRows == static_cast<size_t>(Kind::kNormal) + 1, "one row per quant::Kind");
+// GCC's UBSan instruments the function-pointer null checks, which makes them
+// non-constant: the sanitizer build skips this one (the release build, which
+// CI also runs, keeps it).
+#ifndef HQEKV_SANITIZED
 static_assert(RowsComplete(), "every row needs sizes, a reference and a legal default width");
+#endif
 
 }  // namespace
 

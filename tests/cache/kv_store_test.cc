@@ -567,3 +567,50 @@ TEST(KvStore, TrueBitsOfAQuantizedStoreIncludeEveryByte) {
 
 }  // namespace
 }  // namespace hqekv::cache
+
+namespace hqekv::cache {
+namespace {
+
+// HqeKV's pattern: chunks sealed fp16, then re-quantized to 4 and later 2
+// bits, a few evicted, Compact after every event. The shared arena's slack
+// stays small (repacked past a threshold), the accounting stays exact, and
+// every kept value survives the moves bit for bit.
+TEST(KvStore, FormatChurnKeepsSlackSmallAndAccountingExact) {
+  const int H = 2, D = 64, G = 32;
+  auto s = MakeStore(1, H, D, G);
+  std::mt19937 rng(99);
+  const Format u4k = quant::Uniform(4, Grouping::kPerChannel), u4v = quant::Uniform(4, Grouping::kPerToken, 32);
+  const Format u2k = quant::Uniform(2, Grouping::kPerChannel), u2v = quant::Uniform(2, Grouping::kPerToken, 32);
+  const Format n1k = quant::Normal(1, Grouping::kPerChannel), n1v = quant::Normal(1, Grouping::kPerToken, 32);
+  int32_t next = 0;
+  for (int event = 0; event < 80; ++event) {
+    AppendTokens(*s, 0, Range(next, next + G));
+    next += G;
+    ASSERT_TRUE(s->Seal(0, kAllHeads, G, quant::F16(), quant::F16()).ok());
+    const int nc = s->NumChunks(0, 0);
+    for (int c = 0; c < nc; ++c) {
+      if (!s->Chunk(0, 0, c).live()) continue;
+      const int r = static_cast<int>(rng() % 10);
+      const std::string k = quant::FormatName(s->Chunk(0, 0, c).k_format);
+      if (r < 3 && k == "f16") ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u4k, u4v).ok());
+      else if (r < 5 && k.rfind("u4", 0) == 0) ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u2k, u2v).ok());
+      else if (r < 6 && k.rfind("u2", 0) == 0) ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, n1k, n1v).ok());
+      else if (r == 9 && rng() % 8 == 0) ASSERT_TRUE(s->EvictChunk(0, kAllHeads, c).ok());
+    }
+    // Reconstruction before the event's Compact (which may move blocks).
+    std::vector<float> k0(s->KeptTokens(0, 1) * D), v0(k0.size());
+    s->DequantizeKept(0, 1, k0.data(), v0.data());
+    ASSERT_TRUE(s->Compact(0, kAllHeads).ok());
+    std::vector<float> k1(k0.size()), v1(v0.size());
+    s->DequantizeKept(0, 1, k1.data(), v1.data());
+    ASSERT_EQ(k0, k1) << "event " << event;
+    ASSERT_EQ(v0, v1) << "event " << event;
+    ExpectAccountingExact(*s);
+    const int64_t slack = s->PoolSlackBytes(0);
+    EXPECT_LE(slack, std::max<int64_t>(2 * s->Pool(0).page_bytes(), s->Pool(0).requested_bytes() / 32))
+        << "event " << event;
+  }
+}
+
+}  // namespace
+}  // namespace hqekv::cache

@@ -44,7 +44,10 @@ TEST_F(LmScorerTest, ReferenceCacheScoresZeroAndPlainCachesAreCheap) {
   auto same = (*s)->ScoreSpec("fp16");
   ASSERT_TRUE(same.ok()) << same.message();
   EXPECT_EQ(same->kl, 0.0);  // deterministic: the reference itself
-  EXPECT_NEAR(same->true_bits, 16.5, 0.5);  // fp16 + positions (16.5) + page tables, headers
+  // fp16 + positions (16.5) + the last page's slack (127 tokens measured, as
+  // ppl does, in 32-token pages) + page tables and headers.
+  EXPECT_GE(same->true_bits, 16.5);
+  EXPECT_LE(same->true_bits, 17.25);
   auto f32 = (*s)->ScoreSpec("fp32");
   ASSERT_TRUE(f32.ok());
   EXPECT_GT(f32->kl, 0.0);  // fp16 rounding of K/V is visible...

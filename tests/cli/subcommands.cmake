@@ -10,10 +10,10 @@ set(_out ${CMAKE_CURRENT_BINARY_DIR})
 # ---- policies ----------------------------------------------------------------
 hqekv_cli_success(NAME cli_policies_list ARGS policies
   REGEX "fp16[^a-z]+uncompressed fp16.*fp32[^a-z]+uncompressed fp32.*fp8[^a-z]+FP8 E4M3.*int8[^a-z]+symmetric int8.*kivi[^a-z]+KIVI.*bits +2\\|4 +default 2.*streaming[^a-z]+StreamingLLM.*h2o[^a-z]+H2O.*snapkv.*pyramid.*hqekv")
-hqekv_cli_success(NAME cli_policies_check ARGS policies --check kivi:bits=4
-  REGEX "kivi[^a-z]+bits=4[^a-z]+group=32  \\(default\\)[^a-z]+residual=128  \\(default\\)")
-hqekv_cli_failure(NAME cli_err_policies_check_bad_value ARGS policies --check kivi:bits=3
-  MSG "bits=3: must be one of 2|4")
+hqekv_cli_success(NAME cli_policies_check ARGS policies --check kivi:nominal_bits=4
+  REGEX "kivi[^a-z]+group=32  \\(default\\)[^a-z]+nominal_bits=4[^a-z]+residual=128  \\(default\\)")
+hqekv_cli_failure(NAME cli_err_policies_check_bad_value ARGS policies --check kivi:nominal_bits=3
+  MSG "nominal_bits=3: must be one of 2|4")
 
 # ---- study quant -------------------------------------------------------------
 # The paper's claims on seeded Gaussian vectors: range correlates with loss;

@@ -197,12 +197,12 @@ TEST(Harness, DeterministicWithoutCache) {
 }
 
 TEST(Suites, ExpandBudgetsAndBuiltins) {
-  auto p = ExpandPolicies({"fp16", "snapkv", "kivi:bits=2", "hqekv:bits=3.25", "snapkv"}, {2, 3.2});
+  auto p = ExpandPolicies({"fp16", "snapkv", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.25", "snapkv"}, {2, 3.2});
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[1].spec, "snapkv:bits=2");
   EXPECT_EQ(p[2].spec, "snapkv:bits=3.2");
   EXPECT_DOUBLE_EQ(p[2].budget, 3.2);
-  EXPECT_EQ(p[3].spec, "kivi:bits=2");
+  EXPECT_EQ(p[3].spec, "kivi:nominal_bits=2");
   EXPECT_EQ(p[3].budget, -1);
   EXPECT_DOUBLE_EQ(p[4].budget, 3.25);
   // A spec with options but no budget key is expanded too; one with a budget key is not.
@@ -218,8 +218,8 @@ TEST(Suites, ExpandBudgetsAndBuiltins) {
   ASSERT_TRUE(paper.ok());
   std::vector<std::string> specs;
   for (const auto& x : paper->policies) specs.push_back(x.spec);
-  for (const char* want : {"fp16", "kivi:bits=2", "hqekv:bits=2", "hqekv:bits=2.8", "hqekv:bits=3.2",
-                           "hqekv:bits=3.25", "fp8", "kivi:bits=4", "h2o:bits=3.2",
+  for (const char* want : {"fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=2", "hqekv:nominal_bits=2.8", "hqekv:nominal_bits=3.2",
+                           "hqekv:nominal_bits=3.25", "fp8", "kivi:nominal_bits=4", "h2o:bits=3.2",
                            "streaming:bits=3.2", "snapkv:window=8,bits=3.2", "pyramid:window=8,bits=3.2"})
     EXPECT_NE(std::find(specs.begin(), specs.end(), want), specs.end()) << want;
   auto big = MakeSuite("paper", 2048, {}, {}, 0);

@@ -77,10 +77,10 @@ void CheckBands(const Window& w, const std::vector<Band>& bands) {
 }
 
 // Planted bugs measured against these bands (scripts/mutate.sh), KL:
-//   ranking backwards (PlanTiers)      hqekv:bits=2  0.0061 -> 0.21,
-//                                      hqekv:bits=3.2 0.00018 -> 0.19
-//   HqeKV u4 tier storing 2-bit codes  hqekv:bits=3.2 0.00018 -> 0.0061
-//   kivi:bits=4 storing 2-bit codes    0.00004 -> 0.0057
+//   ranking backwards (PlanTiers)      hqekv:nominal_bits=2  0.0061 -> 0.21,
+//                                      hqekv:nominal_bits=3.2 0.00018 -> 0.19
+//   HqeKV u4 tier storing 2-bit codes  hqekv:nominal_bits=3.2 0.00018 -> 0.0061
+//   kivi:nominal_bits=4 storing 2-bit codes    0.00004 -> 0.0057
 //   H2O keeping the lowest scores      0.0150 -> 0.0282
 //   SnapKV keeping the lowest votes    snapkv 0.0130 -> 0.046, pyramid 0.029 -> 0.064
 // Window: 256 tokens of TinyStories validation text, 192 compressed.
@@ -88,19 +88,19 @@ TEST(PolicyQualityBand, Stories260K) {
   CheckBands({"stories260K.gguf", "tinystories_val_subset.txt", 0, 256, 192},
              {{"fp8", 0.00559, 0.95},
               {"int8", 0.00034, 0.95},
-              {"kivi:bits=4", 0.000041, 0.96},
-              {"kivi:bits=2", 0.00569, 0.92},
+              {"kivi:nominal_bits=4", 0.000041, 0.96},
+              {"kivi:nominal_bits=2", 0.00569, 0.92},
               {"streaming", 0.01759, 0.93},
               {"h2o", 0.01498, 0.93},
               {"snapkv:window=8", 0.01295, 0.96},
               {"pyramid:window=8", 0.02914, 0.90},
-              {"hqekv:bits=2", 0.00613, 0.90},
-              {"hqekv:bits=3.2", 0.00018, 0.95}});
+              {"hqekv:nominal_bits=2", 0.00613, 0.90},
+              {"hqekv:nominal_bits=3.2", 0.00018, 0.95}});
 }
 
-// Planted bugs, KL: ranking backwards hqekv:bits=2 0.0203 -> 0.086,
-// hqekv:bits=3.2 0.0071 -> 0.068; u4 tier storing 2-bit codes hqekv:bits=3.2
-// 0.0071 -> 0.0203; kivi:bits=4 storing 2-bit codes 0.0009 -> 0.024; H2O
+// Planted bugs, KL: ranking backwards hqekv:nominal_bits=2 0.0203 -> 0.086,
+// hqekv:nominal_bits=3.2 0.0071 -> 0.068; u4 tier storing 2-bit codes hqekv:nominal_bits=3.2
+// 0.0071 -> 0.0203; kivi:nominal_bits=4 storing 2-bit codes 0.0009 -> 0.024; H2O
 // backwards 0.021 -> 0.36; SnapKV backwards 0.015 -> 0.31, pyramid 0.011 ->
 // 0.19.
 // Window: 320 tokens of the held-out book (pg11), 256 compressed.
@@ -108,14 +108,14 @@ TEST(PolicyQualityBand, RefModel4l) {
   CheckBands({"refmodel-4l.gguf", "pg11_alice_in_wonderland.txt", 20000, 320, 256},
              {{"fp8", 0.00038, 0.95},
               {"int8", 0.0000079, 0.98},
-              {"kivi:bits=4", 0.00090, 0.93},
-              {"kivi:bits=2", 0.02420, 0.85},
+              {"kivi:nominal_bits=4", 0.00090, 0.93},
+              {"kivi:nominal_bits=2", 0.02420, 0.85},
               {"streaming", 0.02772, 0.82},
               {"h2o", 0.02079, 0.85},
               {"snapkv", 0.01521, 0.90},
               {"pyramid", 0.01138, 0.92},
-              {"hqekv:bits=2", 0.02029, 0.85},
-              {"hqekv:bits=3.2", 0.00713, 0.92}});
+              {"hqekv:nominal_bits=2", 0.02029, 0.85},
+              {"hqekv:nominal_bits=3.2", 0.00713, 0.92}});
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ EvalRun SampleRun() {
   r.model = "m<&>";
   r.command = "hqekv eval --suite unit";
   r.cells = {Q("fp16", "lm", 0.4, 0, 16), Q("fp16", "passkey", 0.0, 0, 16, 1e-5), Q("fp16", "copy", 0.9, 0, 16),
-             Q("kivi:bits=2", "lm", 0.3, 0.05, 3), Q("kivi:bits=2", "passkey", 0.0, 0.1, 3, 1e-5),
-             Q("kivi:bits=2", "copy", 0.7, 0.1, 3)};
+             Q("kivi:nominal_bits=2", "lm", 0.3, 0.05, 3), Q("kivi:nominal_bits=2", "passkey", 0.0, 0.1, 3, 1e-5),
+             Q("kivi:nominal_bits=2", "copy", 0.7, 0.1, 3)};
   CellResult sp;
   sp.kind = "speed";
   sp.task = "speed";
@@ -68,7 +68,7 @@ TEST(Report, JsonRoundTrip) {
   auto back = RunFromJson(ResultsJson(r));
   ASSERT_TRUE(back.ok()) << back.message();
   ASSERT_EQ(back->cells.size(), r.cells.size());
-  EXPECT_EQ(back->cells[3].policy, "kivi:bits=2");
+  EXPECT_EQ(back->cells[3].policy, "kivi:nominal_bits=2");
   EXPECT_DOUBLE_EQ(back->cells[3].kl, 0.05);
   EXPECT_EQ(back->command, r.command);
   EXPECT_FALSE(RunFromJson(nlohmann::json::object()).ok());

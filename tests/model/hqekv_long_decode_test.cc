@@ -63,8 +63,8 @@ LongRun GenerateLong(const std::string& spec) {
 }
 
 TEST(HqekvLongDecode, Bits2AndBits32StayApartAfterALongGeneration) {
-  const LongRun lo = GenerateLong("hqekv:bits=2");
-  const LongRun hi = GenerateLong("hqekv:bits=3.2");
+  const LongRun lo = GenerateLong("hqekv:nominal_bits=2");
+  const LongRun hi = GenerateLong("hqekv:nominal_bits=3.2");
   EXPECT_NEAR(lo.u4_share, lo.r4, 0.05);
   EXPECT_NEAR(hi.u4_share, hi.r4, 0.05);
   EXPECT_GT(hi.bits_per_original, lo.bits_per_original + 0.8)

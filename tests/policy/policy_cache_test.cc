@@ -23,10 +23,10 @@ using testing::SmallGeometry;
 // dequantized kept tokens: fused dequant-dot in fp32 vs fp64 reference.
 // Tolerance 2e-4 absolute (outputs are O(1): averages of N(0,1) values).
 TEST(PolicyCache, EveryPolicyMatchesTheNaiveReference) {
-  const char* specs[] = {"fp8",          "int8",           "kivi:bits=2,residual=32",
-                         "kivi:bits=4",  "streaming:sink=4,window=40", "h2o:keep=0.5",
+  const char* specs[] = {"fp8",          "int8",           "kivi:nominal_bits=2,residual=32",
+                         "kivi:nominal_bits=4",  "streaming:sink=4,window=40", "h2o:keep=0.5",
                          "snapkv:keep=0.4,window=8", "pyramid:keep=0.4,window=8",
-                         "hqekv:bits=2", "hqekv:bits=3.2,per_head=1", "hqekv:bits=2.8,hadamard=1",
+                         "hqekv:nominal_bits=2", "hqekv:nominal_bits=3.2,per_head=1", "hqekv:nominal_bits=2.8,hadamard=1",
                          "h2o:bits=4",   "snapkv:bits=6,window=8"};
   for (const char* spec : specs) {
     auto c = MustMake(spec, SmallGeometry());
@@ -70,18 +70,18 @@ TEST(PolicyCache, QuantizersStayCloseToExactAttention) {
   struct Case {
     const char* spec;
     double tol;
-  } cases[] = {{"int8", 0.02}, {"fp8", 0.08}, {"kivi:bits=4,residual=32", kHalfU4Step}};
+  } cases[] = {{"int8", 0.02}, {"fp8", 0.08}, {"kivi:nominal_bits=4,residual=32", kHalfU4Step}};
   for (const auto& cs : cases) {
     const double worst = WorstDecodeError(cs.spec);
     EXPECT_LT(worst, cs.tol) << cs.spec;
     EXPECT_GT(worst, 0.0) << cs.spec;  // it is really compressed
   }
-  EXPECT_GT(WorstDecodeError("kivi:bits=2,residual=32"), kHalfU4Step);  // the bound tells 4 from 2 bits
+  EXPECT_GT(WorstDecodeError("kivi:nominal_bits=2,residual=32"), kHalfU4Step);  // the bound tells 4 from 2 bits
 }
 
 TEST(PolicyCache, PrefillAttentionIsExact) {
   const KvGeometry g = SmallGeometry();
-  auto c = MustMake("hqekv:bits=2", g);
+  auto c = MustMake("hqekv:nominal_bits=2", g);
   auto ref = MustMake("fp16", g);
   Driver a(c.get(), 11), b(ref.get(), 11);
   a.Step(100, true, false);
@@ -326,7 +326,7 @@ TEST(PolicyCache, HqekvTierCountsFollowTheRatiosAndNeverUpgrade) {
 }
 
 TEST(PolicyCache, RunsAreDeterministicAndResetForgetsEverything) {
-  for (const char* spec : {"hqekv:bits=2", "h2o:keep=0.3", "kivi:bits=2", "snapkv:bits=4,window=8"}) {
+  for (const char* spec : {"hqekv:nominal_bits=2", "h2o:keep=0.3", "kivi:nominal_bits=2", "snapkv:bits=4,window=8"}) {
     const KvGeometry g = SmallGeometry();
     auto a = MustMake(spec, g), b = MustMake(spec, g);
     Driver da(a.get(), 21), db(b.get(), 21);
@@ -373,10 +373,10 @@ TEST(PolicyCache, CreationErrors) {
   };
   EXPECT_NE(err("kivi:group=16").find("does not divide head_dim 24"), std::string::npos);
   EXPECT_NE(err("kivi:residual=40").find("multiple of 32"), std::string::npos);
-  EXPECT_NE(err("hqekv:bits=2.5").find("no built-in tier ratios"), std::string::npos);
+  EXPECT_NE(err("hqekv:nominal_bits=2.5").find("no built-in tier ratios"), std::string::npos);
   EXPECT_NE(err("hqekv").find("give one of bits"), std::string::npos);
-  EXPECT_NE(err("hqekv:bits=2,decouple=1").find("not supported"), std::string::npos);
-  EXPECT_NE(err("hqekv:bits=2,hadamard=1").find("power-of-two"), std::string::npos);
+  EXPECT_NE(err("hqekv:nominal_bits=2,decouple=1").find("not supported"), std::string::npos);
+  EXPECT_NE(err("hqekv:nominal_bits=2,hadamard=1").find("power-of-two"), std::string::npos);
   EXPECT_NE(err("hqekv:profile=/nonexistent/p.json").find("cannot read profile"),
             std::string::npos);
   EXPECT_NE(err("h2o:heavy=4").find("heavy and recent together"), std::string::npos);
@@ -384,7 +384,7 @@ TEST(PolicyCache, CreationErrors) {
   EXPECT_NE(err("nope").find("unknown KV policy"), std::string::npos);
   KvGeometry bad = g;
   bad.n_kv_heads = 3;
-  EXPECT_FALSE(MakeKvCache("hqekv:bits=2", bad).ok());
+  EXPECT_FALSE(MakeKvCache("hqekv:nominal_bits=2", bad).ok());
   EXPECT_FALSE(MakeKvCache("snapkv", bad).ok());
 }
 

@@ -110,7 +110,7 @@ TEST(Profile, SaveRefusesToOverwriteAndLoadReportsMissingFiles) {
   EXPECT_FALSE(CreateCache(*ParseSpec("hqekv:profile=" + path), KvGeometry{3, 2, 1, 8, 128},
                            CacheContext{})
                    .ok());  // 2 per_layer rows, 3 layers
-  EXPECT_TRUE(CheckSpecForModel(*ParseSpec("kivi:bits=2"), other).ok());
+  EXPECT_TRUE(CheckSpecForModel(*ParseSpec("kivi:nominal_bits=2"), other).ok());
   EXPECT_FALSE(CheckSpecForModel(*ParseSpec("hqekv:profile=" + dir + "/none.json"), own).ok());
   auto missing = LoadProfile(dir + "/none.json");
   ASSERT_FALSE(missing.ok());

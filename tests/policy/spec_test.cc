@@ -17,7 +17,7 @@ TEST(Spec, DefaultsAreFilledIn) {
   auto r = ParseSpec("kivi");
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(r->name, "kivi");
-  EXPECT_EQ(r->Int("bits"), 2);
+  EXPECT_EQ(r->Int("nominal_bits"), 2);
   EXPECT_EQ(r->Int("group"), 32);
   EXPECT_EQ(r->Int("residual"), 128);
   EXPECT_TRUE(r->given.empty());
@@ -55,7 +55,7 @@ TEST(Spec, UnknownKeyListsKnownKeys) {
 }
 
 TEST(Spec, OutOfRangeAndMalformedValues) {
-  EXPECT_NE(ErrorOf("kivi:bits=3").find("must be one of 2|4"), std::string::npos);
+  EXPECT_NE(ErrorOf("kivi:nominal_bits=3").find("must be one of 2|4"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:keep=1.5").find("out of range"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:keep=0").find("out of range"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:bits=16").find("out of range"), std::string::npos);
@@ -75,7 +75,7 @@ TEST(Spec, ExclusiveBudgetKeys) {
   EXPECT_NE(ErrorOf("snapkv:keep=0.5,bits=3").find("at most one of keep and bits"),
             std::string::npos);
   EXPECT_NE(ErrorOf("streaming:window=64,keep=0.5").find("at most one"), std::string::npos);
-  EXPECT_NE(ErrorOf("hqekv:bits=2,ratios=0.5/0.5/0/0").find("at most one"), std::string::npos);
+  EXPECT_NE(ErrorOf("hqekv:nominal_bits=2,ratios=0.5/0.5/0/0").find("at most one"), std::string::npos);
   EXPECT_EQ(ErrorOf("h2o:heavy=10,recent=10"), "<ok>");
   EXPECT_NE(ErrorOf("h2o:heavy=10,keep=0.2").find("at most one"), std::string::npos);
 }
@@ -94,7 +94,7 @@ TEST(Table, EveryRowCreatesItsPolicy) {
   const KvGeometry g{2, 4, 2, 32, 1 << 12};
   for (const PolicyInfo& p : PolicyTable()) {
     ASSERT_NE(p.create, nullptr) << p.name;
-    const std::string text = p.name == "hqekv" ? "hqekv:bits=2" : p.name;
+    const std::string text = p.name == "hqekv" ? "hqekv:nominal_bits=2" : p.name;
     auto spec = ParseSpec(text);
     ASSERT_TRUE(spec.ok()) << spec.message();
     auto c = CreateCache(*spec, g, CacheContext{});
@@ -120,7 +120,10 @@ TEST(Table, BudgetKeys) {
   EXPECT_FALSE(has("h2o:recent_share=0.3"));
   EXPECT_TRUE(has("hqekv:ratios=0.25/0.25/0.25/0.25"));
   EXPECT_TRUE(has("pyramid:keep=0.5"));
-  EXPECT_FALSE(has("kivi:bits=2"));  // code bits, not a budget key
+  EXPECT_FALSE(has("kivi:nominal_bits=2"));  // code bits, not a budget key
+  EXPECT_FALSE(has("kivi:bits=3.5"));        // picks one of KIVI's two formats
+  EXPECT_TRUE(has("hqekv:bits=3.5"));        // true bits
+  EXPECT_TRUE(has("hqekv:nominal_bits=2"));  // the paper's nominal average
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+// Analytic byte model of one layer of a store-backed cache (cache/kv_store.h),
+// used to turn a TRUE-bits budget (bits=B: every byte held, divided by the K
+// and V elements of every token ever appended) into a configuration: HqeKV's
+// tier ratios at each compression event, KIVI's code width.
+//
+// The model counts what the store and the policy hold, as upper bounds where
+// the layout varies: chunk planes rounded to the pool's units, chunk records
+// (56 bytes, capacity growing by 1/8), the fp16 residual with its reserve,
+// one partly filled page, the page table, per-layer headers, and the policy's
+// own state. tests/policy/true_bits_test.cc checks it against the bytes the
+// caches really hold (within 1%).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "policy/hqekv_alloc.h"
+#include "quant/format.h"
+
+namespace hqekv::policy {
+
+struct LayerLayout {
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int chunk = 32;
+  int residual_reserve = 32;  // spare residual tokens kept after a seal
+  size_t unit_bytes = 16;     // pool unit (block rounding)
+  size_t page_bytes = 4096;
+};
+
+// K and V planes of one chunk of `chunk` tokens, every KV head, rounded to units.
+int64_t ChunkPlaneBytes(const LayerLayout& l, const quant::Format& kf, const quant::Format& vf);
+
+// Everything but the planes and the policy state: chunk records of
+// live_chunks (per head), a residual of residual_capacity tokens (fp16 K and
+// V and int32 positions), one partly filled page, the page table for
+// plane_bytes, headers.
+int64_t StoreOverheadBytes(const LayerLayout& l, int64_t live_chunks, int64_t residual_capacity,
+                           int64_t plane_bytes);
+
+// Bits per original element of `bytes` held by one layer after n tokens.
+double LayerBits(const LayerLayout& l, int64_t bytes, int64_t n);
+
+// HqeKV's layer cost at one compression event.
+struct HqekvCostModel {
+  LayerLayout layout;
+  int units = 1;    // ranking units per layer (per_head=1: n_kv_heads)
+  int pinned = 2;   // fp16 chunks
+  std::array<int64_t, kNumTiers> tier_bytes{};  // planes of one chunk per tier (evicted: 0)
+
+  // Bytes of one layer after n tokens, nb chunks ever compressed, counts per
+  // tier (AllocateChunks), with an open importance window.
+  int64_t LayerBytes(int64_t n, int64_t nb, const std::array<int64_t, kNumTiers>& counts) const;
+  // b_t: bits per original element with every compressible chunk in tier t
+  // (index 0 = u4, 1 = u2, 2 = n1, 3 = evicted), the pinned chunks fp16, at
+  // n tokens with every whole chunk compressed.
+  std::array<double, 4> TierBits(int64_t n) const;
+};
+
+// Tier ratios for a true-bits budget B at n tokens: between the all-u2 and
+// all-u4 costs only u4 and u2 are mixed; below all-u2 u2 and n1; below all-n1
+// n1 and eviction. One chunk's cost step is kept as a margin for the
+// rounding of chunk counts. `below` / `above` tell when B is outside
+// [all evicted, all u4] (then the ratios are the nearest end).
+struct BudgetRatios {
+  TierRatios ratios;
+  bool below = false, above = false;
+};
+BudgetRatios SolveBudgetRatios(const HqekvCostModel& m, double budget, int64_t n);
+
+// "[lo, hi] true bits per element at N tokens" for error messages.
+std::string AchievableRange(double lo, double hi, int64_t n);
+
+}  // namespace hqekv::policy
