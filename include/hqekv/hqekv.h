@@ -124,7 +124,7 @@ HQEKV_API hqekv_status hqekv_detokenize(const hqekv_model* model, const int32_t*
 typedef struct hqekv_context hqekv_context;
 
 /* kv_spec: a `--kv` policy spec, e.g. "fp16", "kivi:bits=2",
- * "hqekv:bits=3" (`hqekv policies` lists them; NULL = "fp16"). n_ctx:
+ * "hqekv:bits=3.2" (`hqekv policies` lists them; NULL = "fp16"). n_ctx:
  * positions the cache holds (<= 0: the model's context length, at most
  * 4096, as `hqekv run`). */
 HQEKV_API hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec, int n_ctx,

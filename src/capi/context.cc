@@ -32,19 +32,22 @@ hqekv_status DecodeChecked(hqekv_context* ctx, const int32_t* tokens, int n) {
 hqekv_status CheckBatch(const char* fn, const hqekv_context* ctx, const int32_t* tokens, int n) {
   if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": ctx is NULL");
   if (!tokens) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": tokens is NULL");
-  if (n <= 0) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": n must be > 0, got " + std::to_string(n));
+  if (n <= 0)
+    return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": n must be > 0, got " + std::to_string(n));
   const int vocab = ctx->src->config.vocab_size;
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": token " + std::to_string(tokens[i]) +
-                                                  " at index " + std::to_string(i) + " is outside [0, " +
-                                                  std::to_string(vocab) + ")");
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": token " + std::to_string(tokens[i]) + " at index " +
+                      std::to_string(i) + " is outside [0, " + std::to_string(vocab) + ")");
     }
   }
   const size_t n_past = ctx->history.size();
   if (n_past + static_cast<size_t>(n) > static_cast<size_t>(ctx->n_ctx)) {
-    return Fail(HQEKV_ERR_CONTEXT_FULL, std::string(fn) + ": " + std::to_string(n) + " tokens after " +
-                                            std::to_string(n_past) + " do not fit the context of " +
+    return Fail(HQEKV_ERR_CONTEXT_FULL, std::string(fn) + ": " + std::to_string(n) +
+                                            " tokens after " + std::to_string(n_past) +
+                                            " do not fit the context of " +
                                             std::to_string(ctx->n_ctx));
   }
   return HQEKV_OK;
@@ -70,10 +73,11 @@ hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec,
     auto spec = hqekv::policy::ParseSpec(kv_spec ? kv_spec : "fp16");
     if (!spec.ok()) return Fail(HQEKV_ERR_SPEC, "hqekv_context_create: kv spec: " + spec.message());
     // Created for this model: a calibration profile must have been made for it.
-    auto cache = hqekv::policy::CreateCache(
-        *spec, ctx->model->CacheGeometry(ctx->n_ctx),
-        hqekv::policy::ForModel(c.name, ctx->src->identity, c.n_layers));
-    if (!cache.ok()) return Fail(HQEKV_ERR_SPEC, "hqekv_context_create: kv spec: " + cache.message());
+    auto cache =
+        hqekv::policy::CreateCache(*spec, ctx->model->CacheGeometry(ctx->n_ctx),
+                                   hqekv::policy::ForModel(c.name, ctx->src->identity, c.n_layers));
+    if (!cache.ok())
+      return Fail(HQEKV_ERR_SPEC, "hqekv_context_create: kv spec: " + cache.message());
     ctx->cache = std::move(*cache);
     ctx->describe = ctx->cache->Describe();
     ctx->logits.assign(c.vocab_size, 0.0f);
@@ -90,7 +94,9 @@ int hqekv_context_n_past(const hqekv_context* ctx) {
   return ctx ? static_cast<int>(ctx->history.size()) : 0;
 }
 
-const char* hqekv_context_kv_describe(const hqekv_context* ctx) { return ctx ? ctx->describe.c_str() : ""; }
+const char* hqekv_context_kv_describe(const hqekv_context* ctx) {
+  return ctx ? ctx->describe.c_str() : "";
+}
 
 hqekv_status hqekv_decode(hqekv_context* ctx, const int32_t* tokens, int n) {
   return Guard("hqekv_decode", [&] {
@@ -168,13 +174,16 @@ hqekv_status hqekv_sampler_create(const hqekv_sampler_params* params, hqekv_samp
 
 void hqekv_sampler_free(hqekv_sampler* sampler) { delete sampler; }
 
-hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_context* ctx, int32_t* token) {
+hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_context* ctx,
+                                  int32_t* token) {
   return Guard("hqekv_sampler_sample", [&] {
     if (!sampler) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: sampler is NULL");
     if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: ctx is NULL");
     if (!token) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: token is NULL");
-    if (!ctx->has_logits) return Fail(HQEKV_ERR_STATE, "hqekv_sampler_sample: no logits yet (decode a batch first)");
-    *token = sampler->sampler.Sample(ctx->logits.data(), static_cast<int>(ctx->logits.size()), ctx->history);
+    if (!ctx->has_logits)
+      return Fail(HQEKV_ERR_STATE, "hqekv_sampler_sample: no logits yet (decode a batch first)");
+    *token = sampler->sampler.Sample(ctx->logits.data(), static_cast<int>(ctx->logits.size()),
+                                     ctx->history);
     return HQEKV_OK;
   });
 }
@@ -187,18 +196,20 @@ hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_
     if (!n_out) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_generate: n_out is NULL");
     *n_out = 0;
     if (max_new < 0) {
-      return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_generate: max_new must be >= 0, got " + std::to_string(max_new));
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  "hqekv_generate: max_new must be >= 0, got " + std::to_string(max_new));
     }
     if (cap < static_cast<size_t>(max_new) || (cap > 0 && !out)) {
-      return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_generate: out must hold max_new = " +
-                                                  std::to_string(max_new) + " tokens, cap is " + std::to_string(cap));
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  "hqekv_generate: out must hold max_new = " + std::to_string(max_new) +
+                      " tokens, cap is " + std::to_string(cap));
     }
     if (!ctx->has_logits) return Fail(HQEKV_ERR_STATE, "hqekv_generate: decode the prompt first");
     const hqekv::Tokenizer& tok = *ctx->src->tokenizer;
     // The loop of model/generate.cc (what `hqekv run` calls), step by step.
     for (int step = 0; step < max_new; ++step) {
-      const int32_t t = sampler->sampler.Sample(ctx->logits.data(), static_cast<int>(ctx->logits.size()),
-                                                ctx->history);
+      const int32_t t = sampler->sampler.Sample(ctx->logits.data(),
+                                                static_cast<int>(ctx->logits.size()), ctx->history);
       if (tok.IsEndOfGeneration(t)) break;
       out[(*n_out)++] = t;
       if (step + 1 == max_new) break;
@@ -219,11 +230,13 @@ hqekv_status hqekv_context_kv_stats(const hqekv_context* ctx, hqekv_kv_stats* ou
   });
 }
 
-hqekv_status hqekv_context_kv_report_json(const hqekv_context* ctx, char* buf, size_t cap, size_t* len) {
+hqekv_status hqekv_context_kv_report_json(const hqekv_context* ctx, char* buf, size_t cap,
+                                          size_t* len) {
   return Guard("hqekv_context_kv_report_json", [&] {
     if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_kv_report_json: ctx is NULL");
     return hqekv::capi::CopyOut("hqekv_context_kv_report_json",
-                                hqekv::capi::StatsJson(ctx->cache->Stats(), ctx->describe), buf, cap, len);
+                                hqekv::capi::StatsJson(ctx->cache->Stats(), ctx->describe), buf,
+                                cap, len);
   });
 }
 

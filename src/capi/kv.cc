@@ -9,20 +9,24 @@ using hqekv::capi::Guard;
 
 namespace {
 
-hqekv_status CheckLayerBatch(const char* fn, const hqekv_kv* kv, int layer, const int32_t* pos, int n) {
+hqekv_status CheckLayerBatch(const char* fn, const hqekv_kv* kv, int layer, const int32_t* pos,
+                             int n) {
   if (!kv) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": kv is NULL");
   const hqekv::KvGeometry& g = kv->cache->geometry();
   if (layer < 0 || layer >= g.n_layers) {
     return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": layer " + std::to_string(layer) +
-                                                " is outside [0, " + std::to_string(g.n_layers) + ")");
+                                                " is outside [0, " + std::to_string(g.n_layers) +
+                                                ")");
   }
-  if (n <= 0) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": n must be > 0, got " + std::to_string(n));
+  if (n <= 0)
+    return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": n must be > 0, got " + std::to_string(n));
   if (!pos) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": positions are NULL");
   for (int i = 0; i < n; ++i) {
     if (pos[i] < 0 || pos[i] >= g.max_ctx) {
-      return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": position " + std::to_string(pos[i]) +
-                                                  " at index " + std::to_string(i) + " is outside [0, " +
-                                                  std::to_string(g.max_ctx) + ")");
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": position " + std::to_string(pos[i]) + " at index " +
+                      std::to_string(i) + " is outside [0, " + std::to_string(g.max_ctx) + ")");
     }
   }
   return HQEKV_OK;
@@ -38,13 +42,15 @@ hqekv_status hqekv_kv_create(const char* spec, const hqekv_kv_geometry* geometry
     *out = nullptr;
     if (!geometry) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_kv_create: geometry is NULL");
     const hqekv_kv_geometry& cg = *geometry;
-    if (cg.n_layers <= 0 || cg.n_q_heads <= 0 || cg.n_kv_heads <= 0 || cg.head_dim <= 0 || cg.max_ctx <= 0 ||
-        cg.n_q_heads % cg.n_kv_heads != 0) {
+    if (cg.n_layers <= 0 || cg.n_q_heads <= 0 || cg.n_kv_heads <= 0 || cg.head_dim <= 0 ||
+        cg.max_ctx <= 0 || cg.n_q_heads % cg.n_kv_heads != 0) {
       return Fail(HQEKV_ERR_INVALID_ARGUMENT,
-                  "hqekv_kv_create: geometry needs every field > 0 and n_q_heads a multiple of n_kv_heads, got "
-                  "n_layers=" + std::to_string(cg.n_layers) + " n_q_heads=" + std::to_string(cg.n_q_heads) +
-                      " n_kv_heads=" + std::to_string(cg.n_kv_heads) + " head_dim=" + std::to_string(cg.head_dim) +
-                      " max_ctx=" + std::to_string(cg.max_ctx));
+                  "hqekv_kv_create: geometry needs every field > 0 and n_q_heads a multiple of "
+                  "n_kv_heads, got "
+                  "n_layers=" +
+                      std::to_string(cg.n_layers) + " n_q_heads=" + std::to_string(cg.n_q_heads) +
+                      " n_kv_heads=" + std::to_string(cg.n_kv_heads) + " head_dim=" +
+                      std::to_string(cg.head_dim) + " max_ctx=" + std::to_string(cg.max_ctx));
     }
     hqekv::KvGeometry g;
     g.n_layers = cg.n_layers;
@@ -68,7 +74,8 @@ void hqekv_kv_free(hqekv_kv* kv) { delete kv; }
 
 const char* hqekv_kv_describe(const hqekv_kv* kv) { return kv ? kv->describe.c_str() : ""; }
 
-hqekv_status hqekv_kv_append(hqekv_kv* kv, int layer, const float* k, const float* v, const int32_t* pos, int n) {
+hqekv_status hqekv_kv_append(hqekv_kv* kv, int layer, const float* k, const float* v,
+                             const int32_t* pos, int n) {
   return Guard("hqekv_kv_append", [&] {
     const char* fn = "hqekv_kv_append";
     hqekv_status s = CheckLayerBatch(fn, kv, layer, pos, n);
@@ -77,10 +84,10 @@ hqekv_status hqekv_kv_append(hqekv_kv* kv, int layer, const float* k, const floa
     int32_t last = kv->last_pos[layer];
     for (int i = 0; i < n; ++i) {
       if (pos[i] <= last) {
-        return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_kv_append: position " + std::to_string(pos[i]) +
-                                                    " at index " + std::to_string(i) +
-                                                    " is not greater than the previous one (" +
-                                                    std::to_string(last) + ")");
+        return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                    "hqekv_kv_append: position " + std::to_string(pos[i]) + " at index " +
+                        std::to_string(i) + " is not greater than the previous one (" +
+                        std::to_string(last) + ")");
       }
       last = pos[i];
     }
@@ -92,7 +99,8 @@ hqekv_status hqekv_kv_append(hqekv_kv* kv, int layer, const float* k, const floa
   });
 }
 
-hqekv_status hqekv_kv_attend(hqekv_kv* kv, int layer, const float* q, const int32_t* q_pos, int n, float* out) {
+hqekv_status hqekv_kv_attend(hqekv_kv* kv, int layer, const float* q, const int32_t* q_pos, int n,
+                             float* out) {
   return Guard("hqekv_kv_attend", [&] {
     hqekv_status s = CheckLayerBatch("hqekv_kv_attend", kv, layer, q_pos, n);
     if (s != HQEKV_OK) return s;
@@ -106,13 +114,17 @@ hqekv_status hqekv_kv_attend(hqekv_kv* kv, int layer, const float* q, const int3
 hqekv_status hqekv_kv_end_batch(hqekv_kv* kv, int n, int is_prefill) {
   return Guard("hqekv_kv_end_batch", [&] {
     if (!kv) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_kv_end_batch: kv is NULL");
-    if (n <= 0) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_kv_end_batch: n must be > 0, got " + std::to_string(n));
+    if (n <= 0)
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  "hqekv_kv_end_batch: n must be > 0, got " + std::to_string(n));
     // Policies compress over whole batches: every layer must have the batch.
     for (size_t l = 0; l < kv->pending.size(); ++l) {
       if (kv->pending[l] != n) {
         return Fail(HQEKV_ERR_STATE, "hqekv_kv_end_batch: layer " + std::to_string(l) + " has " +
-                                         std::to_string(kv->pending[l]) + " tokens appended since the last "
-                                         "end_batch, not n = " + std::to_string(n));
+                                         std::to_string(kv->pending[l]) +
+                                         " tokens appended since the last "
+                                         "end_batch, not n = " +
+                                         std::to_string(n));
       }
     }
     hqekv::Status st = kv->cache->EndBatch(n, is_prefill != 0);
@@ -134,8 +146,9 @@ hqekv_status hqekv_kv_stats_get(const hqekv_kv* kv, hqekv_kv_stats* out) {
 hqekv_status hqekv_kv_report_json(const hqekv_kv* kv, char* buf, size_t cap, size_t* len) {
   return Guard("hqekv_kv_report_json", [&] {
     if (!kv) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_kv_report_json: kv is NULL");
-    return hqekv::capi::CopyOut("hqekv_kv_report_json", hqekv::capi::StatsJson(kv->cache->Stats(), kv->describe),
-                                buf, cap, len);
+    return hqekv::capi::CopyOut("hqekv_kv_report_json",
+                                hqekv::capi::StatsJson(kv->cache->Stats(), kv->describe), buf, cap,
+                                len);
   });
 }
 

@@ -16,7 +16,8 @@ hqekv_status hqekv_model_load(const char* path, const char* tokenizer_path, hqek
   return Guard("hqekv_model_load", [&] {
     if (!out) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_model_load: out is NULL");
     *out = nullptr;
-    if (!path || !*path) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_model_load: path is NULL or empty");
+    if (!path || !*path)
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_model_load: path is NULL or empty");
     auto src = hqekv::LoadModel(path, tokenizer_path ? tokenizer_path : "");
     if (!src.ok()) return Fail(HQEKV_ERR_LOAD, "hqekv_model_load: " + src.message());
     auto m = std::make_unique<hqekv_model>();
@@ -51,43 +52,50 @@ int hqekv_model_is_eog(const hqekv_model* model, int32_t token) {
   return model && model->src->tokenizer->IsEndOfGeneration(token) ? 1 : 0;
 }
 
-hqekv_status hqekv_tokenize(const hqekv_model* model, const char* text, size_t text_len, int add_bos,
-                            int parse_special, int32_t* tokens, size_t cap, size_t* n_tokens) {
+hqekv_status hqekv_tokenize(const hqekv_model* model, const char* text, size_t text_len,
+                            int add_bos, int parse_special, int32_t* tokens, size_t cap,
+                            size_t* n_tokens) {
   return Guard("hqekv_tokenize", [&] {
     if (!model) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_tokenize: model is NULL");
     if (!text) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_tokenize: text is NULL");
     if (!n_tokens) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_tokenize: n_tokens is NULL");
-    if (cap > 0 && !tokens) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_tokenize: tokens is NULL but cap > 0");
-    const std::string_view sv = text_len == static_cast<size_t>(-1) ? std::string_view(text)
-                                                                    : std::string_view(text, text_len);
-    const std::vector<int32_t> ids = model->src->tokenizer->Encode(sv, add_bos != 0, parse_special != 0);
+    if (cap > 0 && !tokens)
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_tokenize: tokens is NULL but cap > 0");
+    const std::string_view sv = text_len == static_cast<size_t>(-1)
+                                    ? std::string_view(text)
+                                    : std::string_view(text, text_len);
+    const std::vector<int32_t> ids =
+        model->src->tokenizer->Encode(sv, add_bos != 0, parse_special != 0);
     *n_tokens = ids.size();
     if (ids.size() > cap) {
-      return Fail(HQEKV_ERR_BUFFER_TOO_SMALL, "hqekv_tokenize: the text has " + std::to_string(ids.size()) +
-                                                  " tokens, cap is " + std::to_string(cap));
+      return Fail(HQEKV_ERR_BUFFER_TOO_SMALL, "hqekv_tokenize: the text has " +
+                                                  std::to_string(ids.size()) + " tokens, cap is " +
+                                                  std::to_string(cap));
     }
     std::copy(ids.begin(), ids.end(), tokens);
     return HQEKV_OK;
   });
 }
 
-hqekv_status hqekv_detokenize(const hqekv_model* model, const int32_t* tokens, size_t n, int32_t prev,
-                              char* buf, size_t cap, size_t* len) {
+hqekv_status hqekv_detokenize(const hqekv_model* model, const int32_t* tokens, size_t n,
+                              int32_t prev, char* buf, size_t cap, size_t* len) {
   return Guard("hqekv_detokenize", [&] {
     if (!model) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_detokenize: model is NULL");
-    if (n > 0 && !tokens) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_detokenize: tokens is NULL but n > 0");
+    if (n > 0 && !tokens)
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_detokenize: tokens is NULL but n > 0");
     const hqekv::Tokenizer& tok = *model->src->tokenizer;
     const int32_t vocab = tok.vocab_size();
     if (prev < -1 || prev >= vocab) {
       return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_detokenize: prev " + std::to_string(prev) +
-                                                  " is outside [-1, " + std::to_string(vocab) + ")");
+                                                  " is outside [-1, " + std::to_string(vocab) +
+                                                  ")");
     }
     std::string text;
     for (size_t i = 0; i < n; ++i) {
       if (tokens[i] < 0 || tokens[i] >= vocab) {
-        return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_detokenize: token " + std::to_string(tokens[i]) +
-                                                    " at index " + std::to_string(i) + " is outside [0, " +
-                                                    std::to_string(vocab) + ")");
+        return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                    "hqekv_detokenize: token " + std::to_string(tokens[i]) + " at index " +
+                        std::to_string(i) + " is outside [0, " + std::to_string(vocab) + ")");
       }
       text += tok.DecodePiece(prev, tokens[i]);
       prev = tokens[i];

@@ -36,5 +36,5 @@ if(NOT HQEKV_SANITIZE)
     -DBUILD=${PROJECT_BINARY_DIR} -DSRC=${PROJECT_SOURCE_DIR} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/install-test
     -DLIBDIR=${CMAKE_INSTALL_LIBDIR} -DMODEL=${_model} -DCLI=$<TARGET_FILE:hqekv>
     -P ${CMAKE_CURRENT_LIST_DIR}/install_test.cmake)
-  set_tests_properties(capi_install PROPERTIES LABELS install TIMEOUT 120)
+  set_tests_properties(capi_install PROPERTIES LABELS "install;no_sanitize" TIMEOUT 120)
 endif()

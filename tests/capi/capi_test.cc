@@ -31,7 +31,8 @@ std::vector<std::string> AllFormatNames() {
       base.push_back(t[i].name);
     } else {
       for (int b = 1; b <= 16; ++b) {
-        if (t[i].legal_bits & (uint64_t{1} << b)) base.push_back(std::string(t[i].name) + std::to_string(b));
+        if (t[i].legal_bits & (uint64_t{1} << b))
+          base.push_back(std::string(t[i].name) + std::to_string(b));
       }
     }
     for (const std::string& s : base) {
@@ -62,13 +63,15 @@ TEST(CapiQuant, EqualsTheCxxEntryPointsForEveryFormat) {
     ASSERT_EQ(cb, quant::CodeBytes(*f, T, D));
     ASSERT_EQ(mb, quant::MetaBytes(*f, T, D));
     std::vector<uint8_t> codes(cb), meta(mb + 1), ref_codes(cb), ref_meta(mb + 1);
-    ASSERT_EQ(hqekv_quantize(name.c_str(), src.data(), T, D, codes.data(), cb, meta.data(), mb), HQEKV_OK)
+    ASSERT_EQ(hqekv_quantize(name.c_str(), src.data(), T, D, codes.data(), cb, meta.data(), mb),
+              HQEKV_OK)
         << hqekv_last_error();
     quant::QuantizeChunk(*f, src.data(), T, D, ref_codes.data(), ref_meta.data());
     EXPECT_EQ(codes, ref_codes);
     EXPECT_EQ(meta, ref_meta);
     std::vector<float> out(T * D), ref_out(T * D);
-    ASSERT_EQ(hqekv_dequantize(name.c_str(), codes.data(), cb, meta.data(), mb, T, D, out.data()), HQEKV_OK);
+    ASSERT_EQ(hqekv_dequantize(name.c_str(), codes.data(), cb, meta.data(), mb, T, D, out.data()),
+              HQEKV_OK);
     quant::DequantizeChunk(*f, ref_codes.data(), ref_meta.data(), T, D, ref_out.data());
     EXPECT_EQ(0, std::memcmp(out.data(), ref_out.data(), out.size() * sizeof(float)));
   }
@@ -82,7 +85,7 @@ TEST(CapiKv, EqualsACacheMadeByMakeKvCache) {
   g.n_kv_heads = 2;
   g.head_dim = 32;
   g.max_ctx = 64;
-  for (const char* spec : {"fp16", "kivi:bits=2", "hqekv:bits=3", "h2o:keep=16"}) {
+  for (const char* spec : {"fp16", "kivi:bits=2", "hqekv:bits=3.2", "h2o:keep=16"}) {
     SCOPED_TRACE(spec);
     hqekv_kv* kv = nullptr;
     ASSERT_EQ(hqekv_kv_create(spec, &cg, &kv), HQEKV_OK) << hqekv_last_error();
@@ -97,13 +100,16 @@ TEST(CapiKv, EqualsACacheMadeByMakeKvCache) {
       std::vector<int32_t> p(n);
       for (int i = 0; i < n; ++i) p[i] = pos + i;
       for (int l = 0; l < 2; ++l) {
-        std::vector<float> k(n * 2 * 32), v(n * 2 * 32), q(n * 4 * 32), out(q.size()), ref_out(q.size());
+        std::vector<float> k(n * 2 * 32), v(n * 2 * 32), q(n * 4 * 32), out(q.size()),
+            ref_out(q.size());
         for (float& x : k) x = nd(rng);
         for (float& x : v) x = nd(rng);
         for (float& x : q) x = nd(rng);
-        ASSERT_EQ(hqekv_kv_append(kv, l, k.data(), v.data(), p.data(), n), HQEKV_OK) << hqekv_last_error();
+        ASSERT_EQ(hqekv_kv_append(kv, l, k.data(), v.data(), p.data(), n), HQEKV_OK)
+            << hqekv_last_error();
         ASSERT_TRUE((*ref)->Append(l, k.data(), v.data(), p.data(), n).ok());
-        ASSERT_EQ(hqekv_kv_attend(kv, l, q.data(), p.data(), n, out.data()), HQEKV_OK) << hqekv_last_error();
+        ASSERT_EQ(hqekv_kv_attend(kv, l, q.data(), p.data(), n, out.data()), HQEKV_OK)
+            << hqekv_last_error();
         ASSERT_TRUE((*ref)->Attend(l, q.data(), p.data(), n, ref_out.data()).ok());
         ASSERT_EQ(0, std::memcmp(out.data(), ref_out.data(), out.size() * sizeof(float)));
       }
