@@ -5,6 +5,7 @@ carrying the library's message."""
 import os
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -116,3 +117,11 @@ def test_errors_carry_the_library_message(model):
         kv.append(0, np.zeros((2, 1, 8), np.float32), np.zeros((2, 1, 8), np.float32), [0])
     with pytest.raises(hqekv.Error, match="layer"):
         kv.append(3, np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32), [0])
+
+
+def test_compare_policies_example():
+    script = os.path.join(SRC, "examples", "python", "compare_policies.py")
+    r = subprocess.run([sys.executable, script, "-m", MODEL, "-n", "20"], capture_output=True, text=True,
+                       check=True)
+    rows = [line.split()[0] for line in r.stdout.splitlines()[1:]]
+    assert rows == ["fp16", "kivi:bits=2", "hqekv:bits=3.2"], r.stdout
