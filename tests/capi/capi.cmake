@@ -35,6 +35,7 @@ if(NOT HQEKV_SANITIZE)
   add_test(NAME capi_install COMMAND ${CMAKE_COMMAND}
     -DBUILD=${PROJECT_BINARY_DIR} -DSRC=${PROJECT_SOURCE_DIR} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/install-test
     -DLIBDIR=${CMAKE_INSTALL_LIBDIR} -DMODEL=${_model} -DCLI=$<TARGET_FILE:hqekv>
+    "-DPYTHON=${PYTHON_EXECUTABLE}" "-DPYDIR=${HQEKV_PYTHON_DIR}"
     -P ${CMAKE_CURRENT_LIST_DIR}/install_test.cmake)
   set_tests_properties(capi_install PROPERTIES LABELS "install;no_sanitize" TIMEOUT 120)
 endif()
