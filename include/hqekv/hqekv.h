@@ -1,0 +1,267 @@
+/* hqekv.h: the stable C API of hqekv, a KV-cache compression engine.
+ *
+ * C99 and C++ compatible. Every object is an opaque handle created by a
+ * *_create / *_load function and released by its *_free function (free of
+ * NULL is a no-op). Every fallible call returns an hqekv_status; on failure,
+ * hqekv_last_error() gives a message that names the input at fault. No
+ * exception ever crosses this boundary, and no call prints or exits.
+ *
+ * Threads: a handle is used by one thread at a time. The compute thread pool
+ * (hqekv_set_threads) is shared by the whole process, so compute calls
+ * (decode, generate, attend) on different handles must not run concurrently.
+ *
+ * Sizes and units: token ids are int32_t; K/V/Q rows are fp32 row-major with
+ * the shapes given at each function; byte counts are exact (every byte a KV
+ * cache holds is counted); "true bits" = bytes held * 8 / kept elements.
+ *
+ * Strings returned as const char* belong to the handle (or, for
+ * hqekv_last_error, to the calling thread) and stay valid until the handle is
+ * freed or the next call that changes them. Functions that fill a caller
+ * buffer (char *buf, size_t cap, size_t *len) write at most cap bytes
+ * (NUL-terminated when cap > 0), store the full length (without the NUL) in
+ * *len, and return HQEKV_ERR_BUFFER_TOO_SMALL when it did not fit: call
+ * again with cap >= *len + 1.
+ */
+#ifndef HQEKV_HQEKV_H_
+#define HQEKV_HQEKV_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bumped on every incompatible change of this header (functions, structs,
+ * enum values). hqekv_api_version() returns the library's value. */
+#define HQEKV_API_VERSION 1
+
+#if defined(HQEKV_STATIC_DEFINE)
+#define HQEKV_API
+#elif defined(_WIN32)
+#if defined(HQEKV_BUILDING_LIBRARY)
+#define HQEKV_API __declspec(dllexport)
+#else
+#define HQEKV_API __declspec(dllimport)
+#endif
+#else
+#define HQEKV_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Errors ------------------------------------------------------------ */
+
+typedef enum hqekv_status {
+  HQEKV_OK = 0,
+  HQEKV_ERR_INVALID_ARGUMENT = 1, /* NULL handle / pointer, bad size, out-of-range value or token */
+  HQEKV_ERR_BUFFER_TOO_SMALL = 2, /* the output did not fit: see *len / *n_out */
+  HQEKV_ERR_LOAD = 3,             /* a model file is missing, unreadable or malformed */
+  HQEKV_ERR_SPEC = 4,             /* a --kv policy spec or quantization format is invalid */
+  HQEKV_ERR_CONTEXT_FULL = 5,     /* the batch does not fit the context length */
+  HQEKV_ERR_STATE = 6,            /* the call is not valid now (e.g. logits before any decode) */
+  HQEKV_ERR_COMPUTE = 7,          /* the engine or the cache reported an error */
+  HQEKV_ERR_OUT_OF_MEMORY = 8,
+  HQEKV_ERR_INTERNAL = 9          /* a bug in hqekv: please report the message */
+} hqekv_status;
+
+/* Message of the last failed call on this thread ("" when none failed). */
+HQEKV_API const char* hqekv_last_error(void);
+/* Constant name of a status, e.g. "HQEKV_ERR_SPEC". */
+HQEKV_API const char* hqekv_status_name(hqekv_status status);
+
+/* ---- Library ----------------------------------------------------------- */
+
+HQEKV_API int hqekv_api_version(void);      /* == HQEKV_API_VERSION of the built library */
+HQEKV_API const char* hqekv_version(void);  /* project version, e.g. "0.1.0" */
+/* Threads of the shared compute pool (0 = all cores). Results are
+ * reproducible for a fixed thread count. */
+HQEKV_API hqekv_status hqekv_set_threads(int n_threads);
+
+/* ---- Model ------------------------------------------------------------- */
+
+typedef struct hqekv_model hqekv_model;
+
+/* Loads a GGUF file or a llama2.c checkpoint. tokenizer_path: llama2.c only,
+ * the tokenizer.bin (NULL or "": tok<vocab>.bin, then tokenizer.bin next to
+ * the checkpoint). Weights are memory-mapped. */
+HQEKV_API hqekv_status hqekv_model_load(const char* path, const char* tokenizer_path,
+                                        hqekv_model** out);
+/* Contexts keep what they need of the model alive: freeing the model while
+ * contexts exist is allowed. */
+HQEKV_API void hqekv_model_free(hqekv_model* model);
+
+/* Metadata (0 / -1 / "" for a NULL model). */
+HQEKV_API const char* hqekv_model_name(const hqekv_model* model);  /* general.name or file stem */
+HQEKV_API const char* hqekv_model_arch(const hqekv_model* model);  /* "llama", "qwen2", "qwen3" */
+HQEKV_API const char* hqekv_model_identity(const hqekv_model* model); /* content hash, 16 hex */
+HQEKV_API int hqekv_model_n_vocab(const hqekv_model* model);
+HQEKV_API int hqekv_model_n_layers(const hqekv_model* model);
+HQEKV_API int hqekv_model_n_embd(const hqekv_model* model);
+HQEKV_API int hqekv_model_n_heads(const hqekv_model* model);
+HQEKV_API int hqekv_model_n_kv_heads(const hqekv_model* model);
+HQEKV_API int hqekv_model_head_dim(const hqekv_model* model);
+HQEKV_API int hqekv_model_n_ctx_train(const hqekv_model* model);
+HQEKV_API int64_t hqekv_model_n_params(const hqekv_model* model);
+HQEKV_API int32_t hqekv_model_bos(const hqekv_model* model);       /* -1 when none */
+HQEKV_API int32_t hqekv_model_eos(const hqekv_model* model);       /* -1 when none */
+HQEKV_API int hqekv_model_add_bos(const hqekv_model* model);       /* what the file asks for */
+HQEKV_API int hqekv_model_is_eog(const hqekv_model* model, int32_t token); /* EOS, EOT, EOM */
+
+/* Token ids of text[0..text_len) (text_len == (size_t)-1: NUL-terminated).
+ * add_bos: put BOS first (if the vocab has one); parse_special: control
+ * tokens written literally (e.g. "<|eot_id|>") become their ids. Writes at
+ * most cap ids; *n_tokens = the full count (HQEKV_ERR_BUFFER_TOO_SMALL when
+ * > cap; tokens may be NULL when cap == 0). */
+HQEKV_API hqekv_status hqekv_tokenize(const hqekv_model* model, const char* text, size_t text_len,
+                                      int add_bos, int parse_special, int32_t* tokens, size_t cap,
+                                      size_t* n_tokens);
+/* Text of tokens[0..n) generated after token `prev` (pass BOS, or -1 for
+ * "start of text"), as `hqekv run` streams it: control tokens give "". */
+HQEKV_API hqekv_status hqekv_detokenize(const hqekv_model* model, const int32_t* tokens, size_t n,
+                                        int32_t prev, char* buf, size_t cap, size_t* len);
+
+/* ---- Context: a model + a (compressed) KV cache of one sequence -------- */
+
+typedef struct hqekv_context hqekv_context;
+
+/* kv_spec: a `--kv` policy spec, e.g. "fp16", "kivi:bits=2",
+ * "hqekv:bits=3.2" (`hqekv policies` lists them; NULL = "fp16"). n_ctx:
+ * positions the cache holds (<= 0: the model's context length, at most
+ * 4096, as `hqekv run`). */
+HQEKV_API hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec, int n_ctx,
+                                            hqekv_context** out);
+HQEKV_API void hqekv_context_free(hqekv_context* ctx);
+HQEKV_API int hqekv_context_n_ctx(const hqekv_context* ctx);
+HQEKV_API int hqekv_context_n_past(const hqekv_context* ctx);  /* tokens decoded so far */
+/* The cache's configuration, e.g. "kivi:bits=2". */
+HQEKV_API const char* hqekv_context_kv_describe(const hqekv_context* ctx);
+
+/* Runs tokens[0..n) at positions n_past .. n_past+n-1 and keeps the logits
+ * of the last one. A batch into an empty context is the prompt (the
+ * policy's prefill compression event); later batches are decoded /
+ * teacher-forced tokens. Token ids must be in [0, n_vocab). */
+HQEKV_API hqekv_status hqekv_decode(hqekv_context* ctx, const int32_t* tokens, int n);
+/* logits[n_vocab] of the last decoded token; valid until the next decode. */
+HQEKV_API hqekv_status hqekv_get_logits(const hqekv_context* ctx, const float** logits,
+                                        int* n_vocab);
+/* Forgets the sequence (n_past = 0, the cache empty). */
+HQEKV_API hqekv_status hqekv_context_reset(hqekv_context* ctx);
+
+/* ---- Sampling (the chain of `hqekv run`) --------------------------------
+ * Order per step: repetition penalty over the last repeat_last_n tokens of
+ * the context; temperature 0 = argmax (lowest id on ties); else
+ * temperature, top-k, softmax, top-p, min-p, draw (seeded xoshiro256**). */
+
+typedef struct hqekv_sampler_params {
+  float temperature;    /* 0 = greedy */
+  int32_t top_k;        /* 0 = off */
+  float top_p;          /* (0, 1]; 1 = off */
+  float min_p;          /* [0, 1); 0 = off */
+  float repeat_penalty; /* > 0; 1 = off */
+  int32_t repeat_last_n;
+  uint64_t seed;
+} hqekv_sampler_params;
+
+/* The defaults of `hqekv run`: 0.8, 40, 0.95, 0.05, 1.0, 64, seed 0. */
+HQEKV_API hqekv_sampler_params hqekv_sampler_default_params(void);
+/* Greedy: temperature 0, everything else off. */
+HQEKV_API hqekv_sampler_params hqekv_sampler_greedy_params(void);
+
+typedef struct hqekv_sampler hqekv_sampler;
+HQEKV_API hqekv_status hqekv_sampler_create(const hqekv_sampler_params* params,
+                                            hqekv_sampler** out);
+HQEKV_API void hqekv_sampler_free(hqekv_sampler* sampler);
+/* Picks the next token from the context's logits; the tokens decoded so far
+ * are the history of the repetition penalty. Does not decode it. */
+HQEKV_API hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_context* ctx,
+                                            int32_t* token);
+
+/* The loop of `hqekv run`, on a context that has decoded its prompt: up to
+ * max_new times, sample a token, stop (without emitting it) at an
+ * end-of-generation token, emit it to out[], and decode it unless it is the
+ * last one (so the last emitted token is not yet in the context) or the
+ * context is full. *n_out = tokens emitted (out may be NULL when cap == 0;
+ * cap must be >= max_new otherwise). */
+HQEKV_API hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_new,
+                                      int32_t* out, size_t cap, size_t* n_out);
+
+/* ---- KV statistics ----------------------------------------------------- */
+
+typedef struct hqekv_kv_stats {
+  int64_t bytes_total;       /* = payload + metadata + bookkeeping + residual */
+  int64_t bytes_payload;     /* codes / fp16 / fp32 values of kept tokens outside the residual */
+  int64_t bytes_metadata;    /* scales, minima, means, stds */
+  int64_t bytes_bookkeeping; /* positions, tier maps, page tables, importance state */
+  int64_t bytes_residual;    /* fp16 residual window */
+  int64_t kept_elements;     /* kept (layer, kv head, token) cells * head_dim * 2 */
+  int64_t original_elements; /* the same over every token ever appended */
+  double true_bits;          /* bytes_total * 8 / kept_elements (0 when empty) */
+  double bits_per_original;  /* bytes_total * 8 / original_elements */
+  int32_t n_layers;
+} hqekv_kv_stats;
+
+HQEKV_API hqekv_status hqekv_context_kv_stats(const hqekv_context* ctx, hqekv_kv_stats* out);
+/* The per-layer report as JSON: {"describe", "bytes": {...}, "kept_elements",
+ * "original_elements", "true_bits", "bits_per_original", "layers": [{"bytes",
+ * "kept_tokens", "k_tiers", "v_tiers"}...]}. */
+HQEKV_API hqekv_status hqekv_context_kv_report_json(const hqekv_context* ctx, char* buf, size_t cap,
+                                                    size_t* len);
+
+/* ---- Standalone quantization ------------------------------------------
+ * A chunk is T tokens x D channels fp32 [T][D] of one (layer, KV head).
+ * Formats: "f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u1" "u2" "u4" "u8",
+ * "n1" "n2" "n4", with optional ":tok" / ":chan" (grouping), ":g=32",
+ * ":had" (Hadamard). Codes and metadata are two planes, laid out as
+ * src/quant/README.md documents. */
+
+/* Exact sizes in bytes of the two planes for a T x D chunk. */
+HQEKV_API hqekv_status hqekv_quant_sizes(const char* format, int T, int D, size_t* code_bytes,
+                                         size_t* meta_bytes);
+/* src[T][D] -> codes[code_cap], meta[meta_cap] (caps >= hqekv_quant_sizes). */
+HQEKV_API hqekv_status hqekv_quantize(const char* format, const float* src, int T, int D,
+                                      uint8_t* codes, size_t code_cap, uint8_t* meta,
+                                      size_t meta_cap);
+/* codes, meta (sizes as hqekv_quant_sizes) -> dst[T][D], the reconstruction. */
+HQEKV_API hqekv_status hqekv_dequantize(const char* format, const uint8_t* codes, size_t code_size,
+                                        const uint8_t* meta, size_t meta_size, int T, int D,
+                                        float* dst);
+
+/* ---- Standalone KV store (no model) ------------------------------------ */
+
+typedef struct hqekv_kv_geometry {
+  int32_t n_layers;
+  int32_t n_q_heads;  /* multiple of n_kv_heads (GQA / MQA) */
+  int32_t n_kv_heads;
+  int32_t head_dim;   /* D */
+  int32_t max_ctx;    /* largest position + 1 */
+} hqekv_kv_geometry;
+
+typedef struct hqekv_kv hqekv_kv;
+
+/* A cache of one sequence from a policy spec (as hqekv_context_create;
+ * profile-based specs are not checked against any model). */
+HQEKV_API hqekv_status hqekv_kv_create(const char* spec, const hqekv_kv_geometry* geometry,
+                                       hqekv_kv** out);
+HQEKV_API void hqekv_kv_free(hqekv_kv* kv);
+HQEKV_API const char* hqekv_kv_describe(const hqekv_kv* kv);
+/* Appends n tokens to one layer. k, v: [n][n_kv_heads][head_dim] (K already
+ * position-encoded); pos[n]: strictly increasing, greater than every position
+ * appended to this layer before, < max_ctx. */
+HQEKV_API hqekv_status hqekv_kv_append(hqekv_kv* kv, int layer, const float* k, const float* v,
+                                       const int32_t* pos, int n);
+/* Causal attention of n queries over the kept tokens of one layer.
+ * q, out: [n][n_q_heads][head_dim]; query i sees positions <= q_pos[i];
+ * scores scaled by 1/sqrt(head_dim), one softmax per (query, head). */
+HQEKV_API hqekv_status hqekv_kv_attend(hqekv_kv* kv, int layer, const float* q,
+                                       const int32_t* q_pos, int n, float* out);
+/* Call once after every layer has appended (and attended) a batch of n
+ * tokens; is_prefill = 1 for a prompt. Compression happens here. */
+HQEKV_API hqekv_status hqekv_kv_end_batch(hqekv_kv* kv, int n, int is_prefill);
+HQEKV_API hqekv_status hqekv_kv_stats_get(const hqekv_kv* kv, hqekv_kv_stats* out);
+HQEKV_API hqekv_status hqekv_kv_report_json(const hqekv_kv* kv, char* buf, size_t cap, size_t* len);
+HQEKV_API hqekv_status hqekv_kv_reset(hqekv_kv* kv);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* HQEKV_HQEKV_H_ */

@@ -1,0 +1,434 @@
+// Python bindings of hqekv over its C API (include/hqekv/hqekv.h):
+//   import hqekv
+//   m = hqekv.Model("models/stories260K.gguf")
+//   ctx = m.context(kv="kivi:bits=2", n_ctx=512)
+//   text = ctx.generate("Once upon a time", max_new=40)   # greedy by default
+//   ctx.kv_stats()                                         # bytes, true bits
+//   codes, meta = hqekv.quantize(x, "u4"); y = hqekv.dequantize(codes, meta, "u4", *x.shape)
+// Library errors raise hqekv.Error with the library's message; wrong numpy
+// dtypes / shapes raise ValueError. Compute releases the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hqekv/hqekv.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// hqekv.Error, set at module init.
+PyObject* g_error = nullptr;
+
+struct LibraryError {
+  std::string message;
+};
+
+void Check(hqekv_status s) {
+  if (s != HQEKV_OK)
+    throw LibraryError{std::string(hqekv_status_name(s)) + ": " + hqekv_last_error()};
+}
+
+// Reads a (buf, cap, len) string of the C API.
+template <class Fn>
+std::string ReadString(Fn fn) {
+  size_t len = 0;
+  hqekv_status s = fn(nullptr, 0, &len);
+  if (s != HQEKV_OK && s != HQEKV_ERR_BUFFER_TOO_SMALL) Check(s);
+  std::string out(len + 1, '\0');
+  Check(fn(out.data(), out.size(), &len));
+  out.resize(len);
+  return out;
+}
+
+py::dict StatsDict(const hqekv_kv_stats& st) {
+  py::dict d;
+  d["bytes_total"] = st.bytes_total;
+  d["bytes_payload"] = st.bytes_payload;
+  d["bytes_metadata"] = st.bytes_metadata;
+  d["bytes_bookkeeping"] = st.bytes_bookkeeping;
+  d["bytes_residual"] = st.bytes_residual;
+  d["kept_elements"] = st.kept_elements;
+  d["original_elements"] = st.original_elements;
+  d["true_bits"] = st.true_bits;
+  d["bits_per_original"] = st.bits_per_original;
+  d["n_layers"] = st.n_layers;
+  return d;
+}
+
+py::object JsonLoads(const std::string& s) { return py::module_::import("json").attr("loads")(s); }
+
+// Owns a model handle; shared with the contexts made from it (the C API lets
+// the model go first, but Python users read metadata through ctx.model).
+struct Model {
+  std::shared_ptr<hqekv_model> h;
+};
+
+struct Context {
+  std::shared_ptr<hqekv_model> model;
+  std::unique_ptr<hqekv_context, void (*)(hqekv_context*)> h{nullptr, hqekv_context_free};
+};
+
+hqekv_sampler_params SamplerParams(float temperature, int top_k, float top_p, float min_p,
+                                   float repeat_penalty, int repeat_last_n, uint64_t seed) {
+  hqekv_sampler_params p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repeat_penalty = repeat_penalty;
+  p.repeat_last_n = repeat_last_n;
+  p.seed = seed;
+  return p;
+}
+
+std::vector<int32_t> Tokenize(const hqekv_model* m, const std::string& text, bool add_bos,
+                              bool parse_special) {
+  size_t n = 0;
+  hqekv_status s =
+      hqekv_tokenize(m, text.data(), text.size(), add_bos, parse_special, nullptr, 0, &n);
+  if (s != HQEKV_OK && s != HQEKV_ERR_BUFFER_TOO_SMALL) Check(s);
+  std::vector<int32_t> ids(n);
+  Check(hqekv_tokenize(m, text.data(), text.size(), add_bos, parse_special, ids.data(), ids.size(),
+                       &n));
+  return ids;
+}
+
+std::string Detokenize(const hqekv_model* m, const std::vector<int32_t>& ids, int32_t prev) {
+  return ReadString([&](char* b, size_t c, size_t* l) {
+    return hqekv_detokenize(m, ids.data(), ids.size(), prev, b, c, l);
+  });
+}
+
+struct KvFree {
+  void operator()(hqekv_kv* kv) const { hqekv_kv_free(kv); }
+};
+struct KvStore {
+  std::unique_ptr<hqekv_kv, KvFree> h;
+};
+
+using FloatArray = py::array_t<float, py::array::c_style>;
+using ByteArray = py::array_t<uint8_t, py::array::c_style>;
+
+// A C-contiguous float32 array of exactly `shape` (no silent conversion:
+// a wrong dtype is an error, so the zero-copy promise holds).
+FloatArray RequireFloat(const py::array& a, const std::vector<py::ssize_t>& shape,
+                        const char* what) {
+  if (!a.dtype().is(py::dtype::of<float>())) {
+    throw py::value_error(std::string(what) + ": expected dtype float32, got " +
+                          std::string(py::str(a.dtype())));
+  }
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error(std::string(what) + ": expected a C-contiguous array");
+  bool ok = a.ndim() == static_cast<py::ssize_t>(shape.size());
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = a.shape(i) == shape[i];
+  if (!ok) {
+    std::string want = "(", got = "(";
+    for (auto s : shape) want += std::to_string(s) + ",";
+    for (py::ssize_t i = 0; i < a.ndim(); ++i) got += std::to_string(a.shape(i)) + ",";
+    throw py::value_error(std::string(what) + ": expected shape " + want + ") got " + got + ")");
+  }
+  return py::reinterpret_borrow<FloatArray>(a);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(hqekv, mod) {
+  mod.doc() =
+      "hqekv: KV-cache compression engine (Python bindings over the C API, include/hqekv/hqekv.h)";
+  static py::exception<LibraryError> error(mod, "Error", PyExc_RuntimeError);
+  g_error = error.ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const LibraryError& e) {
+      PyErr_SetString(g_error, e.message.c_str());
+    }
+  });
+  mod.attr("__version__") = hqekv_version();
+  mod.attr("api_version") = hqekv_api_version();
+  mod.def(
+      "set_threads", [](int n) { Check(hqekv_set_threads(n)); }, py::arg("n"),
+      "Threads of the compute pool (0 = all cores); results are reproducible for a fixed count.");
+
+  py::class_<Model>(mod, "Model", "A model file (GGUF or llama2.c checkpoint), memory-mapped.")
+      .def(py::init([](const std::string& path, const std::string& tokenizer) {
+             hqekv_model* m = nullptr;
+             Check(hqekv_model_load(path.c_str(), tokenizer.empty() ? nullptr : tokenizer.c_str(),
+                                    &m));
+             return Model{std::shared_ptr<hqekv_model>(m, hqekv_model_free)};
+           }),
+           py::arg("path"), py::arg("tokenizer") = "")
+      .def_property_readonly(
+          "name", [](const Model& m) { return std::string(hqekv_model_name(m.h.get())); })
+      .def_property_readonly(
+          "arch", [](const Model& m) { return std::string(hqekv_model_arch(m.h.get())); })
+      .def_property_readonly(
+          "identity", [](const Model& m) { return std::string(hqekv_model_identity(m.h.get())); })
+      .def_property_readonly("n_vocab",
+                             [](const Model& m) { return hqekv_model_n_vocab(m.h.get()); })
+      .def_property_readonly("n_layers",
+                             [](const Model& m) { return hqekv_model_n_layers(m.h.get()); })
+      .def_property_readonly("n_embd", [](const Model& m) { return hqekv_model_n_embd(m.h.get()); })
+      .def_property_readonly("n_heads",
+                             [](const Model& m) { return hqekv_model_n_heads(m.h.get()); })
+      .def_property_readonly("n_kv_heads",
+                             [](const Model& m) { return hqekv_model_n_kv_heads(m.h.get()); })
+      .def_property_readonly("head_dim",
+                             [](const Model& m) { return hqekv_model_head_dim(m.h.get()); })
+      .def_property_readonly("n_ctx_train",
+                             [](const Model& m) { return hqekv_model_n_ctx_train(m.h.get()); })
+      .def_property_readonly("n_params",
+                             [](const Model& m) { return hqekv_model_n_params(m.h.get()); })
+      .def_property_readonly("bos", [](const Model& m) { return hqekv_model_bos(m.h.get()); })
+      .def_property_readonly("eos", [](const Model& m) { return hqekv_model_eos(m.h.get()); })
+      .def(
+          "tokenize",
+          [](const Model& m, const std::string& text, py::object add_bos, bool parse_special) {
+            const bool bos =
+                add_bos.is_none() ? (hqekv_model_add_bos(m.h.get()) != 0) : add_bos.cast<bool>();
+            return Tokenize(m.h.get(), text, bos, parse_special);
+          },
+          py::arg("text"), py::arg("add_bos") = py::none(), py::arg("parse_special") = false,
+          "Token ids of text (add_bos None: as the model file asks).")
+      .def(
+          "detokenize",
+          [](const Model& m, const std::vector<int32_t>& ids, int32_t prev) {
+            return py::bytes(Detokenize(m.h.get(), ids, prev));
+          },
+          py::arg("tokens"), py::arg("prev") = -1,
+          "Bytes of tokens generated after token prev (-1: start of text), as `hqekv run` streams "
+          "them.")
+      .def(
+          "context",
+          [](const Model& m, const std::string& kv, int n_ctx) {
+            Context c;
+            c.model = m.h;
+            hqekv_context* h = nullptr;
+            Check(hqekv_context_create(m.h.get(), kv.c_str(), n_ctx, &h));
+            c.h.reset(h);
+            return c;
+          },
+          py::arg("kv") = "fp16", py::arg("n_ctx") = 0,
+          "A context (KV cache of one sequence) under a --kv policy spec; n_ctx 0: the model's, at "
+          "most 4096.");
+
+  py::class_<Context>(mod, "Context", "A model and the (compressed) KV cache of one sequence.")
+      .def_property_readonly("n_ctx",
+                             [](const Context& c) { return hqekv_context_n_ctx(c.h.get()); })
+      .def_property_readonly("n_past",
+                             [](const Context& c) { return hqekv_context_n_past(c.h.get()); })
+      .def_property_readonly(
+          "kv", [](const Context& c) { return std::string(hqekv_context_kv_describe(c.h.get())); })
+      .def(
+          "decode",
+          [](Context& c, const std::vector<int32_t>& tokens) {
+            py::gil_scoped_release nogil;
+            Check(hqekv_decode(c.h.get(), tokens.data(), static_cast<int>(tokens.size())));
+          },
+          py::arg("tokens"), "Runs tokens at the next positions (the first batch is the prompt).")
+      .def(
+          "logits",
+          [](py::object self) {
+            const Context& c = self.cast<const Context&>();
+            const float* l = nullptr;
+            int n = 0;
+            Check(hqekv_get_logits(c.h.get(), &l, &n));
+            // A read-only view into the context's buffer, valid until the next decode.
+            FloatArray a({static_cast<py::ssize_t>(n)}, {sizeof(float)}, l, self);
+            a.attr("setflags")(py::arg("write") = false);
+            return a;
+          },
+          "Logits [n_vocab] of the last decoded token (a read-only view, valid until the next "
+          "decode).")
+      .def("reset", [](Context& c) { Check(hqekv_context_reset(c.h.get())); })
+      .def(
+          "generate_tokens",
+          [](Context& c, int max_new, float temperature, int top_k, float top_p, float min_p,
+             float repeat_penalty, int repeat_last_n, uint64_t seed) {
+            hqekv_sampler_params p = SamplerParams(temperature, top_k, top_p, min_p, repeat_penalty,
+                                                   repeat_last_n, seed);
+            std::vector<int32_t> out(max_new > 0 ? max_new : 0);
+            size_t n = 0;
+            {
+              py::gil_scoped_release nogil;
+              hqekv_sampler* s = nullptr;
+              Check(hqekv_sampler_create(&p, &s));
+              std::unique_ptr<hqekv_sampler, void (*)(hqekv_sampler*)> owner(s, hqekv_sampler_free);
+              Check(hqekv_generate(c.h.get(), s, max_new, out.data(), out.size(), &n));
+            }
+            out.resize(n);
+            return out;
+          },
+          py::arg("max_new") = 256, py::arg("temperature") = 0.0f, py::arg("top_k") = 0,
+          py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f, py::arg("repeat_penalty") = 1.0f,
+          py::arg("repeat_last_n") = 64, py::arg("seed") = 0,
+          "The loop of `hqekv run` after a decoded prompt: sample, stop at end of generation, "
+          "decode.")
+      .def(
+          "generate",
+          [](Context& c, const std::string& prompt, int max_new, float temperature, int top_k,
+             float top_p, float min_p, float repeat_penalty, int repeat_last_n, uint64_t seed) {
+            Check(hqekv_context_reset(c.h.get()));
+            hqekv_model* m = c.model.get();
+            const std::vector<int32_t> ids =
+                Tokenize(m, prompt, hqekv_model_add_bos(m) || prompt.empty(), false);
+            if (ids.empty())
+              throw LibraryError{"empty prompt and the model's tokenizer has no BOS token"};
+            hqekv_sampler_params p = SamplerParams(temperature, top_k, top_p, min_p, repeat_penalty,
+                                                   repeat_last_n, seed);
+            std::vector<int32_t> out(max_new > 0 ? max_new : 0);
+            size_t n = 0;
+            {
+              py::gil_scoped_release nogil;
+              Check(hqekv_decode(c.h.get(), ids.data(), static_cast<int>(ids.size())));
+              hqekv_sampler* s = nullptr;
+              Check(hqekv_sampler_create(&p, &s));
+              std::unique_ptr<hqekv_sampler, void (*)(hqekv_sampler*)> owner(s, hqekv_sampler_free);
+              Check(hqekv_generate(c.h.get(), s, max_new, out.data(), out.size(), &n));
+            }
+            out.resize(n);
+            const std::string text = Detokenize(m, out, ids.back());
+            // Bytes to str; a UTF-8 character cut by max_new becomes U+FFFD.
+            return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
+                text.data(), static_cast<py::ssize_t>(text.size()), "replace"));
+          },
+          py::arg("prompt") = "", py::arg("max_new") = 256, py::arg("temperature") = 0.0f,
+          py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
+          py::arg("repeat_penalty") = 1.0f, py::arg("repeat_last_n") = 64, py::arg("seed") = 0,
+          "Resets the context, decodes the prompt (BOS as `hqekv run`), generates; returns the new "
+          "text "
+          "(greedy by default; the prompt itself is not repeated).")
+      .def(
+          "kv_stats",
+          [](const Context& c) {
+            hqekv_kv_stats st;
+            Check(hqekv_context_kv_stats(c.h.get(), &st));
+            return StatsDict(st);
+          },
+          "Bytes held by the KV cache (total and by purpose), kept / original elements, true bits.")
+      .def(
+          "kv_report",
+          [](const Context& c) {
+            return JsonLoads(ReadString([&](char* b, size_t cap, size_t* l) {
+              return hqekv_context_kv_report_json(c.h.get(), b, cap, l);
+            }));
+          },
+          "The per-layer report (tier histograms, bytes) as a dict.");
+
+  mod.def(
+      "quant_sizes",
+      [](const std::string& fmt, int T, int D) {
+        size_t cb = 0, mb = 0;
+        Check(hqekv_quant_sizes(fmt.c_str(), T, D, &cb, &mb));
+        return py::make_tuple(cb, mb);
+      },
+      py::arg("format"), py::arg("T"), py::arg("D"),
+      "Bytes of the code and metadata planes of a T x D chunk.");
+  mod.def(
+      "quantize",
+      [](py::array x, const std::string& fmt) {
+        if (x.ndim() != 2)
+          throw py::value_error("quantize: expected a 2-D array [T, D], got " +
+                                std::to_string(x.ndim()) + " dimensions");
+        const int T = static_cast<int>(x.shape(0)), D = static_cast<int>(x.shape(1));
+        FloatArray a = RequireFloat(x, {x.shape(0), x.shape(1)}, "quantize");
+        size_t cb = 0, mb = 0;
+        Check(hqekv_quant_sizes(fmt.c_str(), T, D, &cb, &mb));
+        ByteArray codes(static_cast<py::ssize_t>(cb)), meta(static_cast<py::ssize_t>(mb));
+        const float* src = a.data();
+        uint8_t* c = codes.mutable_data();
+        uint8_t* m = meta.mutable_data();
+        {
+          py::gil_scoped_release nogil;
+          Check(hqekv_quantize(fmt.c_str(), src, T, D, c, cb, m, mb));
+        }
+        return py::make_tuple(codes, meta);
+      },
+      py::arg("x"), py::arg("format"),
+      "Quantizes a float32 [T, D] chunk (read in place); returns (codes, meta) uint8 arrays.");
+  mod.def(
+      "dequantize",
+      [](ByteArray codes, ByteArray meta, const std::string& fmt, int T, int D) {
+        FloatArray out(
+            {static_cast<py::ssize_t>(T > 0 ? T : 0), static_cast<py::ssize_t>(D > 0 ? D : 0)});
+        const uint8_t* c = codes.data();
+        const uint8_t* m = meta.data();
+        float* dst = out.mutable_data();
+        const size_t cs = codes.size(), ms = meta.size();
+        {
+          py::gil_scoped_release nogil;
+          Check(hqekv_dequantize(fmt.c_str(), c, cs, m, ms, T, D, dst));
+        }
+        return out;
+      },
+      py::arg("codes"), py::arg("meta"), py::arg("format"), py::arg("T"), py::arg("D"),
+      "The float32 [T, D] reconstruction of (codes, meta).");
+
+  py::class_<KvStore>(
+      mod, "KvStore",
+      "A KV cache under a policy spec, without a model: append K/V rows, attend, stats.")
+      .def(py::init([](const std::string& spec, int n_layers, int n_q_heads, int n_kv_heads,
+                       int head_dim, int max_ctx) {
+             const hqekv_kv_geometry g = {n_layers, n_q_heads, n_kv_heads, head_dim, max_ctx};
+             hqekv_kv* kv = nullptr;
+             Check(hqekv_kv_create(spec.c_str(), &g, &kv));
+             return KvStore{std::unique_ptr<hqekv_kv, KvFree>(kv)};
+           }),
+           py::arg("spec"), py::arg("n_layers"), py::arg("n_q_heads"), py::arg("n_kv_heads"),
+           py::arg("head_dim"), py::arg("max_ctx"))
+      .def_property_readonly(
+          "describe", [](const KvStore& s) { return std::string(hqekv_kv_describe(s.h.get())); })
+      .def(
+          "append",
+          [](KvStore& s, int layer, py::array k, py::array v, const std::vector<int32_t>& pos) {
+            const int n = static_cast<int>(pos.size());
+            const py::ssize_t h = k.ndim() == 3 ? k.shape(1) : 0,
+                              d = k.ndim() == 3 ? k.shape(2) : 0;
+            FloatArray ka = RequireFloat(k, {n, h, d}, "append: k [n, n_kv_heads, head_dim]");
+            FloatArray va = RequireFloat(v, {n, h, d}, "append: v [n, n_kv_heads, head_dim]");
+            py::gil_scoped_release nogil;
+            Check(hqekv_kv_append(s.h.get(), layer, ka.data(), va.data(), pos.data(), n));
+          },
+          py::arg("layer"), py::arg("k"), py::arg("v"), py::arg("pos"))
+      .def(
+          "attend",
+          [](KvStore& s, int layer, py::array q, const std::vector<int32_t>& pos) {
+            const int n = static_cast<int>(pos.size());
+            const py::ssize_t h = q.ndim() == 3 ? q.shape(1) : 0,
+                              d = q.ndim() == 3 ? q.shape(2) : 0;
+            FloatArray qa = RequireFloat(q, {n, h, d}, "attend: q [n, n_q_heads, head_dim]");
+            FloatArray out({static_cast<py::ssize_t>(n), h, d});
+            const float* qp = qa.data();
+            float* op = out.mutable_data();
+            {
+              py::gil_scoped_release nogil;
+              Check(hqekv_kv_attend(s.h.get(), layer, qp, pos.data(), n, op));
+            }
+            return out;
+          },
+          py::arg("layer"), py::arg("q"), py::arg("pos"))
+      .def(
+          "end_batch",
+          [](KvStore& s, int n, bool is_prefill) {
+            Check(hqekv_kv_end_batch(s.h.get(), n, is_prefill));
+          },
+          py::arg("n"), py::arg("is_prefill"))
+      .def("stats",
+           [](const KvStore& s) {
+             hqekv_kv_stats st;
+             Check(hqekv_kv_stats_get(s.h.get(), &st));
+             return StatsDict(st);
+           })
+      .def("report",
+           [](const KvStore& s) {
+             return JsonLoads(ReadString([&](char* b, size_t cap, size_t* l) {
+               return hqekv_kv_report_json(s.h.get(), b, cap, l);
+             }));
+           })
+      .def("reset", [](KvStore& s) { Check(hqekv_kv_reset(s.h.get())); });
+}

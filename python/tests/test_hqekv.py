@@ -1,0 +1,127 @@
+"""Tests of the Python bindings (run by CTest `python_bindings`):
+generation and KV stats equal the CLI's, quantize / dequantize round trips
+for every format, the standalone KV store, and errors as Python exceptions
+carrying the library's message."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import hqekv
+
+SRC = os.environ.get("HQEKV_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+MODEL = os.path.join(SRC, "models", "stories260K.gguf")
+CLI = os.environ.get("HQEKV_CLI", "hqekv")
+
+hqekv.set_threads(1)  # the numbers of `hqekv run -t 1`
+
+
+def run_cli(prompt, n, kv):
+    r = subprocess.run([CLI, "run", "-m", MODEL, "-p", prompt, "--temp", "0", "-n", str(n), "-t", "1",
+                        "--kv", kv], capture_output=True, text=True, check=True)
+    m = re.search(r"KV (\d+) bytes held, ([0-9.]+) true bits", r.stderr)
+    return r.stdout, int(m.group(1)), float(m.group(2))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return hqekv.Model(MODEL)
+
+
+def test_metadata(model):
+    assert hqekv.api_version >= 1
+    assert model.n_vocab == 512 and model.arch == "llama" and len(model.identity) == 16
+    ids = model.tokenize("Once upon a time")
+    assert ids[0] == model.bos
+    assert model.detokenize(ids[1:], prev=ids[0]) == b"Once upon a time"
+
+
+@pytest.mark.parametrize("kv", ["fp16", "kivi:bits=2", "hqekv:bits=3.2"])
+def test_generation_and_stats_equal_the_cli(model, kv):
+    prompt = "Once upon a time"
+    ctx = model.context(kv=kv, n_ctx=512)
+    text = ctx.generate(prompt, max_new=30)
+    out, cli_bytes, cli_bits = run_cli(prompt, 30, kv)
+    assert prompt + text + "\n" == out
+    st = ctx.kv_stats()
+    assert st["bytes_total"] == cli_bytes
+    assert round(st["true_bits"], 3) == cli_bits
+    report = ctx.kv_report()
+    assert len(report["layers"]) == model.n_layers and report["bytes"]["total"] == cli_bytes
+
+
+def test_decode_logits_and_sampling(model):
+    ctx = model.context(n_ctx=64)
+    ctx.decode([model.bos])
+    logits = ctx.logits()
+    assert logits.shape == (512,) and logits.dtype == np.float32 and not logits.flags.writeable
+    first = int(np.argmax(logits))
+    toks = ctx.generate_tokens(5)
+    assert toks[0] == first and ctx.n_past == 5
+    ctx.reset()
+    assert ctx.n_past == 0
+
+
+@pytest.mark.parametrize("fmt", ["f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u1", "u2", "u4", "u8",
+                                 "u4:chan", "u2:g=16:had", "n1", "n2", "n4"])
+def test_quantize_round_trip(fmt):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 64)).astype(np.float32)
+    codes, meta = hqekv.quantize(x, fmt)
+    cb, mb = hqekv.quant_sizes(fmt, 32, 64)
+    assert codes.dtype == np.uint8 and codes.size == cb and meta.size == mb
+    y = hqekv.dequantize(codes, meta, fmt, 32, 64)
+    assert y.shape == x.shape and y.dtype == np.float32 and np.all(np.isfinite(y))
+    if fmt == "f32":
+        assert np.array_equal(x, y)
+    # Deterministic: the same input gives the same planes.
+    codes2, meta2 = hqekv.quantize(x, fmt)
+    assert np.array_equal(codes, codes2) and np.array_equal(meta, meta2)
+    err = float(np.sqrt(np.mean((x - y) ** 2)))
+    bound = {"u1": 1.5, "n1": 1.5, "u2": 0.9, "n2": 0.9, "u2:g=16:had": 0.9}.get(fmt, 0.35)
+    assert err < bound, (fmt, err)
+
+
+def test_kv_store():
+    kv = hqekv.KvStore("fp32", n_layers=1, n_q_heads=2, n_kv_heads=1, head_dim=8, max_ctx=16)
+    k = np.arange(8, dtype=np.float32).reshape(1, 1, 8)
+    v = -np.arange(8, dtype=np.float32).reshape(1, 1, 8)
+    kv.append(0, k, v, [0])
+    out = kv.attend(0, np.ones((1, 2, 8), np.float32), [0])
+    kv.end_batch(1, True)
+    assert np.array_equal(out[0, 0], v[0, 0]) and np.array_equal(out[0, 1], v[0, 0])
+    assert kv.stats()["kept_elements"] == 16 and kv.describe == "fp32"
+
+
+def test_errors_carry_the_library_message(model):
+    with pytest.raises(hqekv.Error, match="nonexistent"):
+        hqekv.Model("/nonexistent/model.gguf")
+    with pytest.raises(hqekv.Error, match="nonsense"):
+        model.context(kv="nonsense")
+    with pytest.raises(hqekv.Error, match="u3"):
+        hqekv.quantize(np.zeros((4, 32), np.float32), "u3")
+    with pytest.raises(ValueError, match="float32"):
+        hqekv.quantize(np.zeros((4, 32), np.float64), "u4")
+    with pytest.raises(ValueError, match="2-D"):
+        hqekv.quantize(np.zeros(32, np.float32), "u4")
+    ctx = model.context(n_ctx=8)
+    with pytest.raises(hqekv.Error, match="outside"):
+        ctx.decode([100000])
+    with pytest.raises(hqekv.Error, match="decode"):
+        ctx.logits()
+    kv = hqekv.KvStore("fp16", 1, 1, 1, 8, 8)
+    with pytest.raises(ValueError, match="shape"):
+        kv.append(0, np.zeros((2, 1, 8), np.float32), np.zeros((2, 1, 8), np.float32), [0])
+    with pytest.raises(hqekv.Error, match="layer"):
+        kv.append(3, np.zeros((1, 1, 8), np.float32), np.zeros((1, 1, 8), np.float32), [0])
+
+
+def test_compare_policies_example():
+    script = os.path.join(SRC, "examples", "python", "compare_policies.py")
+    r = subprocess.run([sys.executable, script, "-m", MODEL, "-n", "20"], capture_output=True, text=True,
+                       check=True)
+    rows = [line.split()[0] for line in r.stdout.splitlines()[1:]]
+    assert rows == ["fp16", "kivi:bits=2", "hqekv:bits=3.2"], r.stdout

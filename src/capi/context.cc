@@ -1,0 +1,243 @@
+// C API: contexts (a model + the KV cache of one sequence), sampling, and the
+// generation loop of `hqekv run`.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "capi/handles.h"
+#include "policy/factory.h"
+#include "tokenizer/tokenizer.h"
+
+using hqekv::capi::Fail;
+using hqekv::capi::Guard;
+
+namespace {
+
+// Decodes tokens[0..n) at the next positions; the first batch of an empty
+// context is the prompt (is_prefill). Arguments already checked.
+hqekv_status DecodeChecked(hqekv_context* ctx, const int32_t* tokens, int n) {
+  const int32_t start = static_cast<int32_t>(ctx->history.size());
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = start + i;
+  const bool is_prefill = ctx->history.empty();
+  ctx->has_logits = false;
+  hqekv::Status s = ctx->model->Forward(tokens, pos.data(), n, *ctx->cache, hqekv::Logits::kLast,
+                                        ctx->logits.data(), is_prefill);
+  if (!s.ok()) return Fail(HQEKV_ERR_COMPUTE, "hqekv_decode: " + s.message());
+  ctx->history.insert(ctx->history.end(), tokens, tokens + n);
+  ctx->has_logits = true;
+  return HQEKV_OK;
+}
+
+hqekv_status CheckBatch(const char* fn, const hqekv_context* ctx, const int32_t* tokens, int n) {
+  if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": ctx is NULL");
+  if (!tokens) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": tokens is NULL");
+  if (n <= 0)
+    return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": n must be > 0, got " + std::to_string(n));
+  const int vocab = ctx->src->config.vocab_size;
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  std::string(fn) + ": token " + std::to_string(tokens[i]) + " at index " +
+                      std::to_string(i) + " is outside [0, " + std::to_string(vocab) + ")");
+    }
+  }
+  const size_t n_past = ctx->history.size();
+  if (n_past + static_cast<size_t>(n) > static_cast<size_t>(ctx->n_ctx)) {
+    return Fail(HQEKV_ERR_CONTEXT_FULL, std::string(fn) + ": " + std::to_string(n) +
+                                            " tokens after " + std::to_string(n_past) +
+                                            " do not fit the context of " +
+                                            std::to_string(ctx->n_ctx));
+  }
+  return HQEKV_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec, int n_ctx,
+                                  hqekv_context** out) {
+  return Guard("hqekv_context_create", [&] {
+    if (!out) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_create: out is NULL");
+    *out = nullptr;
+    if (!model) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_create: model is NULL");
+    const hqekv::ModelConfig& c = model->src->config;
+    auto ctx = std::make_unique<hqekv_context>();
+    ctx->src = model->src;
+    auto m = hqekv::LlamaModel::Create(*ctx->src);
+    if (!m.ok()) return Fail(HQEKV_ERR_LOAD, "hqekv_context_create: " + m.message());
+    ctx->model = std::move(*m);
+    ctx->n_ctx = n_ctx > 0 ? n_ctx : std::min(c.max_ctx, 4096);  // as `hqekv run --ctx`
+    auto spec = hqekv::policy::ParseSpec(kv_spec ? kv_spec : "fp16");
+    if (!spec.ok()) return Fail(HQEKV_ERR_SPEC, "hqekv_context_create: kv spec: " + spec.message());
+    // Created for this model: a calibration profile must have been made for it.
+    auto cache =
+        hqekv::policy::CreateCache(*spec, ctx->model->CacheGeometry(ctx->n_ctx),
+                                   hqekv::policy::ForModel(c.name, ctx->src->identity, c.n_layers));
+    if (!cache.ok())
+      return Fail(HQEKV_ERR_SPEC, "hqekv_context_create: kv spec: " + cache.message());
+    ctx->cache = std::move(*cache);
+    ctx->describe = ctx->cache->Describe();
+    ctx->logits.assign(c.vocab_size, 0.0f);
+    *out = ctx.release();
+    return HQEKV_OK;
+  });
+}
+
+void hqekv_context_free(hqekv_context* ctx) { delete ctx; }
+
+int hqekv_context_n_ctx(const hqekv_context* ctx) { return ctx ? ctx->n_ctx : 0; }
+
+int hqekv_context_n_past(const hqekv_context* ctx) {
+  return ctx ? static_cast<int>(ctx->history.size()) : 0;
+}
+
+const char* hqekv_context_kv_describe(const hqekv_context* ctx) {
+  return ctx ? ctx->describe.c_str() : "";
+}
+
+hqekv_status hqekv_decode(hqekv_context* ctx, const int32_t* tokens, int n) {
+  return Guard("hqekv_decode", [&] {
+    const hqekv_status s = CheckBatch("hqekv_decode", ctx, tokens, n);
+    return s != HQEKV_OK ? s : DecodeChecked(ctx, tokens, n);
+  });
+}
+
+hqekv_status hqekv_get_logits(const hqekv_context* ctx, const float** logits, int* n_vocab) {
+  return Guard("hqekv_get_logits", [&] {
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_get_logits: ctx is NULL");
+    if (!logits) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_get_logits: logits is NULL");
+    if (!ctx->has_logits) {
+      return Fail(HQEKV_ERR_STATE, "hqekv_get_logits: no logits yet (decode a batch first)");
+    }
+    *logits = ctx->logits.data();
+    if (n_vocab) *n_vocab = static_cast<int>(ctx->logits.size());
+    return HQEKV_OK;
+  });
+}
+
+hqekv_status hqekv_context_reset(hqekv_context* ctx) {
+  return Guard("hqekv_context_reset", [&] {
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_reset: ctx is NULL");
+    ctx->cache->Reset();
+    ctx->history.clear();
+    ctx->has_logits = false;
+    return HQEKV_OK;
+  });
+}
+
+hqekv_sampler_params hqekv_sampler_default_params(void) {
+  hqekv_sampler_params p;
+  p.temperature = 0.8f;  // the defaults of `hqekv run` (cli/cmd_run.cc)
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.min_p = 0.05f;
+  p.repeat_penalty = 1.0f;
+  p.repeat_last_n = 64;
+  p.seed = 0;
+  return p;
+}
+
+hqekv_sampler_params hqekv_sampler_greedy_params(void) {
+  hqekv_sampler_params p;
+  p.temperature = 0.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.repeat_penalty = 1.0f;
+  p.repeat_last_n = 64;
+  p.seed = 0;
+  return p;
+}
+
+hqekv_status hqekv_sampler_create(const hqekv_sampler_params* params, hqekv_sampler** out) {
+  return Guard("hqekv_sampler_create", [&] {
+    if (!out) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_create: out is NULL");
+    *out = nullptr;
+    if (!params) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_create: params is NULL");
+    hqekv::SamplerConfig c;
+    c.temperature = params->temperature;
+    c.top_k = params->top_k;
+    c.top_p = params->top_p;
+    c.min_p = params->min_p;
+    c.repeat_penalty = params->repeat_penalty;
+    c.repeat_last_n = params->repeat_last_n;
+    c.seed = params->seed;
+    auto s = hqekv::Sampler::Create(c);
+    if (!s.ok()) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_create: " + s.message());
+    *out = new hqekv_sampler{std::move(*s)};
+    return HQEKV_OK;
+  });
+}
+
+void hqekv_sampler_free(hqekv_sampler* sampler) { delete sampler; }
+
+hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_context* ctx,
+                                  int32_t* token) {
+  return Guard("hqekv_sampler_sample", [&] {
+    if (!sampler) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: sampler is NULL");
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: ctx is NULL");
+    if (!token) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: token is NULL");
+    if (!ctx->has_logits)
+      return Fail(HQEKV_ERR_STATE, "hqekv_sampler_sample: no logits yet (decode a batch first)");
+    *token = sampler->sampler.Sample(ctx->logits.data(), static_cast<int>(ctx->logits.size()),
+                                     ctx->history);
+    return HQEKV_OK;
+  });
+}
+
+hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_new, int32_t* out,
+                            size_t cap, size_t* n_out) {
+  return Guard("hqekv_generate", [&] {
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_generate: ctx is NULL");
+    if (!sampler) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_generate: sampler is NULL");
+    if (!n_out) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_generate: n_out is NULL");
+    *n_out = 0;
+    if (max_new < 0) {
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  "hqekv_generate: max_new must be >= 0, got " + std::to_string(max_new));
+    }
+    if (cap < static_cast<size_t>(max_new) || (cap > 0 && !out)) {
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  "hqekv_generate: out must hold max_new = " + std::to_string(max_new) +
+                      " tokens, cap is " + std::to_string(cap));
+    }
+    if (!ctx->has_logits) return Fail(HQEKV_ERR_STATE, "hqekv_generate: decode the prompt first");
+    const hqekv::Tokenizer& tok = *ctx->src->tokenizer;
+    // The loop of model/generate.cc (what `hqekv run` calls), step by step.
+    for (int step = 0; step < max_new; ++step) {
+      const int32_t t = sampler->sampler.Sample(ctx->logits.data(),
+                                                static_cast<int>(ctx->logits.size()), ctx->history);
+      if (tok.IsEndOfGeneration(t)) break;
+      out[(*n_out)++] = t;
+      if (step + 1 == max_new) break;
+      if (ctx->history.size() >= static_cast<size_t>(ctx->n_ctx)) break;  // context full
+      const hqekv_status s = DecodeChecked(ctx, &t, 1);
+      if (s != HQEKV_OK) return s;
+    }
+    return HQEKV_OK;
+  });
+}
+
+hqekv_status hqekv_context_kv_stats(const hqekv_context* ctx, hqekv_kv_stats* out) {
+  return Guard("hqekv_context_kv_stats", [&] {
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_kv_stats: ctx is NULL");
+    if (!out) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_kv_stats: out is NULL");
+    hqekv::capi::FillStats(ctx->cache->Stats(), out);
+    return HQEKV_OK;
+  });
+}
+
+hqekv_status hqekv_context_kv_report_json(const hqekv_context* ctx, char* buf, size_t cap,
+                                          size_t* len) {
+  return Guard("hqekv_context_kv_report_json", [&] {
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_kv_report_json: ctx is NULL");
+    return hqekv::capi::CopyOut("hqekv_context_kv_report_json",
+                                hqekv::capi::StatsJson(ctx->cache->Stats(), ctx->describe), buf,
+                                cap, len);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,78 @@
+// The C API's handle structs and its error plumbing (include/hqekv/hqekv.h).
+//
+// Every exported function runs its body through Guard(), which turns any C++
+// exception into a status (none crosses the C boundary), and reports failures
+// through Fail(), which stores the message for hqekv_last_error() in a
+// thread-local string.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "hqekv/hqekv.h"
+#include "io/model_file.h"
+#include "model/llama.h"
+#include "model/sampler.h"
+
+// Handles are in the global namespace: the header declares them there.
+struct hqekv_model {
+  // Shared with every context made from it, so that freeing the model while
+  // contexts exist is safe.
+  std::shared_ptr<const hqekv::ModelSource> src;
+};
+
+struct hqekv_context {
+  std::shared_ptr<const hqekv::ModelSource> src;  // outlives `model` (declared first)
+  std::unique_ptr<hqekv::LlamaModel> model;       // one per context: it owns scratch buffers
+  std::unique_ptr<hqekv::KvCache> cache;
+  std::string describe;
+  int n_ctx = 0;
+  std::vector<int32_t> history;  // every token decoded, in order (the sampler's history)
+  std::vector<float> logits;     // [vocab] of the last decoded token
+  bool has_logits = false;
+};
+
+struct hqekv_sampler {
+  hqekv::Sampler sampler;
+};
+
+struct hqekv_kv {
+  std::unique_ptr<hqekv::KvCache> cache;
+  std::string describe;
+  std::vector<int32_t> last_pos;  // [n_layers]: largest position appended (-1: none)
+  std::vector<int> pending;       // [n_layers]: tokens appended since the last EndBatch
+};
+
+namespace hqekv::capi {
+
+// Records `message` for hqekv_last_error() on this thread; returns `status`.
+hqekv_status Fail(hqekv_status status, std::string message);
+
+// Runs body() (returning hqekv_status); any exception becomes
+// HQEKV_ERR_OUT_OF_MEMORY or HQEKV_ERR_INTERNAL with its message.
+template <class Body>
+hqekv_status Guard(const char* fn, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(HQEKV_ERR_OUT_OF_MEMORY, std::string(fn) + ": out of memory");
+  } catch (const std::exception& e) {
+    return Fail(HQEKV_ERR_INTERNAL, std::string(fn) + ": internal error: " + e.what());
+  } catch (...) {
+    return Fail(HQEKV_ERR_INTERNAL, std::string(fn) + ": internal error (unknown exception)");
+  }
+}
+
+// Copies s into buf[cap] as the header's (buf, cap, len) convention says.
+hqekv_status CopyOut(const char* fn, const std::string& s, char* buf, size_t cap, size_t* len);
+
+// Fills the C struct from a cache's stats.
+void FillStats(const KvStats& st, hqekv_kv_stats* out);
+
+// The per-layer report as a JSON object (hqekv_context_kv_report_json).
+std::string StatsJson(const KvStats& st, const std::string& describe);
+
+}  // namespace hqekv::capi

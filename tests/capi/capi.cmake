@@ -1,0 +1,41 @@
+# Tests of the C API and the installed library (included from
+# tests/CMakeLists.txt; the C++ suite tests/capi/*_test.cc is test_capi):
+#   capi_c_api         tests/capi/c_api_test.c, C99 against libhqekv.so: bad
+#                      input, quantizer, KV store, and greedy text + KV bytes
+#                      equal to `hqekv run --temp 0 -n 20 -t 1`;
+#   capi_example_kivi  examples/c/generate.c equals `hqekv run` under kivi:bits=2;
+#   capi_abi_symbols   `nm -D libhqekv.so` exports only hqekv_*, SONAME versioned;
+#   capi_install       (label `install`, not under HQEKV_SANITIZE) cmake --install
+#                      into a temporary prefix, then examples/c/generate.c built
+#                      out of tree with find_package(hqekv) (shared and static)
+#                      and with pkg-config, each run and compared with the CLI.
+set(_model ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
+
+add_executable(c_api_test ${CMAKE_CURRENT_LIST_DIR}/c_api_test.c)
+set_target_properties(c_api_test PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(c_api_test PRIVATE -pedantic-errors -Werror)
+target_link_libraries(c_api_test PRIVATE hqekv_shared m)
+
+add_executable(example_generate ${PROJECT_SOURCE_DIR}/examples/c/generate.c)
+set_target_properties(example_generate PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(example_generate PRIVATE -pedantic-errors -Werror)
+target_link_libraries(example_generate PRIVATE hqekv_shared)
+
+set(_compare ${CMAKE_CURRENT_LIST_DIR}/compare_with_run.cmake)
+add_test(NAME capi_c_api COMMAND ${CMAKE_COMMAND}
+  "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};--temp;0;-n;20;-t;1"
+  "-DOTHER=$<TARGET_FILE:c_api_test>;${_model}" -P ${_compare})
+add_test(NAME capi_example_kivi COMMAND ${CMAKE_COMMAND}
+  "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};-p;Once upon a time;--temp;0;-n;40;-t;1;--kv;kivi:bits=2"
+  "-DOTHER=$<TARGET_FILE:example_generate>;${_model};Once upon a time;40;kivi:bits=2" -P ${_compare})
+add_test(NAME capi_abi_symbols COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:hqekv_shared>
+  -DSONAME=$<TARGET_SONAME_FILE_NAME:hqekv_shared> -P ${CMAKE_CURRENT_LIST_DIR}/abi_check.cmake)
+
+if(NOT HQEKV_SANITIZE)
+  add_test(NAME capi_install COMMAND ${CMAKE_COMMAND}
+    -DBUILD=${PROJECT_BINARY_DIR} -DSRC=${PROJECT_SOURCE_DIR} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/install-test
+    -DLIBDIR=${CMAKE_INSTALL_LIBDIR} -DMODEL=${_model} -DCLI=$<TARGET_FILE:hqekv>
+    "-DPYTHON=${PYTHON_EXECUTABLE}" "-DPYDIR=${HQEKV_PYTHON_DIR}"
+    -P ${CMAKE_CURRENT_LIST_DIR}/install_test.cmake)
+  set_tests_properties(capi_install PROPERTIES LABELS "install;no_sanitize" TIMEOUT 120)
+endif()

@@ -1,0 +1,25 @@
+# Runs ${RUN} (an `hqekv run` command line) and ${OTHER} (a C API program
+# printing the same things); passes when both exit 0, their stdout (prompt and
+# generated text) is identical, and the "KV N bytes held, X true bits" numbers
+# of their stderr are equal.
+execute_process(COMMAND ${RUN} RESULT_VARIABLE rc_a OUTPUT_VARIABLE out_a ERROR_VARIABLE err_a)
+execute_process(COMMAND ${OTHER} RESULT_VARIABLE rc_b OUTPUT_VARIABLE out_b ERROR_VARIABLE err_b)
+if(NOT rc_a EQUAL 0 OR NOT rc_b EQUAL 0)
+  message(FATAL_ERROR "exit codes ${rc_a} (hqekv run) and ${rc_b} (C API)\nrun: ${err_a}\nC API: ${err_b}")
+endif()
+if(NOT out_a STREQUAL out_b)
+  message(FATAL_ERROR "the texts differ\nhqekv run: [${out_a}]\nC API:     [${out_b}]\n${err_b}")
+endif()
+set(kv_re "KV ([0-9]+) bytes held, ([0-9.]+) true bits")
+if(NOT err_a MATCHES "${kv_re}")
+  message(FATAL_ERROR "no KV summary from hqekv run: ${err_a}")
+endif()
+set(kv_a "${CMAKE_MATCH_1} ${CMAKE_MATCH_2}")
+if(NOT err_b MATCHES "${kv_re}")
+  message(FATAL_ERROR "no KV summary from the C API program: ${err_b}")
+endif()
+set(kv_b "${CMAKE_MATCH_1} ${CMAKE_MATCH_2}")
+if(NOT kv_a STREQUAL kv_b)
+  message(FATAL_ERROR "KV stats differ: hqekv run ${kv_a}, C API ${kv_b}")
+endif()
+message(STATUS "equal text [${out_a}] and KV stats (${kv_a})")
