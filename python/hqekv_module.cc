@@ -1,7 +1,7 @@
 // Python bindings of hqekv over its C API (include/hqekv/hqekv.h):
 //   import hqekv
 //   m = hqekv.Model("models/stories260K.gguf")
-//   ctx = m.context(kv="kivi:bits=2", n_ctx=512)
+//   ctx = m.context(kv="kivi:nominal_bits=2", n_ctx=512)
 //   text = ctx.generate("Once upon a time", max_new=40)   # greedy by default
 //   ctx.kv_stats()                                         # bytes, true bits
 //   codes, meta = hqekv.quantize(x, "u4"); y = hqekv.dequantize(codes, meta, "u4", *x.shape)

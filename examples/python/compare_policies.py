@@ -5,7 +5,7 @@ next-token distributions drift from the fp16 cache's (mean KL divergence over
 the generated tokens, teacher-forced on the fp16 text) and the greedy text.
 
     PYTHONPATH=build/python python3 examples/python/compare_policies.py \
-        [-m models/stories260K.gguf] [-p PROMPT] [-n 300] [--kv fp16 kivi:bits=2 hqekv:bits=3.2]
+        [-m models/stories260K.gguf] [-p PROMPT] [-n 300] [--kv fp16 kivi:nominal_bits=2 hqekv:nominal_bits=3.2]
 """
 import argparse
 
@@ -25,7 +25,7 @@ def main():
     ap.add_argument("-m", "--model", default="models/stories260K.gguf")
     ap.add_argument("-p", "--prompt", default="Once upon a time")
     ap.add_argument("-n", type=int, default=300, help="tokens to generate")
-    ap.add_argument("--kv", nargs="+", default=["fp16", "kivi:bits=2", "hqekv:bits=3.2"])
+    ap.add_argument("--kv", nargs="+", default=["fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2"])
     ap.add_argument("-t", "--threads", type=int, default=1)
     a = ap.parse_args()
 

@@ -22,7 +22,7 @@ hqekv.set_threads(1)  # the numbers of `hqekv run -t 1`
 def run_cli(prompt, n, kv):
     r = subprocess.run([CLI, "run", "-m", MODEL, "-p", prompt, "--temp", "0", "-n", str(n), "-t", "1",
                         "--kv", kv], capture_output=True, text=True, check=True)
-    m = re.search(r"KV (\d+) bytes held, ([0-9.]+) true bits", r.stderr)
+    m = re.search(r"(\d+) bytes held, ([0-9.]+) true bits", r.stderr)
     return r.stdout, int(m.group(1)), float(m.group(2))
 
 
@@ -39,7 +39,7 @@ def test_metadata(model):
     assert model.detokenize(ids[1:], prev=ids[0]) == b"Once upon a time"
 
 
-@pytest.mark.parametrize("kv", ["fp16", "kivi:bits=2", "hqekv:bits=3.2"])
+@pytest.mark.parametrize("kv", ["fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2"])
 def test_generation_and_stats_equal_the_cli(model, kv):
     prompt = "Once upon a time"
     ctx = model.context(kv=kv, n_ctx=512)
@@ -124,4 +124,4 @@ def test_compare_policies_example():
     r = subprocess.run([sys.executable, script, "-m", MODEL, "-n", "20"], capture_output=True, text=True,
                        check=True)
     rows = [line.split()[0] for line in r.stdout.splitlines()[1:]]
-    assert rows == ["fp16", "kivi:bits=2", "hqekv:bits=3.2"], r.stdout
+    assert rows == ["fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2"], r.stdout

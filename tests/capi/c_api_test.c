@@ -71,7 +71,7 @@ static void test_bad_model_input(const hqekv_model* model) {
   CHECK_ERR(hqekv_context_create(NULL, "fp16", 64, &ctx), HQEKV_ERR_INVALID_ARGUMENT, "model");
   CHECK(ctx == NULL);
   CHECK_ERR(hqekv_context_create(model, "nonsense", 64, &ctx), HQEKV_ERR_SPEC, "nonsense");
-  CHECK_ERR(hqekv_context_create(model, "kivi:bits=3", 64, &ctx), HQEKV_ERR_SPEC, "bits");
+  CHECK_ERR(hqekv_context_create(model, "kivi:nominal_bits=3", 64, &ctx), HQEKV_ERR_SPEC, "bits");
   CHECK_ERR(hqekv_context_create(model, "fp16", 64, NULL), HQEKV_ERR_INVALID_ARGUMENT, "out");
 
   CHECK_ERR(hqekv_tokenize(NULL, "a", (size_t)-1, 1, 0, toks, 4, &n), HQEKV_ERR_INVALID_ARGUMENT, "model");
@@ -200,7 +200,7 @@ static void test_kv_store(void) {
   hqekv_kv_free(kv);
 
   /* A compressing policy through the same calls. */
-  REQUIRE_OK(hqekv_kv_create("kivi:bits=2", &g, &kv));
+  REQUIRE_OK(hqekv_kv_create("kivi:nominal_bits=2", &g, &kv));
   for (pos = 0; pos < 12; ++pos) {
     for (l = 0; l < 2; ++l) {
       REQUIRE_OK(hqekv_kv_append(kv, l, k, v, &pos, 1));

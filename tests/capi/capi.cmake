@@ -3,7 +3,7 @@
 #   capi_c_api         tests/capi/c_api_test.c, C99 against libhqekv.so: bad
 #                      input, quantizer, KV store, and greedy text + KV bytes
 #                      equal to `hqekv run --temp 0 -n 20 -t 1`;
-#   capi_example_kivi  examples/c/generate.c equals `hqekv run` under kivi:bits=2;
+#   capi_example_kivi  examples/c/generate.c equals `hqekv run` under kivi:nominal_bits=2;
 #   capi_abi_symbols   `nm -D libhqekv.so` exports only hqekv_*, SONAME versioned;
 #   capi_install       (label `install`, not under HQEKV_SANITIZE) cmake --install
 #                      into a temporary prefix, then examples/c/generate.c built
@@ -26,8 +26,8 @@ add_test(NAME capi_c_api COMMAND ${CMAKE_COMMAND}
   "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};--temp;0;-n;20;-t;1"
   "-DOTHER=$<TARGET_FILE:c_api_test>;${_model}" -P ${_compare})
 add_test(NAME capi_example_kivi COMMAND ${CMAKE_COMMAND}
-  "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};-p;Once upon a time;--temp;0;-n;40;-t;1;--kv;kivi:bits=2"
-  "-DOTHER=$<TARGET_FILE:example_generate>;${_model};Once upon a time;40;kivi:bits=2" -P ${_compare})
+  "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};-p;Once upon a time;--temp;0;-n;40;-t;1;--kv;kivi:nominal_bits=2"
+  "-DOTHER=$<TARGET_FILE:example_generate>;${_model};Once upon a time;40;kivi:nominal_bits=2" -P ${_compare})
 add_test(NAME capi_abi_symbols COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:hqekv_shared>
   -DSONAME=$<TARGET_SONAME_FILE_NAME:hqekv_shared> -P ${CMAKE_CURRENT_LIST_DIR}/abi_check.cmake)
 

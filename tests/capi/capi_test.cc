@@ -85,7 +85,7 @@ TEST(CapiKv, EqualsACacheMadeByMakeKvCache) {
   g.n_kv_heads = 2;
   g.head_dim = 32;
   g.max_ctx = 64;
-  for (const char* spec : {"fp16", "kivi:bits=2", "hqekv:bits=3.2", "h2o:keep=0.5"}) {
+  for (const char* spec : {"fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2", "h2o:keep=0.5"}) {
     SCOPED_TRACE(spec);
     hqekv_kv* kv = nullptr;
     ASSERT_EQ(hqekv_kv_create(spec, &cg, &kv), HQEKV_OK) << hqekv_last_error();
@@ -132,7 +132,7 @@ TEST(CapiKv, EqualsACacheMadeByMakeKvCache) {
 TEST(CapiErrors, LastErrorIsPerThreadAndNamesTheInput) {
   hqekv_kv* kv = nullptr;
   const hqekv_kv_geometry g = {1, 1, 1, 8, 8};
-  EXPECT_EQ(hqekv_kv_create("kivi:bits=7", &g, &kv), HQEKV_ERR_SPEC);
+  EXPECT_EQ(hqekv_kv_create("kivi:nominal_bits=7", &g, &kv), HQEKV_ERR_SPEC);
   EXPECT_NE(std::string(hqekv_last_error()).find("bits"), std::string::npos) << hqekv_last_error();
   std::string other;
   std::thread([&] { other = hqekv_last_error(); }).join();
