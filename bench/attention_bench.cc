@@ -26,7 +26,11 @@ using hqekv::KvCache;
 using hqekv::KvGeometry;
 
 constexpr int kHq = 32, kHk = 8, kD = 128;
-const char* const kSpecs[] = {"fp16", "fp8", "kivi:nominal_bits=2", "kivi:nominal_bits=4", "hqekv:nominal_bits=2",
+const char* const kSpecs[] = {"fp16",
+                              "fp8",
+                              "kivi:nominal_bits=2",
+                              "kivi:nominal_bits=4",
+                              "hqekv:nominal_bits=2",
                               "hqekv:nominal_bits=3.2"};
 const int kLengths[] = {4096, 16384, 32768};
 
@@ -138,16 +142,19 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   for (int n : kLengths) {
     for (const char* spec : kSpecs) {
-      benchmark::RegisterBenchmark(("DecodeAttention/" + std::string(spec) + "/" + std::to_string(n)).c_str(),
-                                   BM_DecodeAttention, std::string(spec), n)
+      benchmark::RegisterBenchmark(
+          ("DecodeAttention/" + std::string(spec) + "/" + std::to_string(n)).c_str(),
+          BM_DecodeAttention, std::string(spec), n)
           ->Unit(benchmark::kMicrosecond);
     }
   }
   benchmark::Initialize(&argc, argv);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::printf("\nDecode attention CPU time per token, ratio to fp16 (same run; 32 q heads, 8 KV "
-              "heads, D 128, 1 thread)\n%-16s", "policy");
+  std::printf(
+      "\nDecode attention CPU time per token, ratio to fp16 (same run; 32 q heads, 8 KV "
+      "heads, D 128, 1 thread)\n%-16s",
+      "policy");
   for (int n : kLengths) std::printf(" %10d", n);
   std::printf("   bits/original at %d\n", kLengths[2]);
   for (const char* spec : kSpecs) {

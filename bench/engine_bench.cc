@@ -51,7 +51,8 @@ void BM_Memcpy(benchmark::State& state) {
   for (auto _ : state) {
     const auto t0 = Clock::now();
     ParallelFor(threads, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) std::memcpy(dst.data() + n / threads * i, src.data() + n / threads * i, n / threads);
+      for (int64_t i = b; i < e; ++i)
+        std::memcpy(dst.data() + n / threads * i, src.data() + n / threads * i, n / threads);
     });
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     state.SetIterationTime(s);
@@ -89,7 +90,8 @@ Loaded* Load(const std::string& which) {
       s.max_ctx = 4096;
       s.tied_output = false;
       s.type = TensorType::kQ8_0;
-      std::fprintf(stderr, "writing %s (%.2f GB)...\n", path.c_str(), SyntheticWeightBytes(s) / 1e9);
+      std::fprintf(stderr, "writing %s (%.2f GB)...\n", path.c_str(),
+                   SyntheticWeightBytes(s) / 1e9);
       const Status st = WriteSyntheticGguf(s, path);
       if (!st.ok()) {
         std::fprintf(stderr, "%s\n", st.message().c_str());
@@ -141,7 +143,8 @@ void Decode(benchmark::State& state, const std::string& which) {
     }
     const int32_t t = 5 + p % 7;
     const auto t0 = Clock::now();
-    if (!m.Forward(&t, &p, 1, *cache, Logits::kLast, logits.data(), false).ok()) return state.SkipWithError("decode");
+    if (!m.Forward(&t, &p, 1, *cache, Logits::kLast, logits.data(), false).ok())
+      return state.SkipWithError("decode");
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     state.SetIterationTime(s);
     secs += s;
@@ -174,7 +177,8 @@ void Prefill(benchmark::State& state, const std::string& which) {
   for (auto _ : state) {
     cache->Reset();
     const auto t0 = Clock::now();
-    if (!m.Forward(ids.data(), pos.data(), tokens, *cache, Logits::kLast, logits.data(), true).ok()) {
+    if (!m.Forward(ids.data(), pos.data(), tokens, *cache, Logits::kLast, logits.data(), true)
+             .ok()) {
       return state.SkipWithError("prefill");
     }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -225,8 +229,9 @@ void BM_MatVecType(benchmark::State& state) {
   auto mc = MemcpyBandwidth().find(1);
   if (mc != MemcpyBandwidth().end()) state.counters["frac_memcpy"] = bps / mc->second;
   auto q8 = TypeBandwidth().find(static_cast<int>(TensorType::kQ8_0));
-  if (q8 != TypeBandwidth().end()) state.counters["params_vs_Q8_0"] =
-      (bps / kernels::RowBytes(t, k)) / (q8->second / kernels::RowBytes(TensorType::kQ8_0, k));
+  if (q8 != TypeBandwidth().end())
+    state.counters["params_vs_Q8_0"] =
+        (bps / kernels::RowBytes(t, k)) / (q8->second / kernels::RowBytes(TensorType::kQ8_0, k));
 }
 
 void RegisterTypeRows(benchmark::internal::Benchmark* b) {
@@ -239,9 +244,22 @@ void RegisterTypeRows(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Memcpy)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_MatVecType)->Apply(RegisterTypeRows)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeStories)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_PrefillStories)->Args({1, 256})->Args({2, 256})->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_DecodeSynth1B)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(5.0);
-BENCHMARK(BM_PrefillSynth1B)->Args({2, 64})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_PrefillStories)
+    ->Args({1, 256})
+    ->Args({2, 256})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeSynth1B)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(5.0);
+BENCHMARK(BM_PrefillSynth1B)
+    ->Args({2, 64})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
 
 }  // namespace
 }  // namespace hqekv

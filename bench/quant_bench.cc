@@ -22,9 +22,9 @@ namespace {
 using namespace hqekv::quant;
 
 constexpr int kT = 32, kD = 128;
-const char* const kFormats[] = {"f16",     "fp8e4m3", "fp8e5m2", "int8",    "u8:tok",
-                                "u4:tok",  "u4:chan", "u2:tok",  "u2:chan", "u1:tok",
-                                "u1:chan", "n2:tok",  "n2:chan", "n1:tok",  "n1:chan",
+const char* const kFormats[] = {"f16",        "fp8e4m3",    "fp8e5m2", "int8",    "u8:tok",
+                                "u4:tok",     "u4:chan",    "u2:tok",  "u2:chan", "u1:tok",
+                                "u1:chan",    "n2:tok",     "n2:chan", "n1:tok",  "n1:chan",
                                 "u4:tok:had", "u2:chan:had"};
 
 struct Chunk {
@@ -115,7 +115,8 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> times;
 };
 
-double Ratio(const std::map<std::string, double>& t, const std::string& base, const std::string& x) {
+double Ratio(const std::map<std::string, double>& t, const std::string& base,
+             const std::string& x) {
   const auto b = t.find(base), v = t.find(x);
   return b == t.end() || v == t.end() || v->second <= 0 ? 0.0 : b->second / v->second;
 }
@@ -137,16 +138,19 @@ int main(int argc, char** argv) {
   SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   const auto& t = reporter.times;
-  std::printf("\nSummary: ratio = baseline CPU time / format CPU time (higher is faster), chunk %dx%d\n",
-              kT, kD);
+  std::printf(
+      "\nSummary: ratio = baseline CPU time / format CPU time (higher is faster), chunk %dx%d\n",
+      kT, kD);
   std::printf("%-12s %12s %12s %12s %12s %10s %10s\n", "format", "quant/memcpy", "deq/memcpy",
               "quant SIMD/ref", "deq SIMD/ref", "dot/f16dot", "axpy/f16");
   for (const char* f : kFormats) {
     const std::string n(f);
     std::printf("%-12s %12.3f %12.3f %14.2f %12.2f %10.3f %10.3f\n", f,
-                Ratio(t, "memcpy_fp16_chunk", "quantize/" + n), Ratio(t, "memcpy_fp16_chunk", "dequantize/" + n),
-                Ratio(t, "quantize_ref/" + n, "quantize/" + n), Ratio(t, "dequantize_ref/" + n, "dequantize/" + n),
-                Ratio(t, "dot/f16", "dot/" + n), Ratio(t, "axpy/f16", "axpy/" + n));
+                Ratio(t, "memcpy_fp16_chunk", "quantize/" + n),
+                Ratio(t, "memcpy_fp16_chunk", "dequantize/" + n),
+                Ratio(t, "quantize_ref/" + n, "quantize/" + n),
+                Ratio(t, "dequantize_ref/" + n, "dequantize/" + n), Ratio(t, "dot/f16", "dot/" + n),
+                Ratio(t, "axpy/f16", "axpy/" + n));
   }
   benchmark::Shutdown();
   return 0;

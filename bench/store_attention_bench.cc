@@ -175,19 +175,23 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   for (int n : kLengths) {
-    benchmark::RegisterBenchmark(("PlainFp16Decode/" + std::to_string(n)).c_str(), BM_PlainFp16Decode, n)
+    benchmark::RegisterBenchmark(("PlainFp16Decode/" + std::to_string(n)).c_str(),
+                                 BM_PlainFp16Decode, n)
         ->Unit(benchmark::kMicrosecond);
     for (const char* layout : kLayouts) {
-      benchmark::RegisterBenchmark(("StoreDecode/" + std::string(layout) + "/" + std::to_string(n)).c_str(),
-                                   BM_StoreDecode, std::string(layout), n)
+      benchmark::RegisterBenchmark(
+          ("StoreDecode/" + std::string(layout) + "/" + std::to_string(n)).c_str(), BM_StoreDecode,
+          std::string(layout), n)
           ->Unit(benchmark::kMicrosecond);
     }
   }
   benchmark::Initialize(&argc, argv);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::printf("\nDecode attention CPU time per token over a KvStore, ratio to the f16 store (same run;"
-              " 32 q heads, 8 KV heads, D 128, 1 thread)\n%-12s", "layout");
+  std::printf(
+      "\nDecode attention CPU time per token over a KvStore, ratio to the f16 store (same run;"
+      " 32 q heads, 8 KV heads, D 128, 1 thread)\n%-12s",
+      "layout");
   for (int n : kLengths) std::printf(" %10d", n);
   std::printf("\n");
   std::vector<std::string> rows = {"plain-fp16"};

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   volatile uint8_t sink = 0;
   for (const auto& [name, t] : m.tensors)
     if (t.nbytes) sink = sink ^ t.data[t.nbytes - 1];
-  const auto ids = m.tokenizer->Encode("Once upon a time, 12345 caf\xC3\xA9 \xF0\x9F\x98\x80\n\n", true, true);
+  const auto ids =
+      m.tokenizer->Encode("Once upon a time, 12345 caf\xC3\xA9 \xF0\x9F\x98\x80\n\n", true, true);
   (void)m.tokenizer->Decode(ids);
   (void)m.tokenizer->Describe();
   return 0;

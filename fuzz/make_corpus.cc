@@ -24,8 +24,19 @@ std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
 }
 
 void SpmVocab(GgufWriter& w) {
-  const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "<0x0A>", "\xE2\x96\x81", "O", "n", "c", "e",
-                                           "\xE2\x96\x81" "O", "nc", "once"};
+  const std::vector<std::string> tokens = {"<unk>",
+                                           "<s>",
+                                           "</s>",
+                                           "<0x0A>",
+                                           "\xE2\x96\x81",
+                                           "O",
+                                           "n",
+                                           "c",
+                                           "e",
+                                           "\xE2\x96\x81"
+                                           "O",
+                                           "nc",
+                                           "once"};
   std::vector<float> scores(tokens.size());
   std::vector<int32_t> types(tokens.size(), hqekv::kTokNormal);
   for (size_t k = 0; k < tokens.size(); ++k) scores[k] = -static_cast<float>(k);
@@ -42,8 +53,19 @@ void SpmVocab(GgufWriter& w) {
 
 void BpeVocab(GgufWriter& w, const std::string& pre) {
   // Byte-level pieces for a few bytes ("Ġ" = space) plus merges.
-  const std::vector<std::string> tokens = {"O", "n", "c", "e", "\xC4\xA0", "nc", "nce", "\xC4\xA0" "n", "1", "2",
-                                           "<|begin_of_text|>", "<|eot_id|>"};
+  const std::vector<std::string> tokens = {"O",
+                                           "n",
+                                           "c",
+                                           "e",
+                                           "\xC4\xA0",
+                                           "nc",
+                                           "nce",
+                                           "\xC4\xA0"
+                                           "n",
+                                           "1",
+                                           "2",
+                                           "<|begin_of_text|>",
+                                           "<|eot_id|>"};
   std::vector<int32_t> types(tokens.size(), hqekv::kTokNormal);
   types[10] = types[11] = hqekv::kTokControl;
   w.SetString("tokenizer.ggml.model", "gpt2");
@@ -56,7 +78,8 @@ void BpeVocab(GgufWriter& w, const std::string& pre) {
   w.SetBool("tokenizer.ggml.add_bos_token", true);
 }
 
-GgufWriter Model(const std::string& arch, TensorType wt, int d, bool bpe, const std::string& pre = "llama-bpe") {
+GgufWriter Model(const std::string& arch, TensorType wt, int d, bool bpe,
+                 const std::string& pre = "llama-bpe") {
   GgufWriter w;
   const int heads = 2, kv = 1, ff = d, layers = 1, vocab = 12, hd = d / heads;
   const std::string a = arch + ".";
@@ -69,8 +92,10 @@ GgufWriter Model(const std::string& arch, TensorType wt, int d, bool bpe, const 
   w.SetU32(a + "context_length", 64);
   w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.SetF32(a + "rope.freq_base", 10000.0f);
-  if (bpe) BpeVocab(w, pre);
-  else SpmVocab(w);
+  if (bpe)
+    BpeVocab(w, pre);
+  else
+    SpmVocab(w);
   uint32_t seed = 1;
   auto add = [&](const std::string& n, TensorType t, std::vector<int64_t> ne) {
     (void)w.AddTensor(n, t, ne, Bytes(*hqekv::TensorBytes(t, ne), seed++));
@@ -92,7 +117,8 @@ GgufWriter Model(const std::string& arch, TensorType wt, int d, bool bpe, const 
       for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
         add(b + n, TensorType::kF32, {std::string(n) == "attn_q.bias" ? heads * hd : kv * hd});
     if (arch == "qwen3")
-      for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"}) add(b + n, TensorType::kF32, {hd});
+      for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"})
+        add(b + n, TensorType::kF32, {hd});
   }
   return w;
 }
@@ -128,9 +154,18 @@ int main(int argc, char** argv) {
   }
   {
     GgufWriter w;  // every value type, K-quant tensors, no model keys
-    w.SetU8("u8", 1); w.SetI8("i8", -1); w.SetU16("u16", 2); w.SetI16("i16", -2);
-    w.SetU32("u32", 3); w.SetI32("i32", -3); w.SetU64("u64", 4); w.SetI64("i64", -4);
-    w.SetF32("f32", 0.5f); w.SetF64("f64", 0.25); w.SetBool("bool", true); w.SetString("str", "s");
+    w.SetU8("u8", 1);
+    w.SetI8("i8", -1);
+    w.SetU16("u16", 2);
+    w.SetI16("i16", -2);
+    w.SetU32("u32", 3);
+    w.SetI32("i32", -3);
+    w.SetU64("u64", 4);
+    w.SetI64("i64", -4);
+    w.SetF32("f32", 0.5f);
+    w.SetF64("f64", 0.25);
+    w.SetBool("bool", true);
+    w.SetString("str", "s");
     w.SetStringArray("astr", {"x", "y"});
     w.SetIntArray("au16", GgufType::kU16, {1, 2});
     w.SetFloatArray("af64", GgufType::kF64, {1.0});

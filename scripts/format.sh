@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 CF=${CLANG_FORMAT:-clang-format}
 command -v "$CF" >/dev/null || { echo "format.sh: $CF not found (apt-get install clang-format)" >&2; exit 2; }
 mapfile -t files < <(git ls-files -- 'src/*.h' 'src/*.cc' 'tests/*.h' 'tests/*.cc' 'bench/*.h' \
-  'bench/*.cc' 'fuzz/*.h' 'fuzz/*.cc' 'tools/*.h' 'tools/*.cc' | grep -v 'unicode_tables\.h$' || true)
+  'bench/*.cc' 'fuzz/*.h' 'fuzz/*.cc' 'tools/*.h' 'tools/*.cc' 'include/*.h' 'python/*.cc' \
+  'examples/*.c' 'tests/*.c' | grep -v 'unicode_tables\.h$' || true)
 if [[ ${1:-} == --check ]]; then
   bad=0
   for f in "${files[@]}"; do

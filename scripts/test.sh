@@ -8,7 +8,7 @@ J=$(nproc)
 
 echo "== Module layers and formatting"
 python3 scripts/check_layers.py
-# FORMAT_CHECK_PLACEHOLDER
+bash scripts/format.sh --check
 
 echo "== Release build and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   int rc = 1;
 
   if (hqekv_api_version() != HQEKV_API_VERSION) {
-    fprintf(stderr, "generate: built for API %d, library has %d\n", HQEKV_API_VERSION, hqekv_api_version());
+    fprintf(stderr, "generate: built for API %d, library has %d\n", HQEKV_API_VERSION,
+            hqekv_api_version());
     return 1;
   }
   if (n_predict < 0) {
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
     prompt_ids = (int32_t*)malloc((n_prompt + 1) * sizeof(int32_t));
     out = (int32_t*)malloc(((size_t)n_predict + 1) * sizeof(int32_t));
     if (!prompt_ids || !out) goto done;
-    if ((s = hqekv_tokenize(model, prompt, (size_t)-1, add_bos, 0, prompt_ids, n_prompt, &n_prompt)) != HQEKV_OK) {
+    if ((s = hqekv_tokenize(model, prompt, (size_t)-1, add_bos, 0, prompt_ids, n_prompt,
+                            &n_prompt)) != HQEKV_OK) {
       rc = fail("tokenize", s);
       goto done;
     }
@@ -86,7 +88,8 @@ int main(int argc, char** argv) {
   hqekv_detokenize(model, out, n_out, prompt_ids[n_prompt - 1], NULL, 0, &len);
   text = (char*)malloc(len + 1);
   if (!text) goto done;
-  if ((s = hqekv_detokenize(model, out, n_out, prompt_ids[n_prompt - 1], text, len + 1, &len)) != HQEKV_OK) {
+  if ((s = hqekv_detokenize(model, out, n_out, prompt_ids[n_prompt - 1], text, len + 1, &len)) !=
+      HQEKV_OK) {
     rc = fail("detokenize", s);
     goto done;
   }
@@ -97,7 +100,9 @@ int main(int argc, char** argv) {
     rc = fail("kv_stats", s);
     goto done;
   }
-  fprintf(stderr, "[generate] %s | kv %s | prompt %d tok, generated %d tok | KV %lld bytes held, %.3f true bits/element\n",
+  fprintf(stderr,
+          "[generate] %s | kv %s | prompt %d tok, generated %d tok | KV %lld bytes held, %.3f true "
+          "bits/element\n",
           hqekv_model_name(model), hqekv_context_kv_describe(ctx), (int)n_prompt, (int)n_out,
           (long long)st.bytes_total, st.true_bits);
   rc = 0;

@@ -60,7 +60,7 @@ typedef enum hqekv_status {
   HQEKV_ERR_STATE = 6,            /* the call is not valid now (e.g. logits before any decode) */
   HQEKV_ERR_COMPUTE = 7,          /* the engine or the cache reported an error */
   HQEKV_ERR_OUT_OF_MEMORY = 8,
-  HQEKV_ERR_INTERNAL = 9          /* a bug in hqekv: please report the message */
+  HQEKV_ERR_INTERNAL = 9 /* a bug in hqekv: please report the message */
 } hqekv_status;
 
 /* Message of the last failed call on this thread ("" when none failed). */
@@ -70,8 +70,8 @@ HQEKV_API const char* hqekv_status_name(hqekv_status status);
 
 /* ---- Library ----------------------------------------------------------- */
 
-HQEKV_API int hqekv_api_version(void);      /* == HQEKV_API_VERSION of the built library */
-HQEKV_API const char* hqekv_version(void);  /* project version, e.g. "0.1.0" */
+HQEKV_API int hqekv_api_version(void);     /* == HQEKV_API_VERSION of the built library */
+HQEKV_API const char* hqekv_version(void); /* project version, e.g. "0.1.0" */
 /* Threads of the shared compute pool (0 = all cores). Results are
  * reproducible for a fixed thread count. */
 HQEKV_API hqekv_status hqekv_set_threads(int n_threads);
@@ -90,8 +90,8 @@ HQEKV_API hqekv_status hqekv_model_load(const char* path, const char* tokenizer_
 HQEKV_API void hqekv_model_free(hqekv_model* model);
 
 /* Metadata (0 / -1 / "" for a NULL model). */
-HQEKV_API const char* hqekv_model_name(const hqekv_model* model);  /* general.name or file stem */
-HQEKV_API const char* hqekv_model_arch(const hqekv_model* model);  /* "llama", "qwen2", "qwen3" */
+HQEKV_API const char* hqekv_model_name(const hqekv_model* model); /* general.name or file stem */
+HQEKV_API const char* hqekv_model_arch(const hqekv_model* model); /* "llama", "qwen2", "qwen3" */
 HQEKV_API const char* hqekv_model_identity(const hqekv_model* model); /* content hash, 16 hex */
 HQEKV_API int hqekv_model_n_vocab(const hqekv_model* model);
 HQEKV_API int hqekv_model_n_layers(const hqekv_model* model);
@@ -101,9 +101,9 @@ HQEKV_API int hqekv_model_n_kv_heads(const hqekv_model* model);
 HQEKV_API int hqekv_model_head_dim(const hqekv_model* model);
 HQEKV_API int hqekv_model_n_ctx_train(const hqekv_model* model);
 HQEKV_API int64_t hqekv_model_n_params(const hqekv_model* model);
-HQEKV_API int32_t hqekv_model_bos(const hqekv_model* model);       /* -1 when none */
-HQEKV_API int32_t hqekv_model_eos(const hqekv_model* model);       /* -1 when none */
-HQEKV_API int hqekv_model_add_bos(const hqekv_model* model);       /* what the file asks for */
+HQEKV_API int32_t hqekv_model_bos(const hqekv_model* model); /* -1 when none */
+HQEKV_API int32_t hqekv_model_eos(const hqekv_model* model); /* -1 when none */
+HQEKV_API int hqekv_model_add_bos(const hqekv_model* model); /* what the file asks for */
 HQEKV_API int hqekv_model_is_eog(const hqekv_model* model, int32_t token); /* EOS, EOT, EOM */
 
 /* Token ids of text[0..text_len) (text_len == (size_t)-1: NUL-terminated).
@@ -127,11 +127,11 @@ typedef struct hqekv_context hqekv_context;
  * "hqekv:bits=3.2" (`hqekv policies` lists them; NULL = "fp16"). n_ctx:
  * positions the cache holds (<= 0: the model's context length, at most
  * 4096, as `hqekv run`). */
-HQEKV_API hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec, int n_ctx,
-                                            hqekv_context** out);
+HQEKV_API hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec,
+                                            int n_ctx, hqekv_context** out);
 HQEKV_API void hqekv_context_free(hqekv_context* ctx);
 HQEKV_API int hqekv_context_n_ctx(const hqekv_context* ctx);
-HQEKV_API int hqekv_context_n_past(const hqekv_context* ctx);  /* tokens decoded so far */
+HQEKV_API int hqekv_context_n_past(const hqekv_context* ctx); /* tokens decoded so far */
 /* The cache's configuration, e.g. "kivi:bits=2". */
 HQEKV_API const char* hqekv_context_kv_describe(const hqekv_context* ctx);
 
@@ -229,10 +229,10 @@ HQEKV_API hqekv_status hqekv_dequantize(const char* format, const uint8_t* codes
 
 typedef struct hqekv_kv_geometry {
   int32_t n_layers;
-  int32_t n_q_heads;  /* multiple of n_kv_heads (GQA / MQA) */
+  int32_t n_q_heads; /* multiple of n_kv_heads (GQA / MQA) */
   int32_t n_kv_heads;
-  int32_t head_dim;   /* D */
-  int32_t max_ctx;    /* largest position + 1 */
+  int32_t head_dim; /* D */
+  int32_t max_ctx;  /* largest position + 1 */
 } hqekv_kv_geometry;
 
 typedef struct hqekv_kv hqekv_kv;
@@ -261,7 +261,7 @@ HQEKV_API hqekv_status hqekv_kv_report_json(const hqekv_kv* kv, char* buf, size_
 HQEKV_API hqekv_status hqekv_kv_reset(hqekv_kv* kv);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* HQEKV_HQEKV_H_ */

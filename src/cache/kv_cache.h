@@ -20,10 +20,10 @@ namespace hqekv {
 // Shape of the cache of one sequence.
 struct KvGeometry {
   int n_layers = 0;
-  int n_q_heads = 0;   // query heads; n_q_heads % n_kv_heads == 0 (GQA/MQA)
+  int n_q_heads = 0;  // query heads; n_q_heads % n_kv_heads == 0 (GQA/MQA)
   int n_kv_heads = 0;
-  int head_dim = 0;    // D
-  int max_ctx = 0;     // largest position + 1 the engine will ever use
+  int head_dim = 0;  // D
+  int max_ctx = 0;   // largest position + 1 the engine will ever use
 };
 
 // Every size positive and n_q_heads a multiple of n_kv_heads; the error
@@ -56,9 +56,9 @@ struct KvLayerStats {
 };
 
 struct KvStats {
-  KvBytes bytes;                // summed over layers
-  int64_t kept_elements = 0;    // kept (layer, kv head, token) cells × head_dim × 2 (K and V)
-  int64_t original_elements = 0;// same over every token ever appended
+  KvBytes bytes;                  // summed over layers
+  int64_t kept_elements = 0;      // kept (layer, kv head, token) cells × head_dim × 2 (K and V)
+  int64_t original_elements = 0;  // same over every token ever appended
   std::vector<KvLayerStats> layers;
   // true bits per element: bytes.total() * 8 / kept_elements.
   double true_bits() const {

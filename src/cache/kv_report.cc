@@ -31,9 +31,10 @@ std::string BitsBreakdown(const KvStats& stats) {
   const double e = stats.original_elements > 0 ? static_cast<double>(stats.original_elements) : 1.0;
   auto bits = [e](int64_t b) { return 8.0 * static_cast<double>(b) / e; };
   char buf[192];
-  std::snprintf(buf, sizeof buf, "payload %.3f + metadata %.3f + bookkeeping %.3f + residual %.3f = %.3f",
-                bits(stats.bytes.payload), bits(stats.bytes.metadata), bits(stats.bytes.bookkeeping),
-                bits(stats.bytes.residual), bits(stats.bytes.total()));
+  std::snprintf(
+      buf, sizeof buf, "payload %.3f + metadata %.3f + bookkeeping %.3f + residual %.3f = %.3f",
+      bits(stats.bytes.payload), bits(stats.bytes.metadata), bits(stats.bytes.bookkeeping),
+      bits(stats.bytes.residual), bits(stats.bytes.total()));
   return buf;
 }
 
@@ -64,11 +65,12 @@ std::string FormatKvReport(const KvStats& stats) {
   for (size_t l = 0; l < stats.layers.size(); ++l) {
     const KvLayerStats& ls = stats.layers[l];
     out += "  layer " + std::to_string(l) + ": kept " + std::to_string(ls.kept_tokens) + " | K " +
-           Histogram(ls.k_tiers) + " | V " + Histogram(ls.v_tiers) + " | " + BytesLine(ls.bytes) + "\n";
+           Histogram(ls.k_tiers) + " | V " + Histogram(ls.v_tiers) + " | " + BytesLine(ls.bytes) +
+           "\n";
   }
   char buf[128];
-  std::snprintf(buf, sizeof buf, " | %.3f true bits/element, %.3f bits/original element\n", stats.true_bits(),
-                stats.bits_per_original());
+  std::snprintf(buf, sizeof buf, " | %.3f true bits/element, %.3f bits/original element\n",
+                stats.true_bits(), stats.bits_per_original());
   out += "  total: " + BytesLine(stats.bytes) + buf;
   out += "  bits/original element: " + BitsBreakdown(stats) + "\n";
   return out;

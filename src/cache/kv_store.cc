@@ -23,7 +23,6 @@ bool IsLossless(const Format& f) {
   return !f.hadamard && (f.kind == quant::Kind::kF16 || f.kind == quant::Kind::kF32);
 }
 
-
 std::string At(int layer, int head) {
   return "layer " + std::to_string(layer) + ", head " + std::to_string(head);
 }
@@ -101,7 +100,8 @@ struct KvStore::Layer {
   // Inline metadata lives in the record itself (valid until the record moves).
   uint8_t* Codes(const Planes& p) { return pool.Data(p.codes); }
   uint8_t* Meta(const Planes& p) {
-    if (p.meta.is_inline()) return const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(&p.meta.offset));
+    if (p.meta.is_inline())
+      return const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(&p.meta.offset));
     return p.meta.valid() ? pool.Data(p.meta) : nullptr;
   }
   const uint8_t* Codes(const Planes& p) const { return pool.Data(p.codes); }
@@ -130,8 +130,8 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
                      ", " + std::to_string(config.head_dim) + ")");
   }
   if (config.chunk < 1 || config.chunk > 64) {
-    return MakeError("KvStore: chunk must be in 1..64 tokens (got " +
-                     std::to_string(config.chunk) + ")");
+    return MakeError("KvStore: chunk must be in 1..64 tokens (got " + std::to_string(config.chunk) +
+                     ")");
   }
   if (config.page_bytes != 0 && config.page_bytes < 256) {
     return MakeError("KvStore: page_bytes must be 0 (automatic) or >= 256 (got " +
@@ -371,20 +371,19 @@ Status KvStore::SetChunkFormat(int layer, int head, int c, const Format& kf, con
   for (int h = h0; h < h1; ++h) {
     const auto& chunks = L.streams[h].chunks;
     if (c < 0 || c >= static_cast<int>(chunks.size())) {
-      return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " +
-                       std::to_string(c) + " out of range [0, " + std::to_string(chunks.size()) +
-                       ")");
+      return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " + std::to_string(c) +
+                       " out of range [0, " + std::to_string(chunks.size()) + ")");
     }
     if (chunks[c].kept == 0) {
-      return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " +
-                       std::to_string(c) + " is evicted");
+      return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " + std::to_string(c) +
+                       " is evicted");
     }
     for (const Format* f : {&kf, &vf}) {
       Status st = quant::Validate(*f, chunks[c].T, cfg_.head_dim);
       if (!st.ok()) {
         return MakeError("KvStore::SetChunkFormat: format " + quant::FormatName(*f) +
-                         " cannot hold chunk " + std::to_string(c) + " of " + At(layer, h) +
-                         ": " + st.message());
+                         " cannot hold chunk " + std::to_string(c) + " of " + At(layer, h) + ": " +
+                         st.message());
       }
     }
   }
@@ -412,10 +411,14 @@ Status KvStore::ConvertOne(Layer& L, ChunkRec& c, bool is_k, const Format& f) {
     if ((c.kept >> t) & 1u) continue;
     int src = -1;
     for (int dist = 1; dist < T && src < 0; ++dist) {
-      if (t - dist >= 0 && ((c.kept >> (t - dist)) & 1u)) src = t - dist;
-      else if (t + dist < T && ((c.kept >> (t + dist)) & 1u)) src = t + dist;
+      if (t - dist >= 0 && ((c.kept >> (t - dist)) & 1u))
+        src = t - dist;
+      else if (t + dist < T && ((c.kept >> (t + dist)) & 1u))
+        src = t + dist;
     }
-    if (src >= 0) std::memcpy(&x[static_cast<size_t>(t) * D], &x[static_cast<size_t>(src) * D], D * sizeof(float));
+    if (src >= 0)
+      std::memcpy(&x[static_cast<size_t>(t) * D], &x[static_cast<size_t>(src) * D],
+                  D * sizeof(float));
   }
   Planes fresh;
   if (!L.AllocPlanes(f, T, D, &fresh)) return MakeError("KvStore::SetChunkFormat: out of memory");
@@ -561,7 +564,8 @@ Status KvStore::Compact(int layer, int head) {
   // every event (0.3 bit per element after 64 decode steps of HqeKV at 3.2
   // nominal bits). Past a threshold the layer's blocks move to fresh pages.
   const int64_t slack = L.pool.held_bytes() - L.pool.requested_bytes();
-  if (slack > 2 * static_cast<int64_t>(L.pool.page_bytes()) && slack > L.pool.requested_bytes() / 32) {
+  if (slack > 2 * static_cast<int64_t>(L.pool.page_bytes()) &&
+      slack > L.pool.requested_bytes() / 32) {
     RepackPool(L);
   }
   if (L.pool.SparseTable()) {
@@ -597,13 +601,16 @@ void KvStore::RepackPool(Layer& L) {
       const Format& vf = L.Fmt(c.v_fmt);
       moves.push_back({&c.k.codes, quant::CodeBytes(kf, c.T, D)});
       moves.push_back({&c.v.codes, quant::CodeBytes(vf, c.T, D)});
-      if (c.k.meta.valid() && !c.k.meta.is_inline()) moves.push_back({&c.k.meta, quant::MetaBytes(kf, c.T, D)});
-      if (c.v.meta.valid() && !c.v.meta.is_inline()) moves.push_back({&c.v.meta, quant::MetaBytes(vf, c.T, D)});
+      if (c.k.meta.valid() && !c.k.meta.is_inline())
+        moves.push_back({&c.k.meta, quant::MetaBytes(kf, c.T, D)});
+      if (c.v.meta.valid() && !c.v.meta.is_inline())
+        moves.push_back({&c.v.meta, quant::MetaBytes(vf, c.T, D)});
       if (c.explicit_pos) moves.push_back({&c.pos, static_cast<size_t>(c.T) * sizeof(int32_t)});
     }
   }
   // Largest first: every run stays aligned and the pages fill in order.
-  std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.bytes > b.bytes; });
+  std::stable_sort(moves.begin(), moves.end(),
+                   [](const Move& a, const Move& b) { return a.bytes > b.bytes; });
   PagePool fresh(L.pool.page_bytes(), cfg_.max_cached_pages, &L.counter);
   std::vector<BlockRef> to(moves.size());
   for (size_t i = 0; i < moves.size(); ++i) {
@@ -636,11 +643,14 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
     // Lossless formats: dequantize / quantize round-trips bit-exactly.
     quant::DequantizeChunk(kf, L.Codes(d.k), L.Meta(d.k), d.T, D, kx.data());
     quant::DequantizeChunk(vf, L.Codes(d.v), L.Meta(d.v), d.T, D, vx.data());
-    const auto* ps = d.explicit_pos ? reinterpret_cast<const int32_t*>(L.pool.Data(d.pos)) : nullptr;
+    const auto* ps =
+        d.explicit_pos ? reinterpret_cast<const int32_t*>(L.pool.Data(d.pos)) : nullptr;
     for (int t = 0; t < d.T; ++t) {
       if (!((d.kept >> t) & 1u)) continue;
-      krows.insert(krows.end(), kx.begin() + static_cast<size_t>(t) * D, kx.begin() + static_cast<size_t>(t + 1) * D);
-      vrows.insert(vrows.end(), vx.begin() + static_cast<size_t>(t) * D, vx.begin() + static_cast<size_t>(t + 1) * D);
+      krows.insert(krows.end(), kx.begin() + static_cast<size_t>(t) * D,
+                   kx.begin() + static_cast<size_t>(t + 1) * D);
+      vrows.insert(vrows.end(), vx.begin() + static_cast<size_t>(t) * D,
+                   vx.begin() + static_cast<size_t>(t + 1) * D);
       prow.push_back(ps ? ps[t] : d.pos0 + t);
     }
   }
@@ -662,9 +672,12 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
       oom = true;
       break;
     }
-    quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.k), L.Meta(n.k));
-    quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.v), L.Meta(n.v));
-    if (!contiguous) std::memcpy(L.pool.Data(n.pos), &prow[start], static_cast<size_t>(T) * sizeof(int32_t));
+    quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.k),
+                         L.Meta(n.k));
+    quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.v),
+                         L.Meta(n.v));
+    if (!contiguous)
+      std::memcpy(L.pool.Data(n.pos), &prow[start], static_cast<size_t>(T) * sizeof(int32_t));
     fresh.push_back(n);
   }
   if (oom) {  // keep the old chunks, drop the partial rebuild
@@ -769,7 +782,8 @@ ChunkView KvStore::View(const Layer& L, const ChunkRec& c) const {
   v.pos0 = c.pos0;
   v.k_format = L.Fmt(c.k_fmt);
   v.v_format = L.Fmt(c.v_fmt);
-  if (c.explicit_pos && c.pos.valid()) v.positions = reinterpret_cast<const int32_t*>(L.pool.Data(c.pos));
+  if (c.explicit_pos && c.pos.valid())
+    v.positions = reinterpret_cast<const int32_t*>(L.pool.Data(c.pos));
   if (c.k.codes.valid()) {
     v.k_codes = L.Codes(c.k);
     v.k_meta = L.Meta(c.k);
@@ -886,8 +900,10 @@ KvStats KvStore::Stats() const {
         if (c.kept == 0) continue;
         const Format& kf = L.Fmt(c.k_fmt);
         const Format& vf = L.Fmt(c.v_fmt);
-        b.payload += static_cast<int64_t>(quant::CodeBytes(kf, c.T, D) + quant::CodeBytes(vf, c.T, D));
-        b.metadata += static_cast<int64_t>(quant::MetaBytes(kf, c.T, D) + quant::MetaBytes(vf, c.T, D));
+        b.payload +=
+            static_cast<int64_t>(quant::CodeBytes(kf, c.T, D) + quant::CodeBytes(vf, c.T, D));
+        b.metadata +=
+            static_cast<int64_t>(quant::MetaBytes(kf, c.T, D) + quant::MetaBytes(vf, c.T, D));
         // Inline metadata is part of the record's bytes (counted above in
         // bookkeeping): it moves to metadata, the total stays exact.
         for (const Planes* p : {&c.k, &c.v}) {
@@ -912,9 +928,8 @@ KvStats KvStore::Stats() const {
         ls.v_tiers["evicted"] += L.appended - kept;
       }
     }
-    b.bookkeeping += PoolSlackBytes(l) + L.pool.table_bytes() +
-                     CapacityBytes(L.formats) + CapacityBytes(L.streams) +
-                     static_cast<int64_t>(sizeof(Layer));
+    b.bookkeeping += PoolSlackBytes(l) + L.pool.table_bytes() + CapacityBytes(L.formats) +
+                     CapacityBytes(L.streams) + static_cast<int64_t>(sizeof(Layer));
     st.bytes += b;
     st.kept_elements += ls.kept_tokens * D * 2;
     st.original_elements += L.appended * cfg_.n_kv_heads * D * 2;

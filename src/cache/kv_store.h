@@ -70,8 +70,8 @@ namespace hqekv::cache {
 struct KvStoreConfig {
   int n_layers = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;       // D
-  int chunk = 32;         // G: tokens per chunk, 1..64
+  int head_dim = 0;  // D
+  int chunk = 32;    // G: tokens per chunk, 1..64
   // Page size of the per-layer arenas; 0 = automatic: one fp16 K chunk
   // rounded up to a power of two, clamped to [1 KiB, 256 KiB]
   // (8 KiB for G = 32, D = 128; 4 KiB for D = 64).
@@ -93,13 +93,14 @@ inline constexpr int kAllHeads = -1;
 // Read-only view of one chunk of one (layer, KV head). Pointers stay valid
 // until the next mutation of that layer.
 struct ChunkView {
-  int T = 0;                       // slots (tokens sealed into the chunk)
-  uint64_t kept = 0;               // bit t set = slot t kept; 0 = tombstone
-  int32_t pos0 = 0;                // original position of slot 0
+  int T = 0;                           // slots (tokens sealed into the chunk)
+  uint64_t kept = 0;                   // bit t set = slot t kept; 0 = tombstone
+  int32_t pos0 = 0;                    // original position of slot 0
   const int32_t* positions = nullptr;  // [T] explicit positions, or nullptr = pos0 + t
   quant::Format k_format, v_format;
-  const uint8_t* k_codes = nullptr;  // quant::CodeBytes(k_format, T, D) bytes (nullptr if tombstone)
-  const uint8_t* k_meta = nullptr;   // quant::MetaBytes(k_format, T, D) bytes
+  const uint8_t* k_codes =
+      nullptr;                      // quant::CodeBytes(k_format, T, D) bytes (nullptr if tombstone)
+  const uint8_t* k_meta = nullptr;  // quant::MetaBytes(k_format, T, D) bytes
   const uint8_t* v_codes = nullptr;
   const uint8_t* v_meta = nullptr;
 
@@ -175,8 +176,8 @@ class KvStore {
   ChunkView Chunk(int layer, int head, int c) const;  // 0 <= c < NumChunks
   ResidualView Residual(int layer, int head) const;
   int ResidualSize(int layer, int head) const { return Residual(layer, head).n; }
-  int64_t KeptTokens(int layer, int head) const;      // chunks + residual
-  int64_t AppendedTokens(int layer) const;            // every token ever appended
+  int64_t KeptTokens(int layer, int head) const;  // chunks + residual
+  int64_t AppendedTokens(int layer) const;        // every token ever appended
   // Positions of the kept tokens in walk order (ascending). out is resized.
   void KeptPositions(int layer, int head, std::vector<int32_t>* out) const;
   // Reconstruction of chunk c: k, v: [T][D] fp32 (evicted slots included, as

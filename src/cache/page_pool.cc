@@ -57,7 +57,7 @@ int64_t PagePool::table_bytes() const {
 }
 
 uint8_t* PagePool::SystemAlloc(size_t bytes) {
-  auto* p = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}, std::nothrow));
+  auto* p = static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64}, std::nothrow));
   if (p) {
     held_bytes_ += static_cast<int64_t>(bytes);
     if (counter_) *counter_ += static_cast<int64_t>(bytes);
@@ -66,7 +66,7 @@ uint8_t* PagePool::SystemAlloc(size_t bytes) {
 }
 
 void PagePool::SystemFree(uint8_t* p, size_t bytes) {
-  ::operator delete(p, std::align_val_t{64});
+  ::operator delete (p, std::align_val_t{64});
   held_bytes_ -= static_cast<int64_t>(bytes);
   if (counter_) *counter_ -= static_cast<int64_t>(bytes);
 }
@@ -93,7 +93,8 @@ void PagePool::ReleaseSlot(uint32_t page) {
 }
 
 void PagePool::AddPartial(uint32_t page) {
-  if (partial_.size() == partial_.capacity()) partial_.reserve(partial_.size() + partial_.size() / 8 + 8);
+  if (partial_.size() == partial_.capacity())
+    partial_.reserve(partial_.size() + partial_.size() / 8 + 8);
   pages_[page].partial = static_cast<int32_t>(partial_.size());
   partial_.push_back(page);
 }
@@ -231,9 +232,9 @@ void PagePool::ReleaseCached() {
   // Trailing free slots leave the page table; the tables shrink to their size.
   while (!pages_.empty() && pages_.back().bytes == 0) pages_.pop_back();
   const uint32_t n = static_cast<uint32_t>(pages_.size());
-  free_slots_.erase(std::remove_if(free_slots_.begin(), free_slots_.end(),
-                                   [n](uint32_t s) { return s >= n; }),
-                    free_slots_.end());
+  free_slots_.erase(
+      std::remove_if(free_slots_.begin(), free_slots_.end(), [n](uint32_t s) { return s >= n; }),
+      free_slots_.end());
   pages_.shrink_to_fit();
   free_slots_.shrink_to_fit();
   partial_.shrink_to_fit();
@@ -283,9 +284,9 @@ void PagePool::CompactTable(std::vector<uint32_t>* remap) {
   std::sort(free_slots_.begin(), free_slots_.end());
   while (!pages_.empty() && pages_.back().bytes == 0) pages_.pop_back();
   const uint32_t n = static_cast<uint32_t>(pages_.size());
-  free_slots_.erase(std::remove_if(free_slots_.begin(), free_slots_.end(),
-                                   [n](uint32_t x) { return x >= n; }),
-                    free_slots_.end());
+  free_slots_.erase(
+      std::remove_if(free_slots_.begin(), free_slots_.end(), [n](uint32_t x) { return x >= n; }),
+      free_slots_.end());
   pages_.shrink_to_fit();
   free_slots_.shrink_to_fit();
 }

@@ -47,7 +47,9 @@ struct CountedAllocator {
     std::allocator<T>().deallocate(p, n);
   }
   template <class U>
-  bool operator==(const CountedAllocator<U>& o) const { return counter == o.counter; }
+  bool operator==(const CountedAllocator<U>& o) const {
+    return counter == o.counter;
+  }
 };
 
 template <class T>
@@ -126,11 +128,11 @@ class PagePool {
 
  private:
   static constexpr int32_t kNil = -1;
-  struct Page {                // 24 bytes
+  struct Page {  // 24 bytes
     uint8_t* data = nullptr;
-    uint64_t used = 0;         // bit u set = unit u in use (shared pages)
-    uint32_t bytes = 0;        // allocation size; 0 = free slot
-    int32_t partial = kNil;    // index in partial_ (a page with a free unit), or kNil
+    uint64_t used = 0;       // bit u set = unit u in use (shared pages)
+    uint32_t bytes = 0;      // allocation size; 0 = free slot
+    int32_t partial = kNil;  // index in partial_ (a page with a free unit), or kNil
   };
 
   uint32_t NewPageSlot();
@@ -146,8 +148,8 @@ class PagePool {
 
   size_t page_bytes_;
   size_t unit_;
-  int units_;                  // units per page (<= 64)
-  uint64_t all_units_;         // mask of the page's units
+  int units_;           // units per page (<= 64)
+  uint64_t all_units_;  // mask of the page's units
   int max_cached_;
   int64_t* counter_;
   CountedVector<Page> pages_;

@@ -20,8 +20,8 @@ const quant::Format kF16Rows = quant::F16();
 // Stores row[0..D) as row r of head h in page p ([H][kBlock][D] values),
 // allocating the page at its full size when it is new.
 template <class T>
-void StoreRow(cache::CountedVector<cache::CountedVector<T>>& pages, int64_t p, int h, int64_t r, int H,
-              int D, const float* row) {
+void StoreRow(cache::CountedVector<cache::CountedVector<T>>& pages, int64_t p, int h, int64_t r,
+              int H, int D, const float* row) {
   if (pages.size() <= static_cast<size_t>(p)) {
     pages.emplace_back(pages.get_allocator());
     pages.back().resize(static_cast<size_t>(kBlock * H * D));  // one exact allocation
@@ -91,12 +91,13 @@ void PlainKvCache::Scores(const Layer& L, int kvh, const float* q, int64_t t, fl
   const int D = g_.head_dim;
   for (int64_t j = 0; j < t; j += kBlock) {
     const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
-    const size_t page = static_cast<size_t>(j / kBlock), head = static_cast<size_t>(kvh) * kBlock * D;
+    const size_t page = static_cast<size_t>(j / kBlock),
+                 head = static_cast<size_t>(kvh) * kBlock * D;
     if (prec_ == PlainPrecision::kF16) {
       // A head's rows in a page are laid out exactly like quant's f16 chunk
       // ([tokens][D], no metadata), so the SIMD fused dot kernels apply.
-      quant::DotChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.k16[page].data() + head), nullptr, T, D,
-                      q, scores + j);
+      quant::DotChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.k16[page].data() + head),
+                      nullptr, T, D, q, scores + j);
     } else {
       const float* K = L.k32[page].data() + head;
       for (int r = 0; r < T; ++r) {
@@ -114,10 +115,11 @@ void PlainKvCache::Mix(const Layer& L, int kvh, const float* w, int64_t t, float
   std::fill(out, out + D, 0.f);
   for (int64_t j = 0; j < t; j += kBlock) {
     const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
-    const size_t page = static_cast<size_t>(j / kBlock), head = static_cast<size_t>(kvh) * kBlock * D;
+    const size_t page = static_cast<size_t>(j / kBlock),
+                 head = static_cast<size_t>(kvh) * kBlock * D;
     if (prec_ == PlainPrecision::kF16) {
-      quant::AxpyChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.v16[page].data() + head), nullptr, T, D,
-                       w + j, out);
+      quant::AxpyChunk(kF16Rows, reinterpret_cast<const uint8_t*>(L.v16[page].data() + head),
+                       nullptr, T, D, w + j, out);
     } else {
       const float* V = L.v32[page].data() + head;
       for (int r = 0; r < T; ++r) {

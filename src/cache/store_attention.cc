@@ -20,7 +20,7 @@ constexpr int kResidualPiece = 64;  // tokens
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
   ResidualView residual;
-  std::vector<int32_t> positions; // [n_kept]
+  std::vector<int32_t> positions;  // [n_kept]
   bool k_hadamard = false, v_hadamard = false;
   int max_T = 0;
 };
@@ -45,8 +45,8 @@ HeadPlan Plan(const KvStore& store, int layer, int g) {
 // once for all of them (quant::DotChunkMulti / AxpyChunkMulti), with one fp32
 // score row per query head in a [group][stride] buffer.
 void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
-                const float* q, const int32_t* q_pos, int n, float* out,
-                const AttentionSink* sink, int first_sink_query) {
+                const float* q, const int32_t* q_pos, int n, float* out, const AttentionSink* sink,
+                int first_sink_query) {
   const int D = store.head_dim();
   const int n_kept = static_cast<int>(p.positions.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -72,12 +72,14 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   for (int i = 0; i < n; ++i) {
     const int32_t qp = q_pos[i];
     // Residual tokens visible to this query: a prefix (positions ascend).
-    const int r_vis = static_cast<int>(std::upper_bound(r.positions, r.positions + r.n, qp) - r.positions);
+    const int r_vis =
+        static_cast<int>(std::upper_bound(r.positions, r.positions + r.n, qp) - r.positions);
     const float* qg = q + (static_cast<size_t>(i) * n_q_heads + static_cast<size_t>(g) * group) * D;
     for (size_t e = 0; e < qs.size(); ++e) qs[e] = qg[e] * scale;
     if (p.k_hadamard) {
       qr = qs;
-      for (int hh = 0; hh < group; ++hh) quant::HadamardRotate(qr.data() + static_cast<size_t>(hh) * D, D);
+      for (int hh = 0; hh < group; ++hh)
+        quant::HadamardRotate(qr.data() + static_cast<size_t>(hh) * D, D);
     }
     auto fill_masked = [&](int j, int len) {
       for (int hh = 0; hh < group; ++hh) {
@@ -116,14 +118,16 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     // kernels that dequantize a piece first keep it in cache.
     for (int a = 0; a < r_vis; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);
-      quant::DotChunkMulti(res_format, reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
+      quant::DotChunkMulti(res_format,
+                           reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
                            nullptr, len, D, qs.data(), D, group, scores.data() + res_start + a, ss);
     }
     fill_masked(res_start + r_vis, r.n - r_vis);
 
     // One fp32 softmax per query head over every visible kept token.
     bool any = false;
-    for (int hh = 0; hh < group; ++hh) any = quant::SoftmaxRow(scores.data() + hh * ss, n_kept) || any;
+    for (int hh = 0; hh < group; ++hh)
+      any = quant::SoftmaxRow(scores.data() + hh * ss, n_kept) || any;
 
     // Weighted sum of values, read from their tiers (rows with nothing
     // visible have all-zero weights and get out = 0).
@@ -138,7 +142,8 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
-        quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, scores.data() + j, ss, group, a, D);
+        quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, scores.data() + j, ss, group,
+                              a, D);
         j += kept;
         continue;
       }
@@ -153,8 +158,9 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     }
     for (int a = 0; any && a < r_vis; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);
-      quant::AxpyChunkMulti(res_format, reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
-                            nullptr, len, D, scores.data() + res_start + a, ss, group, acc.data(), D);
+      quant::AxpyChunkMulti(
+          res_format, reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D), nullptr,
+          len, D, scores.data() + res_start + a, ss, group, acc.data(), D);
     }
     for (int hh = 0; hh < group; ++hh) {
       float* ah = acc.data() + static_cast<size_t>(hh) * D;
@@ -228,8 +234,7 @@ void AttentionSum::Add(const AttentionRow& r) {
   std::vector<float>& s = sums_[r.kv_head];
   std::vector<int32_t>& p = pos_[r.kv_head];
   // A new walk (first row, or the store changed since): start over.
-  if (p.size() != static_cast<size_t>(r.n_kept) ||
-      !std::equal(p.begin(), p.end(), r.positions)) {
+  if (p.size() != static_cast<size_t>(r.n_kept) || !std::equal(p.begin(), p.end(), r.positions)) {
     p.assign(r.positions, r.positions + r.n_kept);
     s.assign(r.n_kept, 0.0f);
     rows_[r.kv_head] = 0;

@@ -35,12 +35,12 @@ namespace hqekv::cache {
 // only during the call.
 struct AttentionRow {
   int kv_head = 0;
-  int query = 0;          // index in the batch, 0..n-1
-  int q_head = 0;         // absolute query head, 0..n_q_heads-1
+  int query = 0;   // index in the batch, 0..n-1
+  int q_head = 0;  // absolute query head, 0..n_q_heads-1
   int32_t q_pos = 0;
-  int n_kept = 0;         // KeptTokens(layer, kv_head)
-  const float* weights = nullptr;    // [n_kept]
-  const int32_t* positions = nullptr;// [n_kept]
+  int n_kept = 0;                      // KeptTokens(layer, kv_head)
+  const float* weights = nullptr;      // [n_kept]
+  const int32_t* positions = nullptr;  // [n_kept]
 };
 
 // Receives every AttentionRow of a call. Called concurrently for different
@@ -61,8 +61,7 @@ struct StoreAttentionOptions {
 // n_q_heads must be a positive multiple of store.n_kv_heads(). sink may be
 // null. Errors (bad layer, head counts, null pointers) leave out untouched.
 Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const float* q,
-                      const int32_t* q_pos, int n, float* out,
-                      const AttentionSink* sink = nullptr,
+                      const int32_t* q_pos, int n, float* out, const AttentionSink* sink = nullptr,
                       const StoreAttentionOptions& options = {});
 
 // A ready-made sink: per KV head, the sum of the reported weights over query

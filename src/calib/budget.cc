@@ -7,14 +7,15 @@
 namespace hqekv::calib {
 
 Status ValidateCosts(const TierCosts& c) {
-  const bool finite = std::isfinite(c.b4) && std::isfinite(c.b2) && std::isfinite(c.b1) &&
-                      std::isfinite(c.b0);
+  const bool finite =
+      std::isfinite(c.b4) && std::isfinite(c.b2) && std::isfinite(c.b1) && std::isfinite(c.b0);
   if (!finite || !(c.b4 > c.b2 && c.b2 > c.b1 && c.b1 >= c.b0)) {
     char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "tier costs must decrease (4-bit > 2-bit > 1-bit >= evict), measured %.4f / %.4f / "
-                  "%.4f / %.4f bits per element",
-                  c.b4, c.b2, c.b1, c.b0);
+    std::snprintf(
+        buf, sizeof buf,
+        "tier costs must decrease (4-bit > 2-bit > 1-bit >= evict), measured %.4f / %.4f / "
+        "%.4f / %.4f bits per element",
+        c.b4, c.b2, c.b1, c.b0);
     return MakeError(buf);
   }
   return Status::Ok();
@@ -35,7 +36,7 @@ Status CheckBudget(const TierCosts& c, double budget, const std::string& what) {
 
 std::optional<Ratios> SolveRatios(const TierCosts& c, double budget, double r1, double r0) {
   if (r1 < 0 || r0 < 0) return std::nullopt;
-  const double s = 1.0 - r1 - r0;                  // r4 + r2
+  const double s = 1.0 - r1 - r0;                      // r4 + r2
   const double rest = budget - r1 * c.b1 - r0 * c.b0;  // r4 b4 + r2 b2
   if (s < -1e-12) return std::nullopt;
   Ratios r;
@@ -57,8 +58,9 @@ SearchBox FeasibleBox(const TierCosts& c, double budget) {
   // r4 >= 0  <=>  r1 (b2 - b1) + r0 (b2 - b0) >= b2 - B.
   const double need = c.b2 - budget;
   box.r0_min = std::clamp((need - box.r1_max * (c.b2 - c.b1)) / (c.b2 - c.b0), 0.0, box.r0_max);
-  box.r1_min = c.b2 > c.b1 ? std::clamp((need - box.r0_max * (c.b2 - c.b0)) / (c.b2 - c.b1), 0.0, box.r1_max)
-                           : 0.0;
+  box.r1_min =
+      c.b2 > c.b1 ? std::clamp((need - box.r0_max * (c.b2 - c.b0)) / (c.b2 - c.b1), 0.0, box.r1_max)
+                  : 0.0;
   return box;
 }
 

@@ -50,7 +50,8 @@ Result<std::unique_ptr<LmScorer>> LmScorer::Create(const ModelSource& src, const
       cut = nl == std::string::npos ? text.size() : nl + 1;
     }
     ids = src.tokenizer->Encode(std::string_view(text).substr(0, cut), /*add_bos=*/false);
-    if (cut == text.size() || static_cast<int64_t>(ids.size()) >= wanted_windows * per_window) break;
+    if (cut == text.size() || static_cast<int64_t>(ids.size()) >= wanted_windows * per_window)
+      break;
   }
   const int64_t n_windows =
       std::min<int64_t>(static_cast<int64_t>(ids.size()) / per_window, wanted_windows);
@@ -76,7 +77,9 @@ int64_t LmScorer::scored_positions() const {
   return static_cast<int64_t>(windows_.size()) * (window_ - prefill_);
 }
 
-Result<TrialScore> LmScorer::Score(const CacheChoice& choice) { return Run(cache_of(choice), false); }
+Result<TrialScore> LmScorer::Score(const CacheChoice& choice) {
+  return Run(cache_of(choice), false);
+}
 
 Result<TrialScore> LmScorer::ScoreSpec(const std::string& spec) { return Run({spec, {}}, false); }
 

@@ -31,11 +31,11 @@
 namespace hqekv::calib {
 
 struct LmScorerOptions {
-  int64_t tokens = 16384;        // calibration tokens (whole windows, BOS included)
-  int window = 0;                // <= 0: min(512, model context)
-  int prefill = 0;               // <= 0: window / 2
+  int64_t tokens = 16384;  // calibration tokens (whole windows, BOS included)
+  int window = 0;          // <= 0: min(512, model context)
+  int prefill = 0;         // <= 0: window / 2
   std::string reference = "fp16";
-  std::string kv_options;        // extra "key=value,..." appended to every hqekv spec
+  std::string kv_options;  // extra "key=value,..." appended to every hqekv spec
 };
 
 // The cache of a trial: a spec, and for per-layer choices the tier ratios of

@@ -39,8 +39,8 @@ std::optional<std::vector<Ratios>> TiltedLayers(const TierCosts& c, double budge
 }
 
 Result<policy::Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
-                          const std::function<void(const CalibProgress&)>& progress,
-                          const std::atomic<bool>* stop) {
+                                  const std::function<void(const CalibProgress&)>& progress,
+                                  const std::atomic<bool>* stop) {
   if (opt.trials < 1) return MakeError("--trials must be >= 1");
   if (!(opt.alpha >= 0) || !(opt.beta >= 0)) return MakeError("--alpha and --beta must be >= 0");
   const int n_layers = scorer.n_layers();
@@ -58,7 +58,8 @@ Result<policy::Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
       costs, opt.budget, opt.nominal ? "nominal bits per element" : "true bits per element"));
 
   // Box: per-layer mode widens (r1, r0) to what the lowest-budget layer allows.
-  const double max_tilt = opt.per_layer ? std::min(costs.b4 - opt.budget, opt.budget - costs.b0) : 0.0;
+  const double max_tilt =
+      opt.per_layer ? std::min(costs.b4 - opt.budget, opt.budget - costs.b0) : 0.0;
   const SearchBox box = FeasibleBox(costs, opt.budget - max_tilt);
   // Per-layer mode scales r1, r0 per layer, so only the upper bounds apply.
   const double r1_lo = opt.per_layer ? 0.0 : box.r1_min, r0_lo = opt.per_layer ? 0.0 : box.r0_min;

@@ -50,8 +50,8 @@ class TrialScorer {
 
 struct CalibOptions {
   double budget = 2.0;
-  bool nominal = false;       // budget in the paper's nominal bits (4 r4 + 2 r2 + r1)
-  int trials = 200;           // TPE trials (infeasible ones count, as in the paper)
+  bool nominal = false;  // budget in the paper's nominal bits (4 r4 + 2 r2 + r1)
+  int trials = 200;      // TPE trials (infeasible ones count, as in the paper)
   uint64_t seed = 0;
   double alpha = 2.0, beta = 4.0;
   bool per_layer = false;
@@ -63,7 +63,7 @@ struct CalibOptions {
 
 struct CalibProgress {
   int trial = 0, n_trials = 0;
-  double best = 0;  // best loss so far (+inf: none feasible yet)
+  double best = 0;               // best loss so far (+inf: none feasible yet)
   bool measuring_costs = false;  // the 4 tier-cost measurements before the search
 };
 
@@ -73,9 +73,10 @@ struct CalibProgress {
 // mode, tier costs, trial log). The caller fills model and calibration text.
 // stop: when set (Ctrl-C), the search ends and the best so far is returned
 // (an error if no feasible trial was done yet).
-Result<policy::Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
-                          const std::function<void(const CalibProgress&)>& progress = nullptr,
-                          const std::atomic<bool>* stop = nullptr);
+Result<policy::Profile> Calibrate(
+    TrialScorer& scorer, const CalibOptions& opt,
+    const std::function<void(const CalibProgress&)>& progress = nullptr,
+    const std::atomic<bool>* stop = nullptr);
 
 // Tier costs measured with the scorer: b_t = true bits with ratios 1 on tier t.
 Result<TierCosts> MeasureTierCosts(TrialScorer& scorer);
@@ -83,7 +84,6 @@ Result<TierCosts> MeasureTierCosts(TrialScorer& scorer);
 // Per-layer rows for a base (r1, r0), tilt and slope; nullopt when a layer
 // is infeasible.
 std::optional<std::vector<Ratios>> TiltedLayers(const TierCosts& c, double budget, double r1,
-                                                double r0, double tilt, double slope,
-                                                int n_layers);
+                                                double r0, double tilt, double slope, int n_layers);
 
 }  // namespace hqekv::calib

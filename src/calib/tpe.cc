@@ -11,7 +11,6 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kPi = 3.14159265358979323846;
 
-
 double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
 // Optuna's default_weights: recent observations weigh 1, older ones less.
@@ -20,8 +19,8 @@ std::vector<double> ObservationWeights(size_t n) {
   if (n >= 25) {
     const size_t n_ramp = n - 25;
     for (size_t i = 0; i < n_ramp; ++i) {
-      w[i] = n_ramp == 1 ? 1.0 / n
-                         : 1.0 / n + (1.0 - 1.0 / n) * static_cast<double>(i) / (n_ramp - 1);
+      w[i] =
+          n_ramp == 1 ? 1.0 / n : 1.0 / n + (1.0 - 1.0 / n) * static_cast<double>(i) / (n_ramp - 1);
     }
   }
   return w;
@@ -55,7 +54,8 @@ Parzen1D Parzen1D::Build(const std::vector<double>& obs, double low, double high
   // neighbours only for interior points, as Optuna's consider_endpoints=False).
   std::vector<size_t> order(m);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p.mus[a] < p.mus[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return p.mus[a] < p.mus[b]; });
   p.sigmas.assign(m, range);
   for (size_t r = 0; r < m; ++r) {
     const double mu = p.mus[order[r]];
@@ -106,8 +106,9 @@ Result<TpeSampler> TpeSampler::Create(std::vector<TpeParam> params, TpeOptions o
   if (params.empty()) return MakeError("TPE: no parameters to search");
   for (const auto& p : params) {
     if (!std::isfinite(p.low) || !std::isfinite(p.high) || !(p.low < p.high)) {
-      return MakeError("TPE: parameter '" + p.name + "' needs finite bounds with low < high (got [" +
-                       std::to_string(p.low) + ", " + std::to_string(p.high) + "])");
+      return MakeError("TPE: parameter '" + p.name +
+                       "' needs finite bounds with low < high (got [" + std::to_string(p.low) +
+                       ", " + std::to_string(p.high) + "])");
     }
   }
   if (options.n_startup < 1) return MakeError("TPE: n_startup must be >= 1");

@@ -81,10 +81,10 @@ class TpeSampler {
 };
 
 struct TpeProgress {
-  int trial = 0;       // trials done (1-based count)
+  int trial = 0;  // trials done (1-based count)
   int n_trials = 0;
-  double loss = 0.0;   // loss of the trial just done
-  double best = 0.0;   // best loss so far (+inf if none finite)
+  double loss = 0.0;  // loss of the trial just done
+  double best = 0.0;  // best loss so far (+inf if none finite)
 };
 
 // Runs up to n_trials Ask/evaluate/Tell rounds. loss_fn returns the loss of

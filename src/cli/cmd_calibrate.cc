@@ -87,7 +87,8 @@ int RunCalibrate(const CalibrateArgs& a) {
     }
     std::error_code ec;
     if (!a.force && std::filesystem::exists(a.out, ec)) {
-      std::fprintf(stderr, "hqekv calibrate: %s exists; pass --force to overwrite it\n", a.out.c_str());
+      std::fprintf(stderr, "hqekv calibrate: %s exists; pass --force to overwrite it\n",
+                   a.out.c_str());
       return 1;
     }
     // Before the search, not after it: an unwritable -o fails in a second.
@@ -125,12 +126,13 @@ int RunCalibrate(const CalibrateArgs& a) {
   calib::LmScorer& sc = **scorer;
   const double t_ref = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!a.quiet) {
-    std::fprintf(stderr,
-                 "model %s (identity %s), text %s: %d windows of %d tokens (prefill %d), %lld scored "
-                 "positions; reference (%s) in %.1fs\n",
-                 src.config.name.c_str(), src.identity.c_str(), text_path.c_str(),
-                 static_cast<int>(sc.tokens_used() / sc.window()), sc.window(), sc.prefill(),
-                 static_cast<long long>(sc.scored_positions()), a.reference.c_str(), t_ref);
+    std::fprintf(
+        stderr,
+        "model %s (identity %s), text %s: %d windows of %d tokens (prefill %d), %lld scored "
+        "positions; reference (%s) in %.1fs\n",
+        src.config.name.c_str(), src.identity.c_str(), text_path.c_str(),
+        static_cast<int>(sc.tokens_used() / sc.window()), sc.window(), sc.prefill(),
+        static_cast<long long>(sc.scored_positions()), a.reference.c_str(), t_ref);
   }
 
   if (!a.score.empty()) {
@@ -204,20 +206,23 @@ int RunCalibrate(const CalibrateArgs& a) {
   }
   const double total = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("profile %s: ratios r4/r2/r1/r0 = %s%s\n", a.out.c_str(),
-              calib::RatiosText(prof->ratios).c_str(), prof->per_layer.empty() ? "" : " (layer mean)");
+              calib::RatiosText(prof->ratios).c_str(),
+              prof->per_layer.empty() ? "" : " (layer mean)");
   for (size_t l = 0; l < prof->per_layer.size(); ++l) {
     std::printf("  layer %zu: %s\n", l, calib::RatiosText(prof->per_layer[l]).c_str());
   }
-  std::printf("loss %.6f = KL %.6f + %.3g r1 + %.3g r0; true bits %.4f (budget %g %s); %d trials, %s\n",
-              prof->loss, prof->kl, a.alpha, a.beta, prof->achieved_true_bits, a.bits,
-              a.bits_mode.c_str(), prof->trials, Duration(total).c_str());
+  std::printf(
+      "loss %.6f = KL %.6f + %.3g r1 + %.3g r0; true bits %.4f (budget %g %s); %d trials, %s\n",
+      prof->loss, prof->kl, a.alpha, a.beta, prof->achieved_true_bits, a.bits, a.bits_mode.c_str(),
+      prof->trials, Duration(total).c_str());
   return g_stop ? 130 : 0;
 }
 
 const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
   auto args = std::make_shared<CalibrateArgs>();
-  CLI::App* c = app.add_subcommand(
-      "calibrate", "TPE search of HqeKV tier ratios for a memory budget on a calibration text; writes a profile");
+  CLI::App* c = app.add_subcommand("calibrate",
+                                   "TPE search of HqeKV tier ratios for a memory budget on a "
+                                   "calibration text; writes a profile");
   c->add_option("-m,--model", args->model, kDefaultModelHelp);
   c->add_option("-f,--file", args->text, "calibration text (disjoint from evaluation texts)")
       ->capture_default_str();
@@ -241,8 +246,9 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
       ->capture_default_str();
   c->add_option("-o,--output", args->out, "profile JSON to write");
   c->add_option("--seed", args->seed, "TPE seed (runs are reproducible)")->capture_default_str();
-  c->add_option("--bits-mode", args->bits_mode,
-                "true: every byte of the cache counted per original element; nominal: 4 r4 + 2 r2 + r1")
+  c->add_option(
+       "--bits-mode", args->bits_mode,
+       "true: every byte of the cache counted per original element; nominal: 4 r4 + 2 r2 + r1")
       ->check(CLI::IsMember({"true", "nominal"}))
       ->capture_default_str();
   c->add_option("--alpha", args->alpha, "loss weight of the 1-bit ratio")->capture_default_str();
@@ -252,12 +258,14 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
   c->add_option("--window", args->window, "tokens per window (default min(512, context))");
   c->add_option("--prefill", args->prefill, "prefilled tokens per window (default window/2)");
   c->add_option("--reference", args->reference, "reference cache spec")->capture_default_str();
-  c->add_option("--kv-options", args->kv_options, "extra hqekv keys for every trial, e.g. m=20,fp16_chunks=2");
+  c->add_option("--kv-options", args->kv_options,
+                "extra hqekv keys for every trial, e.g. m=20,fp16_chunks=2");
   c->add_option("--bits-tolerance", args->bits_tolerance,
                 "reject trials whose measured true bits exceed the budget by more")
       ->capture_default_str();
   c->add_option("-t,--threads", args->threads, "worker threads (default: all cores)");
-  c->add_option("--score", args->score, "no search: print KL and true bits of these cache specs on the text");
+  c->add_option("--score", args->score,
+                "no search: print KL and true bits of these cache specs on the text");
   c->add_flag("-q,--quiet", args->quiet, "no progress output");
   c->callback([args, rc] { *rc = RunCalibrate(*args); });
 });

@@ -50,10 +50,12 @@ std::string SourceRoot() {
 Status PrepareDir(const std::string& dir, bool force) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) return MakeError("-o '" + dir + "' exists and is not a directory");
+    if (!fs::is_directory(dir, ec))
+      return MakeError("-o '" + dir + "' exists and is not a directory");
     const bool ours = fs::exists(fs::path(dir) / kMarker, ec);
     if (!ours && !fs::is_empty(dir, ec) && !force)
-      return MakeError("-o '" + dir + "' exists and is not an hqekv eval directory; use --force to write into it");
+      return MakeError("-o '" + dir +
+                       "' exists and is not an hqekv eval directory; use --force to write into it");
   }
   fs::create_directories(fs::path(dir) / "cells", ec);
   if (ec) return MakeError("cannot create '" + dir + "': " + ec.message());
@@ -106,7 +108,8 @@ int Eval(EvalArgs a) {
   const std::string path = ModelPathOrDefault(a.model);
   auto model = eval::EngineModel::Load(path, a.ctx);
   if (!model.ok()) return Fail(model.message());
-  if (Status st = CheckContext(a.ctx, (*model)->source().config); !st.ok()) return Fail(st.message());
+  if (Status st = CheckContext(a.ctx, (*model)->source().config); !st.ok())
+    return Fail(st.message());
   auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
   if (!suite.ok()) return Fail(suite.message());
   // Every cache is created for this model: a calibration profile (hqekv:profile=FILE) must have
@@ -122,8 +125,8 @@ int Eval(EvalArgs a) {
       return Fail("--kv " + p.spec + ": " + st.message());
     }
   }
-  auto make_cache = [&for_model](const std::string& text, const KvGeometry& g)
-      -> Result<std::unique_ptr<KvCache>> {
+  auto make_cache = [&for_model](const std::string& text,
+                                 const KvGeometry& g) -> Result<std::unique_ptr<KvCache>> {
     HQEKV_ASSIGN_OR_RETURN(const policy::PolicySpec spec, policy::ParseSpec(text));
     return policy::CreateCache(spec, g, for_model);
   };
@@ -134,16 +137,20 @@ int Eval(EvalArgs a) {
   opt.text_root = root;
   opt.fresh = a.fresh;
   opt.progress = !a.no_progress;
-  std::fprintf(stderr, "hqekv eval: %s, suite %s: %zu tasks x %zu policies + %zu speed contexts, %d threads\n",
-               (*model)->Name().c_str(), a.suite.c_str(), suite->tasks.size(), suite->policies.size(),
-               suite->speed.contexts.size(), NumThreads());
+  std::fprintf(
+      stderr,
+      "hqekv eval: %s, suite %s: %zu tasks x %zu policies + %zu speed contexts, %d threads\n",
+      (*model)->Name().c_str(), a.suite.c_str(), suite->tasks.size(), suite->policies.size(),
+      suite->speed.contexts.size(), NumThreads());
   auto run = eval::RunEval(**model, *suite, opt, make_cache);
   if (!run.ok()) return Fail(run.message());
   run->command = CommandLine(a);
   if (auto st = eval::WriteReports(*run, a.out); !st.ok()) return Fail(st.message());
-  std::printf("%d cells (%d computed, %d reused) in %.1f s\nwrote %s/results.json, %s/report.md, %s/report.html\n",
-              static_cast<int>(run->cells.size()), run->computed, run->reused, run->seconds, a.out.c_str(),
-              a.out.c_str(), a.out.c_str());
+  std::printf(
+      "%d cells (%d computed, %d reused) in %.1f s\nwrote %s/results.json, %s/report.md, "
+      "%s/report.html\n",
+      static_cast<int>(run->cells.size()), run->computed, run->reused, run->seconds, a.out.c_str(),
+      a.out.c_str(), a.out.c_str());
   int failed = 0;
   for (const auto& c : run->cells) failed += !c.error.empty();
   if (failed) std::printf("%d cells could not run (listed in the report)\n", failed);
@@ -152,17 +159,21 @@ int Eval(EvalArgs a) {
 
 const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
   auto args = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "eval", "Evaluate KV policies: quality vs true memory on retrieval, copy and language-modelling tasks");
+  CLI::App* cmd = app.add_subcommand("eval",
+                                     "Evaluate KV policies: quality vs true memory on retrieval, "
+                                     "copy and language-modelling tasks");
   cmd->add_option("-m,--model", args->model, kDefaultModelHelp);
-  cmd->add_option("--suite", args->suite, "quick | standard | paper")->check(CLI::IsMember({"quick", "standard", "paper"}));
-  cmd->add_option("--kv", args->kv, "policy spec (repeatable); a bare eviction/hybrid family runs at every --bits");
+  cmd->add_option("--suite", args->suite, "quick | standard | paper")
+      ->check(CLI::IsMember({"quick", "standard", "paper"}));
+  cmd->add_option("--kv", args->kv,
+                  "policy spec (repeatable); a bare eviction/hybrid family runs at every --bits");
   cmd->add_option("--bits", args->bits, "memory budgets in bits per element, e.g. 2,3.2,4");
   cmd->add_option("-o,--out", args->out, "output directory (default eval-<suite>)");
   cmd->add_option("--seeds", args->seeds, "instances per task configuration (default: suite's)");
   cmd->add_option("--ctx", args->ctx, "context the model is trusted with (default: the model's)");
   cmd->add_option("-t,--threads", args->threads, "threads (default: all cores)");
-  cmd->add_flag("--force", args->force, "write into an existing directory that is not an hqekv eval directory");
+  cmd->add_flag("--force", args->force,
+                "write into an existing directory that is not an hqekv eval directory");
   cmd->add_flag("--fresh", args->fresh, "recompute every cell (ignore DIR/cells)");
   cmd->add_flag("--no-progress", args->no_progress, "no progress bar");
   cmd->add_flag("--report-only", args->report_only, "rewrite report.md/html from DIR/results.json");

@@ -20,7 +20,8 @@ struct GenArgs {
 };
 
 int Gen(GenArgs a) {
-  if (a.preset == "1b") {  // Llama-3.2-1B-like: 16 x 2048, 32/8 heads, d_ff 8192, 32000 vocab, untied
+  if (a.preset ==
+      "1b") {  // Llama-3.2-1B-like: 16 x 2048, 32/8 heads, d_ff 8192, 32000 vocab, untied
     a.spec.n_layers = 16;
     a.spec.d_model = 2048;
     a.spec.n_heads = 32;
@@ -30,7 +31,8 @@ int Gen(GenArgs a) {
     a.spec.max_ctx = 4096;
     a.untied = true;
   } else if (!a.preset.empty()) {
-    std::fprintf(stderr, "hqekv gen-synthetic: error: unknown --preset '%s' (known: 1b)\n", a.preset.c_str());
+    std::fprintf(stderr, "hqekv gen-synthetic: error: unknown --preset '%s' (known: 1b)\n",
+                 a.preset.c_str());
     return 1;
   }
   auto t = TensorTypeFromName(a.type);
@@ -45,19 +47,22 @@ int Gen(GenArgs a) {
     std::fprintf(stderr, "hqekv gen-synthetic: error: %s\n", s.message().c_str());
     return 1;
   }
-  std::printf("wrote %s (%s, %d layers, d_model %d, %.2f GB of weights)\n", a.out.c_str(), a.type.c_str(),
-              a.spec.n_layers, a.spec.d_model, SyntheticWeightBytes(a.spec) / 1e9);
+  std::printf("wrote %s (%s, %d layers, d_model %d, %.2f GB of weights)\n", a.out.c_str(),
+              a.type.c_str(), a.spec.n_layers, a.spec.d_model, SyntheticWeightBytes(a.spec) / 1e9);
   return 0;
 }
 
 const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
   auto a = std::make_shared<GenArgs>();
-  CLI::App* cmd = app.add_subcommand("gen-synthetic", "Write a random Llama-shaped GGUF (tests, benchmarks)");
+  CLI::App* cmd =
+      app.add_subcommand("gen-synthetic", "Write a random Llama-shaped GGUF (tests, benchmarks)");
   cmd->group("");  // hidden from --help
   cmd->add_option("-o,--output", a->out, "Output .gguf path")->required();
   cmd->add_option("--preset", a->preset, "Shape preset: 1b");
-  cmd->add_option("--type", a->type, "Weight type: " + SupportedTensorTypeNames())->capture_default_str();
-  cmd->add_option("--arch", a->spec.arch, "architecture: " + SupportedArchNames())->capture_default_str();
+  cmd->add_option("--type", a->type, "Weight type: " + SupportedTensorTypeNames())
+      ->capture_default_str();
+  cmd->add_option("--arch", a->spec.arch, "architecture: " + SupportedArchNames())
+      ->capture_default_str();
   cmd->add_option("--layers", a->spec.n_layers)->capture_default_str();
   cmd->add_option("--dim", a->spec.d_model)->capture_default_str();
   cmd->add_option("--heads", a->spec.n_heads)->capture_default_str();

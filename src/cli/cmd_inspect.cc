@@ -45,32 +45,38 @@ int Inspect(const InspectArgs& a) {
   const ModelConfig& c = m.config;
   std::printf("file:           %s\n", m.path.c_str());
   if (m.format == "gguf")
-    std::printf("format:         GGUF v%u, %s bytes\n", m.gguf_version, Thousands(m.file_bytes).c_str());
+    std::printf("format:         GGUF v%u, %s bytes\n", m.gguf_version,
+                Thousands(m.file_bytes).c_str());
   else
-    std::printf("format:         llama2.c checkpoint, %s bytes (tokenizer %s)\n", Thousands(m.file_bytes).c_str(),
-                m.tokenizer_path.c_str());
+    std::printf("format:         llama2.c checkpoint, %s bytes (tokenizer %s)\n",
+                Thousands(m.file_bytes).c_str(), m.tokenizer_path.c_str());
   std::printf("name:           %s\n", c.name.c_str());
   std::printf("architecture:   %s%s%s\n", c.arch.c_str(), c.qk_norm ? " (QK-norm)" : "",
               c.attn_bias ? " (q/k/v biases)" : "");
   std::printf("layers:         %d\n", c.n_layers);
   std::printf("d_model:        %d\n", c.d_model);
-  std::printf("attention:      %d query heads, %d KV heads (%s), head_dim %d\n", c.n_heads, c.n_kv_heads,
-              c.n_kv_heads == c.n_heads ? "MHA" : (c.n_kv_heads == 1 ? "MQA" : "GQA"), c.head_dim);
+  std::printf("attention:      %d query heads, %d KV heads (%s), head_dim %d\n", c.n_heads,
+              c.n_kv_heads, c.n_kv_heads == c.n_heads ? "MHA" : (c.n_kv_heads == 1 ? "MQA" : "GQA"),
+              c.head_dim);
   std::printf("d_ff:           %d (SwiGLU)\n", c.d_ff);
   std::printf("vocab:          %d\n", c.vocab_size);
   std::printf("context length: %d\n", c.max_ctx);
-  std::printf("rope:           %s, theta %g, %d dims", c.rope == RopeStyle::kNormal ? "normal (adjacent pairs)" : "NeoX (halves)",
+  std::printf("rope:           %s, theta %g, %d dims",
+              c.rope == RopeStyle::kNormal ? "normal (adjacent pairs)" : "NeoX (halves)",
               static_cast<double>(c.rope_theta), c.rope_dim);
   if (c.rope_factor > 0)
-    std::printf(", llama3 scaling factor %g (low %g, high %g, original ctx %d)", static_cast<double>(c.rope_factor),
-                static_cast<double>(c.rope_low_freq_factor), static_cast<double>(c.rope_high_freq_factor), c.rope_orig_ctx);
+    std::printf(", llama3 scaling factor %g (low %g, high %g, original ctx %d)",
+                static_cast<double>(c.rope_factor), static_cast<double>(c.rope_low_freq_factor),
+                static_cast<double>(c.rope_high_freq_factor), c.rope_orig_ctx);
   else if (m.Find("rope_freqs.weight"))
     std::printf(", scaled by rope_freqs.weight");
   std::printf("\n");
   std::printf("rms_eps:        %g\n", static_cast<double>(c.rms_eps));
-  std::printf("output:         %s\n", c.tied_output ? "tied to token_embd.weight" : "output.weight");
+  std::printf("output:         %s\n",
+              c.tied_output ? "tied to token_embd.weight" : "output.weight");
   const int64_t params = m.ParameterCount();
-  std::printf("parameters:     %s (%.3g M)\n", Thousands(static_cast<uint64_t>(params)).c_str(), params / 1e6);
+  std::printf("parameters:     %s (%.3g M)\n", Thousands(static_cast<uint64_t>(params)).c_str(),
+              params / 1e6);
 
   std::map<std::string, std::pair<int, uint64_t>> per_type;  // type -> (tensors, bytes)
   uint64_t weight_bytes = 0;
@@ -81,33 +87,37 @@ int Inspect(const InspectArgs& a) {
     weight_bytes += t.nbytes;
   }
   std::printf("tensors:        %zu, %s bytes:", m.tensors.size(), Thousands(weight_bytes).c_str());
-  for (const auto& [type, e] : per_type) std::printf(" %s x%d (%s B)", type.c_str(), e.first, Thousands(e.second).c_str());
+  for (const auto& [type, e] : per_type)
+    std::printf(" %s x%d (%s B)", type.c_str(), e.first, Thousands(e.second).c_str());
   std::printf("\n");
   const Tensor& q0 = m.Get("blk.0.attn_q.weight");
   const Tensor& d0 = m.Get("blk.0.ffn_down.weight");
-  std::printf("layer 0:        attn_q %s %s, ffn_down %s %s\n", TensorTypeName(q0.type), Shape(q0.ne).c_str(),
-              TensorTypeName(d0.type), Shape(d0.ne).c_str());
+  std::printf("layer 0:        attn_q %s %s, ffn_down %s %s\n", TensorTypeName(q0.type),
+              Shape(q0.ne).c_str(), TensorTypeName(d0.type), Shape(d0.ne).c_str());
   std::printf("tokenizer:      %s\n", m.tokenizer->Describe().c_str());
   std::printf("identity:       %s\n", m.identity.c_str());
 
   if (a.tensors) {
     std::printf("\n%-32s %-6s %-16s %12s\n", "tensor", "type", "shape (ne)", "bytes");
     for (const auto& [name, t] : m.tensors)
-      std::printf("%-32s %-6s %-16s %12s\n", name.c_str(), TensorTypeName(t.type), Shape(t.ne).c_str(),
-                  Thousands(t.nbytes).c_str());
+      std::printf("%-32s %-6s %-16s %12s\n", name.c_str(), TensorTypeName(t.type),
+                  Shape(t.ne).c_str(), Thousands(t.nbytes).c_str());
   }
   if (a.metadata && m.gguf) {
     std::printf("\nmetadata (%zu keys):\n", m.gguf->metadata.size());
-    for (const auto& [key, v] : m.gguf->metadata) std::printf("  %s = %s\n", key.c_str(), v.ToString().c_str());
+    for (const auto& [key, v] : m.gguf->metadata)
+      std::printf("  %s = %s\n", key.c_str(), v.ToString().c_str());
   }
   return 0;
 }
 
 const CommandRegistrar kRegistrar(40, [](CLI::App& app, int* rc) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Print a model's architecture, shapes, weight types, tokenizer, context");
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Print a model's architecture, shapes, weight types, tokenizer, context");
   cmd->add_option("-m,--model", args->model, kDefaultModelHelp);
-  cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer.bin (default: tok<vocab>.bin or tokenizer.bin next to it)");
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "llama2.c tokenizer.bin (default: tok<vocab>.bin or tokenizer.bin next to it)");
   cmd->add_flag("--tensors", args->tensors, "List every tensor");
   cmd->add_flag("--metadata", args->metadata, "Dump every GGUF metadata key");
   cmd->callback([args, rc] { *rc = Inspect(*args); });

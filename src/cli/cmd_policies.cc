@@ -35,7 +35,8 @@ int RunPolicies(const PoliciesArgs& a) {
 
 const CommandRegistrar kRegistrar(80, [](CLI::App& app, int* rc) {
   auto args = std::make_shared<PoliciesArgs>();
-  CLI::App* sub = app.add_subcommand("policies", "List the KV-cache policies (--kv SPEC) and their parameters");
+  CLI::App* sub =
+      app.add_subcommand("policies", "List the KV-cache policies (--kv SPEC) and their parameters");
   sub->add_option("--check", args->check, "Parse a spec and print its values (defaults filled in)");
   sub->callback([args, rc] { *rc = RunPolicies(*args); });
 });

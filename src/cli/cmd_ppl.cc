@@ -58,11 +58,12 @@ int Ppl(const PplArgs& a) {
     if (!cache.ok()) return Fail(cache.message());
     auto r = lm::SlidingPerplexity(**model, **cache, ids, ctx, a.stride);
     if (!r.ok()) return Fail(r.message());
-    std::printf("model %s | text %s | %zu tokens | ctx %d stride %d | %d windows, %d tokens scored\n",
-                c.name.c_str(), a.text.c_str(), ids.size(), ctx, a.stride > 0 ? a.stride : ctx, r->windows,
-                r->scored);
-    std::printf("perplexity %.4f (mean NLL %.4f nats/token, %.1f s, %.0f tok/s)\n", r->ppl, r->nll, r->seconds,
-                r->seconds > 0 ? r->scored / r->seconds : 0.0);
+    std::printf(
+        "model %s | text %s | %zu tokens | ctx %d stride %d | %d windows, %d tokens scored\n",
+        c.name.c_str(), a.text.c_str(), ids.size(), ctx, a.stride > 0 ? a.stride : ctx, r->windows,
+        r->scored);
+    std::printf("perplexity %.4f (mean NLL %.4f nats/token, %.1f s, %.0f tok/s)\n", r->ppl, r->nll,
+                r->seconds, r->seconds > 0 ? r->scored / r->seconds : 0.0);
     return 0;
   }
 
@@ -70,8 +71,8 @@ int Ppl(const PplArgs& a) {
   const int n = static_cast<int>(ids.size());
   const int prefill = a.prefill > 0 ? a.prefill : n / 2;
   if (prefill >= n) {
-    return Fail("--prefill " + std::to_string(prefill) + " leaves nothing to score in " + std::to_string(n) +
-                " tokens (the text, cut to --ctx / --max-tokens)");
+    return Fail("--prefill " + std::to_string(prefill) + " leaves nothing to score in " +
+                std::to_string(n) + " tokens (the text, cut to --ctx / --max-tokens)");
   }
   auto ref_spec = policy::ParseSpec(a.ref);
   if (!ref_spec.ok()) return Fail("--ref: " + ref_spec.message());
@@ -90,24 +91,28 @@ int Ppl(const PplArgs& a) {
   if (!ref.ok()) return Fail(ref.message());
   auto s = lm::ScoreAgainstReference(**model, **test_cache, *ref);
   if (!s.ok()) return Fail(s.message());
-  std::printf("model %s | text %s | %d tokens: prefill %d, scored %d | ref %s, test %s\n", c.name.c_str(),
-              a.text.c_str(), n, prefill, s->scored, (*ref_cache)->Describe().c_str(),
-              (*test_cache)->Describe().c_str());
-  std::printf("ppl ref %.4f | ppl test %.4f | KL(ref||test) %.6f nats/token%s | top-1 agreement %.4f\n",
-              ref->Perplexity(), s->ppl, s->kl, ref->top_k < ref->vocab ? " (top-k bound)" : "", s->top1_agree);
+  std::printf("model %s | text %s | %d tokens: prefill %d, scored %d | ref %s, test %s\n",
+              c.name.c_str(), a.text.c_str(), n, prefill, s->scored,
+              (*ref_cache)->Describe().c_str(), (*test_cache)->Describe().c_str());
+  std::printf(
+      "ppl ref %.4f | ppl test %.4f | KL(ref||test) %.6f nats/token%s | top-1 agreement %.4f\n",
+      ref->Perplexity(), s->ppl, s->kl, ref->top_k < ref->vocab ? " (top-k bound)" : "",
+      s->top1_agree);
   // Bits per original element (every byte held x 8 / K and V elements of
   // every token fed): the figure `calibrate` and `eval` report for the same
   // state; true bits per KEPT element in brackets.
-  std::printf("test KV after prefill: %s (%lld bytes, %.3f true bits per kept element) | "
-              "at end: %s (%lld bytes, %.3f true bits per kept element)\n",
-              MemorySummary(s->stats_after_prefill).c_str(),
-              static_cast<long long>(s->stats_after_prefill.bytes.total()), s->stats_after_prefill.true_bits(),
-              MemorySummary(s->stats_end).c_str(), static_cast<long long>(s->stats_end.bytes.total()),
-              s->stats_end.true_bits());
+  std::printf(
+      "test KV after prefill: %s (%lld bytes, %.3f true bits per kept element) | "
+      "at end: %s (%lld bytes, %.3f true bits per kept element)\n",
+      MemorySummary(s->stats_after_prefill).c_str(),
+      static_cast<long long>(s->stats_after_prefill.bytes.total()),
+      s->stats_after_prefill.true_bits(), MemorySummary(s->stats_end).c_str(),
+      static_cast<long long>(s->stats_end.bytes.total()), s->stats_end.true_bits());
   const std::string note = (*test_cache)->BudgetNote();
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
   if (a.kv_report) {
-    std::printf("after prefill (peak of the prefill):\n%s", FormatKvReport(s->stats_after_prefill).c_str());
+    std::printf("after prefill (peak of the prefill):\n%s",
+                FormatKvReport(s->stats_after_prefill).c_str());
     std::printf("at end:\n%s", FormatKvReport(s->stats_end).c_str());
   }
   return 0;
@@ -115,20 +120,26 @@ int Ppl(const PplArgs& a) {
 
 const CommandRegistrar kRegister(11, [](CLI::App& app, int* rc) {
   auto a = std::make_shared<PplArgs>();
-  CLI::App* cmd = app.add_subcommand("ppl", "Perplexity of a text; with --kv, compare a KV policy against a reference");
+  CLI::App* cmd = app.add_subcommand(
+      "ppl", "Perplexity of a text; with --kv, compare a KV policy against a reference");
   cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
   cmd->add_option("-f,--file", a->text, "Text file")->required();
-  cmd->add_option("--ctx", a->ctx, "Window / context length in tokens (default: min(model context, 512))");
+  cmd->add_option("--ctx", a->ctx,
+                  "Window / context length in tokens (default: min(model context, 512))");
   cmd->add_option("--stride", a->stride, "Window start every S tokens (default: --ctx)");
   cmd->add_option("--kv", a->kv, "Comparison mode: KV policy spec to score");
   cmd->add_option("--ref", a->ref, "Comparison mode: reference KV spec")->capture_default_str();
-  cmd->add_option("--prefill", a->prefill, "Comparison mode: prefill length P (default: half the tokens)");
-  cmd->add_option("--ref-top-k", a->ref_top_k, "Comparison mode: reference tokens kept per position (0 = all)");
+  cmd->add_option("--prefill", a->prefill,
+                  "Comparison mode: prefill length P (default: half the tokens)");
+  cmd->add_option("--ref-top-k", a->ref_top_k,
+                  "Comparison mode: reference tokens kept per position (0 = all)");
   cmd->add_option("--max-tokens", a->max_tokens, "Use at most N tokens of the text");
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
-  cmd->add_flag("--kv-report", a->kv_report,
-                "Comparison mode: per-layer tiers and bytes of the test cache after prefill and at the end");
-  cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (llama2.c checkpoints only)");
+  cmd->add_flag(
+      "--kv-report", a->kv_report,
+      "Comparison mode: per-layer tiers and bytes of the test cache after prefill and at the end");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "llama2.c tokenizer.bin (llama2.c checkpoints only)");
   cmd->callback([a, rc] { *rc = Ppl(*a); });
 });
 

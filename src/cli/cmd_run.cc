@@ -139,12 +139,15 @@ int Run(const RunArgs& a) {
   }
   std::vector<int32_t> ids = tok.Encode(prompt, tok.add_bos() || prompt.empty(), !a.no_special);
   if (ids.empty()) {
-    std::fprintf(stderr, "hqekv run: error: empty prompt and the model's tokenizer has no BOS token\n");
+    std::fprintf(stderr,
+                 "hqekv run: error: empty prompt and the model's tokenizer has no BOS token\n");
     return 1;
   }
   if (static_cast<int>(ids.size()) >= ctx) {
-    std::fprintf(stderr, "hqekv run: error: the prompt has %zu tokens, more than the context of %d allows "
-                 "(use a larger --ctx or a shorter prompt)\n", ids.size(), ctx);
+    std::fprintf(stderr,
+                 "hqekv run: error: the prompt has %zu tokens, more than the context of %d allows "
+                 "(use a larger --ctx or a shorter prompt)\n",
+                 ids.size(), ctx);
     return 1;
   }
   if (echo_prompt) {
@@ -175,7 +178,8 @@ int Run(const RunArgs& a) {
   const KvStats st = (*cache)->Stats();
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
   std::fprintf(stderr,
-               "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s | prefill %.1f tok/s, decode %.1f tok/s "
+               "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s | prefill %.1f tok/s, "
+               "decode %.1f tok/s "
                "| %s (%lld bytes held, %.3f true bits per kept element)\n",
                c.name.c_str(), (*cache)->Describe().c_str(), r->prompt_tokens, r->tokens.size(),
                r->hit_context_end ? " (context full)" : "",
@@ -190,25 +194,35 @@ int Run(const RunArgs& a) {
 
 const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   auto a = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand("run", "Generate text (streams to stdout; a summary line on stderr)");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Generate text (streams to stdout; a summary line on stderr)");
   cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
-  auto* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt text (default: empty, generate from BOS)");
+  auto* p =
+      cmd->add_option("-p,--prompt", a->prompt, "Prompt text (default: empty, generate from BOS)");
   cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(p);
   cmd->add_option("-n,--n-predict", a->n, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--temp", a->sampler.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--temp", a->sampler.temperature, "Temperature (0 = greedy)")
+      ->capture_default_str();
   cmd->add_option("--top-k", a->sampler.top_k, "Top-k (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", a->sampler.top_p, "Top-p / nucleus (1 = off)")->capture_default_str();
   cmd->add_option("--min-p", a->sampler.min_p, "Min-p (0 = off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", a->sampler.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", a->sampler.repeat_penalty, "Repetition penalty (1 = off)")
+      ->capture_default_str();
   cmd->add_option("--seed", a->sampler.seed, "Sampling seed")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
-  cmd->add_option("--ctx", a->ctx, "Context length of the KV cache (default: the model's, at most 4096)");
+  cmd->add_option("--ctx", a->ctx,
+                  "Context length of the KV cache (default: the model's, at most 4096)");
   cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str();
-  cmd->add_flag("--kv-report", a->kv_report, "Print per-layer tier histograms and bytes of the KV cache at the end");
-  cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (llama2.c checkpoints only)");
-  cmd->add_flag("--no-special", a->no_special, "Control tokens written in the prompt stay plain text");
-  cmd->add_flag("--special", a->print_special, "Print generated control tokens (hidden by default)");
-  cmd->add_flag("--chat,--conversation", a->chat, "Render the prompt as a user turn with the model's chat template");
+  cmd->add_flag("--kv-report", a->kv_report,
+                "Print per-layer tier histograms and bytes of the KV cache at the end");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "llama2.c tokenizer.bin (llama2.c checkpoints only)");
+  cmd->add_flag("--no-special", a->no_special,
+                "Control tokens written in the prompt stay plain text");
+  cmd->add_flag("--special", a->print_special,
+                "Print generated control tokens (hidden by default)");
+  cmd->add_flag("--chat,--conversation", a->chat,
+                "Render the prompt as a user turn with the model's chat template");
   cmd->add_option("--system", a->system, "System message of --chat");
   cmd->add_option("--chat-template", a->chat_template,
                   "Chat format instead of the file's template: " + SupportedChatFormatNames());

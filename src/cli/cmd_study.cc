@@ -66,7 +66,8 @@ int StudyQuant(const StudyQuantArgs& a) {
 }
 
 const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
-  CLI::App* study = app.add_subcommand("study", "Measurements the method rests on (see `study quant`)");
+  CLI::App* study =
+      app.add_subcommand("study", "Measurements the method rests on (see `study quant`)");
   study->require_subcommand(1);
   auto a = std::make_shared<StudyQuantArgs>();
   CLI::App* q = study->add_subcommand(
@@ -97,7 +98,8 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
       ->capture_default_str();
   q->callback([a, rc] {
     StudyQuantArgs args = *a;
-    if (args.options.formats.size() == 1 && args.options.formats[0] == "none") args.options.formats.clear();
+    if (args.options.formats.size() == 1 && args.options.formats[0] == "none")
+      args.options.formats.clear();
     *rc = args.from_model.empty() ? StudyQuant(args) : StudyQuantFromModel(args);
   });
 });

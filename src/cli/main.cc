@@ -24,14 +24,16 @@ CommandRegistrar::CommandRegistrar(int order, CommandFactory factory) {
 
 void AddAllCommands(CLI::App& app, int* rc) {
   auto& r = Registry();
-  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(r.begin(), r.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, factory] : r) factory(app, rc);
 }
 
 }  // namespace hqekv::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"hqekv: hybrid quantization and eviction of the KV cache for long-context LLM inference"};
+  CLI::App app{
+      "hqekv: hybrid quantization and eviction of the KV cache for long-context LLM inference"};
   app.require_subcommand(1);
   // Flags take no value: `--kv-report=3` is an error, not a silent "true". Subcommands inherit the
   // option defaults of their parent, so this covers every flag of every command.

@@ -29,7 +29,9 @@ inline std::string ModelPathOrDefault(const std::string& model_arg) {
 #endif
 }
 
-inline int CpuCount() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+inline int CpuCount() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // Most threads -t accepts: 4 x the cores (at least 16). More only adds
 // contention, and a typo like `-t 10000` would start 10,000 threads.
@@ -37,10 +39,12 @@ inline int MaxThreads() { return std::max(16, 4 * CpuCount()); }
 
 // -t: 0 = all cores, else 1..MaxThreads(); errors name the flag and the limit.
 inline Status CheckThreads(int threads) {
-  if (threads < 0) return MakeError("-t must be >= 0 (0 = all cores), got " + std::to_string(threads));
+  if (threads < 0)
+    return MakeError("-t must be >= 0 (0 = all cores), got " + std::to_string(threads));
   if (threads > MaxThreads()) {
-    return MakeError("-t " + std::to_string(threads) + " is more than " + std::to_string(MaxThreads()) +
-                     " threads (4 x the " + std::to_string(CpuCount()) + " cores of this machine)");
+    return MakeError("-t " + std::to_string(threads) + " is more than " +
+                     std::to_string(MaxThreads()) + " threads (4 x the " +
+                     std::to_string(CpuCount()) + " cores of this machine)");
   }
   return Status::Ok();
 }
@@ -67,15 +71,17 @@ inline Status CheckContext(int64_t ctx, const ModelConfig& c, const char* flag =
   if (ctx < 0) return MakeError(f + " must be > 0, got " + std::to_string(ctx));
   if (ctx == 0) return Status::Ok();
   if (c.max_ctx > 0 && ctx > c.max_ctx) {
-    return MakeError(f + " " + std::to_string(ctx) + " is more than the model's context length of " +
-                     std::to_string(c.max_ctx) + " tokens");
+    return MakeError(f + " " + std::to_string(ctx) +
+                     " is more than the model's context length of " + std::to_string(c.max_ctx) +
+                     " tokens");
   }
   // [n_layers][K,V][ctx][n_kv_heads * head_dim] fp16 (2 bytes), in double: no overflow.
-  const double fp16_bytes = 2.0 * 2.0 * c.n_layers * static_cast<double>(c.n_kv_heads) * c.head_dim *
-                            static_cast<double>(ctx);
+  const double fp16_bytes = 2.0 * 2.0 * c.n_layers * static_cast<double>(c.n_kv_heads) *
+                            c.head_dim * static_cast<double>(ctx);
   const uint64_t ram = PhysicalMemoryBytes();
   if (ram > 0 && fp16_bytes > static_cast<double>(ram)) {
-    return MakeError(f + " " + std::to_string(ctx) + " needs " + std::to_string(fp16_bytes / (1 << 30)) +
+    return MakeError(f + " " + std::to_string(ctx) + " needs " +
+                     std::to_string(fp16_bytes / (1 << 30)) +
                      " GiB for an fp16 KV cache, more than the " + std::to_string(ram >> 30) +
                      " GiB of memory of this machine");
   }

@@ -33,13 +33,14 @@ const char* KindOf(mode_t mode) {
 Status CheckStat(const struct stat& st, const std::string& path, uint64_t max_bytes) {
   if (!S_ISREG(st.st_mode)) {
     const char* kind = KindOf(st.st_mode);
-    if (std::strcmp(kind, "not a regular file") == 0) return MakeError(Quote(path) + " is not a regular file");
+    if (std::strcmp(kind, "not a regular file") == 0)
+      return MakeError(Quote(path) + " is not a regular file");
     return MakeError(Quote(path) + " is " + kind + ", not a regular file");
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) {
-    return MakeError(Quote(path) + " is " + std::to_string(size) + " bytes, more than the limit of " +
-                     std::to_string(max_bytes) + " bytes");
+    return MakeError(Quote(path) + " is " + std::to_string(size) +
+                     " bytes, more than the limit of " + std::to_string(max_bytes) + " bytes");
   }
   return Status::Ok();
 }
@@ -142,7 +143,8 @@ Result<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
   }
   struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists && S_ISDIR(st.st_mode)) return MakeError("cannot write " + Quote(path) + ": it is a directory");
+  if (exists && S_ISDIR(st.st_mode))
+    return MakeError("cannot write " + Quote(path) + ": it is a directory");
   // Same directory as the target: rename(2) is atomic only within one file system.
   static std::atomic<uint64_t> counter{0};
   const fs::path dir = target.parent_path();
@@ -180,18 +182,21 @@ Status AtomicFileWriter::Fail(const std::string& what, int err) {
   fd_ = -1;
   ::unlink(tmp_.c_str());
   done_ = true;
-  return MakeError("error writing " + Quote(path_) + ": " + what + ": " + Reason(err) + " (" + Quote(path_) +
-                   " is unchanged)");
+  return MakeError("error writing " + Quote(path_) + ": " + what + ": " + Reason(err) + " (" +
+                   Quote(path_) + " is unchanged)");
 }
 
 Status AtomicFileWriter::Write(const void* data, size_t n) {
-  if (done_ || fd_ < 0) return MakeError("error writing " + Quote(path_) + ": the writer is closed");
-  if (const int e = WriteAll(fd_, static_cast<const char*>(data), n); e != 0) return Fail("write", e);
+  if (done_ || fd_ < 0)
+    return MakeError("error writing " + Quote(path_) + ": the writer is closed");
+  if (const int e = WriteAll(fd_, static_cast<const char*>(data), n); e != 0)
+    return Fail("write", e);
   return Status::Ok();
 }
 
 Status AtomicFileWriter::Commit() {
-  if (done_ || fd_ < 0) return MakeError("error writing " + Quote(path_) + ": the writer is closed");
+  if (done_ || fd_ < 0)
+    return MakeError("error writing " + Quote(path_) + ": the writer is closed");
   // fsync before rename: otherwise a crash can leave the new name on empty data.
   if (::fsync(fd_) != 0 && errno != EINVAL) return Fail("fsync", errno);
   const int fd = fd_;
@@ -236,11 +241,12 @@ Status CheckWritable(const std::string& path) {
   }
   if (up.empty()) up = ".";
   if (!fs::is_directory(up, ec)) {
-    return MakeError("cannot write " + Quote(path) + ": " + Quote(up.string()) + " is not a directory");
+    return MakeError("cannot write " + Quote(path) + ": " + Quote(up.string()) +
+                     " is not a directory");
   }
   if (::access(up.c_str(), W_OK | X_OK) != 0) {
-    return MakeError("cannot write " + Quote(path) + ": cannot create directories in " + Quote(up.string()) +
-                     ": " + Reason(errno));
+    return MakeError("cannot write " + Quote(path) + ": cannot create directories in " +
+                     Quote(up.string()) + ": " + Reason(errno));
   }
   return Status::Ok();
 }
@@ -250,7 +256,8 @@ Status CheckStdout() {
   const bool flush_failed = std::fflush(stdout) != 0;
   const int e = errno;
   if (flush_failed || std::ferror(stdout)) {
-    return MakeError(std::string("cannot write standard output: ") + (e != 0 ? Reason(e) : "write error"));
+    return MakeError(std::string("cannot write standard output: ") +
+                     (e != 0 ? Reason(e) : "write error"));
   }
   return Status::Ok();
 }
@@ -268,7 +275,8 @@ std::string DefaultModelPath(std::string_view source_dir) {
   if (!source_dir.empty()) candidates.push_back(std::filesystem::path(source_dir) / rel);
   candidates.push_back(rel);
   for (const auto& c : candidates) {
-    if (std::filesystem::is_regular_file(c, ec)) return std::filesystem::weakly_canonical(c, ec).string();
+    if (std::filesystem::is_regular_file(c, ec))
+      return std::filesystem::weakly_canonical(c, ec).string();
   }
   return rel;
 }

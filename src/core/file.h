@@ -21,7 +21,8 @@ namespace hqekv {
 
 // Size limits (bytes) of files read whole into memory.
 inline constexpr uint64_t kMaxTextFileBytes = uint64_t{1} << 30;  // texts, prompts: 1 GiB
-inline constexpr uint64_t kMaxJsonFileBytes = uint64_t{256} << 20;  // profiles, cells, results: 256 MiB
+inline constexpr uint64_t kMaxJsonFileBytes = uint64_t{256}
+                                              << 20;  // profiles, cells, results: 256 MiB
 // Limit of files mapped, not read (model weights): 4 TiB, only a sanity bound.
 inline constexpr uint64_t kMaxMappedFileBytes = uint64_t{1} << 42;
 

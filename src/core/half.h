@@ -46,7 +46,7 @@ inline f16_t F32ToF16(float f) {
     return static_cast<f16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u));
   }
   if (abs >= 0x477FF000u) return static_cast<f16_t>(sign | 0x7C00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
+  if (abs < 0x38800000u) {                                            // result is subnormal or zero
     if (abs < 0x33000000u) return static_cast<f16_t>(sign);  // < half the smallest subnormal
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;

@@ -118,6 +118,8 @@ Pool& GlobalPool() {
 
 void SetNumThreads(int n) { GlobalPool().Resize(n); }
 int NumThreads() { return GlobalPool().threads(); }
-void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) { GlobalPool().Run(n, fn); }
+void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  GlobalPool().Run(n, fn);
+}
 
 }  // namespace hqekv

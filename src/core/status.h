@@ -16,8 +16,8 @@ struct Error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}      // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -59,9 +59,9 @@ inline Error MakeError(std::string message) { return Error{std::move(message)}; 
 }  // namespace hqekv
 
 // Propagate an error from an expression returning Status or Result<T>.
-#define HQEKV_RETURN_IF_ERROR(expr)                     \
-  do {                                                  \
-    auto&& hqekv_status_ = (expr);                      \
+#define HQEKV_RETURN_IF_ERROR(expr)                        \
+  do {                                                     \
+    auto&& hqekv_status_ = (expr);                         \
     if (!hqekv_status_.ok()) return hqekv_status_.error(); \
   } while (0)
 

@@ -2,11 +2,16 @@
 
 namespace hqekv::eval {
 
-#define HQEKV_CELL_FIELDS(X)                                                                       \
-  X(hash) X(kind) X(model) X(task) X(task_key) X(corpus) X(context) X(depth) X(seeds) X(policy)    \
-  X(family) X(budget) X(describe) X(true_bits) X(bits_per_original) X(kv_bytes) X(kept_fraction)   \
-  X(n) X(accuracy) X(chance) X(kl) X(agreement) X(ppl) X(steps) X(examples) X(prefill_tok_s)       \
-  X(decode_tok_s) X(peak_rss_kb) X(seconds) X(threads) X(error)
+// (clang-format lays this X-macro out differently on every pass.)
+// clang-format off
+#define HQEKV_CELL_FIELDS(X) \
+  X(hash) X(kind) X(model) X(task) X(task_key) X(corpus) \
+  X(context) X(depth) X(seeds) X(policy) X(family) X(budget) \
+  X(describe) X(true_bits) X(bits_per_original) X(kv_bytes) X(kept_fraction) X(n) \
+  X(accuracy) X(chance) X(kl) X(agreement) X(ppl) X(steps) \
+  X(examples) X(prefill_tok_s) X(decode_tok_s) X(peak_rss_kb) X(seconds) X(threads) \
+  X(error)
+// clang-format on
 
 nlohmann::json ToJson(const CellResult& c) {
   nlohmann::json j;
@@ -21,7 +26,7 @@ Result<CellResult> CellFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return MakeError("cell JSON is not an object");
   try {
 #define X(f) \
-    if (j.contains(#f)) j.at(#f).get_to(c.f);
+  if (j.contains(#f)) j.at(#f).get_to(c.f);
     HQEKV_CELL_FIELDS(X)
 #undef X
   } catch (const nlohmann::json::exception& e) {

@@ -13,41 +13,42 @@
 namespace hqekv::eval {
 
 struct CellResult {
-  std::string hash;          // config hash (16 hex digits)
-  std::string kind;          // "quality" or "speed"
+  std::string hash;  // config hash (16 hex digits)
+  std::string kind;  // "quality" or "speed"
   std::string model;
   // Task (quality cells).
-  std::string task;          // "passkey", "copy", ...
-  std::string task_key;      // TaskSpec::Key()
+  std::string task;      // "passkey", "copy", ...
+  std::string task_key;  // TaskSpec::Key()
   std::string corpus;
-  int context = 0;           // quality: target context tokens; speed: prompt tokens
+  int context = 0;  // quality: target context tokens; speed: prompt tokens
   double depth = -1;
   int seeds = 0;
   // Policy.
-  std::string policy;        // spec given to MakeKvCache
+  std::string policy;  // spec given to MakeKvCache
   std::string family;
-  double budget = -1;        // bits=B asked for (-1: natural bits)
-  std::string describe;      // KvCache::Describe()
+  double budget = -1;    // bits=B asked for (-1: natural bits)
+  std::string describe;  // KvCache::Describe()
   // Memory (means over instances, measured at the end of each run).
   double true_bits = 0;          // bytes * 8 / kept elements
   double bits_per_original = 0;  // bytes * 8 / every element ever appended
   double kv_bytes = 0;
-  double kept_fraction = 0;      // kept / original elements
+  double kept_fraction = 0;  // kept / original elements
   // Quality.
-  int n = 0;                 // instances
-  double accuracy = 0;       // exact match rate, or teacher-forced top-1 vs the true tokens
+  int n = 0;            // instances
+  double accuracy = 0;  // exact match rate, or teacher-forced top-1 vs the true tokens
   double chance = 0;
-  double kl = 0;             // mean KL(fp16 || this) per scored step (teacher-forced), or of the first answer token
-  double agreement = 0;      // top-1 agreement with fp16
-  double ppl = 0;            // teacher-forced tasks
-  int64_t steps = 0;         // scored teacher-forced steps
+  double kl =
+      0;  // mean KL(fp16 || this) per scored step (teacher-forced), or of the first answer token
+  double agreement = 0;               // top-1 agreement with fp16
+  double ppl = 0;                     // teacher-forced tasks
+  int64_t steps = 0;                  // scored teacher-forced steps
   std::vector<std::string> examples;  // first generations (exact-match tasks), for the report
   // Speed.
   double prefill_tok_s = 0, decode_tok_s = 0;
-  int64_t peak_rss_kb = 0;   // process high-water mark when the cell finished (getrusage)
-  double seconds = 0;        // wall time of the cell
+  int64_t peak_rss_kb = 0;  // process high-water mark when the cell finished (getrusage)
+  double seconds = 0;       // wall time of the cell
   int threads = 0;
-  std::string error;         // non-empty: the policy could not run this cell (e.g. infeasible budget)
+  std::string error;  // non-empty: the policy could not run this cell (e.g. infeasible budget)
 };
 
 nlohmann::json ToJson(const CellResult& c);

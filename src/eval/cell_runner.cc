@@ -48,8 +48,9 @@ CellRunner::CellRunner(const EvalOptions& opt, EvalRun* run, int n_cells)
       progress_(opt.progress),
       total_(n_cells) {}
 
-Status CellRunner::Run(const std::string& kind, const std::string& config, const PolicyPoint& policy,
-                       const std::string& label, const Compute& compute) {
+Status CellRunner::Run(const std::string& kind, const std::string& config,
+                       const PolicyPoint& policy, const std::string& label,
+                       const Compute& compute) {
   std::ostringstream canon;
   canon << kHarnessVersion << "|" << run_->model_identity << "|" << kind << "|" << config << "|"
         << policy.spec;

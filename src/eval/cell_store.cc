@@ -11,8 +11,7 @@ namespace fs = std::filesystem;
 
 std::string CellHash(const std::string& canonical) {
   char buf[20];
-  std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(Fnv1a64(canonical)));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(Fnv1a64(canonical)));
   return buf;
 }
 
@@ -35,7 +34,8 @@ Status CellStore::Save(const CellResult& c) const {
   if (ec) return MakeError("cannot create '" + dir_ + "/cells': " + ec.message());
   const std::string path = dir_ + "/cells/" + c.hash + ".json";
   // Atomic (temp + fsync + rename): a full disk never installs a 0-byte cell.
-  return WriteFileAtomic(path, ToJson(c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  return WriteFileAtomic(
+      path, ToJson(c).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace hqekv::eval

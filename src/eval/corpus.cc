@@ -30,7 +30,8 @@ Corpus SplitSentences(const std::string& name, const std::string& text) {
     cur.push_back(ch);
     if (ch == '.' || ch == '!' || ch == '?') {
       size_t j = i + 1;
-      while (j < n && (text[j] == '"' || text[j] == '\'' || text[j] == ')')) cur.push_back(text[j++]);
+      while (j < n && (text[j] == '"' || text[j] == '\'' || text[j] == ')'))
+        cur.push_back(text[j++]);
       if (j >= n || std::isspace(static_cast<unsigned char>(text[j]))) {
         i = j - 1;
         flush();

@@ -17,7 +17,8 @@ namespace {
 // blocks of a file: cheap on multi-GB weights, different for any retrained
 // checkpoint (every tensor changes).
 std::string FileFingerprint(const std::string& path) {
-  if (!RegularFile::Open(path, kMaxMappedFileBytes).ok()) return "unreadable";  // no FIFO, no device
+  if (!RegularFile::Open(path, kMaxMappedFileBytes).ok())
+    return "unreadable";  // no FIFO, no device
   std::ifstream f(path, std::ios::binary);
   if (!f) return "unreadable";
   f.seekg(0, std::ios::end);
@@ -50,7 +51,8 @@ Result<std::unique_ptr<EngineModel>> EngineModel::Load(const std::string& path, 
   m->llama_ = std::move(llama);
   int ctx = m->src_->config.max_ctx;
   const std::string stem = std::filesystem::path(path).stem().string();
-  if (stem.find("stories260K") != std::string::npos) ctx = std::min(ctx, 512);  // see models/SOURCES.md
+  if (stem.find("stories260K") != std::string::npos)
+    ctx = std::min(ctx, 512);  // see models/SOURCES.md
   if (trained_ctx > 0) ctx = trained_ctx;
   if (ctx <= 0) return MakeError("model '" + path + "' has no context length; pass --ctx");
   m->trained_ctx_ = ctx;
@@ -67,9 +69,13 @@ std::vector<int32_t> EngineModel::Encode(const std::string& text, bool add_bos) 
   return src_->tokenizer->Encode(text, add_bos);
 }
 
-std::string EngineModel::Decode(const std::vector<int32_t>& ids) const { return src_->tokenizer->Decode(ids); }
+std::string EngineModel::Decode(const std::vector<int32_t>& ids) const {
+  return src_->tokenizer->Decode(ids);
+}
 
-bool EngineModel::IsEndOfGeneration(int32_t token) const { return src_->tokenizer->IsEndOfGeneration(token); }
+bool EngineModel::IsEndOfGeneration(int32_t token) const {
+  return src_->tokenizer->IsEndOfGeneration(token);
+}
 
 Status EngineModel::Forward(KvCache& cache, const int32_t* tokens, int n, int pos0, bool is_prefill,
                             std::vector<float>* logits) {

@@ -27,13 +27,15 @@ std::string UtcNow() {
 // Fails when every spec of a policy family is refused (a typo in a name or
 // key); a single refused budget (e.g. hqekv:nominal_bits=4 without built-in ratios)
 // only marks its cells as failed.
-Status CheckPolicyFamilies(const Suite& suite, const KvGeometry& g, const CacheFactory& make_cache) {
+Status CheckPolicyFamilies(const Suite& suite, const KvGeometry& g,
+                           const CacheFactory& make_cache) {
   std::map<std::string, std::pair<int, std::string>> refused;  // family -> (count, first error)
   std::map<std::string, int> total;
   for (const PolicyPoint& p : suite.policies) {
     ++total[p.family];
     auto c = make_cache(p.spec, g);
-    if (!c.ok() && refused[p.family].first++ == 0) refused[p.family].second = "--kv " + p.spec + ": " + c.message();
+    if (!c.ok() && refused[p.family].first++ == 0)
+      refused[p.family].second = "--kv " + p.spec + ": " + c.message();
   }
   for (const auto& [family, r] : refused)
     if (r.first == total[family]) return MakeError(r.second);
@@ -64,13 +66,15 @@ Result<EvalRun> RunEval(EvalModel& model, const Suite& suite, const EvalOptions&
   run.suite = suite.name;
   run.model = model.Name();
   run.model_identity = model.Identity();
-  run.max_ctx = opt.max_ctx > 0 ? std::min(opt.max_ctx, model.TrainedContext()) : model.TrainedContext();
+  run.max_ctx =
+      opt.max_ctx > 0 ? std::min(opt.max_ctx, model.TrainedContext()) : model.TrainedContext();
   run.machine = MachineDescription();
   run.threads = NumThreads();
   run.started_utc = UtcNow();
   HQEKV_RETURN_IF_ERROR(CheckPolicyFamilies(suite, model.Geometry(run.max_ctx), make_cache));
 
-  const int n_cells = static_cast<int>((suite.tasks.size() + suite.speed.contexts.size()) * suite.policies.size());
+  const int n_cells =
+      static_cast<int>((suite.tasks.size() + suite.speed.contexts.size()) * suite.policies.size());
   CellRunner cells(opt, &run, n_cells);
   HQEKV_RETURN_IF_ERROR(RunQualityCells(model, suite, make_cache, cells));
   HQEKV_RETURN_IF_ERROR(RunSpeedCells(model, suite, make_cache, cells));

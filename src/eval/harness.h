@@ -33,12 +33,12 @@ struct EvalRun {
   std::string model;
   std::string model_identity;
   int max_ctx = 0;
-  std::vector<CellResult> cells;   // quality cells first (task order), then speed cells
+  std::vector<CellResult> cells;  // quality cells first (task order), then speed cells
   int reused = 0, computed = 0;
   double seconds = 0;
   // Provenance for the reports.
   std::string command;
-  std::string machine;             // "<nproc> cores, <lscpu model name>"
+  std::string machine;  // "<nproc> cores, <lscpu model name>"
   int threads = 0;
   std::string started_utc;
 };

@@ -14,8 +14,8 @@ namespace {
 // One task's instances and their fp16 reference, built on first need.
 class PreparedTask {
  public:
-  PreparedTask(EvalModel& model, const Suite& suite, const QualityTask& qt, const CacheFactory& make_cache,
-               CellRunner& cells)
+  PreparedTask(EvalModel& model, const Suite& suite, const QualityTask& qt,
+               const CacheFactory& make_cache, CellRunner& cells)
       : model_(model), suite_(suite), qt_(qt), make_cache_(make_cache), cells_(cells) {}
 
   // Prepares the instances and runs the fp16 reference once. Task
@@ -40,7 +40,9 @@ class PreparedTask {
       return static_cast<int>(model_.Encode(s, false).size());
     };
     for (int i = 0; i < qt_.seeds; ++i) {
-      HQEKV_ASSIGN_OR_RETURN(auto t, MakeTask(qt_.spec, *c, MixSeed(suite_.base_seed, static_cast<uint64_t>(i)), count));
+      HQEKV_ASSIGN_OR_RETURN(
+          auto t,
+          MakeTask(qt_.spec, *c, MixSeed(suite_.base_seed, static_cast<uint64_t>(i)), count));
       insts_.push_back(Prepare(model_, t));
       max_req_ = std::max(max_req_, RequiredContext(insts_.back()));
     }
@@ -68,8 +70,8 @@ class PreparedTask {
 
 // Runs `p` over the task's instances into `cell` (memory, accuracy, KL,
 // agreement; perplexity for teacher-forced tasks).
-void ScorePolicy(EvalModel& model, const PolicyPoint& p, const CacheFactory& make_cache, PreparedTask& task,
-                 CellResult* cell) {
+void ScorePolicy(EvalModel& model, const PolicyPoint& p, const CacheFactory& make_cache,
+                 PreparedTask& task, CellResult* cell) {
   std::vector<PreparedInstance>& insts = task.instances();
   auto cache = make_cache(p.spec, model.Geometry(task.max_required_context()));
   if (!cache.ok()) {
@@ -118,13 +120,15 @@ Status RunQualityCells(EvalModel& model, const Suite& suite, const CacheFactory&
   const int max_ctx = cells.run().max_ctx;
   for (const QualityTask& qt : suite.tasks) {
     if (qt.spec.context_tokens > max_ctx)
-      return MakeError("task " + qt.spec.Key() + " exceeds the context cap " + std::to_string(max_ctx));
+      return MakeError("task " + qt.spec.Key() + " exceeds the context cap " +
+                       std::to_string(max_ctx));
     PreparedTask task(model, suite, qt, make_cache, cells);
     std::ostringstream config;
-    config << qt.spec.Key() << "|" << qt.corpus << "|seeds=" << qt.seeds << "|base=" << suite.base_seed;
+    config << qt.spec.Key() << "|" << qt.corpus << "|seeds=" << qt.seeds
+           << "|base=" << suite.base_seed;
     for (const PolicyPoint& p : suite.policies) {
-      HQEKV_RETURN_IF_ERROR(
-          cells.Run("quality", config.str(), p, p.spec + " " + qt.spec.Key(), [&](CellResult* cell) {
+      HQEKV_RETURN_IF_ERROR(cells.Run(
+          "quality", config.str(), p, p.spec + " " + qt.spec.Key(), [&](CellResult* cell) {
             const Status& task_status = task.Ensure();
             cell->task = TaskName(qt.spec.kind);
             cell->task_key = qt.spec.Key();

@@ -181,7 +181,9 @@ nlohmann::json QuantStudyJson(const QuantStudyResult& r) {
   auto rows = [](const std::vector<CorrelationRow>& v) {
     json a = json::array();
     for (const auto& c : v) {
-      a.push_back({{"conversion", c.conversion}, {"format", c.format}, {"pearson_range_loss", c.pearson},
+      a.push_back({{"conversion", c.conversion},
+                   {"format", c.format},
+                   {"pearson_range_loss", c.pearson},
                    {"mean_loss", c.mean_loss}});
     }
     return a;
@@ -208,9 +210,11 @@ std::string QuantStudyTables(const QuantStudyResult& r) {
   os << "Quantization study on " << r.options.vectors << " vectors of D=" << r.options.dim << ", "
      << r.source << "; K chunks of " << r.options.chunk << " tokens, V groups of "
      << r.options.group << " channels.\n"
-     << "Loss of a vector = sum of squared errors of its reconstruction (eviction: sum of squares).\n\n"
+     << "Loss of a vector = sum of squared errors of its reconstruction (eviction: sum of "
+        "squares).\n\n"
      << "(a) Pearson correlation between a vector's range (max-min) and its loss\n";
-  std::snprintf(buf, sizeof buf, "  %-16s %-12s %10s %12s\n", "conversion", "format", "pearson", "mean loss");
+  std::snprintf(buf, sizeof buf, "  %-16s %-12s %10s %12s\n", "conversion", "format", "pearson",
+                "mean loss");
   os << buf;
   for (const auto& c : r.correlation) {
     std::snprintf(buf, sizeof buf, "  %-16s %-12s %10.3f %12.5g\n", c.conversion.c_str(),
@@ -223,9 +227,9 @@ std::string QuantStudyTables(const QuantStudyResult& r) {
                 "normalized", "norm/unif", "better");
   os << buf;
   for (const auto& l : r.layouts) {
-    std::snprintf(buf, sizeof buf, "  %4d  %-14s %12.5g %12.5g %12.3f  %s\n", l.bits, l.layout.c_str(),
-                  l.uniform_loss, l.normal_loss, l.uniform_loss > 0 ? l.normal_loss / l.uniform_loss : 0.0,
-                  l.better.c_str());
+    std::snprintf(buf, sizeof buf, "  %4d  %-14s %12.5g %12.5g %12.3f  %s\n", l.bits,
+                  l.layout.c_str(), l.uniform_loss, l.normal_loss,
+                  l.uniform_loss > 0 ? l.normal_loss / l.uniform_loss : 0.0, l.better.c_str());
     os << buf;
   }
   os << "  (paper: uniform is better at 4 bits, normalized at 1 bit)\n";
@@ -234,7 +238,8 @@ std::string QuantStudyTables(const QuantStudyResult& r) {
     std::snprintf(buf, sizeof buf, "  %-16s %10s %12s\n", "format", "pearson", "mean loss");
     os << buf;
     for (const auto& c : r.formats) {
-      std::snprintf(buf, sizeof buf, "  %-16s %10.3f %12.5g\n", c.format.c_str(), c.pearson, c.mean_loss);
+      std::snprintf(buf, sizeof buf, "  %-16s %10.3f %12.5g\n", c.format.c_str(), c.pearson,
+                    c.mean_loss);
       os << buf;
     }
   }

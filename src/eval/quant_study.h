@@ -21,14 +21,15 @@ namespace hqekv::eval {
 
 struct QuantStudyOptions {
   uint64_t seed = 0;
-  int vectors = 4096;              // number of D-dimensional vectors; a multiple of chunk
-  int dim = 128;                   // D
-  int chunk = 32;                  // G: tokens per K chunk (per-channel group)
-  int group = 32;                  // g: channels per V group (per-token); divides dim
+  int vectors = 4096;                 // number of D-dimensional vectors; a multiple of chunk
+  int dim = 128;                      // D
+  int chunk = 32;                     // G: tokens per K chunk (per-channel group)
+  int group = 32;                     // g: channels per V group (per-token); divides dim
   std::vector<int> bits = {4, 2, 1};  // bit widths of tables (a) and (b), each in {1, 2, 4}
   // Extra formats (quant::ParseFormat specs, e.g. "int8", "u4:chan:had"),
   // reported with their mean loss and range correlation in table (c).
-  std::vector<std::string> formats = {"int8", "fp8e4m3", "u4:tok:had", "u2:chan:had", "n1:chan:had"};
+  std::vector<std::string> formats = {"int8", "fp8e4m3", "u4:tok:had", "u2:chan:had",
+                                      "n1:chan:had"};
 };
 
 struct CorrelationRow {

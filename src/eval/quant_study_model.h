@@ -49,9 +49,9 @@ class RecordingKvCache final : public KvCache {
 };
 
 struct ModelQuantStudyOptions {
-  int window = 0;        // tokens per prefill window (0: the model's trained context)
-  int max_windows = 4;   // windows of the text studied (consecutive)
-  int chunk = 32;        // K chunk (tokens)
+  int window = 0;       // tokens per prefill window (0: the model's trained context)
+  int max_windows = 4;  // windows of the text studied (consecutive)
+  int chunk = 32;       // K chunk (tokens)
   std::vector<int> bits = {4, 2, 1};
 };
 
@@ -64,7 +64,8 @@ struct ModelQuantStudy {
 };
 
 Result<ModelQuantStudy> RunModelQuantStudy(EvalModel& model, const std::string& text,
-                                           const std::string& text_path, const ModelQuantStudyOptions& o);
+                                           const std::string& text_path,
+                                           const ModelQuantStudyOptions& o);
 
 nlohmann::json ModelQuantStudyJson(const ModelQuantStudy& s);
 // Table 1 (Pearson corr(range, loss) per layer and overall, K and V, next to

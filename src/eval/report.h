@@ -34,17 +34,17 @@ struct PolicyRow {
   std::string policy, family;
   double budget = -1;
   double true_bits = 0, bits_per_original = 0, kept_fraction = 0;  // mean over lm cells
-  double kl = 0, agreement = 0, ppl = 0;                             // mean over lm cells
-  std::map<std::string, double> accuracy;                            // task -> mean accuracy
-  double decode_tok_s = 0, prefill_tok_s = 0, kv_bytes = 0;          // speed cell at speed_ctx
+  double kl = 0, agreement = 0, ppl = 0;                           // mean over lm cells
+  std::map<std::string, double> accuracy;                          // task -> mean accuracy
+  double decode_tok_s = 0, prefill_tok_s = 0, kv_bytes = 0;        // speed cell at speed_ctx
   int speed_ctx = 0;
   int errors = 0;
 };
 
 struct Summary {
-  std::vector<std::string> tasks;       // retrieval / copy tasks present, in a fixed order
+  std::vector<std::string> tasks;  // retrieval / copy tasks present, in a fixed order
   std::vector<TaskVerdict> verdicts;
-  std::vector<PolicyRow> rows;          // suite order
+  std::vector<PolicyRow> rows;  // suite order
 };
 
 Summary Summarize(const EvalRun& run);
@@ -58,7 +58,7 @@ std::string ReportHtml(const EvalRun& run);
 Status WriteReports(const EvalRun& run, const std::string& dir);
 
 // Small formatting helpers shared by the writers.
-std::string Fmt(double v, int digits = 3);   // "%.{digits}g"-like, "-" for NaN
+std::string Fmt(double v, int digits = 3);  // "%.{digits}g"-like, "-" for NaN
 std::string FmtFixed(double v, int decimals);
 
 }  // namespace hqekv::eval

@@ -48,7 +48,8 @@ double TaskAcc(const PolicyRow& r, const std::string& t) {
 std::set<std::string> PlotPolicies(const EvalRun& run) {
   double best = -1;
   for (const auto& c : run.cells)
-    if (c.budget > 0 && (best < 0 || std::fabs(c.budget - 3.2) < std::fabs(best - 3.2))) best = c.budget;
+    if (c.budget > 0 && (best < 0 || std::fabs(c.budget - 3.2) < std::fabs(best - 3.2)))
+      best = c.budget;
   std::set<std::string> out;
   for (const auto& c : run.cells)
     if (c.budget < 0 || c.budget == best) out.insert(c.policy);
@@ -84,7 +85,8 @@ Plot ByX(const EvalRun& run, const std::set<std::string>& policies, const std::s
 }
 
 void Figure(std::ostringstream& o, const Plot& p, const std::string& caption) {
-  o << "<figure>" << RenderSvg(p) << "<figcaption>" << XmlEscape(caption) << "</figcaption></figure>\n";
+  o << "<figure>" << RenderSvg(p) << "<figcaption>" << XmlEscape(caption)
+    << "</figcaption></figure>\n";
 }
 
 }  // namespace
@@ -93,26 +95,34 @@ std::string ReportHtml(const EvalRun& run) {
   const Summary s = Summarize(run);
   std::ostringstream o;
   const std::string title = "hqekv evaluation: " + run.model + ", suite " + run.suite;
-  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << XmlEscape(title)
+  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>"
+    << XmlEscape(title)
     << "</title>\n<style>\n"
        "body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px;color:#222}\n"
        "table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}\n"
        "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}\n"
        "th:first-child,td:first-child{text-align:left}th{background:#f2f2f2}\n"
-       "figure{display:inline-block;margin:4px;vertical-align:top}figcaption{font-size:12px;max-width:620px}\n"
+       "figure{display:inline-block;margin:4px;vertical-align:top}figcaption{font-size:12px;max-"
+       "width:620px}\n"
        ".meta{font-size:13px;color:#444}code{background:#f4f4f4;padding:1px 4px}\n"
        "</style></head><body>\n";
-  o << "<h1>" << XmlEscape(title) << "</h1>\n<p class=\"meta\">command: <code>" << XmlEscape(run.command)
-    << "</code><br>machine: " << XmlEscape(run.machine) << "; threads: " << run.threads << "<br>started "
-    << XmlEscape(run.started_utc) << "; wall time " << FmtFixed(run.seconds, 1) << " s; cells: " << run.computed
-    << " computed, " << run.reused << " reused; context cap " << run.max_ctx << " tokens</p>\n";
+  o << "<h1>" << XmlEscape(title) << "</h1>\n<p class=\"meta\">command: <code>"
+    << XmlEscape(run.command) << "</code><br>machine: " << XmlEscape(run.machine)
+    << "; threads: " << run.threads << "<br>started " << XmlEscape(run.started_utc)
+    << "; wall time " << FmtFixed(run.seconds, 1) << " s; cells: " << run.computed << " computed, "
+    << run.reused << " reused; context cap " << run.max_ctx << " tokens</p>\n";
 
   o << "<h2 id=\"plots\">Quality against memory</h2>\n";
-  Figure(o, QualityVsBits(s, "KL(fp16 || policy) vs memory", "mean KL (nats/token)",
-                          [](const PolicyRow& r) { return r.kl; }, true, false),
-         "Language-modelling cells; one line per policy family; KL below 1e-6 drawn at 1e-6 (fp16 is 0).");
-  Figure(o, QualityVsBits(s, "Top-1 agreement with fp16 vs memory", "agreement",
-                          [](const PolicyRow& r) { return r.agreement; }, false, true),
+  Figure(o,
+         QualityVsBits(
+             s, "KL(fp16 || policy) vs memory", "mean KL (nats/token)",
+             [](const PolicyRow& r) { return r.kl; }, true, false),
+         "Language-modelling cells; one line per policy family; KL below 1e-6 drawn at 1e-6 (fp16 "
+         "is 0).");
+  Figure(o,
+         QualityVsBits(
+             s, "Top-1 agreement with fp16 vs memory", "agreement",
+             [](const PolicyRow& r) { return r.agreement; }, false, true),
          "Language-modelling cells; one line per policy family.");
   for (const auto& v : s.verdicts) {
     Plot p;
@@ -130,7 +140,9 @@ std::string ReportHtml(const EvalRun& run) {
       fam[r.family].points.push_back({r.bits_per_original, a});
     }
     for (const auto& k : order) p.series.push_back(fam[k]);
-    Figure(o, p, v.usable ? "Mean over contexts and depths." : "fp16 fails on this task: not used to rank.");
+    Figure(
+        o, p,
+        v.usable ? "Mean over contexts and depths." : "fp16 fails on this task: not used to rank.");
   }
 
   const std::set<std::string> sel = PlotPolicies(run);
@@ -141,30 +153,41 @@ std::string ReportHtml(const EvalRun& run) {
     for (const auto& c : run.cells)
       if (c.kind == "quality" && c.task == t) max_ctx = std::max(max_ctx, c.context);
     Figure(o,
-           ByX(run, sel, t + " accuracy vs context length", "context tokens", "accuracy", true,
+           ByX(
+               run, sel, t + " accuracy vs context length", "context tokens", "accuracy", true,
                [&t](const CellResult& c) { return c.kind == "quality" && c.task == t; },
-               [](const CellResult& c) { return double(c.context); }, [](const CellResult& c) { return c.accuracy; }),
+               [](const CellResult& c) { return double(c.context); },
+               [](const CellResult& c) { return c.accuracy; }),
            "Mean over depths. Budgeted policies at the budget nearest 3.2 bits." +
                std::string(v.usable ? "" : " fp16 fails on this task."));
     Figure(o,
-           ByX(run, sel, t + " accuracy vs depth (" + std::to_string(max_ctx) + " tokens)", "depth of the needle",
-               "accuracy", true,
-               [&t, max_ctx](const CellResult& c) { return c.kind == "quality" && c.task == t && c.context == max_ctx; },
-               [](const CellResult& c) { return c.depth; }, [](const CellResult& c) { return c.accuracy; }),
+           ByX(
+               run, sel, t + " accuracy vs depth (" + std::to_string(max_ctx) + " tokens)",
+               "depth of the needle", "accuracy", true,
+               [&t, max_ctx](const CellResult& c) {
+                 return c.kind == "quality" && c.task == t && c.context == max_ctx;
+               },
+               [](const CellResult& c) { return c.depth; },
+               [](const CellResult& c) { return c.accuracy; }),
            "At the largest context." + std::string(v.usable ? "" : " fp16 fails on this task."));
   }
 
   o << "<h2 id=\"memory\">Memory and speed against context length</h2>\n";
   auto speed = [](const CellResult& c) { return c.kind == "speed"; };
   Figure(o,
-         ByX(run, sel, "KV bytes vs context", "prompt tokens", "bytes held", false, speed,
-             [](const CellResult& c) { return double(c.context); }, [](const CellResult& c) { return c.kv_bytes; }),
-         "Every byte the cache holds (payload, metadata, bookkeeping, residual) after prefill + decode.");
+         ByX(
+             run, sel, "KV bytes vs context", "prompt tokens", "bytes held", false, speed,
+             [](const CellResult& c) { return double(c.context); },
+             [](const CellResult& c) { return c.kv_bytes; }),
+         "Every byte the cache holds (payload, metadata, bookkeeping, residual) after prefill + "
+         "decode.");
   Figure(o,
-         ByX(run, sel, "Decode speed vs context", "prompt tokens", "tokens/s", false, speed,
+         ByX(
+             run, sel, "Decode speed vs context", "prompt tokens", "tokens/s", false, speed,
              [](const CellResult& c) { return double(c.context); },
              [](const CellResult& c) { return c.decode_tok_s; }),
-         "Greedy decode after the prompt, whole model (threads: " + std::to_string(run.threads) + ").");
+         "Greedy decode after the prompt, whole model (threads: " + std::to_string(run.threads) +
+             ").");
 
   for (const Table& t : ReportTables(run, s)) {
     o << "<h2 id=\"" << XmlEscape(t.id) << "\">" << XmlEscape(t.title) << "</h2>\n";

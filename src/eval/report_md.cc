@@ -8,9 +8,12 @@ namespace {
 std::string Cell(std::string s) {
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += ' ';
+    else
+      out += c;
   }
   return out;
 }
@@ -22,9 +25,10 @@ std::string ReportMarkdown(const EvalRun& run) {
   o << "# hqekv evaluation: " << run.model << ", suite " << run.suite << "\n\n";
   o << "- command: `" << run.command << "`\n";
   o << "- machine: " << run.machine << "; threads: " << run.threads << "\n";
-  o << "- started: " << run.started_utc << "; wall time: " << FmtFixed(run.seconds, 1) << " s; cells: "
-    << run.computed << " computed, " << run.reused << " reused from the cache\n";
-  o << "- context cap: " << run.max_ctx << " tokens; model identity: " << run.model_identity << "\n";
+  o << "- started: " << run.started_utc << "; wall time: " << FmtFixed(run.seconds, 1)
+    << " s; cells: " << run.computed << " computed, " << run.reused << " reused from the cache\n";
+  o << "- context cap: " << run.max_ctx << " tokens; model identity: " << run.model_identity
+    << "\n";
   for (const Table& t : ReportTables(run, s)) {
     o << "\n## " << t.title << "\n\n";
     if (!t.caption.empty()) o << t.caption << "\n\n";

@@ -137,8 +137,11 @@ nlohmann::json ResultsJson(const EvalRun& run) {
   const Summary s = Summarize(run);
   nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& v : s.verdicts)
-    verdicts.push_back({{"task", v.task}, {"fp16_accuracy", v.fp16_accuracy}, {"chance", v.chance},
-                        {"usable", v.usable}, {"note", v.note}});
+    verdicts.push_back({{"task", v.task},
+                        {"fp16_accuracy", v.fp16_accuracy},
+                        {"chance", v.chance},
+                        {"usable", v.usable},
+                        {"note", v.note}});
   j["task_verdicts"] = verdicts;
   nlohmann::json cells = nlohmann::json::array();
   for (const auto& c : run.cells) cells.push_back(ToJson(c));
@@ -176,7 +179,8 @@ Result<EvalRun> RunFromJson(const nlohmann::json& j) {
 
 Status WriteReports(const EvalRun& run, const std::string& dir) {
   const std::pair<std::string, std::string> files[] = {
-      {dir + "/results.json", ResultsJson(run).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"},
+      {dir + "/results.json",
+       ResultsJson(run).dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"},
       {dir + "/report.md", ReportMarkdown(run)},
       {dir + "/report.html", ReportHtml(run)},
   };

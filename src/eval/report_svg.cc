@@ -21,8 +21,10 @@ std::string Num(double v) {
 
 std::string TickLabel(double v) {
   char buf[32];
-  if (v != 0 && (std::fabs(v) < 1e-3 || std::fabs(v) >= 1e5)) std::snprintf(buf, sizeof buf, "%.0e", v);
-  else std::snprintf(buf, sizeof buf, "%g", v);
+  if (v != 0 && (std::fabs(v) < 1e-3 || std::fabs(v) >= 1e5))
+    std::snprintf(buf, sizeof buf, "%.0e", v);
+  else
+    std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
@@ -49,11 +51,20 @@ std::string XmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -74,14 +85,16 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
       y1 = std::max(y1, ty(y));
     }
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"" << width << "\" height=\"" << height
-    << "\" viewBox=\"0 0 " << width << " " << height << "\" role=\"img\" aria-label=\"" << XmlEscape(plot.title)
-    << "\">\n";
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"" << width
+    << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " " << height
+    << "\" role=\"img\" aria-label=\"" << XmlEscape(plot.title) << "\">\n";
   o << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
-  o << "<text x=\"" << width / 2 << "\" y=\"18\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+  o << "<text x=\"" << width / 2
+    << "\" y=\"18\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
     << XmlEscape(plot.title) << "</text>\n";
   if (!(x0 <= x1)) {
-    o << "<text x=\"" << width / 2 << "\" y=\"" << height / 2 << "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
+    o << "<text x=\"" << width / 2 << "\" y=\"" << height / 2
+      << "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
     return o.str();
   }
   if (plot.y_unit) {
@@ -106,25 +119,26 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
   auto py_axis = [&](double v) { return top + (1 - (v - y0) / (y1 - y0)) * ph; };
 
   // Frame, grid, ticks.
-  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << Num(pw) << "\" height=\"" << Num(ph)
-    << "\" fill=\"none\" stroke=\"#444\"/>\n";
+  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << Num(pw) << "\" height=\""
+    << Num(ph) << "\" fill=\"none\" stroke=\"#444\"/>\n";
   for (double t : NiceTicks(x0, x1)) {
-    o << "<line x1=\"" << Num(px(t)) << "\" y1=\"" << top << "\" x2=\"" << Num(px(t)) << "\" y2=\"" << Num(top + ph)
-      << "\" stroke=\"#e4e4e4\"/>";
-    o << "<text x=\"" << Num(px(t)) << "\" y=\"" << Num(top + ph + 15) << "\" text-anchor=\"middle\" font-size=\"11\">"
-      << TickLabel(t) << "</text>\n";
+    o << "<line x1=\"" << Num(px(t)) << "\" y1=\"" << top << "\" x2=\"" << Num(px(t)) << "\" y2=\""
+      << Num(top + ph) << "\" stroke=\"#e4e4e4\"/>";
+    o << "<text x=\"" << Num(px(t)) << "\" y=\"" << Num(top + ph + 15)
+      << "\" text-anchor=\"middle\" font-size=\"11\">" << TickLabel(t) << "</text>\n";
   }
   for (double t : NiceTicks(y0, y1)) {
     const std::string label = plot.log_y ? TickLabel(std::pow(10, t)) : TickLabel(t);
     if (plot.log_y && std::fabs(t - std::round(t)) > 1e-9) continue;  // decades only
-    o << "<line x1=\"" << left << "\" y1=\"" << Num(py_axis(t)) << "\" x2=\"" << Num(left + pw) << "\" y2=\""
-      << Num(py_axis(t)) << "\" stroke=\"#e4e4e4\"/>";
-    o << "<text x=\"" << left - 5 << "\" y=\"" << Num(py_axis(t) + 4) << "\" text-anchor=\"end\" font-size=\"11\">"
-      << label << "</text>\n";
+    o << "<line x1=\"" << left << "\" y1=\"" << Num(py_axis(t)) << "\" x2=\"" << Num(left + pw)
+      << "\" y2=\"" << Num(py_axis(t)) << "\" stroke=\"#e4e4e4\"/>";
+    o << "<text x=\"" << left - 5 << "\" y=\"" << Num(py_axis(t) + 4)
+      << "\" text-anchor=\"end\" font-size=\"11\">" << label << "</text>\n";
   }
-  o << "<text x=\"" << Num(left + pw / 2) << "\" y=\"" << height - 8 << "\" text-anchor=\"middle\" font-size=\"12\">"
-    << XmlEscape(plot.xlabel) << "</text>\n";
-  o << "<text transform=\"translate(14," << Num(top + ph / 2) << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">"
+  o << "<text x=\"" << Num(left + pw / 2) << "\" y=\"" << height - 8
+    << "\" text-anchor=\"middle\" font-size=\"12\">" << XmlEscape(plot.xlabel) << "</text>\n";
+  o << "<text transform=\"translate(14," << Num(top + ph / 2)
+    << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">"
     << XmlEscape(plot.ylabel + (plot.log_y ? " (log)" : "")) << "</text>\n";
 
   // Series.
@@ -138,16 +152,19 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
       if (std::isfinite(x) && std::isfinite(y)) poly += Num(px(x)) + "," + Num(py(y)) + " ";
     o << "<g class=\"series\" data-name=\"" << XmlEscape(s.name) << "\">";
     if (pts.size() > 1)
-      o << "<polyline points=\"" << poly << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.8\"/>";
+      o << "<polyline points=\"" << poly << "\" fill=\"none\" stroke=\"" << color
+        << "\" stroke-width=\"1.8\"/>";
     for (const auto& [x, y] : pts)
       if (std::isfinite(x) && std::isfinite(y))
-        o << "<circle cx=\"" << Num(px(x)) << "\" cy=\"" << Num(py(y)) << "\" r=\"3.2\" fill=\"" << color
-          << "\"><title>" << XmlEscape(s.name) << ": (" << TickLabel(x) << ", " << TickLabel(y) << ")</title></circle>";
+        o << "<circle cx=\"" << Num(px(x)) << "\" cy=\"" << Num(py(y)) << "\" r=\"3.2\" fill=\""
+          << color << "\"><title>" << XmlEscape(s.name) << ": (" << TickLabel(x) << ", "
+          << TickLabel(y) << ")</title></circle>";
     // Legend entry.
     const double ly = top + 8 + 16 * k;
-    o << "<line x1=\"" << Num(left + pw + 12) << "\" y1=\"" << Num(ly) << "\" x2=\"" << Num(left + pw + 30) << "\" y2=\""
-      << Num(ly) << "\" stroke=\"" << color << "\" stroke-width=\"2.5\"/><text x=\"" << Num(left + pw + 35)
-      << "\" y=\"" << Num(ly + 4) << "\" font-size=\"11\">" << XmlEscape(s.name) << "</text></g>\n";
+    o << "<line x1=\"" << Num(left + pw + 12) << "\" y1=\"" << Num(ly) << "\" x2=\""
+      << Num(left + pw + 30) << "\" y2=\"" << Num(ly) << "\" stroke=\"" << color
+      << "\" stroke-width=\"2.5\"/><text x=\"" << Num(left + pw + 35) << "\" y=\"" << Num(ly + 4)
+      << "\" font-size=\"11\">" << XmlEscape(s.name) << "</text></g>\n";
     ++k;
   }
   o << "</svg>\n";

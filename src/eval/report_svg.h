@@ -16,9 +16,9 @@ struct Series {
 struct Plot {
   std::string title, xlabel, ylabel;
   std::vector<Series> series;
-  bool log_y = false;      // log10 axis; values below y_floor are drawn at y_floor
+  bool log_y = false;  // log10 axis; values below y_floor are drawn at y_floor
   double y_floor = 1e-6;
-  bool y_unit = false;     // y axis fixed to [0, 1] (accuracies, agreement)
+  bool y_unit = false;  // y axis fixed to [0, 1] (accuracies, agreement)
 };
 
 // Escapes &, <, >, " for XML text and attributes.

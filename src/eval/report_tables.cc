@@ -24,19 +24,30 @@ Table MainTable(const EvalRun& run, const Summary& s) {
   int speed_ctx = 0;
   for (const auto& r : s.rows) speed_ctx = std::max(speed_ctx, r.speed_ctx);
   t.caption =
-      "One row per KV policy. Memory: true bits = all bytes held x 8 / kept elements; bits/orig = all "
+      "One row per KV policy. Memory: true bits = all bytes held x 8 / kept elements; bits/orig = "
+      "all "
       "bytes x 8 / every element appended (what a budget bits=B targets); kept = kept / appended "
-      "elements. KL(fp16||policy), top-1 agreement with the fp16 cache and perplexity are means over "
-      "the language-modelling cells (prefill, then teacher-forced continuation). Task columns are mean "
-      "accuracies over every context length and depth; a task marked 'fp16 fails' is not used to rank. "
-      "Speed at " + std::to_string(speed_ctx) + " prompt tokens.";
+      "elements. KL(fp16||policy), top-1 agreement with the fp16 cache and perplexity are means "
+      "over "
+      "the language-modelling cells (prefill, then teacher-forced continuation). Task columns are "
+      "mean "
+      "accuracies over every context length and depth; a task marked 'fp16 fails' is not used to "
+      "rank. "
+      "Speed at " +
+      std::to_string(speed_ctx) + " prompt tokens.";
   t.header = {"policy", "budget", "true bits", "bits/orig", "kept", "KL", "agree", "ppl"};
-  for (const auto& task : s.tasks) t.header.push_back(task + (Usable(s, task) ? "" : " (fp16 fails)"));
+  for (const auto& task : s.tasks)
+    t.header.push_back(task + (Usable(s, task) ? "" : " (fp16 fails)"));
   t.header.insert(t.header.end(), {"decode tok/s", "prefill tok/s", "KV bytes"});
   for (const auto& r : s.rows) {
-    std::vector<std::string> row = {r.policy,          Budget(r.budget),         Fmt(r.true_bits, 4),
-                                    Fmt(r.bits_per_original, 4), Pct(r.kept_fraction), Fmt(r.kl, 3),
-                                    Pct(r.agreement),  Fmt(r.ppl, 4)};
+    std::vector<std::string> row = {r.policy,
+                                    Budget(r.budget),
+                                    Fmt(r.true_bits, 4),
+                                    Fmt(r.bits_per_original, 4),
+                                    Pct(r.kept_fraction),
+                                    Fmt(r.kl, 3),
+                                    Pct(r.agreement),
+                                    Fmt(r.ppl, 4)};
     for (const auto& task : s.tasks) {
       auto it = r.accuracy.find(task);
       row.push_back(it == r.accuracy.end() ? "-" : Pct(it->second));
@@ -57,7 +68,8 @@ Table VerdictTable(const Summary& s) {
   t.caption = "A task ranks policies only when the fp16 cache is at least " + Pct(kUsableMargin) +
               " above chance.";
   t.header = {"task", "fp16 accuracy", "chance", "verdict"};
-  for (const auto& v : s.verdicts) t.rows.push_back({v.task, Pct(v.fp16_accuracy), Pct(v.chance), v.note});
+  for (const auto& v : s.verdicts)
+    t.rows.push_back({v.task, Pct(v.fp16_accuracy), Pct(v.chance), v.note});
   return t;
 }
 
@@ -70,10 +82,11 @@ Table RankingTable(const Summary& s) {
     if (v.usable) used.push_back(v.task);
   std::string list;
   for (const auto& u : used) list += (list.empty() ? "" : ", ") + u;
-  t.caption = used.empty()
-                  ? "No retrieval task is usable (fp16 fails all of them): policies ranked by KL only."
-                  : "Policies ranked by mean accuracy over the usable tasks (" + list +
-                        "), ties by lower KL. Compare rows of similar bits/orig.";
+  t.caption =
+      used.empty()
+          ? "No retrieval task is usable (fp16 fails all of them): policies ranked by KL only."
+          : "Policies ranked by mean accuracy over the usable tasks (" + list +
+                "), ties by lower KL. Compare rows of similar bits/orig.";
   t.header = {"rank", "policy", "bits/orig", "mean accuracy (usable tasks)", "KL"};
   struct R {
     const PolicyRow* r;
@@ -95,7 +108,8 @@ Table RankingTable(const Summary& s) {
   std::stable_sort(rs.begin(), rs.end(), [](const R& a, const R& b) {
     const double aa = std::isnan(a.acc) ? -1 : a.acc, ba = std::isnan(b.acc) ? -1 : b.acc;
     if (aa != ba) return aa > ba;
-    const double ak = std::isnan(a.r->kl) ? 1e300 : a.r->kl, bk = std::isnan(b.r->kl) ? 1e300 : b.r->kl;
+    const double ak = std::isnan(a.r->kl) ? 1e300 : a.r->kl,
+                 bk = std::isnan(b.r->kl) ? 1e300 : b.r->kl;
     return ak < bk;
   });
   int rank = 0;
@@ -113,8 +127,10 @@ Table LmTable(const EvalRun& run) {
   std::vector<std::string> corpora, policies;
   for (const auto& c : run.cells) {
     if (c.task != "lm") continue;
-    if (std::find(corpora.begin(), corpora.end(), c.corpus) == corpora.end()) corpora.push_back(c.corpus);
-    if (std::find(policies.begin(), policies.end(), c.policy) == policies.end()) policies.push_back(c.policy);
+    if (std::find(corpora.begin(), corpora.end(), c.corpus) == corpora.end())
+      corpora.push_back(c.corpus);
+    if (std::find(policies.begin(), policies.end(), c.policy) == policies.end())
+      policies.push_back(c.policy);
   }
   t.header = {"policy"};
   for (const auto& c : corpora) t.header.push_back(c);
@@ -124,7 +140,8 @@ Table LmTable(const EvalRun& run) {
       std::string v = "-";
       for (const auto& c : run.cells)
         if (c.task == "lm" && c.policy == p && c.corpus == corp)
-          v = c.error.empty() ? Fmt(c.kl, 3) + " / " + Pct(c.agreement) + " / " + Fmt(c.ppl, 4) : "error";
+          v = c.error.empty() ? Fmt(c.kl, 3) + " / " + Pct(c.agreement) + " / " + Fmt(c.ppl, 4)
+                              : "error";
       row.push_back(v);
     }
     t.rows.push_back(row);
@@ -136,14 +153,16 @@ Table TaskGrid(const EvalRun& run, const std::string& task, bool usable) {
   Table t;
   t.id = "grid-" + task;
   t.title = task + " accuracy by context length and depth";
-  t.caption = usable ? "Columns: context tokens @ depth." : "fp16 fails on this task: shown, not used to rank.";
+  t.caption = usable ? "Columns: context tokens @ depth."
+                     : "fp16 fails on this task: shown, not used to rank.";
   std::vector<std::pair<int, double>> cols;
   std::vector<std::string> policies;
   for (const auto& c : run.cells) {
     if (c.kind != "quality" || c.task != task) continue;
     std::pair<int, double> k{c.context, c.depth};
     if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
-    if (std::find(policies.begin(), policies.end(), c.policy) == policies.end()) policies.push_back(c.policy);
+    if (std::find(policies.begin(), policies.end(), c.policy) == policies.end())
+      policies.push_back(c.policy);
   }
   std::sort(cols.begin(), cols.end());
   t.header = {"policy"};
@@ -156,15 +175,19 @@ Table TaskGrid(const EvalRun& run, const std::string& task, bool usable) {
       int n = 0;
       bool err = false;
       for (const auto& c : run.cells)
-        if (c.kind == "quality" && c.task == task && c.policy == p && c.context == k.first && c.depth == k.second) {
-          if (!c.error.empty()) err = true;
+        if (c.kind == "quality" && c.task == task && c.policy == p && c.context == k.first &&
+            c.depth == k.second) {
+          if (!c.error.empty())
+            err = true;
           else {
             sum += c.accuracy;
             ++n;
           }
         }
-      if (n) v = Pct(sum / n);
-      else if (err) v = "error";
+      if (n)
+        v = Pct(sum / n);
+      else if (err)
+        v = "error";
       row.push_back(v);
     }
     t.rows.push_back(row);
@@ -176,19 +199,24 @@ Table SpeedTable(const EvalRun& run) {
   Table t;
   t.id = "speed";
   t.title = "Memory and speed";
-  t.caption = "Prompt of held-out text prefilled at once, then greedy decode, best of 3 runs; KV bytes and "
-              "bits measured after the decode. Peak RSS is the process high-water mark when the cell finished "
-              "(getrusage), so it only grows during a run. Threads: " + std::to_string(run.threads) + ".";
-  t.header = {"policy", "context", "KV bytes", "true bits", "bits/orig", "prefill tok/s", "decode tok/s",
-              "peak RSS MiB"};
+  t.caption =
+      "Prompt of held-out text prefilled at once, then greedy decode, best of 3 runs; KV bytes and "
+      "bits measured after the decode. Peak RSS is the process high-water mark when the cell "
+      "finished "
+      "(getrusage), so it only grows during a run. Threads: " +
+      std::to_string(run.threads) + ".";
+  t.header = {"policy",    "context",       "KV bytes",     "true bits",
+              "bits/orig", "prefill tok/s", "decode tok/s", "peak RSS MiB"};
   for (const auto& c : run.cells) {
     if (c.kind != "speed") continue;
     if (!c.error.empty()) {
-      t.rows.push_back({c.policy, std::to_string(c.context), "error: " + c.error, "", "", "", "", ""});
+      t.rows.push_back(
+          {c.policy, std::to_string(c.context), "error: " + c.error, "", "", "", "", ""});
       continue;
     }
-    t.rows.push_back({c.policy, std::to_string(c.context), FmtFixed(c.kv_bytes, 0), Fmt(c.true_bits, 4),
-                      Fmt(c.bits_per_original, 4), FmtFixed(c.prefill_tok_s, 0), FmtFixed(c.decode_tok_s, 0),
+    t.rows.push_back({c.policy, std::to_string(c.context), FmtFixed(c.kv_bytes, 0),
+                      Fmt(c.true_bits, 4), Fmt(c.bits_per_original, 4),
+                      FmtFixed(c.prefill_tok_s, 0), FmtFixed(c.decode_tok_s, 0),
                       FmtFixed(c.peak_rss_kb / 1024.0, 1)});
   }
   return t;
@@ -217,7 +245,9 @@ Table ErrorTable(const EvalRun& run) {
   t.header = {"policy", "cell", "error"};
   for (const auto& c : run.cells)
     if (!c.error.empty())
-      t.rows.push_back({c.policy, c.kind == "speed" ? "speed ctx=" + std::to_string(c.context) : c.task_key, c.error});
+      t.rows.push_back({c.policy,
+                        c.kind == "speed" ? "speed ctx=" + std::to_string(c.context) : c.task_key,
+                        c.error});
   return t;
 }
 

@@ -9,7 +9,7 @@
 namespace hqekv::eval {
 
 struct Table {
-  std::string id;       // HTML anchor
+  std::string id;  // HTML anchor
   std::string title;
   std::string caption;  // one paragraph under the title
   std::vector<std::string> header;

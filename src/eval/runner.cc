@@ -21,7 +21,8 @@ class EvalStep final : public lm::StepModel {
   Status Forward(KvCache& cache, const int32_t* tokens, int n, int pos0, bool is_prefill,
                  float* logits) override {
     HQEKV_RETURN_IF_ERROR(model_.Forward(cache, tokens, n, pos0, is_prefill, &buf_));
-    if (static_cast<int>(buf_.size()) != vocab()) return MakeError("model returned logits of the wrong size");
+    if (static_cast<int>(buf_.size()) != vocab())
+      return MakeError("model returned logits of the wrong size");
     if (logits) std::copy(buf_.begin(), buf_.end(), logits);
     return Status::Ok();
   }
@@ -48,7 +49,8 @@ Status RunTeacherForced(EvalModel& model, KvCache& cache, PreparedInstance* inst
   lm::WindowHooks hooks;
   hooks.on_logits = [&](int pos, float* logits) -> Status {
     const int c = pos - (np - 1);  // the logits after `pos` predict continuation[c]
-    if (c >= nc) return Status::Ok();  // no continuation: the prompt's logits predict nothing scored
+    if (c >= nc)
+      return Status::Ok();  // no continuation: the prompt's logits predict nothing scored
     const float* ref = nullptr;
     if (record_ref) {
       inst->ref_logits.insert(inst->ref_logits.end(), logits, logits + V);
@@ -82,7 +84,8 @@ PreparedInstance Prepare(const EvalModel& model, const TaskInstance& task) {
   PreparedInstance p;
   p.task = task;
   p.prompt = model.Encode(task.prefill, /*add_bos=*/true);
-  if (task.scoring == Scoring::kTeacherForced) p.continuation = model.Encode(task.continuation, false);
+  if (task.scoring == Scoring::kTeacherForced)
+    p.continuation = model.Encode(task.continuation, false);
   return p;
 }
 
@@ -116,7 +119,8 @@ Result<InstanceResult> RunInstance(EvalModel& model, KvCache& cache, PreparedIns
   HQEKV_RETURN_IF_ERROR(model.Forward(cache, inst->prompt.data(), np, 0, true, &logits));
   r.prefill_seconds = Since(t0);
   r.prefill_tokens = np;
-  if (static_cast<int>(logits.size()) != V) return MakeError("model returned logits of the wrong size");
+  if (static_cast<int>(logits.size()) != V)
+    return MakeError("model returned logits of the wrong size");
   if (record_ref) inst->ref_logits.clear();
   const bool have_ref = !record_ref && !inst->ref_logits.empty();
 

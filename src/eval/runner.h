@@ -38,12 +38,12 @@ struct PreparedInstance {
 PreparedInstance Prepare(const EvalModel& model, const TaskInstance& task);
 
 struct InstanceResult {
-  bool correct = false;          // kExactMatch
-  std::string generated;         // kExactMatch: decoded greedy text
-  TeacherForcedStats tf;         // kTeacherForced (kl/agree when ref_logits exist)
-  double first_kl = -1;          // kExactMatch: KL(ref || test) of the first answer token, -1 without ref
-  bool first_agree = false;      // kExactMatch: same first answer token as the reference
-  KvStats stats;                 // cache state at the end
+  bool correct = false;   // kExactMatch
+  std::string generated;  // kExactMatch: decoded greedy text
+  TeacherForcedStats tf;  // kTeacherForced (kl/agree when ref_logits exist)
+  double first_kl = -1;   // kExactMatch: KL(ref || test) of the first answer token, -1 without ref
+  bool first_agree = false;  // kExactMatch: same first answer token as the reference
+  KvStats stats;             // cache state at the end
   int64_t prefill_tokens = 0, decode_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
 };

@@ -33,7 +33,8 @@ bool ExactMatch(const std::string& generated, const std::vector<std::string>& an
   return false;
 }
 
-void TeacherForcedStats::Add(const float* test_logits, const float* ref_logits, int n, int true_token) {
+void TeacherForcedStats::Add(const float* test_logits, const float* ref_logits, int n,
+                             int true_token) {
   ++steps;
   nll += lm::Nll(test_logits, n, true_token);
   const int top = lm::Argmax(test_logits, n);

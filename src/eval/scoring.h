@@ -23,20 +23,20 @@ bool ExactMatch(const std::string& generated, const std::vector<std::string>& an
 // Running sums over teacher-forced steps.
 struct TeacherForcedStats {
   int64_t steps = 0;
-  double nll = 0;          // sum of NLL of the true next token (nats)
-  int64_t top1_true = 0;   // argmax == true next token
-  double kl = 0;           // sum of KL(ref || test) (when a reference is given)
-  int64_t agree = 0;       // argmax(test) == argmax(ref)
-  int64_t ref_steps = 0;   // steps that had a reference
+  double nll = 0;         // sum of NLL of the true next token (nats)
+  int64_t top1_true = 0;  // argmax == true next token
+  double kl = 0;          // sum of KL(ref || test) (when a reference is given)
+  int64_t agree = 0;      // argmax(test) == argmax(ref)
+  int64_t ref_steps = 0;  // steps that had a reference
 
   // Adds one step: lm::Nll, lm::Argmax and lm::KlFromLogits of the logits
   // [n]. ref_logits may be null (no reference).
   void Add(const float* test_logits, const float* ref_logits, int n, int true_token);
   TeacherForcedStats& operator+=(const TeacherForcedStats& o);
-  double ppl() const;           // exp(nll / steps)
-  double accuracy() const;      // top1_true / steps
-  double mean_kl() const;       // kl / ref_steps
-  double agreement() const;     // agree / ref_steps
+  double ppl() const;        // exp(nll / steps)
+  double accuracy() const;   // top1_true / steps
+  double mean_kl() const;    // kl / ref_steps
+  double agreement() const;  // agree / ref_steps
 };
 
 }  // namespace hqekv::eval

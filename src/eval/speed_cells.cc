@@ -16,8 +16,8 @@ constexpr int kSpeedRepeats = 3;  // speed cells: best of 3 runs
 
 // Prefills tokens[0, L) and decodes D tokens greedily with `p`, best of
 // kSpeedRepeats runs, into `cell`.
-void TimePolicy(EvalModel& model, const std::vector<int32_t>& tokens, int L, int D, const PolicyPoint& p,
-                const CacheFactory& make_cache, CellResult* cell) {
+void TimePolicy(EvalModel& model, const std::vector<int32_t>& tokens, int L, int D,
+                const PolicyPoint& p, const CacheFactory& make_cache, CellResult* cell) {
   auto cache = make_cache(p.spec, model.Geometry(L + D));
   if (!cache.ok()) {
     cell->error = cache.message();
@@ -58,7 +58,8 @@ void TimePolicy(EvalModel& model, const std::vector<int32_t>& tokens, int L, int
 
 }  // namespace
 
-Status RunSpeedCells(EvalModel& model, const Suite& suite, const CacheFactory& make_cache, CellRunner& cells) {
+Status RunSpeedCells(EvalModel& model, const Suite& suite, const CacheFactory& make_cache,
+                     CellRunner& cells) {
   if (suite.speed.contexts.empty()) return Status::Ok();
   const int max_ctx = cells.run().max_ctx;
   HQEKV_ASSIGN_OR_RETURN(auto c, cells.GetCorpus(suite.speed.corpus));
@@ -75,10 +76,11 @@ Status RunSpeedCells(EvalModel& model, const Suite& suite, const CacheFactory& m
     if (L + D > max_ctx) L = max_ctx - D;
     if (L < 8 || static_cast<int>(all.size()) < L) continue;
     std::ostringstream config;
-    config << "ctx=" << L << "|decode=" << D << "|rep=" << kSpeedRepeats << "|" << suite.speed.corpus
-           << "|threads=" << NumThreads();
+    config << "ctx=" << L << "|decode=" << D << "|rep=" << kSpeedRepeats << "|"
+           << suite.speed.corpus << "|threads=" << NumThreads();
     for (const PolicyPoint& p : suite.policies) {
-      HQEKV_RETURN_IF_ERROR(cells.Run("speed", config.str(), p, p.spec + " speed ctx=" + std::to_string(L),
+      HQEKV_RETURN_IF_ERROR(cells.Run("speed", config.str(), p,
+                                      p.spec + " speed ctx=" + std::to_string(L),
                                       [&](CellResult* cell) {
                                         cell->task = "speed";
                                         cell->corpus = suite.speed.corpus;

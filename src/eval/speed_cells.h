@@ -14,6 +14,7 @@ namespace hqekv::eval {
 // Runs every (context, policy) cell of suite.speed. Contexts are clipped to
 // the run's context cap; one the text cannot fill is skipped. An error is a
 // corpus that cannot be loaded or a cell that could not be stored.
-Status RunSpeedCells(EvalModel& model, const Suite& suite, const CacheFactory& make_cache, CellRunner& cells);
+Status RunSpeedCells(EvalModel& model, const Suite& suite, const CacheFactory& make_cache,
+                     CellRunner& cells);
 
 }  // namespace hqekv::eval

@@ -16,7 +16,8 @@ std::string BudgetString(double b) {
   return buf;
 }
 
-QualityTask Q(TaskKind kind, int ctx, double depth, const std::string& corpus, int seeds, int span = 48) {
+QualityTask Q(TaskKind kind, int ctx, double depth, const std::string& corpus, int seeds,
+              int span = 48) {
   QualityTask q;
   q.spec.kind = kind;
   q.spec.context_tokens = ctx;
@@ -73,7 +74,8 @@ std::vector<PolicyPoint> ExpandPolicies(const std::vector<std::string>& specs,
     // An explicit bits=B (hqekv: also nominal_bits=B) in a budgeted spec is its budget.
     double budget = -1;
     if (IsBudgetedFamily(fam) && parsed->Given("bits")) budget = parsed->Num("bits");
-    if (IsBudgetedFamily(fam) && parsed->Given("nominal_bits")) budget = parsed->Num("nominal_bits");
+    if (IsBudgetedFamily(fam) && parsed->Given("nominal_bits"))
+      budget = parsed->Num("nominal_bits");
     add(s, fam, budget);
   }
   return out;
@@ -94,9 +96,11 @@ Result<std::vector<double>> ParseBudgets(const std::string& list) {
   return out;
 }
 
-Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vector<std::string>& kv_specs,
+Result<Suite> MakeSuite(const std::string& name, int trained_ctx,
+                        const std::vector<std::string>& kv_specs,
                         const std::vector<double>& budgets, int seeds) {
-  if (trained_ctx < 64) return MakeError("model context " + std::to_string(trained_ctx) + " is below 64 tokens");
+  if (trained_ctx < 64)
+    return MakeError("model context " + std::to_string(trained_ctx) + " is below 64 tokens");
   Suite s;
   s.name = name;
   // Context lengths: quarter, half and all of the trained context, at most 2048
@@ -116,11 +120,13 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
   if (name == "quick") {
     const int c = std::min(T, 256);
     const int n = seeds > 0 ? seeds : 2;
-    s.tasks = {Q(TaskKind::kLm, c, 0, "tinystories", n, 64), Q(TaskKind::kCopy, c, 0.25, filler, n, 32),
+    s.tasks = {Q(TaskKind::kLm, c, 0, "tinystories", n, 64),
+               Q(TaskKind::kCopy, c, 0.25, filler, n, 32),
                Q(TaskKind::kPasskey, c, 0.5, filler, n)};
     s.speed.contexts = {std::min(128, c), c};
     s.speed.decode_tokens = 16;
-    specs = {"fp16", "fp8", "kivi:nominal_bits=4", "kivi:nominal_bits=2", "hqekv", snap, "streaming"};
+    specs = {"fp16", "fp8",      "kivi:nominal_bits=4", "kivi:nominal_bits=2", "hqekv",
+             snap,   "streaming"};
     if (bits.empty()) bits = {2, 3.2};
   } else if (name == "standard" || name == "paper") {
     const int n = seeds > 0 ? seeds : 4;
@@ -132,9 +138,11 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
     // ~130 tokens of a small vocabulary: retrieval contexts start at 256.
     std::vector<int> rctx;
     for (int c : {c4, c2, T})
-      if (c >= std::min(256, T) && std::find(rctx.begin(), rctx.end(), c) == rctx.end()) rctx.push_back(c);
+      if (c >= std::min(256, T) && std::find(rctx.begin(), rctx.end(), c) == rctx.end())
+        rctx.push_back(c);
     for (int c : rctx)
-      for (double d : {0.0, 0.25, 0.5, 0.75, 1.0}) s.tasks.push_back(Q(TaskKind::kPasskey, c, d, filler, n));
+      for (double d : {0.0, 0.25, 0.5, 0.75, 1.0})
+        s.tasks.push_back(Q(TaskKind::kPasskey, c, d, filler, n));
     QualityTask word = Q(TaskKind::kPasskey, c2, 0.5, filler, n);
     word.spec.word_key = true;
     s.tasks.push_back(word);
@@ -142,20 +150,31 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
       if (c >= c2) s.tasks.push_back(Q(TaskKind::kMultiKey, c, 0.5, filler, n));
     // Nine assignments of 5-letter names take ~230 tokens of a small vocabulary.
     for (int c : rctx)
-      if (c >= c2 && c >= std::min(512, T)) s.tasks.push_back(Q(TaskKind::kVarTrack, c, 0.25, filler, n));
+      if (c >= c2 && c >= std::min(512, T))
+        s.tasks.push_back(Q(TaskKind::kVarTrack, c, 0.25, filler, n));
     s.speed.contexts = {c4, c2, T};
     s.speed.decode_tokens = 32;
     if (name == "standard") {
-      specs = {"fp16", "fp32", "fp8", "int8", "kivi:nominal_bits=4", "kivi:nominal_bits=2",
-               "hqekv", "streaming", "h2o", snap, pyr};
+      specs = {
+          "fp16",      "fp32", "fp8", "int8", "kivi:nominal_bits=4", "kivi:nominal_bits=2", "hqekv",
+          "streaming", "h2o",  snap,  pyr};
       // HqeKV's suite budgets are nominal (nominal_bits=, BudgetKey): built-in
       // tier ratios exist for 2, 2.8, 3.2 and 3.25 bits only.
       if (bits.empty()) bits = {2, 2.8, 3.2};
     } else {
       // The paper's operating points (HqeKV Table 3/4 and the CAKE comparison at 3.2 bits).
-      specs = {"fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=2", "hqekv:nominal_bits=2.8", "hqekv:nominal_bits=3.2",
-               "hqekv:nominal_bits=3.25", "fp8", "kivi:nominal_bits=4", WithBits(snap, 3.2), "h2o:bits=3.2",
-               "streaming:bits=3.2", WithBits(pyr, 3.2)};
+      specs = {"fp16",
+               "kivi:nominal_bits=2",
+               "hqekv:nominal_bits=2",
+               "hqekv:nominal_bits=2.8",
+               "hqekv:nominal_bits=3.2",
+               "hqekv:nominal_bits=3.25",
+               "fp8",
+               "kivi:nominal_bits=4",
+               WithBits(snap, 3.2),
+               "h2o:bits=3.2",
+               "streaming:bits=3.2",
+               WithBits(pyr, 3.2)};
       if (bits.empty()) bits = {3.2};
     }
   } else {
@@ -164,7 +183,8 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vec
   s.speed.corpus = filler == "tinystories" ? "tinystories" : "pg11";
   if (!kv_specs.empty()) specs = kv_specs;
   // fp16 is the reference of every comparison: always present.
-  if (std::find(specs.begin(), specs.end(), "fp16") == specs.end()) specs.insert(specs.begin(), "fp16");
+  if (std::find(specs.begin(), specs.end(), "fp16") == specs.end())
+    specs.insert(specs.begin(), "fp16");
   s.policies = ExpandPolicies(specs, bits);
   return s;
 }

@@ -18,8 +18,8 @@ namespace hqekv::eval {
 
 struct QualityTask {
   TaskSpec spec;
-  std::string corpus;   // bundled text name: "tinystories", "wiki", "pg11"
-  int seeds = 4;        // instances (seed 0..seeds-1, mixed with the base seed)
+  std::string corpus;  // bundled text name: "tinystories", "wiki", "pg11"
+  int seeds = 4;       // instances (seed 0..seeds-1, mixed with the base seed)
 };
 
 struct SpeedConfig {
@@ -29,9 +29,9 @@ struct SpeedConfig {
 };
 
 struct PolicyPoint {
-  std::string spec;      // passed to MakeKvCache, e.g. "snapkv:bits=3.2"
-  std::string family;    // name before ':', e.g. "snapkv"
-  double budget = -1;    // the bits=B asked for; -1 for natural-bit policies
+  std::string spec;    // passed to MakeKvCache, e.g. "snapkv:bits=3.2"
+  std::string family;  // name before ':', e.g. "snapkv"
+  double budget = -1;  // the bits=B asked for; -1 for natural-bit policies
 };
 
 struct Suite {
@@ -55,7 +55,8 @@ std::vector<PolicyPoint> ExpandPolicies(const std::vector<std::string>& specs,
 // The built-in suites. trained_ctx caps the context lengths (the stories
 // model was trained on 512 positions); kv_specs / budgets override the
 // suite's defaults when non-empty; seeds > 0 overrides the instance count.
-Result<Suite> MakeSuite(const std::string& name, int trained_ctx, const std::vector<std::string>& kv_specs,
+Result<Suite> MakeSuite(const std::string& name, int trained_ctx,
+                        const std::vector<std::string>& kv_specs,
                         const std::vector<double>& budgets, int seeds);
 
 // Parses "2,3.2,4" (each in (0, 32]).

@@ -12,17 +12,17 @@ namespace {
 
 // Uncommon concrete nouns (not TinyStories vocabulary) for the word passkey.
 const char* const kRareWords[] = {
-    "marmalade", "saxophone", "lighthouse", "porcupine", "telescope", "avalanche", "chandelier",
-    "harpoon",   "quartz",    "labyrinth",  "mongoose",  "trombone",  "glacier",   "periscope",
-    "cinnamon",  "walrus",    "accordion",  "volcano",   "pelican",   "compass",   "tapestry",
-    "falcon",    "lantern",   "meteor",     "anchovy",   "catapult",  "obsidian",  "gondola",
+    "marmalade", "saxophone", "lighthouse", "porcupine",   "telescope", "avalanche", "chandelier",
+    "harpoon",   "quartz",    "labyrinth",  "mongoose",    "trombone",  "glacier",   "periscope",
+    "cinnamon",  "walrus",    "accordion",  "volcano",     "pelican",   "compass",   "tapestry",
+    "falcon",    "lantern",   "meteor",     "anchovy",     "catapult",  "obsidian",  "gondola",
     "parsnip",   "zeppelin",  "armadillo",  "kaleidoscope"};
 // Keys of the multi-key needle.
 const char* const kKeyNames[] = {
-    "apple",  "river",  "candle", "garden", "mirror", "pocket", "basket", "window", "ladder",
-    "button", "rocket", "pillow", "carpet", "hammer", "feather", "bottle", "wagon",  "helmet",
-    "pencil", "kettle", "violin", "teapot", "blanket", "saddle", "tunnel", "shovel", "bucket",
-    "ribbon", "cookie", "anchor", "spoon",  "castle"};
+    "apple",  "river",  "candle", "garden", "mirror", "pocket", "basket",  "window",
+    "ladder", "button", "rocket", "pillow", "carpet", "hammer", "feather", "bottle",
+    "wagon",  "helmet", "pencil", "kettle", "violin", "teapot", "blanket", "saddle",
+    "tunnel", "shovel", "bucket", "ribbon", "cookie", "anchor", "spoon",   "castle"};
 
 template <size_t N>
 std::string Pick(const char* const (&list)[N], Rng& rng) {
@@ -62,7 +62,7 @@ Filler TakeSentences(const Corpus& c, size_t start, int budget, const TokenCount
 }
 
 struct Insert {
-  double pos;        // fraction of the filler tokens before the insert, in [0, 1]
+  double pos;  // fraction of the filler tokens before the insert, in [0, 1]
   std::string text;
 };
 
@@ -97,22 +97,24 @@ std::string Assemble(const std::string& head, const Filler& f, std::vector<Inser
 // Fills the haystack: sizes the filler so that BOS + prefill + continuation
 // fits in spec.context_tokens, then trims sentence by sentence if the joined
 // text tokenizes longer than the sum of its parts.
-Status BuildHaystack(const TaskSpec& spec, const Corpus& corpus, Rng& rng, const TokenCounter& count,
-                     const std::string& head, const std::vector<Insert>& inserts,
-                     const std::string& tail, const std::string& continuation,
-                     TaskInstance* inst) {
+Status BuildHaystack(const TaskSpec& spec, const Corpus& corpus, Rng& rng,
+                     const TokenCounter& count, const std::string& head,
+                     const std::vector<Insert>& inserts, const std::string& tail,
+                     const std::string& continuation, TaskInstance* inst) {
   int fixed = 1 + count(head) + count(tail) + (continuation.empty() ? 0 : count(continuation));
   for (const Insert& i : inserts) fixed += count(i.text);
   const int budget = spec.context_tokens - fixed - 2;  // 2: slack for joins
   if (budget < 8) {
     char buf[200];
     std::snprintf(buf, sizeof buf,
-                  "task %s: context of %d tokens is too short (the fixed parts need %d tokens + 10 of filler)",
+                  "task %s: context of %d tokens is too short (the fixed parts need %d tokens + 10 "
+                  "of filler)",
                   TaskName(spec.kind), spec.context_tokens, fixed);
     return MakeError(buf);
   }
   Filler f = TakeSentences(corpus, rng.Below(corpus.sentences.size()), budget, count);
-  if (f.sentences.empty()) return MakeError("corpus '" + corpus.name + "' has no sentence short enough");
+  if (f.sentences.empty())
+    return MakeError("corpus '" + corpus.name + "' has no sentence short enough");
   for (int attempt = 0; attempt < 64; ++attempt) {
     inst->prefill = Assemble(head, f, inserts, tail);
     const int total = 1 + count(inst->prefill) + (continuation.empty() ? 0 : count(continuation));
@@ -141,7 +143,8 @@ std::string Passage(const Corpus& c, size_t start, int tokens, const TokenCounte
 
 Status CheckSpec(const TaskSpec& s) {
   if (s.context_tokens < 16 || s.context_tokens > (1 << 22))
-    return MakeError("task context_tokens must be in [16, 4194304], got " + std::to_string(s.context_tokens));
+    return MakeError("task context_tokens must be in [16, 4194304], got " +
+                     std::to_string(s.context_tokens));
   if (!(s.depth >= 0 && s.depth <= 1)) return MakeError("task depth must be in [0, 1]");
   if (s.n_keys < 1 || s.n_keys > 32) return MakeError("multikey n_keys must be in [1, 32]");
   if (s.n_hops < 1 || s.n_hops > 64) return MakeError("vartrack n_hops must be in [1, 64]");
@@ -156,11 +159,16 @@ Status CheckSpec(const TaskSpec& s) {
 
 const char* TaskName(TaskKind k) {
   switch (k) {
-    case TaskKind::kPasskey: return "passkey";
-    case TaskKind::kMultiKey: return "multikey";
-    case TaskKind::kVarTrack: return "vartrack";
-    case TaskKind::kCopy: return "copy";
-    case TaskKind::kLm: return "lm";
+    case TaskKind::kPasskey:
+      return "passkey";
+    case TaskKind::kMultiKey:
+      return "multikey";
+    case TaskKind::kVarTrack:
+      return "vartrack";
+    case TaskKind::kCopy:
+      return "copy";
+    case TaskKind::kLm:
+      return "lm";
   }
   return "?";
 }
@@ -184,7 +192,8 @@ std::string TaskSpec::Key() const {
 Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64_t seed,
                               const TokenCounter& count) {
   HQEKV_RETURN_IF_ERROR(CheckSpec(spec));
-  if (corpus.sentences.size() < 4) return MakeError("corpus '" + corpus.name + "' has fewer than 4 sentences");
+  if (corpus.sentences.size() < 4)
+    return MakeError("corpus '" + corpus.name + "' has fewer than 4 sentences");
   Rng rng(MixSeed(seed, static_cast<uint64_t>(spec.kind) + 1));
   TaskInstance inst;
   inst.task = TaskName(spec.kind);
@@ -202,8 +211,8 @@ Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64
       const std::string needle =
           "The " + what + " is " + key + ". Remember it. " + key + " is the " + what + ".";
       const std::string tail = "What is the " + what + "? The " + what + " is";
-      HQEKV_RETURN_IF_ERROR(BuildHaystack(spec, corpus, rng, count, head, {{spec.depth, needle}}, tail,
-                                          "", &inst));
+      HQEKV_RETURN_IF_ERROR(
+          BuildHaystack(spec, corpus, rng, count, head, {{spec.depth, needle}}, tail, "", &inst));
       inst.scoring = Scoring::kExactMatch;
       inst.answers = {key};
       inst.max_new_tokens = std::max(6, count(" " + key) + 2);
@@ -222,13 +231,15 @@ Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64
         values.push_back(Digits5(rng));
         // The asked pair (i == 0) sits at the requested depth, the others anywhere.
         const double pos = i == 0 ? spec.depth : rng.Uniform();
-        inserts.push_back({pos, "The special magic number for " + names[i] + " is " + values[i] + "."});
+        inserts.push_back(
+            {pos, "The special magic number for " + names[i] + " is " + values[i] + "."});
       }
       const std::string head =
           "Some special magic numbers are hidden inside the following text. Remember them.";
       const std::string tail = "What is the special magic number for " + names[0] +
                                "? The special magic number for " + names[0] + " is";
-      HQEKV_RETURN_IF_ERROR(BuildHaystack(spec, corpus, rng, count, head, inserts, tail, "", &inst));
+      HQEKV_RETURN_IF_ERROR(
+          BuildHaystack(spec, corpus, rng, count, head, inserts, tail, "", &inst));
       inst.scoring = Scoring::kExactMatch;
       inst.answers = {values[0]};
       inst.max_new_tokens = std::max(6, count(" " + values[0]) + 2);
@@ -261,9 +272,12 @@ Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64
           value = v;
         }
       }
-      const std::string head = "Memorize and track the chain of variable assignments hidden in the following text.";
-      const std::string tail = "What is the value of VAR " + asked + "? The value of VAR " + asked + " is";
-      HQEKV_RETURN_IF_ERROR(BuildHaystack(spec, corpus, rng, count, head, inserts, tail, "", &inst));
+      const std::string head =
+          "Memorize and track the chain of variable assignments hidden in the following text.";
+      const std::string tail =
+          "What is the value of VAR " + asked + "? The value of VAR " + asked + " is";
+      HQEKV_RETURN_IF_ERROR(
+          BuildHaystack(spec, corpus, rng, count, head, inserts, tail, "", &inst));
       inst.scoring = Scoring::kExactMatch;
       inst.answers = {value};
       inst.max_new_tokens = std::max(6, count(" " + value) + 2);
@@ -272,7 +286,8 @@ Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64
     }
     case TaskKind::kCopy: {
       // The passage comes from a random place of the corpus, the filler from another.
-      const std::string passage = Passage(corpus, rng.Below(corpus.sentences.size()), spec.span_tokens, count);
+      const std::string passage =
+          Passage(corpus, rng.Below(corpus.sentences.size()), spec.span_tokens, count);
       HQEKV_RETURN_IF_ERROR(
           BuildHaystack(spec, corpus, rng, count, "", {{spec.depth, passage}}, "", passage, &inst));
       inst.scoring = Scoring::kTeacherForced;
@@ -286,7 +301,8 @@ Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64
       const size_t start = rng.Below(corpus.sentences.size());
       const int prefill_budget = spec.context_tokens - spec.span_tokens - 1;
       Filler pre = TakeSentences(corpus, start, prefill_budget, count);
-      if (pre.sentences.empty()) return MakeError("lm: corpus sentences are longer than the prefill budget");
+      if (pre.sentences.empty())
+        return MakeError("lm: corpus sentences are longer than the prefill budget");
       const size_t next = (start + pre.sentences.size()) % corpus.sentences.size();
       std::string cont = Passage(corpus, next, spec.span_tokens, count);
       // Trim the prefill until everything fits.
@@ -303,7 +319,8 @@ Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64
         pre.tokens.erase(pre.tokens.begin());
       }
       if (1 + count(inst.prefill) + count(cont) > spec.context_tokens)
-        return MakeError("lm: could not fit the window in " + std::to_string(spec.context_tokens) + " tokens");
+        return MakeError("lm: could not fit the window in " + std::to_string(spec.context_tokens) +
+                         " tokens");
       inst.continuation = cont;
       inst.scoring = Scoring::kTeacherForced;
       inst.score_from = 0;

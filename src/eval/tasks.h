@@ -40,29 +40,29 @@ Result<TaskKind> ParseTaskName(const std::string& name);
 
 struct TaskSpec {
   TaskKind kind = TaskKind::kPasskey;
-  int context_tokens = 256;   // total tokens: BOS + prefill + continuation (upper bound)
-  double depth = 0.5;         // retrieval / copy: where the needle starts, in [0, 1]
-  bool word_key = false;      // passkey: a rare word instead of 5 digits
-  int n_keys = 4;             // multikey: pairs in the haystack (>= 1)
-  int n_hops = 3;             // vartrack: assignments in the asked chain (>= 1)
-  int n_chains = 3;           // vartrack: chains in all (asked one + distractors)
-  int span_tokens = 48;       // copy: passage length; lm: continuation length (tokens)
+  int context_tokens = 256;  // total tokens: BOS + prefill + continuation (upper bound)
+  double depth = 0.5;        // retrieval / copy: where the needle starts, in [0, 1]
+  bool word_key = false;     // passkey: a rare word instead of 5 digits
+  int n_keys = 4;            // multikey: pairs in the haystack (>= 1)
+  int n_hops = 3;            // vartrack: assignments in the asked chain (>= 1)
+  int n_chains = 3;          // vartrack: chains in all (asked one + distractors)
+  int span_tokens = 48;      // copy: passage length; lm: continuation length (tokens)
 
-  std::string Key() const;    // canonical text of every field, for hashes and tables
+  std::string Key() const;  // canonical text of every field, for hashes and tables
 };
 
 struct TaskInstance {
-  std::string task;           // TaskName(kind)
+  std::string task;  // TaskName(kind)
   uint64_t seed = 0;
   int context_tokens = 0;
-  double depth = -1;          // -1 when not applicable (lm)
+  double depth = -1;  // -1 when not applicable (lm)
   Scoring scoring = Scoring::kExactMatch;
-  std::string prefill;        // encoded with BOS and prefilled at once
-  std::string continuation;   // kTeacherForced: encoded without BOS, fed token by token
-  int score_from = 0;         // kTeacherForced: first continuation token that is scored
+  std::string prefill;               // encoded with BOS and prefilled at once
+  std::string continuation;          // kTeacherForced: encoded without BOS, fed token by token
+  int score_from = 0;                // kTeacherForced: first continuation token that is scored
   std::vector<std::string> answers;  // kExactMatch: any of these counts
-  int max_new_tokens = 0;     // kExactMatch: greedy tokens generated
-  double chance = 0;          // accuracy of guessing (used to flag "model fails with fp16")
+  int max_new_tokens = 0;            // kExactMatch: greedy tokens generated
+  double chance = 0;                 // accuracy of guessing (used to flag "model fails with fp16")
 };
 
 // Builds one instance. Errors: invalid spec, corpus too small, or a context

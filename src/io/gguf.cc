@@ -61,12 +61,25 @@ bool IsValidType(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kF64)
 // Smallest encoded size of one value of type t (for count bounds).
 size_t MinValueBytes(GgufType t) {
   switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    case GgufType::kString: return 8;
-    case GgufType::kArray: return 12;
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kU16:
+    case GgufType::kI16:
+      return 2;
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kF32:
+      return 4;
+    case GgufType::kU64:
+    case GgufType::kI64:
+    case GgufType::kF64:
+      return 8;
+    case GgufType::kString:
+      return 8;
+    case GgufType::kArray:
+      return 12;
   }
   return 1;
 }
@@ -74,14 +87,14 @@ size_t MinValueBytes(GgufType t) {
 // Reads one scalar of type t into (i, u, f). Returns false on error.
 bool ReadScalar(Cursor& c, GgufType t, int64_t* i, uint64_t* u, double* f, const char* what) {
   switch (t) {
-#define HQEKV_INT_CASE(tag, T)                  \
-  case GgufType::tag: {                         \
-    T v{};                                      \
-    if (!c.Read(&v, what)) return false;        \
-    *i = static_cast<int64_t>(v);               \
-    *u = static_cast<uint64_t>(v);              \
-    *f = static_cast<double>(v);                \
-    return true;                                \
+#define HQEKV_INT_CASE(tag, T)           \
+  case GgufType::tag: {                  \
+    T v{};                               \
+    if (!c.Read(&v, what)) return false; \
+    *i = static_cast<int64_t>(v);        \
+    *u = static_cast<uint64_t>(v);       \
+    *f = static_cast<double>(v);         \
+    return true;                         \
   }
     HQEKV_INT_CASE(kU8, uint8_t)
     HQEKV_INT_CASE(kI8, int8_t)
@@ -95,7 +108,8 @@ bool ReadScalar(Cursor& c, GgufType t, int64_t* i, uint64_t* u, double* f, const
     case GgufType::kBool: {
       uint8_t v = 0;
       if (!c.Read(&v, what)) return false;
-      if (v > 1) return c.Fail(std::string(what) + ": bool value " + std::to_string(v) + " is not 0 or 1");
+      if (v > 1)
+        return c.Fail(std::string(what) + ": bool value " + std::to_string(v) + " is not 0 or 1");
       *i = v;
       *u = v;
       *f = v;
@@ -127,9 +141,11 @@ bool ReadValue(Cursor& c, GgufType t, GgufValue* v, const std::string& key) {
   uint32_t et = 0;
   uint64_t n = 0;
   if (!c.Read(&et, what.c_str()) || !c.Read(&n, what.c_str())) return false;
-  if (!IsValidType(et)) return c.Fail("array '" + key + "' has unknown element type " + std::to_string(et));
+  if (!IsValidType(et))
+    return c.Fail("array '" + key + "' has unknown element type " + std::to_string(et));
   const GgufType elem = static_cast<GgufType>(et);
-  if (elem == GgufType::kArray) return c.Fail("array '" + key + "' is nested (arrays of arrays are not supported)");
+  if (elem == GgufType::kArray)
+    return c.Fail("array '" + key + "' is nested (arrays of arrays are not supported)");
   // Bound the count by the bytes left before allocating anything.
   if (n > c.remaining() / MinValueBytes(elem)) {
     return c.Fail("array '" + key + "' claims " + std::to_string(n) + " elements of type " +
@@ -167,8 +183,14 @@ std::string Prefix(const std::string& name) { return "GGUF file '" + name + "': 
 
 bool GgufValue::is_integer() const {
   switch (type) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kU16: case GgufType::kI16:
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kU64: case GgufType::kI64:
+    case GgufType::kU8:
+    case GgufType::kI8:
+    case GgufType::kU16:
+    case GgufType::kI16:
+    case GgufType::kU32:
+    case GgufType::kI32:
+    case GgufType::kU64:
+    case GgufType::kI64:
       return true;
     default:
       return false;
@@ -185,24 +207,38 @@ size_t GgufValue::array_size() const {
 std::string GgufValue::ToString(size_t max_items) const {
   std::ostringstream os;
   switch (type) {
-    case GgufType::kString: os << '"' << str << '"'; break;
-    case GgufType::kBool: os << (u ? "true" : "false"); break;
-    case GgufType::kF32: case GgufType::kF64: os << f; break;
-    case GgufType::kU64: os << u; break;
+    case GgufType::kString:
+      os << '"' << str << '"';
+      break;
+    case GgufType::kBool:
+      os << (u ? "true" : "false");
+      break;
+    case GgufType::kF32:
+    case GgufType::kF64:
+      os << f;
+      break;
+    case GgufType::kU64:
+      os << u;
+      break;
     case GgufType::kArray: {
       os << GgufTypeName(array_type) << "[" << array_size() << "] {";
       const size_t n = std::min(array_size(), max_items);
       for (size_t k = 0; k < n; ++k) {
         if (k) os << ", ";
-        if (!strings.empty()) os << '"' << strings[k] << '"';
-        else if (!floats.empty()) os << floats[k];
-        else os << ints[k];
+        if (!strings.empty())
+          os << '"' << strings[k] << '"';
+        else if (!floats.empty())
+          os << floats[k];
+        else
+          os << ints[k];
       }
       if (array_size() > n) os << ", ...";
       os << "}";
       break;
     }
-    default: os << i; break;
+    default:
+      os << i;
+      break;
   }
   return os.str();
 }
@@ -221,8 +257,10 @@ Result<std::optional<int64_t>> GgufFile::GetOptionalInt(const std::string& key) 
   const GgufValue* v = Find(key);
   if (!v) return std::optional<int64_t>();
   if (!v->is_integer())
-    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) + ", expected an integer");
-  if (v->type == GgufType::kU64 && v->u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) +
+                     ", expected an integer");
+  if (v->type == GgufType::kU64 &&
+      v->u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return MakeError(Prefix(path) + "key '" + key + "' is out of range");
   return std::optional<int64_t>(v->i);
 }
@@ -231,7 +269,8 @@ Result<std::optional<double>> GgufFile::GetOptionalFloat(const std::string& key)
   const GgufValue* v = Find(key);
   if (!v) return std::optional<double>();
   if (!v->is_float() && !v->is_integer())
-    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) + ", expected a number");
+    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) +
+                     ", expected a number");
   return std::optional<double>(v->f);
 }
 
@@ -239,7 +278,8 @@ Result<std::optional<std::string>> GgufFile::GetOptionalString(const std::string
   const GgufValue* v = Find(key);
   if (!v) return std::optional<std::string>();
   if (v->type != GgufType::kString)
-    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) + ", expected a string");
+    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) +
+                     ", expected a string");
   return std::optional<std::string>(v->str);
 }
 
@@ -247,7 +287,8 @@ Result<std::optional<bool>> GgufFile::GetOptionalBool(const std::string& key) co
   const GgufValue* v = Find(key);
   if (!v) return std::optional<bool>();
   if (v->type != GgufType::kBool && !v->is_integer())
-    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) + ", expected a bool");
+    return MakeError(Prefix(path) + "key '" + key + "' has type " + GgufTypeName(v->type) +
+                     ", expected a bool");
   return std::optional<bool>(v->u != 0);
 }
 
@@ -300,7 +341,8 @@ Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& 
     if (key.empty()) return fail("metadata key #" + std::to_string(k) + " is empty");
     uint32_t t = 0;
     if (!c.Read(&t, "metadata type")) return fail(c.err);
-    if (!IsValidType(t)) return fail("key '" + key + "' has unknown value type " + std::to_string(t));
+    if (!IsValidType(t))
+      return fail("key '" + key + "' has unknown value type " + std::to_string(t));
     GgufValue v;
     if (!ReadValue(c, static_cast<GgufType>(t), &v, key)) return fail(c.err);
     if (file.index_.count(key)) return fail("duplicate metadata key '" + key + "'");
@@ -311,7 +353,8 @@ Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& 
   if (const GgufValue* a = file.Find("general.alignment")) {
     if (!a->is_integer()) return fail("general.alignment must be an integer");
     if (a->i <= 0 || static_cast<uint64_t>(a->i) > kMaxAlignment || (a->u & (a->u - 1)) != 0)
-      return fail("general.alignment " + a->ToString() + " is not a power of two in 1.." + std::to_string(kMaxAlignment));
+      return fail("general.alignment " + a->ToString() + " is not a power of two in 1.." +
+                  std::to_string(kMaxAlignment));
     file.alignment = a->u;
   }
 
@@ -323,7 +366,8 @@ Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& 
     uint32_t n_dims = 0;
     if (!c.Read(&n_dims, "tensor n_dims")) return fail(c.err);
     if (n_dims < 1 || n_dims > kMaxDims)
-      return fail(tn + " has " + std::to_string(n_dims) + " dimensions (supported: 1.." + std::to_string(kMaxDims) + ")");
+      return fail(tn + " has " + std::to_string(n_dims) + " dimensions (supported: 1.." +
+                  std::to_string(kMaxDims) + ")");
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t n = 0;
       if (!c.Read(&n, "tensor dimension")) return fail(c.err);
@@ -334,8 +378,9 @@ Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& 
     uint32_t gt = 0;
     if (!c.Read(&gt, "tensor type") || !c.Read(&ti.offset, "tensor offset")) return fail(c.err);
     auto type = TensorTypeFromGgml(gt);
-    if (!type) return fail(tn + " has unsupported ggml type " + std::to_string(gt) +
-                           " (supported: " + SupportedTensorTypeNames() + ")");
+    if (!type)
+      return fail(tn + " has unsupported ggml type " + std::to_string(gt) +
+                  " (supported: " + SupportedTensorTypeNames() + ")");
     ti.type = *type;
     auto nbytes = TensorBytes(ti.type, ti.ne);
     if (!nbytes) {
@@ -346,8 +391,8 @@ Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& 
     }
     ti.nbytes = *nbytes;
     if (ti.offset % file.alignment != 0)
-      return fail(tn + " offset " + std::to_string(ti.offset) + " is not a multiple of the alignment " +
-                  std::to_string(file.alignment));
+      return fail(tn + " offset " + std::to_string(ti.offset) +
+                  " is not a multiple of the alignment " + std::to_string(file.alignment));
     if (file.tensor_index_.count(ti.name)) return fail("duplicate tensor name '" + ti.name + "'");
     file.tensor_index_[ti.name] = file.tensors.size();
     file.tensors.push_back(std::move(ti));
@@ -368,7 +413,8 @@ Result<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& 
   for (const auto& ti : file.tensors) {
     if (ti.offset > data_size || ti.nbytes > data_size - ti.offset)
       return fail("tensor '" + ti.name + "' (offset " + std::to_string(ti.offset) + ", " +
-                  std::to_string(ti.nbytes) + " bytes) extends past the end of the file (data section holds " +
+                  std::to_string(ti.nbytes) +
+                  " bytes) extends past the end of the file (data section holds " +
                   std::to_string(data_size) + " bytes): truncated or corrupt");
   }
   std::sort(order.begin(), order.end(),

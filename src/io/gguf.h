@@ -38,26 +38,26 @@ struct GgufValue {
   std::vector<int64_t> ints;
   std::vector<double> floats;
 
-  bool is_integer() const;        // scalar u8..i64 (not bool)
-  bool is_float() const;          // scalar f32/f64
-  size_t array_size() const;      // elements of an array, 0 otherwise
+  bool is_integer() const;                           // scalar u8..i64 (not bool)
+  bool is_float() const;                             // scalar f32/f64
+  size_t array_size() const;                         // elements of an array, 0 otherwise
   std::string ToString(size_t max_items = 8) const;  // for `inspect` and errors
 };
 
 struct GgufTensorInfo {
   std::string name;
   TensorType type = TensorType::kF32;
-  std::vector<int64_t> ne;     // ggml order: ne[0] = contiguous row length
-  uint64_t offset = 0;         // from the start of the data section
+  std::vector<int64_t> ne;  // ggml order: ne[0] = contiguous row length
+  uint64_t offset = 0;      // from the start of the data section
   uint64_t nbytes = 0;
   const uint8_t* data = nullptr;  // into the parsed image
 };
 
 struct GgufFile {
-  std::string path;            // for error messages
+  std::string path;  // for error messages
   uint32_t version = 0;
   uint64_t alignment = 32;
-  uint64_t data_offset = 0;    // absolute file offset of the data section
+  uint64_t data_offset = 0;  // absolute file offset of the data section
   uint64_t file_size = 0;
   std::vector<std::pair<std::string, GgufValue>> metadata;  // file order
   std::vector<GgufTensorInfo> tensors;                      // file order
@@ -68,8 +68,8 @@ struct GgufFile {
   // Typed getters: errors name the file and the key (missing / wrong type /
   // out of range for int).
   Result<std::string> GetString(const std::string& key) const;
-  Result<int64_t> GetInt(const std::string& key) const;       // any integer type
-  Result<double> GetFloat(const std::string& key) const;      // f32/f64 or integer
+  Result<int64_t> GetInt(const std::string& key) const;   // any integer type
+  Result<double> GetFloat(const std::string& key) const;  // f32/f64 or integer
   // Optional variants: nullopt when absent, Error when present with a bad type.
   Result<std::optional<int64_t>> GetOptionalInt(const std::string& key) const;
   Result<std::optional<double>> GetOptionalFloat(const std::string& key) const;

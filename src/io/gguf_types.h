@@ -27,8 +27,21 @@
 namespace hqekv {
 
 enum class TensorType : uint8_t {
-  kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ6_K,
-  kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ5_K, kIQ4_NL, kIQ4_XS,
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_K,
+  kQ6_K,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ5_K,
+  kIQ4_NL,
+  kIQ4_XS,
   kLast = kIQ4_XS,
 };
 
@@ -50,14 +63,21 @@ struct TensorTypeInfo {
   int block_bytes;  // bytes per block
 };
 inline constexpr TensorTypeInfo kTensorTypes[] = {
-    {TensorType::kF32, 0, "F32", 1, 4},       {TensorType::kF16, 1, "F16", 1, 2},
-    {TensorType::kBF16, 30, "BF16", 1, 2},    {TensorType::kQ8_0, 8, "Q8_0", 32, 34},
-    {TensorType::kQ4_0, 2, "Q4_0", 32, 18},   {TensorType::kQ4_K, 12, "Q4_K", 256, 144},
+    {TensorType::kF32, 0, "F32", 1, 4},
+    {TensorType::kF16, 1, "F16", 1, 2},
+    {TensorType::kBF16, 30, "BF16", 1, 2},
+    {TensorType::kQ8_0, 8, "Q8_0", 32, 34},
+    {TensorType::kQ4_0, 2, "Q4_0", 32, 18},
+    {TensorType::kQ4_K, 12, "Q4_K", 256, 144},
     {TensorType::kQ6_K, 14, "Q6_K", 256, 210},
-    {TensorType::kQ4_1, 3, "Q4_1", 32, 20},   {TensorType::kQ5_0, 6, "Q5_0", 32, 22},
-    {TensorType::kQ5_1, 7, "Q5_1", 32, 24},   {TensorType::kQ2_K, 10, "Q2_K", 256, 84},
-    {TensorType::kQ3_K, 11, "Q3_K", 256, 110}, {TensorType::kQ5_K, 13, "Q5_K", 256, 176},
-    {TensorType::kIQ4_NL, 20, "IQ4_NL", 32, 18}, {TensorType::kIQ4_XS, 23, "IQ4_XS", 256, 136},
+    {TensorType::kQ4_1, 3, "Q4_1", 32, 20},
+    {TensorType::kQ5_0, 6, "Q5_0", 32, 22},
+    {TensorType::kQ5_1, 7, "Q5_1", 32, 24},
+    {TensorType::kQ2_K, 10, "Q2_K", 256, 84},
+    {TensorType::kQ3_K, 11, "Q3_K", 256, 110},
+    {TensorType::kQ5_K, 13, "Q5_K", 256, 176},
+    {TensorType::kIQ4_NL, 20, "IQ4_NL", 32, 18},
+    {TensorType::kIQ4_XS, 23, "IQ4_XS", 256, 136},
 };
 // Every TensorType, in enum order (for loops over types in tests and tools).
 inline constexpr int kNumTensorTypes = static_cast<int>(TensorType::kLast) + 1;
@@ -65,15 +85,20 @@ inline constexpr int kNumTensorTypes = static_cast<int>(TensorType::kLast) + 1;
 constexpr const TensorTypeInfo& TensorTypeInfoOf(TensorType t) {
   return kTensorTypes[static_cast<size_t>(t)];
 }
-constexpr int BlockSize(TensorType t) { return TensorTypeInfoOf(t).block_size; }    // values per block
-constexpr int BlockBytes(TensorType t) { return TensorTypeInfoOf(t).block_bytes; }  // bytes per block
+constexpr int BlockSize(TensorType t) {
+  return TensorTypeInfoOf(t).block_size;
+}  // values per block
+constexpr int BlockBytes(TensorType t) {
+  return TensorTypeInfoOf(t).block_bytes;
+}  // bytes per block
 
 namespace internal {
 constexpr bool TensorTypesInEnumOrder() {
   for (size_t i = 0; i < sizeof(kTensorTypes) / sizeof(kTensorTypes[0]); ++i) {
     if (static_cast<size_t>(kTensorTypes[i].type) != i) return false;
   }
-  return sizeof(kTensorTypes) / sizeof(kTensorTypes[0]) == static_cast<size_t>(TensorType::kLast) + 1;
+  return sizeof(kTensorTypes) / sizeof(kTensorTypes[0]) ==
+         static_cast<size_t>(TensorType::kLast) + 1;
 }
 }  // namespace internal
 static_assert(internal::TensorTypesInEnumOrder(), "kTensorTypes: one row per TensorType, in order");
@@ -82,7 +107,8 @@ static_assert(BlockBytes(TensorType::kQ8_0) == 2 + 32 && BlockSize(TensorType::k
               "Q8_0: fp16 d + 32 int8");
 static_assert(BlockBytes(TensorType::kQ4_0) == 2 + 32 / 2 && BlockSize(TensorType::kQ4_0) == 32,
               "Q4_0: fp16 d + 16 B of nibbles");
-static_assert(BlockBytes(TensorType::kQ4_K) == 2 + 2 + 12 + 256 / 2 && BlockSize(TensorType::kQ4_K) == 256,
+static_assert(BlockBytes(TensorType::kQ4_K) == 2 + 2 + 12 + 256 / 2 &&
+                  BlockSize(TensorType::kQ4_K) == 256,
               "Q4_K: fp16 d, dmin, 12 B scales, 128 B nibbles");
 static_assert(BlockBytes(TensorType::kQ6_K) == 256 / 2 + 256 / 4 + 256 / 16 + 2 &&
                   BlockSize(TensorType::kQ6_K) == 256,
@@ -91,17 +117,22 @@ static_assert(BlockBytes(TensorType::kQ4_1) == 2 + 2 + 32 / 2 && BlockSize(Tenso
               "Q4_1: fp16 d, fp16 m, 16 B of nibbles");
 static_assert(BlockBytes(TensorType::kQ5_0) == 2 + 4 + 32 / 2 && BlockSize(TensorType::kQ5_0) == 32,
               "Q5_0: fp16 d, u32 high bits, 16 B of nibbles");
-static_assert(BlockBytes(TensorType::kQ5_1) == 2 + 2 + 4 + 32 / 2 && BlockSize(TensorType::kQ5_1) == 32,
+static_assert(BlockBytes(TensorType::kQ5_1) == 2 + 2 + 4 + 32 / 2 &&
+                  BlockSize(TensorType::kQ5_1) == 32,
               "Q5_1: fp16 d, fp16 m, u32 high bits, 16 B of nibbles");
-static_assert(BlockBytes(TensorType::kQ2_K) == 256 / 16 + 256 / 4 + 2 + 2 && BlockSize(TensorType::kQ2_K) == 256,
+static_assert(BlockBytes(TensorType::kQ2_K) == 256 / 16 + 256 / 4 + 2 + 2 &&
+                  BlockSize(TensorType::kQ2_K) == 256,
               "Q2_K: 16 B scales/mins, 64 B 2-bit quants, fp16 d, dmin");
-static_assert(BlockBytes(TensorType::kQ3_K) == 256 / 8 + 256 / 4 + 12 + 2 && BlockSize(TensorType::kQ3_K) == 256,
+static_assert(BlockBytes(TensorType::kQ3_K) == 256 / 8 + 256 / 4 + 12 + 2 &&
+                  BlockSize(TensorType::kQ3_K) == 256,
               "Q3_K: 32 B hmask, 64 B 2-bit quants, 12 B 6-bit scales, fp16 d");
-static_assert(BlockBytes(TensorType::kQ5_K) == 2 + 2 + 12 + 256 / 8 + 256 / 2 && BlockSize(TensorType::kQ5_K) == 256,
+static_assert(BlockBytes(TensorType::kQ5_K) == 2 + 2 + 12 + 256 / 8 + 256 / 2 &&
+                  BlockSize(TensorType::kQ5_K) == 256,
               "Q5_K: fp16 d, dmin, 12 B scales, 32 B qh, 128 B nibbles");
 static_assert(BlockBytes(TensorType::kIQ4_NL) == 2 + 32 / 2 && BlockSize(TensorType::kIQ4_NL) == 32,
               "IQ4_NL: fp16 d + 16 B of table indices");
-static_assert(BlockBytes(TensorType::kIQ4_XS) == 2 + 2 + 256 / 64 + 256 / 2 && BlockSize(TensorType::kIQ4_XS) == 256,
+static_assert(BlockBytes(TensorType::kIQ4_XS) == 2 + 2 + 256 / 64 + 256 / 2 &&
+                  BlockSize(TensorType::kIQ4_XS) == 256,
               "IQ4_XS: fp16 d, u16 scales_h, 4 B scales_l, 128 B table indices");
 
 // Bytes of a tensor with shape ne (ggml order), or nullopt when ne[0] is not a
@@ -111,8 +142,19 @@ std::optional<uint64_t> TensorBytes(TensorType t, const std::vector<int64_t>& ne
 
 // GGUF metadata value types (gguf.h enum gguf_type).
 enum class GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 const char* GgufTypeName(GgufType t);
 

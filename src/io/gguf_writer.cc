@@ -28,18 +28,41 @@ void PutString(std::vector<uint8_t>& out, const std::string& s) {
 
 void PutScalar(std::vector<uint8_t>& out, GgufType t, int64_t i, double f) {
   switch (t) {
-    case GgufType::kU8: Put<uint8_t>(out, static_cast<uint8_t>(i)); break;
-    case GgufType::kI8: Put<int8_t>(out, static_cast<int8_t>(i)); break;
-    case GgufType::kU16: Put<uint16_t>(out, static_cast<uint16_t>(i)); break;
-    case GgufType::kI16: Put<int16_t>(out, static_cast<int16_t>(i)); break;
-    case GgufType::kU32: Put<uint32_t>(out, static_cast<uint32_t>(i)); break;
-    case GgufType::kI32: Put<int32_t>(out, static_cast<int32_t>(i)); break;
-    case GgufType::kU64: Put<uint64_t>(out, static_cast<uint64_t>(i)); break;
-    case GgufType::kI64: Put<int64_t>(out, i); break;
-    case GgufType::kBool: Put<uint8_t>(out, i ? 1 : 0); break;
-    case GgufType::kF32: Put<float>(out, static_cast<float>(f)); break;
-    case GgufType::kF64: Put<double>(out, f); break;
-    default: break;
+    case GgufType::kU8:
+      Put<uint8_t>(out, static_cast<uint8_t>(i));
+      break;
+    case GgufType::kI8:
+      Put<int8_t>(out, static_cast<int8_t>(i));
+      break;
+    case GgufType::kU16:
+      Put<uint16_t>(out, static_cast<uint16_t>(i));
+      break;
+    case GgufType::kI16:
+      Put<int16_t>(out, static_cast<int16_t>(i));
+      break;
+    case GgufType::kU32:
+      Put<uint32_t>(out, static_cast<uint32_t>(i));
+      break;
+    case GgufType::kI32:
+      Put<int32_t>(out, static_cast<int32_t>(i));
+      break;
+    case GgufType::kU64:
+      Put<uint64_t>(out, static_cast<uint64_t>(i));
+      break;
+    case GgufType::kI64:
+      Put<int64_t>(out, i);
+      break;
+    case GgufType::kBool:
+      Put<uint8_t>(out, i ? 1 : 0);
+      break;
+    case GgufType::kF32:
+      Put<float>(out, static_cast<float>(f));
+      break;
+    case GgufType::kF64:
+      Put<double>(out, f);
+      break;
+    default:
+      break;
   }
 }
 
@@ -85,11 +108,21 @@ void GgufWriter::Set(const std::string& key, GgufValue value) {
 }
 
 void GgufWriter::SetU8(const std::string& k, uint8_t v) { Set(k, Scalar(GgufType::kU8, v, v, v)); }
-void GgufWriter::SetI8(const std::string& k, int8_t v) { Set(k, Scalar(GgufType::kI8, v, static_cast<uint64_t>(v), v)); }
-void GgufWriter::SetU16(const std::string& k, uint16_t v) { Set(k, Scalar(GgufType::kU16, v, v, v)); }
-void GgufWriter::SetI16(const std::string& k, int16_t v) { Set(k, Scalar(GgufType::kI16, v, static_cast<uint64_t>(v), v)); }
-void GgufWriter::SetU32(const std::string& k, uint32_t v) { Set(k, Scalar(GgufType::kU32, v, v, v)); }
-void GgufWriter::SetI32(const std::string& k, int32_t v) { Set(k, Scalar(GgufType::kI32, v, static_cast<uint64_t>(v), v)); }
+void GgufWriter::SetI8(const std::string& k, int8_t v) {
+  Set(k, Scalar(GgufType::kI8, v, static_cast<uint64_t>(v), v));
+}
+void GgufWriter::SetU16(const std::string& k, uint16_t v) {
+  Set(k, Scalar(GgufType::kU16, v, v, v));
+}
+void GgufWriter::SetI16(const std::string& k, int16_t v) {
+  Set(k, Scalar(GgufType::kI16, v, static_cast<uint64_t>(v), v));
+}
+void GgufWriter::SetU32(const std::string& k, uint32_t v) {
+  Set(k, Scalar(GgufType::kU32, v, v, v));
+}
+void GgufWriter::SetI32(const std::string& k, int32_t v) {
+  Set(k, Scalar(GgufType::kI32, v, static_cast<uint64_t>(v), v));
+}
 void GgufWriter::SetU64(const std::string& k, uint64_t v) {
   Set(k, Scalar(GgufType::kU64, static_cast<int64_t>(v), v, static_cast<double>(v)));
 }
@@ -142,10 +175,12 @@ void GgufWriter::SetFloatArray(const std::string& k, GgufType elem, const std::v
 Status GgufWriter::AddTensor(const std::string& name, TensorType type, std::vector<int64_t> ne,
                              std::vector<uint8_t> bytes) {
   auto n = TensorBytes(type, ne);
-  if (!n) return MakeError("GgufWriter: tensor '" + name + "' has an invalid shape for " + TensorTypeName(type));
+  if (!n)
+    return MakeError("GgufWriter: tensor '" + name + "' has an invalid shape for " +
+                     TensorTypeName(type));
   if (*n != bytes.size())
-    return MakeError("GgufWriter: tensor '" + name + "' needs " + std::to_string(*n) + " bytes, got " +
-                     std::to_string(bytes.size()));
+    return MakeError("GgufWriter: tensor '" + name + "' needs " + std::to_string(*n) +
+                     " bytes, got " + std::to_string(bytes.size()));
   for (const auto& t : tensors_)
     if (t.name == name) return MakeError("GgufWriter: duplicate tensor '" + name + "'");
   PendingTensor t;
@@ -167,7 +202,9 @@ Status GgufWriter::AddTensor(const std::string& name, TensorType type, std::vect
 Status GgufWriter::AddTensorFill(const std::string& name, TensorType type, std::vector<int64_t> ne,
                                  Filler fill) {
   auto n = TensorBytes(type, ne);
-  if (!n) return MakeError("GgufWriter: tensor '" + name + "' has an invalid shape for " + TensorTypeName(type));
+  if (!n)
+    return MakeError("GgufWriter: tensor '" + name + "' has an invalid shape for " +
+                     TensorTypeName(type));
   for (const auto& t : tensors_)
     if (t.name == name) return MakeError("GgufWriter: duplicate tensor '" + name + "'");
   PendingTensor t;
@@ -187,7 +224,9 @@ std::vector<uint8_t> GgufWriter::Header() const {
   if (alignment_ != 32) {
     bool present = false;
     for (auto& kv : metadata) present |= kv.first == "general.alignment";
-    if (!present) metadata.emplace_back("general.alignment", Scalar(GgufType::kU32, alignment_, alignment_, alignment_));
+    if (!present)
+      metadata.emplace_back("general.alignment",
+                            Scalar(GgufType::kU32, alignment_, alignment_, alignment_));
   }
   std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
   Put<uint32_t>(out, version_);
@@ -215,8 +254,10 @@ std::vector<uint8_t> GgufWriter::Serialize() const {
   for (const auto& t : tensors_) {
     const size_t start = out.size();
     out.resize(start + t.nbytes);
-    if (t.fill) t.fill(0, out.data() + start, t.nbytes);
-    else if (t.nbytes) std::memcpy(out.data() + start, t.bytes.data(), t.nbytes);
+    if (t.fill)
+      t.fill(0, out.data() + start, t.nbytes);
+    else if (t.nbytes)
+      std::memcpy(out.data() + start, t.bytes.data(), t.nbytes);
     out.resize(AlignUp(out.size(), alignment_), 0);
   }
   return out;

@@ -27,7 +27,8 @@ bool Exists(const std::string& p) {
 Result<TokenizerVocab> ParseLlama2cTokenizer(const uint8_t* data, size_t size, int vocab_size,
                                              const std::string& name) {
   const std::string where = "llama2.c tokenizer '" + name + "': ";
-  if (vocab_size <= 0) return MakeError(where + "vocabulary size " + std::to_string(vocab_size) + " is invalid");
+  if (vocab_size <= 0)
+    return MakeError(where + "vocabulary size " + std::to_string(vocab_size) + " is invalid");
   // Each token needs >= 8 bytes (score + length): bound before allocating.
   if (size < 4 || static_cast<uint64_t>(vocab_size) > (size - 4) / 8)
     return MakeError(where + "file of " + std::to_string(size) + " bytes is too small for " +
@@ -45,8 +46,8 @@ Result<TokenizerVocab> ParseLlama2cTokenizer(const uint8_t* data, size_t size, i
     std::memcpy(&len, data + pos + 4, 4);
     pos += 8;
     if (len < 0 || static_cast<size_t>(len) > size - pos)
-      return MakeError(where + "token " + std::to_string(id) + " has length " + std::to_string(len) +
-                       " beyond the end of the file");
+      return MakeError(where + "token " + std::to_string(id) + " has length " +
+                       std::to_string(len) + " beyond the end of the file");
     std::string piece(reinterpret_cast<const char*>(data + pos), static_cast<size_t>(len));
     pos += static_cast<size_t>(len);
     // llama2.c's export writes BOS/EOS as "\n<s>\n" / "\n</s>\n" and spaces
@@ -56,8 +57,10 @@ Result<TokenizerVocab> ParseLlama2cTokenizer(const uint8_t* data, size_t size, i
     if (piece == "\n</s>\n") piece = "</s>";
     std::string normalized;
     for (char ch : piece) {
-      if (ch == ' ') normalized += "\xE2\x96\x81";
-      else normalized += ch;
+      if (ch == ' ')
+        normalized += "\xE2\x96\x81";
+      else
+        normalized += ch;
     }
     v.tokens.push_back(std::move(normalized));
     v.scores.push_back(score);
@@ -82,18 +85,22 @@ Result<std::unique_ptr<Tokenizer>> LoadLlama2cTokenizer(const std::string& path,
   return MakeTokenizer(std::move(v), path);
 }
 
-Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path, const std::string& tokenizer_path) {
+Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path,
+                                                 const std::string& tokenizer_path) {
   HQEKV_ASSIGN_OR_RETURN(auto opened, MappedFile::Open(path));
   std::shared_ptr<MappedFile> map = std::move(opened);
   const std::string where = "llama2.c checkpoint '" + path + "': ";
-  if (map->size() < 28) return MakeError(where + "too small (" + std::to_string(map->size()) +
-                                         " bytes) for the 28-byte header; not a GGUF or llama2.c file");
+  if (map->size() < 28)
+    return MakeError(where + "too small (" + std::to_string(map->size()) +
+                     " bytes) for the 28-byte header; not a GGUF or llama2.c file");
   int32_t h[7];
   std::memcpy(h, map->data(), sizeof h);
-  const int dim = h[0], hidden = h[1], n_layers = h[2], n_heads = h[3], n_kv_heads = h[4], seq_len = h[6];
+  const int dim = h[0], hidden = h[1], n_layers = h[2], n_heads = h[3], n_kv_heads = h[4],
+            seq_len = h[6];
   const bool shared = h[5] > 0;
   const int vocab = h[5] == std::numeric_limits<int32_t>::min() ? 0 : (h[5] < 0 ? -h[5] : h[5]);
-  const char* names[] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+  const char* names[] = {"dim",        "hidden_dim", "n_layers", "n_heads",
+                         "n_kv_heads", "vocab_size", "seq_len"};
   const int vals[] = {dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len};
   for (int k = 0; k < 7; ++k)
     if (vals[k] <= 0 || vals[k] > kMaxDim)
@@ -152,7 +159,9 @@ Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path, const 
   };
   // Per-layer stacks: [L][out][in] -> layer l at l * out * in floats.
   auto stack = [&](const std::string& suffix, int64_t in, int64_t out) {
-    for (int l = 0; l < n_layers; ++l) take("blk." + std::to_string(l) + "." + suffix, out > 0 ? std::vector<int64_t>{in, out} : std::vector<int64_t>{in});
+    for (int l = 0; l < n_layers; ++l)
+      take("blk." + std::to_string(l) + "." + suffix,
+           out > 0 ? std::vector<int64_t>{in, out} : std::vector<int64_t>{in});
   };
   take("token_embd.weight", {D, V});
   stack("attn_norm.weight", D, 0);
@@ -165,21 +174,26 @@ Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path, const 
   stack("ffn_down.weight", F, D);  // w2
   stack("ffn_up.weight", D, F);    // w3
   take("output_norm.weight", {D});
-  offset += 2 * static_cast<uint64_t>(seq_len) * static_cast<uint64_t>(head_dim / 2) * 4;  // freq_cis_real/imag
+  offset += 2 * static_cast<uint64_t>(seq_len) * static_cast<uint64_t>(head_dim / 2) *
+            4;  // freq_cis_real/imag
   if (!shared) take("output.weight", {D, V});
   if (overflow || offset != file_size)
     return MakeError(where + "size mismatch: the header (dim " + std::to_string(D) + ", hidden " +
-                     std::to_string(F) + ", layers " + std::to_string(L) + ", vocab " + std::to_string(V) +
-                     (shared ? ", tied" : ", untied") + ") needs " + std::to_string(offset) +
-                     " bytes, the file has " + std::to_string(file_size) + " (truncated or not a llama2.c checkpoint)");
+                     std::to_string(F) + ", layers " + std::to_string(L) + ", vocab " +
+                     std::to_string(V) + (shared ? ", tied" : ", untied") + ") needs " +
+                     std::to_string(offset) + " bytes, the file has " + std::to_string(file_size) +
+                     " (truncated or not a llama2.c checkpoint)");
 
   std::string tok = tokenizer_path;
   if (tok.empty()) {
     const std::string dir = DirOf(path);
     const std::string a = dir + "/tok" + std::to_string(vocab) + ".bin", b = dir + "/tokenizer.bin";
-    if (Exists(a)) tok = a;
-    else if (Exists(b)) tok = b;
-    else return MakeError(where + "no tokenizer given and neither '" + a + "' nor '" + b + "' exists");
+    if (Exists(a))
+      tok = a;
+    else if (Exists(b))
+      tok = b;
+    else
+      return MakeError(where + "no tokenizer given and neither '" + a + "' nor '" + b + "' exists");
   }
   HQEKV_ASSIGN_OR_RETURN(auto tk, LoadLlama2cTokenizer(tok, vocab));
   m->tokenizer = std::move(tk);

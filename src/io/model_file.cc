@@ -27,7 +27,8 @@ const Tensor& ModelSource::Get(const std::string& name) const {
   const Tensor* t = Find(name);
   if (!t) {
     // Programming error: LoadModel validated every tensor the config needs.
-    std::fprintf(stderr, "hqekv: internal error: model '%s' has no tensor '%s'\n", path.c_str(), name.c_str());
+    std::fprintf(stderr, "hqekv: internal error: model '%s' has no tensor '%s'\n", path.c_str(),
+                 name.c_str());
     std::abort();
   }
   return *t;

@@ -43,13 +43,13 @@ struct GgufFile;
 struct Tensor {
   std::string name;
   TensorType type = TensorType::kF32;
-  std::vector<int64_t> ne;       // ggml order: ne[0] = contiguous row length
-  const uint8_t* data = nullptr; // into the mapping; alignment >= 4 bytes for F32 (32 in GGUF)
+  std::vector<int64_t> ne;        // ggml order: ne[0] = contiguous row length
+  const uint8_t* data = nullptr;  // into the mapping; alignment >= 4 bytes for F32 (32 in GGUF)
   size_t nbytes = 0;
 
-  int64_t rows() const;          // product of ne[1..]
-  int64_t elements() const;      // product of ne
-  size_t row_bytes() const;      // nbytes / rows()
+  int64_t rows() const;                                                      // product of ne[1..]
+  int64_t elements() const;                                                  // product of ne
+  size_t row_bytes() const;                                                  // nbytes / rows()
   const float* f32() const { return reinterpret_cast<const float*>(data); }  // only for kF32
 };
 
@@ -59,17 +59,17 @@ enum class RopeStyle {
 };
 
 struct ModelConfig {
-  std::string arch;              // "llama", "qwen2", "qwen3"
-  std::string name;              // general.name (or the file stem)
+  std::string arch;  // "llama", "qwen2", "qwen3"
+  std::string name;  // general.name (or the file stem)
   int n_layers = 0;
   int d_model = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;              // attention.key_length, else d_model / n_heads
+  int head_dim = 0;  // attention.key_length, else d_model / n_heads
   int d_ff = 0;
   int vocab_size = 0;
-  int max_ctx = 0;               // <arch>.context_length (llama2.c: seq_len)
-  int rope_dim = 0;              // rope.dimension_count (== head_dim for supported models)
+  int max_ctx = 0;   // <arch>.context_length (llama2.c: seq_len)
+  int rope_dim = 0;  // rope.dimension_count (== head_dim for supported models)
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope = RopeStyle::kNormal;
@@ -84,9 +84,9 @@ struct ModelConfig {
   float rope_low_freq_factor = 1;
   float rope_high_freq_factor = 4;
   int rope_orig_ctx = 8192;
-  bool qk_norm = false;          // qwen3: RMSNorm of each q/k head before RoPE
-  bool attn_bias = false;        // qwen2: q/k/v biases
-  bool tied_output = false;      // no output.weight: logits use token_embd.weight
+  bool qk_norm = false;      // qwen3: RMSNorm of each q/k head before RoPE
+  bool attn_bias = false;    // qwen2: q/k/v biases
+  bool tied_output = false;  // no output.weight: logits use token_embd.weight
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
@@ -96,11 +96,11 @@ struct ModelSource {
   ModelConfig config;
   std::map<std::string, Tensor> tensors;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::string path;              // weights file
-  std::string tokenizer_path;    // llama2.c: the tokenizer.bin used; GGUF: == path
-  std::string format;            // "gguf" or "llama2c"
-  uint32_t gguf_version = 0;     // 0 for llama2.c
-  uint64_t file_bytes = 0;       // size of the weights file
+  std::string path;            // weights file
+  std::string tokenizer_path;  // llama2.c: the tokenizer.bin used; GGUF: == path
+  std::string format;          // "gguf" or "llama2c"
+  uint32_t gguf_version = 0;   // 0 for llama2.c
+  uint64_t file_bytes = 0;     // size of the weights file
   // Stable hash (hex, 16 chars) of arch + config numbers + tensor names,
   // types and shapes: keys calibration profiles to a model.
   std::string identity;

@@ -54,7 +54,8 @@ Result<int> ConfigInt(const GgufFile& f, const std::string& key, std::optional<i
   }
   const int64_t x = *v;
   if (x < 0 || x > std::numeric_limits<int32_t>::max())
-    return MakeError("GGUF file '" + f.path + "': key '" + key + "' = " + std::to_string(x) + " is out of range");
+    return MakeError("GGUF file '" + f.path + "': key '" + key + "' = " + std::to_string(x) +
+                     " is out of range");
   return static_cast<int>(x);
 }
 
@@ -69,7 +70,8 @@ Result<float> ConfigFloat(const GgufFile& f, const std::string& key, std::option
   return static_cast<float>(*v);
 }
 
-Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, const std::string& path,
+Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
+                                              const std::string& path,
                                               std::shared_ptr<const MappedFile> map) {
   HQEKV_ASSIGN_OR_RETURN(auto parsed, ParseGguf(data, size, path));
   auto gguf = std::make_shared<GgufFile>(std::move(parsed));
@@ -86,11 +88,13 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
   HQEKV_ASSIGN_OR_RETURN(c.arch, f.GetString("general.architecture"));
   const ArchTraits* arch = FindArch(c.arch);
   if (!arch)
-    return MakeError(where + "unsupported architecture '" + c.arch + "' (supported: " + SupportedArchNames() + ")");
+    return MakeError(where + "unsupported architecture '" + c.arch +
+                     "' (supported: " + SupportedArchNames() + ")");
   HQEKV_ASSIGN_OR_RETURN(auto name, f.GetOptionalString("general.name"));
   c.name = name.value_or(Stem(f.path));
   const std::string a = c.arch + ".";
-  if (const GgufValue* kv = f.Find(a + "attention.head_count_kv"); kv && kv->type == GgufType::kArray)
+  if (const GgufValue* kv = f.Find(a + "attention.head_count_kv");
+      kv && kv->type == GgufType::kArray)
     return MakeError(where + "per-layer " + a + "attention.head_count_kv arrays are not supported");
   HQEKV_ASSIGN_OR_RETURN(c.n_layers, ConfigInt(f, a + "block_count", std::nullopt));
   HQEKV_ASSIGN_OR_RETURN(c.d_model, ConfigInt(f, a + "embedding_length", std::nullopt));
@@ -98,7 +102,8 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
   HQEKV_ASSIGN_OR_RETURN(c.n_heads, ConfigInt(f, a + "attention.head_count", std::nullopt));
   HQEKV_ASSIGN_OR_RETURN(c.n_kv_heads, ConfigInt(f, a + "attention.head_count_kv", c.n_heads));
   HQEKV_ASSIGN_OR_RETURN(c.max_ctx, ConfigInt(f, a + "context_length", std::nullopt));
-  HQEKV_ASSIGN_OR_RETURN(c.rms_eps, ConfigFloat(f, a + "attention.layer_norm_rms_epsilon", std::nullopt));
+  HQEKV_ASSIGN_OR_RETURN(c.rms_eps,
+                         ConfigFloat(f, a + "attention.layer_norm_rms_epsilon", std::nullopt));
   HQEKV_ASSIGN_OR_RETURN(c.rope_theta, ConfigFloat(f, a + "rope.freq_base", 10000.0f));
   const int default_head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
   HQEKV_ASSIGN_OR_RETURN(c.head_dim, ConfigInt(f, a + "attention.key_length", default_head_dim));
@@ -117,11 +122,15 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
   const std::string stype = scaling.value_or(factor > 0 ? "llama3" : "none");
   if (stype == "llama3") {
     c.rope_factor = factor;
-    HQEKV_ASSIGN_OR_RETURN(c.rope_low_freq_factor, ConfigFloat(f, a + "rope.scaling.low_freq_factor", 1.0f));
-    HQEKV_ASSIGN_OR_RETURN(c.rope_high_freq_factor, ConfigFloat(f, a + "rope.scaling.high_freq_factor", 4.0f));
-    HQEKV_ASSIGN_OR_RETURN(c.rope_orig_ctx, ConfigInt(f, a + "rope.scaling.original_context_length", 8192));
+    HQEKV_ASSIGN_OR_RETURN(c.rope_low_freq_factor,
+                           ConfigFloat(f, a + "rope.scaling.low_freq_factor", 1.0f));
+    HQEKV_ASSIGN_OR_RETURN(c.rope_high_freq_factor,
+                           ConfigFloat(f, a + "rope.scaling.high_freq_factor", 4.0f));
+    HQEKV_ASSIGN_OR_RETURN(c.rope_orig_ctx,
+                           ConfigInt(f, a + "rope.scaling.original_context_length", 8192));
   } else if (stype != "none" && !(factor == 0 || factor == 1)) {
-    return MakeError(where + "unsupported rope scaling type '" + stype + "' (supported: none, llama3)");
+    return MakeError(where + "unsupported rope scaling type '" + stype +
+                     "' (supported: none, llama3)");
   }
 
   for (const auto& ti : f.tensors) {
@@ -136,8 +145,8 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size, 
   if (m->Find("rope_freqs.weight")) c.rope_factor = 0;  // the tensor already holds the scaling
   c.tied_output = m->Find("output.weight") == nullptr;
   c.attn_bias = m->Find("blk.0.attn_q.bias") != nullptr;
-  if (const Tensor* emb = m->Find("token_embd.weight"); emb && emb->ne.size() == 2 &&
-                                                          emb->ne[1] <= std::numeric_limits<int32_t>::max())
+  if (const Tensor* emb = m->Find("token_embd.weight");
+      emb && emb->ne.size() == 2 && emb->ne[1] <= std::numeric_limits<int32_t>::max())
     c.vocab_size = static_cast<int>(emb->ne[1]);
 
   HQEKV_ASSIGN_OR_RETURN(auto tok, TokenizerFromGguf(f));
@@ -155,7 +164,8 @@ Status ValidateModel(ModelSource& m) {
   const std::string where = "model '" + m.path + "': ";
   auto positive = [&](const char* what, int v) -> Status {
     if (v <= 0 || v > kMaxDim)
-      return MakeError(where + what + " = " + std::to_string(v) + " is out of range (1.." + std::to_string(kMaxDim) + ")");
+      return MakeError(where + what + " = " + std::to_string(v) + " is out of range (1.." +
+                       std::to_string(kMaxDim) + ")");
     return Status::Ok();
   };
   HQEKV_RETURN_IF_ERROR(positive("n_layers", c.n_layers));
@@ -165,21 +175,30 @@ Status ValidateModel(ModelSource& m) {
   HQEKV_RETURN_IF_ERROR(positive("head_dim", c.head_dim));
   HQEKV_RETURN_IF_ERROR(positive("d_ff", c.d_ff));
   HQEKV_RETURN_IF_ERROR(positive("max_ctx", c.max_ctx));
-  if (c.vocab_size <= 0) return MakeError(where + "token_embd.weight missing or not 2-D: cannot determine the vocabulary size");
+  if (c.vocab_size <= 0)
+    return MakeError(where +
+                     "token_embd.weight missing or not 2-D: cannot determine the vocabulary size");
   if (c.n_heads % c.n_kv_heads != 0)
-    return MakeError(where + "n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " +
-                     std::to_string(c.n_kv_heads));
-  if (c.head_dim % 2 != 0) return MakeError(where + "head_dim " + std::to_string(c.head_dim) + " is odd (RoPE needs pairs)");
+    return MakeError(where + "n_heads " + std::to_string(c.n_heads) +
+                     " is not a multiple of n_kv_heads " + std::to_string(c.n_kv_heads));
+  if (c.head_dim % 2 != 0)
+    return MakeError(where + "head_dim " + std::to_string(c.head_dim) +
+                     " is odd (RoPE needs pairs)");
   if (c.rope_dim != c.head_dim)
-    return MakeError(where + "rope.dimension_count " + std::to_string(c.rope_dim) + " != head_dim " +
-                     std::to_string(c.head_dim) + " (partial rotary embedding is not supported)");
-  if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return MakeError(where + "rms_eps and rope_theta must be positive");
-  if (c.rope_factor < 0 || (c.rope_factor > 0 && (c.rope_orig_ctx <= 0 || c.rope_high_freq_factor <= c.rope_low_freq_factor)))
+    return MakeError(where + "rope.dimension_count " + std::to_string(c.rope_dim) +
+                     " != head_dim " + std::to_string(c.head_dim) +
+                     " (partial rotary embedding is not supported)");
+  if (!(c.rms_eps > 0) || !(c.rope_theta > 0))
+    return MakeError(where + "rms_eps and rope_theta must be positive");
+  if (c.rope_factor < 0 ||
+      (c.rope_factor > 0 &&
+       (c.rope_orig_ctx <= 0 || c.rope_high_freq_factor <= c.rope_low_freq_factor)))
     return MakeError(where + "invalid llama3 rope scaling parameters");
   if (!m.tokenizer) return MakeError(where + "no tokenizer");
   if (m.tokenizer->vocab_size() > c.vocab_size)
     return MakeError(where + "tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
-                     " tokens but token_embd.weight only " + std::to_string(c.vocab_size) + " rows");
+                     " tokens but token_embd.weight only " + std::to_string(c.vocab_size) +
+                     " rows");
 
   // block_count against the tensors present, before building per-layer
   // expectations: every layer has >= 9 tensors, so 1M declared layers in a
@@ -187,13 +206,16 @@ Status ValidateModel(ModelSource& m) {
   const size_t per_layer = 9 + (c.attn_bias ? 3 : 0) + (c.qk_norm ? 2 : 0);
   if (m.tensors.size() < per_layer * static_cast<size_t>(c.n_layers)) {
     // Name the first missing layer; the scan is bounded by the tensors present.
-    const int scan = static_cast<int>(std::min<size_t>(c.n_layers, m.tensors.size() / per_layer + 1));
+    const int scan =
+        static_cast<int>(std::min<size_t>(c.n_layers, m.tensors.size() / per_layer + 1));
     int l = 0;
     while (l < scan && m.Find("blk." + std::to_string(l) + ".attn_norm.weight")) ++l;
     const std::string first =
-        l < scan ? "required tensor 'blk." + std::to_string(l) + ".attn_norm.weight' is missing: " : "";
+        l < scan ? "required tensor 'blk." + std::to_string(l) + ".attn_norm.weight' is missing: "
+                 : "";
     return MakeError(where + first + "n_layers (block_count) = " + std::to_string(c.n_layers) +
-                     " needs at least " + std::to_string(per_layer * static_cast<size_t>(c.n_layers)) +
+                     " needs at least " +
+                     std::to_string(per_layer * static_cast<size_t>(c.n_layers)) +
                      " tensors, the file has " + std::to_string(m.tensors.size()));
   }
   const int64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), ff = c.d_ff, V = c.vocab_size;
@@ -203,7 +225,8 @@ Status ValidateModel(ModelSource& m) {
     std::vector<int64_t> ne;
     bool f32;
   };
-  std::vector<Want> want = {{"token_embd.weight", {d, V}, false}, {"output_norm.weight", {d}, true}};
+  std::vector<Want> want = {{"token_embd.weight", {d, V}, false},
+                            {"output_norm.weight", {d}, true}};
   if (!c.tied_output) want.push_back({"output.weight", {d, V}, false});
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
@@ -231,10 +254,11 @@ Status ValidateModel(ModelSource& m) {
     const Tensor* t = m.Find(w.name);
     if (!t) return MakeError(where + "required tensor '" + w.name + "' is missing");
     if (t->ne != w.ne)
-      return MakeError(where + "tensor '" + w.name + "' has shape " + ShapeString(t->ne) + ", expected " +
-                       ShapeString(w.ne) + " from the config");
+      return MakeError(where + "tensor '" + w.name + "' has shape " + ShapeString(t->ne) +
+                       ", expected " + ShapeString(w.ne) + " from the config");
     if (w.f32 && t->type != TensorType::kF32)
-      return MakeError(where + "tensor '" + w.name + "' has type " + TensorTypeName(t->type) + ", expected F32");
+      return MakeError(where + "tensor '" + w.name + "' has type " + TensorTypeName(t->type) +
+                       ", expected F32");
     auto bytes = TensorBytes(t->type, t->ne);
     if (!bytes || *bytes != t->nbytes || (t->nbytes > 0 && t->data == nullptr))
       return MakeError(where + "tensor '" + w.name + "' has inconsistent size");
@@ -244,14 +268,16 @@ Status ValidateModel(ModelSource& m) {
   h.Add(c.arch);
   for (int v : {c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size})
     h.Add(std::to_string(v));
-  for (const auto& [name, t] : m.tensors) h.Add(name + ":" + TensorTypeName(t.type) + ShapeString(t.ne));
+  for (const auto& [name, t] : m.tensors)
+    h.Add(name + ":" + TensorTypeName(t.type) + ShapeString(t.ne));
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.h));
   m.identity = hex;
   return Status::Ok();
 }
 
-Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path, const std::string& tokenizer_path) {
+Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path,
+                                               const std::string& tokenizer_path) {
   HQEKV_ASSIGN_OR_RETURN(auto map, MappedFile::Open(path));
   std::shared_ptr<MappedFile> shared = std::move(map);
   if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0)
@@ -265,7 +291,8 @@ Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path, const st
 
 namespace hqekv {
 
-Result<std::unique_ptr<ModelSource>> LoadGgufImage(const uint8_t* data, size_t size, const std::string& name) {
+Result<std::unique_ptr<ModelSource>> LoadGgufImage(const uint8_t* data, size_t size,
+                                                   const std::string& name) {
   return LoadGguf(data, size, name, nullptr);
 }
 

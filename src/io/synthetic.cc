@@ -26,7 +26,8 @@ uint64_t NameSeed(const std::string& name, uint64_t seed) {
 
 // Uniform in [-1, 1) from element index e.
 float UnitAt(uint64_t seed, uint64_t e) {
-  return static_cast<float>(static_cast<double>(Mix(seed ^ (e * 0xD6E8FEB86659FD93ull)) >> 11) * 0x1.0p-52 - 1.0);
+  return static_cast<float>(
+      static_cast<double>(Mix(seed ^ (e * 0xD6E8FEB86659FD93ull)) >> 11) * 0x1.0p-52 - 1.0);
 }
 
 uint8_t ByteAt(uint64_t seed, uint64_t pos) {
@@ -76,10 +77,14 @@ GgufWriter::Filler MatrixFiller(TensorType t, uint64_t seed, float sd) {
           // dmin = 7.5 d centres the values; sd = d * 32 * 4.61.
           const uint64_t in = pos % 144;
           const float d = sd / (32 * 4.61f);
-          if (in < 2) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
-          else if (in < 4) b = static_cast<uint8_t>(F32ToF16(7.5f * d) >> (8 * (in - 2)));
-          else if (in < 12) b = 0xA0;
-          else if (in < 16) b = 0;
+          if (in < 2)
+            b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
+          else if (in < 4)
+            b = static_cast<uint8_t>(F32ToF16(7.5f * d) >> (8 * (in - 2)));
+          else if (in < 12)
+            b = 0xA0;
+          else if (in < 16)
+            b = 0;
           break;
         }
         case TensorType::kQ4_1:
@@ -89,8 +94,10 @@ GgufWriter::Filler MatrixFiller(TensorType t, uint64_t seed, float sd) {
           const bool five = t == TensorType::kQ5_1;
           const uint64_t in = pos % (five ? 24 : 20);
           const float d = sd / (five ? 9.23f : 4.61f);
-          if (in < 2) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
-          else if (in < 4) b = static_cast<uint8_t>(F32ToF16((five ? -15.5f : -7.5f) * d) >> (8 * (in - 2)));
+          if (in < 2)
+            b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
+          else if (in < 4)
+            b = static_cast<uint8_t>(F32ToF16((five ? -15.5f : -7.5f) * d) >> (8 * (in - 2)));
           break;
         }
         case TensorType::kQ5_0:
@@ -105,10 +112,14 @@ GgufWriter::Filler MatrixFiller(TensorType t, uint64_t seed, float sd) {
           // As Q4_K (every scale and min 32), q uniform on 0..31: dmin = 15.5 d.
           const uint64_t in = pos % 176;
           const float d = sd / (32 * 9.23f);
-          if (in < 2) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
-          else if (in < 4) b = static_cast<uint8_t>(F32ToF16(15.5f * d) >> (8 * (in - 2)));
-          else if (in < 12) b = 0xA0;
-          else if (in < 16) b = 0;
+          if (in < 2)
+            b = static_cast<uint8_t>(F32ToF16(d) >> (8 * in));
+          else if (in < 4)
+            b = static_cast<uint8_t>(F32ToF16(15.5f * d) >> (8 * (in - 2)));
+          else if (in < 12)
+            b = 0xA0;
+          else if (in < 16)
+            b = 0;
           break;
         }
         case TensorType::kQ2_K: {
@@ -116,16 +127,20 @@ GgufWriter::Filler MatrixFiller(TensorType t, uint64_t seed, float sd) {
           // 1.5, sd 1.118): dmin = 1.5 d.
           const uint64_t in = pos % 84;
           const float d = sd / (8 * 1.118f);
-          if (in < 16) b = 0x88;
-          else if (in >= 80 && in < 82) b = static_cast<uint8_t>(F32ToF16(d) >> (8 * (in - 80)));
-          else if (in >= 82) b = static_cast<uint8_t>(F32ToF16(1.5f * d) >> (8 * (in - 82)));
+          if (in < 16)
+            b = 0x88;
+          else if (in >= 80 && in < 82)
+            b = static_cast<uint8_t>(F32ToF16(d) >> (8 * (in - 80)));
+          else if (in >= 82)
+            b = static_cast<uint8_t>(F32ToF16(1.5f * d) >> (8 * (in - 82)));
           break;
         }
         case TensorType::kQ3_K: {
           // Random 6-bit scales (sd ~ 18.5 after - 32), q - 4*bit uniform on
           // -4..3 (sd 2.29).
           const uint64_t in = pos % 110;
-          if (in >= 108) b = static_cast<uint8_t>(F32ToF16(sd / (18.5f * 2.29f)) >> (8 * (in - 108)));
+          if (in >= 108)
+            b = static_cast<uint8_t>(F32ToF16(sd / (18.5f * 2.29f)) >> (8 * (in - 108)));
           break;
         }
         case TensorType::kIQ4_XS: {
@@ -137,8 +152,10 @@ GgufWriter::Filler MatrixFiller(TensorType t, uint64_t seed, float sd) {
         case TensorType::kQ6_K: {
           // Scales 8..15 (mean 11.5); q - 32 has sd ~ 18.5.
           const uint64_t in = pos % 210;
-          if (in >= 192 && in < 208) b = static_cast<uint8_t>(8 + (b & 7));
-          else if (in >= 208) b = static_cast<uint8_t>(F32ToF16(sd / (11.5f * 18.5f)) >> (8 * (in - 208)));
+          if (in >= 192 && in < 208)
+            b = static_cast<uint8_t>(8 + (b & 7));
+          else if (in >= 208)
+            b = static_cast<uint8_t>(F32ToF16(sd / (11.5f * 18.5f)) >> (8 * (in - 208)));
           break;
         }
       }
@@ -166,11 +183,16 @@ TensorType FallbackType(TensorType t) {
   switch (t) {
     case TensorType::kQ2_K:
     case TensorType::kQ3_K:
-    case TensorType::kIQ4_XS: return TensorType::kIQ4_NL;
-    case TensorType::kQ4_K: return TensorType::kQ5_0;
-    case TensorType::kQ5_K: return TensorType::kQ5_1;
-    case TensorType::kQ6_K: return TensorType::kQ8_0;
-    default: return t;
+    case TensorType::kIQ4_XS:
+      return TensorType::kIQ4_NL;
+    case TensorType::kQ4_K:
+      return TensorType::kQ5_0;
+    case TensorType::kQ5_K:
+      return TensorType::kQ5_1;
+    case TensorType::kQ6_K:
+      return TensorType::kQ8_0;
+    default:
+      return t;
   }
 }
 
@@ -178,10 +200,12 @@ int HeadDim(const SyntheticSpec& s) { return s.head_dim > 0 ? s.head_dim : s.d_m
 
 }  // namespace
 
-Result<TensorType> SyntheticMatrixType(const SyntheticSpec& s, const std::string& name, int64_t row_length) {
+Result<TensorType> SyntheticMatrixType(const SyntheticSpec& s, const std::string& name,
+                                       int64_t row_length) {
   std::string base = name;
   if (base.rfind("blk.", 0) == 0) base = base.substr(base.find('.', 4) + 1);
-  if (base.size() > 7 && base.compare(base.size() - 7, 7, ".weight") == 0) base.resize(base.size() - 7);
+  if (base.size() > 7 && base.compare(base.size() - 7, 7, ".weight") == 0)
+    base.resize(base.size() - 7);
   TensorType t = s.type;
   for (const auto& [n, type] : s.type_overrides)
     if (n == base) t = type;
@@ -200,22 +224,25 @@ uint64_t SyntheticWeightBytes(const SyntheticSpec& s) {
     auto t = SyntheticMatrixType(s, name, in);
     return t.ok() ? *TensorBytes(*t, {in, out}) : 0;
   };
-  uint64_t b = mat("token_embd", s.d_model, s.vocab) + (s.tied_output ? 0 : mat("output", s.d_model, s.vocab)) +
-               4ull * s.d_model;
-  const uint64_t layer = mat("attn_q", s.d_model, q) + mat("attn_k", s.d_model, kv) + mat("attn_v", s.d_model, kv) +
-                         mat("attn_output", q, s.d_model) + mat("ffn_gate", s.d_model, s.d_ff) +
-                         mat("ffn_up", s.d_model, s.d_ff) + mat("ffn_down", s.d_ff, s.d_model) + 8ull * s.d_model;
+  uint64_t b = mat("token_embd", s.d_model, s.vocab) +
+               (s.tied_output ? 0 : mat("output", s.d_model, s.vocab)) + 4ull * s.d_model;
+  const uint64_t layer = mat("attn_q", s.d_model, q) + mat("attn_k", s.d_model, kv) +
+                         mat("attn_v", s.d_model, kv) + mat("attn_output", q, s.d_model) +
+                         mat("ffn_gate", s.d_model, s.d_ff) + mat("ffn_up", s.d_model, s.d_ff) +
+                         mat("ffn_down", s.d_ff, s.d_model) + 8ull * s.d_model;
   return b + layer * s.n_layers;
 }
 
 Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool overwrite) {
   const ArchTraits* arch = FindArch(s.arch);
   if (!arch) {
-    return MakeError("synthetic model: unknown architecture '" + s.arch + "' (supported: " + SupportedArchNames() + ")");
+    return MakeError("synthetic model: unknown architecture '" + s.arch +
+                     "' (supported: " + SupportedArchNames() + ")");
   }
   if (s.vocab < 259 || s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 ||
       s.n_heads % s.n_kv_heads != 0 || s.d_ff <= 0 || s.max_ctx <= 0) {
-    return MakeError("synthetic model: invalid shape (vocab >= 259, heads divisible by kv heads, sizes > 0)");
+    return MakeError(
+        "synthetic model: invalid shape (vocab >= 259, heads divisible by kv heads, sizes > 0)");
   }
   const int hd = HeadDim(s);
   const int q = s.n_heads * hd, kv = s.n_kv_heads * hd;
@@ -270,7 +297,8 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
     return w.AddTensorFill(n, t, {in, out}, MatrixFiller(t, seed(n), sd));
   };
   auto vec = [&](const std::string& n, int len, float centre, float spread) {
-    return w.AddTensor(n, TensorType::kF32, {len}, F32Bytes(VecAround(seed(n), len, centre, spread)));
+    return w.AddTensor(n, TensorType::kF32, {len},
+                       F32Bytes(VecAround(seed(n), len, centre, spread)));
   };
   HQEKV_RETURN_IF_ERROR(matrix("token_embd.weight", s.d_model, s.vocab, 1.0f));
   for (int l = 0; l < s.n_layers; ++l) {
@@ -289,15 +317,18 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", hd, 1.0f, 0.2f));
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_k_norm.weight", hd, 1.0f, 0.2f));
     }
-    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q, s.d_model, 1.0f / std::sqrt(float(q))));
+    HQEKV_RETURN_IF_ERROR(
+        matrix(p + "attn_output.weight", q, s.d_model, 1.0f / std::sqrt(float(q))));
     HQEKV_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", s.d_model, 1.0f, 0.2f));
     HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.d_model, s.d_ff, in_sd));
     HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, s.d_ff, in_sd));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.d_ff, s.d_model, 1.0f / std::sqrt(float(s.d_ff))));
+    HQEKV_RETURN_IF_ERROR(
+        matrix(p + "ffn_down.weight", s.d_ff, s.d_model, 1.0f / std::sqrt(float(s.d_ff))));
   }
   HQEKV_RETURN_IF_ERROR(vec("output_norm.weight", s.d_model, 1.0f, 0.2f));
   if (!s.tied_output) {
-    HQEKV_RETURN_IF_ERROR(matrix("output.weight", s.d_model, s.vocab, 1.0f / std::sqrt(float(s.d_model))));
+    HQEKV_RETURN_IF_ERROR(
+        matrix("output.weight", s.d_model, s.vocab, 1.0f / std::sqrt(float(s.d_model))));
   }
   return w.WriteFile(path, overwrite);
 }

@@ -17,17 +17,17 @@
 namespace hqekv {
 
 struct SyntheticSpec {
-  std::string arch = "llama";   // llama (normal RoPE), qwen2 (biases, NeoX), qwen3 (QK-norm, NeoX)
+  std::string arch = "llama";  // llama (normal RoPE), qwen2 (biases, NeoX), qwen3 (QK-norm, NeoX)
   int n_layers = 2;
   int d_model = 256;
   int n_heads = 4;
   int n_kv_heads = 2;
-  int head_dim = 0;             // 0: d_model / n_heads
+  int head_dim = 0;  // 0: d_model / n_heads
   int d_ff = 512;
-  int vocab = 300;              // >= 259 (3 control + 256 byte tokens)
+  int vocab = 300;  // >= 259 (3 control + 256 byte tokens)
   int max_ctx = 256;
   float rope_theta = 10000.0f;
-  float rope_factor = 0;        // > 0: Llama 3 rope scaling keys are written
+  float rope_factor = 0;  // > 0: Llama 3 rope scaling keys are written
   int rope_orig_ctx = 64;
   bool tied_output = true;
   TensorType type = TensorType::kQ8_0;  // matrices (embedding and output included)
@@ -43,7 +43,8 @@ struct SyntheticSpec {
 // The type WriteSyntheticGguf gives matrix `name` (e.g. "blk.0.ffn_down.weight")
 // with rows of `row_length` values; an error when even the fallback cannot
 // hold such rows.
-Result<TensorType> SyntheticMatrixType(const SyntheticSpec& s, const std::string& name, int64_t row_length);
+Result<TensorType> SyntheticMatrixType(const SyntheticSpec& s, const std::string& name,
+                                       int64_t row_length);
 
 // Bytes of the tensors the spec describes (what WriteSyntheticGguf stores).
 uint64_t SyntheticWeightBytes(const SyntheticSpec& s);

@@ -10,8 +10,10 @@ Status ReadId(const GgufFile& f, const std::string& key, int32_t* out) {
   if (!v.has_value()) return Status::Ok();
   const int64_t id = *v;
   // 0xFFFFFFFF (u32 -1) is how converters write "no such token".
-  if (id < 0 || id >= std::numeric_limits<int32_t>::max()) *out = -1;
-  else *out = static_cast<int32_t>(id);
+  if (id < 0 || id >= std::numeric_limits<int32_t>::max())
+    *out = -1;
+  else
+    *out = static_cast<int32_t>(id);
   return Status::Ok();
 }
 
@@ -28,12 +30,13 @@ Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
     v.kind = TokenizerKind::kBpe;
     v.add_bos = false;
   } else {
-    return MakeError(where + "unsupported tokenizer.ggml.model '" + model + "' (supported: llama, gpt2)");
+    return MakeError(where + "unsupported tokenizer.ggml.model '" + model +
+                     "' (supported: llama, gpt2)");
   }
   HQEKV_ASSIGN_OR_RETURN(auto pre, f.GetOptionalString("tokenizer.ggml.pre"));
   if (pre.has_value()) v.pre = *pre;
-  if (v.kind == TokenizerKind::kBpe && v.pre != "llama-bpe" && v.pre != "llama3" && v.pre != "qwen2" &&
-      v.pre != "default" && v.pre != "smaug-bpe")
+  if (v.kind == TokenizerKind::kBpe && v.pre != "llama-bpe" && v.pre != "llama3" &&
+      v.pre != "qwen2" && v.pre != "default" && v.pre != "smaug-bpe")
     return MakeError(where + "unsupported BPE pre-tokenizer tokenizer.ggml.pre '" + v.pre +
                      "' (supported: llama-bpe, qwen2, default)");
 
@@ -53,7 +56,9 @@ Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
       return MakeError(where + "tokenizer.ggml.token_type must be an array of integers");
     v.types.reserve(t->ints.size());
     for (int64_t x : t->ints) {
-      if (x < 0 || x > kTokByte) return MakeError(where + "tokenizer.ggml.token_type holds invalid type " + std::to_string(x));
+      if (x < 0 || x > kTokByte)
+        return MakeError(where + "tokenizer.ggml.token_type holds invalid type " +
+                         std::to_string(x));
       v.types.push_back(static_cast<int32_t>(x));
     }
   }

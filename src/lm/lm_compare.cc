@@ -30,8 +30,8 @@ Status CheckProtocol(const KvCache& cache, size_t n, int prefill) {
 // logits of positions P-1 .. n-2; on_logits(s, logits) gets scored position
 // s = 0 .. n-P-1 (predicting tokens[P + s]), logits fp32 [vocab], writable.
 template <class OnLogits>
-Status RunProtocol(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens, int prefill,
-                   OnLogits on_logits, std::function<void()> after_prefill = {}) {
+Status RunProtocol(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens,
+                   int prefill, OnLogits on_logits, std::function<void()> after_prefill = {}) {
   LlamaStep step(model);
   const Window w{tokens.data(), static_cast<int>(tokens.size()) - 1, prefill, prefill - 1};
   WindowHooks hooks;
@@ -51,8 +51,9 @@ double ReferenceScores::Perplexity() const {
   return positions() ? std::exp(nll / positions()) : 0.0;
 }
 
-Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache, const std::vector<int32_t>& tokens,
-                                         int prefill, int top_k) {
+Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache,
+                                         const std::vector<int32_t>& tokens, int prefill,
+                                         int top_k) {
   HQEKV_RETURN_IF_ERROR(CheckProtocol(ref_cache, tokens.size(), prefill));
   ReferenceScores r;
   r.tokens = tokens;
@@ -65,31 +66,33 @@ Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache, 
   r.top_ids.resize(static_cast<size_t>(S) * r.top_k);
   r.top_logprobs.resize(static_cast<size_t>(S) * r.top_k);
   std::vector<int32_t> order(r.vocab);
-  HQEKV_RETURN_IF_ERROR(RunProtocol(
-      model, ref_cache, tokens, prefill,
-      [&](int s, float* logits) {
-        LogSoftmax(logits, r.vocab, logits);
-        r.target_logprob[s] = logits[tokens[prefill + s]];
-        r.argmax[s] = Argmax(logits, r.vocab);
-        std::iota(order.begin(), order.end(), 0);
-        auto by_prob = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-        if (r.top_k < r.vocab) {
-          std::partial_sort(order.begin(), order.begin() + r.top_k, order.end(), by_prob);
-        } else {
-          std::sort(order.begin(), order.end(), by_prob);
-        }
-        for (int j = 0; j < r.top_k; ++j) {
-          r.top_ids[static_cast<size_t>(s) * r.top_k + j] = order[j];
-          r.top_logprobs[static_cast<size_t>(s) * r.top_k + j] = logits[order[j]];
-        }
-      }));
+  HQEKV_RETURN_IF_ERROR(RunProtocol(model, ref_cache, tokens, prefill, [&](int s, float* logits) {
+    LogSoftmax(logits, r.vocab, logits);
+    r.target_logprob[s] = logits[tokens[prefill + s]];
+    r.argmax[s] = Argmax(logits, r.vocab);
+    std::iota(order.begin(), order.end(), 0);
+    auto by_prob = [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    if (r.top_k < r.vocab) {
+      std::partial_sort(order.begin(), order.begin() + r.top_k, order.end(), by_prob);
+    } else {
+      std::sort(order.begin(), order.end(), by_prob);
+    }
+    for (int j = 0; j < r.top_k; ++j) {
+      r.top_ids[static_cast<size_t>(s) * r.top_k + j] = order[j];
+      r.top_logprobs[static_cast<size_t>(s) * r.top_k + j] = logits[order[j]];
+    }
+  }));
   r.ref_stats = ref_cache.Stats();
   return r;
 }
 
-Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache, const ReferenceScores& ref) {
+Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
+                                      const ReferenceScores& ref) {
   HQEKV_RETURN_IF_ERROR(CheckProtocol(test_cache, ref.tokens.size(), ref.prefill));
-  if (ref.vocab != model.vocab_size()) return MakeError("compare: the reference was computed with another model");
+  if (ref.vocab != model.vocab_size())
+    return MakeError("compare: the reference was computed with another model");
   const auto t0 = Clock::now();
   LmScore sc;
   double nll = 0, kl = 0;
@@ -125,8 +128,8 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache, co
   return sc;
 }
 
-Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens, int ctx,
-                                    int stride) {
+Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache,
+                                    const std::vector<int32_t>& tokens, int ctx, int stride) {
   const int n = static_cast<int>(tokens.size());
   if (n < 2) return MakeError("perplexity: the text has fewer than 2 tokens");
   if (ctx < 2) return MakeError("perplexity: --ctx must be >= 2, got " + std::to_string(ctx));
@@ -150,7 +153,8 @@ Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std
     if (len < 2) break;
     cache.Reset();
     logits.resize(static_cast<size_t>(len) * V);
-    HQEKV_RETURN_IF_ERROR(model.Forward(&tokens[b], pos.data(), len, cache, Logits::kAll, logits.data(), true));
+    HQEKV_RETURN_IF_ERROR(
+        model.Forward(&tokens[b], pos.data(), len, cache, Logits::kAll, logits.data(), true));
     for (int j = std::max(b + 1, scored_until); j < e; ++j) {
       const float* l = &logits[static_cast<size_t>(j - 1 - b) * V];  // row j-1 predicts token j
       nll += Nll<float>(l, V, tokens[j]);  // fp32 log-probs, as ComputeReference stores them

@@ -29,8 +29,8 @@ namespace hqekv::lm {
 // The stored reference distributions of one token sequence.
 struct ReferenceScores {
   std::vector<int32_t> tokens;
-  int prefill = 0;   // P
-  int top_k = 0;     // entries kept per position (== vocab when exact)
+  int prefill = 0;  // P
+  int top_k = 0;    // entries kept per position (== vocab when exact)
   int vocab = 0;
   // Per scored position s = 0 .. n-P-1 (predicting tokens[P + s]):
   std::vector<float> target_logprob;  // log p_ref(tokens[P+s])
@@ -39,21 +39,21 @@ struct ReferenceScores {
   std::vector<float> top_logprobs;    // [s][top_k] log p_ref
   KvStats ref_stats;                  // reference cache at the end of the pass
   int positions() const { return static_cast<int>(target_logprob.size()); }
-  double Perplexity() const;          // of the reference pass
+  double Perplexity() const;  // of the reference pass
 };
 
 struct LmScore {
-  int scored = 0;              // predictions scored (n - P)
-  double nll = 0;              // mean negative log-likelihood (nats / token)
-  double ppl = 0;              // exp(nll)
+  int scored = 0;  // predictions scored (n - P)
+  double nll = 0;  // mean negative log-likelihood (nats / token)
+  double ppl = 0;  // exp(nll)
   // Mean over positions of KL(ref || test) in nats. Exact when the reference
   // kept the whole vocabulary (top_k == vocab); otherwise the KL between the
   // two distributions coarsened to {the ref's top-k tokens, "everything
   // else"}, which is a lower bound of the exact KL.
   double kl = 0;
-  double top1_agree = 0;       // fraction of positions where argmax test == argmax ref
-  KvStats stats_after_prefill; // the test cache right after the compression event
-  KvStats stats_end;           // and after the last token
+  double top1_agree = 0;        // fraction of positions where argmax test == argmax ref
+  KvStats stats_after_prefill;  // the test cache right after the compression event
+  KvStats stats_end;            // and after the last token
   double seconds = 0;
 };
 
@@ -61,10 +61,12 @@ struct LmScore {
 // distributions. 1 <= prefill < tokens.size() <= the cache's max_ctx.
 // top_k <= 0 or >= vocab keeps the whole vocabulary (exact KL).
 Result<ReferenceScores> ComputeReference(LlamaModel& model, KvCache& ref_cache,
-                                         const std::vector<int32_t>& tokens, int prefill, int top_k = 0);
+                                         const std::vector<int32_t>& tokens, int prefill,
+                                         int top_k = 0);
 
 // Runs the same protocol with `test_cache` (reset first) and scores it.
-Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache, const ReferenceScores& ref);
+Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
+                                      const ReferenceScores& ref);
 
 // Plain perplexity of a token stream with sliding windows: windows of up to
 // `ctx` tokens start every `stride` tokens (stride <= ctx); each window runs
@@ -78,7 +80,7 @@ struct PplResult {
   double ppl = 0;
   double seconds = 0;
 };
-Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens,
-                                    int ctx, int stride);
+Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache,
+                                    const std::vector<int32_t>& tokens, int ctx, int stride);
 
 }  // namespace hqekv::lm

@@ -23,7 +23,8 @@ std::vector<double> InvFreq(const ModelConfig& c) {
     double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / c.head_dim);
     if (c.rope_factor > 0) {
       const double wavelen = 2 * kPi / freq;
-      const double lo = c.rope_orig_ctx / c.rope_low_freq_factor, hi = c.rope_orig_ctx / c.rope_high_freq_factor;
+      const double lo = c.rope_orig_ctx / c.rope_low_freq_factor,
+                   hi = c.rope_orig_ctx / c.rope_high_freq_factor;
       if (wavelen > lo) {
         freq /= c.rope_factor;
       } else if (wavelen >= hi) {
@@ -54,7 +55,8 @@ void Rope(const ModelConfig& c, const std::vector<double>& inv, int32_t pos, int
 
 }  // namespace
 
-std::vector<double> ReferenceForward::Matrix(const std::string& name, int64_t* in, int64_t* out) const {
+std::vector<double> ReferenceForward::Matrix(const std::string& name, int64_t* in,
+                                             int64_t* out) const {
   const Tensor* t = src_.Find(name);
   if (!t) return {};
   *in = t->ne[0];
@@ -75,8 +77,8 @@ std::vector<double> ReferenceForward::Vec(const std::string& name) const {
   return std::vector<double>(t->f32(), t->f32() + t->elements());
 }
 
-void ReferenceForward::MatVec(const std::vector<double>& w, int64_t in, int64_t out, const double* x,
-                              double* y) {
+void ReferenceForward::MatVec(const std::vector<double>& w, int64_t in, int64_t out,
+                              const double* x, double* y) {
   for (int64_t r = 0; r < out; ++r) {
     double s = 0;
     for (int64_t c = 0; c < in; ++c) s += w[r * in + c] * x[c];
@@ -122,7 +124,8 @@ void ReferenceForward::Reset() {
   past_pos_.clear();
 }
 
-Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, const int32_t* pos, int n) {
+Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, const int32_t* pos,
+                                                     int n) {
   const ModelConfig& c = src_.config;
   const int D = c.d_model, QD = c.q_dim(), KD = c.kv_dim(), F = c.d_ff, HD = c.head_dim;
   const int group = c.n_heads / c.n_kv_heads;
@@ -132,8 +135,10 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
   }
   std::vector<float> logits(static_cast<size_t>(n) * c.vocab_size);
   for (int i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size) return MakeError("reference forward: bad token id");
-    if (!past_pos_.empty() && pos[i] <= past_pos_.back()) return MakeError("reference forward: bad position");
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      return MakeError("reference forward: bad token id");
+    if (!past_pos_.empty() && pos[i] <= past_pos_.back())
+      return MakeError("reference forward: bad position");
     // One token at a time: causal attention over every earlier token is the
     // same as a batched pass with a causal mask.
     std::vector<double> x(embed_.begin() + static_cast<int64_t>(tokens[i]) * D,
@@ -150,8 +155,10 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
         for (int j = 0; j < KD; ++j) v[j] += L.bv[j];
       }
       if (!L.q_norm.empty()) {
-        for (int hh = 0; hh < c.n_heads; ++hh) RmsNorm(&q[hh * HD], L.q_norm, HD, c.rms_eps, &q[hh * HD]);
-        for (int hh = 0; hh < c.n_kv_heads; ++hh) RmsNorm(&k[hh * HD], L.k_norm, HD, c.rms_eps, &k[hh * HD]);
+        for (int hh = 0; hh < c.n_heads; ++hh)
+          RmsNorm(&q[hh * HD], L.q_norm, HD, c.rms_eps, &q[hh * HD]);
+        for (int hh = 0; hh < c.n_kv_heads; ++hh)
+          RmsNorm(&k[hh * HD], L.k_norm, HD, c.rms_eps, &k[hh * HD]);
       }
       Rope(c, inv, pos[i], c.n_heads, q.data());
       Rope(c, inv, pos[i], c.n_kv_heads, k.data());
@@ -189,7 +196,8 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
     RmsNorm(x.data(), output_norm_, D, c.rms_eps, h.data());
     std::vector<double> lg(c.vocab_size);
     MatVec(output_, D, c.vocab_size, h.data(), lg.data());
-    for (int j = 0; j < c.vocab_size; ++j) logits[static_cast<size_t>(i) * c.vocab_size + j] = static_cast<float>(lg[j]);
+    for (int j = 0; j < c.vocab_size; ++j)
+      logits[static_cast<size_t>(i) * c.vocab_size + j] = static_cast<float>(lg[j]);
   }
   return logits;
 }

@@ -28,7 +28,8 @@ class ReferenceForward {
   std::vector<double> Matrix(const std::string& name, int64_t* in, int64_t* out) const;
   std::vector<double> Vec(const std::string& name) const;
   // y[out] = W x[in] with W dequantized, rows of `in` values.
-  static void MatVec(const std::vector<double>& w, int64_t in, int64_t out, const double* x, double* y);
+  static void MatVec(const std::vector<double>& w, int64_t in, int64_t out, const double* x,
+                     double* y);
 
   struct Layer {
     std::vector<double> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;

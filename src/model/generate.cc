@@ -5,15 +5,17 @@
 
 namespace hqekv {
 
-Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& prompt,
-                                Sampler& sampler, const GenerateOptions& opt,
+Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache,
+                                const std::vector<int32_t>& prompt, Sampler& sampler,
+                                const GenerateOptions& opt,
                                 const std::function<void(int32_t)>& on_token) {
   using Clock = std::chrono::steady_clock;
   const int ctx = cache.geometry().max_ctx;
   if (prompt.empty()) return MakeError("generate: empty prompt (it needs at least the BOS token)");
   if (static_cast<int>(prompt.size()) >= ctx) {
-    return MakeError("prompt of " + std::to_string(prompt.size()) + " tokens does not fit the context of " +
-                     std::to_string(ctx) + " tokens (it must leave room for one generated token)");
+    return MakeError("prompt of " + std::to_string(prompt.size()) +
+                     " tokens does not fit the context of " + std::to_string(ctx) +
+                     " tokens (it must leave room for one generated token)");
   }
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
@@ -22,8 +24,8 @@ Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache, const std::ve
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
   std::vector<float> logits(model.vocab_size());
   auto t0 = Clock::now();
-  HQEKV_RETURN_IF_ERROR(model.Forward(prompt.data(), pos.data(), static_cast<int>(prompt.size()), cache,
-                                      Logits::kLast, logits.data(), true));
+  HQEKV_RETURN_IF_ERROR(model.Forward(prompt.data(), pos.data(), static_cast<int>(prompt.size()),
+                                      cache, Logits::kLast, logits.data(), true));
   auto t1 = Clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   for (int step = 0; step < opt.max_new; ++step) {

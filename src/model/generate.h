@@ -15,25 +15,26 @@
 namespace hqekv {
 
 struct GenerateOptions {
-  int max_new = 256;           // tokens to generate at most
-  bool stop_at_eog = true;     // stop on EOS / EOT (the token is not emitted)
-  int32_t eos = -1;            // with stop_at_eog: the end tokens (-1 = none) ...
+  int max_new = 256;                    // tokens to generate at most
+  bool stop_at_eog = true;              // stop on EOS / EOT (the token is not emitted)
+  int32_t eos = -1;                     // with stop_at_eog: the end tokens (-1 = none) ...
   std::function<bool(int32_t)> is_eog;  // ... or this predicate when set
 };
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated tokens (prompt excluded)
   int prompt_tokens = 0;
-  double prefill_seconds = 0;   // wall time of the prompt batch
-  double decode_seconds = 0;    // wall time of every decode step (sampling included)
+  double prefill_seconds = 0;  // wall time of the prompt batch
+  double decode_seconds = 0;   // wall time of every decode step (sampling included)
   bool hit_context_end = false;
 };
 
 // The prompt (non-empty, shorter than the cache's max_ctx) starts at position
 // 0 of an empty cache. on_token (optional) is called with each generated
 // token as soon as it is sampled (streaming).
-Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache, const std::vector<int32_t>& prompt,
-                                Sampler& sampler, const GenerateOptions& opt,
+Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache,
+                                const std::vector<int32_t>& prompt, Sampler& sampler,
+                                const GenerateOptions& opt,
                                 const std::function<void(int32_t)>& on_token = nullptr);
 
 }  // namespace hqekv

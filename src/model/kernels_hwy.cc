@@ -94,7 +94,8 @@ HWY_INLINE hn::Vec<DF> BlockQ8(const int8_t* q, const float* x) {
   const int N = static_cast<int>(hn::Lanes(df));
   auto s0 = hn::Zero(df), s1 = hn::Zero(df);
   for (int j = 0; j < 32; j += 2 * N) {
-    s0 = hn::MulAdd(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j))), hn::LoadU(df, x + j), s0);
+    s0 = hn::MulAdd(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j))),
+                    hn::LoadU(df, x + j), s0);
     s1 = hn::MulAdd(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j + N))),
                     hn::LoadU(df, x + j + N), s1);
   }
@@ -109,13 +110,15 @@ float DotQ8_0(const uint8_t* p, const float* x, int64_t k) {
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* b0 = p + 34 * b;
     const uint8_t* b1 = b0 + 34;
-    acc0 = hn::MulAdd(hn::Set(df, Half(b0)), BlockQ8(reinterpret_cast<const int8_t*>(b0 + 2), x + 32 * b), acc0);
+    acc0 = hn::MulAdd(hn::Set(df, Half(b0)),
+                      BlockQ8(reinterpret_cast<const int8_t*>(b0 + 2), x + 32 * b), acc0);
     acc1 = hn::MulAdd(hn::Set(df, Half(b1)),
                       BlockQ8(reinterpret_cast<const int8_t*>(b1 + 2), x + 32 * b + 32), acc1);
   }
   if (b < nb) {
     const uint8_t* b0 = p + 34 * b;
-    acc0 = hn::MulAdd(hn::Set(df, Half(b0)), BlockQ8(reinterpret_cast<const int8_t*>(b0 + 2), x + 32 * b), acc0);
+    acc0 = hn::MulAdd(hn::Set(df, Half(b0)),
+                      BlockQ8(reinterpret_cast<const int8_t*>(b0 + 2), x + 32 * b), acc0);
   }
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
 }
@@ -320,11 +323,13 @@ float DotQ6_K(const uint8_t* p, const float* x, int64_t k) {
           const auto c = hn::PromoteTo(di, hn::LoadU(d8, ql + 32 + j));
           const auto h = hn::PromoteTo(di, hn::LoadU(d8, qh + j));
           const auto q1 = hn::Sub(hn::Or(hn::And(a, m15), hn::ShiftLeft<4>(hn::And(h, m3))), c32);
-          const auto q2 =
-              hn::Sub(hn::Or(hn::And(c, m15), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), m3))), c32);
-          const auto q3 =
-              hn::Sub(hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), m3))), c32);
-          const auto q4 = hn::Sub(hn::Or(hn::ShiftRight<4>(c), hn::ShiftLeft<4>(hn::ShiftRight<6>(h))), c32);
+          const auto q2 = hn::Sub(
+              hn::Or(hn::And(c, m15), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), m3))), c32);
+          const auto q3 = hn::Sub(
+              hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), m3))),
+              c32);
+          const auto q4 =
+              hn::Sub(hn::Or(hn::ShiftRight<4>(c), hn::ShiftLeft<4>(hn::ShiftRight<6>(h))), c32);
           s1 = hn::MulAdd(hn::ConvertTo(df, q1), hn::LoadU(df, xs + j), s1);
           s2 = hn::MulAdd(hn::ConvertTo(df, q2), hn::LoadU(df, xs + 32 + j), s2);
           s3 = hn::MulAdd(hn::ConvertTo(df, q3), hn::LoadU(df, xs + 64 + j), s3);
@@ -343,28 +348,40 @@ float DotQ6_K(const uint8_t* p, const float* x, int64_t k) {
 
 float DotAny(int type, const uint8_t* row, const float* x, int64_t k) {
   switch (static_cast<TensorType>(type)) {
-    case TensorType::kF32: return DotF32(reinterpret_cast<const float*>(row), x, k);
-    case TensorType::kF16: return DotF16(row, x, k);
-    case TensorType::kBF16: return DotBF16(row, x, k);
-    case TensorType::kQ8_0: return DotQ8_0(row, x, k);
-    case TensorType::kQ4_0: return DotQ4_0(row, x, k);
-    case TensorType::kQ4_K: return DotQ4_K(row, x, k);
-    case TensorType::kQ6_K: return DotQ6_K(row, x, k);
-    case TensorType::kQ4_1: return DotQ4_1(row, x, k);
-    case TensorType::kQ5_0: return DotQ5<false>(row, x, k);
-    case TensorType::kQ5_1: return DotQ5<true>(row, x, k);
-    case TensorType::kQ5_K: return DotQ5_K(row, x, k);
+    case TensorType::kF32:
+      return DotF32(reinterpret_cast<const float*>(row), x, k);
+    case TensorType::kF16:
+      return DotF16(row, x, k);
+    case TensorType::kBF16:
+      return DotBF16(row, x, k);
+    case TensorType::kQ8_0:
+      return DotQ8_0(row, x, k);
+    case TensorType::kQ4_0:
+      return DotQ4_0(row, x, k);
+    case TensorType::kQ4_K:
+      return DotQ4_K(row, x, k);
+    case TensorType::kQ6_K:
+      return DotQ6_K(row, x, k);
+    case TensorType::kQ4_1:
+      return DotQ4_1(row, x, k);
+    case TensorType::kQ5_0:
+      return DotQ5<false>(row, x, k);
+    case TensorType::kQ5_1:
+      return DotQ5<true>(row, x, k);
+    case TensorType::kQ5_K:
+      return DotQ5_K(row, x, k);
     case TensorType::kQ2_K:
     case TensorType::kQ3_K:
     case TensorType::kIQ4_NL:
-    case TensorType::kIQ4_XS: return DotViaF32(static_cast<TensorType>(type), row, x, k);
+    case TensorType::kIQ4_XS:
+      return DotViaF32(static_cast<TensorType>(type), row, x, k);
   }
   return 0.f;
 }
 
 // y[r] = dot(row r, x) for r in [r0, r1).
-void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k, int64_t r0,
-                int64_t r1, float* y) {
+void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
+                int64_t r0, int64_t r1, float* y) {
   for (int64_t r = r0; r < r1; ++r) y[r] = DotAny(type, w + r * row_bytes, x, k);
 }
 
@@ -452,8 +469,11 @@ void MatVec(const WeightMatrix& w, const float* x, float* y) {
   const auto* base = static_cast<const uint8_t*>(w.data);
   const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
   // Waking the pool costs microseconds: small products run on the caller.
-  if (w.n * w.k < kMinParallelMacs) return fn(static_cast<int>(w.type), base, rb, x, w.k, 0, w.n, y);
-  ParallelFor(w.n, [&](int64_t r0, int64_t r1) { fn(static_cast<int>(w.type), base, rb, x, w.k, r0, r1, y); });
+  if (w.n * w.k < kMinParallelMacs)
+    return fn(static_cast<int>(w.type), base, rb, x, w.k, 0, w.n, y);
+  ParallelFor(w.n, [&](int64_t r0, int64_t r1) {
+    fn(static_cast<int>(w.type), base, rb, x, w.k, r0, r1, y);
+  });
 }
 
 void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, const float* x) {
@@ -470,8 +490,8 @@ void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, cons
       const WeightMatrix& w = *ws[i];
       const int64_t lo = std::max(b, first), hi = std::min(e, first + w.n);
       if (lo < hi) {
-        fn(static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), x, w.k, lo - first,
-           hi - first, ys[i]);
+        fn(static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), x,
+           w.k, lo - first, hi - first, ys[i]);
       }
       first += w.n;
     }
@@ -496,7 +516,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t r0 = p * R;
         const int rows = static_cast<int>(std::min<int64_t>(R, w.n - r0));
-        for (int r = 0; r < rows; ++r) DequantizeRowRef(w.type, w.row(r0 + r), w.k, panel.data() + r * w.k);
+        for (int r = 0; r < rows; ++r)
+          DequantizeRowRef(w.type, w.row(r0 + r), w.k, panel.data() + r * w.k);
         gemm(panel.data(), rows, x + i0 * w.k, mi, w.k, y + i0 * w.n, w.n, r0);
       }
     }

@@ -80,7 +80,8 @@ void DequantBlockQ6K(const uint8_t* b, float* y) {
 
 // The 16 values an IQ4_NL / IQ4_XS nibble indexes (a non-uniform grid fitted
 // to weight distributions; part of the format, ggml-common.h kvalues_iq4nl).
-constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1,    13,   25,  38,  53,  69,  89,  113};
 
 // Legacy 32-value blocks with an offset (Q4_1, Q5_1: x = d*q + m) or a
 // centred code (Q5_0: x = d*(q - 16)). The 5th bit of value j (j < 32) is bit
@@ -187,8 +188,10 @@ void DequantBlockQ5_K(const uint8_t* b, float* y) {
     ScaleMinK4(2 * g + 1, scales, &sc2, &m2);
     const float d1 = d * sc1, mm1 = dmin * m1, d2 = d * sc2, mm2 = dmin * m2;
     const uint8_t* q = b + 48 + 32 * g;
-    for (int l = 0; l < 32; ++l) y[64 * g + l] = d1 * ((q[l] & 0x0F) + (((qh[l] >> (2 * g)) & 1) << 4)) - mm1;
-    for (int l = 0; l < 32; ++l) y[64 * g + 32 + l] = d2 * ((q[l] >> 4) + (((qh[l] >> (2 * g + 1)) & 1) << 4)) - mm2;
+    for (int l = 0; l < 32; ++l)
+      y[64 * g + l] = d1 * ((q[l] & 0x0F) + (((qh[l] >> (2 * g)) & 1) << 4)) - mm1;
+    for (int l = 0; l < 32; ++l)
+      y[64 * g + 32 + l] = d2 * ((q[l] >> 4) + (((qh[l] >> (2 * g + 1)) & 1) << 4)) - mm2;
   }
 }
 
@@ -231,8 +234,9 @@ int64_t RowBytes(TensorType t, int64_t k) { return k / BlockSize(t) * BlockBytes
 
 Status CheckRowLength(TensorType t, int64_t k, const std::string& what) {
   if (k <= 0 || k % BlockSize(t) != 0) {
-    return MakeError(what + ": row length " + std::to_string(k) + " is not a positive multiple of " +
-                     std::to_string(BlockSize(t)) + " as " + TensorTypeName(t) + " requires");
+    return MakeError(what + ": row length " + std::to_string(k) +
+                     " is not a positive multiple of " + std::to_string(BlockSize(t)) + " as " +
+                     TensorTypeName(t) + " requires");
   }
   return Status::Ok();
 }
@@ -274,14 +278,22 @@ void DequantizeRowRef(TensorType t, const void* row, int64_t k, float* out) {
     case TensorType::kQ6_K:
       for (int64_t b = 0; b < k / 256; ++b) DequantBlockQ6K(p + 210 * b, out + 256 * b);
       return;
-    case TensorType::kQ4_1: return ForBlocks(t, p, k, out, DequantBlockQ4_1);
-    case TensorType::kQ5_0: return ForBlocks(t, p, k, out, DequantBlockQ5_0);
-    case TensorType::kQ5_1: return ForBlocks(t, p, k, out, DequantBlockQ5_1);
-    case TensorType::kQ2_K: return ForBlocks(t, p, k, out, DequantBlockQ2_K);
-    case TensorType::kQ3_K: return ForBlocks(t, p, k, out, DequantBlockQ3_K);
-    case TensorType::kQ5_K: return ForBlocks(t, p, k, out, DequantBlockQ5_K);
-    case TensorType::kIQ4_NL: return ForBlocks(t, p, k, out, DequantBlockIQ4_NL);
-    case TensorType::kIQ4_XS: return ForBlocks(t, p, k, out, DequantBlockIQ4_XS);
+    case TensorType::kQ4_1:
+      return ForBlocks(t, p, k, out, DequantBlockQ4_1);
+    case TensorType::kQ5_0:
+      return ForBlocks(t, p, k, out, DequantBlockQ5_0);
+    case TensorType::kQ5_1:
+      return ForBlocks(t, p, k, out, DequantBlockQ5_1);
+    case TensorType::kQ2_K:
+      return ForBlocks(t, p, k, out, DequantBlockQ2_K);
+    case TensorType::kQ3_K:
+      return ForBlocks(t, p, k, out, DequantBlockQ3_K);
+    case TensorType::kQ5_K:
+      return ForBlocks(t, p, k, out, DequantBlockQ5_K);
+    case TensorType::kIQ4_NL:
+      return ForBlocks(t, p, k, out, DequantBlockIQ4_NL);
+    case TensorType::kIQ4_XS:
+      return ForBlocks(t, p, k, out, DequantBlockIQ4_XS);
   }
 }
 

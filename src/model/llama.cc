@@ -34,15 +34,18 @@ Status LlamaModel::Init() {
   const ModelConfig& c = src_.config;
   const std::string where = src_.path.empty() ? std::string("model") : src_.path;
   if (!FindArch(c.arch)) {
-    return MakeError(where + ": unsupported architecture '" + c.arch + "' (supported: " + SupportedArchNames() + ")");
+    return MakeError(where + ": unsupported architecture '" + c.arch +
+                     "' (supported: " + SupportedArchNames() + ")");
   }
   if (c.n_layers <= 0 || c.d_model <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
       c.d_ff <= 0 || c.vocab_size <= 0 || c.n_heads % c.n_kv_heads != 0 || c.head_dim % 2 != 0) {
-    return MakeError(where + ": invalid model shape (layers, d_model, heads, head_dim even, d_ff, vocab)");
+    return MakeError(where +
+                     ": invalid model shape (layers, d_model, heads, head_dim even, d_ff, vocab)");
   }
   if (c.rope_dim != 0 && c.rope_dim != c.head_dim) {
-    return MakeError(where + ": partial rotary embedding (rope dimension " + std::to_string(c.rope_dim) +
-                     " != head_dim " + std::to_string(c.head_dim) + ") is not supported");
+    return MakeError(where + ": partial rotary embedding (rope dimension " +
+                     std::to_string(c.rope_dim) + " != head_dim " + std::to_string(c.head_dim) +
+                     ") is not supported");
   }
   // Looks a tensor up and checks its shape {in, out} and row length.
   auto get = [&](const std::string& name, int64_t in, int64_t out,
@@ -60,7 +63,8 @@ Status LlamaModel::Init() {
     const Tensor* t = src_.Find(name);
     if (!t) return MakeError(where + ": missing tensor " + name);
     if (t->type != TensorType::kF32 || t->elements() != len) {
-      return MakeError(where + ": tensor " + name + " must be F32 with " + std::to_string(len) + " values");
+      return MakeError(where + ": tensor " + name + " must be F32 with " + std::to_string(len) +
+                       " values");
     }
     *out = t->f32();
     return Status::Ok();
@@ -108,14 +112,16 @@ Status LlamaModel::Init() {
 
 KvGeometry LlamaModel::CacheGeometry(int max_ctx) const {
   const ModelConfig& c = src_.config;
-  return KvGeometry{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, max_ctx > 0 ? max_ctx : c.max_ctx};
+  return KvGeometry{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
+                    max_ctx > 0 ? max_ctx : c.max_ctx};
 }
 
 int64_t LlamaModel::WeightBytesPerToken() const {
   auto bytes = [](const kernels::WeightMatrix& w) { return w.n * kernels::RowBytes(w.type, w.k); };
   int64_t b = bytes(output_);
   for (const Layer& L : layers_) {
-    b += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.gate) + bytes(L.up) + bytes(L.down);
+    b += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.gate) + bytes(L.up) +
+         bytes(L.down);
   }
   return b;
 }
@@ -124,7 +130,8 @@ int64_t LlamaModel::MatmulFlopsPerToken() const {
   auto macs = [](const kernels::WeightMatrix& w) { return w.n * w.k; };
   int64_t m = macs(output_);
   for (const Layer& L : layers_) {
-    m += macs(L.wq) + macs(L.wk) + macs(L.wv) + macs(L.wo) + macs(L.gate) + macs(L.up) + macs(L.down);
+    m += macs(L.wq) + macs(L.wk) + macs(L.wv) + macs(L.wo) + macs(L.gate) + macs(L.up) +
+         macs(L.down);
   }
   return 2 * m;
 }
@@ -133,8 +140,8 @@ void LlamaModel::Project(const kernels::WeightMatrix& w, const float* in, int n,
   kernels::MatMul(w, in, n, out);
 }
 
-Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache, Logits which,
-                           float* logits, bool is_prefill) {
+Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache,
+                           Logits which, float* logits, bool is_prefill) {
   const ModelConfig& c = src_.config;
   if (n <= 0) return MakeError("Forward: empty batch");
   const KvGeometry& g = cache.geometry();
@@ -162,7 +169,8 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
   v_.resize(N * KD);
   g_.resize(N * F);
   u_.resize(N * F);
-  for (int i = 0; i < n; ++i) kernels::DequantizeRow(embed_.type, embed_.row(tokens[i]), D, &x_[i * D]);
+  for (int i = 0; i < n; ++i)
+    kernels::DequantizeRow(embed_.type, embed_.row(tokens[i]), D, &x_[i * D]);
 
   for (int l = 0; l < c.n_layers; ++l) {
     const Layer& L = layers_[l];
@@ -186,8 +194,10 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
         for (int j = 0; j < KD; ++j) v[j] += L.bv[j];
       }
       if (L.q_norm) {
-        for (int h = 0; h < c.n_heads; ++h) RmsNorm(q + h * HD, L.q_norm, HD, c.rms_eps, q + h * HD);
-        for (int h = 0; h < c.n_kv_heads; ++h) RmsNorm(k + h * HD, L.k_norm, HD, c.rms_eps, k + h * HD);
+        for (int h = 0; h < c.n_heads; ++h)
+          RmsNorm(q + h * HD, L.q_norm, HD, c.rms_eps, q + h * HD);
+        for (int h = 0; h < c.n_kv_heads; ++h)
+          RmsNorm(k + h * HD, L.k_norm, HD, c.rms_eps, k + h * HD);
       }
       ApplyRope(c.rope, inv_freq_, pos[i], c.n_heads, HD, q);
       ApplyRope(c.rope, inv_freq_, pos[i], c.n_kv_heads, HD, k);
@@ -217,7 +227,8 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
   if (which != Logits::kNone) {
     const int first = which == Logits::kAll ? 0 : n - 1;
     const int rows = n - first;
-    for (int i = first; i < n; ++i) RmsNorm(&x_[i * D], output_norm_, D, c.rms_eps, &h_[(i - first) * D]);
+    for (int i = first; i < n; ++i)
+      RmsNorm(&x_[i * D], output_norm_, D, c.rms_eps, &h_[(i - first) * D]);
     Project(output_, h_.data(), rows, logits);
   }
   return cache.EndBatch(n, is_prefill);

@@ -8,7 +8,8 @@ std::vector<float> RopeInvFreq(const ModelConfig& c) {
   const int half = c.head_dim / 2;
   std::vector<float> f(half);
   for (int i = 0; i < half; ++i) {
-    f[i] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
+    f[i] =
+        1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
   }
   if (c.rope_factor > 0) {
     const double kPi = 3.14159265358979323846;

@@ -11,10 +11,13 @@ Status ValidateSamplerConfig(const SamplerConfig& c) {
     return MakeError("--temp must be a finite number >= 0, got " + std::to_string(c.temperature));
   }
   if (c.top_k < 0) return MakeError("--top-k must be >= 0, got " + std::to_string(c.top_k));
-  if (!(c.top_p > 0 && c.top_p <= 1)) return MakeError("--top-p must be in (0, 1], got " + std::to_string(c.top_p));
-  if (!(c.min_p >= 0 && c.min_p < 1)) return MakeError("--min-p must be in [0, 1), got " + std::to_string(c.min_p));
+  if (!(c.top_p > 0 && c.top_p <= 1))
+    return MakeError("--top-p must be in (0, 1], got " + std::to_string(c.top_p));
+  if (!(c.min_p >= 0 && c.min_p < 1))
+    return MakeError("--min-p must be in [0, 1), got " + std::to_string(c.min_p));
   if (!(c.repeat_penalty > 0) || !std::isfinite(c.repeat_penalty)) {
-    return MakeError("--repeat-penalty must be a finite number > 0, got " + std::to_string(c.repeat_penalty));
+    return MakeError("--repeat-penalty must be a finite number > 0, got " +
+                     std::to_string(c.repeat_penalty));
   }
   if (c.repeat_last_n < 0) return MakeError("repeat_last_n must be >= 0");
   return Status::Ok();
@@ -28,7 +31,9 @@ Result<Sampler> Sampler::Create(const SamplerConfig& c) {
 int32_t Sampler::Sample(const float* logits, int vocab, const std::vector<int32_t>& history) {
   work_.assign(logits, logits + vocab);
   if (c_.repeat_penalty != 1.0f && c_.repeat_last_n > 0) {
-    const size_t from = history.size() > static_cast<size_t>(c_.repeat_last_n) ? history.size() - c_.repeat_last_n : 0;
+    const size_t from = history.size() > static_cast<size_t>(c_.repeat_last_n)
+                            ? history.size() - c_.repeat_last_n
+                            : 0;
     std::vector<int32_t> seen(history.begin() + from, history.end());
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
@@ -43,7 +48,9 @@ int32_t Sampler::Sample(const float* logits, int vocab, const std::vector<int32_
   cand_.resize(vocab);
   for (int i = 0; i < vocab; ++i) cand_[i] = {work_[i] / c_.temperature, i};
   // Descending logit, ascending id on ties: a total order, so the draw is reproducible.
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t keep = cand_.size();
   if (c_.top_k > 0 && static_cast<size_t>(c_.top_k) < keep) {
     keep = c_.top_k;

@@ -23,12 +23,12 @@
 namespace hqekv {
 
 struct SamplerConfig {
-  float temperature = 0.0f;   // 0 = greedy
-  int top_k = 0;              // 0 = off
-  float top_p = 1.0f;         // 1 = off; (0, 1]
-  float min_p = 0.0f;         // 0 = off; [0, 1)
+  float temperature = 0.0f;     // 0 = greedy
+  int top_k = 0;                // 0 = off
+  float top_p = 1.0f;           // 1 = off; (0, 1]
+  float min_p = 0.0f;           // 0 = off; [0, 1)
   float repeat_penalty = 1.0f;  // 1 = off; > 0
-  int repeat_last_n = 64;     // tokens of history the penalty looks at
+  int repeat_last_n = 64;       // tokens of history the penalty looks at
   uint64_t seed = 0;
 };
 

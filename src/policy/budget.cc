@@ -18,8 +18,10 @@ double EvictionBudget::LayerBytes(int64_t n_seen, int n_kv_heads, int D) const {
 
 int64_t EvictionBudget::Tokens(int64_t n_seen, int D, int64_t per_token_state) const {
   switch (kind) {
-    case Kind::kFixed: return fixed;
-    case Kind::kFraction: return static_cast<int64_t>(std::floor(value * n_seen + 1e-9));
+    case Kind::kFixed:
+      return fixed;
+    case Kind::kFraction:
+      return static_cast<int64_t>(std::floor(value * n_seen + 1e-9));
     case Kind::kBits: {
       const double per_head = static_cast<double>(n_seen) * 2.0 * D * value / 8.0;
       return static_cast<int64_t>(std::floor(per_head / Fp16TokenCost(D, per_token_state)));

@@ -23,8 +23,8 @@ namespace hqekv::policy {
 struct EvictionBudget {
   enum class Kind { kFraction, kBits, kFixed };
   Kind kind = Kind::kFraction;
-  double value = 0.5;   // fraction (kFraction) or bits (kBits)
-  int64_t fixed = 0;    // tokens per (layer, KV head) (kFixed)
+  double value = 0.5;  // fraction (kFraction) or bits (kBits)
+  int64_t fixed = 0;   // tokens per (layer, KV head) (kFixed)
 
   // Bytes one layer may hold after n_seen tokens (kBits only; else -1).
   double LayerBytes(int64_t n_seen, int n_kv_heads, int D) const;

@@ -75,17 +75,15 @@ Status EvictCache::Tidy(int layer) {
       const int rh = store_->ResidualSize(layer, uniform ? 0 : h);
       const int seal = rh - rh % 32;
       if (seal > 0) {
-        HQEKV_RETURN_IF_ERROR(store_->Seal(layer, uniform ? cache::kAllHeads : h, seal,
-                                           quant::F16(), quant::F16()));
+        HQEKV_RETURN_IF_ERROR(
+            store_->Seal(layer, uniform ? cache::kAllHeads : h, seal, quant::F16(), quant::F16()));
       }
     }
   }
   return store_->Compact(layer, cache::kAllHeads);
 }
 
-int64_t EvictCache::MinKeep(int64_t n_seen) const {
-  return std::min(StructuralMinimum(), n_seen);
-}
+int64_t EvictCache::MinKeep(int64_t n_seen) const { return std::min(StructuralMinimum(), n_seen); }
 
 int64_t EvictCache::FitHeldBytes(int layer) const {
   return store_->LayerHeldBytes(layer) + PersistentStateBytes(layer);
@@ -165,8 +163,8 @@ Status EvictCache::EndBatch(int n, bool is_prefill) {
     status_[l].met = want >= floor_keep;
     status_[l].at_minimum = want < floor_keep;
     if (budget_.kind == EvictionBudget::Kind::kBits) {
-      HQEKV_RETURN_IF_ERROR(FitBytes(
-          l, budget_.LayerBytes(seen, g_.n_kv_heads, g_.head_dim), floor_keep, &keep));
+      HQEKV_RETURN_IF_ERROR(
+          FitBytes(l, budget_.LayerBytes(seen, g_.n_kv_heads, g_.head_dim), floor_keep, &keep));
     }
   }
   return Status::Ok();

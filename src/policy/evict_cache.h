@@ -100,10 +100,10 @@ class EvictCache : public StoreBackedCache {
 
   // Outcome of the last compression event of one layer.
   struct LayerBudget {
-    bool met = true;       // held <= target (bits=) / the token budget was >= the minimum
+    bool met = true;  // held <= target (bits=) / the token budget was >= the minimum
     bool at_minimum = false;
-    int64_t held = 0;      // bytes held after the event (bits= only)
-    double target = -1;    // byte budget (bits= only)
+    int64_t held = 0;    // bytes held after the event (bits= only)
+    double target = -1;  // byte budget (bits= only)
   };
   std::vector<LayerBudget> status_;
   EvictionBudget budget_;

@@ -9,7 +9,8 @@ Result<std::unique_ptr<KvCache>> CreateCache(const PolicySpec& spec, const KvGeo
                                              const CacheContext& ctx) {
   const PolicyInfo* p = FindPolicy(spec.name);
   if (!p) return MakeError("unknown KV policy '" + spec.name + "'");
-  if (!p->create) return MakeError("KV policy '" + spec.name + "' is listed but has no implementation");
+  if (!p->create)
+    return MakeError("KV policy '" + spec.name + "' is listed but has no implementation");
   return p->create(spec, g, ctx);
 }
 

@@ -8,7 +8,7 @@
 namespace hqekv::policy {
 
 Result<std::unique_ptr<KvCache>> H2oCache::Create(const PolicySpec& spec, const KvGeometry& g,
-                                                 const CacheContext&) {
+                                                  const CacheContext&) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   std::unique_ptr<H2oCache> c(new H2oCache(g, spec));
   HQEKV_RETURN_IF_ERROR(c->init_status());

@@ -58,11 +58,16 @@ void FillKept(const std::vector<int>& live, const std::vector<Tier>& cur,
 
 const char* TierName(Tier t) {
   switch (t) {
-    case Tier::kF16: return "fp16";
-    case Tier::kU4: return "u4";
-    case Tier::kU2: return "u2";
-    case Tier::kN1: return "n1";
-    case Tier::kEvicted: return "evicted";
+    case Tier::kF16:
+      return "fp16";
+    case Tier::kU4:
+      return "u4";
+    case Tier::kU2:
+      return "u2";
+    case Tier::kN1:
+      return "n1";
+    case Tier::kEvicted:
+      return "evicted";
   }
   return "?";
 }

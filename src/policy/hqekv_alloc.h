@@ -91,8 +91,7 @@ struct PlanOptions {
   bool compare_across_tiers = false;
 };
 TierPlan PlanTiers(const std::vector<Tier>& cur_k, const std::vector<Tier>& cur_v,
-                   const std::vector<double>& score_k,
-                   const std::vector<double>& score_v,
+                   const std::vector<double>& score_k, const std::vector<double>& score_v,
                    const std::array<int64_t, kNumTiers>& counts, PlanOptions options = {});
 
 }  // namespace hqekv::policy

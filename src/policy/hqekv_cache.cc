@@ -16,7 +16,7 @@ HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
     : StoreBackedCache(g, std::move(describe), 2, true) {}
 
 Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, const KvGeometry& g,
-                                                   const CacheContext& ctx) {
+                                                    const CacheContext& ctx) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   // force=1 only steers the profile check: not part of the cache's name.
   PolicySpec shown = spec;
@@ -43,19 +43,21 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   } else if (spec.Has("nominal_bits")) {
     auto r = DefaultRatios(spec.Num("nominal_bits"));
     if (!r.ok()) {
-      return MakeError(where + ": no built-in tier ratios for nominal_bits=" +
-                       spec.Text("nominal_bits") +
+      return MakeError(where +
+                       ": no built-in tier ratios for nominal_bits=" + spec.Text("nominal_bits") +
                        " (built in: 2, 2.8, 3.2, 3.25, the authors' Llama-3.1-8B search); give "
                        "bits=B (true bits), ratios=r4/r2/r1/r0 or profile=FILE");
     }
     ratios.assign(g.n_layers, *r);
   } else if (!spec.Has("bits")) {
-    return MakeError(where + ": give one of bits=B (true bits per element), nominal_bits=B, "
-                             "ratios=r4/r2/r1/r0 or profile=FILE");
+    return MakeError(where +
+                     ": give one of bits=B (true bits per element), nominal_bits=B, "
+                     "ratios=r4/r2/r1/r0 or profile=FILE");
   }
   if (spec.Int("decouple") != 0) {
-    return MakeError(where + ": decouple=1 (separate K and V eviction sets) is not supported: "
-                             "the KV store evicts K and V of a token together");
+    return MakeError(where +
+                     ": decouple=1 (separate K and V eviction sets) is not supported: "
+                     "the KV store evicts K and V of a token together");
   }
   std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical()));
   HQEKV_RETURN_IF_ERROR(c->init_status());
@@ -86,9 +88,8 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   c->model_.layout.n_kv_heads = g.n_kv_heads;
   c->model_.layout.head_dim = g.head_dim;
   c->model_.layout.chunk = kChunk;
-  c->model_.layout.residual_reserve = c->store_->config().residual_reserve < 0
-                                          ? kChunk
-                                          : c->store_->config().residual_reserve;
+  c->model_.layout.residual_reserve =
+      c->store_->config().residual_reserve < 0 ? kChunk : c->store_->config().residual_reserve;
   c->model_.layout.unit_bytes = c->store_->Pool(0).unit_bytes();
   c->model_.layout.page_bytes = c->store_->Pool(0).page_bytes();
   c->model_.units = c->units_per_layer_;
@@ -124,11 +125,19 @@ quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
   const int group = std::min(32, g_.head_dim);
   quant::Format f;
   switch (t) {
-    case Tier::kF16: return quant::F16();
-    case Tier::kU4: f = quant::Uniform(4, gr, group); break;
-    case Tier::kU2: f = quant::Uniform(2, gr, group); break;
-    case Tier::kN1: f = quant::Normal(1, gr, group); break;
-    case Tier::kEvicted: return quant::F16();  // never stored
+    case Tier::kF16:
+      return quant::F16();
+    case Tier::kU4:
+      f = quant::Uniform(4, gr, group);
+      break;
+    case Tier::kU2:
+      f = quant::Uniform(2, gr, group);
+      break;
+    case Tier::kN1:
+      f = quant::Normal(1, gr, group);
+      break;
+    case Tier::kEvicted:
+      return quant::F16();  // never stored
   }
   f.hadamard = hadamard_;
   return f;
@@ -301,8 +310,7 @@ Status HqekvCache::Compress(int layer) {
   if (true_bits_ > 0) {
     // bits=B: the ratios that hold B true bits at this length (every byte
     // of the layer, this policy's state included; true_bits.h).
-    const BudgetRatios br =
-        SolveBudgetRatios(model_, true_bits_, store_->AppendedTokens(layer));
+    const BudgetRatios br = SolveBudgetRatios(model_, true_bits_, store_->AppendedTokens(layer));
     ratios_[layer] = br.ratios;
     budget_below_ = budget_below_ || br.below;
     budget_above_ = budget_above_ || br.above;
@@ -318,7 +326,8 @@ Status HqekvCache::Compress(int layer) {
     std::vector<int32_t> pos;
     store_->KeptPositions(layer, h_rep, &pos);
     std::vector<double> sum(nc, 0.0);
-    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i) sum[i] = F16ToF32(U.cur[i]) / sum_scale_;
+    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i)
+      sum[i] = F16ToF32(U.cur[i]) / sum_scale_;
     const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
     // min_count = m: the window mean (issue 12: dividing the newest tokens'
     // sums by the few queries that see them ranked the newest chunk first).
@@ -359,8 +368,8 @@ Status HqekvCache::Compress(int layer) {
       } else if (nk != U.tk[c] || nv != U.tv[c]) {
         // Downgrade only (PlanTiers never raises a tier): re-quantized from
         // the current reconstruction, as the reference does.
-        HQEKV_RETURN_IF_ERROR(store_->SetChunkFormat(layer, head, c, TierFormat(nk, true),
-                                                     TierFormat(nv, false)));
+        HQEKV_RETURN_IF_ERROR(
+            store_->SetChunkFormat(layer, head, c, TierFormat(nk, true), TierFormat(nv, false)));
       }
       U.tk[c] = nk;
       U.tv[c] = nv;

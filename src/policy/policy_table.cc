@@ -56,10 +56,13 @@ Result<std::unique_ptr<KvCache>> CreatePlain(const PolicySpec&, const KvGeometry
 
 std::vector<PolicyInfo> BuildTable() {
   std::vector<PolicyInfo> t;
-  t.push_back({"fp16", "uncompressed fp16 cache (the baseline)", {}, {},
+  t.push_back({"fp16",
+               "uncompressed fp16 cache (the baseline)",
+               {},
+               {},
                CreatePlain<PlainPrecision::kF16>});
-  t.push_back({"fp32", "uncompressed fp32 cache (the oracle)", {}, {},
-               CreatePlain<PlainPrecision::kF32>});
+  t.push_back(
+      {"fp32", "uncompressed fp32 cache (the oracle)", {}, {}, CreatePlain<PlainPrecision::kF32>});
   t.push_back({"fp8",
                "FP8 E4M3 codes, one fp16 scale per (layer, KV head, 32-token chunk); the newest "
                "tokens wait in an fp16 residual until a chunk fills",
@@ -72,30 +75,31 @@ std::vector<PolicyInfo> BuildTable() {
                {},
                {},
                QuantCache::Create});
-  t.push_back({"kivi",
-               "KIVI: K per-channel over 32-token groups, V per-token over groups of channels; "
-               "the newest tokens stay fp16 until `residual` accumulate, then full groups are "
-               "quantized",
-               {Choice("nominal_bits", "2", {"2", "4"},
-                       "bits per K and V code (the paper's KIVI-2 / KIVI-4)"),
-                // Not a budget key for `eval`: KIVI's memory follows from its
-                // two formats; bits=B only picks one of them.
-                Real("bits", "", 0.01, 15.99,
-                     "TRUE bits per original element: the widest code (4, else 2) whose every "
-                     "byte fits B at the cache's full context"),
-                Int("group", "32", 1, 4096,
-                    "V channels per group (clamped to head_dim; must divide it)"),
-                Int("residual", "128", 32, 1 << 20,
-                    "fp16 residual length R, a multiple of 32: quantize when R tokens wait")},
-               {{"bits", "nominal_bits"}},
-               QuantCache::Create});
-  t.push_back({"streaming",
-               "StreamingLLM: the first `sink` tokens plus the newest tokens (a window)",
-               {Int("sink", "4", 0, 1 << 20, "attention-sink tokens kept from the start"),
-                Budget(Int("window", "", 1, 1 << 24, "fixed recent window (tokens); or give keep/bits")),
-                KeepParam(), BitsBudgetParam()},
-               {{"window", "keep", "bits"}},
-               StreamingCache::Create});
+  t.push_back(
+      {"kivi",
+       "KIVI: K per-channel over 32-token groups, V per-token over groups of channels; "
+       "the newest tokens stay fp16 until `residual` accumulate, then full groups are "
+       "quantized",
+       {Choice("nominal_bits", "2", {"2", "4"},
+               "bits per K and V code (the paper's KIVI-2 / KIVI-4)"),
+        // Not a budget key for `eval`: KIVI's memory follows from its
+        // two formats; bits=B only picks one of them.
+        Real("bits", "", 0.01, 15.99,
+             "TRUE bits per original element: the widest code (4, else 2) whose every "
+             "byte fits B at the cache's full context"),
+        Int("group", "32", 1, 4096, "V channels per group (clamped to head_dim; must divide it)"),
+        Int("residual", "128", 32, 1 << 20,
+            "fp16 residual length R, a multiple of 32: quantize when R tokens wait")},
+       {{"bits", "nominal_bits"}},
+       QuantCache::Create});
+  t.push_back(
+      {"streaming",
+       "StreamingLLM: the first `sink` tokens plus the newest tokens (a window)",
+       {Int("sink", "4", 0, 1 << 20, "attention-sink tokens kept from the start"),
+        Budget(Int("window", "", 1, 1 << 24, "fixed recent window (tokens); or give keep/bits")),
+        KeepParam(), BitsBudgetParam()},
+       {{"window", "keep", "bits"}},
+       StreamingCache::Create});
   t.push_back({"h2o",
                "H2O: heavy hitters by cumulative attention of every past query (summed over the "
                "query heads of each KV head) plus a recent window, evicted every step",
@@ -106,26 +110,26 @@ std::vector<PolicyInfo> BuildTable() {
                 KeepParam(), BitsBudgetParam()},
                {{"heavy", "keep", "bits"}, {"recent", "keep", "bits"}},
                H2oCache::Create});
-  t.push_back({"snapkv",
-               "SnapKV: once at the end of prefill, the last `window` prompt queries vote "
-               "(attention summed over the window and the query heads of each KV head, 1-D max "
-               "pooling) and each KV head keeps its top tokens plus the window; decode tokens "
-               "are appended unchanged",
-               {Int("window", "32", 1, 1 << 16, "observation window (last prompt queries)"),
-                Int("kernel", "7", 1, 1025, "max-pooling width (odd)"), KeepParam(),
-                BitsBudgetParam()},
-               {{"keep", "bits"}},
-               SnapKvCache::Create});
-  t.push_back({"pyramid",
-               "PyramidKV: SnapKV selection with per-layer budgets shrinking linearly with depth "
-               "(first layer 2a - a/beta, last a/beta, a = mean budget beyond the window), same "
-               "total",
-               {Real("beta", "20", 1.0, 1e6, "ratio of the mean to the smallest layer budget"),
-                Int("window", "32", 1, 1 << 16, "observation window (last prompt queries)"),
-                Int("kernel", "7", 1, 1025, "max-pooling width (odd)"), KeepParam(),
-                BitsBudgetParam()},
-               {{"keep", "bits"}},
-               PyramidCache::Create});
+  t.push_back(
+      {"snapkv",
+       "SnapKV: once at the end of prefill, the last `window` prompt queries vote "
+       "(attention summed over the window and the query heads of each KV head, 1-D max "
+       "pooling) and each KV head keeps its top tokens plus the window; decode tokens "
+       "are appended unchanged",
+       {Int("window", "32", 1, 1 << 16, "observation window (last prompt queries)"),
+        Int("kernel", "7", 1, 1025, "max-pooling width (odd)"), KeepParam(), BitsBudgetParam()},
+       {{"keep", "bits"}},
+       SnapKvCache::Create});
+  t.push_back(
+      {"pyramid",
+       "PyramidKV: SnapKV selection with per-layer budgets shrinking linearly with depth "
+       "(first layer 2a - a/beta, last a/beta, a = mean budget beyond the window), same "
+       "total",
+       {Real("beta", "20", 1.0, 1e6, "ratio of the mean to the smallest layer budget"),
+        Int("window", "32", 1, 1 << 16, "observation window (last prompt queries)"),
+        Int("kernel", "7", 1, 1025, "max-pooling width (odd)"), KeepParam(), BitsBudgetParam()},
+       {{"keep", "bits"}},
+       PyramidCache::Create});
   t.push_back(
       {"hqekv",
        "HqeKV hybrid: 32-token chunks ranked by attention (K) and attention x Range(V) (V), "
@@ -140,8 +144,9 @@ std::vector<PolicyInfo> BuildTable() {
                     "the paper's nominal B_avg = 4 r4 + 2 r2 + r1; built-in Llama-3.1-8B ratios "
                     "for 2, 2.8, 3.2, 3.25")),
         Budget(Text("ratios", "tier ratios r4/r2/r1/r0 (4-bit, 2-bit, 1-bit, evicted), sum 1")),
-        Budget(Text("profile",
-                    "calibration profile JSON {\"ratios\": {\"r4\":..,\"r2\":..,\"r1\":..,\"r0\":..}}")),
+        Budget(Text(
+            "profile",
+            "calibration profile JSON {\"ratios\": {\"r4\":..,\"r2\":..,\"r1\":..,\"r0\":..}}")),
         Int("m", "20", 1, 4096, "importance window: the last m queries"),
         Int("fp16_chunks", "2", 0, 1 << 20, "top chunks pinned in fp16"),
         Choice("per_head", "0", {"0", "1"}, "importance per KV head instead of per layer"),
@@ -155,8 +160,9 @@ std::vector<PolicyInfo> BuildTable() {
         Choice("force", "0", {"0", "1"},
                "use a profile calibrated on another model (checked when the cache is created, "
                "policy/profile.h)"),
-        Choice("decouple", "0", {"0", "1"},
-               "separate K and V eviction sets (not supported: the store evicts K and V together)")},
+        Choice(
+            "decouple", "0", {"0", "1"},
+            "separate K and V eviction sets (not supported: the store evicts K and V together)")},
        {{"bits", "nominal_bits", "ratios", "profile"}},
        HqekvCache::Create});
   return t;

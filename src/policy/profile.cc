@@ -33,7 +33,8 @@ Status CheckProfileRatios(const TierRatios& r, const std::string& where) {
     }
     s += x;
   }
-  if (std::fabs(s - 1.0) > 1e-3) return MakeError(where + ": ratios must sum to 1, got " + RatiosText(r));
+  if (std::fabs(s - 1.0) > 1e-3)
+    return MakeError(where + ": ratios must sum to 1, got " + RatiosText(r));
   return Status::Ok();
 }
 
@@ -51,7 +52,8 @@ Result<TierRatios> RowFromJson(const json& r, const std::string& source, const s
   }
   if (r.is_array() && r.size() == 4 && r[0].is_number() && r[1].is_number() && r[2].is_number() &&
       r[3].is_number()) {
-    return TierRatios{r[0].get<double>(), r[1].get<double>(), r[2].get<double>(), r[3].get<double>()};
+    return TierRatios{r[0].get<double>(), r[1].get<double>(), r[2].get<double>(),
+                      r[3].get<double>()};
   }
   return MakeError("profile " + source + ": " + what + " must be [r4, r2, r1, r0]");
 }
@@ -78,14 +80,25 @@ std::string ProfileToJson(const Profile& p) {
   j["beta"] = p.beta;
   j["trials"] = p.trials;
   j["seed"] = p.seed;
-  j["tier_costs"] = {{"b4", p.tier_costs.b4}, {"b2", p.tier_costs.b2}, {"b1", p.tier_costs.b1},
+  j["tier_costs"] = {{"b4", p.tier_costs.b4},
+                     {"b2", p.tier_costs.b2},
+                     {"b1", p.tier_costs.b1},
                      {"b0", p.tier_costs.b0}};
-  j["calibration"] = {{"text", p.calib_text}, {"hash", p.calib_hash}, {"tokens", p.calib_tokens},
-                      {"window", p.window}, {"prefill", p.prefill}};
+  j["calibration"] = {{"text", p.calib_text},
+                      {"hash", p.calib_hash},
+                      {"tokens", p.calib_tokens},
+                      {"window", p.window},
+                      {"prefill", p.prefill}};
   json log = json::array();
   for (const auto& t : p.trial_log) {
-    log.push_back({{"r4", Num(t.ratios.r4)}, {"r2", Num(t.ratios.r2)}, {"r1", Num(t.ratios.r1)},
-                   {"r0", Num(t.ratios.r0)}, {"tilt", t.tilt}, {"slope", t.slope}, {"loss", Num(t.loss)}, {"kl", Num(t.kl)},
+    log.push_back({{"r4", Num(t.ratios.r4)},
+                   {"r2", Num(t.ratios.r2)},
+                   {"r1", Num(t.ratios.r1)},
+                   {"r0", Num(t.ratios.r0)},
+                   {"tilt", t.tilt},
+                   {"slope", t.slope},
+                   {"loss", Num(t.loss)},
+                   {"kl", Num(t.kl)},
                    {"true_bits", Num(t.true_bits)}});
   }
   j["trial_log"] = log;
@@ -95,14 +108,16 @@ std::string ProfileToJson(const Profile& p) {
 Result<Profile> ProfileFromJson(const std::string& text, const std::string& source) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return MakeError("profile " + source + ": not valid JSON");
-  if (!j.is_object() || !j.contains("ratios") || !(j["ratios"].is_object() || j["ratios"].is_array())) {
+  if (!j.is_object() || !j.contains("ratios") ||
+      !(j["ratios"].is_object() || j["ratios"].is_array())) {
     return MakeError("profile " + source + ": not an hqekv profile (no \"ratios\" object)");
   }
   Profile p;
   HQEKV_ASSIGN_OR_RETURN(p.ratios, RowFromJson(j["ratios"], source, "\"ratios\""));
   HQEKV_RETURN_IF_ERROR(CheckProfileRatios(p.ratios, "profile " + source));
   if (j.contains("per_layer")) {
-    if (!j["per_layer"].is_array()) return MakeError("profile " + source + ": \"per_layer\" is not an array");
+    if (!j["per_layer"].is_array())
+      return MakeError("profile " + source + ": \"per_layer\" is not an array");
     for (size_t l = 0; l < j["per_layer"].size(); ++l) {
       const std::string row = "per_layer[" + std::to_string(l) + "]";
       TierRatios x;
@@ -145,7 +160,8 @@ Result<Profile> ProfileFromJson(const std::string& text, const std::string& sour
     for (const json& t : j["trial_log"]) {
       if (!t.is_object()) continue;
       TrialRecord rec;
-      rec.ratios = {NumOr(t, "r4", NAN), NumOr(t, "r2", NAN), NumOr(t, "r1", NAN), NumOr(t, "r0", NAN)};
+      rec.ratios = {NumOr(t, "r4", NAN), NumOr(t, "r2", NAN), NumOr(t, "r1", NAN),
+                    NumOr(t, "r0", NAN)};
       rec.tilt = NumOr(t, "tilt", 0);
       rec.slope = NumOr(t, "slope", 0);
       rec.loss = NumOr(t, "loss", INFINITY);
@@ -165,7 +181,8 @@ Status SaveProfile(const Profile& p, const std::string& path, bool overwrite) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   // Atomic: a failed write (full disk) keeps the old profile under --force.
-  if (Status st = WriteFileAtomic(path, ProfileToJson(p)); !st.ok()) return MakeError("profile: " + st.message());
+  if (Status st = WriteFileAtomic(path, ProfileToJson(p)); !st.ok())
+    return MakeError("profile: " + st.message());
   return Status::Ok();
 }
 
@@ -182,11 +199,12 @@ Status CheckProfileForModel(const Profile& p, const std::string& path,
                      " per_layer rows but the model has " + std::to_string(n_layers) + " layers");
   }
   if (!force && p.model_identity != model_identity) {
-    return MakeError("profile " + path + " was calibrated for model '" + p.model_name + "' (identity " +
-                     (p.model_identity.empty() ? "none" : p.model_identity) +
+    return MakeError("profile " + path + " was calibrated for model '" + p.model_name +
+                     "' (identity " + (p.model_identity.empty() ? "none" : p.model_identity) +
                      "), not for this model (identity " + model_identity +
                      "); calibrate one with `hqekv calibrate`, or use it anyway with "
-                     "hqekv:profile=" + path + ",force=1");
+                     "hqekv:profile=" +
+                     path + ",force=1");
   }
   return Status::Ok();
 }

@@ -15,7 +15,8 @@
 //   "tier_costs": {"b4": .., "b2": .., "b1": .., "b0": ..},   // bits/element, see calib/budget.h
 //   "calibration": {"text": "data/text/wiki.valid.raw", "hash": "fnv1a64:...",
 //                   "tokens": 16384, "window": 512, "prefill": 256},
-//   "trial_log": [{"r4":..,"r2":..,"r1":..,"r0":..,"tilt":..,"slope":..,"loss":..,"kl":..,"true_bits":..}, ...]
+//   "trial_log":
+//   [{"r4":..,"r2":..,"r1":..,"r0":..,"tilt":..,"slope":..,"loss":..,"kl":..,"true_bits":..}, ...]
 // }
 //
 // "ratios" and "per_layer" are what the cache needs; the rest documents
@@ -42,12 +43,12 @@ struct TierCosts {
 };
 
 struct TrialRecord {
-  TierRatios ratios;       // global ratios (per-layer mode: the base mix)
-  double tilt = 0;         // per-layer mode: budget tilt with depth (bits), else 0
-  double slope = 0;        // per-layer mode: slope of the 1-bit/evict share with depth
-  double loss = 0;         // +inf when infeasible (not run)
-  double kl = 0;           // mean KL, nats per position (NaN when not run)
-  double true_bits = 0;    // measured (NaN when not run)
+  TierRatios ratios;     // global ratios (per-layer mode: the base mix)
+  double tilt = 0;       // per-layer mode: budget tilt with depth (bits), else 0
+  double slope = 0;      // per-layer mode: slope of the 1-bit/evict share with depth
+  double loss = 0;       // +inf when infeasible (not run)
+  double kl = 0;         // mean KL, nats per position (NaN when not run)
+  double true_bits = 0;  // measured (NaN when not run)
 };
 
 struct Profile {
@@ -65,7 +66,7 @@ struct Profile {
   uint64_t seed = 0;
   TierCosts tier_costs;
   std::string calib_text;
-  std::string calib_hash;          // "fnv1a64:<16 hex>"
+  std::string calib_hash;  // "fnv1a64:<16 hex>"
   int64_t calib_tokens = 0;
   int window = 0, prefill = 0;
   std::vector<TrialRecord> trial_log;

@@ -32,10 +32,10 @@ Result<int> KiviBitsForBudget(const PolicySpec& spec, const KvGeometry& g, int g
                               int residual) {
   const double budget = spec.Num("bits");
   const int64_t n = g.max_ctx;
-  const double b4 = LayerBits(LayerLayout{g.n_kv_heads, g.head_dim},
-                              KiviLayerBytes(g, 4, group, residual, n), n);
-  const double b2 = LayerBits(LayerLayout{g.n_kv_heads, g.head_dim},
-                              KiviLayerBytes(g, 2, group, residual, n), n);
+  const double b4 =
+      LayerBits(LayerLayout{g.n_kv_heads, g.head_dim}, KiviLayerBytes(g, 4, group, residual, n), n);
+  const double b2 =
+      LayerBits(LayerLayout{g.n_kv_heads, g.head_dim}, KiviLayerBytes(g, 2, group, residual, n), n);
   if (budget >= b4) return 4;
   if (budget >= b2) return 2;
   char buf[256];
@@ -49,10 +49,13 @@ Result<int> KiviBitsForBudget(const PolicySpec& spec, const KvGeometry& g, int g
 
 QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format kf,
                        quant::Format vf, int residual_len)
-    : StoreBackedCache(g, std::move(describe), 2, false), kf_(kf), vf_(vf), residual_len_(residual_len) {}
+    : StoreBackedCache(g, std::move(describe), 2, false),
+      kf_(kf),
+      vf_(vf),
+      residual_len_(residual_len) {}
 
 Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, const KvGeometry& g,
-                                                   const CacheContext&) {
+                                                    const CacheContext&) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   const int D = g.head_dim;
   quant::Format kf, vf;

@@ -9,8 +9,7 @@ namespace hqekv::policy {
 
 std::vector<double> NormalizeImportance(const std::vector<double>& sum,
                                         const std::vector<int32_t>& token_pos,
-                                        const std::vector<int32_t>& query_pos,
-                                        int min_count) {
+                                        const std::vector<int32_t>& query_pos, int min_count) {
   std::vector<int32_t> q = query_pos;
   std::sort(q.begin(), q.end());
   std::vector<double> a(sum.size(), 0.0);
@@ -52,11 +51,16 @@ Result<Ranking> ParseRanking(const std::string& name) {
 
 const char* RankingName(Ranking r) {
   switch (r) {
-    case Ranking::kPaper: return "paper";
-    case Ranking::kRandom: return "random";
-    case Ranking::kRecency: return "recency";
-    case Ranking::kSinkRecency: return "sink_recency";
-    case Ranking::kPooled: return "pooled";
+    case Ranking::kPaper:
+      return "paper";
+    case Ranking::kRandom:
+      return "random";
+    case Ranking::kRecency:
+      return "recency";
+    case Ranking::kSinkRecency:
+      return "sink_recency";
+    case Ranking::kPooled:
+      return "pooled";
   }
   return "?";
 }

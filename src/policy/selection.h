@@ -23,8 +23,7 @@ namespace hqekv::policy {
 // query_pos: the recorded queries' positions (any order).
 std::vector<double> NormalizeImportance(const std::vector<double>& sum,
                                         const std::vector<int32_t>& token_pos,
-                                        const std::vector<int32_t>& query_pos,
-                                        int min_count = 1);
+                                        const std::vector<int32_t>& query_pos, int min_count = 1);
 
 // Range of one token's V over head_dim, summed over the heads given:
 // sum_h (max_d v[h][d] - min_d v[h][d]). v: [n_heads][D].

@@ -7,7 +7,7 @@
 namespace hqekv::policy {
 
 Result<std::unique_ptr<KvCache>> SnapKvCache::Create(const PolicySpec& spec, const KvGeometry& g,
-                                                    const CacheContext&) {
+                                                     const CacheContext&) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   std::unique_ptr<SnapKvCache> c(new SnapKvCache(g, spec));
   HQEKV_RETURN_IF_ERROR(c->init_status());
@@ -19,7 +19,8 @@ Result<std::unique_ptr<KvCache>> SnapKvCache::Create(const PolicySpec& spec, con
 Status SnapKvCache::Configure(const PolicySpec& spec) {
   window_ = spec.Int("window");
   kernel_ = spec.Int("kernel");
-  if (kernel_ % 2 == 0) return MakeError("KV policy '" + spec.Canonical() + "': kernel must be odd");
+  if (kernel_ % 2 == 0)
+    return MakeError("KV policy '" + spec.Canonical() + "': kernel must be odd");
   return Status::Ok();
 }
 
@@ -68,7 +69,8 @@ Status SnapKvCache::ChooseVictims(int layer, int head, const std::vector<int32_t
   const int L = static_cast<int>(votes.size()) + static_cast<int>(window_);
   if (n <= keep || static_cast<int>(votes.size()) == 0) return Status::Ok();
   auto sel = SnapKvSelect(votes, L, static_cast<int>(window_), kernel_, keep);
-  if (!sel.ok()) return MakeError(describe_ + ": layer " + std::to_string(layer) + ": " + sel.message());
+  if (!sel.ok())
+    return MakeError(describe_ + ": layer " + std::to_string(layer) + ": " + sel.message());
   // Kept prompt indices -> keep mask over the prompt (walk order is the
   // prompt order: nothing was evicted before the selection, and later
   // calls only evict more of the prompt).
@@ -101,10 +103,9 @@ Status SnapKvCache::SelectPrompt() {
   }
   if (L0 > w && k < L0) {
     if (k < w) {
-      return MakeError(describe_ + ": budget of " + std::to_string(k) +
-                       " tokens for a prompt of " + std::to_string(L0) +
-                       " is smaller than the observation window " + std::to_string(w) +
-                       " (raise keep/bits or lower window)");
+      return MakeError(describe_ + ": budget of " + std::to_string(k) + " tokens for a prompt of " +
+                       std::to_string(L0) + " is smaller than the observation window " +
+                       std::to_string(w) + " (raise keep/bits or lower window)");
     }
     layer_keep = LayerKeeps(k);
   } else {

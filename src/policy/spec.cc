@@ -104,7 +104,9 @@ double PolicySpec::Num(const std::string& key) const {
   return d;
 }
 
-int PolicySpec::Int(const std::string& key) const { return static_cast<int>(std::lround(Num(key))); }
+int PolicySpec::Int(const std::string& key) const {
+  return static_cast<int>(std::lround(Num(key)));
+}
 
 std::string PolicySpec::Text(const std::string& key) const {
   auto it = values.find(key);
@@ -133,8 +135,8 @@ Result<PolicySpec> ParseSpec(const std::string& text) {
   spec.name = Trim(t.substr(0, colon));
   const PolicyInfo* p = FindPolicy(spec.name);
   if (!p) {
-    return MakeError("unknown KV policy '" + spec.name + "' in '" + t + "' (known: " + KnownNames() +
-                     ")");
+    return MakeError("unknown KV policy '" + spec.name + "' in '" + t +
+                     "' (known: " + KnownNames() + ")");
   }
   if (colon != std::string::npos) {
     const std::string rest = t.substr(colon + 1);

@@ -69,8 +69,8 @@ struct PolicySpec {
 
   bool Has(const std::string& key) const { return values.count(key) != 0; }
   bool Given(const std::string& key) const { return given.count(key) != 0; }
-  double Num(const std::string& key) const;       // 0 if absent
-  int Int(const std::string& key) const;          // 0 if absent
+  double Num(const std::string& key) const;        // 0 if absent
+  int Int(const std::string& key) const;           // 0 if absent
   std::string Text(const std::string& key) const;  // "" if absent
   // NAME[:key=value,...] with the given keys in table order (for Describe()).
   std::string Canonical() const;

@@ -12,8 +12,8 @@ std::string ShortTierName(const std::string& f) {
   return base;  // int8, u4, u2, u1, n1, n2, residual, evicted
 }
 
-StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe,
-                                   int max_cached_pages, bool small_pages, StoreTuning tuning)
+StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe, int max_cached_pages,
+                                   bool small_pages, StoreTuning tuning)
     : g_(g), describe_(std::move(describe)) {
   init_ = CheckGeometry(g);
   if (!init_.ok()) return;

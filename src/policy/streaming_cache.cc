@@ -5,7 +5,7 @@
 namespace hqekv::policy {
 
 Result<std::unique_ptr<KvCache>> StreamingCache::Create(const PolicySpec& spec, const KvGeometry& g,
-                                                       const CacheContext&) {
+                                                        const CacheContext&) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   std::unique_ptr<StreamingCache> c(new StreamingCache(g, spec));
   HQEKV_RETURN_IF_ERROR(c->init_status());

@@ -38,7 +38,8 @@ int64_t StoreOverheadBytes(const LayerLayout& l, int64_t live_chunks, int64_t re
 
 double LayerBits(const LayerLayout& l, int64_t bytes, int64_t n) {
   if (n <= 0) return 0;
-  return 8.0 * static_cast<double>(bytes) / (static_cast<double>(n) * l.n_kv_heads * l.head_dim * 2);
+  return 8.0 * static_cast<double>(bytes) /
+         (static_cast<double>(n) * l.n_kv_heads * l.head_dim * 2);
 }
 
 int64_t HqekvCostModel::LayerBytes(int64_t n, int64_t nb,

@@ -46,8 +46,8 @@ double LayerBits(const LayerLayout& l, int64_t bytes, int64_t n);
 // HqeKV's layer cost at one compression event.
 struct HqekvCostModel {
   LayerLayout layout;
-  int units = 1;    // ranking units per layer (per_head=1: n_kv_heads)
-  int pinned = 2;   // fp16 chunks
+  int units = 1;                                // ranking units per layer (per_head=1: n_kv_heads)
+  int pinned = 2;                               // fp16 chunks
   std::array<int64_t, kNumTiers> tier_bytes{};  // planes of one chunk per tier (evicted: 0)
 
   // Bytes of one layer after n tokens, nb chunks ever compressed, counts per

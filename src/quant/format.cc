@@ -113,7 +113,8 @@ Result<Format> FormatFromHead(std::string_view head, const std::string& text) {
   }
   for (size_t i = 0; i < n; ++i) {
     const std::string_view prefix = rows[i].name;
-    if (!rows[i].bits_in_name || head.size() <= prefix.size() || head.substr(0, prefix.size()) != prefix) {
+    if (!rows[i].bits_in_name || head.size() <= prefix.size() ||
+        head.substr(0, prefix.size()) != prefix) {
       continue;
     }
     Format f;

@@ -25,7 +25,8 @@ enum class Kind : uint8_t {
   kFp8E5M2,  // FP8 E5M2 codes, one fp16 scale per chunk (per head)
   kInt8,     // symmetric int8, one fp16 scale per token
   kUniform,  // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
-  kNormal,   // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and std per group
+  kNormal,   // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and
+             // std per group
 };
 
 enum class Grouping : uint8_t {
@@ -35,11 +36,11 @@ enum class Grouping : uint8_t {
 
 struct Format {
   Kind kind = Kind::kF16;
-  int bits = 16;                         // 16/32 for raw, 8 for fp8/int8, 1..8 for uniform/normal
+  int bits = 16;  // 16/32 for raw, 8 for fp8/int8, 1..8 for uniform/normal
   Grouping grouping = Grouping::kPerToken;
-  int group = 32;                        // channels per group (per-token grouping only)
-  bool hadamard = false;                 // rotate each token along D by the normalized Walsh-Hadamard
-                                         // transform before quantizing (D must be a power of two)
+  int group = 32;         // channels per group (per-token grouping only)
+  bool hadamard = false;  // rotate each token along D by the normalized Walsh-Hadamard
+                          // transform before quantizing (D must be a power of two)
 };
 
 // Named constructors for the formats the policies use.

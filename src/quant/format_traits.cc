@@ -25,7 +25,7 @@ size_t PackedCodeBytes(const Format& f, int T, int D) {
 }
 
 size_t NoMeta(const Format&, int, int) { return 0; }
-size_t ChunkScaleMeta(const Format&, int, int) { return 2; }                     // one fp16
+size_t ChunkScaleMeta(const Format&, int, int) { return 2; }                             // one fp16
 size_t TokenScaleMeta(const Format&, int T, int) { return 2 * static_cast<size_t>(T); }  // T fp16
 // Two fp16 planes of one entry per group (multiplier, then offset); 0 for a
 // per-token group that does not divide D (Validate rejects it).

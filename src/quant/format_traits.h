@@ -32,8 +32,8 @@ using DequantizeFn = void (*)(const Format& f, const uint8_t* codes, const uint8
 // quant/multi_query.h.
 using FastQuantizeFn = bool (*)(const Format& f, const float* src, int T, int D, uint8_t* codes,
                                 uint8_t* meta);
-using FastDequantizeFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta,
-                                  int T, int D, float* dst);
+using FastDequantizeFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                                  int D, float* dst);
 using FastDotFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                            const float* q, float* scores);
 using FastAxpyFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,

@@ -32,7 +32,8 @@ uint8_t EncodeFp8(float v, bool e4m3) {
     code = static_cast<uint32_t>((a * p.sub_scale + 0x1p23f) - 0x1p23f);
   } else {
     const uint32_t shift = 23 - p.m;
-    const uint32_t rounded = (abits + ((1u << (shift - 1)) - 1u) + ((abits >> shift) & 1u)) >> shift;
+    const uint32_t rounded =
+        (abits + ((1u << (shift - 1)) - 1u) + ((abits >> shift) & 1u)) >> shift;
     code = rounded - ((127u - p.bias) << p.m);
     if (code > p.max_code) code = p.max_code;
   }
@@ -49,9 +50,9 @@ float DecodeFp8(uint8_t code, bool e4m3) {
   const int c = std::min<int>(mag, max_code);
   const int e = c >> m;
   const int man = c & ((1 << m) - 1);
-  const float v = e == 0 ? std::ldexp(static_cast<float>(man), 1 - bias - m)
-                         : std::ldexp(1.0f + static_cast<float>(man) / static_cast<float>(1 << m),
-                                      e - bias);
+  const float v =
+      e == 0 ? std::ldexp(static_cast<float>(man), 1 - bias - m)
+             : std::ldexp(1.0f + static_cast<float>(man) / static_cast<float>(1 << m), e - bias);
   return (code & 0x80) ? -v : v;
 }
 

@@ -41,10 +41,10 @@ inline constexpr float kNormalCentres4[16] = {
     -1.86273187f, -1.3180109f,  -1.00999017f, -0.77642176f, -0.57913216f, -0.40225007f,
     -0.23720211f, -0.07841241f, 0.07841241f,  0.23720211f,  0.40225007f,  0.57913216f,
     0.77642176f,  1.00999017f,  1.3180109f,   1.86273187f};
-inline constexpr float kNormalThresh4[15] = {
-    -1.53412054f, -1.15034938f, -0.88714656f, -0.67448975f, -0.48877641f,
-    -0.31863936f, -0.15731068f, 0.0f,         0.15731068f,  0.31863936f,
-    0.48877641f,  0.67448975f,  0.88714656f,  1.15034938f,  1.53412054f};
+inline constexpr float kNormalThresh4[15] = {-1.53412054f, -1.15034938f, -0.88714656f, -0.67448975f,
+                                             -0.48877641f, -0.31863936f, -0.15731068f, 0.0f,
+                                             0.15731068f,  0.31863936f,  0.48877641f,  0.67448975f,
+                                             0.88714656f,  1.15034938f,  1.53412054f};
 inline const float* NormalCentres(int bits) {
   return bits == 1 ? kNormalCentres1 : (bits == 2 ? kNormalCentres2 : kNormalCentres4);
 }
@@ -165,7 +165,8 @@ void AxpyChunk(const Format& f, const uint8_t* codes, const uint8_t* meta, int T
 void QuantizeRaw(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
 void DequantizeRaw(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    float* dst);
-void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
+void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                     uint8_t* meta);
 void DequantizeUniform(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        float* dst);
 void QuantizeNormal(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
@@ -201,14 +202,14 @@ bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int
           float* acc);
 
 // One set per kind family: Grouped (uniform, normal 1/2-bit), Int8, Fp8, F16.
-#define HQEKV_QUANT_DECLARE_FAMILY(Fam)                                                         \
-  bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,           \
-                     uint8_t* meta);                                                            \
+#define HQEKV_QUANT_DECLARE_FAMILY(Fam)                                                          \
+  bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,            \
+                     uint8_t* meta);                                                             \
   bool Dequantize##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, \
-                       float* dst);                                                             \
-  bool Dot##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,       \
-                const float* q, float* scores);                                                 \
-  bool Axpy##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,      \
+                       float* dst);                                                              \
+  bool Dot##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,        \
+                const float* q, float* scores);                                                  \
+  bool Axpy##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,       \
                  const float* w, float* acc);
 HQEKV_QUANT_DECLARE_FAMILY(Grouped)
 HQEKV_QUANT_DECLARE_FAMILY(Int8)

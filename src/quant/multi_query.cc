@@ -43,11 +43,12 @@ constexpr int kHeads = 4;  // query rows per pass
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr int kVecs = 4;  // 32 vector registers
 #else
-constexpr int kVecs = 2;  // 16 vector registers
+constexpr int kVecs = 2;    // 16 vector registers
 #endif
 // Per-channel passes walk a chunk's 32 / N token vectors (N = 4 or 8 lanes)
 // kVecs at a time.
-static_assert((kChannelChunkT / kMaxFetchLanes) % kVecs == 0, "token vectors in whole kVecs blocks");
+static_assert((kChannelChunkT / kMaxFetchLanes) % kVecs == 0,
+              "token vectors in whole kVecs blocks");
 
 // Multi-query affine maps round the normal-1 offset with an FMA (see Offset).
 void Affine(const Format& f, const uint8_t* meta, int groups, float* a, float* b) {
@@ -62,10 +63,18 @@ template <class Fn>
 HWY_INLINE void ForHeadBlocks(int m, const Fn& fn) {
   for (int h0 = 0; h0 < m; h0 += kHeads) {
     switch (std::min(kHeads, m - h0)) {
-      case 1: fn(std::integral_constant<int, 1>(), h0); break;
-      case 2: fn(std::integral_constant<int, 2>(), h0); break;
-      case 3: fn(std::integral_constant<int, 3>(), h0); break;
-      default: fn(std::integral_constant<int, kHeads>(), h0); break;
+      case 1:
+        fn(std::integral_constant<int, 1>(), h0);
+        break;
+      case 2:
+        fn(std::integral_constant<int, 2>(), h0);
+        break;
+      case 3:
+        fn(std::integral_constant<int, 3>(), h0);
+        break;
+      default:
+        fn(std::integral_constant<int, kHeads>(), h0);
+        break;
     }
   }
 }
@@ -165,14 +174,16 @@ void AxpyPerChannelPass(const uint8_t* codes, int bits, const Lv& lv, int D, con
     for (int wi = 0; wi < bits; ++wi) {
       for (int k = 0; k < per_word; ++k) {
         const int t = wi * per_word + k;
-        const VF lvl = lv(hn::BitCast(DI(), hn::And(hn::ShiftRightSame(words[wi], k * bits), mask)));
+        const VF lvl =
+            lv(hn::BitCast(DI(), hn::And(hn::ShiftRightSame(words[wi], k * bits), mask)));
         for (int h = 0; h < MB; ++h) sum[h] = hn::MulAdd(lvl, hn::Set(df, w[h * ws + t]), sum[h]);
       }
     }
     const VF av = hn::LoadU(df, a + d0), bv = hn::LoadU(df, b + d0);
     for (int h = 0; h < MB; ++h) {
       float* o = acc + h * as + d0;
-      hn::StoreU(hn::MulAdd(av, sum[h], hn::MulAdd(bv, hn::Set(df, wsum[h]), hn::LoadU(df, o))), df, o);
+      hn::StoreU(hn::MulAdd(av, sum[h], hn::MulAdd(bv, hn::Set(df, wsum[h]), hn::LoadU(df, o))), df,
+                 o);
     }
   }
 }
@@ -306,7 +317,8 @@ void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const 
       const float* qk = q + k * g;
       int j = 0;
       for (; j + 2 * N <= g; j += 2 * N) {
-        const VF x0 = RowValue<kType>(src, af, pos + j, gi), x1 = RowValue<kType>(src, af, pos + j + N, gi);
+        const VF x0 = RowValue<kType>(src, af, pos + j, gi),
+                 x1 = RowValue<kType>(src, af, pos + j + N, gi);
         for (int h = 0; h < MB; ++h) {
           p0[h] = hn::MulAdd(x0, hn::LoadU(df, qk + h * qs + j), p0[h]);
           p1[h] = hn::MulAdd(x1, hn::LoadU(df, qk + h * qs + j + N), p1[h]);
@@ -326,9 +338,15 @@ void DotRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const 
 template <class Fn>
 HWY_INLINE void WithRowType(RowSource::Type type, const Fn& fn) {
   switch (type) {
-    case RowSource::kF16: fn(std::integral_constant<int, RowSource::kF16>()); break;
-    case RowSource::kInt8: fn(std::integral_constant<int, RowSource::kInt8>()); break;
-    default: fn(std::integral_constant<int, RowSource::kPacked>()); break;
+    case RowSource::kF16:
+      fn(std::integral_constant<int, RowSource::kF16>());
+      break;
+    case RowSource::kInt8:
+      fn(std::integral_constant<int, RowSource::kInt8>());
+      break;
+    default:
+      fn(std::integral_constant<int, RowSource::kPacked>());
+      break;
   }
 }
 
@@ -377,7 +395,8 @@ void AxpyRowsPass(const RowSource& src, const RowAffine& af, int T, int D, const
                   size_t ws, float* acc, size_t as) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   int d0 = 0;
-  for (; d0 + kVecs * N <= D; d0 += kVecs * N) AxpyRowsBlock<MB, kVecs, kType>(src, af, T, D, w, ws, acc, as, d0);
+  for (; d0 + kVecs * N <= D; d0 += kVecs * N)
+    AxpyRowsBlock<MB, kVecs, kType>(src, af, T, D, w, ws, acc, as, d0);
   for (; d0 < D; d0 += N) AxpyRowsBlock<MB, 1, kType>(src, af, T, D, w, ws, acc, as, d0);
 }
 
@@ -415,7 +434,8 @@ bool DotMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, in
                   const float* q, size_t qs, int m, float* scores, size_t ss) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
-  if (PerChannelMulti(f, T, D, N)) return DotPerChannel(f, codes, meta, D, q, qs, m, scores, ss), true;
+  if (PerChannelMulti(f, T, D, N))
+    return DotPerChannel(f, codes, meta, D, q, qs, m, scores, ss), true;
   if (RowsFast(f, D, N)) return DotRows(f, codes, meta, T, D, q, qs, m, scores, ss), true;
   return false;
 }
@@ -424,7 +444,8 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
                    const float* w, size_t ws, int m, float* acc, size_t as) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
-  if (PerChannelMulti(f, T, D, N)) return AxpyPerChannel(f, codes, meta, D, w, ws, m, acc, as), true;
+  if (PerChannelMulti(f, T, D, N))
+    return AxpyPerChannel(f, codes, meta, D, w, ws, m, acc, as), true;
   if (RowsFast(f, D, N)) return AxpyRows(f, codes, meta, T, D, w, ws, m, acc, as), true;
   return false;
 }
@@ -493,7 +514,8 @@ void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   if (m <= 0) return;
   const FastDotMultiFn fast = Traits(f.kind).fast_dot_multi;
   if (fast != nullptr && fast(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) return;
-  for (int h = 0; h < m; ++h) DotChunk(f, codes, meta, T, D, q + h * q_stride, scores + h * s_stride);
+  for (int h = 0; h < m; ++h)
+    DotChunk(f, codes, meta, T, D, q + h * q_stride, scores + h * s_stride);
 }
 
 void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

@@ -29,8 +29,7 @@ void DequantizeRaw(const Format& f, const uint8_t* codes, const uint8_t*, int T,
   for (size_t i = 0; i < n; ++i) dst[i] = F16ToF32(LoadF16(codes + 2 * i));
 }
 
-void QuantizeChunk(const Format& f, const float* src, int T, int D, uint8_t* codes,
-                   uint8_t* meta) {
+void QuantizeChunk(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
   const FormatTraits& tr = Traits(f.kind);
   const float* x = src;
   std::vector<float> rotated;

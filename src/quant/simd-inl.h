@@ -46,8 +46,8 @@ namespace {  // internal linkage: see the file comment
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Layout constants the fetch paths rely on.
-inline constexpr int kMaxFetchLanes = 8;   // DF's cap
-inline constexpr int kMaxFetchBits = 4;    // widest packed code read N at a time
+inline constexpr int kMaxFetchLanes = 8;  // DF's cap
+inline constexpr int kMaxFetchBits = 4;   // widest packed code read N at a time
 static_assert(kMaxFetchLanes * kMaxFetchBits <= 32, "N codes of a vector must fit one 32-bit word");
 inline constexpr int kChannelChunkT = 32;  // per-channel fast path: T == 32 tokens per chunk,
 static_assert(kChannelChunkT * kMaxFetchBits % 32 == 0,  // so a channel is whole 32-bit words
@@ -62,12 +62,12 @@ using VU = hn::Vec<DU>;
 
 // Inside a kernel templated on its float tag: DF, DI, DU (tags) and VF, VI,
 // VU (vectors) for that tag, shadowing the capped defaults above.
-#define HQEKV_QUANT_TAGS(D)                          \
-  using DF [[maybe_unused]] = D;                     \
+#define HQEKV_QUANT_TAGS(D)                             \
+  using DF [[maybe_unused]] = D;                        \
   using DI [[maybe_unused]] = hn::RebindToSigned<DF>;   \
   using DU [[maybe_unused]] = hn::RebindToUnsigned<DF>; \
-  using VF [[maybe_unused]] = hn::Vec<DF>;           \
-  using VI [[maybe_unused]] = hn::Vec<DI>;           \
+  using VF [[maybe_unused]] = hn::Vec<DF>;              \
+  using VI [[maybe_unused]] = hn::Vec<DI>;              \
   using VU [[maybe_unused]] = hn::Vec<DU>
 
 // Reusable per-thread scratch, so a chunk call allocates nothing after warm-up.

@@ -142,7 +142,8 @@ void UniformParamsBatch(const float* mn, const float* mx, int n, int bits, uint8
   const VF levels = hn::Set(df, static_cast<float>((1 << bits) - 1));
   for (; i + N <= n; i += N) {
     const VF m = RoundF16V(df, hn::LoadU(df, mn + i), min_plane + 2 * i);
-    const VF s = ScaleF16V(df, hn::Div(hn::Sub(hn::LoadU(df, mx + i), m), levels), scale_plane + 2 * i);
+    const VF s =
+        ScaleF16V(df, hn::Div(hn::Sub(hn::LoadU(df, mx + i), m), levels), scale_plane + 2 * i);
     hn::StoreU(m, df, mi + i);
     hn::StoreU(s, df, sc + i);
     hn::StoreU(hn::IfThenElseZero(hn::Gt(s, hn::Zero(df)), hn::Div(hn::Set(df, 1.0f), s)), df,
@@ -166,7 +167,8 @@ void SymParamsBatch(const float* amax, int n, float qmax, uint8_t* plane, float*
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   for (; i + N <= n; i += N) {
-    const VF s = SymScaleF16V(df, hn::Div(hn::LoadU(df, amax + i), hn::Set(df, qmax)), plane + 2 * i);
+    const VF s =
+        SymScaleF16V(df, hn::Div(hn::LoadU(df, amax + i), hn::Set(df, qmax)), plane + 2 * i);
     hn::StoreU(hn::IfThenElseZero(hn::Gt(s, hn::Zero(df)), hn::Div(hn::Set(df, 1.0f), s)), df,
                inv + i);
   }
@@ -212,16 +214,16 @@ void NormalParamsBatch(const float* mean, const float* sd, int n, int bits, uint
 
 // Uniform code of sanitized values: round_half_even(clamp((x - m) * inv, 0, top)).
 template <class D, class VF = hn::Vec<D>>
-HWY_INLINE hn::Vec<hn::RebindToSigned<D>> UniformCode(D df, hn::RebindToSigned<D> di, VF x, VF m, VF inv,
-                                                      VF top) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> UniformCode(D df, hn::RebindToSigned<D> di, VF x, VF m,
+                                                      VF inv, VF top) {
   const VF v = hn::Mul(hn::Sub(x, m), inv);
   return hn::ConvertTo(di, hn::Round(hn::Min(hn::Max(v, hn::Zero(df)), top)));
 }
 
 // Normal code: number of thresholds strictly below x (nthr in {1, 3}).
 template <class D, class VF = hn::Vec<D>>
-HWY_INLINE hn::Vec<hn::RebindToSigned<D>> NormalCode(D df, hn::RebindToSigned<D> di, VF x, const VF* thr,
-                                                     int nthr) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> NormalCode(D df, hn::RebindToSigned<D> di, VF x,
+                                                     const VF* thr, int nthr) {
   auto c = hn::Zero(di);
   for (int j = 0; j < nthr; ++j) {
     c = hn::Sub(c, hn::BitCast(di, hn::VecFromMask(df, hn::Gt(x, thr[j]))));
@@ -259,10 +261,12 @@ void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* 
       const float* x = src + static_cast<size_t>(k_done) * g;
       hn::Vec<DFC> acc[2] = {hn::Zero(dc), hn::Zero(dc)};
       for (int i = 0; i < g; i += 8) {
-        for (int a = 0; a < A; ++a) acc[a] = hn::Add(acc[a], SanitizeV(dc, hn::LoadU(dc, x + i + a * NC)));
+        for (int a = 0; a < A; ++a)
+          acc[a] = hn::Add(acc[a], SanitizeV(dc, hn::LoadU(dc, x + i + a * NC)));
       }
       for (int a = 0; a < A; ++a) hn::StoreU(acc[a], dc, p + a * NC);
-      const float mu = (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))) / static_cast<float>(g);
+      const float mu = (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))) /
+                       static_cast<float>(g);
       const hn::Vec<DFC> mv = hn::Set(dc, mu);
       acc[0] = acc[1] = hn::Zero(dc);
       for (int i = 0; i < g; i += 8) {
@@ -307,7 +311,8 @@ void QuantizePerToken(const Format& f, const float* src, int T, int D, uint8_t* 
   // 2 and 4 bits: code bytes first, then one vectorized packing pass; 8 bits:
   // the bytes are the codes; 1 bit: N codes -> one lane-sum -> bit writer.
   const bool bytes_first = bits == 2 || bits == 4;
-  uint8_t* tmp = bytes_first ? reinterpret_cast<uint8_t*>(Scratch(4, NumCodes(T, D) / 4 + 1)) : nullptr;
+  uint8_t* tmp =
+      bytes_first ? reinterpret_cast<uint8_t*>(Scratch(4, NumCodes(T, D) / 4 + 1)) : nullptr;
   BitWriter bw(codes);
   uint8_t* out8 = bytes_first ? tmp : codes;
   const hn::Rebind<uint8_t, DI> d8;
@@ -464,7 +469,8 @@ void QuantizePerChannel(const Format& f, const float* src, int T, int D, uint8_t
   for (int d0 = 0; d0 < D; d0 += N) {
     if (normal) {
       VF sum = hn::Zero(df);
-      for (int t = 0; t < T; ++t) sum = hn::Add(sum, SanitizeV(df, hn::LoadU(df, src + t * D + d0)));
+      for (int t = 0; t < T; ++t)
+        sum = hn::Add(sum, SanitizeV(df, hn::LoadU(df, src + t * D + d0)));
       const VF mean = hn::Div(sum, hn::Set(df, static_cast<float>(T)));
       VF ss = hn::Zero(df);
       for (int t = 0; t < T; ++t) {
@@ -610,8 +616,8 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
       }
     }
     const VF o = hn::LoadU(df, acc + d0);
-    hn::StoreU(hn::MulAdd(hn::LoadU(df, a + d0), sum, hn::MulAdd(hn::LoadU(df, b + d0), wsv, o)), df,
-               acc + d0);
+    hn::StoreU(hn::MulAdd(hn::LoadU(df, a + d0), sum, hn::MulAdd(hn::LoadU(df, b + d0), wsv, o)),
+               df, acc + d0);
   }
 }
 
@@ -627,7 +633,8 @@ void QuantizeInt8(const float* src, int T, int D, uint8_t* codes, uint8_t* meta)
   float* inv = Scratch(1, static_cast<size_t>(T));
   for (int t = 0; t < T; ++t) {
     VF m = hn::Zero(df);
-    for (int d = 0; d < D; d += N) m = hn::Max(m, hn::Abs(SanitizeV(df, hn::LoadU(df, src + t * D + d))));
+    for (int d = 0; d < D; d += N)
+      m = hn::Max(m, hn::Abs(SanitizeV(df, hn::LoadU(df, src + t * D + d))));
     amax[t] = hn::GetLane(hn::MaxOfLanes(df, m));
   }
   SymParamsBatch(amax, T, 127.0f, meta, inv);
@@ -652,12 +659,14 @@ void DequantizeInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, flo
   LoadPlane(meta, T, s);
   for (int t = 0; t < T; ++t) {
     const VF sv = hn::Set(df, s[t]);
-    for (int d = 0; d < D; d += N) hn::StoreU(hn::Mul(LoadInt8(df, codes + t * D + d), sv), df, dst + t * D + d);
+    for (int d = 0; d < D; d += N)
+      hn::StoreU(hn::Mul(LoadInt8(df, codes + t * D + d), sv), df, dst + t * D + d);
   }
 }
 
 template <class DFT>
-void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q, float* scores) {
+void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q,
+             float* scores) {
   HQEKV_QUANT_TAGS(DFT);
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -665,7 +674,8 @@ void DotInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const floa
   LoadPlane(meta, T, s);
   for (int t = 0; t < T; ++t) {
     VF acc = hn::Zero(df);
-    for (int d = 0; d < D; d += N) acc = hn::MulAdd(LoadInt8(df, codes + t * D + d), hn::LoadU(df, q + d), acc);
+    for (int d = 0; d < D; d += N)
+      acc = hn::MulAdd(LoadInt8(df, codes + t * D + d), hn::LoadU(df, q + d), acc);
     scores[t] = hn::GetLane(hn::SumOfLanes(df, acc)) * s[t];
   }
 }
@@ -680,7 +690,8 @@ void AxpyInt8(const uint8_t* codes, const uint8_t* meta, int T, int D, const flo
   for (int t = 0; t < T; ++t) {
     const VF a = hn::Set(df, w[t] * s[t]);
     for (int d = 0; d < D; d += N) {
-      hn::StoreU(hn::MulAdd(LoadInt8(df, codes + t * D + d), a, hn::LoadU(df, acc + d)), df, acc + d);
+      hn::StoreU(hn::MulAdd(LoadInt8(df, codes + t * D + d), a, hn::LoadU(df, acc + d)), df,
+                 acc + d);
     }
   }
 }
@@ -732,7 +743,8 @@ void QuantizeFp8(bool e4m3, const float* src, size_t n, uint8_t* codes, uint8_t*
   float inv;
   MakeSymScale(amax, p.max_val, &s16, &inv);
   StoreF16(s16, meta);
-  const VF iv = hn::Set(df, inv), max_val = hn::Set(df, p.max_val), min_normal = hn::Set(df, p.min_normal);
+  const VF iv = hn::Set(df, inv), max_val = hn::Set(df, p.max_val),
+           min_normal = hn::Set(df, p.min_normal);
   const VF sub_scale = hn::Set(df, p.sub_scale), magic = hn::Set(df, 0x1p23f);
   const int shift = static_cast<int>(23 - p.m);
   const VU round_bias = hn::Set(du, (1u << (shift - 1)) - 1u), one = hn::Set(du, 1u);
@@ -744,10 +756,12 @@ void QuantizeFp8(bool e4m3, const float* src, size_t n, uint8_t* codes, uint8_t*
     const VU sign = hn::And(hn::ShiftRight<24>(bits), hn::Set(du, 0x80u));
     const VU abits = hn::And(bits, hn::Set(du, 0x7FFFFFFFu));
     const VF a = hn::BitCast(df, abits);
-    const VU sub = hn::BitCast(du, hn::ConvertTo(di, hn::Sub(hn::Add(hn::Mul(a, sub_scale), magic), magic)));
+    const VU sub =
+        hn::BitCast(du, hn::ConvertTo(di, hn::Sub(hn::Add(hn::Mul(a, sub_scale), magic), magic)));
     const VU lsb = hn::And(hn::ShiftRightSame(abits, shift), one);
-    const VU norm = hn::Min(hn::Sub(hn::ShiftRightSame(hn::Add(hn::Add(abits, round_bias), lsb), shift), rebias),
-                            max_code);
+    const VU norm = hn::Min(
+        hn::Sub(hn::ShiftRightSame(hn::Add(hn::Add(abits, round_bias), lsb), shift), rebias),
+        max_code);
     VU code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(a, min_normal)), sub, norm);
     code = hn::IfThenElse(hn::RebindMask(du, hn::Ge(a, max_val)), max_code, code);
     hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, hn::Or(code, sign))), d8, codes + i);
@@ -768,7 +782,8 @@ HWY_INLINE hn::Vec<D> LoadFp8(D df, const Fp8Params& p, const uint8_t* ptr) {
   const auto normal = hn::Add(hn::ShiftLeftSame(mag, static_cast<int>(23 - p.m)),
                               hn::Set(du, (127u - p.bias) << 23));
   // Subnormal codes (exponent field 0): mag * 2^(1-bias-m), exact in float.
-  const auto sub = hn::Div(hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<D>(), mag)), hn::Set(df, p.sub_scale));
+  const auto sub = hn::Div(hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<D>(), mag)),
+                           hn::Set(df, p.sub_scale));
   const auto is_sub = hn::RebindMask(df, hn::Lt(mag, hn::Set(du, 1u << p.m)));
   const auto v = hn::IfThenElse(is_sub, sub, hn::BitCast(df, normal));
   return hn::BitCast(df, hn::Or(hn::BitCast(du, v), sign));
@@ -796,7 +811,8 @@ void DotFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D, 
   const float s = F16ToF32(LoadF16(meta));
   for (int t = 0; t < T; ++t) {
     auto acc = hn::Zero(df);
-    for (int d = 0; d < D; d += N) acc = hn::MulAdd(LoadFp8(df, p, codes + t * D + d), hn::LoadU(df, q + d), acc);
+    for (int d = 0; d < D; d += N)
+      acc = hn::MulAdd(LoadFp8(df, p, codes + t * D + d), hn::LoadU(df, q + d), acc);
     scores[t] = hn::GetLane(hn::SumOfLanes(df, acc)) * s;
   }
 }
@@ -811,11 +827,11 @@ void AxpyFp8(bool e4m3, const uint8_t* codes, const uint8_t* meta, int T, int D,
   for (int t = 0; t < T; ++t) {
     const auto a = hn::Set(df, w[t] * s);
     for (int d = 0; d < D; d += N) {
-      hn::StoreU(hn::MulAdd(LoadFp8(df, p, codes + t * D + d), a, hn::LoadU(df, acc + d)), df, acc + d);
+      hn::StoreU(hn::MulAdd(LoadFp8(df, p, codes + t * D + d), a, hn::LoadU(df, acc + d)), df,
+                 acc + d);
     }
   }
 }
-
 
 // -------------------------------------------------------------- Hadamard
 // The butterflies of HadamardRotate (quant/hadamard.cc) on each of T rows:
@@ -841,8 +857,8 @@ bool HadamardRowsImpl(float* x, int T, int D) {
     float* r = x + static_cast<size_t>(t) * D;
     for (int i = 0; i < D; i += N) {
       VF v = hn::LoadU(df, r + i);
-      v = hn::MulAdd(v, s1, hn::Shuffle2301(v));  // h = 1
-      v = hn::MulAdd(v, s2, hn::Shuffle1032(v));  // h = 2
+      v = hn::MulAdd(v, s1, hn::Shuffle2301(v));                          // h = 1
+      v = hn::MulAdd(v, s2, hn::Shuffle1032(v));                          // h = 2
       if (N == 8) v = hn::MulAdd(v, s4, hn::ConcatLowerUpper(df, v, v));  // h = 4
       hn::StoreU(v, df, r + i);
     }
@@ -920,24 +936,30 @@ bool AxpyGroupedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta,
 }
 
 // int8 per token: rows of D values, D a multiple of the lane count.
-bool QuantizeInt8Impl(const Format&, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
-  return HasVectors() && WithRowTag(D, [&](auto d) { QuantizeInt8<decltype(d)>(src, T, D, codes, meta); });
+bool QuantizeInt8Impl(const Format&, const float* src, int T, int D, uint8_t* codes,
+                      uint8_t* meta) {
+  return HasVectors() &&
+         WithRowTag(D, [&](auto d) { QuantizeInt8<decltype(d)>(src, T, D, codes, meta); });
 }
 bool DequantizeInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
                         float* dst) {
-  return HasVectors() && WithRowTag(D, [&](auto d) { DequantizeInt8<decltype(d)>(codes, meta, T, D, dst); });
+  return HasVectors() &&
+         WithRowTag(D, [&](auto d) { DequantizeInt8<decltype(d)>(codes, meta, T, D, dst); });
 }
 bool DotInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
                  const float* q, float* scores) {
-  return HasVectors() && WithRowTag(D, [&](auto d) { DotInt8<decltype(d)>(codes, meta, T, D, q, scores); });
+  return HasVectors() &&
+         WithRowTag(D, [&](auto d) { DotInt8<decltype(d)>(codes, meta, T, D, q, scores); });
 }
 bool AxpyInt8Impl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
                   const float* w, float* acc) {
-  return HasVectors() && WithRowTag(D, [&](auto d) { AxpyInt8<decltype(d)>(codes, meta, T, D, w, acc); });
+  return HasVectors() &&
+         WithRowTag(D, [&](auto d) { AxpyInt8<decltype(d)>(codes, meta, T, D, w, acc); });
 }
 
 // fp8 (E4M3 / E5M2): quantize / dequantize walk the chunk as one array.
-bool QuantizeFp8Impl(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta) {
+bool QuantizeFp8Impl(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                     uint8_t* meta) {
   if (!HasVectors()) return false;
   return QuantizeFp8<DW>(f.kind == Kind::kFp8E4M3, src, NumCodes(T, D), codes, meta), true;
 }
@@ -949,12 +971,14 @@ bool DequantizeFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* met
 bool DotFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                 const float* q, float* scores) {
   const bool e4m3 = f.kind == Kind::kFp8E4M3;
-  return HasVectors() && WithRowTag(D, [&](auto d) { DotFp8<decltype(d)>(e4m3, codes, meta, T, D, q, scores); });
+  return HasVectors() &&
+         WithRowTag(D, [&](auto d) { DotFp8<decltype(d)>(e4m3, codes, meta, T, D, q, scores); });
 }
 bool AxpyFp8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                  const float* w, float* acc) {
   const bool e4m3 = f.kind == Kind::kFp8E4M3;
-  return HasVectors() && WithRowTag(D, [&](auto d) { AxpyFp8<decltype(d)>(e4m3, codes, meta, T, D, w, acc); });
+  return HasVectors() &&
+         WithRowTag(D, [&](auto d) { AxpyFp8<decltype(d)>(e4m3, codes, meta, T, D, w, acc); });
 }
 
 // f16: hardware fp16 conversion only (F16C targets).
@@ -964,7 +988,8 @@ bool QuantizeF16Impl(const Format&, const float* src, int T, int D, uint8_t* cod
 #endif
   return false;
 }
-bool DequantizeF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D, float* dst) {
+bool DequantizeF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int D,
+                       float* dst) {
 #if HQEKV_HW_F16
   if (HasVectors()) return DequantizeF16<DW>(codes, NumCodes(T, D), dst), true;
 #endif
@@ -979,7 +1004,8 @@ bool DotF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int 
     for (int t = 0; t < T; ++t) {
       VF acc = hn::Zero(df);
       for (int d = 0; d < D; d += N) {
-        acc = hn::MulAdd(LoadF16V(df, codes + 2 * (static_cast<size_t>(t) * D + d)), hn::LoadU(df, q + d), acc);
+        acc = hn::MulAdd(LoadF16V(df, codes + 2 * (static_cast<size_t>(t) * D + d)),
+                         hn::LoadU(df, q + d), acc);
       }
       scores[t] = hn::GetLane(hn::SumOfLanes(df, acc));
     }
@@ -1017,28 +1043,28 @@ namespace hqekv::quant {
 
 // One exported set per kind family; quant/format_traits.cc puts the simd::
 // wrappers in the table rows.
-#define HQEKV_QUANT_EXPORT_FAMILY(Fam)                                                      \
-  HWY_EXPORT(Quantize##Fam##Impl);                                                          \
-  HWY_EXPORT(Dequantize##Fam##Impl);                                                        \
-  HWY_EXPORT(Dot##Fam##Impl);                                                               \
-  HWY_EXPORT(Axpy##Fam##Impl);                                                              \
-  namespace simd {                                                                          \
-  bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,       \
-                     uint8_t* meta) {                                                       \
-    return HWY_DYNAMIC_DISPATCH(Quantize##Fam##Impl)(f, src, T, D, codes, meta);            \
-  }                                                                                         \
-  bool Dequantize##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,   \
-                       int D, float* dst) {                                                 \
-    return HWY_DYNAMIC_DISPATCH(Dequantize##Fam##Impl)(f, codes, meta, T, D, dst);          \
-  }                                                                                         \
-  bool Dot##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,   \
-                const float* q, float* scores) {                                            \
-    return HWY_DYNAMIC_DISPATCH(Dot##Fam##Impl)(f, codes, meta, T, D, q, scores);           \
-  }                                                                                         \
-  bool Axpy##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,  \
-                 const float* w, float* acc) {                                              \
-    return HWY_DYNAMIC_DISPATCH(Axpy##Fam##Impl)(f, codes, meta, T, D, w, acc);             \
-  }                                                                                         \
+#define HQEKV_QUANT_EXPORT_FAMILY(Fam)                                                           \
+  HWY_EXPORT(Quantize##Fam##Impl);                                                               \
+  HWY_EXPORT(Dequantize##Fam##Impl);                                                             \
+  HWY_EXPORT(Dot##Fam##Impl);                                                                    \
+  HWY_EXPORT(Axpy##Fam##Impl);                                                                   \
+  namespace simd {                                                                               \
+  bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,            \
+                     uint8_t* meta) {                                                            \
+    return HWY_DYNAMIC_DISPATCH(Quantize##Fam##Impl)(f, src, T, D, codes, meta);                 \
+  }                                                                                              \
+  bool Dequantize##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, \
+                       float* dst) {                                                             \
+    return HWY_DYNAMIC_DISPATCH(Dequantize##Fam##Impl)(f, codes, meta, T, D, dst);               \
+  }                                                                                              \
+  bool Dot##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,        \
+                const float* q, float* scores) {                                                 \
+    return HWY_DYNAMIC_DISPATCH(Dot##Fam##Impl)(f, codes, meta, T, D, q, scores);                \
+  }                                                                                              \
+  bool Axpy##Fam(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,       \
+                 const float* w, float* acc) {                                                   \
+    return HWY_DYNAMIC_DISPATCH(Axpy##Fam##Impl)(f, codes, meta, T, D, w, acc);                  \
+  }                                                                                              \
   }  // namespace simd
 
 HQEKV_QUANT_EXPORT_FAMILY(Grouped)

@@ -16,7 +16,9 @@ constexpr FormatRow kFormats[] = {
     {ChatFormat::kGemma, "gemma"},
 };
 
-bool Contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+bool Contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
 
 // Leading and trailing ASCII whitespace removed (llama.cpp trims message text
 // for the families that do so in their templates: llama3, gemma).
@@ -49,7 +51,8 @@ std::string SupportedChatFormatNames() {
 
 std::optional<ChatFormat> DetectChatFormat(std::string_view t) {
   if (Contains(t, "<|im_start|>") && !Contains(t, "<|im_sep|>")) return ChatFormat::kChatML;
-  if (Contains(t, "<|start_header_id|>") && Contains(t, "<|end_header_id|>")) return ChatFormat::kLlama3;
+  if (Contains(t, "<|start_header_id|>") && Contains(t, "<|end_header_id|>"))
+    return ChatFormat::kLlama3;
   if (Contains(t, "<|assistant|>") && Contains(t, "<|end|>")) return ChatFormat::kPhi3;
   if (Contains(t, "<start_of_turn>")) return ChatFormat::kGemma;
   return std::nullopt;
@@ -62,24 +65,28 @@ Result<ChatFormat> ResolveChatFormat(std::string_view jinja, std::string_view ov
                      "' (supported: " + SupportedChatFormatNames() + ")");
   }
   if (jinja.empty()) {
-    return MakeError("the model file has no tokenizer.chat_template; name a format with --chat-template (" +
-                     SupportedChatFormatNames() + ")");
+    return MakeError(
+        "the model file has no tokenizer.chat_template; name a format with --chat-template (" +
+        SupportedChatFormatNames() + ")");
   }
   if (auto f = DetectChatFormat(jinja)) return *f;
-  return MakeError("tokenizer.chat_template is not a recognised family (supported: " + SupportedChatFormatNames() +
-                   "); name one with --chat-template");
+  return MakeError("tokenizer.chat_template is not a recognised family (supported: " +
+                   SupportedChatFormatNames() + "); name one with --chat-template");
 }
 
-std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+std::string RenderChat(ChatFormat f, const std::vector<ChatMessage>& messages,
+                       bool add_generation_prompt) {
   std::string out;
   switch (f) {
     case ChatFormat::kChatML:
-      for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      for (const auto& m : messages)
+        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
       if (add_generation_prompt) out += "<|im_start|>assistant\n";
       break;
     case ChatFormat::kLlama3:
       for (const auto& m : messages)
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) +
+               "<|eot_id|>";
       if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
     case ChatFormat::kPhi3:

@@ -29,10 +29,14 @@ int ParseByteToken(std::string_view p) {
   for (int k = 3; k < 5; ++k) {
     const char c = p[k];
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else
+      return -1;
   }
   return v;
 }
@@ -54,7 +58,8 @@ class TokenizerBase : public Tokenizer {
     for (int32_t id = 0; id < static_cast<int32_t>(v_.tokens.size()); ++id) {
       all_.emplace(v_.tokens[id], id);  // first occurrence wins
       const int32_t t = v_.types[id];
-      if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[id].empty()) specials_.push_back(id);
+      if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[id].empty())
+        specials_.push_back(id);
       if (IsEndOfGenerationText(v_.tokens[id])) eog_.push_back(id);
     }
     for (int32_t id : {v_.eos, v_.eot, v_.eom})
@@ -62,12 +67,15 @@ class TokenizerBase : public Tokenizer {
     std::sort(eog_.begin(), eog_.end());
     eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
     // Longest special first, so "<|eot_id|>" beats a shorter prefix.
-    std::stable_sort(specials_.begin(), specials_.end(),
-                     [&](int32_t a, int32_t b) { return v_.tokens[a].size() > v_.tokens[b].size(); });
-    for (int32_t id : specials_) specials_by_byte_[static_cast<uint8_t>(v_.tokens[id][0])].push_back(id);
+    std::stable_sort(specials_.begin(), specials_.end(), [&](int32_t a, int32_t b) {
+      return v_.tokens[a].size() > v_.tokens[b].size();
+    });
+    for (int32_t id : specials_)
+      specials_by_byte_[static_cast<uint8_t>(v_.tokens[id][0])].push_back(id);
   }
 
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool parse_special) const override {
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
+                              bool parse_special) const override {
     std::vector<int32_t> out;
     if (add_bos && v_.bos >= 0) out.push_back(v_.bos);
     size_t start = 0;
@@ -119,7 +127,8 @@ class TokenizerBase : public Tokenizer {
  protected:
   // Encodes plain text (no special tokens). `at_start`: the fragment begins the
   // text or follows a special token (SPM adds its dummy-prefix space then).
-  virtual void EncodeText(std::string_view text, bool at_start, std::vector<int32_t>& out) const = 0;
+  virtual void EncodeText(std::string_view text, bool at_start,
+                          std::vector<int32_t>& out) const = 0;
   bool InRange(int32_t t) const { return t >= 0 && t < static_cast<int32_t>(v_.tokens.size()); }
   std::string Ids() const {
     std::ostringstream os;
@@ -199,8 +208,10 @@ class SpmTokenizer final : public TokenizerBase {
     s.reserve(text.size() + 3);
     if (at_start && v_.add_space_prefix && !text.empty()) s += kSpmSpace;
     for (char c : text) {
-      if (c == ' ') s += kSpmSpace;
-      else s += c;
+      if (c == ' ')
+        s += kSpmSpace;
+      else
+        s += c;
     }
     if (s.empty()) return;
     // One symbol per UTF-8 character.
@@ -217,7 +228,7 @@ class SpmTokenizer final : public TokenizerBase {
       float score;
       uint32_t start;  // left symbol's start: tie-break to the leftmost
       int left, right;
-      uint32_t len;    // merged length, to detect stale candidates
+      uint32_t len;  // merged length, to detect stale candidates
       int32_t id;
     };
     auto worse = [](const Cand& a, const Cand& b) {
@@ -230,7 +241,8 @@ class SpmTokenizer final : public TokenizerBase {
       if (it == mergeable_.end()) return;
       heap.push({Score(it->second), sym[l].start, l, r, sym[l].len + sym[r].len, it->second});
     };
-    for (size_t k = 0; k + 1 < sym.size(); ++k) try_pair(static_cast<int>(k), static_cast<int>(k) + 1);
+    for (size_t k = 0; k + 1 < sym.size(); ++k)
+      try_pair(static_cast<int>(k), static_cast<int>(k) + 1);
     while (!heap.empty()) {
       const Cand c = heap.top();
       heap.pop();
@@ -259,8 +271,10 @@ class SpmTokenizer final : public TokenizerBase {
       // Byte fallback: one <0xXX> token per byte, else <unk>.
       for (uint32_t b = 0; b < x.len; ++b) {
         const int32_t bid = byte_ids_[static_cast<uint8_t>(s[x.start + b])];
-        if (bid >= 0) out.push_back(bid);
-        else if (v_.unk >= 0) out.push_back(v_.unk);
+        if (bid >= 0)
+          out.push_back(bid);
+        else if (v_.unk >= 0)
+          out.push_back(v_.unk);
       }
     }
   }
@@ -270,7 +284,8 @@ class SpmTokenizer final : public TokenizerBase {
   PieceMap mergeable_;  // non-control, non-byte pieces
   int32_t byte_ids_[256] = {
 #define R16 -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1
-      R16, R16, R16, R16, R16, R16, R16, R16, R16, R16, R16, R16, R16, R16, R16, R16
+      R16, R16, R16, R16, R16, R16, R16, R16, R16,
+      R16, R16, R16, R16, R16, R16, R16
 #undef R16
   };
 };
@@ -297,7 +312,8 @@ const ByteUnicode& Bytes() {
 
 class BpeTokenizer final : public TokenizerBase {
  public:
-  BpeTokenizer(TokenizerVocab v, std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges, size_t skipped)
+  BpeTokenizer(TokenizerVocab v, std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges,
+               size_t skipped)
       : TokenizerBase(std::move(v)), merges_(std::move(merges)), skipped_merges_(skipped) {
     pre_ = v_.pre == "qwen2" ? PreTokenizer::kQwen2 : PreTokenizer::kLlama3;
     // llama.cpp looks a whole Llama 3 word up first ("ignore_merges").
@@ -322,21 +338,25 @@ class BpeTokenizer final : public TokenizerBase {
     const auto& to_byte = Bytes().to_byte;
     for (size_t k = 0; k < u.cp.size(); ++k) {
       auto it = to_byte.find(u.cp[k]);
-      if (it != to_byte.end()) out += static_cast<char>(it->second);
-      else out.append(p, u.offset[k], u.offset[k + 1] - u.offset[k]);
+      if (it != to_byte.end())
+        out += static_cast<char>(it->second);
+      else
+        out.append(p, u.offset[k], u.offset[k + 1] - u.offset[k]);
     }
     return out;
   }
 
   std::string Describe() const override {
-    return std::string("bpe (gpt2, pre=") + v_.pre + "), " + std::to_string(v_.tokens.size()) + " tokens, " +
-           std::to_string(v_.merges.size()) + " merges" +
-           (skipped_merges_ ? " (" + std::to_string(skipped_merges_) + " unusable, skipped)" : std::string()) + ", " +
-           Ids();
+    return std::string("bpe (gpt2, pre=") + v_.pre + "), " + std::to_string(v_.tokens.size()) +
+           " tokens, " + std::to_string(v_.merges.size()) + " merges" +
+           (skipped_merges_ ? " (" + std::to_string(skipped_merges_) + " unusable, skipped)"
+                            : std::string()) +
+           ", " + Ids();
   }
 
  protected:
-  void EncodeText(std::string_view text, bool /*at_start*/, std::vector<int32_t>& out) const override {
+  void EncodeText(std::string_view text, bool /*at_start*/,
+                  std::vector<int32_t>& out) const override {
     for (std::string_view word : PreTokenize(text, pre_)) EncodeWord(word, out);
   }
 
@@ -354,7 +374,8 @@ class BpeTokenizer final : public TokenizerBase {
     std::vector<Symbol> sym(word.size());
     for (size_t k = 0; k < word.size(); ++k) {
       sym[k] = {static_cast<uint32_t>(k), 1, static_cast<int>(k) - 1,
-                k + 1 < word.size() ? static_cast<int>(k) + 1 : -1, byte_ids_[static_cast<uint8_t>(word[k])]};
+                k + 1 < word.size() ? static_cast<int>(k) + 1 : -1,
+                byte_ids_[static_cast<uint8_t>(word[k])]};
     }
     struct Cand {
       int32_t rank;
@@ -362,7 +383,9 @@ class BpeTokenizer final : public TokenizerBase {
       int left, right;
       int32_t lid, rid, merged;
     };
-    auto worse = [](const Cand& a, const Cand& b) { return a.rank != b.rank ? a.rank > b.rank : a.start > b.start; };
+    auto worse = [](const Cand& a, const Cand& b) {
+      return a.rank != b.rank ? a.rank > b.rank : a.start > b.start;
+    };
     std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> heap(worse);
     auto try_pair = [&](int l, int r) {
       if (l < 0 || r < 0 || sym[l].id < 0 || sym[r].id < 0) return;
@@ -370,7 +393,8 @@ class BpeTokenizer final : public TokenizerBase {
       if (it == merges_.end()) return;
       heap.push({it->second.first, sym[l].start, l, r, sym[l].id, sym[r].id, it->second.second});
     };
-    for (size_t k = 0; k + 1 < sym.size(); ++k) try_pair(static_cast<int>(k), static_cast<int>(k) + 1);
+    for (size_t k = 0; k + 1 < sym.size(); ++k)
+      try_pair(static_cast<int>(k), static_cast<int>(k) + 1);
     while (!heap.empty()) {
       const Cand c = heap.top();
       heap.pop();
@@ -386,8 +410,10 @@ class BpeTokenizer final : public TokenizerBase {
       try_pair(c.left, l.next);
     }
     for (int k = 0; k >= 0 && k < static_cast<int>(sym.size()); k = sym[k].next) {
-      if (sym[k].id >= 0) out.push_back(sym[k].id);
-      else if (v_.unk >= 0) out.push_back(v_.unk);  // byte missing from the vocab
+      if (sym[k].id >= 0)
+        out.push_back(sym[k].id);
+      else if (v_.unk >= 0)
+        out.push_back(v_.unk);  // byte missing from the vocab
     }
   }
 
@@ -395,7 +421,8 @@ class BpeTokenizer final : public TokenizerBase {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
 
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (left, right) -> (rank, merged id)
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>>
+      merges_;  // (left, right) -> (rank, merged id)
   size_t skipped_merges_ = 0;
   PreTokenizer pre_;
   bool ignore_merges_ = false;
@@ -414,7 +441,9 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids, int32_t prev) con
 }
 
 Result<std::unique_ptr<Tokenizer>> MakeTokenizer(TokenizerVocab v, const std::string& source) {
-  auto fail = [&](const std::string& m) { return MakeError("tokenizer of '" + source + "': " + m); };
+  auto fail = [&](const std::string& m) {
+    return MakeError("tokenizer of '" + source + "': " + m);
+  };
   const size_t n = v.tokens.size();
   if (n == 0) return fail("empty vocabulary");
   if (n > (size_t{1} << 30)) return fail("vocabulary too large");
@@ -426,12 +455,14 @@ Result<std::unique_ptr<Tokenizer>> MakeTokenizer(TokenizerVocab v, const std::st
       if (ParseByteToken(v.tokens[k]) >= 0) v.types[k] = kTokByte;
   }
   if (v.types.size() != n)
-    return fail(std::to_string(v.types.size()) + " token types for " + std::to_string(n) + " tokens");
+    return fail(std::to_string(v.types.size()) + " token types for " + std::to_string(n) +
+                " tokens");
   for (size_t k = 0; k < n; ++k)
     if (v.types[k] < 0 || v.types[k] > kTokByte)
       return fail("token " + std::to_string(k) + " has invalid type " + std::to_string(v.types[k]));
   for (int32_t* id : {&v.bos, &v.eos, &v.unk, &v.pad, &v.eot, &v.eom}) {
-    if (*id >= static_cast<int64_t>(n)) return fail("special token id " + std::to_string(*id) + " is out of range");
+    if (*id >= static_cast<int64_t>(n))
+      return fail("special token id " + std::to_string(*id) + " is out of range");
     if (*id < -1) *id = -1;
   }
   if (v.kind == TokenizerKind::kSpm) {
@@ -446,8 +477,10 @@ Result<std::unique_ptr<Tokenizer>> MakeTokenizer(TokenizerVocab v, const std::st
   size_t skipped = 0;
   for (size_t r = 0; r < v.merges.size(); ++r) {
     const std::string& m = v.merges[r];
-    const size_t sp = m.find(' ', 1);  // a left piece never starts with a space (it is mapped to U+0120)
-    if (sp == std::string::npos) return fail("merge #" + std::to_string(r) + " '" + m + "' has no space");
+    const size_t sp =
+        m.find(' ', 1);  // a left piece never starts with a space (it is mapped to U+0120)
+    if (sp == std::string::npos)
+      return fail("merge #" + std::to_string(r) + " '" + m + "' has no space");
     const std::string left = m.substr(0, sp), right = m.substr(sp + 1);
     auto a = ids.find(left), b = ids.find(right), c = ids.find(left + right);
     if (a == ids.end() || b == ids.end() || c == ids.end()) {
@@ -458,10 +491,12 @@ Result<std::unique_ptr<Tokenizer>> MakeTokenizer(TokenizerVocab v, const std::st
     }
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) |
                          static_cast<uint32_t>(b->second);
-    merges.emplace(key, std::make_pair(static_cast<int32_t>(r), c->second));  // first (lowest) rank wins
+    merges.emplace(key,
+                   std::make_pair(static_cast<int32_t>(r), c->second));  // first (lowest) rank wins
   }
   if (!v.merges.empty() && merges.empty())
-    return fail("none of the " + std::to_string(v.merges.size()) + " merges refers to pieces of the vocabulary");
+    return fail("none of the " + std::to_string(v.merges.size()) +
+                " merges refers to pieces of the vocabulary");
   return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(v), std::move(merges), skipped));
 }
 

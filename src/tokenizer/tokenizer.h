@@ -26,29 +26,36 @@ enum class TokenizerKind { kSpm, kBpe };
 
 // Token types as GGUF stores them (tokenizer.ggml.token_type).
 enum TokenType : int32_t {
-  kTokUndefined = 0, kTokNormal = 1, kTokUnknown = 2, kTokControl = 3,
-  kTokUserDefined = 4, kTokUnused = 5, kTokByte = 6,
+  kTokUndefined = 0,
+  kTokNormal = 1,
+  kTokUnknown = 2,
+  kTokControl = 3,
+  kTokUserDefined = 4,
+  kTokUnused = 5,
+  kTokByte = 6,
 };
 
 // Everything a tokenizer is built from.
 struct TokenizerVocab {
   TokenizerKind kind = TokenizerKind::kSpm;
-  std::string pre = "default";         // BPE pre-tokenizer: "llama-bpe", "qwen2", ... ("default" = llama-bpe rules)
-  std::vector<std::string> tokens;     // piece text (SPM: "▁" for space; BPE: byte-to-unicode mapped)
-  std::vector<float> scores;           // SPM merge scores (empty -> all 0)
-  std::vector<int32_t> types;          // TokenType per token (empty -> all normal, except <0xXX> = byte)
-  std::vector<std::string> merges;     // BPE: "left right", rank = index
+  std::string pre =
+      "default";  // BPE pre-tokenizer: "llama-bpe", "qwen2", ... ("default" = llama-bpe rules)
+  std::vector<std::string> tokens;  // piece text (SPM: "▁" for space; BPE: byte-to-unicode mapped)
+  std::vector<float> scores;        // SPM merge scores (empty -> all 0)
+  std::vector<int32_t> types;  // TokenType per token (empty -> all normal, except <0xXX> = byte)
+  std::vector<std::string> merges;  // BPE: "left right", rank = index
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
-  int32_t eot = -1, eom = -1;          // extra end-of-generation ids (Llama 3 <|eot_id|>, <|eom_id|>)
-  bool add_bos = true;                 // tokenizer.ggml.add_bos_token (SPM default true, BPE default false)
-  bool add_space_prefix = true;        // SPM only: tokenizer.ggml.add_space_prefix
-  std::string chat_template;           // tokenizer.chat_template (Jinja source; "" when absent)
+  int32_t eot = -1, eom = -1;  // extra end-of-generation ids (Llama 3 <|eot_id|>, <|eom_id|>)
+  bool add_bos = true;         // tokenizer.ggml.add_bos_token (SPM default true, BPE default false)
+  bool add_space_prefix = true;  // SPM only: tokenizer.ggml.add_space_prefix
+  std::string chat_template;     // tokenizer.chat_template (Jinja source; "" when absent)
 };
 
 // Piece texts that end generation whatever the file's eos/eot/eom ids say
 // (llama.cpp's list: Llama 3, ChatML / Qwen, GPT-2 style, Phi-3, Gemma).
 inline constexpr const char* kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|end|>", "<end_of_turn>",
+    "<|eot_id|>",      "<|eom_id|>", "<|im_end|>",    "<|endoftext|>",
+    "<|end_of_text|>", "<|end|>",    "<end_of_turn>",
 };
 bool IsEndOfGenerationText(std::string_view piece);
 

@@ -25,13 +25,17 @@ std::vector<std::string_view> PreTokenize(std::string_view text, PreTokenizer ki
     if (c == '\'' && i + 1 < n) {
       const uint32_t a = lower(cp[i + 1]);
       const uint32_t b = i + 2 < n ? lower(cp[i + 2]) : 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') end = i + 2;
-      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) end = i + 3;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        end = i + 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        end = i + 3;
     }
     // 2. [^\r\n\p{L}\p{N}]?\p{L}+
     if (end == i) {
       size_t j = i;
-      if (!IsLetter(c) && c != '\r' && c != '\n' && !IsNumber(c) && i + 1 < n && IsLetter(cp[i + 1])) ++j;
+      if (!IsLetter(c) && c != '\r' && c != '\n' && !IsNumber(c) && i + 1 < n &&
+          IsLetter(cp[i + 1]))
+        ++j;
       if (IsLetter(cp[j])) {
         while (j < n && IsLetter(cp[j])) ++j;
         end = j;

@@ -16,13 +16,15 @@ TEST(KvReport, ListsEveryLayerTierAndByteBucket) {
   st.kept_elements = 71;  // 142 bytes * 8 / 71 = 16 bits
   st.original_elements = 142;
   const std::string r = FormatKvReport(st);
-  EXPECT_NE(r.find("layer 0: kept 0 | K fp16=64 u2=320 | V evicted=32 n1=96 | 132 B (payload 100, metadata 20, "
+  EXPECT_NE(r.find("layer 0: kept 0 | K fp16=64 u2=320 | V evicted=32 n1=96 | 132 B (payload 100, "
+                   "metadata 20, "
                    "bookkeeping 8, residual 4)"),
             std::string::npos)
       << r;
   EXPECT_NE(r.find("layer 1: kept 0 | K - | V - | 10 B"), std::string::npos) << r;
   EXPECT_NE(r.find("total: 142 B"), std::string::npos) << r;
-  EXPECT_NE(r.find("16.000 true bits/element, 8.000 bits/original element"), std::string::npos) << r;
+  EXPECT_NE(r.find("16.000 true bits/element, 8.000 bits/original element"), std::string::npos)
+      << r;
 }
 
 }  // namespace

@@ -384,8 +384,11 @@ TEST(KvStore, RandomOperationsKeepInvariantsAndLeakNothing) {
   std::vector<int32_t> next(L, 0);
   // Positions of (layer, head) whose K / V has ever been in a lossy format:
   // the others must read back bit-exactly (values are fp16-exact).
-  std::vector<std::vector<std::set<int32_t>>> lossy_k(L, std::vector<std::set<int32_t>>(H)), lossy_v = lossy_k;
-  auto lossless = [](const Format& f) { return SameFormat(f, quant::F16()) || SameFormat(f, quant::F32()); };
+  std::vector<std::vector<std::set<int32_t>>> lossy_k(L, std::vector<std::set<int32_t>>(H)),
+      lossy_v = lossy_k;
+  auto lossless = [](const Format& f) {
+    return SameFormat(f, quant::F16()) || SameFormat(f, quant::F32());
+  };
   for (int step = 0; step < 600; ++step) {
     const int l = static_cast<int>(rng() % L);
     const int op = static_cast<int>(rng() % 6);
@@ -398,9 +401,11 @@ TEST(KvStore, RandomOperationsKeepInvariantsAndLeakNothing) {
         pos.push_back(next[l]);
       }
       AppendTokens(*s, l, pos);
-      for (int hh = 0; hh < H; ++hh) shadow[l][hh].insert(shadow[l][hh].end(), pos.begin(), pos.end());
+      for (int hh = 0; hh < H; ++hh)
+        shadow[l][hh].insert(shadow[l][hh].end(), pos.begin(), pos.end());
     } else if (op == 1) {  // seal
-      const int n = s->ResidualSize(l, h) == 0 ? 0 : static_cast<int>(rng() % (s->ResidualSize(l, h) + 1));
+      const int n =
+          s->ResidualSize(l, h) == 0 ? 0 : static_cast<int>(rng() % (s->ResidualSize(l, h) + 1));
       ASSERT_TRUE(s->Seal(l, h, n, formats[rng() % 8], formats[rng() % 8]).ok());
     } else if (op == 2 && s->NumChunks(l, h) > 0) {  // change a format
       const int c = static_cast<int>(rng() % s->NumChunks(l, h));
@@ -550,7 +555,8 @@ TEST(KvStore, TrueBitsOfAQuantizedStoreIncludeEveryByte) {
   auto s = MakeStore(1, H, D, G);
   AppendTokens(*s, 0, Range(0, 1024));
   ASSERT_TRUE(s->Seal(0, kAllHeads, 1024, quant::Uniform(2, Grouping::kPerChannel),
-                      quant::Uniform(2, Grouping::kPerToken)).ok());
+                      quant::Uniform(2, Grouping::kPerToken))
+                  .ok());
   const KvStats st = s->Stats();
   EXPECT_EQ(st.bytes.payload, int64_t{1024} * H * D * 2 * 2 / 8);
   EXPECT_EQ(st.bytes.metadata, int64_t{1024} * H * D * 2 / 32 * 4);
@@ -579,9 +585,12 @@ TEST(KvStore, FormatChurnKeepsSlackSmallAndAccountingExact) {
   const int H = 2, D = 64, G = 32;
   auto s = MakeStore(1, H, D, G);
   std::mt19937 rng(99);
-  const Format u4k = quant::Uniform(4, Grouping::kPerChannel), u4v = quant::Uniform(4, Grouping::kPerToken, 32);
-  const Format u2k = quant::Uniform(2, Grouping::kPerChannel), u2v = quant::Uniform(2, Grouping::kPerToken, 32);
-  const Format n1k = quant::Normal(1, Grouping::kPerChannel), n1v = quant::Normal(1, Grouping::kPerToken, 32);
+  const Format u4k = quant::Uniform(4, Grouping::kPerChannel),
+               u4v = quant::Uniform(4, Grouping::kPerToken, 32);
+  const Format u2k = quant::Uniform(2, Grouping::kPerChannel),
+               u2v = quant::Uniform(2, Grouping::kPerToken, 32);
+  const Format n1k = quant::Normal(1, Grouping::kPerChannel),
+               n1v = quant::Normal(1, Grouping::kPerToken, 32);
   int32_t next = 0;
   for (int event = 0; event < 80; ++event) {
     AppendTokens(*s, 0, Range(next, next + G));
@@ -592,10 +601,14 @@ TEST(KvStore, FormatChurnKeepsSlackSmallAndAccountingExact) {
       if (!s->Chunk(0, 0, c).live()) continue;
       const int r = static_cast<int>(rng() % 10);
       const std::string k = quant::FormatName(s->Chunk(0, 0, c).k_format);
-      if (r < 3 && k == "f16") ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u4k, u4v).ok());
-      else if (r < 5 && k.rfind("u4", 0) == 0) ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u2k, u2v).ok());
-      else if (r < 6 && k.rfind("u2", 0) == 0) ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, n1k, n1v).ok());
-      else if (r == 9 && rng() % 8 == 0) ASSERT_TRUE(s->EvictChunk(0, kAllHeads, c).ok());
+      if (r < 3 && k == "f16")
+        ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u4k, u4v).ok());
+      else if (r < 5 && k.rfind("u4", 0) == 0)
+        ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u2k, u2v).ok());
+      else if (r < 6 && k.rfind("u2", 0) == 0)
+        ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, n1k, n1v).ok());
+      else if (r == 9 && rng() % 8 == 0)
+        ASSERT_TRUE(s->EvictChunk(0, kAllHeads, c).ok());
     }
     // Reconstruction before the event's Compact (which may move blocks).
     std::vector<float> k0(s->KeptTokens(0, 1) * D), v0(k0.size());
@@ -607,7 +620,8 @@ TEST(KvStore, FormatChurnKeepsSlackSmallAndAccountingExact) {
     ASSERT_EQ(v0, v1) << "event " << event;
     ExpectAccountingExact(*s);
     const int64_t slack = s->PoolSlackBytes(0);
-    EXPECT_LE(slack, std::max<int64_t>(2 * s->Pool(0).page_bytes(), s->Pool(0).requested_bytes() / 32))
+    EXPECT_LE(slack,
+              std::max<int64_t>(2 * s->Pool(0).page_bytes(), s->Pool(0).requested_bytes() / 32))
         << "event " << event;
   }
 }

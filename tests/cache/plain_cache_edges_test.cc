@@ -38,7 +38,8 @@ Fixture Fill(uint32_t seed) {
     for (int h = 0; h < kHkv; ++h) {
       for (int d = 0; d < kD; ++d) {
         const size_t i = (static_cast<size_t>(t) * kHkv + h) * kD + d;
-        const float k1 = static_cast<float>(static_cast<int>(rng() % 257) - 128) / 32.0f;  // [-4, 4]
+        const float k1 =
+            static_cast<float>(static_cast<int>(rng() % 257) - 128) / 32.0f;  // [-4, 4]
         f.k[i] = d == 0 ? 1.0f : d == 1 ? k1 : RoundF16(std::normal_distribution<float>(0, 2)(rng));
         f.v[i] = RoundF16(std::normal_distribution<float>(0, 1)(rng));
       }
@@ -94,9 +95,11 @@ void CheckBases(PlainPrecision prec, const std::vector<float>& bases) {
         const float got = out[(static_cast<size_t>(i) * kHq + h) * kD + d];
         ASSERT_TRUE(std::isfinite(got)) << "query " << i << " head " << h << " base " << bases[h];
         if (i >= 2) {  // one token: its V row exactly; none: exactly 0
-          EXPECT_EQ(got, static_cast<float>(want[d])) << "query " << i << " head " << h << " d " << d;
+          EXPECT_EQ(got, static_cast<float>(want[d]))
+              << "query " << i << " head " << h << " d " << d;
         } else {
-          EXPECT_NEAR(got, want[d], 2e-5) << "query " << i << " head " << h << " base " << bases[h] << " d " << d;
+          EXPECT_NEAR(got, want[d], 2e-5)
+              << "query " << i << " head " << h << " base " << bases[h] << " d " << d;
         }
       }
     }

@@ -128,7 +128,8 @@ TEST(PlainKvCache, ByteAccountingIsExact) {
     auto c = PlainKvCache::Create(g, prec);
     std::vector<float> k(5 * 2 * 64, 0.5f);
     std::vector<int32_t> pos = {0, 1, 2, 3, 4};
-    for (int l = 0; l < 3; ++l) ASSERT_TRUE((*c)->Append(l, k.data(), k.data(), pos.data(), 5).ok());
+    for (int l = 0; l < 3; ++l)
+      ASSERT_TRUE((*c)->Append(l, k.data(), k.data(), pos.data(), 5).ok());
     ASSERT_TRUE((*c)->EndBatch(5, true).ok());
     const KvStats s = (*c)->Stats();
     const int64_t elem = prec == PlainPrecision::kF16 ? 2 : 4;
@@ -164,7 +165,8 @@ TEST(PlainKvCache, HeldBytesEqualReportedBytesThroughPrefillAndDecode) {
       std::vector<int32_t> pos(n);
       for (auto& p : pos) p = (next += 1 + static_cast<int>(rng() % 2));
       auto k = Random(size_t(n) * 3 * 24, rng), v = Random(size_t(n) * 3 * 24, rng);
-      for (int l = 0; l < 2; ++l) ASSERT_TRUE((*c)->Append(l, k.data(), v.data(), pos.data(), n).ok());
+      for (int l = 0; l < 2; ++l)
+        ASSERT_TRUE((*c)->Append(l, k.data(), v.data(), pos.data(), n).ok());
       ExpectHeldEqualsReported(**c, "step " + std::to_string(step));
       const KvStats s = (*c)->Stats();
       const int64_t tok = (*c)->tokens(0);

@@ -125,7 +125,8 @@ void CheckMix(const Mix& mix, int n_q_heads, int H, unsigned seed) {
     got_w[{r.query, r.q_head}].assign(r.weights, r.weights + r.n_kept);
     sink_pos[r.kv_head].assign(r.positions, r.positions + r.n_kept);
   };
-  ASSERT_TRUE(StoreAttention(*s, layer, n_q_heads, q.data(), q_pos.data(), n, out.data(), &sink).ok());
+  ASSERT_TRUE(
+      StoreAttention(*s, layer, n_q_heads, q.data(), q_pos.data(), n, out.data(), &sink).ok());
 
   std::vector<double> ref;
   std::vector<std::vector<double>> ref_w;
@@ -158,7 +159,8 @@ const std::vector<Mix>& Mixes() {
   static const std::vector<Mix> mixes = {
       {"fp16", {{quant::F16(), quant::F16()}}},
       {"fp32", {{quant::F32(), quant::F32()}}},
-      {"fp8+int8", {{quant::Fp8E4M3(), quant::Int8PerToken()}, {quant::Int8PerToken(), quant::Fp8E5M2()}}},
+      {"fp8+int8",
+       {{quant::Fp8E4M3(), quant::Int8PerToken()}, {quant::Int8PerToken(), quant::Fp8E5M2()}}},
       {"hqekv tiers",
        {{quant::F16(), quant::F16()},
         {quant::Uniform(4, Grouping::kPerChannel), quant::Uniform(4, Grouping::kPerToken, 16)},
@@ -166,7 +168,8 @@ const std::vector<Mix>& Mixes() {
         {quant::Normal(1, Grouping::kPerChannel), quant::Normal(1, Grouping::kPerToken, 16)},
         {quant::Uniform(1, Grouping::kPerChannel), quant::Normal(2, Grouping::kPerToken, 32)}}},
       {"hadamard",
-       {{Had(quant::Uniform(4, Grouping::kPerToken, 32)), Had(quant::Uniform(2, Grouping::kPerToken, 32))},
+       {{Had(quant::Uniform(4, Grouping::kPerToken, 32)),
+         Had(quant::Uniform(2, Grouping::kPerToken, 32))},
         {quant::F16(), Had(quant::Fp8E4M3())},
         {Had(quant::Int8PerToken()), quant::Uniform(4, Grouping::kPerToken, 32)}}},
   };
@@ -198,7 +201,8 @@ TEST(StoreAttention, ParallelAndSerialAgreeExactly) {
   const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
   ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
   ASSERT_TRUE(s->Seal(0, kAllHeads, 64, quant::Uniform(2, Grouping::kPerChannel),
-                      quant::Uniform(2, Grouping::kPerToken)).ok());
+                      quant::Uniform(2, Grouping::kPerToken))
+                  .ok());
   const auto q = Gaussian(static_cast<size_t>(n) * nq * D, rng);
   std::vector<float> a(q.size()), b(q.size());
   StoreAttentionOptions serial, parallel;
@@ -231,7 +235,8 @@ TEST(StoreAttention, PrefillOverLongResidualMatchesReference) {
   std::vector<double> ref;
   std::vector<std::vector<double>> ref_w;
   Reference(*s, 0, nq, q, pos, &ref, &ref_w);
-  for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])));
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])));
 }
 
 TEST(StoreAttention, SinkSkipsEarlyQueries) {

@@ -50,7 +50,7 @@ TEST_F(LmScorerTest, ReferenceCacheScoresZeroAndPlainCachesAreCheap) {
   EXPECT_LE(same->true_bits, 17.25);
   auto f32 = (*s)->ScoreSpec("fp32");
   ASSERT_TRUE(f32.ok());
-  EXPECT_GT(f32->kl, 0.0);  // fp16 rounding of K/V is visible...
+  EXPECT_GT(f32->kl, 0.0);   // fp16 rounding of K/V is visible...
   EXPECT_LT(f32->kl, 1e-3);  // ...but tiny
   EXPECT_GT(f32->true_bits, 31.0);
   // A trial goes through cache_of.

@@ -34,7 +34,8 @@ class FakeScorer : public TrialScorer {
   }
   static double LayerKl(const Ratios& r) {
     // Information lost per tier; squares make mixing better than extremes.
-    return 0.01 * r.r4 + 0.08 * r.r2 + 0.3 * r.r1 * r.r1 + 0.3 * r.r1 + 1.5 * r.r0 * r.r0 + 0.2 * r.r0;
+    return 0.01 * r.r4 + 0.08 * r.r2 + 0.3 * r.r1 * r.r1 + 0.3 * r.r1 + 1.5 * r.r0 * r.r0 +
+           0.2 * r.r0;
   }
   TierCosts costs{5.5, 3.5, 2.4, 0.6};
   int calls = 0;
@@ -113,11 +114,12 @@ TEST(Calibrate, FindsAFeasibleMixAtTheBudgetBetterThanAFixedOne) {
   EXPECT_NEAR(p->ratios.r4 + p->ratios.r2 + p->ratios.r1 + p->ratios.r0, 1.0, 1e-9);
   EXPECT_EQ(p->trials, 80);
   EXPECT_EQ(p->trial_log.size(), 80u);
-  EXPECT_EQ(f.calls, 4 + [&] {
-    int n = 0;
-    for (const auto& t : p->trial_log) n += std::isnan(t.kl) ? 0 : 1;
-    return n;
-  }());
+  EXPECT_EQ(
+      f.calls, 4 + [&] {
+        int n = 0;
+        for (const auto& t : p->trial_log) n += std::isnan(t.kl) ? 0 : 1;
+        return n;
+      }());
   // A hand-picked feasible mix at the same budget is not better.
   auto fixed = SolveRatios(f.costs, 3.0, 0.3, 0.1);
   ASSERT_TRUE(fixed.has_value());
@@ -170,7 +172,12 @@ TEST(Calibrate, StopKeepsTheBestSoFar) {
   o.budget = 3.0;
   o.trials = 200;
   std::atomic<bool> stop{false};
-  auto p = Calibrate(f, o, [&](const CalibProgress& pr) { if (pr.trial == 25) stop = true; }, &stop);
+  auto p = Calibrate(
+      f, o,
+      [&](const CalibProgress& pr) {
+        if (pr.trial == 25) stop = true;
+      },
+      &stop);
   ASSERT_TRUE(p.ok()) << p.message();
   EXPECT_EQ(p->trials, 25);
   EXPECT_TRUE(std::isfinite(p->loss));

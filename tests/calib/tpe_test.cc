@@ -43,7 +43,8 @@ double BestLoss(const std::vector<TpeParam>& params, Fn fn, int n_trials, uint64
   if (random_search) opt.n_startup = n_trials;  // never leaves the random phase
   auto s = TpeSampler::Create(params, opt);
   EXPECT_TRUE(s.ok()) << s.message();
-  Status st = RunTpe(*s, n_trials, [&](const std::vector<double>& x) -> Result<double> { return fn(x); });
+  Status st =
+      RunTpe(*s, n_trials, [&](const std::vector<double>& x) -> Result<double> { return fn(x); });
   EXPECT_TRUE(st.ok()) << st.message();
   const int b = s->best_index();
   return b >= 0 ? s->trials()[b].loss : kInf;

@@ -14,34 +14,34 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, \
-              #cond, hqekv_last_error());                                             \
-      ++failures;                                                                     \
-    }                                                                                 \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              hqekv_last_error());                                                             \
+      ++failures;                                                                              \
+    }                                                                                          \
   } while (0)
 
 /* The call returns `status` and the message names `needle`. */
-#define CHECK_ERR(call, status, needle)                                                  \
-  do {                                                                                   \
-    hqekv_status s_ = (call);                                                            \
-    if (s_ != (status) || strstr(hqekv_last_error(), (needle)) == NULL) {                \
+#define CHECK_ERR(call, status, needle)                                                        \
+  do {                                                                                         \
+    hqekv_status s_ = (call);                                                                  \
+    if (s_ != (status) || strstr(hqekv_last_error(), (needle)) == NULL) {                      \
       fprintf(stderr, "%s:%d: %s gave %s '%s', expected %s naming '%s'\n", __FILE__, __LINE__, \
-              #call, hqekv_status_name(s_), hqekv_last_error(), #status, (needle));      \
-      ++failures;                                                                        \
-    }                                                                                    \
+              #call, hqekv_status_name(s_), hqekv_last_error(), #status, (needle));            \
+      ++failures;                                                                              \
+    }                                                                                          \
   } while (0)
 
-#define REQUIRE_OK(call)                                                                      \
-  do {                                                                                        \
-    hqekv_status s_ = (call);                                                                 \
-    if (s_ != HQEKV_OK) {                                                                     \
-      fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, hqekv_status_name(s_), \
-              hqekv_last_error());                                                            \
-      exit(1);                                                                                \
-    }                                                                                         \
+#define REQUIRE_OK(call)                                                       \
+  do {                                                                         \
+    hqekv_status s_ = (call);                                                  \
+    if (s_ != HQEKV_OK) {                                                      \
+      fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, \
+              hqekv_status_name(s_), hqekv_last_error());                      \
+      exit(1);                                                                 \
+    }                                                                          \
   } while (0)
 
 static void test_library(void) {
@@ -66,7 +66,8 @@ static void test_bad_model_input(const hqekv_model* model) {
   CHECK_ERR(hqekv_model_load(NULL, NULL, &m), HQEKV_ERR_INVALID_ARGUMENT, "path");
   CHECK_ERR(hqekv_model_load("x.gguf", NULL, NULL), HQEKV_ERR_INVALID_ARGUMENT, "out");
   /* Metadata of NULL: neutral values, no crash. */
-  CHECK(hqekv_model_n_vocab(NULL) == 0 && hqekv_model_bos(NULL) == -1 && strcmp(hqekv_model_name(NULL), "") == 0);
+  CHECK(hqekv_model_n_vocab(NULL) == 0 && hqekv_model_bos(NULL) == -1 &&
+        strcmp(hqekv_model_name(NULL), "") == 0);
 
   CHECK_ERR(hqekv_context_create(NULL, "fp16", 64, &ctx), HQEKV_ERR_INVALID_ARGUMENT, "model");
   CHECK(ctx == NULL);
@@ -74,13 +75,15 @@ static void test_bad_model_input(const hqekv_model* model) {
   CHECK_ERR(hqekv_context_create(model, "kivi:nominal_bits=3", 64, &ctx), HQEKV_ERR_SPEC, "bits");
   CHECK_ERR(hqekv_context_create(model, "fp16", 64, NULL), HQEKV_ERR_INVALID_ARGUMENT, "out");
 
-  CHECK_ERR(hqekv_tokenize(NULL, "a", (size_t)-1, 1, 0, toks, 4, &n), HQEKV_ERR_INVALID_ARGUMENT, "model");
+  CHECK_ERR(hqekv_tokenize(NULL, "a", (size_t)-1, 1, 0, toks, 4, &n), HQEKV_ERR_INVALID_ARGUMENT,
+            "model");
   CHECK_ERR(hqekv_tokenize(model, NULL, 0, 1, 0, toks, 4, &n), HQEKV_ERR_INVALID_ARGUMENT, "text");
   CHECK_ERR(hqekv_tokenize(model, "Once upon a time there was", (size_t)-1, 1, 0, toks, 2, &n),
             HQEKV_ERR_BUFFER_TOO_SMALL, "tokens");
   CHECK(n > 2);
   toks[0] = hqekv_model_n_vocab(model);
-  CHECK_ERR(hqekv_detokenize(model, toks, 1, -1, buf, sizeof buf, &n), HQEKV_ERR_INVALID_ARGUMENT, "outside");
+  CHECK_ERR(hqekv_detokenize(model, toks, 1, -1, buf, sizeof buf, &n), HQEKV_ERR_INVALID_ARGUMENT,
+            "outside");
 
   REQUIRE_OK(hqekv_context_create(model, "fp16", 4, &ctx));
   CHECK_ERR(hqekv_get_logits(ctx, &logits, NULL), HQEKV_ERR_STATE, "decode");
@@ -103,7 +106,8 @@ static void test_bad_model_input(const hqekv_model* model) {
   CHECK_ERR(hqekv_sampler_sample(NULL, ctx, toks), HQEKV_ERR_INVALID_ARGUMENT, "sampler");
   CHECK_ERR(hqekv_generate(ctx, NULL, 4, toks, 4, &n), HQEKV_ERR_INVALID_ARGUMENT, "sampler");
   CHECK_ERR(hqekv_context_kv_stats(NULL, NULL), HQEKV_ERR_INVALID_ARGUMENT, "ctx");
-  CHECK_ERR(hqekv_context_kv_report_json(ctx, buf, sizeof buf, &n), HQEKV_ERR_BUFFER_TOO_SMALL, "bytes");
+  CHECK_ERR(hqekv_context_kv_report_json(ctx, buf, sizeof buf, &n), HQEKV_ERR_BUFFER_TOO_SMALL,
+            "bytes");
   CHECK(n > sizeof buf && buf[sizeof buf - 1] == '\0');
   CHECK_ERR(hqekv_context_reset(NULL), HQEKV_ERR_INVALID_ARGUMENT, "ctx");
   hqekv_context_free(ctx);
@@ -140,9 +144,12 @@ static void test_quant(void) {
   CHECK_ERR(hqekv_quant_sizes(NULL, T, D, &cb, &mb), HQEKV_ERR_INVALID_ARGUMENT, "format");
   CHECK_ERR(hqekv_quant_sizes("u4", 0, D, &cb, &mb), HQEKV_ERR_INVALID_ARGUMENT, "T and D");
   CHECK_ERR(hqekv_quant_sizes("u4:g=48", T, D, &cb, &mb), HQEKV_ERR_SPEC, "u4:g=48");
-  CHECK_ERR(hqekv_quantize("u4", src, T, D, codes, 3, meta, sizeof meta), HQEKV_ERR_INVALID_ARGUMENT, "codes");
-  CHECK_ERR(hqekv_quantize("u4", NULL, T, D, codes, sizeof codes, meta, sizeof meta), HQEKV_ERR_INVALID_ARGUMENT, "src");
-  CHECK_ERR(hqekv_dequantize("u4", codes, sizeof codes, NULL, 0, T, D, dst), HQEKV_ERR_INVALID_ARGUMENT, "meta");
+  CHECK_ERR(hqekv_quantize("u4", src, T, D, codes, 3, meta, sizeof meta),
+            HQEKV_ERR_INVALID_ARGUMENT, "codes");
+  CHECK_ERR(hqekv_quantize("u4", NULL, T, D, codes, sizeof codes, meta, sizeof meta),
+            HQEKV_ERR_INVALID_ARGUMENT, "src");
+  CHECK_ERR(hqekv_dequantize("u4", codes, sizeof codes, NULL, 0, T, D, dst),
+            HQEKV_ERR_INVALID_ARGUMENT, "meta");
 }
 
 static void test_kv_store(void) {
@@ -186,11 +193,14 @@ static void test_kv_store(void) {
   REQUIRE_OK(hqekv_kv_end_batch(kv, 1, 1));
   REQUIRE_OK(hqekv_kv_stats_get(kv, &st));
   /* 2 layers x 2 KV heads x 1 token x D=8 x (K, V); fp32 payload at least 4 bytes each. */
-  CHECK(st.n_layers == 2 && st.kept_elements == 2 * 2 * 8 * 2 && st.bytes_payload >= st.kept_elements * 4);
+  CHECK(st.n_layers == 2 && st.kept_elements == 2 * 2 * 8 * 2 &&
+        st.bytes_payload >= st.kept_elements * 4);
   if (st.bytes_payload < st.kept_elements * 4 || st.kept_elements != 64) {
-    fprintf(stderr, "kept %lld payload %lld\n", (long long)st.kept_elements, (long long)st.bytes_payload);
+    fprintf(stderr, "kept %lld payload %lld\n", (long long)st.kept_elements,
+            (long long)st.bytes_payload);
   }
-  CHECK(st.bytes_total == st.bytes_payload + st.bytes_metadata + st.bytes_bookkeeping + st.bytes_residual);
+  CHECK(st.bytes_total ==
+        st.bytes_payload + st.bytes_metadata + st.bytes_bookkeeping + st.bytes_residual);
   REQUIRE_OK(hqekv_kv_report_json(kv, json, sizeof json, &len));
   CHECK(strstr(json, "\"layers\"") != NULL && strlen(json) == len);
   REQUIRE_OK(hqekv_kv_reset(kv));
@@ -243,8 +253,8 @@ static void test_generate(hqekv_model* model) {
   fwrite(text, 1, len, stdout);
   fputc('\n', stdout);
   REQUIRE_OK(hqekv_context_kv_stats(ctx, &st));
-  fprintf(stderr, "[c_api_test] KV %lld bytes held, %.3f true bits/element\n", (long long)st.bytes_total,
-          st.true_bits);
+  fprintf(stderr, "[c_api_test] KV %lld bytes held, %.3f true bits/element\n",
+          (long long)st.bytes_total, st.true_bits);
 
   /* Reset, free the model handle (the context keeps the weights), again. */
   REQUIRE_OK(hqekv_context_reset(ctx));

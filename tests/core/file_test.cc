@@ -79,8 +79,9 @@ TEST(ReadFileChecked, FifoIsRefusedWithoutBlocking) {
   auto r = testing_util::WithinSeconds(5, "ReadTextFile(FIFO)", [&] { return ReadTextFile(fifo); });
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(), "'" + fifo + "' is a FIFO, not a regular file");
-  auto open = testing_util::WithinSeconds(5, "RegularFile::Open(FIFO)",
-                                          [&] { return RegularFile::Open(fifo, kMaxMappedFileBytes).ok(); });
+  auto open = testing_util::WithinSeconds(5, "RegularFile::Open(FIFO)", [&] {
+    return RegularFile::Open(fifo, kMaxMappedFileBytes).ok();
+  });
   EXPECT_FALSE(open);
 }
 
@@ -98,7 +99,8 @@ TEST(ReadFileChecked, SizeLimitIsCheckedBeforeReading) {
   { std::ofstream(p) << std::string(1000, 'x'); }
   auto r = ReadFileChecked(p, 999);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("1000 bytes, more than the limit of 999 bytes"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("1000 bytes, more than the limit of 999 bytes"), std::string::npos)
+      << r.message();
   EXPECT_NE(r.message().find(p), std::string::npos);
   auto ok = ReadFileChecked(p, 1000);
   ASSERT_TRUE(ok.ok()) << ok.message();
@@ -120,7 +122,8 @@ TEST(ReadFileChecked, SymlinkToRegularFileIsFollowedToFifoIsRefused) {
   auto good = ReadTextFile(d + "/to_real");
   ASSERT_TRUE(good.ok()) << good.message();
   EXPECT_EQ(*good, "hello");
-  auto bad = testing_util::WithinSeconds(5, "ReadTextFile(link to FIFO)", [&] { return ReadTextFile(d + "/to_pipe"); });
+  auto bad = testing_util::WithinSeconds(5, "ReadTextFile(link to FIFO)",
+                                         [&] { return ReadTextFile(d + "/to_pipe"); });
   EXPECT_FALSE(bad.ok());
 }
 
@@ -196,7 +199,8 @@ TEST(WriteFileAtomic, UnwritableTargetsGiveErrorsNamingThePath) {
   EXPECT_TRUE(std::filesystem::is_directory(d + "/sub/inner"));
   const Status missing = WriteFileAtomic(d + "/no/such/dir/out.json", "x");
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.message().find(d + "/no/such/dir/out.json"), std::string::npos) << missing.message();
+  EXPECT_NE(missing.message().find(d + "/no/such/dir/out.json"), std::string::npos)
+      << missing.message();
   const Status proc = WriteFileAtomic("/proc/x.json", "x");
   EXPECT_FALSE(proc.ok());
 }

@@ -20,7 +20,7 @@ TEST(Half, KnownValues) {
   EXPECT_EQ(F32ToF16(1.0f), 0x3C00);
   EXPECT_EQ(F32ToF16(-2.0f), 0xC000);
   EXPECT_EQ(F32ToF16(65504.0f), 0x7BFF);
-  EXPECT_EQ(F32ToF16(1e6f), 0x7C00);                 // overflow -> inf
+  EXPECT_EQ(F32ToF16(1e6f), 0x7C00);                    // overflow -> inf
   EXPECT_EQ(F32ToF16(5.960464477539063e-08f), 0x0001);  // smallest subnormal
   EXPECT_EQ(F32ToF16(1e-9f), 0x0000);
   EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(std::numeric_limits<float>::quiet_NaN()))));

@@ -18,7 +18,8 @@ TEST(Fnv1a64, PiecewiseEqualsWhole) {
   const std::string s = "the quick brown fox";
   EXPECT_EQ(Fnv1a64(s.substr(7), Fnv1a64(s.substr(0, 7))), Fnv1a64(s));
   const uint64_t x = 0x0123456789abcdefull;
-  EXPECT_EQ(Fnv1a64(&x, sizeof x), Fnv1a64(std::string(reinterpret_cast<const char*>(&x), sizeof x)));
+  EXPECT_EQ(Fnv1a64(&x, sizeof x),
+            Fnv1a64(std::string(reinterpret_cast<const char*>(&x), sizeof x)));
 }
 
 }  // namespace

@@ -31,14 +31,12 @@ TEST(CellStoreHardening, FifoOrDeviceAsCellIsSkippedWithoutBlocking) {
   CellStore store(dir);
   const std::string fifo_hash = CellHash("fifo");
   ASSERT_EQ(::mkfifo((dir + "/cells/" + fifo_hash + ".json").c_str(), 0600), 0);
-  EXPECT_FALSE(testing_util::WithinSeconds(5, "CellStore::Load(FIFO)", [&] {
-                 return store.Load(fifo_hash).has_value();
-               }));
+  EXPECT_FALSE(testing_util::WithinSeconds(5, "CellStore::Load(FIFO)",
+                                           [&] { return store.Load(fifo_hash).has_value(); }));
   const std::string dev_hash = CellHash("dev");
   fs::create_symlink("/dev/zero", dir + "/cells/" + dev_hash + ".json");
-  EXPECT_FALSE(testing_util::WithinSeconds(5, "CellStore::Load(/dev/zero)", [&] {
-                 return store.Load(dev_hash).has_value();
-               }));
+  EXPECT_FALSE(testing_util::WithinSeconds(5, "CellStore::Load(/dev/zero)",
+                                           [&] { return store.Load(dev_hash).has_value(); }));
   fs::remove_all(dir);
 }
 

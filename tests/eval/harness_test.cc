@@ -29,7 +29,8 @@ Suite TinySuite() {
     t.seeds = 2;
     return t;
   };
-  s.tasks = {q(TaskKind::kLm, 160, 0, 32), q(TaskKind::kCopy, 200, 0.2, 24), q(TaskKind::kPasskey, 400, 0.5, 48)};
+  s.tasks = {q(TaskKind::kLm, 160, 0, 32), q(TaskKind::kCopy, 200, 0.2, 24),
+             q(TaskKind::kPasskey, 400, 0.5, 48)};
   s.speed.contexts = {64};
   s.speed.decode_tokens = 4;
   s.policies = ExpandPolicies({"fp16", "fp32"}, {2});
@@ -37,7 +38,8 @@ Suite TinySuite() {
 }
 
 std::string TempDir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("hqekv_eval_test_" + name + "_" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("hqekv_eval_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d.string();
 }
@@ -108,14 +110,17 @@ TEST(Harness, Fp16IsTheReferenceAndCellsAreCached) {
 
   // Reports.
   ASSERT_TRUE(WriteReports(*run, dir).ok());
-  for (const char* f : {"results.json", "report.md", "report.html"}) EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
+  for (const char* f : {"results.json", "report.md", "report.html"})
+    EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
   std::ifstream h(dir + "/report.html");
   std::stringstream ss;
   ss << h.rdbuf();
   const std::string html = ss.str();
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
-  EXPECT_EQ(html.find("http://") == std::string::npos || html.find("http://www.w3.org/2000/svg") != std::string::npos, true);
+  EXPECT_EQ(html.find("http://") == std::string::npos ||
+                html.find("http://www.w3.org/2000/svg") != std::string::npos,
+            true);
   fs::remove_all(dir);
 }
 
@@ -197,7 +202,8 @@ TEST(Harness, DeterministicWithoutCache) {
 }
 
 TEST(Suites, ExpandBudgetsAndBuiltins) {
-  auto p = ExpandPolicies({"fp16", "snapkv", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.25", "snapkv"}, {2, 3.2});
+  auto p = ExpandPolicies(
+      {"fp16", "snapkv", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.25", "snapkv"}, {2, 3.2});
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[1].spec, "snapkv:bits=2");
   EXPECT_EQ(p[2].spec, "snapkv:bits=3.2");
@@ -218,9 +224,11 @@ TEST(Suites, ExpandBudgetsAndBuiltins) {
   ASSERT_TRUE(paper.ok());
   std::vector<std::string> specs;
   for (const auto& x : paper->policies) specs.push_back(x.spec);
-  for (const char* want : {"fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=2", "hqekv:nominal_bits=2.8", "hqekv:nominal_bits=3.2",
-                           "hqekv:nominal_bits=3.25", "fp8", "kivi:nominal_bits=4", "h2o:bits=3.2",
-                           "streaming:bits=3.2", "snapkv:window=8,bits=3.2", "pyramid:window=8,bits=3.2"})
+  for (const char* want :
+       {"fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=2", "hqekv:nominal_bits=2.8",
+        "hqekv:nominal_bits=3.2", "hqekv:nominal_bits=3.25", "fp8", "kivi:nominal_bits=4",
+        "h2o:bits=3.2", "streaming:bits=3.2", "snapkv:window=8,bits=3.2",
+        "pyramid:window=8,bits=3.2"})
     EXPECT_NE(std::find(specs.begin(), specs.end(), want), specs.end()) << want;
   auto big = MakeSuite("paper", 2048, {}, {}, 0);
   ASSERT_TRUE(big.ok());

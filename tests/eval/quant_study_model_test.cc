@@ -25,8 +25,8 @@ TEST(RecordingKvCache, RecordsRowsPerHeadInOrderAndForwards) {
   ASSERT_TRUE(rec.Append(1, k.data(), v.data(), pos, 3).ok());
   ASSERT_EQ(rec.keys(1, 1).size(), 12u);
   EXPECT_TRUE(rec.keys(0, 0).empty());
-  EXPECT_EQ(rec.keys(1, 1)[4], 110.f);   // token 1, head 1, dim 0
-  EXPECT_EQ(rec.values(1, 0)[9], -201.f);  // token 2, head 0, dim 1
+  EXPECT_EQ(rec.keys(1, 1)[4], 110.f);                          // token 1, head 1, dim 0
+  EXPECT_EQ(rec.values(1, 0)[9], -201.f);                       // token 2, head 0, dim 1
   EXPECT_EQ(rec.Stats().original_elements, 0 + 3 * 2 * 4 * 2);  // the inner cache got the rows
   // Bad input is rejected by the inner cache and not recorded.
   EXPECT_FALSE(rec.Append(5, k.data(), v.data(), pos, 1).ok());

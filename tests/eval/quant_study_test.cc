@@ -33,7 +33,10 @@ TEST(QuantStudy, RejectsBadOptionsWithClearMessages) {
       {[](QuantStudyOptions& o) { o.group = -4; }, "--group must be > 0"},
       {[](QuantStudyOptions& o) { o.vectors = 1000; }, "does not divide --vectors"},
       {[](QuantStudyOptions& o) { o.group = 48; }, "does not divide --dim"},
-      {[](QuantStudyOptions& o) { o.bits = {4, 3}; }, "bit width 3 out of range"},
+      {[](QuantStudyOptions& o) {
+         o.bits = {4, 3};
+       },
+       "bit width 3 out of range"},
       {[](QuantStudyOptions& o) { o.bits = {}; }, "at least one bit width"},
       {[](QuantStudyOptions& o) { o.formats = {"q4"}; }, "unknown format 'q4'"},
       {[](QuantStudyOptions& o) { o.formats = {"n8"}; }, "1, 2 or 4 bits"},

@@ -1,8 +1,8 @@
 // The shipped reference model (models/refmodel-4l.gguf) retrieves through the engine, not only in
 // PyTorch: passkeys at several depths of a 1024-token haystack and the copy of a repeated passage,
 // with an fp16 cache, through the same task builder and runner as `hqekv eval`. Seeds are fixed, so
-// the outcome is deterministic: it changes only if the model, the tokenizer, the forward pass or the
-// cache changes, which is what this test is for. Measured when the model was committed: 6 of 6
+// the outcome is deterministic: it changes only if the model, the tokenizer, the forward pass or
+// the cache changes, which is what this test is for. Measured when the model was committed: 6 of 6
 // passkeys, copy top-1 0.589 and 0.510 (mean 0.55; the model is far from perfect at copying, see
 // models/refmodel-4l.md). The thresholds sit a little below so that harmless float changes do
 // not flip them, and far above what a model without induction heads gets (refmodel-2l: 0 passkeys).
@@ -60,9 +60,10 @@ double RunTasks(Fixture& f, const TaskSpec& spec, int n) {
     EXPECT_TRUE(r.ok()) << r.message();
     if (!r.ok()) return -1;
     const bool exact = task->scoring == Scoring::kExactMatch;
-    const double got = exact ? (r->correct ? 1.0 : 0.0) : static_cast<double>(r->tf.top1_true) / r->tf.steps;
-    std::printf("  %s seed %d depth %.2f: %.3f%s%s\n", task->task.c_str(), 1000 + s, spec.depth, got,
-                exact ? " generated " : "", exact ? r->generated.c_str() : "");
+    const double got =
+        exact ? (r->correct ? 1.0 : 0.0) : static_cast<double>(r->tf.top1_true) / r->tf.steps;
+    std::printf("  %s seed %d depth %.2f: %.3f%s%s\n", task->task.c_str(), 1000 + s, spec.depth,
+                got, exact ? " generated " : "", exact ? r->generated.c_str() : "");
     score += got;
   }
   return score;

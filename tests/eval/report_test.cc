@@ -32,8 +32,11 @@ EvalRun SampleRun() {
   r.suite = "unit";
   r.model = "m<&>";
   r.command = "hqekv eval --suite unit";
-  r.cells = {Q("fp16", "lm", 0.4, 0, 16), Q("fp16", "passkey", 0.0, 0, 16, 1e-5), Q("fp16", "copy", 0.9, 0, 16),
-             Q("kivi:nominal_bits=2", "lm", 0.3, 0.05, 3), Q("kivi:nominal_bits=2", "passkey", 0.0, 0.1, 3, 1e-5),
+  r.cells = {Q("fp16", "lm", 0.4, 0, 16),
+             Q("fp16", "passkey", 0.0, 0, 16, 1e-5),
+             Q("fp16", "copy", 0.9, 0, 16),
+             Q("kivi:nominal_bits=2", "lm", 0.3, 0.05, 3),
+             Q("kivi:nominal_bits=2", "passkey", 0.0, 0.1, 3, 1e-5),
              Q("kivi:nominal_bits=2", "copy", 0.7, 0.1, 3)};
   CellResult sp;
   sp.kind = "speed";

@@ -36,7 +36,8 @@ TEST(Scoring, TeacherForcedStats) {
   EXPECT_DOUBLE_EQ(s.accuracy(), 0.5);
   EXPECT_DOUBLE_EQ(s.agreement(), 0.5);
   EXPECT_NEAR(s.mean_kl(), lm::KlFromLogits(ref.data(), other.data(), 3) / 2, 1e-12);
-  EXPECT_NEAR(s.ppl(), std::exp((lm::Nll(same.data(), 3, 1) + lm::Nll(other.data(), 3, 1)) / 2), 1e-9);
+  EXPECT_NEAR(s.ppl(), std::exp((lm::Nll(same.data(), 3, 1) + lm::Nll(other.data(), 3, 1)) / 2),
+              1e-9);
   TeacherForcedStats t;
   t.Add(same.data(), nullptr, 3, 0);
   EXPECT_EQ(t.ref_steps, 0);

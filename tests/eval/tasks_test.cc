@@ -16,7 +16,8 @@ using testing::WordCount;
 
 const Corpus& Stories() {
   static const Corpus c = [] {
-    auto r = LoadCorpus("tinystories", std::string(HQEKV_SOURCE_DIR) + "/data/text/tinystories_val_subset.txt");
+    auto r = LoadCorpus("tinystories",
+                        std::string(HQEKV_SOURCE_DIR) + "/data/text/tinystories_val_subset.txt");
     EXPECT_TRUE(r.ok()) << r.message();
     return r.ok() ? std::move(r).value() : Corpus{};
   }();
@@ -50,11 +51,13 @@ TEST(Corpus, LoadErrorsNameTheFile) {
 }
 
 TEST(Tasks, SameSeedSameInstanceDifferentSeedDifferent) {
-  for (TaskKind k : {TaskKind::kPasskey, TaskKind::kMultiKey, TaskKind::kVarTrack, TaskKind::kCopy, TaskKind::kLm}) {
+  for (TaskKind k : {TaskKind::kPasskey, TaskKind::kMultiKey, TaskKind::kVarTrack, TaskKind::kCopy,
+                     TaskKind::kLm}) {
     auto a = MakeTask(Spec(k), Stories(), 11, Count);
     auto b = MakeTask(Spec(k), Stories(), 11, Count);
     auto c = MakeTask(Spec(k), Stories(), 12, Count);
-    ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << TaskName(k) << ": " << (a.ok() ? c.message() : a.message());
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok())
+        << TaskName(k) << ": " << (a.ok() ? c.message() : a.message());
     EXPECT_EQ(a->prefill, b->prefill) << TaskName(k);
     EXPECT_EQ(a->continuation, b->continuation);
     EXPECT_EQ(a->answers, b->answers);
@@ -116,7 +119,8 @@ TEST(Tasks, MultiKeyHasDistinctKeysAndAsksOne) {
   const std::string& p = a->prefill;
   for (auto it = std::sregex_iterator(p.begin(), p.end(), re); it != std::sregex_iterator(); ++it) {
     names.insert((*it)[1]);
-    if (p.find("magic number for " + (*it)[1].str() + "? ") != std::string::npos) asked_value = (*it)[2];
+    if (p.find("magic number for " + (*it)[1].str() + "? ") != std::string::npos)
+      asked_value = (*it)[2];
   }
   EXPECT_EQ(names.size(), 5u);
   EXPECT_EQ(asked_value, a->answers.at(0));
@@ -134,7 +138,8 @@ TEST(Tasks, VarTrackChainResolvesToTheAnswer) {
   std::regex re("VAR ([A-Z]{5}) = (VAR [A-Z]{5}|\\d{5})\\.");
   const std::string& p = a->prefill;
   int assignments = 0;
-  for (auto it = std::sregex_iterator(p.begin(), p.end(), re); it != std::sregex_iterator(); ++it, ++assignments)
+  for (auto it = std::sregex_iterator(p.begin(), p.end(), re); it != std::sregex_iterator();
+       ++it, ++assignments)
     rhs[(*it)[1]] = (*it)[2];
   EXPECT_EQ(assignments, 12);
   std::smatch m;

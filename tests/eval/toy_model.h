@@ -67,9 +67,12 @@ class ToyModel final : public EvalModel {
       std::vector<float> q(size_t(n) * kHeads * kHeadDim), k(size_t(n) * kKvHeads * kHeadDim),
           v(k.size()), att(q.size());
       for (int i = 0; i < n; ++i) {
-        MatVec(wq_[l], &x[size_t(i) * kDim], kHeads * kHeadDim, kDim, &q[size_t(i) * kHeads * kHeadDim]);
-        MatVec(wk_[l], &x[size_t(i) * kDim], kKvHeads * kHeadDim, kDim, &k[size_t(i) * kKvHeads * kHeadDim]);
-        MatVec(wv_[l], &x[size_t(i) * kDim], kKvHeads * kHeadDim, kDim, &v[size_t(i) * kKvHeads * kHeadDim]);
+        MatVec(wq_[l], &x[size_t(i) * kDim], kHeads * kHeadDim, kDim,
+               &q[size_t(i) * kHeads * kHeadDim]);
+        MatVec(wk_[l], &x[size_t(i) * kDim], kKvHeads * kHeadDim, kDim,
+               &k[size_t(i) * kKvHeads * kHeadDim]);
+        MatVec(wv_[l], &x[size_t(i) * kDim], kKvHeads * kHeadDim, kDim,
+               &v[size_t(i) * kKvHeads * kHeadDim]);
       }
       HQEKV_RETURN_IF_ERROR(cache.Append(l, k.data(), v.data(), pos.data(), n));
       HQEKV_RETURN_IF_ERROR(cache.Attend(l, q.data(), pos.data(), n, att.data()));

@@ -23,7 +23,9 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   return b;
 }
 
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // ---------------------------------------------------------------- round trip
 TEST(GgufWriter, RoundTripsEveryValueAndTensorType) {
@@ -54,9 +56,10 @@ TEST(GgufWriter, RoundTripsEveryValueAndTensorType) {
       w.SetStringArray("t.empty", {});
       std::vector<std::vector<uint8_t>> payloads;
       const std::vector<std::pair<TensorType, std::vector<int64_t>>> tensors = {
-          {TensorType::kF32, {3}},        {TensorType::kF16, {5, 2}},      {TensorType::kBF16, {4, 1, 3}},
-          {TensorType::kQ8_0, {64, 3}},   {TensorType::kQ4_0, {32, 2, 2}}, {TensorType::kQ4_K, {256, 2}},
-          {TensorType::kQ6_K, {512, 1}},  {TensorType::kF32, {2, 2, 2, 2}}};
+          {TensorType::kF32, {3}},         {TensorType::kF16, {5, 2}},
+          {TensorType::kBF16, {4, 1, 3}},  {TensorType::kQ8_0, {64, 3}},
+          {TensorType::kQ4_0, {32, 2, 2}}, {TensorType::kQ4_K, {256, 2}},
+          {TensorType::kQ6_K, {512, 1}},   {TensorType::kF32, {2, 2, 2, 2}}};
       for (size_t k = 0; k < tensors.size(); ++k) {
         const auto& [type, ne] = tensors[k];
         payloads.push_back(RandomBytes(*TensorBytes(type, ne), static_cast<uint32_t>(k)));
@@ -111,7 +114,8 @@ TEST(GgufWriter, RoundTripsEveryValueAndTensorType) {
       w2.set_alignment(alignment);
       for (const auto& [k, v] : f.metadata)
         if (k != "general.alignment") w2.Set(k, v);
-      for (const auto& t : f.tensors) ASSERT_TRUE(w2.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes).ok());
+      for (const auto& t : f.tensors)
+        ASSERT_TRUE(w2.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes).ok());
       EXPECT_EQ(w2.Serialize(), img);
     }
   }
@@ -124,9 +128,11 @@ TEST(GgufWriter, WriteFileFillerAndNoOverwrite) {
   GgufWriter w;
   w.SetString("general.architecture", "test");
   const int64_t n = 3 * 1024 * 1024;  // > one 4 MiB piece in bytes (Q8_0: 34/32)
-  ASSERT_TRUE(w.AddTensorFill("big", TensorType::kQ8_0, {n}, [](uint64_t off, uint8_t* dst, size_t cnt) {
-                 for (size_t k = 0; k < cnt; ++k) dst[k] = static_cast<uint8_t>((off + k) * 2654435761u >> 13);
-               }).ok());
+  ASSERT_TRUE(
+      w.AddTensorFill("big", TensorType::kQ8_0, {n}, [](uint64_t off, uint8_t* dst, size_t cnt) {
+         for (size_t k = 0; k < cnt; ++k)
+           dst[k] = static_cast<uint8_t>((off + k) * 2654435761u >> 13);
+       }).ok());
   ASSERT_TRUE(w.WriteFile(path).ok());
   auto again = w.WriteFile(path);
   ASSERT_FALSE(again.ok());
@@ -147,17 +153,20 @@ TEST(GgufWriter, WriteFileFillerAndNoOverwrite) {
 
 TEST(GgufWriter, RejectsBadTensors) {
   GgufWriter w;
-  EXPECT_FALSE(w.AddTensor("a", TensorType::kQ8_0, {33}, std::vector<uint8_t>(34)).ok());  // not a block multiple
-  EXPECT_FALSE(w.AddTensor("a", TensorType::kF32, {4}, std::vector<uint8_t>(15)).ok());    // size mismatch
+  EXPECT_FALSE(w.AddTensor("a", TensorType::kQ8_0, {33}, std::vector<uint8_t>(34))
+                   .ok());  // not a block multiple
+  EXPECT_FALSE(
+      w.AddTensor("a", TensorType::kF32, {4}, std::vector<uint8_t>(15)).ok());  // size mismatch
   EXPECT_TRUE(w.AddTensor("a", TensorType::kF32, {4}, std::vector<uint8_t>(16)).ok());
-  EXPECT_FALSE(w.AddTensor("a", TensorType::kF32, {4}, std::vector<uint8_t>(16)).ok());    // duplicate
+  EXPECT_FALSE(
+      w.AddTensor("a", TensorType::kF32, {4}, std::vector<uint8_t>(16)).ok());  // duplicate
 }
 
 TEST(GgufTypes, GeometryAndNames) {
   EXPECT_EQ(*TensorTypeFromGgml(0), TensorType::kF32);
   EXPECT_EQ(*TensorTypeFromGgml(30), TensorType::kBF16);
   EXPECT_EQ(*TensorTypeFromGgml(14), TensorType::kQ6_K);
-  EXPECT_FALSE(TensorTypeFromGgml(4).has_value());  // Q4_2: removed from ggml
+  EXPECT_FALSE(TensorTypeFromGgml(4).has_value());   // Q4_2: removed from ggml
   EXPECT_FALSE(TensorTypeFromGgml(16).has_value());  // IQ2_XXS: not supported
   // ggml ids of the legacy, K and IQ4 types (ggml.h enum ggml_type).
   EXPECT_EQ(*TensorTypeFromGgml(3), TensorType::kQ4_1);
@@ -211,7 +220,9 @@ GgufWriter TinyModel(const TinySpec& s) {
     tokens.push_back(buf);
     types.push_back(kTokByte);
   }
-  for (const char* p : {"\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a"}) {
+  for (const char* p : {"\xE2\x96\x81", "a", "b",
+                        "\xE2\x96\x81"
+                        "a"}) {
     tokens.push_back(p);
     types.push_back(kTokNormal);
   }
@@ -323,15 +334,29 @@ TEST(TinyModel, MetadataAndShapeErrors) {
     std::string expect;  // substring of the message
   };
   const std::vector<Case> cases = {
-      {"arch", [](GgufWriter& w) { w.SetString("general.architecture", "gpt-neox"); }, "unsupported architecture 'gpt-neox'"},
-      {"missing key", [](GgufWriter& w) { w.Set("llama.block_count", [] { GgufValue v; v.type = GgufType::kString; v.str = "x"; return v; }()); }, "llama.block_count"},
+      {"arch", [](GgufWriter& w) { w.SetString("general.architecture", "gpt-neox"); },
+       "unsupported architecture 'gpt-neox'"},
+      {"missing key",
+       [](GgufWriter& w) {
+         w.Set("llama.block_count", [] {
+           GgufValue v;
+           v.type = GgufType::kString;
+           v.str = "x";
+           return v;
+         }());
+       },
+       "llama.block_count"},
       {"heads", [](GgufWriter& w) { w.SetU32("llama.attention.head_count_kv", 3); }, "n_kv_heads"},
-      {"shape", [](GgufWriter& w) { w.SetU32("llama.feed_forward_length", 65); }, "blk.0.ffn_gate.weight"},
+      {"shape", [](GgufWriter& w) { w.SetU32("llama.feed_forward_length", 65); },
+       "blk.0.ffn_gate.weight"},
       {"layers", [](GgufWriter& w) { w.SetU32("llama.block_count", 3); }, "blk.2.attn_norm.weight"},
-      {"eps type", [](GgufWriter& w) { w.SetString("llama.attention.layer_norm_rms_epsilon", "small"); }, "layer_norm_rms_epsilon"},
+      {"eps type",
+       [](GgufWriter& w) { w.SetString("llama.attention.layer_norm_rms_epsilon", "small"); },
+       "layer_norm_rms_epsilon"},
       {"tokenizer", [](GgufWriter& w) { w.SetString("tokenizer.ggml.model", "bert"); }, "bert"},
       {"bos", [](GgufWriter& w) { w.SetU32("tokenizer.ggml.bos_token_id", 9999); }, "out of range"},
-      {"rope dim", [](GgufWriter& w) { w.SetU32("llama.rope.dimension_count", 4); }, "partial rotary"},
+      {"rope dim", [](GgufWriter& w) { w.SetU32("llama.rope.dimension_count", 4); },
+       "partial rotary"},
       {"zero", [](GgufWriter& w) { w.SetU32("llama.embedding_length", 0); }, "d_model"},
   };
   for (const Case& c : cases) {
@@ -352,7 +377,8 @@ TEST(TinyModel, MetadataAndShapeErrors) {
   for (const auto& [k, v] : f->metadata) w.Set(k, v);
   for (const auto& t : f->tensors) {
     if (t.name == "blk.1.ffn_norm.weight") {
-      ASSERT_TRUE(w.AddTensor(t.name, TensorType::kF16, t.ne, std::vector<uint8_t>(t.nbytes / 2)).ok());
+      ASSERT_TRUE(
+          w.AddTensor(t.name, TensorType::kF16, t.ne, std::vector<uint8_t>(t.nbytes / 2)).ok());
     } else {
       ASSERT_TRUE(w.AddTensor(t.name, t.type, t.ne, t.data, t.nbytes).ok());
     }
@@ -369,7 +395,7 @@ class RawGguf : public ::testing::Test {
  protected:
   void SetUp() override {
     GgufWriter w;
-    w.SetString("k", "v");                        // key 0
+    w.SetString("k", "v");                         // key 0
     w.SetIntArray("arr", GgufType::kI32, {1, 2});  // key 1
     EXPECT_TRUE(w.AddTensor("t0", TensorType::kF32, {8}, RandomBytes(32, 1)).ok());
     EXPECT_TRUE(w.AddTensor("t1", TensorType::kF32, {8}, RandomBytes(32, 2)).ok());
@@ -377,10 +403,12 @@ class RawGguf : public ::testing::Test {
     // Layout: 24-byte header; "k": 8+1 +4 + 8+1; "arr": 8+3 +4 +4+8+8; then tensor infos.
     key1_ = 24 + 9 + 4 + 9;
     arr_count_ = key1_ + 11 + 4 + 4;
-    t0_ = arr_count_ + 8 + 8;                        // tensor info 0: name, n_dims, ne[0], type, offset
+    t0_ = arr_count_ + 8 + 8;  // tensor info 0: name, n_dims, ne[0], type, offset
     t1_ = t0_ + 10 + 4 + 8 + 4 + 8;
   }
-  Result<GgufFile> Parse(const std::vector<uint8_t>& b) { return ParseGguf(b.data(), b.size(), "raw.gguf"); }
+  Result<GgufFile> Parse(const std::vector<uint8_t>& b) {
+    return ParseGguf(b.data(), b.size(), "raw.gguf");
+  }
   template <class T>
   std::vector<uint8_t> Patch(size_t off, T v) {
     std::vector<uint8_t> b = img_;
@@ -413,7 +441,8 @@ TEST_F(RawGguf, HeaderErrors) {
   ExpectError(Patch<uint32_t>(4, 4), "unsupported GGUF version 4");
   ExpectError(Patch<uint64_t>(8, ~0ull), "tensor count");
   ExpectError(Patch<uint64_t>(16, 1ull << 40), "metadata count");
-  ExpectError(Patch<uint64_t>(16, 3), "raw.gguf");  // one key more than present: reads tensor infos as keys
+  ExpectError(Patch<uint64_t>(16, 3),
+              "raw.gguf");  // one key more than present: reads tensor infos as keys
   ExpectError(std::vector<uint8_t>(img_.begin(), img_.begin() + 3), "too small");
   ExpectError({}, "too small");
 }
@@ -426,7 +455,8 @@ TEST_F(RawGguf, MetadataErrors) {
   ExpectError(Patch<uint64_t>(arr_count_, 1ull << 60), "claims");
   ExpectError(Patch<uint32_t>(arr_count_ - 4, 9), "nested");
   ExpectError(Patch<uint32_t>(arr_count_ - 4, 77), "unknown element type");
-  // Duplicate key: rename "arr" to "k\0\0"? Keys are length-prefixed: make key 1 "k" + 2 bytes of "arr".
+  // Duplicate key: rename "arr" to "k\0\0"? Keys are length-prefixed: make key 1 "k" + 2 bytes of
+  // "arr".
   auto dup = Patch<uint64_t>(key1_, 1);
   ExpectError(dup, "raw.gguf");  // "k" then garbage: some error, never a crash
 }
@@ -436,9 +466,10 @@ TEST_F(RawGguf, TensorInfoErrors) {
   ExpectError(Patch<uint32_t>(t0_ + 10, 5), "dimensions");
   ExpectError(Patch<uint32_t>(t0_ + 22, 4), "unsupported ggml type 4");  // Q4_2, removed from ggml
   ExpectError(Patch<uint32_t>(t0_ + 22, 9), "unsupported ggml type 9");  // Q8_1: activations only
-  ExpectError(Patch<uint32_t>(t0_ + 22, 8), "invalid shape");         // Q8_0 with ne[0] = 8
-  ExpectError(Patch<uint64_t>(t0_ + 14, 1ull << 62), "invalid shape");  // 2^62 floats: 2^64 bytes overflow
-  ExpectError(Patch<uint64_t>(t0_ + 14, 1ull << 40), "past the end");   // huge but representable
+  ExpectError(Patch<uint32_t>(t0_ + 22, 8), "invalid shape");            // Q8_0 with ne[0] = 8
+  ExpectError(Patch<uint64_t>(t0_ + 14, 1ull << 62),
+              "invalid shape");  // 2^62 floats: 2^64 bytes overflow
+  ExpectError(Patch<uint64_t>(t0_ + 14, 1ull << 40), "past the end");  // huge but representable
   ExpectError(Patch<uint64_t>(t0_ + 14, ~0ull), "out of range");
   ExpectError(Patch<uint64_t>(t0_ + 26, 4), "not a multiple of the alignment");
   ExpectError(Patch<uint64_t>(t0_ + 26, 1ull << 40), "past the end");

@@ -40,7 +40,8 @@ TEST(HostileCounts, HugeBlockCountIsRefusedFromTheTensorsPresent) {
     ASSERT_FALSE(m.ok()) << n;
     EXPECT_LT(s, 0.5) << "block_count " << n << " took " << s << " s";
     if (n >= 1000) {
-      EXPECT_NE(m.message().find("block_count) = " + std::to_string(n) + " needs at least"), std::string::npos)
+      EXPECT_NE(m.message().find("block_count) = " + std::to_string(n) + " needs at least"),
+                std::string::npos)
           << m.message();
     }
   }

@@ -48,7 +48,8 @@ TEST(ModelSource, LoadsStoriesGguf) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(wq.data) % 32, 0u);  // zero copy, aligned
   const Tensor& down = (*m)->Get("blk.4.ffn_down.weight");
   EXPECT_EQ(down.ne, (std::vector<int64_t>{172, 64}));
-  EXPECT_EQ((*m)->ParameterCount(), 64 * 512 * 2 + 64 + 5 * (64 * 64 * 2 + 64 * 32 * 2 + 64 * 2 + 3 * 64 * 172));
+  EXPECT_EQ((*m)->ParameterCount(),
+            64 * 512 * 2 + 64 + 5 * (64 * 64 * 2 + 64 * 32 * 2 + 64 * 2 + 3 * 64 * 172));
   ASSERT_NE((*m)->tokenizer, nullptr);
   EXPECT_EQ((*m)->tokenizer->vocab_size(), 512);
   EXPECT_EQ((*m)->tokenizer->bos(), 1);
@@ -128,7 +129,8 @@ TEST(ModelSource, CorruptLlama2cCheckpoints) {
   const std::string tok((std::istreambuf_iterator<char>(tin)), std::istreambuf_iterator<char>());
   ASSERT_EQ(bin.size(), 1056540u);
   std::ofstream(dir + "/tok512.bin", std::ios::binary) << tok;
-  auto expect_error = [&](const std::string& bytes, const std::string& what, const std::string& part) {
+  auto expect_error = [&](const std::string& bytes, const std::string& what,
+                          const std::string& part) {
     const std::string path = dir + "/m.bin";
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
     auto m = LoadModel(path);
@@ -137,8 +139,10 @@ TEST(ModelSource, CorruptLlama2cCheckpoints) {
     EXPECT_NE(m.message().find(part), std::string::npos) << what << ": " << m.message();
     std::remove(path.c_str());
   };
-  for (size_t n : {size_t{0}, size_t{3}, size_t{27}, size_t{28}, size_t{1000}, bin.size() / 2, bin.size() - 1})
-    expect_error(bin.substr(0, n), "truncated to " + std::to_string(n), n < 28 ? "too small" : "size mismatch");
+  for (size_t n :
+       {size_t{0}, size_t{3}, size_t{27}, size_t{28}, size_t{1000}, bin.size() / 2, bin.size() - 1})
+    expect_error(bin.substr(0, n), "truncated to " + std::to_string(n),
+                 n < 28 ? "too small" : "size mismatch");
   expect_error(bin + std::string(4, '\0'), "extended", "size mismatch");
   std::string bad = bin;
   const int32_t zero = 0, huge = 1 << 30, odd = 7;

@@ -17,12 +17,17 @@ namespace {
 // attention (and the model's predictions) differ from the reference.
 class NoisyCache : public KvCache {
  public:
-  NoisyCache(const KvGeometry& g, float sd) : inner_(PlainKvCache::Create(g, PlainPrecision::kF32).value()), sd_(sd) {}
+  NoisyCache(const KvGeometry& g, float sd)
+      : inner_(PlainKvCache::Create(g, PlainPrecision::kF32).value()), sd_(sd) {}
   const KvGeometry& geometry() const override { return inner_->geometry(); }
   std::string Describe() const override { return "noisy"; }
-  void Reset() override { inner_->Reset(); rng_.seed(5); }
+  void Reset() override {
+    inner_->Reset();
+    rng_.seed(5);
+  }
   Status Append(int layer, const float* k, const float* v, const int32_t* pos, int n) override {
-    std::vector<float> kk(k, k + static_cast<size_t>(n) * geometry().n_kv_heads * geometry().head_dim);
+    std::vector<float> kk(k,
+                          k + static_cast<size_t>(n) * geometry().n_kv_heads * geometry().head_dim);
     std::normal_distribution<float> nd(0.f, sd_);
     for (float& x : kk) x += nd(rng_);
     return inner_->Append(layer, kk.data(), v, pos, n);
@@ -47,12 +52,15 @@ class LmCompare : public testing::Test {
     src_ = std::move(src).value();
     model_ = LlamaModel::Create(*src_).value();
     tokens_ = src_->tokenizer->Encode(
-        "Once upon a time, there was a little dog named Max. Max liked to run in the park with his friend Tom. "
+        "Once upon a time, there was a little dog named Max. Max liked to run in the park with his "
+        "friend Tom. "
         "One day, Tom found a big red ball under a tree.",
         true);
     ASSERT_GT(tokens_.size(), 30u);
   }
-  std::unique_ptr<KvCache> Cache(const std::string& spec) { return MakeKvCache(spec, model_->CacheGeometry(256)).value(); }
+  std::unique_ptr<KvCache> Cache(const std::string& spec) {
+    return MakeKvCache(spec, model_->CacheGeometry(256)).value();
+  }
 
   std::unique_ptr<ModelSource> src_;
   std::unique_ptr<LlamaModel> model_;
@@ -95,7 +103,7 @@ TEST_F(LmCompare, PerturbedCacheHasPositiveKlAndTopKIsALowerBound) {
   ASSERT_TRUE(se.ok() && st.ok());
   EXPECT_GT(se->kl, 1e-4);
   EXPECT_LE(st->kl, se->kl + 1e-9);
-  EXPECT_GT(st->kl, 0.5 * se->kl);  // most of the mass is in the top 16 of 512
+  EXPECT_GT(st->kl, 0.5 * se->kl);                // most of the mass is in the top 16 of 512
   EXPECT_NEAR(st->ppl, se->ppl, 1e-9 * se->ppl);  // same run (noise reseeded by Reset)
   // fp32 vs fp16 reference: tiny but nonzero divergence.
   auto f32 = Cache("fp32");
@@ -114,7 +122,8 @@ TEST_F(LmCompare, SlidingPerplexityOneWindowEqualsTeacherForcing) {
   EXPECT_EQ(p->windows, 1);
   EXPECT_EQ(p->scored, static_cast<int>(tokens_.size()) - 1);
   EXPECT_NEAR(p->ppl, ref->Perplexity(), 1e-4 * p->ppl);
-  // Short windows with overlap: every token after the first scored once; less context -> higher ppl.
+  // Short windows with overlap: every token after the first scored once; less context -> higher
+  // ppl.
   auto w = SlidingPerplexity(*model_, *c, tokens_, 8, 4);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->scored, static_cast<int>(tokens_.size()) - 1);

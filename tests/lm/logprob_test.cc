@@ -143,7 +143,8 @@ TEST(KlFromLogits, MatchesNaiveDoublePrecision) {
     }
     const double kl = KlFromLogits(a.data(), b.data(), n);
     const long double ref = NaiveKl(a, b);
-    EXPECT_NEAR(kl, static_cast<double>(ref), 1e-12 + 1e-9 * static_cast<double>(ref)) << "trial " << trial;
+    EXPECT_NEAR(kl, static_cast<double>(ref), 1e-12 + 1e-9 * static_cast<double>(ref))
+        << "trial " << trial;
     EXPECT_GE(kl, 0);
   }
 }

@@ -19,7 +19,8 @@ class RecordingModel final : public StepModel {
     bool is_prefill, wants_logits;
   };
   int vocab() const override { return 2; }
-  Status Forward(KvCache& cache, const int32_t* tokens, int n, int pos0, bool is_prefill, float* logits) override {
+  Status Forward(KvCache& cache, const int32_t* tokens, int n, int pos0, bool is_prefill,
+                 float* logits) override {
     calls.push_back({n, pos0, is_prefill, logits != nullptr});
     if (logits) {
       logits[0] = static_cast<float>(pos0 + n - 1);
@@ -44,8 +45,8 @@ TEST(RunWindow, PrefillBatchThenOneTokenStepsScoringFromPrefillEnd) {
   WindowHooks hooks;
   hooks.after_prefill = [&] { events.push_back("prefill"); };
   hooks.on_logits = [&](int pos, float* logits) {
-    EXPECT_EQ(logits[0], pos);           // the logits after position pos
-    EXPECT_EQ(logits[1], t[pos]);        // ... fed token t[pos]
+    EXPECT_EQ(logits[0], pos);     // the logits after position pos
+    EXPECT_EQ(logits[1], t[pos]);  // ... fed token t[pos]
     events.push_back(std::to_string(pos));
     return Status::Ok();
   };
@@ -95,7 +96,9 @@ TEST(RunWindow, ErrorsPassThrough) {
   auto st = RunWindow(m, *cache, Window{t.data(), 6, 2, 1}, hooks);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message(), "step failed");
-  hooks.on_logits = [](int pos, float*) { return pos == 2 ? Status(MakeError("stop at 2")) : Status::Ok(); };
+  hooks.on_logits = [](int pos, float*) {
+    return pos == 2 ? Status(MakeError("stop at 2")) : Status::Ok();
+  };
   RecordingModel ok_model;
   auto st2 = RunWindow(ok_model, *cache, Window{t.data(), 6, 2, 1}, hooks);
   ASSERT_FALSE(st2.ok());

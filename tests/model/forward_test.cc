@@ -51,9 +51,11 @@ void CheckAgainstReference(const SyntheticSpec& spec, const std::string& tag, in
   const int V = (*src)->config.vocab_size;
   std::vector<int32_t> toks = {1, 17, 290, 5, 64, 3, 200, 42, 7, 259};
   std::vector<int32_t> pos(toks.size());
-  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i * 3 + 1);  // gaps on purpose
+  for (size_t i = 0; i < pos.size(); ++i)
+    pos[i] = static_cast<int32_t>(i * 3 + 1);  // gaps on purpose
   std::vector<float> got(7 * V);
-  ASSERT_TRUE((*fast)->Forward(toks.data(), pos.data(), 7, **cache, Logits::kAll, got.data(), true).ok());
+  ASSERT_TRUE(
+      (*fast)->Forward(toks.data(), pos.data(), 7, **cache, Logits::kAll, got.data(), true).ok());
   auto want = (*ref)->Forward(toks.data(), pos.data(), 7);
   ASSERT_TRUE(want.ok());
   const double scale = std::max(1.0, MaxAbs(*want));
@@ -62,7 +64,8 @@ void CheckAgainstReference(const SyntheticSpec& spec, const std::string& tag, in
   }
   for (int i = 7; i < 10; ++i) {
     std::vector<float> one(V);
-    ASSERT_TRUE((*fast)->Forward(&toks[i], &pos[i], 1, **cache, Logits::kLast, one.data(), false).ok());
+    ASSERT_TRUE(
+        (*fast)->Forward(&toks[i], &pos[i], 1, **cache, Logits::kLast, one.data(), false).ok());
     auto w1 = (*ref)->Forward(&toks[i], &pos[i], 1);
     ASSERT_TRUE(w1.ok());
     for (int j = 0; j < V; ++j) ASSERT_NEAR(one[j], (*w1)[j], 1e-3 * scale) << tag << " step " << i;
@@ -80,10 +83,12 @@ TEST_P(EveryWeightType, FastForwardMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Forward, EveryWeightType,
-                         testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                                         TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ4_1,
-                                         TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K,
-                                         TensorType::kQ5_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS),
+                         testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16,
+                                         TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
+                                         TensorType::kQ6_K, TensorType::kQ4_1, TensorType::kQ5_0,
+                                         TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K,
+                                         TensorType::kQ5_K, TensorType::kIQ4_NL,
+                                         TensorType::kIQ4_XS),
                          [](const auto& info) { return std::string(TensorTypeName(info.param)); });
 
 // A file shaped like llama.cpp's Q4_K_M of Qwen2.5-0.5B-Instruct: n_embd 896
@@ -151,7 +156,8 @@ TEST(Forward, RejectsBadTokensPositionsAndGeometry) {
   std::vector<float> logits(s.vocab);
   const int32_t bad_tok = s.vocab, ok_tok = 1, pos0 = 0, pos_far = 8;
   EXPECT_FALSE((*m)->Forward(&bad_tok, &pos0, 1, **cache, Logits::kLast, logits.data(), true).ok());
-  EXPECT_FALSE((*m)->Forward(&ok_tok, &pos_far, 1, **cache, Logits::kLast, logits.data(), true).ok());
+  EXPECT_FALSE(
+      (*m)->Forward(&ok_tok, &pos_far, 1, **cache, Logits::kLast, logits.data(), true).ok());
   auto other = MakeKvCache("fp16", KvGeometry{1, 4, 2, 64, 8});
   EXPECT_FALSE((*m)->Forward(&ok_tok, &pos0, 1, **other, Logits::kLast, logits.data(), true).ok());
   EXPECT_TRUE((*m)->Forward(&ok_tok, &pos0, 1, **cache, Logits::kLast, logits.data(), true).ok());
@@ -171,11 +177,13 @@ TEST(Forward, PrefillEqualsTokenByTokenDecode) {
   const std::vector<int32_t> toks = {1, 5, 9, 33, 270, 12};
   const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 5};
   std::vector<float> batch(s.vocab), step(s.vocab);
-  ASSERT_TRUE((*m)->Forward(toks.data(), pos.data(), 6, **a, Logits::kLast, batch.data(), true).ok());
+  ASSERT_TRUE(
+      (*m)->Forward(toks.data(), pos.data(), 6, **a, Logits::kLast, batch.data(), true).ok());
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE((*m)->Forward(&toks[i], &pos[i], 1, **b, Logits::kLast, step.data(), i == 0).ok());
   }
-  for (int j = 0; j < s.vocab; ++j) EXPECT_NEAR(batch[j], step[j], 1e-3 * std::max(1.0, MaxAbs(step)));
+  for (int j = 0; j < s.vocab; ++j)
+    EXPECT_NEAR(batch[j], step[j], 1e-3 * std::max(1.0, MaxAbs(step)));
   EXPECT_EQ((*a)->Stats().bytes.total(), (*b)->Stats().bytes.total());
   std::filesystem::remove(path);
 }

@@ -41,7 +41,8 @@ LongRun GenerateLong(const std::string& spec) {
   auto sampler = Sampler::Create(sc);
   EXPECT_TRUE(sampler.ok());
   const Tokenizer& tok = *(*src)->tokenizer;
-  std::vector<int32_t> prompt = tok.Encode("Once upon a time, there was a little girl named Lily.", true);
+  std::vector<int32_t> prompt =
+      tok.Encode("Once upon a time, there was a little girl named Lily.", true);
   GenerateOptions opt;
   opt.max_new = 2000;
   opt.stop_at_eog = false;

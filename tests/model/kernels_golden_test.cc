@@ -84,7 +84,8 @@ TEST(KernelsGolden, DecodeIsBitExact) {
       for (int64_t i = 0; i < g.row_length && first_bad < 0; ++i)
         if (std::memcmp(&ref[i], want + 4 * i, 4) != 0) first_bad = i;
       EXPECT_EQ(first_bad, -1) << g.blocks << " row " << r;
-      EXPECT_EQ(std::memcmp(simd.data(), ref.data(), 4 * g.row_length), 0) << g.blocks << " row " << r;
+      EXPECT_EQ(std::memcmp(simd.data(), ref.data(), 4 * g.row_length), 0)
+          << g.blocks << " row " << r;
     }
   }
 }

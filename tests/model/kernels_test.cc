@@ -42,7 +42,9 @@ std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937
         std::memcpy(p, &v, 4);
         break;
       }
-      case TensorType::kF16: PutHalf(p, nd(rng)); break;
+      case TensorType::kF16:
+        PutHalf(p, nd(rng));
+        break;
       case TensorType::kBF16: {
         const float v = nd(rng);
         uint32_t bits;
@@ -52,15 +54,21 @@ std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937
         break;
       }
       case TensorType::kQ8_0:
-      case TensorType::kQ4_0: PutHalf(p, 0.01f + 0.02f * std::abs(nd(rng))); break;
+      case TensorType::kQ4_0:
+        PutHalf(p, 0.01f + 0.02f * std::abs(nd(rng)));
+        break;
       case TensorType::kQ4_K:
         PutHalf(p, 0.003f * std::abs(nd(rng)));
         PutHalf(p + 2, 0.002f * std::abs(nd(rng)));
         break;
-      case TensorType::kQ6_K: PutHalf(p + 208, 0.001f * std::abs(nd(rng))); break;
+      case TensorType::kQ6_K:
+        PutHalf(p + 208, 0.001f * std::abs(nd(rng)));
+        break;
       case TensorType::kQ5_0:
       case TensorType::kIQ4_NL:
-      case TensorType::kIQ4_XS: PutHalf(p, 0.001f + 0.002f * std::abs(nd(rng))); break;
+      case TensorType::kIQ4_XS:
+        PutHalf(p, 0.001f + 0.002f * std::abs(nd(rng)));
+        break;
       case TensorType::kQ4_1:
       case TensorType::kQ5_1:
       case TensorType::kQ5_K:
@@ -71,7 +79,9 @@ std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937
         PutHalf(p + 80, 0.01f * std::abs(nd(rng)));
         PutHalf(p + 82, 0.01f * std::abs(nd(rng)));
         break;
-      case TensorType::kQ3_K: PutHalf(p + 108, 0.002f * std::abs(nd(rng))); break;
+      case TensorType::kQ3_K:
+        PutHalf(p + 108, 0.002f * std::abs(nd(rng)));
+        break;
     }
   }
   return buf;
@@ -101,7 +111,8 @@ TEST(Kernels, SimdDotMatchesScalarOnEveryType) {
       auto x = RandomVec(k, rng);
       const double ref = DotRef(t, w.data(), x.data(), k);
       const float got = Dot(t, w.data(), x.data(), k);
-      EXPECT_NEAR(got, ref, 1e-5 * AbsDot(t, w.data(), x.data(), k) + 1e-6) << TensorTypeName(t) << " k=" << k;
+      EXPECT_NEAR(got, ref, 1e-5 * AbsDot(t, w.data(), x.data(), k) + 1e-6)
+          << TensorTypeName(t) << " k=" << k;
     }
   }
 }
@@ -124,24 +135,25 @@ TEST(Kernels, MatVecAndMatMulMatchReference) {
   for (int threads : {1, 2}) {
     SetNumThreads(threads);
     for (TensorType t : kAll) {
-     // n not a multiple of the 4-row panel; the second shape is large enough
-     // (>= 2^16 multiply-adds) to run on the thread pool.
-     for (auto [n, k] : {std::pair<int64_t, int64_t>{11, 512}, {37, 2048}}) {
-      auto wb = RandomRows(t, n, k, rng);
-      const WeightMatrix w{t, wb.data(), n, k};
-      for (int64_t m : {1, 2, 5, 9}) {
-        auto x = RandomVec(m * k, rng);
-        std::vector<float> y(m * n), ref(m * n);
-        MatMul(w, x.data(), m, y.data());
-        MatMulRef(w, x.data(), m, ref.data());
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = 0; r < n; ++r) {
-            const double tol = 1e-5 * AbsDot(t, w.row(r), x.data() + i * k, k) + 1e-6;
-            ASSERT_NEAR(y[i * n + r], ref[i * n + r], tol) << TensorTypeName(t) << " m=" << m << " r=" << r;
+      // n not a multiple of the 4-row panel; the second shape is large enough
+      // (>= 2^16 multiply-adds) to run on the thread pool.
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{11, 512}, {37, 2048}}) {
+        auto wb = RandomRows(t, n, k, rng);
+        const WeightMatrix w{t, wb.data(), n, k};
+        for (int64_t m : {1, 2, 5, 9}) {
+          auto x = RandomVec(m * k, rng);
+          std::vector<float> y(m * n), ref(m * n);
+          MatMul(w, x.data(), m, y.data());
+          MatMulRef(w, x.data(), m, ref.data());
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < n; ++r) {
+              const double tol = 1e-5 * AbsDot(t, w.row(r), x.data() + i * k, k) + 1e-6;
+              ASSERT_NEAR(y[i * n + r], ref[i * n + r], tol)
+                  << TensorTypeName(t) << " m=" << m << " r=" << r;
+            }
           }
         }
       }
-     }
     }
   }
   SetNumThreads(1);
@@ -183,8 +195,8 @@ TEST(Kernels, Q8_0AndQ4_0BlockLayout) {
   for (int j = 0; j < 16; ++j) q4[2 + j] = static_cast<uint8_t>((j & 15) | ((15 - j) << 4));
   DequantizeRowRef(TensorType::kQ4_0, q4, 32, out);
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(out[j], 2.0f * (j - 8));             // low nibbles: elements 0..15
-    EXPECT_EQ(out[16 + j], 2.0f * (15 - j - 8));   // high nibbles: elements 16..31
+    EXPECT_EQ(out[j], 2.0f * (j - 8));            // low nibbles: elements 0..15
+    EXPECT_EQ(out[16 + j], 2.0f * (15 - j - 8));  // high nibbles: elements 16..31
   }
 }
 
@@ -216,7 +228,7 @@ TEST(Kernels, Q6_KBlockLayout) {
   // Element 128 + 64 + 17 (second half, q3 of l = 17): low 4 bits from the
   // high nibble of ql[64 + 17], high 2 bits from bits 4..5 of qh[32 + 17];
   // scale index 8 + 17/16 + 4 = 13 -> scale 14.
-  b[64 + 17] = 0xA0;         // low bits 10
+  b[64 + 17] = 0xA0;          // low bits 10
   b[128 + 32 + 17] = 2 << 4;  // high bits 2 -> q = 42 - 32 = 10
   float out[256];
   DequantizeRowRef(TensorType::kQ6_K, b, 256, out);

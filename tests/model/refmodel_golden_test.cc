@@ -1,7 +1,8 @@
-// The engine runs hqekv's own trained reference model (models/refmodel-4l.gguf, trained and exported
-// by tools/train/) exactly as PyTorch does: the logits for a fixed 16-token prompt match the float32
-// PyTorch logits stored in tests/data/refmodel-4l.golden.{json,f32} (tools/train/golden.py) within
-// 1e-3, through the batched prefill path and through one-token decode steps, with an fp32 cache.
+// The engine runs hqekv's own trained reference model (models/refmodel-4l.gguf, trained and
+// exported by tools/train/) exactly as PyTorch does: the logits for a fixed 16-token prompt match
+// the float32 PyTorch logits stored in tests/data/refmodel-4l.golden.{json,f32}
+// (tools/train/golden.py) within 1e-3, through the batched prefill path and through one-token
+// decode steps, with an fp32 cache.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ struct Golden {
   std::vector<int32_t> tokens;  // BOS first
   std::vector<int> rows;        // positions whose logits are stored
   int vocab = 0;
-  std::vector<float> logits;    // [rows.size()][vocab]
+  std::vector<float> logits;  // [rows.size()][vocab]
 };
 
 Golden LoadGolden() {
@@ -42,9 +43,12 @@ Golden LoadGolden() {
   g.rows = j.at("rows").get<std::vector<int>>();
   g.vocab = j.at("vocab").get<int>();
   g.logits.resize(g.rows.size() * static_cast<size_t>(g.vocab));
-  std::ifstream bf(kRoot + "/tests/data/" + j.at("logits_file").get<std::string>(), std::ios::binary);
-  bf.read(reinterpret_cast<char*>(g.logits.data()), static_cast<std::streamsize>(g.logits.size() * sizeof(float)));
-  EXPECT_EQ(bf.gcount(), static_cast<std::streamsize>(g.logits.size() * sizeof(float))) << "short golden .f32 file";
+  std::ifstream bf(kRoot + "/tests/data/" + j.at("logits_file").get<std::string>(),
+                   std::ios::binary);
+  bf.read(reinterpret_cast<char*>(g.logits.data()),
+          static_cast<std::streamsize>(g.logits.size() * sizeof(float)));
+  EXPECT_EQ(bf.gcount(), static_cast<std::streamsize>(g.logits.size() * sizeof(float)))
+      << "short golden .f32 file";
   return g;
 }
 
@@ -53,7 +57,8 @@ float MaxDiff(const Golden& g, const std::vector<float>& all) {
   float worst = 0;
   for (size_t r = 0; r < g.rows.size(); ++r)
     for (int v = 0; v < g.vocab; ++v)
-      worst = std::max(worst, std::fabs(all[static_cast<size_t>(g.rows[r]) * g.vocab + v] - g.logits[r * g.vocab + v]));
+      worst = std::max(worst, std::fabs(all[static_cast<size_t>(g.rows[r]) * g.vocab + v] -
+                                        g.logits[r * g.vocab + v]));
   return worst;
 }
 
@@ -104,7 +109,9 @@ TEST_F(RefModelGolden, PrefillLogitsMatchPyTorch) {
     std::vector<int32_t> pos(n);
     for (int i = 0; i < n; ++i) pos[i] = i;
     std::vector<float> all(static_cast<size_t>(n) * g_.vocab);
-    ASSERT_TRUE(model_->Forward(g_.tokens.data(), pos.data(), n, *cache, Logits::kAll, all.data(), true).ok());
+    ASSERT_TRUE(
+        model_->Forward(g_.tokens.data(), pos.data(), n, *cache, Logits::kAll, all.data(), true)
+            .ok());
     const float diff = MaxDiff(g_, all);
     EXPECT_LE(diff, kTolerance) << "threads " << threads;
     RecordProperty("prefill_max_abs_diff_threads" + std::to_string(threads), std::to_string(diff));
@@ -118,8 +125,10 @@ TEST_F(RefModelGolden, DecodeLogitsMatchPyTorch) {
   const int n = static_cast<int>(g_.tokens.size());
   std::vector<float> all(static_cast<size_t>(n) * g_.vocab);
   for (int i = 0; i < n; ++i) {  // BOS as a one-token prompt, then one decode step per token
-    ASSERT_TRUE(model_->Forward(&g_.tokens[i], &i, 1, *cache, Logits::kLast, &all[static_cast<size_t>(i) * g_.vocab],
-                                i == 0).ok());
+    ASSERT_TRUE(model_
+                    ->Forward(&g_.tokens[i], &i, 1, *cache, Logits::kLast,
+                              &all[static_cast<size_t>(i) * g_.vocab], i == 0)
+                    .ok());
   }
   const float diff = MaxDiff(g_, all);
   EXPECT_LE(diff, kTolerance);
@@ -130,7 +139,8 @@ TEST_F(RefModelGolden, PerturbedLogitsAreCaught) {
   // The comparison itself must be able to fail: a 2e-3 error in one logit exceeds the tolerance.
   std::vector<float> all(g_.tokens.size() * static_cast<size_t>(g_.vocab), 0.0f);
   for (size_t r = 0; r < g_.rows.size(); ++r)
-    std::copy_n(&g_.logits[r * g_.vocab], g_.vocab, &all[static_cast<size_t>(g_.rows[r]) * g_.vocab]);
+    std::copy_n(&g_.logits[r * g_.vocab], g_.vocab,
+                &all[static_cast<size_t>(g_.rows[r]) * g_.vocab]);
   EXPECT_EQ(MaxDiff(g_, all), 0.0f);
   all[static_cast<size_t>(g_.rows.back()) * g_.vocab + 7] += 2e-3f;
   EXPECT_GT(MaxDiff(g_, all), kTolerance);
@@ -145,11 +155,15 @@ TEST_F(RefModelGolden, TokenizerReproducesTheTrainingTokenizer) {
   ASSERT_GE(cases.size(), 4u);
   for (const auto& c : cases) {
     const std::string text = c.at("text").get<std::string>();
-    EXPECT_EQ(src_->tokenizer->Encode(text, /*add_bos=*/true), c.at("ids").get<std::vector<int32_t>>()) << text;
+    EXPECT_EQ(src_->tokenizer->Encode(text, /*add_bos=*/true),
+              c.at("ids").get<std::vector<int32_t>>())
+        << text;
   }
   const std::vector<int32_t> first = cases[0].at("ids").get<std::vector<int32_t>>();
   ASSERT_GE(first.size(), g_.tokens.size());
-  EXPECT_EQ(std::vector<int32_t>(first.begin(), first.begin() + static_cast<long>(g_.tokens.size())), g_.tokens);
+  EXPECT_EQ(
+      std::vector<int32_t>(first.begin(), first.begin() + static_cast<long>(g_.tokens.size())),
+      g_.tokens);
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ std::string ExpectedText() {
   return ss.str();
 }
 
-void CheckGreedy(const std::string& model_path, const std::string& tok_path, const std::string& kv, int threads) {
+void CheckGreedy(const std::string& model_path, const std::string& tok_path, const std::string& kv,
+                 int threads) {
   SetNumThreads(threads);
   auto src = LoadModel(model_path, tok_path);
   ASSERT_TRUE(src.ok()) << src.message();
@@ -54,7 +55,8 @@ void CheckGreedy(const std::string& model_path, const std::string& tok_path, con
   EXPECT_EQ(r->tokens, want);
   const std::string text = tok.Decode(r->tokens);
   std::string expect = ExpectedText();
-  while (!expect.empty() && expect.back() == '\n' && (text.empty() || text.back() != '\n')) expect.pop_back();
+  while (!expect.empty() && expect.back() == '\n' && (text.empty() || text.back() != '\n'))
+    expect.pop_back();
   EXPECT_EQ(text, expect);
   SetNumThreads(1);
 }

@@ -98,7 +98,8 @@ TEST(EvictionBudget, BytesAreMonotoneInBits) {
   };
   // Heads of the bundled model (3 of its 5 layers, to stay fast under ASan)
   // and Llama-size heads.
-  const Shape shapes[] = {{SmallGeometry(3, 8, 4, 8), {64, 512}}, {SmallGeometry(2, 1, 1, 128), {256}}};
+  const Shape shapes[] = {{SmallGeometry(3, 8, 4, 8), {64, 512}},
+                          {SmallGeometry(2, 1, 1, 128), {256}}};
   for (const Shape& sh : shapes) {
     for (int ctx : sh.contexts) {
       for (const char* fam : families) {
@@ -116,7 +117,8 @@ TEST(EvictionBudget, BytesAreMonotoneInBits) {
           for (int s = 0; s < 8; ++s) d.Step(1, false, false);
           const int64_t after_decode = c->Stats().bytes.total();
           const std::string where = std::string(spec) + " D=" + std::to_string(sh.g.head_dim) +
-                                    " ctx=" + std::to_string(ctx) + " vs bits=" + std::to_string(prev_bits);
+                                    " ctx=" + std::to_string(ctx) +
+                                    " vs bits=" + std::to_string(prev_bits);
           EXPECT_GE(after_prefill, prev_prefill) << where;
           EXPECT_GE(after_decode, prev_decode) << where;
           prev_prefill = after_prefill;

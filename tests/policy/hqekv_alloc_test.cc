@@ -73,8 +73,11 @@ TEST(HqekvAlloc, LargestRemainderOverTheConfiguredTiers) {
 // 1-bit chunks for ratios=0.5/0.5/0/0 at nb = 51, 55, 59, 63, ...), and every
 // count is within one chunk of its exact share.
 TEST(HqekvAlloc, RatiosAreAppliedAsConfigured) {
-  const TierRatios cases[] = {{0.5, 0.5, 0, 0}, {0.63, 0.37, 0, 0}, {0.7, 0, 0, 0.3},
-                              *DefaultRatios(2.0), *DefaultRatios(3.2)};
+  const TierRatios cases[] = {{0.5, 0.5, 0, 0},
+                              {0.63, 0.37, 0, 0},
+                              {0.7, 0, 0, 0.3},
+                              *DefaultRatios(2.0),
+                              *DefaultRatios(3.2)};
   for (const TierRatios& r : cases) {
     const double ratio[4] = {r.r4, r.r2, r.r1, r.r0};
     for (int pinned : {0, 2}) {
@@ -84,7 +87,8 @@ TEST(HqekvAlloc, RatiosAreAppliedAsConfigured) {
         EXPECT_EQ(c[0], std::min<int64_t>(pinned, nb));
         const int64_t rest = nb - c[0];
         for (int t = 0; t < 4; ++t) {
-          if (ratio[t] == 0) EXPECT_EQ(c[t + 1], 0) << RatiosText(r) << " nb " << nb << " tier " << t;
+          if (ratio[t] == 0)
+            EXPECT_EQ(c[t + 1], 0) << RatiosText(r) << " nb " << nb << " tier " << t;
           EXPECT_LT(std::fabs(c[t + 1] - rest * ratio[t]), 1.0) << RatiosText(r) << " nb " << nb;
         }
       }
@@ -183,9 +187,9 @@ TEST(HqekvAlloc, PlanComparesScoresWithinATier) {
 // shrink by one as nb grows, and evicted chunks never return.
 TEST(HqekvAlloc, PlanHoldsTheCountsOverManyEvents) {
   using T = Tier;
-  for (const TierRatios& r : {TierRatios{0.5, 0.5, 0, 0}, TierRatios{0.63, 0.37, 0, 0},
-                              *DefaultRatios(2.0), *DefaultRatios(3.2),
-                              TierRatios{0.7, 0, 0, 0.3}}) {
+  for (const TierRatios& r :
+       {TierRatios{0.5, 0.5, 0, 0}, TierRatios{0.63, 0.37, 0, 0}, *DefaultRatios(2.0),
+        *DefaultRatios(3.2), TierRatios{0.7, 0, 0, 0.3}}) {
     std::vector<T> cur(48, T::kF16);
     uint32_t state = 1;
     for (int event = 0; event < 300; ++event) {
@@ -200,7 +204,8 @@ TEST(HqekvAlloc, PlanHoldsTheCountsOverManyEvents) {
       Counts got{};
       for (T t : p.k) got[static_cast<int>(t)]++;
       for (int t = 0; t < kNumTiers; ++t) {
-        ASSERT_LE(std::abs(got[t] - c[t]), 1) << RatiosText(r) << " event " << event << " tier " << t;
+        ASSERT_LE(std::abs(got[t] - c[t]), 1)
+            << RatiosText(r) << " event " << event << " tier " << t;
       }
       cur = p.k;
       cur.push_back(T::kF16);

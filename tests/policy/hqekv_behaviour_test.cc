@@ -105,10 +105,14 @@ Planted Pattern() {
   };
   p.q = [](int, int32_t pos, int, float* row) {
     int ch = 0;
-    if (pos < 300) ch = 2;
-    else if (pos < 320) ch = 0;
-    else if (pos < 332) ch = 3;
-    else ch = 1;
+    if (pos < 300)
+      ch = 2;
+    else if (pos < 320)
+      ch = 0;
+    else if (pos < 332)
+      ch = 3;
+    else
+      ch = 1;
     AlongChannel(ch, kD, row);
   };
   return p;
@@ -119,8 +123,10 @@ const char* kSpec = "hqekv:ratios=0.25/0.25/0.25/0.25,fp16_chunks=2";
 // Head 0's expected tiers (derivation in the comments of each test).
 const Names kPrefillK = {"fp16", "n1", "u2", "evicted", "u4", "n1", "fp16", "evicted", "u4", "u2"};
 const Names kPrefillV = {"fp16", "n1", "n1", "evicted", "fp16", "u2", "u4", "evicted", "u2", "u4"};
-const Names kDecodeK = {"u4", "n1", "u2", "evicted", "u4", "n1", "fp16", "evicted", "u4", "u2", "fp16"};
-const Names kDecodeV = {"fp16", "n1", "n1", "evicted", "fp16", "u2", "u4", "evicted", "u2", "u4", "u4"};
+const Names kDecodeK = {"u4",   "n1",      "u2", "evicted", "u4",  "n1",
+                        "fp16", "evicted", "u4", "u2",      "fp16"};
+const Names kDecodeV = {"fp16", "n1",      "n1", "evicted", "fp16", "u2",
+                        "u4",   "evicted", "u2", "u4",      "u4"};
 
 // Prefill of 320 tokens: one event over 10 chunks, ranked by the last 20
 // queries (channel 0).
@@ -185,7 +191,7 @@ TEST(HqekvBehaviour, PerHeadRanksEachKvHeadByItsOwnAttentionAndRanges) {
   RunDecode(*c, p, 320, 32);
   EXPECT_EQ(ChunkTiers(*c, 0, 0, true, kChunks + 1), kDecodeK);
   EXPECT_EQ(ChunkTiers(*c, 0, 0, false, kChunks + 1), kDecodeV);
-  const Names head1_decode = {"evicted", "u4", "u2", "fp16", "n1", "u4",
+  const Names head1_decode = {"evicted", "u4", "u2", "fp16", "n1",  "u4",
                               "evicted", "u4", "n1", "u2",   "fp16"};
   EXPECT_EQ(ChunkTiers(*c, 1, 1, true, kChunks + 1), head1_decode);
   EXPECT_EQ(ChunkTiers(*c, 1, 1, false, kChunks + 1), head1_decode);
@@ -228,8 +234,8 @@ TEST(HqekvBehaviour, WindowCarriesPromptQueriesIntoTheNextEvent) {
   RunDecode(*c, p, 351, 1);
   EXPECT_EQ(Kept(*c, 0, 0), Join({Span(128, 159), Span(224, 255)}));
   EXPECT_EQ(ChunkTiers(*c, 0, 0, true, 11),
-            (Names{"evicted", "evicted", "evicted", "evicted", "fp16", "evicted", "evicted",
-                   "fp16", "evicted", "evicted", "evicted"}));
+            (Names{"evicted", "evicted", "evicted", "evicted", "fp16", "evicted", "evicted", "fp16",
+                   "evicted", "evicted", "evicted"}));
 }
 
 // Reset forgets the window: the same prompt after a Reset plans the same tiers.

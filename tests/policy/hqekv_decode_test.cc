@@ -53,8 +53,9 @@ void ExpectSharesHold(const HqekvCache& h, const KvGeometry& g, int units, const
 TEST(HqekvDecode, TierSharesHoldOverADecodeAsLongAsThePrompt) {
   const KvGeometry g = SmallGeometry(2, 4, 2, 16);
   const int prompt = 32 * 24;
-  for (const std::string budget : {"ratios=0.5/0.5/0/0", "ratios=0.63/0.37/0/0", "nominal_bits=3.2",
-                                   "nominal_bits=2", "ratios=0.7/0/0/0.3", "nominal_bits=3.2,per_head=1"}) {
+  for (const std::string budget :
+       {"ratios=0.5/0.5/0/0", "ratios=0.63/0.37/0/0", "nominal_bits=3.2", "nominal_bits=2",
+        "ratios=0.7/0/0/0.3", "nominal_bits=3.2,per_head=1"}) {
     for (const std::string ranking : {"paper", "pooled", "random", "recency", "sink_recency"}) {
       // Every ranking at one budget (the fill does not depend on the scores);
       // the paper's at the others, to keep the test fast.
@@ -85,8 +86,9 @@ TEST(HqekvDecode, TierSharesHoldOverADecodeAsLongAsThePrompt) {
 // through a long decode.
 TEST(HqekvDecode, SinkChunkStaysFp16) {
   const KvGeometry g = SmallGeometry(2, 4, 2, 16);
-  for (const char* spec : {"hqekv:nominal_bits=2,sink=4", "hqekv:ratios=0.7/0/0/0.3,ranking=random,sink=4",
-                           "hqekv:nominal_bits=3.2,ranking=recency,sink=4"}) {
+  for (const char* spec :
+       {"hqekv:nominal_bits=2,sink=4", "hqekv:ratios=0.7/0/0/0.3,ranking=random,sink=4",
+        "hqekv:nominal_bits=3.2,ranking=recency,sink=4"}) {
     auto c = MustMake(spec, g);
     const auto* h = dynamic_cast<const HqekvCache*>(c.get());
     Driver d(c.get(), 22);

@@ -23,11 +23,19 @@ using testing::SmallGeometry;
 // dequantized kept tokens: fused dequant-dot in fp32 vs fp64 reference.
 // Tolerance 2e-4 absolute (outputs are O(1): averages of N(0,1) values).
 TEST(PolicyCache, EveryPolicyMatchesTheNaiveReference) {
-  const char* specs[] = {"fp8",          "int8",           "kivi:nominal_bits=2,residual=32",
-                         "kivi:nominal_bits=4",  "streaming:sink=4,window=40", "h2o:keep=0.5",
-                         "snapkv:keep=0.4,window=8", "pyramid:keep=0.4,window=8",
-                         "hqekv:nominal_bits=2", "hqekv:nominal_bits=3.2,per_head=1", "hqekv:nominal_bits=2.8,hadamard=1",
-                         "h2o:bits=4",   "snapkv:bits=6,window=8"};
+  const char* specs[] = {"fp8",
+                         "int8",
+                         "kivi:nominal_bits=2,residual=32",
+                         "kivi:nominal_bits=4",
+                         "streaming:sink=4,window=40",
+                         "h2o:keep=0.5",
+                         "snapkv:keep=0.4,window=8",
+                         "pyramid:keep=0.4,window=8",
+                         "hqekv:nominal_bits=2",
+                         "hqekv:nominal_bits=3.2,per_head=1",
+                         "hqekv:nominal_bits=2.8,hadamard=1",
+                         "h2o:bits=4",
+                         "snapkv:bits=6,window=8"};
   for (const char* spec : specs) {
     auto c = MustMake(spec, SmallGeometry());
     ASSERT_NE(c, nullptr);
@@ -76,7 +84,8 @@ TEST(PolicyCache, QuantizersStayCloseToExactAttention) {
     EXPECT_LT(worst, cs.tol) << cs.spec;
     EXPECT_GT(worst, 0.0) << cs.spec;  // it is really compressed
   }
-  EXPECT_GT(WorstDecodeError("kivi:nominal_bits=2,residual=32"), kHalfU4Step);  // the bound tells 4 from 2 bits
+  EXPECT_GT(WorstDecodeError("kivi:nominal_bits=2,residual=32"),
+            kHalfU4Step);  // the bound tells 4 from 2 bits
 }
 
 TEST(PolicyCache, PrefillAttentionIsExact) {
@@ -114,7 +123,8 @@ void MakeHot(std::set<int32_t> hot, Driver* d, int D) {
   d->fill = [hot, D](int, const std::vector<int32_t>& pos, std::vector<float>* k,
                      std::vector<float>* v, std::vector<float>* q) {
     const int n = static_cast<int>(pos.size());
-    const int hk = static_cast<int>(k->size()) / (n * D), hq = static_cast<int>(q->size()) / (n * D);
+    const int hk = static_cast<int>(k->size()) / (n * D),
+              hq = static_cast<int>(q->size()) / (n * D);
     for (int i = 0; i < n; ++i) {
       for (int h = 0; h < hk; ++h) {
         float* kr = &(*k)[(static_cast<size_t>(i) * hk + h) * D];
@@ -326,7 +336,8 @@ TEST(PolicyCache, HqekvTierCountsFollowTheRatiosAndNeverUpgrade) {
 }
 
 TEST(PolicyCache, RunsAreDeterministicAndResetForgetsEverything) {
-  for (const char* spec : {"hqekv:nominal_bits=2", "h2o:keep=0.3", "kivi:nominal_bits=2", "snapkv:bits=4,window=8"}) {
+  for (const char* spec :
+       {"hqekv:nominal_bits=2", "h2o:keep=0.3", "kivi:nominal_bits=2", "snapkv:bits=4,window=8"}) {
     const KvGeometry g = SmallGeometry();
     auto a = MustMake(spec, g), b = MustMake(spec, g);
     Driver da(a.get(), 21), db(b.get(), 21);
@@ -405,10 +416,9 @@ TEST(PolicyCache, HqekvProfile) {
   }
   auto e = MakeKvCache("hqekv:profile=" + path, SmallGeometry());
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.message().find("cannot read profile") == std::string::npos
-                ? e.message().find("r2")
-                : 0,
-            std::string::npos)
+  EXPECT_NE(
+      e.message().find("cannot read profile") == std::string::npos ? e.message().find("r2") : 0,
+      std::string::npos)
       << e.message();
   std::remove(path.c_str());
 }

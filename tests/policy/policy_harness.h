@@ -105,7 +105,8 @@ class Driver {
         EXPECT_NE(sc, nullptr);
         if (sc) {
           const auto ref = ReferenceAttention(*sc, l, q, pos);
-          for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(ref[i] - out[i]));
+          for (size_t i = 0; i < ref.size(); ++i)
+            worst = std::max(worst, std::fabs(ref[i] - out[i]));
         }
       }
       last_out_.insert(last_out_.end(), out.begin(), out.end());

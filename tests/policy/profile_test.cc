@@ -26,7 +26,8 @@ Profile SampleProfile() {
   p.trials = 3;
   p.seed = 42;
   p.calib_hash = "fnv1a64:e71fa2190541574b";
-  p.trial_log = {{{0.1, 0.6, 0.2, 0.1}, 0, 0, 0.9, 0.1, 2.01}, {{NAN, NAN, 0.9, 0.9}, 0, 0, INFINITY, NAN, NAN}};
+  p.trial_log = {{{0.1, 0.6, 0.2, 0.1}, 0, 0, 0.9, 0.1, 2.01},
+                 {{NAN, NAN, 0.9, 0.9}, 0, 0, INFINITY, NAN, NAN}};
   return p;
 }
 
@@ -47,12 +48,16 @@ TEST(Profile, RoundTripsThroughJson) {
 TEST(Profile, RejectsMalformedProfiles) {
   EXPECT_FALSE(ProfileFromJson("not json", "x").ok());
   EXPECT_FALSE(ProfileFromJson("{}", "x").ok());
-  auto bad_sum = ProfileFromJson(R"({"ratios": {"r4": 0.5, "r2": 0.5, "r1": 0.5, "r0": 0}})", "x.json");
+  auto bad_sum =
+      ProfileFromJson(R"({"ratios": {"r4": 0.5, "r2": 0.5, "r1": 0.5, "r0": 0}})", "x.json");
   ASSERT_FALSE(bad_sum.ok());
   EXPECT_NE(bad_sum.message().find("x.json"), std::string::npos);
-  EXPECT_FALSE(ProfileFromJson(R"({"ratios": {"r4": 1.5, "r2": -0.5, "r1": 0, "r0": 0}})", "x").ok());
   EXPECT_FALSE(
-      ProfileFromJson(R"({"ratios": {"r4": 1, "r2": 0, "r1": 0, "r0": 0}, "per_layer": [[1, 0]]})", "x").ok());
+      ProfileFromJson(R"({"ratios": {"r4": 1.5, "r2": -0.5, "r1": 0, "r0": 0}})", "x").ok());
+  EXPECT_FALSE(
+      ProfileFromJson(R"({"ratios": {"r4": 1, "r2": 0, "r1": 0, "r0": 0}, "per_layer": [[1, 0]]})",
+                      "x")
+          .ok());
   EXPECT_TRUE(ProfileFromJson(R"({"ratios": {"r4": 1, "r2": 0, "r1": 0, "r0": 0}})", "x").ok());
 }
 
@@ -107,9 +112,9 @@ TEST(Profile, SaveRefusesToOverwriteAndLoadReportsMissingFiles) {
   EXPECT_TRUE(make("hqekv:profile=" + path, forced_ctx).ok());
   // No model in the context: only the shape is checked.
   EXPECT_TRUE(make("hqekv:profile=" + path, CacheContext{}).ok());
-  EXPECT_FALSE(CreateCache(*ParseSpec("hqekv:profile=" + path), KvGeometry{3, 2, 1, 8, 128},
-                           CacheContext{})
-                   .ok());  // 2 per_layer rows, 3 layers
+  EXPECT_FALSE(
+      CreateCache(*ParseSpec("hqekv:profile=" + path), KvGeometry{3, 2, 1, 8, 128}, CacheContext{})
+          .ok());  // 2 per_layer rows, 3 layers
   EXPECT_TRUE(CheckSpecForModel(*ParseSpec("kivi:nominal_bits=2"), other).ok());
   EXPECT_FALSE(CheckSpecForModel(*ParseSpec("hqekv:profile=" + dir + "/none.json"), own).ok());
   auto missing = LoadProfile(dir + "/none.json");

@@ -14,10 +14,10 @@ TEST(Selection, ImportanceIsAMeanOverTheQueriesThatSeeTheToken) {
   std::iota(qpos.begin(), qpos.end(), 5);
   std::vector<double> sum(25, 2.0);
   const auto a = NormalizeImportance(sum, tpos, qpos);
-  EXPECT_DOUBLE_EQ(a[0], 2.0 / 20);   // every query sees it: min(20, 25 - 0)
-  EXPECT_DOUBLE_EQ(a[5], 2.0 / 20);   // min(20, 20)
-  EXPECT_DOUBLE_EQ(a[6], 2.0 / 19);   // min(20, 19)
-  EXPECT_DOUBLE_EQ(a[24], 2.0 / 1);   // only its own query
+  EXPECT_DOUBLE_EQ(a[0], 2.0 / 20);  // every query sees it: min(20, 25 - 0)
+  EXPECT_DOUBLE_EQ(a[5], 2.0 / 20);  // min(20, 20)
+  EXPECT_DOUBLE_EQ(a[6], 2.0 / 19);  // min(20, 19)
+  EXPECT_DOUBLE_EQ(a[24], 2.0 / 1);  // only its own query
   // Gaps in positions (evicted tokens) do not change the count of queries.
   EXPECT_DOUBLE_EQ(NormalizeImportance({3.0}, {100}, {99, 100, 101})[0], 1.5);
   EXPECT_DOUBLE_EQ(NormalizeImportance({3.0}, {102}, {99, 100, 101})[0], 0.0);

@@ -75,7 +75,8 @@ TEST(Spec, ExclusiveBudgetKeys) {
   EXPECT_NE(ErrorOf("snapkv:keep=0.5,bits=3").find("at most one of keep and bits"),
             std::string::npos);
   EXPECT_NE(ErrorOf("streaming:window=64,keep=0.5").find("at most one"), std::string::npos);
-  EXPECT_NE(ErrorOf("hqekv:nominal_bits=2,ratios=0.5/0.5/0/0").find("at most one"), std::string::npos);
+  EXPECT_NE(ErrorOf("hqekv:nominal_bits=2,ratios=0.5/0.5/0/0").find("at most one"),
+            std::string::npos);
   EXPECT_EQ(ErrorOf("h2o:heavy=10,recent=10"), "<ok>");
   EXPECT_NE(ErrorOf("h2o:heavy=10,keep=0.2").find("at most one"), std::string::npos);
 }
@@ -114,7 +115,7 @@ TEST(Table, BudgetKeys) {
     EXPECT_FALSE(TakesBudget(*FindPolicy(name))) << name;
   }
   auto has = [](const std::string& text) { return HasBudgetKey(ParseSpec(text).value()); };
-  EXPECT_FALSE(has("snapkv:window=8"));  // an observation window, not a budget
+  EXPECT_FALSE(has("snapkv:window=8"));     // an observation window, not a budget
   EXPECT_TRUE(has("streaming:window=64"));  // a fixed size
   EXPECT_TRUE(has("h2o:heavy=4,recent=4"));
   EXPECT_FALSE(has("h2o:recent_share=0.3"));

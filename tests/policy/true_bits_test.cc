@@ -53,9 +53,10 @@ void ExpectModelMatches(const std::string& spec, int d, int prefill, int decode)
 
 TEST(TrueBits, HqekvByteModelMatchesHeldBytes) {
   for (int d : {64, 128, 8}) {
-    for (const char* spec : {"hqekv:ratios=0/1/0/0,fp16_chunks=0", "hqekv:ratios=1/0/0/0",
-                             "hqekv:ratios=0/0/1/0", "hqekv:ratios=0/0/0/1",
-                             "hqekv:ratios=0.4/0.4/0.1/0.1", "hqekv:ratios=0.5/0.5/0/0,per_head=1"}) {
+    for (const char* spec :
+         {"hqekv:ratios=0/1/0/0,fp16_chunks=0", "hqekv:ratios=1/0/0/0", "hqekv:ratios=0/0/1/0",
+          "hqekv:ratios=0/0/0/1", "hqekv:ratios=0.4/0.4/0.1/0.1",
+          "hqekv:ratios=0.5/0.5/0/0,per_head=1"}) {
       ExpectModelMatches(spec, d, 1024, 0);
       ExpectModelMatches(spec, d, 600, 0);
     }

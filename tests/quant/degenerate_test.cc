@@ -66,7 +66,7 @@ TEST(QuantDegenerate, NonFiniteInputNeverYieldsNaN) {
         ASSERT_LE(std::fabs(v), 65504.0f * 1.01f) << FormatName(f);
       }
       if (f.kind == Kind::kF16 && !f.hadamard) {
-        EXPECT_EQ(y[0], 0.0f);  // NaN -> 0
+        EXPECT_EQ(y[0], 0.0f);      // NaN -> 0
         EXPECT_EQ(y[5], 65504.0f);  // +inf -> largest finite fp16
         EXPECT_EQ(y[70], -65504.0f);
         EXPECT_EQ(y[200], 65504.0f);  // beyond the fp16 range: clamped
@@ -76,7 +76,8 @@ TEST(QuantDegenerate, NonFiniteInputNeverYieldsNaN) {
     for (const Format& f : testing::AllFormats()) {
       if (f.kind == Kind::kF32) continue;
       const std::vector<float> x(32 * 8, nan);
-      const std::vector<float> y = testing::Decode(f, testing::Encode(f, x, 32, 8, reference), 32, 8, reference);
+      const std::vector<float> y =
+          testing::Decode(f, testing::Encode(f, x, 32, 8, reference), 32, 8, reference);
       for (float v : y) ASSERT_EQ(v, 0.0f) << FormatName(f);
     }
   }
@@ -89,7 +90,8 @@ TEST(QuantDegenerate, TinyNonzeroGroupsKeepTheirShape) {
   std::vector<float> x(static_cast<size_t>(T) * D);
   for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 2 ? 1.0f : -1.0f) * 3e-7f;
   for (const Format& f : {Int8PerToken(), Uniform(4, Grouping::kPerToken), Fp8E4M3()}) {
-    const std::vector<float> y = testing::Decode(f, testing::Encode(f, x, T, D, false), T, D, false);
+    const std::vector<float> y =
+        testing::Decode(f, testing::Encode(f, x, T, D, false), T, D, false);
     EXPECT_GT(y[1], y[0]) << FormatName(f);
   }
 }

@@ -10,8 +10,8 @@ namespace {
 
 TEST(QuantFormat, ParsesEveryNameAndRoundTripsItsName) {
   for (const char* name : {"f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u1:tok", "u2:tok", "u4:tok",
-                           "u8:tok", "n1:tok", "n2:tok", "n4:chan", "u4:chan", "n1:chan", "u2:tok:g=16",
-                           "u4:chan:had", "f16:had"}) {
+                           "u8:tok", "n1:tok", "n2:tok", "n4:chan", "u4:chan", "n1:chan",
+                           "u2:tok:g=16", "u4:chan:had", "f16:had"}) {
     auto f = ParseFormat(name);
     ASSERT_TRUE(f.ok()) << name << ": " << f.message();
     EXPECT_EQ(FormatName(*f), name);
@@ -81,9 +81,9 @@ TEST(QuantFormat, PlaneSizesAreExact) {
   EXPECT_EQ(MetaBytes(Uniform(4, tok), 32, 128), 512u);  // 128 groups x (scale, min) x 2 B
   EXPECT_EQ(CodeBytes(Uniform(2, chan), 32, 128), 1024u);
   EXPECT_EQ(MetaBytes(Uniform(2, chan), 32, 128), 512u);  // 128 channels x 2 x 2 B
-  EXPECT_EQ(CodeBytes(Uniform(1, chan), 7, 8), 7u);        // 56 bits, no padding
-  EXPECT_EQ(CodeBytes(Uniform(1, chan), 7, 9), 8u);        // 63 bits -> 8 bytes
-  EXPECT_EQ(CodeBytes(Uniform(2, tok, 1), 1, 3), 1u);      // 6 bits
+  EXPECT_EQ(CodeBytes(Uniform(1, chan), 7, 8), 7u);       // 56 bits, no padding
+  EXPECT_EQ(CodeBytes(Uniform(1, chan), 7, 9), 8u);       // 63 bits -> 8 bytes
+  EXPECT_EQ(CodeBytes(Uniform(2, tok, 1), 1, 3), 1u);     // 6 bits
   EXPECT_EQ(MetaBytes(Uniform(2, tok, 1), 1, 3), 12u);
   EXPECT_EQ(CodeBytes(Uniform(8, chan), 7, 64), 448u);
   EXPECT_EQ(CodeBytes(Normal(1, tok), 32, 128), 512u);
@@ -105,7 +105,8 @@ TEST(QuantFormatTraits, EveryRowParsesAndRoundTrips) {
     for (int bits = 1; bits < 64; ++bits) {
       if (((tr.legal_bits >> bits) & 1u) == 0) continue;
       if (!tr.bits_in_name && bits != tr.default_bits) continue;
-      const std::string head = tr.bits_in_name ? tr.name + std::to_string(bits) : std::string(tr.name);
+      const std::string head =
+          tr.bits_in_name ? tr.name + std::to_string(bits) : std::string(tr.name);
       auto f = ParseFormat(head);
       ASSERT_TRUE(f.ok()) << head << ": " << f.message();
       EXPECT_EQ(f->kind, tr.kind) << head;

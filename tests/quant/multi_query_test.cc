@@ -31,7 +31,8 @@ std::vector<Format> FormatsFor(int D) {
   std::vector<Format> fs = testing::AllFormats();
   for (int b : {1, 2, 4, 8}) fs.push_back(Uniform(b, Grouping::kPerToken, std::min(32, D)));
   for (int b : {1, 2}) fs.push_back(Normal(b, Grouping::kPerToken, std::min(32, D)));
-  for (Format f : {Uniform(2, Grouping::kPerChannel), Uniform(4, Grouping::kPerToken, 8), Int8PerToken(), F16()}) {
+  for (Format f : {Uniform(2, Grouping::kPerChannel), Uniform(4, Grouping::kPerToken, 8),
+                   Int8PerToken(), F16()}) {
     f.hadamard = true;
     fs.push_back(f);
   }
@@ -70,7 +71,8 @@ void CheckDotAndAxpy(int* checked) {
 
           std::vector<float> got(m * ss, -9.0f), want(m * ss, -9.0f);
           DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data(), qs, m, got.data(), ss);
-          ref::DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data(), qs, m, want.data(), ss);
+          ref::DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data(), qs, m, want.data(),
+                             ss);
           const double dtol = 1e-5 * D * xmax * qmax + 1e-30;
           for (int h = 0; h < m; ++h) {
             for (size_t t = 0; t < ss; ++t) {
@@ -86,7 +88,8 @@ void CheckDotAndAxpy(int* checked) {
           const std::vector<float> acc0 = Gaussian(m, static_cast<int>(as), seed + 3);
           std::vector<float> ga = acc0, wa = acc0;
           AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), ws, m, ga.data(), as);
-          ref::AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), ws, m, wa.data(), as);
+          ref::AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), ws, m, wa.data(),
+                              as);
           const double atol = 1e-5 * T * xmax * wmax + 1e-6 * MaxAbs(acc0);
           for (int h = 0; h < m; ++h) {
             for (size_t d = 0; d < as; ++d) {
@@ -117,7 +120,8 @@ TEST(MultiQuery, DotAndAxpyMatchSingleQueryReferenceOnEveryTarget) {
 // broken register-blocking would mix heads): permuting rows permutes results.
 TEST(MultiQuery, RowsAreIndependent) {
   const int T = 32, D = 128, m = 8;
-  for (const Format& f : {Uniform(2, Grouping::kPerChannel), Uniform(2, Grouping::kPerToken, 32), F16()}) {
+  for (const Format& f :
+       {Uniform(2, Grouping::kPerChannel), Uniform(2, Grouping::kPerToken, 32), F16()}) {
     SCOPED_TRACE(FormatName(f));
     const std::vector<float> x = Gaussian(T, D, 5);
     const Encoded e = Encode(f, x, T, D, false);

@@ -43,7 +43,8 @@ TEST(QuantPack, PackUnpackIdentity) {
 // d*T + t (per-channel), and x^ = code * scale[g] + min[g] with the planes
 // as documented in quant/README.md.
 TEST(QuantPack, DocumentedLayoutOfEachGrouping) {
-  for (const char* name : {"u4:tok", "u2:tok:g=16", "u1:tok", "u4:chan", "u2:chan", "u1:chan", "u8:chan"}) {
+  for (const char* name :
+       {"u4:tok", "u2:tok:g=16", "u1:tok", "u4:chan", "u2:chan", "u1:chan", "u8:chan"}) {
     const Format f = *ParseFormat(name);
     for (int T : {7, 32}) {
       const int D = 64;
@@ -104,18 +105,18 @@ TEST(QuantPack, NormalAndSymmetricLayouts) {
 
 TEST(QuantFp8, EncodeDecodeKnownValues) {
   EXPECT_EQ(EncodeFp8(448.0f, true), 0x7E);
-  EXPECT_EQ(EncodeFp8(1e9f, true), 0x7E);     // saturates, never NaN (0x7F)
+  EXPECT_EQ(EncodeFp8(1e9f, true), 0x7E);  // saturates, never NaN (0x7F)
   EXPECT_EQ(EncodeFp8(-500.0f, true), 0xFE);
-  EXPECT_EQ(EncodeFp8(1.0f, true), 0x38);     // exponent 7 (bias 7), mantissa 0
-  EXPECT_EQ(EncodeFp8(0x1p-9f, true), 0x01);  // smallest subnormal
-  EXPECT_EQ(EncodeFp8(0x1p-11f, true), 0x00); // below half of it: rounds to zero
+  EXPECT_EQ(EncodeFp8(1.0f, true), 0x38);      // exponent 7 (bias 7), mantissa 0
+  EXPECT_EQ(EncodeFp8(0x1p-9f, true), 0x01);   // smallest subnormal
+  EXPECT_EQ(EncodeFp8(0x1p-11f, true), 0x00);  // below half of it: rounds to zero
   EXPECT_EQ(EncodeFp8(57344.0f, false), 0x7B);
-  EXPECT_EQ(EncodeFp8(1e9f, false), 0x7B);    // no inf
+  EXPECT_EQ(EncodeFp8(1e9f, false), 0x7B);  // no inf
   EXPECT_EQ(EncodeFp8(1.0f, false), 0x3C);
   EXPECT_EQ(EncodeFp8(1.125f, true), 0x39);
-  EXPECT_EQ(EncodeFp8(1.0625f, true), 0x38);  // tie -> even mantissa
-  EXPECT_EQ(EncodeFp8(1.1875f, true), 0x3A);  // tie -> even mantissa (up)
-  EXPECT_FLOAT_EQ(DecodeFp8(0x7F, true), 448.0f);   // NaN code never decodes to NaN
+  EXPECT_EQ(EncodeFp8(1.0625f, true), 0x38);          // tie -> even mantissa
+  EXPECT_EQ(EncodeFp8(1.1875f, true), 0x3A);          // tie -> even mantissa (up)
+  EXPECT_FLOAT_EQ(DecodeFp8(0x7F, true), 448.0f);     // NaN code never decodes to NaN
   EXPECT_FLOAT_EQ(DecodeFp8(0x7C, false), 57344.0f);  // inf code neither
   // Every finite code round-trips.
   for (int c = 0; c < 256; ++c) {

@@ -38,7 +38,8 @@ void CheckUniform(const Format& f, const std::vector<float>& x, const testing::E
     EXPECT_LE(std::fabs(m - mn), std::fabs(mn) * 0x1p-11f + 0x1p-25f);
     const float s_exact = std::max(0.0f, (mx - m) / levels);
     EXPECT_LE(std::fabs(s - s_exact), s_exact * 0x1p-11f + 0x1p-24f)
-        << FormatName(f) << " T=" << T << " D=" << D << " s=" << s << " m=" << m << " mn=" << mn << " mx=" << mx;
+        << FormatName(f) << " T=" << T << " D=" << D << " s=" << s << " m=" << m << " mn=" << mn
+        << " mx=" << mx;
     // |x - x^| <= s/2 plus what the fp16 rounding of min and scale moved the grid.
     const float slack = std::max({0.0f, m - mn, mx - (m + levels * s)});
     for (int i = 0; i < GroupSize(f, T); ++i) {
@@ -129,7 +130,8 @@ TEST(QuantRoundTrip, EveryFormatGroupingAndShapeWithinBounds) {
       for (int T : {1, 7, 32}) {
         for (int D : {8, 64, 128}) {
           ASSERT_TRUE(Validate(f, T, D).ok()) << FormatName(f);
-          for (float scale : {1.0f, 1e-3f, 300.0f}) CheckRoundTrip(f, T, D, reference, scale, ++seed);
+          for (float scale : {1.0f, 1e-3f, 300.0f})
+            CheckRoundTrip(f, T, D, reference, scale, ++seed);
         }
       }
     }

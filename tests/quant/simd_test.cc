@@ -34,9 +34,11 @@ std::vector<std::vector<float>> Inputs(int T, int D, uint32_t seed) {
   xs.push_back(std::vector<float>(static_cast<size_t>(T) * D, 0.0f));
   xs.push_back(std::vector<float>(static_cast<size_t>(T) * D, -3.14159f));
   std::vector<float> mixed = Gaussian(T, D, seed + 3);
-  for (int t = 0; t < T; t += 2) std::fill(mixed.begin() + t * D, mixed.begin() + t * D + D / 2, 0.25f);
+  for (int t = 0; t < T; t += 2)
+    std::fill(mixed.begin() + t * D, mixed.begin() + t * D + D / 2, 0.25f);
   const float inf = std::numeric_limits<float>::infinity();
-  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf, 1e30f, -1e30f, 70000.0f};
+  const float specials[] = {
+      std::numeric_limits<float>::quiet_NaN(), inf, -inf, 1e30f, -1e30f, 70000.0f};
   for (size_t i = 0; i < mixed.size(); i += 13) mixed[i] = specials[(i / 13) % 6];
   xs.push_back(mixed);
   return xs;
@@ -63,7 +65,8 @@ void CompareOne(const Format& f, const std::vector<float>& x, int T, int D) {
   DotChunk(f, s.codes.data(), s.meta.data(), T, D, q.data(), ss.data());
   ref::AxpyChunk(f, r.codes.data(), r.meta.data(), T, D, w.data(), ar.data());
   AxpyChunk(f, s.codes.data(), s.meta.data(), T, D, w.data(), as.data());
-  if (f.kind == Kind::kF32 && std::any_of(x.begin(), x.end(), [](float v) { return !std::isfinite(v); })) {
+  if (f.kind == Kind::kF32 &&
+      std::any_of(x.begin(), x.end(), [](float v) { return !std::isfinite(v); })) {
     return;
   }
   // Sums of D (or T) products: tolerance relative to the sum of magnitudes.
@@ -101,8 +104,9 @@ TEST(QuantSimd, OddShapesMatchTheReference) {
     uint32_t seed = 500;
     for (int T : {2, 3, 33, 64}) {
       for (int D : {16, 24, 48, 96, 160}) {
-        for (const char* spec : {"u4:tok:g=8", "u2:tok:g=16", "u1:tok:g=24", "u8:tok:g=48", "n2:tok:g=8",
-                                 "n1:tok:g=16", "u4:chan", "n2:chan", "int8", "f16", "fp8e5m2"}) {
+        for (const char* spec :
+             {"u4:tok:g=8", "u2:tok:g=16", "u1:tok:g=24", "u8:tok:g=48", "n2:tok:g=8",
+              "n1:tok:g=16", "u4:chan", "n2:chan", "int8", "f16", "fp8e5m2"}) {
           const Format f = *ParseFormat(spec);
           if (!Validate(f, T, D).ok()) continue;
           CompareOne(f, Gaussian(T, D, ++seed), T, D);
@@ -118,9 +122,9 @@ TEST(QuantSimd, FastPathsCoverTheStoreFormats) {
   ForEachTarget([&](int64_t target) {
     const int T = 32, D = 128;
     const std::vector<float> x = Gaussian(T, D, 5);
-    std::vector<const char*> names = {"u4:tok", "u2:tok", "u1:tok", "u8:tok", "n1:tok", "n2:tok",
-                                      "u4:chan", "u2:chan", "u1:chan", "n1:chan", "n2:chan", "int8",
-                                      "fp8e4m3", "fp8e5m2"};
+    std::vector<const char*> names = {"u4:tok",  "u2:tok",  "u1:tok",  "u8:tok",  "n1:tok",
+                                      "n2:tok",  "u4:chan", "u2:chan", "u1:chan", "n1:chan",
+                                      "n2:chan", "int8",    "fp8e4m3", "fp8e5m2"};
     if (target != HWY_SSE4) names.push_back("f16");  // fp16 conversion needs F16C
     for (const char* name : names) {
       const Format f = *ParseFormat(name);

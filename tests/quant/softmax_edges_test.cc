@@ -32,7 +32,8 @@ std::vector<double> RefSoftmax(const std::vector<float>& x) {
   std::vector<double> w(x.size(), 0.0);
   if (mx == -std::numeric_limits<double>::infinity()) return w;
   double sum = 0;
-  for (size_t i = 0; i < x.size(); ++i) sum += (w[i] = x[i] == kNegInf ? 0.0 : std::exp(double(x[i]) - mx));
+  for (size_t i = 0; i < x.size(); ++i)
+    sum += (w[i] = x[i] == kNegInf ? 0.0 : std::exp(double(x[i]) - mx));
   for (double& v : w) v /= sum;
   return w;
 }
@@ -61,7 +62,8 @@ TEST(SoftmaxEdges, ExtremeScoresInTheVectorBodyMatchTheDoubleReference) {
     for (float base : {88.0f, 88.7f, -88.0f, -100.0f, 1e4f, -1e4f, 0.0f}) {
       for (int n : {67, 100, 1000}) {
         for (bool mask : {false, true}) {
-          SCOPED_TRACE("base " + std::to_string(base) + " n " + std::to_string(n) + (mask ? " masked" : ""));
+          SCOPED_TRACE("base " + std::to_string(base) + " n " + std::to_string(n) +
+                       (mask ? " masked" : ""));
           const std::vector<float> x = Row(n, base, 17u + static_cast<uint32_t>(n), mask);
           const std::vector<double> want = RefSoftmax(x);
           std::vector<float> got = x;
@@ -113,7 +115,8 @@ TEST(SoftmaxEdges, SingleKeptEntryGetsWeightExactlyOne) {
         std::vector<float> x(99, kNegInf);
         x[at] = v;
         ASSERT_TRUE(SoftmaxRow(x.data(), 99));
-        for (int i = 0; i < 99; ++i) ASSERT_EQ(x[i], i == at ? 1.0f : 0.0f) << "at " << at << " v " << v;
+        for (int i = 0; i < 99; ++i)
+          ASSERT_EQ(x[i], i == at ? 1.0f : 0.0f) << "at " << at << " v " << v;
       }
     }
   });
@@ -148,8 +151,11 @@ TEST(SoftmaxEdges, MultiQueryAttentionAtExtremeScoresMatchesTheDoubleReference) 
       const int j = c * T + t;
       k1[j] = static_cast<float>(static_cast<int>(rng() % 65) - 32) / 8.0f;
       for (int d = 0; d < D; ++d) {
-        k[t * D + d] = d == 0 ? 1.0f : d == 1 ? k1[j] : RoundF16(std::normal_distribution<float>(0, 3)(rng));
-        v[t * D + d] = V[static_cast<size_t>(j) * D + d] = RoundF16(std::normal_distribution<float>(0, 1)(rng));
+        k[t * D + d] = d == 0   ? 1.0f
+                       : d == 1 ? k1[j]
+                                : RoundF16(std::normal_distribution<float>(0, 3)(rng));
+        v[t * D + d] = V[static_cast<size_t>(j) * D + d] =
+            RoundF16(std::normal_distribution<float>(0, 1)(rng));
       }
     }
     kc[c].resize(CodeBytes(f16, T, D));
@@ -166,7 +172,8 @@ TEST(SoftmaxEdges, MultiQueryAttentionAtExtremeScoresMatchesTheDoubleReference) 
       DotChunkMulti(f16, kc[c].data(), nullptr, T, D, q.data(), D, M, s.data() + c * T, n);
     }
     for (int h = 0; h < M; ++h) {
-      for (int j = 0; j < n; ++j) ASSERT_EQ(s[h * n + j], bases[h] + k1[j]) << "row " << h << " token " << j;
+      for (int j = 0; j < n; ++j)
+        ASSERT_EQ(s[h * n + j], bases[h] + k1[j]) << "row " << h << " token " << j;
     }
     std::vector<std::vector<double>> want_w(M);
     for (int h = 0; h < M; ++h) {

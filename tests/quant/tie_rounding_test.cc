@@ -37,7 +37,8 @@ uint32_t CodeAt(const Format& f, const Encoded& e, size_t i) {
 
 // Index of (t, d) in the code stream.
 size_t StreamIndex(const Format& f, int T, int D, int t, int d) {
-  return f.grouping == Grouping::kPerChannel && (f.kind == Kind::kUniform || f.kind == Kind::kNormal)
+  return f.grouping == Grouping::kPerChannel &&
+                 (f.kind == Kind::kUniform || f.kind == Kind::kNormal)
              ? static_cast<size_t>(d) * T + t
              : static_cast<size_t>(t) * D + d;
 }
@@ -47,7 +48,12 @@ size_t StreamIndex(const Format& f, int T, int D, int t, int d) {
 constexpr uint32_t kAny = 0xFFFFFFFFu;
 struct TieCase {
   TieCase(std::string n, const Format& fmt, int t, int d)
-      : name(std::move(n)), f(fmt), T(t), D(d), x(static_cast<size_t>(t) * d), want(x.size(), kAny) {}
+      : name(std::move(n)),
+        f(fmt),
+        T(t),
+        D(d),
+        x(static_cast<size_t>(t) * d),
+        want(x.size(), kAny) {}
   std::string name;
   Format f;
   int T, D;
@@ -102,7 +108,8 @@ TieCase UniformTies(const Format& f, int T, int D) {
   static const float kMin[] = {0.0f, -4.0f, 2.0f, -1.5f, 0.25f};
   static const float kStep[] = {1.0f, 0.5f, 0.25f, 2.0f, 0.125f};
   const uint32_t qmax = (1u << f.bits) - 1u;
-  TieCase c{"uniform " + FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D), f, T, D};
+  TieCase c{"uniform " + FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D), f,
+            T, D};
   for (int t = 0; t < T; ++t) {
     for (int d = 0; d < D; ++d) {
       const GroupPos g = GroupOf(f, T, D, t, d);
@@ -181,7 +188,8 @@ TieCase Fp8Ties(bool e4m3, int T, int D) {
       c.want[i] = max_code;
       continue;
     }
-    const uint32_t lo = static_cast<uint32_t>(i * 5 % max_code);  // pair (lo, lo + 1), lo + 1 <= max
+    const uint32_t lo =
+        static_cast<uint32_t>(i * 5 % max_code);  // pair (lo, lo + 1), lo + 1 <= max
     const double mid = 0.5 * (Fp8Value(lo, e4m3) + Fp8Value(lo + 1, e4m3));
     const bool neg = lo > 0 && i % 2 == 1;  // -0 vs +0 for the (0, 1) tie is not specified
     c.x[i] = static_cast<float>(neg ? -mid : mid);
@@ -204,7 +212,8 @@ TieCase F16Ties(int T, int D) {
       if (h == 0 && neg) c.want[i] = kAny;
       continue;
     }
-    const double mid = 0.5 * (double(F16ToF32(static_cast<f16_t>(h))) + F16ToF32(static_cast<f16_t>(h + 1)));
+    const double mid =
+        0.5 * (double(F16ToF32(static_cast<f16_t>(h))) + F16ToF32(static_cast<f16_t>(h + 1)));
     c.x[i] = static_cast<float>(neg ? -mid : mid);
     c.want[i] = (h % 2 == 0 ? h : h + 1) | (neg ? 0x8000u : 0u);
   }
@@ -217,7 +226,8 @@ TieCase F16Ties(int T, int D) {
 std::vector<float> Unrotate(const std::vector<float>& y, int T, int D) {
   std::vector<float> x(y.size());
   for (int t = 0; t < T; ++t) {
-    std::vector<double> r(y.begin() + static_cast<size_t>(t) * D, y.begin() + static_cast<size_t>(t + 1) * D);
+    std::vector<double> r(y.begin() + static_cast<size_t>(t) * D,
+                          y.begin() + static_cast<size_t>(t + 1) * D);
     for (int h = 1; h < D; h <<= 1) {
       for (int i = 0; i < D; i += 2 * h) {
         for (int j = i; j < i + h; ++j) {
@@ -226,7 +236,8 @@ std::vector<float> Unrotate(const std::vector<float>& y, int T, int D) {
         }
       }
     }
-    for (int d = 0; d < D; ++d) x[static_cast<size_t>(t) * D + d] = static_cast<float>(r[d] / std::sqrt(double(D)));
+    for (int d = 0; d < D; ++d)
+      x[static_cast<size_t>(t) * D + d] = static_cast<float>(r[d] / std::sqrt(double(D)));
   }
   return x;
 }
@@ -279,7 +290,8 @@ TEST(QuantTies, HadamardFormatsRoundTheRotatedValuesHalfToEven) {
 // the upper one. Groups are symmetric around a fp16-exact mean m, so the
 // float mean is exactly m whatever the summation order.
 TieCase NormalCentreTies(const Format& f, int T, int D) {
-  TieCase c{"normal " + FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D), f, T, D};
+  TieCase c{"normal " + FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D), f, T,
+            D};
   const uint32_t below = (1u << (f.bits - 1)) - 1u, above = below + 1u;
   static const float kMean[] = {1.5f, -0.75f, 0.0f, 3.0f};
   const float eps = 1.0f / 256;
@@ -297,7 +309,8 @@ TieCase NormalCentreTies(const Format& f, int T, int D) {
           a = 0.0f, code = below;  // exactly the mean: tie goes down
           break;
         case 1:
-          a = eps, code = sign > 0 ? above : below;  // just off the tie, far from the other thresholds
+          a = eps,
+          code = sign > 0 ? above : below;  // just off the tie, far from the other thresholds
           break;
         case 2:
           a = 2.0f;
@@ -327,7 +340,8 @@ TEST(QuantTies, NormalValuesOnTheCentreThresholdGoDown) {
 TEST(QuantTies, TargetLoopRunsEverySupportedTarget) {
   const int64_t supported = hwy::SupportedTargets();
   int want = 0;
-  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) want += (supported & t) != 0;
+  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}})
+    want += (supported & t) != 0;
   int64_t seen = 0;
   EXPECT_EQ(testing::RunOnEachTarget([&](int64_t t) { seen |= t; }), want);
   EXPECT_EQ(hwy::SupportedTargets(), supported);  // dispatch restored

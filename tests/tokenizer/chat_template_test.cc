@@ -11,17 +11,20 @@ namespace {
 
 // Excerpts of the real templates (enough for the markers detection reads).
 constexpr const char* kQwen25Excerpt =
-    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- else %}{%- if messages[0]['role'] == 'system' %}"
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- else %}{%- if messages[0]['role'] == "
+    "'system' %}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}";
 constexpr const char* kLlama31Excerpt =
     "{{- bos_token }}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
-    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | "
+    "trim + "
     "'<|eot_id|>' }}";
 
 TEST(ChatTemplate, DetectsFamiliesByMarkers) {
   EXPECT_EQ(DetectChatFormat(kQwen25Excerpt), ChatFormat::kChatML);
   EXPECT_EQ(DetectChatFormat(kLlama31Excerpt), ChatFormat::kLlama3);
-  EXPECT_EQ(DetectChatFormat("{{'<|user|>\\n' + m + '<|end|>\\n'}}{{'<|assistant|>\\n'}}"), ChatFormat::kPhi3);
+  EXPECT_EQ(DetectChatFormat("{{'<|user|>\\n' + m + '<|end|>\\n'}}{{'<|assistant|>\\n'}}"),
+            ChatFormat::kPhi3);
   EXPECT_EQ(DetectChatFormat("{{ '<start_of_turn>' + role + '\\n' }}"), ChatFormat::kGemma);
   EXPECT_FALSE(DetectChatFormat("[INST] {{ m }} [/INST]").has_value());
   EXPECT_FALSE(DetectChatFormat("<|im_start|><|im_sep|>").has_value());  // phi-4: not ChatML
@@ -49,13 +52,15 @@ TEST(ChatTemplate, RendersChatMl) {
             "<|im_start|>assistant\nHello.<|im_end|>\n"
             "<|im_start|>user\n2+2?<|im_end|>\n"
             "<|im_start|>assistant\n");
-  EXPECT_EQ(RenderChat(ChatFormat::kChatML, {{"user", "x"}}, false), "<|im_start|>user\nx<|im_end|>\n");
+  EXPECT_EQ(RenderChat(ChatFormat::kChatML, {{"user", "x"}}, false),
+            "<|im_start|>user\nx<|im_end|>\n");
 }
 
 TEST(ChatTemplate, RendersLlama3) {
   EXPECT_EQ(RenderChat(ChatFormat::kLlama3, kConversation, true),
             "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"  // trimmed, as the template's | trim
+            "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"  // trimmed, as the
+                                                                         // template's | trim
             "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -67,7 +72,8 @@ TEST(ChatTemplate, RendersGemmaAndPhi3) {
             "<start_of_turn>model\nHello.<end_of_turn>\n"
             "<start_of_turn>user\n2+2?<end_of_turn>\n"
             "<start_of_turn>model\n");
-  EXPECT_EQ(RenderChat(ChatFormat::kPhi3, {{"user", "hi"}}, true), "<|user|>\nhi<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(RenderChat(ChatFormat::kPhi3, {{"user", "hi"}}, true),
+            "<|user|>\nhi<|end|>\n<|assistant|>\n");
 }
 
 }  // namespace

@@ -38,10 +38,12 @@ Vocab ChatVocab() {
     add(buf, kTokByte);
   }
   const std::string sp = "\xE2\x96\x81";
-  for (const std::string& p : std::vector<std::string>{"h", "i", "e", "l", "o", "u", "s", "r", "a", "t", "n", "k", "\n", sp})
+  for (const std::string& p : std::vector<std::string>{"h", "i", "e", "l", "o", "u", "s", "r", "a",
+                                                       "t", "n", "k", "\n", sp})
     add(p, kTokNormal, -10);
   add("hi", kTokNormal, -1);
-  for (const char* p : {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eom_id|>", "<|end_of_text|>"})
+  for (const char* p :
+       {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eom_id|>", "<|end_of_text|>"})
     add(p, kTokControl);
   add("<think>", kTokUserDefined);
   add("</think>", kTokUserDefined);
@@ -50,8 +52,10 @@ Vocab ChatVocab() {
   v.eos = static_cast<int32_t>(v.tokens.size()) - 6;  // <|im_end|>
   v.add_bos = false;
   v.add_space_prefix = false;
-  v.chat_template = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
-                    "+ '<|im_end|>' + '\\n'}}{% endfor %}";
+  v.chat_template =
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+      "message['content'] "
+      "+ '<|im_end|>' + '\\n'}}{% endfor %}";
   auto t = MakeTokenizer(v, "chat-vocab");
   EXPECT_TRUE(t.ok()) << t.message();
   if (t.ok()) r.tok = std::move(*t);
@@ -85,7 +89,8 @@ TEST(SpecialTokens, UserDefinedTokensAreNeverSplit) {
   ASSERT_TRUE(fx.tok);
   for (bool parse_special : {false, true}) {
     const auto ids = fx.tok->Encode("<think>hi</think>", false, parse_special);
-    EXPECT_EQ(ids, (std::vector<int32_t>{fx.Id("<think>"), fx.Id("hi"), fx.Id("</think>")})) << parse_special;
+    EXPECT_EQ(ids, (std::vector<int32_t>{fx.Id("<think>"), fx.Id("hi"), fx.Id("</think>")}))
+        << parse_special;
   }
   // Printed (they are text the model writes), unlike control tokens.
   EXPECT_EQ(fx.tok->DecodePiece(-1, fx.Id("<think>")), "<think>");
@@ -98,7 +103,8 @@ TEST(SpecialTokens, EndOfGenerationByIdAndByText) {
   const Tokenizer& t = *fx.tok;
   for (const char* p : {"<|im_end|>", "<|endoftext|>", "<|eom_id|>", "<|end_of_text|>"})
     EXPECT_TRUE(t.IsEndOfGeneration(fx.Id(p))) << p;
-  for (const char* p : {"<|im_start|>", "<think>", "</s>", "hi"}) EXPECT_FALSE(t.IsEndOfGeneration(fx.Id(p))) << p;
+  for (const char* p : {"<|im_start|>", "<think>", "</s>", "hi"})
+    EXPECT_FALSE(t.IsEndOfGeneration(fx.Id(p))) << p;
   EXPECT_EQ(t.EndOfGenerationIds().size(), 4u);
   EXPECT_FALSE(t.IsEndOfGeneration(-1));
   EXPECT_EQ(t.chat_template(), fx.v.chat_template);

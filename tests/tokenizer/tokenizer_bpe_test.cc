@@ -50,8 +50,8 @@ struct BpeFixture {
       types.push_back(kTokNormal);
     }
     const std::string G = ByteChar(' ');  // "Ġ"
-    merges = {"h e", "l l", "he ll", "hell o", G + " w", "o r", G + "w or", "l d", G + "wor ld",
-              "1 2", "12 3", G + " " + G};
+    merges = {"h e",      "l l", "he ll",      "hell o", G + " w", "o r",
+              G + "w or", "l d", G + "wor ld", "1 2",    "12 3",   G + " " + G};
     for (const auto& m : merges) {
       const size_t sp = m.find(' ');
       tokens.push_back(m.substr(0, sp) + m.substr(sp + 1));
@@ -93,10 +93,12 @@ TEST(BpeTokenizer, MergesByRank) {
   const Tokenizer& t = *fx.tok;
   EXPECT_EQ(t.kind(), TokenizerKind::kBpe);
   const std::string G = ByteChar(' ');
-  EXPECT_EQ(t.Encode("hello world", false), (std::vector<int32_t>{fx.Id("hello"), fx.Id(G + "world")}));
+  EXPECT_EQ(t.Encode("hello world", false),
+            (std::vector<int32_t>{fx.Id("hello"), fx.Id(G + "world")}));
   // "world" without the space: "o r" (rank 5) before "l d" (rank 7); "w or" is no merge.
   EXPECT_EQ(t.Encode("world", false), (std::vector<int32_t>{fx.Id("w"), fx.Id("or"), fx.Id("ld")}));
-  EXPECT_EQ(t.Encode("hello", true), (std::vector<int32_t>{fx.Id("<|begin_of_text|>"), fx.Id("hello")}));
+  EXPECT_EQ(t.Encode("hello", true),
+            (std::vector<int32_t>{fx.Id("<|begin_of_text|>"), fx.Id("hello")}));
   EXPECT_TRUE(t.add_bos());
   EXPECT_EQ(t.bos(), fx.Id("<|begin_of_text|>"));
   EXPECT_TRUE(t.IsEndOfGeneration(fx.Id("<|eot_id|>")));
@@ -114,8 +116,9 @@ TEST(BpeTokenizer, DigitsFollowThePreTokenizer) {
   // Llama 3: digits in groups of three; Qwen2: one digit per piece.
   EXPECT_EQ(llama.tok->Encode("12345", false),
             (std::vector<int32_t>{llama.Id("123"), llama.Id("4"), llama.Id("5")}));
-  EXPECT_EQ(qwen.tok->Encode("12345", false),
-            (std::vector<int32_t>{qwen.Id("1"), qwen.Id("2"), qwen.Id("3"), qwen.Id("4"), qwen.Id("5")}));
+  EXPECT_EQ(
+      qwen.tok->Encode("12345", false),
+      (std::vector<int32_t>{qwen.Id("1"), qwen.Id("2"), qwen.Id("3"), qwen.Id("4"), qwen.Id("5")}));
 }
 
 TEST(BpeTokenizer, Llama3LooksWholeWordsUpFirst) {
@@ -134,7 +137,8 @@ TEST(BpeTokenizer, RoundTripsAnyBytes) {
       "hello world",
       "  leading and trailing   ",
       "tabs\t\tand\r\nCRLF\n\n\nruns    of spaces",
-      "caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",  // é 你好 😀 👍🏽
+      "caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD "
+      "\xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",  // é 你好 😀 👍🏽
       "invalid utf-8: \xFF\xFE\xC3 end",
       std::string("nul\0inside", 10),
       "I'm can't WE'LL 12345678 3.14",
@@ -152,7 +156,8 @@ TEST(BpeTokenizer, ControlTokensOnlyWhenAskedUserDefinedAlways) {
   const Tokenizer& t = *fx.tok;
   const std::string text = "<|begin_of_text|>hello<|eot_id|><tool>";
   EXPECT_EQ(t.Encode(text, false, true),
-            (std::vector<int32_t>{fx.Id("<|begin_of_text|>"), fx.Id("hello"), fx.Id("<|eot_id|>"), fx.Id("<tool>")}));
+            (std::vector<int32_t>{fx.Id("<|begin_of_text|>"), fx.Id("hello"), fx.Id("<|eot_id|>"),
+                                  fx.Id("<tool>")}));
   // Without parse_special, control tokens are text; user-defined ones are
   // still whole tokens (llama.cpp's tokenizer_st_partition).
   const auto plain = t.Encode(text, false, false);
@@ -228,24 +233,45 @@ TEST(PreTokenize, MatchesTheRegex) {
     std::vector<std::string> want;
   };
   const std::vector<Case> cases = {
-      {PreTokenizer::kLlama3, "Hello world's 1234567 !!  \x0A\x0A x", {"Hello", " world", "'s", " ", "123", "456", "7", " !!", "  \x0A\x0A", " x"}},
-      {PreTokenizer::kQwen2, "Hello world's 1234567 !!  \x0A\x0A x", {"Hello", " world", "'s", " ", "1", "2", "3", "4", "5", "6", "7", " !!", "  \x0A\x0A", " x"}},
-      {PreTokenizer::kLlama3, "I'LL can't   \x0A  \x09 x", {"I", "'LL", " can", "'t", "   \x0A", "  \x09", " x"}},
-      {PreTokenizer::kQwen2, "I'LL can't   \x0A  \x09 x", {"I", "'LL", " can", "'t", "   \x0A", "  \x09", " x"}},
+      {PreTokenizer::kLlama3,
+       "Hello world's 1234567 !!  \x0A\x0A x",
+       {"Hello", " world", "'s", " ", "123", "456", "7", " !!", "  \x0A\x0A", " x"}},
+      {PreTokenizer::kQwen2,
+       "Hello world's 1234567 !!  \x0A\x0A x",
+       {"Hello", " world", "'s", " ", "1", "2", "3", "4", "5", "6", "7", " !!", "  \x0A\x0A",
+        " x"}},
+      {PreTokenizer::kLlama3,
+       "I'LL can't   \x0A  \x09 x",
+       {"I", "'LL", " can", "'t", "   \x0A", "  \x09", " x"}},
+      {PreTokenizer::kQwen2,
+       "I'LL can't   \x0A  \x09 x",
+       {"I", "'LL", " can", "'t", "   \x0A", "  \x09", " x"}},
       {PreTokenizer::kLlama3, "  leading", {" ", " leading"}},
       {PreTokenizer::kQwen2, "  leading", {" ", " leading"}},
       {PreTokenizer::kLlama3, "trailing  ", {"trailing", "  "}},
       {PreTokenizer::kQwen2, "trailing  ", {"trailing", "  "}},
-      {PreTokenizer::kLlama3, "a\x0D\x0A\x0D\x0A" "b", {"a", "\x0D\x0A\x0D\x0A", "b"}},
-      {PreTokenizer::kQwen2, "a\x0D\x0A\x0D\x0A" "b", {"a", "\x0D\x0A\x0D\x0A", "b"}},
-      {PreTokenizer::kLlama3, "\xC3\xA9t\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80!!\x0A", {"\xC3\xA9t\xC3\xA9", " \xE4\xBD\xA0\xE5\xA5\xBD", " \xF0\x9F\x98\x80!!\x0A"}},
-      {PreTokenizer::kQwen2, "\xC3\xA9t\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80!!\x0A", {"\xC3\xA9t\xC3\xA9", " \xE4\xBD\xA0\xE5\xA5\xBD", " \xF0\x9F\x98\x80!!\x0A"}},
+      {PreTokenizer::kLlama3,
+       "a\x0D\x0A\x0D\x0A"
+       "b",
+       {"a", "\x0D\x0A\x0D\x0A", "b"}},
+      {PreTokenizer::kQwen2,
+       "a\x0D\x0A\x0D\x0A"
+       "b",
+       {"a", "\x0D\x0A\x0D\x0A", "b"}},
+      {PreTokenizer::kLlama3,
+       "\xC3\xA9t\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80!!\x0A",
+       {"\xC3\xA9t\xC3\xA9", " \xE4\xBD\xA0\xE5\xA5\xBD", " \xF0\x9F\x98\x80!!\x0A"}},
+      {PreTokenizer::kQwen2,
+       "\xC3\xA9t\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80!!\x0A",
+       {"\xC3\xA9t\xC3\xA9", " \xE4\xBD\xA0\xE5\xA5\xBD", " \xF0\x9F\x98\x80!!\x0A"}},
       {PreTokenizer::kLlama3, "x\xC2\xA0\xC2\xA0y", {"x", "\xC2\xA0", "\xC2\xA0y"}},
       {PreTokenizer::kQwen2, "x\xC2\xA0\xC2\xA0y", {"x", "\xC2\xA0", "\xC2\xA0y"}},
       {PreTokenizer::kLlama3, "(\xE0\xA4\x85\xE0\xA4\xBF)", {"(\xE0\xA4\x85", "\xE0\xA4\xBF)"}},
       {PreTokenizer::kQwen2, "(\xE0\xA4\x85\xE0\xA4\xBF)", {"(\xE0\xA4\x85", "\xE0\xA4\xBF)"}},
       {PreTokenizer::kLlama3, "3.14159 ,,, x2", {"3", ".", "141", "59", " ,,,", " x", "2"}},
-      {PreTokenizer::kQwen2, "3.14159 ,,, x2", {"3", ".", "1", "4", "1", "5", "9", " ,,,", " x", "2"}},
+      {PreTokenizer::kQwen2,
+       "3.14159 ,,, x2",
+       {"3", ".", "1", "4", "1", "5", "9", " ,,,", " x", "2"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> got;

@@ -96,7 +96,7 @@ TEST_P(StoriesTokenizer, ControlTokensAndLeadingSpace) {
   EXPECT_FALSE(tok_->IsEndOfGeneration(1));
   EXPECT_TRUE(tok_->IsControl(1));
   const int32_t once = ReadIds(kRoot + "/tests/data/stories260K.greedy200.ids")[0];
-  EXPECT_EQ(tok_->DecodePiece(1, once), "Once");   // after BOS: space dropped
+  EXPECT_EQ(tok_->DecodePiece(1, once), "Once");    // after BOS: space dropped
   EXPECT_EQ(tok_->DecodePiece(42, once), " Once");  // elsewhere: kept
   EXPECT_EQ(tok_->DecodePiece(1, -5), "");
   EXPECT_EQ(tok_->DecodePiece(1, 100000), "");
@@ -107,7 +107,8 @@ TEST_P(StoriesTokenizer, ControlTokensAndLeadingSpace) {
   EXPECT_EQ(ids[0], 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothFiles, StoriesTokenizer, ::testing::Values("stories260K.gguf", "stories260K.bin"));
+INSTANTIATE_TEST_SUITE_P(BothFiles, StoriesTokenizer,
+                         ::testing::Values("stories260K.gguf", "stories260K.bin"));
 
 TEST(Llama2cTokenizer, RejectsCorruptFiles) {
   auto map = MappedFile::Open(kRoot + "/models/tok512.bin");
@@ -142,9 +143,16 @@ TEST(SpmTokenizer, SyntheticVocabMergesByScore) {
     v.tokens.push_back(buf);
     v.types.push_back(kTokByte);
   }
-  const std::vector<std::pair<std::string, float>> pieces = {
-      {"\xE2\x96\x81", -1}, {"a", -1}, {"b", -1}, {"c", -1}, {"ab", -2}, {"bc", -0.5f}, {"\xE2\x96\x81" "a", -3},
-      {"abc", -4}};
+  const std::vector<std::pair<std::string, float>> pieces = {{"\xE2\x96\x81", -1},
+                                                             {"a", -1},
+                                                             {"b", -1},
+                                                             {"c", -1},
+                                                             {"ab", -2},
+                                                             {"bc", -0.5f},
+                                                             {"\xE2\x96\x81"
+                                                              "a",
+                                                              -3},
+                                                             {"abc", -4}};
   for (const auto& [p, s] : pieces) {
     v.tokens.push_back(p);
     v.types.push_back(kTokNormal);
@@ -160,12 +168,20 @@ TEST(SpmTokenizer, SyntheticVocabMergesByScore) {
   auto id = [&](const std::string& p) { return tok.FindPiece(p); };
   // "▁abc": best first merge is "bc" (-0.5), then "▁a" (-3) beats "a"+"bc"
   // = "abc" (-4); "ab" (-2) never forms because "b" was taken by "bc".
-  EXPECT_EQ(tok.Encode("abc", false), (std::vector<int32_t>{id("\xE2\x96\x81" "a"), id("bc")}));
+  EXPECT_EQ(tok.Encode("abc", false), (std::vector<int32_t>{id("\xE2\x96\x81"
+                                                               "a"),
+                                                            id("bc")}));
   // Unknown "z" falls back to its byte.
-  EXPECT_EQ(tok.Encode("az", false), (std::vector<int32_t>{id("\xE2\x96\x81" "a"), id("<0x7A>")}));
+  EXPECT_EQ(tok.Encode("az", false), (std::vector<int32_t>{id("\xE2\x96\x81"
+                                                              "a"),
+                                                           id("<0x7A>")}));
   // Special token only with parse_special.
-  EXPECT_EQ(tok.Encode("a<|end|>", false, true), (std::vector<int32_t>{id("\xE2\x96\x81" "a"), 3}));
-  EXPECT_NE(tok.Encode("a<|end|>", false, false), (std::vector<int32_t>{id("\xE2\x96\x81" "a"), 3}));
+  EXPECT_EQ(tok.Encode("a<|end|>", false, true), (std::vector<int32_t>{id("\xE2\x96\x81"
+                                                                          "a"),
+                                                                       3}));
+  EXPECT_NE(tok.Encode("a<|end|>", false, false), (std::vector<int32_t>{id("\xE2\x96\x81"
+                                                                           "a"),
+                                                                        3}));
   EXPECT_EQ(tok.Decode(tok.Encode("a<|end|>", false, false)), "a<|end|>");
   // Without the space prefix "a"+"bc" merges into "abc".
   v.add_space_prefix = false;
