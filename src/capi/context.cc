@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "capi/handles.h"
+#include "model/sampler.h"
 #include "policy/factory.h"
 #include "tokenizer/tokenizer.h"
 
@@ -12,6 +13,18 @@ using hqekv::capi::Fail;
 using hqekv::capi::Guard;
 
 namespace {
+
+hqekv_sampler_params ParamsFrom(const hqekv::SamplerConfig& c) {
+  hqekv_sampler_params p;
+  p.temperature = c.temperature;
+  p.top_k = c.top_k;
+  p.top_p = c.top_p;
+  p.min_p = c.min_p;
+  p.repeat_penalty = c.repeat_penalty;
+  p.repeat_last_n = c.repeat_last_n;
+  p.seed = c.seed;
+  return p;
+}
 
 // Decodes tokens[0..n) at the next positions; the first batch of an empty
 // context is the prompt (is_prefill). Arguments already checked.
@@ -129,27 +142,11 @@ hqekv_status hqekv_context_reset(hqekv_context* ctx) {
 }
 
 hqekv_sampler_params hqekv_sampler_default_params(void) {
-  hqekv_sampler_params p;
-  p.temperature = 0.8f;  // the defaults of `hqekv run` (cli/cmd_run.cc)
-  p.top_k = 40;
-  p.top_p = 0.95f;
-  p.min_p = 0.05f;
-  p.repeat_penalty = 1.0f;
-  p.repeat_last_n = 64;
-  p.seed = 0;
-  return p;
+  return ParamsFrom(hqekv::kRunSamplerDefaults);
 }
 
 hqekv_sampler_params hqekv_sampler_greedy_params(void) {
-  hqekv_sampler_params p;
-  p.temperature = 0.0f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repeat_penalty = 1.0f;
-  p.repeat_last_n = 64;
-  p.seed = 0;
-  return p;
+  return ParamsFrom(hqekv::SamplerConfig{});  // temperature 0: greedy, every filter off
 }
 
 hqekv_status hqekv_sampler_create(const hqekv_sampler_params* params, hqekv_sampler** out) {

@@ -30,7 +30,7 @@ struct RunArgs {
   std::string system, chat_template;
   std::vector<std::string> stops;
   int n = 256, threads = 0, ctx = 0;
-  SamplerConfig sampler{0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
+  SamplerConfig sampler = kRunSamplerDefaults;
 };
 
 // Generated text on its way to stdout, held back only as far as a --stop

@@ -32,6 +32,11 @@ struct SamplerConfig {
   uint64_t seed = 0;
 };
 
+// The sampling of `hqekv run` when no flag is given (and of the C API's
+// hqekv_sampler_default_params): temperature 0.8, top-k 40, top-p 0.95,
+// min-p 0.05, no repetition penalty.
+inline constexpr SamplerConfig kRunSamplerDefaults{0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 0};
+
 // Error naming the bad option (e.g. "--top-p must be in (0, 1], got 1.5").
 Status ValidateSamplerConfig(const SamplerConfig& c);
 
