@@ -2,6 +2,8 @@
 // quantization study (eval/quant_study.h) on seeded synthetic Gaussian
 // vectors, or with --from-model MODEL -f TEXT on the real K/V the model writes
 // while prefilling TEXT, per layer and overall (eval/quant_study_model.h).
+// `study pareto` measures KL vs true bits of a grid of policies
+// (cli/study_pareto.h, eval/pareto_study.h).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <string>
 
 #include "cli/registry.h"
+#include "cli/study_pareto.h"
 #include "core/file.h"
 
 #include "eval/engine_model.h"
@@ -102,6 +105,7 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
       args.options.formats.clear();
     *rc = args.from_model.empty() ? StudyQuant(args) : StudyQuantFromModel(args);
   });
+  AddStudyPareto(*study, rc);
 });
 
 }  // namespace

@@ -95,7 +95,7 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
     return MakeError("compare: the reference was computed with another model");
   const auto t0 = Clock::now();
   LmScore sc;
-  double nll = 0, kl = 0;
+  double nll = 0, kl = 0, kl_sq = 0;
   int agree = 0;
   HQEKV_RETURN_IF_ERROR(RunProtocol(
       model, test_cache, ref.tokens, ref.prefill,
@@ -115,7 +115,9 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
           const double pr = std::max(0.0, 1.0 - p_ref_in), pt = std::max(1e-30, 1.0 - p_test_in);
           if (pr > 0) k += pr * (std::log(pr) - std::log(pt));
         }
-        kl += std::max(0.0, k);  // rounding can make an exact zero slightly negative
+        k = std::max(0.0, k);  // rounding can make an exact zero slightly negative
+        kl += k;
+        kl_sq += k * k;
       },
       [&] { sc.stats_after_prefill = test_cache.Stats(); }));
   sc.scored = ref.positions();
@@ -123,6 +125,13 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
   sc.ppl = std::exp(sc.nll);
   sc.kl = kl / sc.scored;
   sc.top1_agree = static_cast<double>(agree) / sc.scored;
+  if (sc.scored > 1) {
+    const double n = sc.scored;
+    const double var_kl = std::max(0.0, (kl_sq - kl * kl / n) / (n - 1));
+    sc.kl_stderr = std::sqrt(var_kl / n);
+    const double p = sc.top1_agree;
+    sc.top1_stderr = std::sqrt(p * (1 - p) / (n - 1));
+  }
   sc.stats_end = test_cache.Stats();
   sc.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return sc;

@@ -51,7 +51,11 @@ struct LmScore {
   // two distributions coarsened to {the ref's top-k tokens, "everything
   // else"}, which is a lower bound of the exact KL.
   double kl = 0;
-  double top1_agree = 0;        // fraction of positions where argmax test == argmax ref
+  double top1_agree = 0;  // fraction of positions where argmax test == argmax ref
+  // Standard errors of kl and top1_agree over the scored positions
+  // (sample standard deviation / sqrt(scored); positions treated as
+  // independent, so a lower bound when errors are correlated in time).
+  double kl_stderr = 0, top1_stderr = 0;
   KvStats stats_after_prefill;  // the test cache right after the compression event
   KvStats stats_end;            // and after the last token
   double seconds = 0;
