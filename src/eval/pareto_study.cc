@@ -259,15 +259,16 @@ std::vector<std::string> DefaultParetoGrid() {
 }
 
 Result<std::vector<std::string>> NormalizeGrid(const std::vector<std::string>& specs) {
-  if (specs.empty()) return MakeError("the grid of --kv specs is empty");
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& s : specs) {
+    if (s.find_first_not_of(" \t") == std::string::npos) continue;  // blank: no spec
     auto p = policy::ParseSpec(s);
     if (!p.ok()) return MakeError("--kv '" + s + "': " + p.message());
     std::string c = p->Canonical();
     if (seen.insert(c).second) out.push_back(c);
   }
+  if (out.empty()) return MakeError("the grid of --kv specs is empty");
   return out;
 }
 

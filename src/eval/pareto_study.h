@@ -98,8 +98,9 @@ inline constexpr const char* kParetoExtraSpecs[] = {"kivi:nominal_bits=2,residua
                                                     "kivi:nominal_bits=4,residual=32"};
 std::vector<std::string> DefaultParetoGrid();
 
-// Parses and normalizes a grid (canonical specs, duplicates dropped keeping
-// the first). Errors: an empty grid, a spec that does not parse (named).
+// Parses and normalizes a grid (canonical specs, blank entries and duplicates
+// dropped, the first kept). Errors: an empty grid, a spec that does not
+// parse (named).
 Result<std::vector<std::string>> NormalizeGrid(const std::vector<std::string>& specs);
 
 struct ParetoOptions {
