@@ -208,6 +208,10 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
   double ly = y0 + 8;
   const double lx = x1 + 18;
   for (size_t f = 0; f < families.size(); ++f) {
+    const bool shown = std::any_of(points.begin(), points.end(), [&](const ParetoPlotPoint& p) {
+      return p.family == families[f];
+    });
+    if (!shown) continue;  // a family without a point here keeps its style for other plots
     const int i = static_cast<int>(f);
     s += Marker(ShapeIndex(i), lx, ly, ParetoColour(i)) + "\n";
     s += "<text x=\"" + F(lx + 12) + "\" y=\"" + F(ly + 4) + "\">" + XmlEscape(families[f]) +

@@ -16,8 +16,9 @@ struct ParetoPlotPoint {
   bool frontier = false;
 };
 
-// families: the legend order (every family of `points`, each once); a
-// family's style is its index in this list.
+// families: every family of the study, each once; a family's style is its
+// index in this list (the same in every text's plot), the legend lists those
+// with a point here, in this order.
 std::string RenderParetoSvg(const std::string& title, const std::vector<std::string>& families,
                             const std::vector<ParetoPlotPoint>& points);
 

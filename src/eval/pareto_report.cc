@@ -110,6 +110,14 @@ ParetoReport RenderParetoReport(const ParetoResults& r) {
     per_text.push_back(std::move(p));
   }
 
+  // Every family of the study in grid order: one style per family in every plot.
+  std::vector<std::string> families;
+  for (const PerText& p : per_text) {
+    for (const auto& f : p.cells.families) {
+      if (std::find(families.begin(), families.end(), f) == families.end()) families.push_back(f);
+    }
+  }
+
   // The target check first: the answer.
   md += "## Target check (issue 12)\n\n";
   md += std::string("At each budget B, the lowest-KL `") + kParetoTargetFamily +
@@ -151,8 +159,8 @@ ParetoReport RenderParetoReport(const ParetoResults& r) {
     for (size_t j = 0; j < p.cells.ok.size(); ++j)
       pts.push_back({p.cells.ok[j]->family, p.cells.ok[j]->bits, p.cells.ok[j]->kl,
                      static_cast<bool>(p.frontier[j])});
-    out.svgs.emplace_back(name, RenderParetoSvg(t.label + ": KL vs true bits (" + r.model + ")",
-                                                p.cells.families, pts));
+    out.svgs.emplace_back(
+        name, RenderParetoSvg(t.label + ": KL vs true bits (" + r.model + ")", families, pts));
 
     md += "## " + t.label + "\n\n";
     md += std::to_string(t.tokens) + " tokens, " +
