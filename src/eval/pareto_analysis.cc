@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 namespace hqekv::eval {
@@ -53,6 +54,12 @@ std::vector<TargetRow> TargetCheck(const std::vector<BitsKl>& points,
     std::snprintf(window, sizeof window, "within %.3g..%.3g bits", lo, hi);
     if (!r.target.found) {
       r.verdict = "no " + target_family + " point " + window;
+      for (size_t i = 0; i < points.size(); ++i) {
+        if (families[i] != target_family) continue;
+        const double d = std::abs(points[i].bits - t.bits);
+        if (!r.nearest.found || d < std::abs(r.nearest.bits - t.bits))
+          r.nearest = {true, static_cast<int>(i), points[i].bits, points[i].kl};
+      }
     } else if (!r.other.found) {
       r.verdict = "no other point " + std::string(window);
     } else {

@@ -29,6 +29,9 @@ struct TargetRow {
   double budget = 0;
   double threshold = 0;  // PASS when target.kl <= threshold * other.kl
   TargetPoint target, other;
+  // When no target point is in the window: the target family's point of
+  // nearest bits (relative distance), for the report to say how far off it is.
+  TargetPoint nearest;
   double ratio = 0;     // target.kl / other.kl (when both found; inf when other.kl = 0 < target.kl)
   std::string verdict;  // "PASS", "FAIL", "no <family> point within +-3%", "no other point ..."
 };

@@ -22,6 +22,12 @@ constexpr int kNumColours = 8, kNumShapes = 8;
 // (colour, shape) pairs of the first 64 families differ.
 int ShapeIndex(int i) { return (i + i / kNumColours) % kNumShapes; }
 
+}  // namespace
+
+const char* ParetoColour(int i) { return kColours[i % kNumColours]; }
+
+namespace {
+
 // Plot geometry (pixels).
 constexpr int kWidth = 780, kHeight = 470;
 constexpr int kLeft = 70, kRight = 200, kTop = 40, kBottom = 56;
@@ -33,11 +39,15 @@ std::string F(double v) {  // coordinates: one decimal, no trailing noise
   return buf;
 }
 
-// One marker of `shape` centred at (x, y).
-std::string Marker(int shape, double x, double y, const char* colour) {
+// One marker of family i centred at (x, y): filled in the first round of
+// colours, hollow (white, coloured outline) in the second.
+std::string Marker(int i, double x, double y) {
+  const int shape = ShapeIndex(i);
   const double s = kMarker;
-  const std::string fill =
-      std::string(" fill=\"") + colour + "\" stroke=\"#222\" stroke-width=\"0.6\"";
+  const std::string colour = ParetoColour(i);
+  const std::string fill = i / kNumColours % 2 == 0
+                               ? " fill=\"" + colour + "\" stroke=\"#222\" stroke-width=\"0.6\""
+                               : " fill=\"white\" stroke=\"" + colour + "\" stroke-width=\"1.8\"";
   auto poly = [&](std::initializer_list<std::pair<double, double>> pts) {
     std::string p = "<polygon points=\"";
     bool first = true;
@@ -110,7 +120,6 @@ std::string TickLabel(double v) {
 
 }  // namespace
 
-const char* ParetoColour(int i) { return kColours[i % kNumColours]; }
 const char* ParetoShapeName(int i) { return kShapes[ShapeIndex(i)]; }
 
 std::string RenderParetoSvg(const std::string& title, const std::vector<std::string>& families,
@@ -167,7 +176,7 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
        F(y1 - y0) + "\" fill=\"none\" stroke=\"#444\"/>\n";
   for (int d = dlo; d <= dhi; ++d) {
     std::string label = "1e" + std::to_string(d);
-    if (d >= -3 && d <= 0) label = TickLabel(std::pow(10.0, d));
+    if (d >= -3 && d <= 3) label = TickLabel(std::pow(10.0, d));
     if (d == dlo && any_zero) label = "0";  // the row of KL = 0 (and below)
     s += "<text x=\"" + F(x0 - 6) + "\" y=\"" + F(Y(std::pow(10.0, d)) + 4) +
          "\" text-anchor=\"end\">" + label + "</text>\n";
@@ -201,7 +210,7 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
     for (const auto& p : points) {
       if (p.family != families[f]) continue;
       const int i = static_cast<int>(f);
-      s += Marker(ShapeIndex(i), X(p.bits), Y(p.kl), ParetoColour(i)) + "\n";
+      s += Marker(i, X(p.bits), Y(p.kl)) + "\n";
     }
   }
   // Legend.
@@ -213,7 +222,7 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
     });
     if (!shown) continue;  // a family without a point here keeps its style for other plots
     const int i = static_cast<int>(f);
-    s += Marker(ShapeIndex(i), lx, ly, ParetoColour(i)) + "\n";
+    s += Marker(i, lx, ly) + "\n";
     s += "<text x=\"" + F(lx + 12) + "\" y=\"" + F(ly + 4) + "\">" + XmlEscape(families[f]) +
          "</text>\n";
     ly += 20;

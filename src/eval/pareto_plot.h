@@ -17,8 +17,8 @@ struct ParetoPlotPoint {
 };
 
 // families: every family of the study, each once; a family's style is its
-// index in this list (the same in every text's plot), the legend lists those
-// with a point here, in this order.
+// index in this list (the same in every text's plot; after the 8 colours,
+// hollow markers), the legend lists those with a point here, in this order.
 std::string RenderParetoSvg(const std::string& title, const std::vector<std::string>& families,
                             const std::vector<ParetoPlotPoint>& points);
 

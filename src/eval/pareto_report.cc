@@ -110,8 +110,9 @@ ParetoReport RenderParetoReport(const ParetoResults& r) {
     per_text.push_back(std::move(p));
   }
 
-  // Every family of the study in grid order: one style per family in every plot.
-  std::vector<std::string> families;
+  // Every family of the study, the target first, then in grid order: one style
+  // per family in every plot (the target gets the first colour and shape).
+  std::vector<std::string> families = {kParetoTargetFamily};
   for (const PerText& p : per_text) {
     for (const auto& f : p.cells.families) {
       if (std::find(families.begin(), families.end(), f) == families.end()) families.push_back(f);
@@ -135,11 +136,18 @@ ParetoReport RenderParetoReport(const ParetoResults& r) {
       const std::string hq = row.target.found ? CellRef(*ok[row.target.index]) : "—";
       const std::string other = row.other.found ? CellRef(*ok[row.other.index]) : "—";
       const bool compared = row.target.found && row.other.found;
+      std::string ratio = compared ? (std::isinf(row.ratio) ? "inf" : Fmt("%.2f", row.ratio)) : "—";
+      std::string verdict = row.verdict;
+      if (row.nearest.found) {  // how far the nearest point is, and its ratio for information
+        const ParetoCell& n = *ok[row.nearest.index];
+        verdict += " (nearest: " + CellRef(n) + ", " +
+                   Fmt("%+.1f%%", 100 * (n.bits - row.budget) / row.budget) + ")";
+        if (row.other.found && row.other.kl > 0)
+          ratio = "(" + Fmt("%.2f", n.kl / row.other.kl) + " at nearest)";
+      }
       md += "| " + r.texts[i].label + " | " + Fmt("%g", row.budget) + " | " + hq + " | " + other +
-            " | " + (compared ? (std::isinf(row.ratio) ? "inf" : Fmt("%.2f", row.ratio)) : "—") +
-            " | " + Fmt("%.1f", row.threshold) + " | " +
-            (row.verdict == "PASS" || row.verdict == "FAIL" ? "**" + row.verdict + "**"
-                                                            : row.verdict) +
+            " | " + ratio + " | " + Fmt("%.1f", row.threshold) + " | " +
+            (row.verdict == "PASS" || row.verdict == "FAIL" ? "**" + row.verdict + "**" : verdict) +
             " |\n";
     }
   }

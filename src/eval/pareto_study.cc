@@ -246,6 +246,9 @@ Status SaveParetoResults(const std::string& path, const ParetoResults& r) {
 std::vector<std::string> DefaultParetoGrid() {
   std::vector<std::string> specs;
   for (const auto& row : policy::PolicyTable()) {
+    if (std::find(std::begin(kParetoSkipPolicies), std::end(kParetoSkipPolicies), row.name) !=
+        std::end(kParetoSkipPolicies))
+      continue;
     for (std::string& s : RowSpecs(row)) specs.push_back(std::move(s));
   }
   for (const char* extra : kParetoExtraSpecs) specs.push_back(extra);

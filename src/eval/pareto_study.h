@@ -90,12 +90,15 @@ Status SaveParetoResults(const std::string& path, const ParetoResults& r);  // a
 //     format choice parameter that is not an on/off switch (choices that
 //     are not exactly {0, 1}), every parameter with the same choice list
 //     set to the same value (e.g. K and V types); otherwise NAME alone;
-//   - plus kParetoExtraSpecs whose policy exists (the KIVI points).
+//   - plus kParetoExtraSpecs whose policy exists (the KIVI points);
+//   - minus the rows of kParetoSkipPolicies (fp32: the oracle holds twice the
+//     reference's bytes; it only stretches the bits axis).
 // Specs that do not parse are skipped (a row whose defaults need a value).
 inline constexpr double kParetoBudgets[] = {2, 3, 3.4, 4.2, 5.4, 8};
 inline constexpr double kParetoNominalBits[] = {2, 2.8, 3.2, 3.25};
 inline constexpr const char* kParetoExtraSpecs[] = {"kivi:nominal_bits=2,residual=32",
                                                     "kivi:nominal_bits=4,residual=32"};
+inline constexpr const char* kParetoSkipPolicies[] = {"fp32"};
 std::vector<std::string> DefaultParetoGrid();
 
 // Parses and normalizes a grid (canonical specs, blank entries and duplicates
