@@ -60,6 +60,11 @@ std::vector<TargetRow> TargetCheck(const std::vector<BitsKl>& points,
         if (!r.nearest.found || d < std::abs(r.nearest.bits - t.bits))
           r.nearest = {true, static_cast<int>(i), points[i].bits, points[i].kl};
       }
+      if (r.nearest.found) {
+        r.nearest_other =
+            Best(points, families, target_family, false, r.nearest.bits * (1 - kParetoTolerance),
+                 r.nearest.bits * (1 + kParetoTolerance));
+      }
     } else if (!r.other.found) {
       r.verdict = "no other point " + std::string(window);
     } else {

@@ -30,8 +30,9 @@ struct TargetRow {
   double threshold = 0;  // PASS when target.kl <= threshold * other.kl
   TargetPoint target, other;
   // When no target point is in the window: the target family's point of
-  // nearest bits (relative distance), for the report to say how far off it is.
-  TargetPoint nearest;
+  // nearest bits, and the best other point within the tolerance of THAT
+  // point's bits (an equal-bits comparison at the memory hqekv did reach).
+  TargetPoint nearest, nearest_other;
   double ratio = 0;     // target.kl / other.kl (when both found; inf when other.kl = 0 < target.kl)
   std::string verdict;  // "PASS", "FAIL", "no <family> point within +-3%", "no other point ..."
 };

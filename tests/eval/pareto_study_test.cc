@@ -45,8 +45,9 @@ TEST(ParetoTarget, RatiosWindowsAndVerdicts) {
   EXPECT_FALSE(rows[1].target.found);
   EXPECT_TRUE(rows[1].other.found);
   EXPECT_NE(rows[1].verdict.find("no hqekv point"), std::string::npos) << rows[1].verdict;
-  EXPECT_EQ(rows[1].nearest.index, 2);  // 4.5 bits: nearer to 4.2 than 3.45 or 5.4
-  EXPECT_FALSE(rows[0].nearest.found);  // only looked for when the window is empty
+  EXPECT_EQ(rows[1].nearest.index, 2);        // 4.5 bits: nearer to 4.2 than 3.45 or 5.4
+  EXPECT_FALSE(rows[1].nearest_other.found);  // nothing else within 4.365..4.635 bits
+  EXPECT_FALSE(rows[0].nearest.found);        // only looked for when the window is empty
   EXPECT_EQ(rows[2].verdict, "FAIL");
   EXPECT_EQ(rows[2].other.index, 5);  // the lowest KL of the other families
   EXPECT_NEAR(rows[2].ratio, 0.05 / 0.003, 1e-9);
@@ -57,6 +58,14 @@ TEST(ParetoTarget, RatiosWindowsAndVerdicts) {
   const auto alone =
       TargetCheck({{3.4, 0.1}, {8, 0.01}, {8.1, 0}}, {"hqekv", "hqekv", "fp8"}, "hqekv");
   EXPECT_NE(alone[0].verdict.find("no other point"), std::string::npos) << alone[0].verdict;
+  // 4.2 bits: no hqekv point; the nearest (3.4) has no other point at its bits.
+  EXPECT_EQ(alone[1].nearest.index, 0);
+  EXPECT_FALSE(alone[1].nearest_other.found);
+  const auto near =
+      TargetCheck({{4.0, 0.3}, {4.05, 0.2}, {4.2, 0.25}}, {"hqekv", "kivi", "h2o"}, "hqekv");
+  ASSERT_TRUE(near[1].nearest.found);  // 4.2: hqekv at 4.0 is 4.8% off
+  EXPECT_EQ(near[1].nearest.index, 0);
+  EXPECT_EQ(near[1].nearest_other.index, 1);  // kivi at 4.05 is within 3% of 4.0, h2o is not
   EXPECT_EQ(alone[3].verdict, "FAIL");
   EXPECT_TRUE(std::isinf(alone[3].ratio));
 }
