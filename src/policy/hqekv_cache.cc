@@ -66,6 +66,12 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   c->pinned_ = spec.Int("fp16_chunks");
   c->per_head_ = spec.Int("per_head") != 0;
   c->hadamard_ = spec.Int("hadamard") != 0;
+  if (spec.Has("tiers")) {
+    auto tf = ParseTierFormats(spec.Text("tiers"));
+    if (!tf.ok()) return MakeError(where + ": " + tf.message());
+    c->tier_formats_ = *tf;
+  }
+  c->vgroup_ = std::min(spec.Int("vgroup"), g.head_dim);
   auto ranking = ParseRanking(spec.Text("ranking"));
   if (!ranking.ok()) return MakeError(where + ": " + ranking.message());
   c->ranking_ = *ranking;
@@ -118,27 +124,36 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   return std::unique_ptr<KvCache>(std::move(c));
 }
 
-quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
-  // K per-channel over the 32-token chunk, V per-token over groups of
-  // min(32, D) channels, at every bit width (digest §4).
-  const quant::Grouping gr = is_k ? quant::Grouping::kPerChannel : quant::Grouping::kPerToken;
-  const int group = std::min(32, g_.head_dim);
-  quant::Format f;
-  switch (t) {
-    case Tier::kF16:
-      return quant::F16();
-    case Tier::kU4:
-      f = quant::Uniform(4, gr, group);
-      break;
-    case Tier::kU2:
-      f = quant::Uniform(2, gr, group);
-      break;
-    case Tier::kN1:
-      f = quant::Normal(1, gr, group);
-      break;
-    case Tier::kEvicted:
-      return quant::F16();  // never stored
+Result<std::array<quant::Format, 3>> HqekvCache::ParseTierFormats(const std::string& text) {
+  std::array<quant::Format, 3> out;
+  size_t start = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t slash = text.find('/', start);
+    if ((i < 2) != (slash != std::string::npos)) {
+      return MakeError("tiers='" + text + "': expected three formats A/B/C, best first");
+    }
+    const std::string head = text.substr(start, i < 2 ? slash - start : std::string::npos);
+    auto f = quant::ParseFormat(head);
+    if (!f.ok()) return MakeError("tiers='" + text + "': " + f.message());
+    if (!quant::IsGroupedKind(f->kind) || head.find(':') != std::string::npos) {
+      return MakeError("tiers='" + text + "': '" + head +
+                       "' is not a plain uniform/normal format (u8, u4, u3, u2, u1, n2, n1; "
+                       "grouping, group and rotation come from the policy)");
+    }
+    out[i] = *f;
+    start = slash + 1;
   }
+  return out;
+}
+
+quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
+  // K per-channel over the 32-token chunk, V per-token over groups of vgroup
+  // (default min(32, D)) channels, at every bit width (digest §4); the
+  // formats of the three quantized slots come from tiers= (default u4/u2/n1).
+  if (t == Tier::kF16 || t == Tier::kEvicted) return quant::F16();  // evicted: never stored
+  quant::Format f = tier_formats_[static_cast<int>(t) - static_cast<int>(Tier::kU4)];
+  f.grouping = is_k ? quant::Grouping::kPerChannel : quant::Grouping::kPerToken;
+  f.group = vgroup_;
   f.hadamard = hadamard_;
   return f;
 }

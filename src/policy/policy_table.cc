@@ -151,6 +151,13 @@ std::vector<PolicyInfo> BuildTable() {
         Int("fp16_chunks", "2", 0, 1 << 20, "top chunks pinned in fp16"),
         Choice("per_head", "0", {"0", "1"}, "importance per KV head instead of per layer"),
         Choice("hadamard", "0", {"0", "1"}, "Walsh-Hadamard rotation before quantizing"),
+        Text("tiers",
+             "formats of the three quantized tiers, best first, e.g. u4/u3/u2 (default "
+             "u4/u2/n1; any of u8, u4, u3, u2, u1, n2, n1; K per-channel, V per-token; ratios "
+             "r4/r2/r1 name these tiers in order)"),
+        Int("vgroup", "32", 1, 4096,
+            "V channels per per-token scale/minimum group (clamped to head_dim; must divide "
+            "it): head_dim halves V's metadata at D = 64"),
         Choice("ranking", "paper", {"paper", "random", "recency", "sink_recency", "pooled"},
                "chunk ranking (ablation): attention as the paper, a fixed random order, newest "
                "first, newest first with the sink kept, SnapKV-style max-pooled window votes"),
