@@ -10,7 +10,7 @@ using quant::Format;
 
 bool SameFormat(const Format& a, const Format& b) {
   if (a.kind != b.kind || a.bits != b.bits || a.hadamard != b.hadamard) return false;
-  if (a.kind == quant::Kind::kUniform || a.kind == quant::Kind::kNormal) {
+  if (quant::IsGroupedKind(a.kind)) {
     if (a.grouping != b.grouping) return false;
     if (a.grouping == quant::Grouping::kPerToken && a.group != b.group) return false;
   }

@@ -5,8 +5,8 @@
 //
 // Pages: every page is `page_bytes` long and split into 64 units (at least 16
 // bytes each); one 64-bit mask per page says which units are in use. A block
-// takes ceil(bytes / unit) contiguous units, aligned to the largest power of
-// two <= that count, in ANY page with room: blocks of every size share pages
+// takes k = ceil(bytes / unit) contiguous units, aligned to the largest power
+// of two dividing k, in ANY page with room: blocks of every size share pages
 // (an earlier pool kept one size class per page, so every format mixed in
 // left its own partly filled page: up to 1 bit per element of slack for
 // HqeKV's five tiers at 2048 tokens). A page whose last block is freed goes

@@ -195,6 +195,7 @@ int RunCalibrate(const CalibrateArgs& a) {
   prof->model_name = src.config.name;
   prof->model_identity = src.identity;
   prof->calib_text = a.text;
+  prof->kv_options = a.kv_options;
   prof->calib_hash = calib::TextHash(text);
   prof->calib_tokens = sc.tokens_used();
   prof->window = sc.window();

@@ -30,6 +30,10 @@ struct CacheContext {
   // ratios= / profile= (the ratio search scores its per-layer trials with
   // them; each row is checked and rescaled to sum 1 like a profile row).
   std::vector<TierRatios> layer_ratios;
+  // hqekv:bits=B with a model: the profile shipped for that model and B
+  // (policy/profile.h, ShippedProfilePath) is used when the file exists
+  // (spec key shipped=0 turns this off). Relative to the working directory.
+  std::string profiles_dir = "profiles";
 };
 
 }  // namespace hqekv::policy

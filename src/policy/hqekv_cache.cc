@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 
 #include "policy/profile.h"
 #include "policy/selection.h"
@@ -15,9 +17,12 @@ constexpr int kChunk = 32;  // G of the paper: chunk = quantization group = even
 HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
     : StoreBackedCache(g, std::move(describe), 2, true) {}
 
-Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, const KvGeometry& g,
-                                                    const CacheContext& ctx) {
+Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
+                                                    const KvGeometry& g, const CacheContext& ctx) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
+  // A profile's kv_options (the tier formats its ratios name) join the spec
+  // below; the user's keys win.
+  PolicySpec spec = user_spec;
   // force=1 only steers the profile check: not part of the cache's name.
   PolicySpec shown = spec;
   shown.given.erase("force");
@@ -40,6 +45,24 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   } else if (spec.Has("profile")) {
     HQEKV_ASSIGN_OR_RETURN(const Profile p, LoadSpecProfile(spec, ctx, g.n_layers));
     ratios = LayerRatios(p, g.n_layers);
+    HQEKV_ASSIGN_OR_RETURN(spec, WithProfileOptions(spec, p, spec.Text("profile")));
+  } else if (spec.Has("bits") && ctx.model && spec.Int("shipped") != 0) {
+    // bits=B on a model with a profile shipped for B: its calibrated ratios
+    // and tier formats (issue 12, item 7); otherwise the byte-model solver.
+    const std::string path =
+        ShippedProfilePath(ctx.profiles_dir, ctx.model->name, spec.Num("bits"));
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) {
+      HQEKV_ASSIGN_OR_RETURN(const Profile p, LoadProfile(path));
+      const Status st = CheckProfileForModel(p, path, ctx.model->identity, g.n_layers,
+                                             ctx.force || spec.Int("force") != 0);
+      if (!st.ok()) {
+        return MakeError(where + ": the shipped profile does not fit this model: " + st.message() +
+                         "; or give shipped=0 to solve the tier ratios from the byte model");
+      }
+      ratios = LayerRatios(p, g.n_layers);
+      HQEKV_ASSIGN_OR_RETURN(spec, WithProfileOptions(spec, p, path));
+    }
   } else if (spec.Has("nominal_bits")) {
     auto r = DefaultRatios(spec.Num("nominal_bits"));
     if (!r.ok()) {
@@ -62,10 +85,25 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical()));
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->ratios_ = std::move(ratios);
+  // layout=lean (the default for bits=B): the tiers that measured best per
+  // byte on refmodel-4l (docs/ablations/tiers.md); each key the spec gives
+  // itself wins. layout=paper: the paper's u4/u2/n1, V groups of 32, two fp16
+  // chunks, no rotation (the defaults of every key).
+  const std::string layout = spec.Text("layout");
+  const bool lean = layout == "lean" || (layout == "auto" && spec.Has("bits"));
+  const bool pow2 = (g.head_dim & (g.head_dim - 1)) == 0;
   c->m_ = spec.Int("m");
-  c->pinned_ = spec.Int("fp16_chunks");
+  c->pinned_ = lean && !spec.Given("fp16_chunks") ? 0 : spec.Int("fp16_chunks");
   c->per_head_ = spec.Int("per_head") != 0;
-  c->hadamard_ = spec.Int("hadamard") != 0;
+  c->hadamard_ = lean && !spec.Given("hadamard") ? pow2 : spec.Int("hadamard") != 0;
+  const std::string tiers = spec.Has("tiers") ? spec.Text("tiers") : (lean ? "u4/u3/u2" : "");
+  if (!tiers.empty()) {
+    auto tf = ParseTierFormats(tiers);
+    if (!tf.ok()) return MakeError(where + ": " + tf.message());
+    c->tier_formats_ = *tf;
+  }
+  c->vgroup_ =
+      lean && !spec.Given("vgroup") ? g.head_dim : std::min(spec.Int("vgroup"), g.head_dim);
   auto ranking = ParseRanking(spec.Text("ranking"));
   if (!ranking.ok()) return MakeError(where + ": " + ranking.message());
   c->ranking_ = *ranking;
@@ -118,27 +156,36 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
   return std::unique_ptr<KvCache>(std::move(c));
 }
 
-quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
-  // K per-channel over the 32-token chunk, V per-token over groups of
-  // min(32, D) channels, at every bit width (digest §4).
-  const quant::Grouping gr = is_k ? quant::Grouping::kPerChannel : quant::Grouping::kPerToken;
-  const int group = std::min(32, g_.head_dim);
-  quant::Format f;
-  switch (t) {
-    case Tier::kF16:
-      return quant::F16();
-    case Tier::kU4:
-      f = quant::Uniform(4, gr, group);
-      break;
-    case Tier::kU2:
-      f = quant::Uniform(2, gr, group);
-      break;
-    case Tier::kN1:
-      f = quant::Normal(1, gr, group);
-      break;
-    case Tier::kEvicted:
-      return quant::F16();  // never stored
+Result<std::array<quant::Format, 3>> HqekvCache::ParseTierFormats(const std::string& text) {
+  std::array<quant::Format, 3> out;
+  size_t start = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t slash = text.find('/', start);
+    if ((i < 2) != (slash != std::string::npos)) {
+      return MakeError("tiers='" + text + "': expected three formats A/B/C, best first");
+    }
+    const std::string head = text.substr(start, i < 2 ? slash - start : std::string::npos);
+    auto f = quant::ParseFormat(head);
+    if (!f.ok()) return MakeError("tiers='" + text + "': " + f.message());
+    if (!quant::IsGroupedKind(f->kind) || head.find(':') != std::string::npos) {
+      return MakeError("tiers='" + text + "': '" + head +
+                       "' is not a plain uniform/normal format (u8, u4, u3, u2, u1, n2, n1; "
+                       "grouping, group and rotation come from the policy)");
+    }
+    out[i] = *f;
+    start = slash + 1;
   }
+  return out;
+}
+
+quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
+  // K per-channel over the 32-token chunk, V per-token over groups of vgroup
+  // (default min(32, D)) channels, at every bit width (digest §4); the
+  // formats of the three quantized slots come from tiers= (default u4/u2/n1).
+  if (t == Tier::kF16 || t == Tier::kEvicted) return quant::F16();  // evicted: never stored
+  quant::Format f = tier_formats_[static_cast<int>(t) - static_cast<int>(Tier::kU4)];
+  f.grouping = is_k ? quant::Grouping::kPerChannel : quant::Grouping::kPerToken;
+  f.group = vgroup_;
   f.hadamard = hadamard_;
   return f;
 }

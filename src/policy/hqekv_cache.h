@@ -26,6 +26,7 @@
 // mu +/- 0.6745 sigma).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -91,6 +92,9 @@ class HqekvCache final : public StoreBackedCache {
   static void AppendRanges(Unit& U, const std::vector<double>& range);
   HqekvCache(const KvGeometry& g, std::string describe);
   quant::Format TierFormat(Tier t, bool is_k) const;
+  // tiers=A/B/C: the formats of the u4 / u2 / n1 tier slots (kind and bits;
+  // grouping and group come from TierFormat).
+  static Result<std::array<quant::Format, 3>> ParseTierFormats(const std::string& text);
   Status Compress(int layer);
 
   std::vector<TierRatios> ratios_;  // per layer (bits=: the last event's)
@@ -107,6 +111,12 @@ class HqekvCache final : public StoreBackedCache {
   int pinned_ = 2;
   bool per_head_ = false;
   bool hadamard_ = false;
+  // Formats of the quantized tier slots kU4, kU2, kN1 (tiers=), and the V
+  // per-token group (vgroup=, clamped to head_dim).
+  std::array<quant::Format, 3> tier_formats_{quant::Uniform(4, quant::Grouping::kPerToken),
+                                             quant::Uniform(2, quant::Grouping::kPerToken),
+                                             quant::Normal(1, quant::Grouping::kPerToken)};
+  int vgroup_ = 32;
   Ranking ranking_ = Ranking::kPaper;
   int sink_ = 0;  // tokens of the attention sink whose chunks outrank the rest
   int units_per_layer_ = 1;

@@ -138,8 +138,9 @@ std::vector<PolicyInfo> BuildTable() {
        {Budget(Real("bits", "", 0.01, 15.99,
                     "budget in TRUE bits per original element (every byte held: codes, scales, "
                     "fp16 chunks, residual, bookkeeping); tier ratios solved from the layer's "
-                    "byte model at every event: u4/u2 mixed, n1 and eviction only below the "
-                    "all-u2 cost")),
+                    "byte model at every event, two adjacent tiers mixed (layout=lean: u4/u3, "
+                    "u3/u2, then u2/evicted); a profile shipped for the model and B is used "
+                    "instead (shipped=)")),
         Budget(Real("nominal_bits", "", 0.01, 16.0,
                     "the paper's nominal B_avg = 4 r4 + 2 r2 + r1; built-in Llama-3.1-8B ratios "
                     "for 2, 2.8, 3.2, 3.25")),
@@ -151,12 +152,28 @@ std::vector<PolicyInfo> BuildTable() {
         Int("fp16_chunks", "2", 0, 1 << 20, "top chunks pinned in fp16"),
         Choice("per_head", "0", {"0", "1"}, "importance per KV head instead of per layer"),
         Choice("hadamard", "0", {"0", "1"}, "Walsh-Hadamard rotation before quantizing"),
+        Choice("layout", "auto", {"auto", "lean", "paper"},
+               "tier layout defaults: lean = tiers=u4/u3/u2, vgroup=head_dim, hadamard=1, "
+               "fp16_chunks=0 (measured best per byte, docs/ablations/tiers.md); paper = "
+               "u4/u2/n1, vgroup=32, hadamard=0, fp16_chunks=2; auto = lean with bits=, paper "
+               "otherwise; keys given explicitly win"),
+        Text("tiers",
+             "formats of the three quantized tiers, best first, e.g. u8/u4/u3 (default: "
+             "by layout; any of u8, u4, u3, u2, u1, n2, n1; K per-channel, V per-token; "
+             "ratios r4/r2/r1 name these tiers in order)"),
+        Int("vgroup", "32", 1, 4096,  // layout=lean: head_dim
+            "V channels per per-token scale/minimum group (clamped to head_dim; must divide "
+            "it): head_dim halves V's metadata at D = 64"),
         Choice("ranking", "paper", {"paper", "random", "recency", "sink_recency", "pooled"},
                "chunk ranking (ablation): attention as the paper, a fixed random order, newest "
                "first, newest first with the sink kept, SnapKV-style max-pooled window votes"),
         Int("sink", "0", 0, 1 << 20,
             "chunks holding one of the first `sink` tokens (the attention sink) outrank the rest; "
             "off by default: measured no better per byte (docs/ablations/importance.md)"),
+        Choice("shipped", "1", {"0", "1"},
+               "bits=B on a model with a profile shipped for B (profiles/<model>/"
+               "hqekv-<B>-true.json, checked against the model): use its ratios and tier "
+               "formats; 0: always solve the ratios from the byte model"),
         Choice("force", "0", {"0", "1"},
                "use a profile calibrated on another model (checked when the cache is created, "
                "policy/profile.h)"),

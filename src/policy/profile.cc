@@ -89,6 +89,7 @@ std::string ProfileToJson(const Profile& p) {
                       {"tokens", p.calib_tokens},
                       {"window", p.window},
                       {"prefill", p.prefill}};
+  if (!p.kv_options.empty()) j["kv_options"] = p.kv_options;
   json log = json::array();
   for (const auto& t : p.trial_log) {
     log.push_back({{"r4", Num(t.ratios.r4)},
@@ -156,6 +157,11 @@ Result<Profile> ProfileFromJson(const std::string& text, const std::string& sour
     p.window = static_cast<int>(NumOr(c, "window", 0));
     p.prefill = static_cast<int>(NumOr(c, "prefill", 0));
   }
+  if (j.contains("kv_options")) {
+    if (!j["kv_options"].is_string())
+      return MakeError("profile " + source + ": \"kv_options\" is not a string");
+    p.kv_options = j["kv_options"].get<std::string>();
+  }
   if (j.contains("trial_log") && j["trial_log"].is_array()) {
     for (const json& t : j["trial_log"]) {
       if (!t.is_object()) continue;
@@ -220,6 +226,26 @@ Result<Profile> LoadSpecProfile(const PolicySpec& spec, const CacheContext& ctx,
     HQEKV_RETURN_IF_ERROR(CheckProfileForModel(p, path, ctx.model->identity, n_layers, force));
   }
   return p;
+}
+
+std::string ShippedProfilePath(const std::string& dir, const std::string& model_name, double bits) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", bits);
+  return dir + "/" + model_name + "/hqekv-" + b + "-true.json";
+}
+
+Result<PolicySpec> WithProfileOptions(const PolicySpec& spec, const Profile& p,
+                                      const std::string& path) {
+  if (p.kv_options.empty()) return spec;
+  auto opts = ParseSpec(spec.name + ":" + p.kv_options);
+  if (!opts.ok()) return MakeError("profile " + path + ": kv_options: " + opts.message());
+  PolicySpec out = spec;
+  for (const auto& [key, value] : opts->given) {
+    if (spec.Given(key)) continue;
+    out.values[key] = value;
+    out.given[key] = value;
+  }
+  return out;
 }
 
 std::vector<TierRatios> LayerRatios(const Profile& p, int n_layers) {

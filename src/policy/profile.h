@@ -15,6 +15,7 @@
 //   "tier_costs": {"b4": .., "b2": .., "b1": .., "b0": ..},   // bits/element, see calib/budget.h
 //   "calibration": {"text": "data/text/wiki.valid.raw", "hash": "fnv1a64:...",
 //                   "tokens": 16384, "window": 512, "prefill": 256},
+//   "kv_options": "tiers=u4/u3/u2,vgroup=64",                  // optional
 //   "trial_log":
 //   [{"r4":..,"r2":..,"r1":..,"r0":..,"tilt":..,"slope":..,"loss":..,"kl":..,"true_bits":..}, ...]
 // }
@@ -70,6 +71,10 @@ struct Profile {
   int64_t calib_tokens = 0;
   int window = 0, prefill = 0;
   std::vector<TrialRecord> trial_log;
+  // The hqekv keys every trial ran with (calibrate --kv-options, e.g.
+  // "tiers=u4/u3/u2,vgroup=64,hadamard=1"): the ratios name these tiers, so a
+  // cache using the profile takes them too, unless its spec gives the key.
+  std::string kv_options;
 };
 
 std::string ProfileToJson(const Profile& p);  // pretty-printed, trailing newline
@@ -95,6 +100,17 @@ Status CheckProfileForModel(const Profile& p, const std::string& path,
 // model against ctx.model when set (unless ctx.force or the spec's force=1).
 // The one place a profile meets a model.
 Result<Profile> LoadSpecProfile(const PolicySpec& spec, const CacheContext& ctx, int n_layers);
+
+// The profile shipped for a model and a true-bits budget:
+// DIR/<model name>/hqekv-<B>-true.json, B printed with %g (3.4 ->
+// "hqekv-3.4-true.json"). Only a path: the file may not exist.
+std::string ShippedProfilePath(const std::string& dir, const std::string& model_name, double bits);
+
+// The spec with the profile's kv_options applied: every key they give that
+// the spec does not give itself (the user's keys win). Error naming the
+// profile when kv_options is not a valid list of hqekv keys.
+Result<PolicySpec> WithProfileOptions(const PolicySpec& spec, const Profile& p,
+                                      const std::string& path);
 
 // The tier ratios a cache uses, one row per layer: the per_layer rows, or the
 // global row repeated; each rescaled to sum exactly 1.

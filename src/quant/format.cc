@@ -18,6 +18,9 @@ Format Int8PerToken() { return Format{Kind::kInt8, 8, Grouping::kPerToken, 32, f
 Format Uniform(int bits, Grouping grouping, int group) {
   return Format{Kind::kUniform, bits, grouping, group, false};
 }
+Format Uniform3(Grouping grouping, int group) {
+  return Format{Kind::kUniform3, 3, grouping, group, false};
+}
 Format Normal(int bits, Grouping grouping, int group) {
   return Format{Kind::kNormal, bits, grouping, group, false};
 }
@@ -163,6 +166,8 @@ Result<Format> ParseFormat(const std::string& text) {
   }
   return f;
 }
+
+bool IsGroupedKind(Kind kind) { return IsQuantKind(kind); }
 
 std::string FormatName(const Format& f) {
   const FormatTraits& tr = Traits(f.kind);

@@ -19,14 +19,16 @@
 namespace hqekv::quant {
 
 enum class Kind : uint8_t {
-  kF16,      // raw fp16 values (no metadata)
-  kF32,      // raw fp32 values (oracle / reference cache)
-  kFp8E4M3,  // FP8 E4M3 codes, one fp16 scale per chunk (per head)
-  kFp8E5M2,  // FP8 E5M2 codes, one fp16 scale per chunk (per head)
-  kInt8,     // symmetric int8, one fp16 scale per token
-  kUniform,  // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
-  kNormal,   // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and
-             // std per group
+  kF16,       // raw fp16 values (no metadata)
+  kF32,       // raw fp32 values (oracle / reference cache)
+  kFp8E4M3,   // FP8 E4M3 codes, one fp16 scale per chunk (per head)
+  kFp8E5M2,   // FP8 E5M2 codes, one fp16 scale per chunk (per head)
+  kInt8,      // symmetric int8, one fp16 scale per token
+  kUniform,   // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
+  kNormal,    // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and
+              // std per group
+  kUniform3,  // uniform 3-bit (quant/uniform3_ref.cc): as kUniform, codes in a 2-bit low plane
+              // and a 1-bit high plane
 };
 
 enum class Grouping : uint8_t {
@@ -51,12 +53,17 @@ Format Fp8E5M2();
 Format Int8PerToken();
 Format Uniform(int bits, Grouping grouping, int group = 32);
 Format Normal(int bits, Grouping grouping, int group = 32);
+Format Uniform3(Grouping grouping, int group = 32);  // "u3"
 
-// Parses "f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u4", "u2", "u1", "u8",
+// Parses "f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u4", "u3", "u2", "u1", "u8",
 // "n1", "n2", "n4", with optional suffixes ":tok" / ":chan" (grouping), ":g=32",
 // ":had" (Hadamard). Returns an error naming the bad part.
 Result<Format> ParseFormat(const std::string& text);
 std::string FormatName(const Format& f);  // inverse of ParseFormat
+
+// True for the kinds with groups of scale/offset metadata (uniform, normal):
+// the ones that take ":tok", ":chan" and ":g=N".
+bool IsGroupedKind(Kind kind);
 
 // Checks that f can hold a chunk of T tokens × D channels (bit width legal for
 // the kind, group divides D, D a power of two when hadamard, T, D > 0).

@@ -24,6 +24,9 @@ size_t PackedCodeBytes(const Format& f, int T, int D) {
   return (NumCodes(T, D) * static_cast<size_t>(f.bits) + 7) / 8;
 }
 
+// kUniform3: a 2-bit plane of the low bits, then a 1-bit plane of the high bits.
+size_t Split3CodeBytes(const Format&, int T, int D) { return Split3Bytes(NumCodes(T, D)); }
+
 size_t NoMeta(const Format&, int, int) { return 0; }
 size_t ChunkScaleMeta(const Format&, int, int) { return 2; }                             // one fp16
 size_t TokenScaleMeta(const Format&, int T, int) { return 2 * static_cast<size_t>(T); }  // T fp16
@@ -69,6 +72,10 @@ constexpr FormatTraits kTable[] = {
      PackedCodeBytes, GroupPlanesMeta, ref::QuantizeNormal, ref::DequantizeNormal,
      simd::QuantizeGrouped, simd::DequantizeGrouped, simd::DotGrouped, simd::AxpyGrouped,
      simd::DotMulti, simd::AxpyMulti},
+    {Kind::kUniform3, "u3", false, "uniform 3-bit quantization", 3, Bits({3}), true, true,
+     Split3CodeBytes, GroupPlanesMeta, ref::QuantizeUniform3, ref::DequantizeUniform3,
+     simd::QuantizeUniform3, simd::DequantizeUniform3, simd::DotUniform3, simd::AxpyUniform3,
+     nullptr, nullptr},
 };
 // clang-format on
 
@@ -92,7 +99,7 @@ constexpr bool RowsComplete() {
   return true;
 }
 static_assert(RowsInKindOrder(), "kTable rows must follow quant::Kind order");
-static_assert(kRows == static_cast<size_t>(Kind::kNormal) + 1, "one row per quant::Kind");
+static_assert(kRows == static_cast<size_t>(Kind::kUniform3) + 1, "one row per quant::Kind");
 // GCC's UBSan instruments the function-pointer null checks, which makes them
 // non-constant: the sanitizer build skips this one (the release build, which
 // CI also runs, keeps it).

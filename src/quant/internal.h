@@ -147,6 +147,12 @@ const float* Fp8DecodeTable(bool e4m3);  // 256 entries
 void PackCodes(const uint8_t* codes, size_t n, int bits, uint8_t* out);
 void UnpackCodes(const uint8_t* packed, size_t n, int bits, uint8_t* codes);
 
+// kUniform3 code planes of n codes: the low 2 bits of every code as a dense
+// 2-bit stream (Split3LowBytes(n) bytes), then the high bit as a dense 1-bit
+// stream (ceil(n / 8) bytes).
+inline size_t Split3LowBytes(size_t n) { return (2 * n + 7) / 8; }
+inline size_t Split3Bytes(size_t n) { return Split3LowBytes(n) + (n + 7) / 8; }
+
 // Scalar reference implementations: the oracle for the SIMD kernels.
 namespace ref {
 void QuantizeChunk(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
@@ -169,6 +175,19 @@ void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* c
                      uint8_t* meta);
 void DequantizeUniform(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        float* dst);
+// Uniform quantization to unpacked codes (one byte each, code order of f's
+// grouping) with `bits` bits, and the metadata planes; and its inverse. The
+// packed kinds (kUniform, kUniform3) differ only in how they store the codes.
+void UniformCodes(const Format& f, int bits, const float* src, int T, int D, uint8_t* codes,
+                  uint8_t* meta);
+void UniformDecode(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                   float* dst);
+// 3-bit uniform (kUniform3, quant/uniform3_ref.cc): codes split in a 2-bit
+// plane of the low bits and a 1-bit plane of the high bits.
+void QuantizeUniform3(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                      uint8_t* meta);
+void DequantizeUniform3(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                        float* dst);
 void QuantizeNormal(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
 void DequantizeNormal(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                       float* dst);
@@ -201,7 +220,8 @@ bool Dot(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int 
 bool Axpy(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
           float* acc);
 
-// One set per kind family: Grouped (uniform, normal 1/2-bit), Int8, Fp8, F16.
+// One set per kind family: Grouped (uniform, normal 1/2-bit), Int8, Fp8, F16,
+// Uniform3.
 #define HQEKV_QUANT_DECLARE_FAMILY(Fam)                                                          \
   bool Quantize##Fam(const Format& f, const float* src, int T, int D, uint8_t* codes,            \
                      uint8_t* meta);                                                             \
@@ -215,6 +235,7 @@ HQEKV_QUANT_DECLARE_FAMILY(Grouped)
 HQEKV_QUANT_DECLARE_FAMILY(Int8)
 HQEKV_QUANT_DECLARE_FAMILY(Fp8)
 HQEKV_QUANT_DECLARE_FAMILY(F16)
+HQEKV_QUANT_DECLARE_FAMILY(Uniform3)
 #undef HQEKV_QUANT_DECLARE_FAMILY
 
 // Multi-query kernels (quant/multi_query.cc): every kind they cover.

@@ -33,14 +33,13 @@ void QuantizeGroup(const float* x, int n, size_t stride, int bits, uint8_t* code
 
 }  // namespace
 
-void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* codes,
-                     uint8_t* meta) {
+void UniformCodes(const Format& f, int bits, const float* src, int T, int D, uint8_t* c,
+                  uint8_t* meta) {
   const int groups = NumGroups(f, T, D);
-  std::vector<uint8_t> c(NumCodes(T, D));
   std::vector<f16_t> scales(groups), mins(groups);
   if (f.grouping == Grouping::kPerChannel) {
     for (int d = 0; d < D; ++d) {
-      QuantizeGroup(src + d, T, static_cast<size_t>(D), f.bits, &c[static_cast<size_t>(d) * T],
+      QuantizeGroup(src + d, T, static_cast<size_t>(D), bits, &c[static_cast<size_t>(d) * T],
                     &scales[d], &mins[d]);
     }
   } else {
@@ -48,23 +47,27 @@ void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* c
     for (int t = 0; t < T; ++t) {
       for (int k = 0; k < gpt; ++k) {
         const size_t off = static_cast<size_t>(t) * D + static_cast<size_t>(k) * f.group;
-        QuantizeGroup(src + off, f.group, 1, f.bits, &c[off], &scales[t * gpt + k],
+        QuantizeGroup(src + off, f.group, 1, bits, &c[off], &scales[t * gpt + k],
                       &mins[t * gpt + k]);
       }
     }
   }
-  PackCodes(c.data(), c.size(), f.bits, codes);
   for (int g = 0; g < groups; ++g) {
     StoreF16(scales[g], meta + 2 * g);
     StoreF16(mins[g], meta + 2 * (groups + g));
   }
 }
 
-void DequantizeUniform(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                       float* dst) {
-  const int groups = NumGroups(f, T, D);
+void QuantizeUniform(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                     uint8_t* meta) {
   std::vector<uint8_t> c(NumCodes(T, D));
-  UnpackCodes(codes, c.size(), f.bits, c.data());
+  UniformCodes(f, f.bits, src, T, D, c.data(), meta);
+  PackCodes(c.data(), c.size(), f.bits, codes);
+}
+
+void UniformDecode(const Format& f, const uint8_t* c, const uint8_t* meta, int T, int D,
+                   float* dst) {
+  const int groups = NumGroups(f, T, D);
   const int gpt = f.grouping == Grouping::kPerChannel ? 0 : D / f.group;
   for (int t = 0; t < T; ++t) {
     for (int d = 0; d < D; ++d) {
@@ -76,6 +79,13 @@ void DequantizeUniform(const Format& f, const uint8_t* codes, const uint8_t* met
       dst[static_cast<size_t>(t) * D + d] = static_cast<float>(c[i]) * s + m;
     }
   }
+}
+
+void DequantizeUniform(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       float* dst) {
+  std::vector<uint8_t> c(NumCodes(T, D));
+  UnpackCodes(codes, c.size(), f.bits, c.data());
+  UniformDecode(f, c.data(), meta, T, D, dst);
 }
 
 }  // namespace hqekv::quant::ref

@@ -140,7 +140,7 @@ static void test_quant(void) {
   REQUIRE_OK(hqekv_dequantize("f32", codes, cb, meta, mb, T, D, dst));
   CHECK(memcmp(src, dst, sizeof src) == 0);
 
-  CHECK_ERR(hqekv_quant_sizes("u3", T, D, &cb, &mb), HQEKV_ERR_SPEC, "u3");
+  CHECK_ERR(hqekv_quant_sizes("u5", T, D, &cb, &mb), HQEKV_ERR_SPEC, "u5");
   CHECK_ERR(hqekv_quant_sizes(NULL, T, D, &cb, &mb), HQEKV_ERR_INVALID_ARGUMENT, "format");
   CHECK_ERR(hqekv_quant_sizes("u4", 0, D, &cb, &mb), HQEKV_ERR_INVALID_ARGUMENT, "T and D");
   CHECK_ERR(hqekv_quant_sizes("u4:g=48", T, D, &cb, &mb), HQEKV_ERR_SPEC, "u4:g=48");

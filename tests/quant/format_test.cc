@@ -31,7 +31,7 @@ TEST(QuantFormat, ParseErrorsNameTheBadPart) {
     const char* text;
     const char* needle;
   };
-  for (const Case& c : {Case{"q4", "q4"}, Case{"u3", "3"}, Case{"u16", "16"}, Case{"n8", "8"},
+  for (const Case& c : {Case{"q4", "q4"}, Case{"u5", "5"}, Case{"u16", "16"}, Case{"n8", "8"},
                         Case{"n0", "0"}, Case{"u4:foo", "foo"}, Case{"u4:g=0", "g=0"},
                         Case{"u4:g=x", "g=x"}, Case{"int8:chan", "chan"}, Case{"f16:g=32", "group"},
                         Case{"", "unknown format"}, Case{"ux", "ux"}}) {
@@ -89,6 +89,12 @@ TEST(QuantFormat, PlaneSizesAreExact) {
   EXPECT_EQ(CodeBytes(Normal(1, tok), 32, 128), 512u);
   EXPECT_EQ(MetaBytes(Normal(1, tok), 32, 128), 512u);
   EXPECT_EQ(MetaBytes(Normal(2, chan), 1, 64), 256u);
+  // u3: a 2-bit plane then a 1-bit plane, each rounded up to whole bytes.
+  EXPECT_EQ(CodeBytes(Uniform3(chan), 32, 64), 768u);
+  EXPECT_EQ(MetaBytes(Uniform3(chan), 32, 64), 256u);
+  EXPECT_EQ(CodeBytes(Uniform3(tok, 64), 32, 64), 768u);
+  EXPECT_EQ(MetaBytes(Uniform3(tok, 64), 32, 64), 128u);  // 32 groups x 2 x 2 B
+  EXPECT_EQ(CodeBytes(Uniform3(tok, 1), 1, 3), 2u);       // 6 bits + 3 bits: 1 + 1 bytes
   EXPECT_EQ(CodeBytes(F16(), 0, 128), 0u);
   EXPECT_EQ(MetaBytes(Uniform(4, tok, 48), 32, 128), 0u);  // invalid: 0, never a crash
 }
@@ -98,7 +104,7 @@ TEST(QuantFormat, PlaneSizesAreExact) {
 TEST(QuantFormatTraits, EveryRowParsesAndRoundTrips) {
   size_t n = 0;
   const FormatTraits* rows = AllTraits(&n);
-  ASSERT_EQ(n, static_cast<size_t>(Kind::kNormal) + 1);
+  ASSERT_EQ(n, static_cast<size_t>(Kind::kUniform3) + 1);
   for (size_t i = 0; i < n; ++i) {
     const FormatTraits& tr = rows[i];
     EXPECT_EQ(&Traits(tr.kind), &tr);

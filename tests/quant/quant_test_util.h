@@ -61,6 +61,8 @@ inline std::vector<Format> AllFormats() {
     fs.push_back(Uniform(b, Grouping::kPerToken, 8));
     fs.push_back(Uniform(b, Grouping::kPerChannel));
   }
+  fs.push_back(Uniform3(Grouping::kPerToken, 8));
+  fs.push_back(Uniform3(Grouping::kPerChannel));
   for (int b : {1, 2, 4}) {
     fs.push_back(Normal(b, Grouping::kPerToken, 8));
     fs.push_back(Normal(b, Grouping::kPerChannel));

@@ -113,6 +113,7 @@ void CheckRoundTrip(const Format& f, int T, int D, bool reference, float scale, 
       }
       break;
     case Kind::kUniform:
+    case Kind::kUniform3:
       CheckUniform(f, x, e, y, T, D);
       break;
     case Kind::kNormal:

@@ -122,9 +122,10 @@ TEST(QuantSimd, FastPathsCoverTheStoreFormats) {
   ForEachTarget([&](int64_t target) {
     const int T = 32, D = 128;
     const std::vector<float> x = Gaussian(T, D, 5);
-    std::vector<const char*> names = {"u4:tok",  "u2:tok",  "u1:tok",  "u8:tok",  "n1:tok",
-                                      "n2:tok",  "u4:chan", "u2:chan", "u1:chan", "n1:chan",
-                                      "n2:chan", "int8",    "fp8e4m3", "fp8e5m2"};
+    std::vector<const char*> names = {"u4:tok",  "u2:tok",     "u1:tok",  "u8:tok",  "n1:tok",
+                                      "n2:tok",  "u4:chan",    "u2:chan", "u1:chan", "n1:chan",
+                                      "n2:chan", "int8",       "fp8e4m3", "fp8e5m2", "u3:tok",
+                                      "u3:chan", "u3:tok:g=64"};
     if (target != HWY_SSE4) names.push_back("f16");  // fp16 conversion needs F16C
     for (const char* name : names) {
       const Format f = *ParseFormat(name);

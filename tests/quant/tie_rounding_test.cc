@@ -28,8 +28,16 @@ using testing::Encoded;
 
 // Code i of the stream, per the README's packing (B bits, LSB-first; fp8 and
 // int8 one byte; f16 two bytes little-endian).
-uint32_t CodeAt(const Format& f, const Encoded& e, size_t i) {
+// n: codes in the chunk (T*D).
+uint32_t CodeAt(const Format& f, const Encoded& e, size_t i, size_t n) {
   if (f.kind == Kind::kF16) return e.codes[2 * i] | (uint32_t{e.codes[2 * i + 1]} << 8);
+  if (f.kind == Kind::kUniform3) {
+    // README: the low 2 bits as a dense 2-bit stream, then the high bits as a
+    // dense 1-bit stream starting at byte ceil(2 n / 8).
+    const uint32_t lo = (e.codes[i / 4] >> (2 * (i % 4))) & 3u;
+    const uint32_t hi = (e.codes[(2 * n + 7) / 8 + i / 8] >> (i % 8)) & 1u;
+    return lo | (hi << 2);
+  }
   const int B = f.bits;
   const size_t bit = i * B;
   return (e.codes[bit / 8] >> (bit % 8)) & ((1u << B) - 1u);
@@ -38,7 +46,7 @@ uint32_t CodeAt(const Format& f, const Encoded& e, size_t i) {
 // Index of (t, d) in the code stream.
 size_t StreamIndex(const Format& f, int T, int D, int t, int d) {
   return f.grouping == Grouping::kPerChannel &&
-                 (f.kind == Kind::kUniform || f.kind == Kind::kNormal)
+                 (f.kind == Kind::kUniform || f.kind == Kind::kNormal || f.kind == Kind::kUniform3)
              ? static_cast<size_t>(d) * T + t
              : static_cast<size_t>(t) * D + d;
 }
@@ -73,7 +81,8 @@ void ExpectCodes(const TieCase& c) {
       for (int d = 0; d < c.D; ++d) {
         const uint32_t want = c.want[static_cast<size_t>(t) * c.D + d];
         if (want == kAny) continue;
-        const uint32_t got = CodeAt(c.f, e, StreamIndex(c.f, c.T, c.D, t, d));
+        const uint32_t got =
+            CodeAt(c.f, e, StreamIndex(c.f, c.T, c.D, t, d), static_cast<size_t>(c.T) * c.D);
         if (got != want && bad++ < 5) {
           ADD_FAILURE() << (reference ? "reference" : "dispatched") << ": x[" << t << "][" << d
                         << "] = " << c.x[static_cast<size_t>(t) * c.D + d] << " got code " << got
@@ -250,6 +259,19 @@ TEST(QuantTies, UniformRoundsHalfToEvenInEveryGroupingAndWidth) {
     ExpectCodes(UniformTies(Uniform(bits, Grouping::kPerChannel), 32, 16));  // SIMD: T == 32
     ExpectCodes(UniformTies(Uniform(bits, Grouping::kPerChannel), 7, 8));    // scalar shape
   }
+}
+
+TEST(QuantTies, Uniform3RoundsHalfToEvenInEveryGrouping) {
+  ExpectCodes(UniformTies(Uniform3(Grouping::kPerToken, 8), 4, 32));
+  ExpectCodes(UniformTies(Uniform3(Grouping::kPerToken, 32), 3, 64));
+  ExpectCodes(UniformTies(Uniform3(Grouping::kPerToken, 16), 5, 16));
+  ExpectCodes(UniformTies(Uniform3(Grouping::kPerChannel), 32, 16));  // SIMD: T == 32
+  ExpectCodes(UniformTies(Uniform3(Grouping::kPerChannel), 8, 8));    // scalar shape
+  Format had = Uniform3(Grouping::kPerChannel);
+  had.hadamard = true;
+  TieCase c = UniformTies(had, 32, 16);
+  c.x = Unrotate(c.x, c.T, c.D);
+  ExpectCodes(c);
 }
 
 TEST(QuantTies, Int8RoundsHalfToEven) {

@@ -1,0 +1,183 @@
+// hqekv's tier layouts (issue 12, item 5) and the profiles shipped per model
+// (item 7): bits= defaults to the lean layout (u4/u3/u2, V groups of
+// head_dim, Hadamard rotation, no pinned fp16 chunks), layout=paper keeps the
+// paper's, tiers= / vgroup= choose the formats, and bits=B on a model with a
+// profile shipped for B uses it (checked against the model).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "policy/factory.h"
+#include "policy/hqekv_cache.h"
+#include "policy/profile.h"
+#include "policy/true_bits.h"
+#include "policy_harness.h"
+
+namespace hqekv::policy {
+namespace {
+
+using testing::MustMake;
+
+KvGeometry Geometry(int d = 64, int max_ctx = 2048) {
+  KvGeometry g = testing::SmallGeometry(2, 4, 2, d);
+  g.max_ctx = max_ctx;
+  return g;
+}
+
+HqekvCache* AsHqekv(const std::unique_ptr<KvCache>& c) {
+  return dynamic_cast<HqekvCache*>(c.get());
+}
+
+// Plane bytes of one chunk of the named K and V formats, as the byte model counts them.
+int64_t Planes(const HqekvCache& h, const char* k, const char* v) {
+  return ChunkPlaneBytes(h.cost_model().layout, *quant::ParseFormat(k), *quant::ParseFormat(v));
+}
+
+TEST(HqekvTiers, BitsDefaultsToTheLeanLayoutAndPaperKeepsThePapers) {
+  auto lean = MustMake("hqekv:bits=4", Geometry(64));
+  const HqekvCache* h = AsHqekv(lean);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->pinned_chunks(), 0);
+  const auto& tb = h->cost_model().tier_bytes;
+  EXPECT_EQ(tb[static_cast<int>(Tier::kU4)], Planes(*h, "u4:chan:had", "u4:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kU2)], Planes(*h, "u3:chan:had", "u3:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kN1)], Planes(*h, "u2:chan:had", "u2:tok:g=64:had"));
+
+  for (const char* spec : {"hqekv:bits=4,layout=paper", "hqekv:ratios=0.5/0.5/0/0"}) {
+    SCOPED_TRACE(spec);
+    auto paper = MustMake(spec, Geometry(64));
+    const HqekvCache* p = AsHqekv(paper);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->pinned_chunks(), 2);
+    const auto& pb = p->cost_model().tier_bytes;
+    EXPECT_EQ(pb[static_cast<int>(Tier::kU4)], Planes(*p, "u4:chan", "u4:tok"));
+    EXPECT_EQ(pb[static_cast<int>(Tier::kU2)], Planes(*p, "u2:chan", "u2:tok"));
+    EXPECT_EQ(pb[static_cast<int>(Tier::kN1)], Planes(*p, "n1:chan", "n1:tok"));
+  }
+  // Keys given explicitly win over the layout's defaults.
+  auto mixed =
+      MustMake("hqekv:bits=4,fp16_chunks=1,vgroup=16,hadamard=0,tiers=u8/u4/n2", Geometry(64));
+  const HqekvCache* m = AsHqekv(mixed);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->pinned_chunks(), 1);
+  EXPECT_EQ(m->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+            Planes(*m, "u8:chan", "u8:tok:g=16"));
+  EXPECT_EQ(m->cost_model().tier_bytes[static_cast<int>(Tier::kN1)],
+            Planes(*m, "n2:chan", "n2:tok:g=16"));
+  // The lean tiers are cheaper per chunk than the paper's at the same names.
+  EXPECT_LT(tb[static_cast<int>(Tier::kU4)],
+            AsHqekv(MustMake("hqekv:bits=4,layout=paper", Geometry(64)))
+                ->cost_model()
+                .tier_bytes[static_cast<int>(Tier::kU4)]);
+}
+
+TEST(HqekvTiers, BadTierListsGiveClearErrors) {
+  const struct {
+    const char* spec;
+    const char* says;
+  } kCases[] = {
+      {"hqekv:bits=4,tiers=u4/u3", "three formats"},
+      {"hqekv:bits=4,tiers=u4/u3/u2/n1", "three formats"},
+      {"hqekv:bits=4,tiers=u4/int8/u2", "not a plain uniform/normal"},
+      {"hqekv:bits=4,tiers=u4/u3:chan/u2", "not a plain uniform/normal"},
+      {"hqekv:bits=4,tiers=u4/u5/u2", "u5"},
+      {"hqekv:bits=4,vgroup=48", "does not divide"},
+  };
+  for (const auto& k : kCases) {
+    auto spec = ParseSpec(k.spec);
+    ASSERT_TRUE(spec.ok()) << k.spec << ": " << spec.message();
+    auto c = CreateCache(*spec, Geometry(64), CacheContext{});
+    ASSERT_FALSE(c.ok()) << k.spec;
+    EXPECT_NE(c.message().find(k.says), std::string::npos) << k.spec << ": " << c.message();
+  }
+}
+
+// A profile shipped for (model, B) in DIR/<model>/hqekv-<B>-true.json.
+class ShippedProfile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/hqekv_tiers_shipped";
+    std::filesystem::remove_all(dir_);
+    Profile p;
+    p.model_name = "tiny";
+    p.model_identity = "0123456789abcdef";
+    p.n_layers = 2;
+    p.budget_bits = 3.4;
+    p.ratios = {0.25, 0.5, 0.125, 0.125};
+    p.kv_options = "tiers=u8/u4/u2,vgroup=16,fp16_chunks=1";
+    path_ = ShippedProfilePath(dir_, "tiny", 3.4);
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
+    ASSERT_TRUE(SaveProfile(p, path_, false).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  Result<std::unique_ptr<KvCache>> Make(const std::string& spec, const std::string& identity) {
+    CacheContext ctx = ForModel("tiny", identity, 2);
+    ctx.profiles_dir = dir_;
+    return CreateCache(*ParseSpec(spec), Geometry(64), ctx);
+  }
+
+  std::string dir_, path_;
+};
+
+TEST_F(ShippedProfile, PathNamesTheModelAndTheBudget) {
+  EXPECT_EQ(path_, dir_ + "/tiny/hqekv-3.4-true.json");
+  EXPECT_EQ(ShippedProfilePath("profiles", "refmodel-4l", 5),
+            "profiles/refmodel-4l/hqekv-5-true.json");
+}
+
+TEST_F(ShippedProfile, BitsOnTheRightModelUsesItsRatiosAndTiers) {
+  auto c = Make("hqekv:bits=3.4", "0123456789abcdef");
+  ASSERT_TRUE(c.ok()) << c.message();
+  const HqekvCache* h = AsHqekv(*c);
+  ASSERT_NE(h, nullptr);
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_DOUBLE_EQ(h->ratios(l).r4, 0.25);
+    EXPECT_DOUBLE_EQ(h->ratios(l).r0, 0.125);
+  }
+  EXPECT_EQ(h->pinned_chunks(), 1);
+  EXPECT_EQ(h->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+            Planes(*h, "u8:chan:had", "u8:tok:g=16:had"));  // kv_options + the lean rotation
+  // A key the spec gives wins over the profile's.
+  auto own = Make("hqekv:bits=3.4,fp16_chunks=3", "0123456789abcdef");
+  ASSERT_TRUE(own.ok()) << own.message();
+  EXPECT_EQ(AsHqekv(*own)->pinned_chunks(), 3);
+  // No profile for this budget, or shipped=0: the byte-model solver.
+  for (const char* spec : {"hqekv:bits=3.5", "hqekv:bits=3.4,shipped=0"}) {
+    auto solved = Make(spec, "0123456789abcdef");
+    ASSERT_TRUE(solved.ok()) << spec << ": " << solved.message();
+    EXPECT_EQ(AsHqekv(*solved)->pinned_chunks(), 0) << spec;
+    EXPECT_NE(AsHqekv(*solved)->ratios(0).r4, 0.25) << spec;
+  }
+}
+
+TEST_F(ShippedProfile, AnotherModelUnderTheSameNameIsAClearError) {
+  auto c = Make("hqekv:bits=3.4", "ffffffffffffffff");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("shipped profile"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find(path_), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("shipped=0"), std::string::npos) << c.message();
+  EXPECT_TRUE(Make("hqekv:bits=3.4,shipped=0", "ffffffffffffffff").ok());
+  EXPECT_TRUE(Make("hqekv:bits=3.4,force=1", "ffffffffffffffff").ok());
+  // Another geometry: per-layer rows that do not match the layer count.
+  Profile p = *LoadProfile(path_);
+  p.per_layer = {p.ratios, p.ratios, p.ratios};
+  ASSERT_TRUE(SaveProfile(p, path_, true).ok());
+  auto rows = Make("hqekv:bits=3.4", "0123456789abcdef");
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.message().find("per_layer rows"), std::string::npos) << rows.message();
+}
+
+TEST_F(ShippedProfile, KvOptionsRoundTripAndBadOptionsAreNamed) {
+  Profile p = *LoadProfile(path_);
+  EXPECT_EQ(p.kv_options, "tiers=u8/u4/u2,vgroup=16,fp16_chunks=1");
+  p.kv_options = "tiers=u8/u4/u2,bogus=1";
+  ASSERT_TRUE(SaveProfile(p, path_, true).ok());
+  auto c = Make("hqekv:bits=3.4", "0123456789abcdef");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("kv_options"), std::string::npos) << c.message();
+  EXPECT_NE(c.message().find("bogus"), std::string::npos) << c.message();
+}
+
+}  // namespace
+}  // namespace hqekv::policy
