@@ -34,6 +34,12 @@ size_t GroupPlanesMeta(const Format& f, int T, int D) {
   return 4 * static_cast<size_t>(NumGroups(f, T, D));
 }
 
+// ggml block types: per block of 32 values, one fp16 plane (d) or two (d, m).
+template <int kPlanes>
+size_t BlockPlanesMeta(const Format&, int T, int D) {
+  return 2 * kPlanes * (NumCodes(T, D) / kBlockValues);
+}
+
 constexpr uint64_t Bits(std::initializer_list<int> widths) {
   uint64_t mask = 0;
   for (int b : widths) mask |= uint64_t{1} << b;
@@ -45,30 +51,50 @@ constexpr FormatTraits kTable[] = {
     {Kind::kF16, "f16", false, "fp16", 16, Bits({16}), false, true,
      ElementCodeBytes<2>, NoMeta, ref::QuantizeRaw, ref::DequantizeRaw,
      simd::QuantizeF16, simd::DequantizeF16, simd::DotF16, simd::AxpyF16,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kF32, "f32", false, "fp32", 32, Bits({32}), false, /*sanitize=*/false,
      ElementCodeBytes<4>, NoMeta, ref::QuantizeRaw, ref::DequantizeRaw,
-     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0},
     {Kind::kFp8E4M3, "fp8e4m3", false, "fp8 E4M3", 8, Bits({8}), false, true,
      ElementCodeBytes<1>, ChunkScaleMeta, ref::QuantizeFp8, ref::DequantizeFp8,
      simd::QuantizeFp8, simd::DequantizeFp8, simd::DotFp8, simd::AxpyFp8,
-     nullptr, nullptr},
+     nullptr, nullptr, 0},
     {Kind::kFp8E5M2, "fp8e5m2", false, "fp8 E5M2", 8, Bits({8}), false, true,
      ElementCodeBytes<1>, ChunkScaleMeta, ref::QuantizeFp8, ref::DequantizeFp8,
      simd::QuantizeFp8, simd::DequantizeFp8, simd::DotFp8, simd::AxpyFp8,
-     nullptr, nullptr},
+     nullptr, nullptr, 0},
     {Kind::kInt8, "int8", false, "int8", 8, Bits({8}), false, true,
      ElementCodeBytes<1>, TokenScaleMeta, ref::QuantizeInt8, ref::DequantizeInt8,
      simd::QuantizeInt8, simd::DequantizeInt8, simd::DotInt8, simd::AxpyInt8,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kUniform, "u", true, "uniform quantization", 4, Bits({1, 2, 4, 8}), true, true,
      PackedCodeBytes, GroupPlanesMeta, ref::QuantizeUniform, ref::DequantizeUniform,
      simd::QuantizeGrouped, simd::DequantizeGrouped, simd::DotGrouped, simd::AxpyGrouped,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kNormal, "n", true, "normalized quantization", 2, Bits({1, 2, 4}), true, true,
      PackedCodeBytes, GroupPlanesMeta, ref::QuantizeNormal, ref::DequantizeNormal,
      simd::QuantizeGrouped, simd::DequantizeGrouped, simd::DotGrouped, simd::AxpyGrouped,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
+    {Kind::kQ8_0, "q8_0", false, "llama.cpp q8_0", 8, Bits({8}), false, true,
+     PackedCodeBytes, BlockPlanesMeta<1>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ4_0, "q4_0", false, "llama.cpp q4_0", 4, Bits({4}), false, true,
+     PackedCodeBytes, BlockPlanesMeta<1>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ4_1, "q4_1", false, "llama.cpp q4_1", 4, Bits({4}), false, true,
+     PackedCodeBytes, BlockPlanesMeta<2>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ5_0, "q5_0", false, "llama.cpp q5_0", 5, Bits({5}), false, true,
+     PackedCodeBytes, BlockPlanesMeta<1>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ5_1, "q5_1", false, "llama.cpp q5_1", 5, Bits({5}), false, true,
+     PackedCodeBytes, BlockPlanesMeta<2>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
 };
 // clang-format on
 
@@ -92,7 +118,7 @@ constexpr bool RowsComplete() {
   return true;
 }
 static_assert(RowsInKindOrder(), "kTable rows must follow quant::Kind order");
-static_assert(kRows == static_cast<size_t>(Kind::kNormal) + 1, "one row per quant::Kind");
+static_assert(kRows == static_cast<size_t>(Kind::kQ5_1) + 1, "one row per quant::Kind");
 // GCC's UBSan instruments the function-pointer null checks, which makes them
 // non-constant: the sanitizer build skips this one (the release build, which
 // CI also runs, keeps it).
