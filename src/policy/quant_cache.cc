@@ -7,23 +7,26 @@
 
 namespace hqekv::policy {
 
-namespace {
-
-// Bytes of one KIVI layer after n tokens at code width `bits` (true_bits.h),
-// at the worst point of the residual cycle (R - 1 tokens waiting).
-int64_t KiviLayerBytes(const KvGeometry& g, int bits, int group, int residual, int64_t n) {
+int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quant::Format& vf,
+                        int residual, int64_t n) {
   LayerLayout l;
   l.n_kv_heads = g.n_kv_heads;
   l.head_dim = g.head_dim;
   l.page_bytes = cache::KvStore::AutoPageBytes(32, g.head_dim);
   l.unit_bytes = cache::PagePool::UnitFor(l.page_bytes);
-  const quant::Format kf = quant::Uniform(bits, quant::Grouping::kPerChannel);
-  const quant::Format vf = quant::Uniform(bits, quant::Grouping::kPerToken, group);
   const int64_t waiting = std::min<int64_t>(n, residual - 1);
   const int64_t chunks = (n - waiting) / 32;
   const int64_t planes = chunks * ChunkPlaneBytes(l, kf, vf);
   // Capacity: the reserve (32) after a seal, growing to R - 1 tokens.
   return planes + StoreOverheadBytes(l, chunks, std::max<int64_t>(waiting, 32), planes);
+}
+
+namespace {
+
+// Bytes of one KIVI layer after n tokens at code width `bits`.
+int64_t KiviLayerBytes(const KvGeometry& g, int bits, int group, int residual, int64_t n) {
+  return QuantLayerBytes(g, quant::Uniform(bits, quant::Grouping::kPerChannel),
+                         quant::Uniform(bits, quant::Grouping::kPerToken, group), residual, n);
 }
 
 }  // namespace
@@ -53,6 +56,17 @@ QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format 
       kf_(kf),
       vf_(vf),
       residual_len_(residual_len) {}
+
+Result<std::unique_ptr<KvCache>> QuantCache::Make(const KvGeometry& g, std::string describe,
+                                                  const quant::Format& kf, const quant::Format& vf,
+                                                  int residual_len) {
+  HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
+  HQEKV_RETURN_IF_ERROR(quant::Validate(kf, 32, g.head_dim));
+  HQEKV_RETURN_IF_ERROR(quant::Validate(vf, 32, g.head_dim));
+  std::unique_ptr<QuantCache> c(new QuantCache(g, std::move(describe), kf, vf, residual_len));
+  HQEKV_RETURN_IF_ERROR(c->init_status());
+  return std::unique_ptr<KvCache>(std::move(c));
+}
 
 Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, const KvGeometry& g,
                                                     const CacheContext&) {
@@ -87,11 +101,7 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
   } else {
     return MakeError("QuantCache: not a quantization policy: '" + spec.name + "'");
   }
-  HQEKV_RETURN_IF_ERROR(quant::Validate(kf, 32, D));
-  HQEKV_RETURN_IF_ERROR(quant::Validate(vf, 32, D));
-  std::unique_ptr<QuantCache> c(new QuantCache(g, spec.Canonical(), kf, vf, residual));
-  HQEKV_RETURN_IF_ERROR(c->init_status());
-  return std::unique_ptr<KvCache>(std::move(c));
+  return Make(g, spec.Canonical(), kf, vf, residual);
 }
 
 Status QuantCache::EndBatch(int n, bool is_prefill) {
