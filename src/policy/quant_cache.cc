@@ -7,6 +7,31 @@
 
 namespace hqekv::policy {
 
+namespace {
+
+// Planes of one chunk (every KV head) as the page pool places them: a block
+// of c units is aligned to the largest power of two <= c, so blocks of one
+// size that is not a power of two (q5_0's 6-unit metadata at D = 64) leave
+// the alignment gap between them; ChunkPlaneBytes without that gap for the
+// power-of-two blocks of every other format.
+int64_t PlacedPlaneBytes(const LayerLayout& l, const quant::Format& kf, const quant::Format& vf) {
+  const int64_t u = static_cast<int64_t>(l.unit_bytes);
+  int64_t b = 0;
+  for (const quant::Format* f : {&kf, &vf}) {
+    for (size_t bytes : {quant::CodeBytes(*f, l.chunk, l.head_dim),
+                         quant::MetaBytes(*f, l.chunk, l.head_dim)}) {
+      if (bytes <= 4) continue;  // inline in the chunk record (metadata) or nothing
+      const int64_t c = (static_cast<int64_t>(bytes) + u - 1) / u;
+      int64_t a = 1;
+      while (2 * a <= c) a *= 2;
+      b += (c + a - 1) / a * a * u;
+    }
+  }
+  return b * l.n_kv_heads;
+}
+
+}  // namespace
+
 int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quant::Format& vf,
                         int residual, int64_t n) {
   LayerLayout l;
@@ -16,7 +41,7 @@ int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quan
   l.unit_bytes = cache::PagePool::UnitFor(l.page_bytes);
   const int64_t waiting = std::min<int64_t>(n, residual - 1);
   const int64_t chunks = (n - waiting) / 32;
-  const int64_t planes = chunks * ChunkPlaneBytes(l, kf, vf);
+  const int64_t planes = chunks * PlacedPlaneBytes(l, kf, vf);
   // Capacity: the reserve (32) after a seal, growing to R - 1 tokens.
   return planes + StoreOverheadBytes(l, chunks, std::max<int64_t>(waiting, 32), planes);
 }

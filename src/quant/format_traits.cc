@@ -34,10 +34,13 @@ size_t GroupPlanesMeta(const Format& f, int T, int D) {
   return 4 * static_cast<size_t>(NumGroups(f, T, D));
 }
 
-// ggml block types: per block of 32 values, one fp16 plane (d) or two (d, m).
-template <int kPlanes>
-size_t BlockPlanesMeta(const Format&, int T, int D) {
-  return 2 * kPlanes * (NumCodes(T, D) / kBlockValues);
+// ggml block types: per block of 32 values, the codes plane bytes (32 or 16)
+// and the metadata: fp16 d [, fp16 m] [, 32-bit high-bit mask].
+size_t GgmlBlockCodes(const Format& f, int T, int D) {
+  return static_cast<size_t>(BlockLayoutOf(f.kind).code_bytes) * (NumCodes(T, D) / kBlockValues);
+}
+size_t GgmlBlockMeta(const Format& f, int T, int D) {
+  return static_cast<size_t>(BlockLayoutOf(f.kind).meta_bytes()) * (NumCodes(T, D) / kBlockValues);
 }
 
 constexpr uint64_t Bits(std::initializer_list<int> widths) {
@@ -76,23 +79,23 @@ constexpr FormatTraits kTable[] = {
      simd::QuantizeGrouped, simd::DequantizeGrouped, simd::DotGrouped, simd::AxpyGrouped,
      simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kQ8_0, "q8_0", false, "llama.cpp q8_0", 8, Bits({8}), false, true,
-     PackedCodeBytes, BlockPlanesMeta<1>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
      simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
      simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
     {Kind::kQ4_0, "q4_0", false, "llama.cpp q4_0", 4, Bits({4}), false, true,
-     PackedCodeBytes, BlockPlanesMeta<1>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
      simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
      simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
     {Kind::kQ4_1, "q4_1", false, "llama.cpp q4_1", 4, Bits({4}), false, true,
-     PackedCodeBytes, BlockPlanesMeta<2>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
      simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
      simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
     {Kind::kQ5_0, "q5_0", false, "llama.cpp q5_0", 5, Bits({5}), false, true,
-     PackedCodeBytes, BlockPlanesMeta<1>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
      simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
      simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
     {Kind::kQ5_1, "q5_1", false, "llama.cpp q5_1", 5, Bits({5}), false, true,
-     PackedCodeBytes, BlockPlanesMeta<2>, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
      simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
      simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
 };

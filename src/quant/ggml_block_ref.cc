@@ -74,17 +74,16 @@ void QuantizeBlock(const BlockLayout& L, const float* x, int* c, f16_t* d16, f16
   for (int j = 0; j < kBlockValues; ++j) c[j] = TruncCode(x[j] * id + bias, 2 * half - 1);
 }
 
-void PackBlock(const BlockLayout& L, const int* c, uint8_t* out) {
+// Codes plane bytes of one block, and (q5) its high-bit mask.
+void PackBlock(const BlockLayout& L, const int* c, uint8_t* qs, uint8_t* mask) {
   if (L.bits == 8) {
-    for (int j = 0; j < kBlockValues; ++j) out[j] = static_cast<uint8_t>(static_cast<int8_t>(c[j]));
+    for (int j = 0; j < kBlockValues; ++j) qs[j] = static_cast<uint8_t>(static_cast<int8_t>(c[j]));
     return;
   }
-  uint8_t* qs = out;
   if (L.bits == 5) {
     uint32_t qh = 0;
     for (int j = 0; j < kBlockValues; ++j) qh |= static_cast<uint32_t>((c[j] >> 4) & 1) << j;
-    std::memcpy(out, &qh, 4);
-    qs = out + 4;
+    std::memcpy(mask, &qh, 4);
   }
   for (int j = 0; j < kBlockValues / 2; ++j) {
     qs[j] = static_cast<uint8_t>((c[j] & 0xF) | ((c[j + 16] & 0xF) << 4));
@@ -92,17 +91,13 @@ void PackBlock(const BlockLayout& L, const int* c, uint8_t* out) {
 }
 
 // Levels q - zero of one block.
-void UnpackBlock(const BlockLayout& L, const uint8_t* in, int* level) {
+void UnpackBlock(const BlockLayout& L, const uint8_t* qs, const uint8_t* mask, int* level) {
   if (L.bits == 8) {
-    for (int j = 0; j < kBlockValues; ++j) level[j] = static_cast<int8_t>(in[j]);
+    for (int j = 0; j < kBlockValues; ++j) level[j] = static_cast<int8_t>(qs[j]);
     return;
   }
   uint32_t qh = 0;
-  const uint8_t* qs = in;
-  if (L.bits == 5) {
-    std::memcpy(&qh, in, 4);
-    qs = in + 4;
-  }
+  if (L.bits == 5) std::memcpy(&qh, mask, 4);
   for (int j = 0; j < kBlockValues; ++j) {
     const int nib = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
     level[j] = (nib | static_cast<int>(((qh >> j) & 1u) << 4)) - L.zero;
@@ -121,7 +116,7 @@ void QuantizeGgmlBlock(const Format& f, const float* src, int T, int D, uint8_t*
     for (int j = 0; j < kBlockValues; ++j) x[j] = Sanitize(src[k * kBlockValues + j]);
     f16_t d16 = 0, m16 = 0;
     QuantizeBlock(L, x, c, &d16, &m16);
-    PackBlock(L, c, codes + k * L.code_bytes);
+    PackBlock(L, c, codes + k * L.code_bytes, meta + L.mask_offset(nb) + 4 * k);
     StoreF16(d16, meta + 2 * k);
     if (L.has_min) StoreF16(m16, meta + 2 * (nb + k));
   }
@@ -133,7 +128,7 @@ void DequantizeGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* m
   const size_t nb = NumCodes(T, D) / kBlockValues;
   int level[kBlockValues];
   for (size_t k = 0; k < nb; ++k) {
-    UnpackBlock(L, codes + k * L.code_bytes, level);
+    UnpackBlock(L, codes + k * L.code_bytes, meta + L.mask_offset(nb) + 4 * k, level);
     const float d = F16ToF32(LoadF16(meta + 2 * k));
     float* y = dst + k * kBlockValues;
     if (L.has_min) {

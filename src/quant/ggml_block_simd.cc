@@ -47,31 +47,31 @@ float FirstZeroIfZero(float r, const float* x) {
 
 // Codes (levels + zero; signed for q8_0) of N consecutive values j0.. of a block.
 template <int kBits>
-HWY_INLINE VI BlockCodes(const uint8_t* blk, int j0) {
+HWY_INLINE VI BlockCodes(const uint8_t* blk, uint32_t qh, int j0) {
   const DI di;
   const DU du;
   if constexpr (kBits == 8) {
     const hn::Rebind<int8_t, DI> d8;
     return hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(blk + j0)));
   } else {
-    const uint8_t* qs = kBits == 5 ? blk + 4 : blk;
     const hn::Rebind<uint8_t, DU> du8;
-    const VU b = hn::PromoteTo(du, hn::LoadU(du8, qs + (j0 & 15)));
+    const VU b = hn::PromoteTo(du, hn::LoadU(du8, blk + (j0 & 15)));
     VU c = j0 < 16 ? hn::And(b, hn::Set(du, 0xFu)) : hn::ShiftRight<4>(b);
     if constexpr (kBits == 5) {
       const VU shift = hn::Add(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(j0)));
-      const VU high = hn::And(hn::Shr(hn::Set(du, Load32(blk)), shift), hn::Set(du, 1u));
+      const VU high = hn::And(hn::Shr(hn::Set(du, qh), shift), hn::Set(du, 1u));
       c = hn::Or(c, hn::ShiftLeft<4>(high));
     }
     return hn::BitCast(di, c);
   }
 }
 
-// N reconstructed values j0.. of a block with scale d (and minimum m).
+// N reconstructed values j0.. of a block with scale d (and minimum m; q5:
+// high-bit mask qh).
 template <int kBits, bool kMin, int kZero>
-HWY_INLINE VF BlockValues(const uint8_t* blk, int j0, VF d, VF m) {
+HWY_INLINE VF BlockValues(const uint8_t* blk, uint32_t qh, int j0, VF d, VF m) {
   const DF df;
-  VI level = BlockCodes<kBits>(blk, j0);
+  VI level = BlockCodes<kBits>(blk, qh, j0);
   if constexpr (kZero != 0) level = hn::Sub(level, hn::Set(DI(), kZero));
   const VF x = hn::Mul(hn::ConvertTo(df, level), d);
   if constexpr (kMin) return hn::Add(x, m);
@@ -80,7 +80,7 @@ HWY_INLINE VF BlockValues(const uint8_t* blk, int j0, VF d, VF m) {
 
 template <int kBits, bool kMin, int kZero>
 void QuantizeBlocks(const float* src, size_t nb, uint8_t* codes, uint8_t* meta) {
-  constexpr int kCodeBytes = kBits == 8 ? 32 : (kBits == 5 ? 20 : 16);
+  constexpr int kCodeBytes = kBits == 8 ? 32 : 16;
   const DF df;
   const DI di;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -147,6 +147,7 @@ void QuantizeBlocks(const float* src, size_t nb, uint8_t* codes, uint8_t* meta) 
     }
     StoreF16(F32ToF16(d), meta + 2 * k);
     uint8_t* out = codes + k * kCodeBytes;
+    uint8_t* mask = meta + (kMin ? 4 : 2) * nb + 4 * k;
     if constexpr (kBits == 8) {
       const hn::Rebind<int8_t, DI> d8;
       for (int i = 0; i < kBlockValues; i += N) {
@@ -154,6 +155,7 @@ void QuantizeBlocks(const float* src, size_t nb, uint8_t* codes, uint8_t* meta) 
       }
     } else {
       uint8_t* qs = out;
+      (void)mask;
       if constexpr (kBits == 5) {
         // Bit 4 of code j -> bit j of the mask.
         const DU du;
@@ -165,8 +167,7 @@ void QuantizeBlocks(const float* src, size_t nb, uint8_t* codes, uint8_t* meta) 
           qh |= hn::GetLane(hn::SumOfLanes(
               du, hn::Shl(b, hn::Add(lane, hn::Set(du, static_cast<uint32_t>(i))))));
         }
-        std::memcpy(out, &qh, 4);
-        qs = out + 4;
+        std::memcpy(mask, &qh, 4);
       }
       const hn::Rebind<uint8_t, DI> d8;
       const VI nib = hn::Set(di, 0xF);
@@ -191,9 +192,16 @@ void LoadParams(const uint8_t* meta, size_t nb, float** d, float** m) {
   }
 }
 
+// High-bit mask of block k of nb (q5 types; 0 for the others).
+template <int kBits, bool kMin>
+HWY_INLINE uint32_t BlockMask(const uint8_t* meta, size_t nb, size_t k) {
+  if constexpr (kBits == 5) return Load32(meta + (kMin ? 4 : 2) * nb + 4 * k);
+  return 0;
+}
+
 template <int kBits, bool kMin, int kZero>
 void DequantizeBlocks(const uint8_t* codes, const uint8_t* meta, size_t nb, float* dst) {
-  constexpr int kCodeBytes = kBits == 8 ? 32 : (kBits == 5 ? 20 : 16);
+  constexpr int kCodeBytes = kBits == 8 ? 32 : 16;
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   float *d, *m;
@@ -201,8 +209,10 @@ void DequantizeBlocks(const uint8_t* codes, const uint8_t* meta, size_t nb, floa
   for (size_t k = 0; k < nb; ++k) {
     const VF dv = hn::Set(df, d[k]), mv = hn::Set(df, kMin ? m[k] : 0.0f);
     const uint8_t* blk = codes + k * kCodeBytes;
+    const uint32_t qh = BlockMask<kBits, kMin>(meta, nb, k);
     for (int i = 0; i < kBlockValues; i += N) {
-      hn::StoreU(BlockValues<kBits, kMin, kZero>(blk, i, dv, mv), df, dst + k * kBlockValues + i);
+      hn::StoreU(BlockValues<kBits, kMin, kZero>(blk, qh, i, dv, mv), df,
+                 dst + k * kBlockValues + i);
     }
   }
 }
@@ -210,7 +220,7 @@ void DequantizeBlocks(const uint8_t* codes, const uint8_t* meta, size_t nb, floa
 template <int kBits, bool kMin, int kZero>
 void DotBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* q,
                float* scores) {
-  constexpr int kCodeBytes = kBits == 8 ? 32 : (kBits == 5 ? 20 : 16);
+  constexpr int kCodeBytes = kBits == 8 ? 32 : 16;
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   const int per_row = D / kBlockValues;
@@ -222,9 +232,10 @@ void DotBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, const fl
       const size_t k = static_cast<size_t>(t) * per_row + b;
       const VF dv = hn::Set(df, d[k]), mv = hn::Set(df, kMin ? m[k] : 0.0f);
       const uint8_t* blk = codes + k * kCodeBytes;
+      const uint32_t qh = BlockMask<kBits, kMin>(meta, static_cast<size_t>(T) * per_row, k);
       const float* qb = q + b * kBlockValues;
       for (int i = 0; i < kBlockValues; i += N) {
-        acc = hn::MulAdd(BlockValues<kBits, kMin, kZero>(blk, i, dv, mv), hn::LoadU(df, qb + i),
+        acc = hn::MulAdd(BlockValues<kBits, kMin, kZero>(blk, qh, i, dv, mv), hn::LoadU(df, qb + i),
                          acc);
       }
     }
@@ -235,7 +246,7 @@ void DotBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, const fl
 template <int kBits, bool kMin, int kZero>
 void AxpyBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, const float* w,
                 float* acc) {
-  constexpr int kCodeBytes = kBits == 8 ? 32 : (kBits == 5 ? 20 : 16);
+  constexpr int kCodeBytes = kBits == 8 ? 32 : 16;
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   const int per_row = D / kBlockValues;
@@ -247,9 +258,10 @@ void AxpyBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, const f
       const size_t k = static_cast<size_t>(t) * per_row + b;
       const VF dv = hn::Set(df, d[k]), mv = hn::Set(df, kMin ? m[k] : 0.0f);
       const uint8_t* blk = codes + k * kCodeBytes;
+      const uint32_t qh = BlockMask<kBits, kMin>(meta, static_cast<size_t>(T) * per_row, k);
       float* ab = acc + b * kBlockValues;
       for (int i = 0; i < kBlockValues; i += N) {
-        const VF x = BlockValues<kBits, kMin, kZero>(blk, i, dv, mv);
+        const VF x = BlockValues<kBits, kMin, kZero>(blk, qh, i, dv, mv);
         hn::StoreU(hn::MulAdd(x, wt, hn::LoadU(df, ab + i)), df, ab + i);
       }
     }
@@ -258,17 +270,18 @@ void AxpyBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, const f
 
 // Token row t ([D] values) from preloaded parameters d, m ([T * D/32]).
 template <int kBits, bool kMin, int kZero>
-HWY_INLINE void DecodeRow(const uint8_t* codes, const float* d, const float* m, int t, int per_row,
-                          float* row) {
-  constexpr int kCodeBytes = kBits == 8 ? 32 : (kBits == 5 ? 20 : 16);
+HWY_INLINE void DecodeRow(const uint8_t* codes, const uint8_t* meta, size_t nb, const float* d,
+                          const float* m, int t, int per_row, float* row) {
+  constexpr int kCodeBytes = kBits == 8 ? 32 : 16;
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   for (int b = 0; b < per_row; ++b) {
     const size_t k = static_cast<size_t>(t) * per_row + b;
     const VF dv = hn::Set(df, d[k]), mv = hn::Set(df, kMin ? m[k] : 0.0f);
     const uint8_t* blk = codes + k * kCodeBytes;
+    const uint32_t qh = BlockMask<kBits, kMin>(meta, nb, k);
     for (int i = 0; i < kBlockValues; i += N) {
-      hn::StoreU(BlockValues<kBits, kMin, kZero>(blk, i, dv, mv), df, row + b * kBlockValues + i);
+      hn::StoreU(BlockValues<kBits, kMin, kZero>(blk, qh, i, dv, mv), df, row + b * kBlockValues + i);
     }
   }
 }
@@ -285,7 +298,8 @@ void DotMultiBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, con
   LoadParams<kMin>(meta, static_cast<size_t>(T) * per_row, &d, &m);
   float* row = Scratch(2, static_cast<size_t>(D));
   for (int t = 0; t < T; ++t) {
-    DecodeRow<kBits, kMin, kZero>(codes, d, m, t, per_row, row);
+    DecodeRow<kBits, kMin, kZero>(codes, meta, static_cast<size_t>(T) * per_row, d, m, t, per_row,
+                                  row);
     for (int h = 0; h < rows; ++h) {
       const float* qh = q + h * q_stride;
       VF acc = hn::Zero(df);
@@ -305,7 +319,8 @@ void AxpyMultiBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, co
   LoadParams<kMin>(meta, static_cast<size_t>(T) * per_row, &d, &m);
   float* row = Scratch(2, static_cast<size_t>(D));
   for (int t = 0; t < T; ++t) {
-    DecodeRow<kBits, kMin, kZero>(codes, d, m, t, per_row, row);
+    DecodeRow<kBits, kMin, kZero>(codes, meta, static_cast<size_t>(T) * per_row, d, m, t, per_row,
+                                  row);
     for (int h = 0; h < rows; ++h) {
       const VF wt = hn::Set(df, w[h * w_stride + t]);
       float* ah = acc + h * a_stride;

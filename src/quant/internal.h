@@ -142,20 +142,25 @@ const float* Fp8DecodeTable(bool e4m3);  // 256 entries
 
 // ---- llama.cpp / ggml block types (Kind::kQ8_0 .. kQ5_1)
 //
-// A chunk [T][D] (D a multiple of 32) is T*D/32 blocks of 32 consecutive
+// A chunk [T][D] (D a multiple of 32) is nb = T*D/32 blocks of 32 consecutive
 // values of one token; block k covers values [32k, 32k + 32) of the chunk in
-// row-major order. Codes plane: block k at k * code_bytes; within a block
-// q8_0 stores 32 int8, q4_* 16 bytes (byte j = code j | code j+16 << 4) and
-// q5_* a little-endian 32-bit mask of the codes' bit 4 (bit j = code j) then
-// the 16 bytes of low nibbles as q4. Metadata: plane 0 = T*D/32 fp16 scales
-// d, plane 1 (only _1 types) = T*D/32 fp16 minima m. This is ggml's block
-// with its fp16 fields moved to the metadata plane.
+// row-major order. Codes plane: block k at k * code_bytes; q8_0 stores 32
+// int8, q4_* and q5_* 16 bytes of low nibbles (byte j = code j | code j+16 <<
+// 4). Metadata: plane 0 = nb fp16 scales d, then (_1 types) nb fp16 minima m,
+// then (q5_*) nb little-endian 32-bit masks of the codes' bit 4 (bit j = code
+// j). This is ggml's block with its fp16 fields and q5 high-bit mask moved out
+// of the codes plane, which keeps the codes plane a power of two bytes per
+// chunk so that the store's page units pack it without slack.
 inline constexpr int kBlockValues = 32;
 struct BlockLayout {
   int bits;        // code width: 8, 4 or 5
   bool has_min;    // _1 types: x^ = q*d + m; else x^ = (q - zero)*d
   int zero;        // 8 (q4_0), 16 (q5_0), 0 (q8_0: signed codes; _1 types)
-  int code_bytes;  // codes of one block: 32, 16 or 20
+  int code_bytes;  // codes plane bytes of one block: 32 or 16
+  // Metadata bytes of one block: 2 (d) [+ 2 (m)] [+ 4 (high-bit mask)].
+  int meta_bytes() const { return (has_min ? 4 : 2) + (bits == 5 ? 4 : 0); }
+  // Byte offset of the high-bit masks in a metadata plane of nb blocks.
+  size_t mask_offset(size_t nb) const { return (has_min ? 4 : 2) * nb; }
 };
 inline bool IsGgmlBlock(Kind k) {
   return k == Kind::kQ8_0 || k == Kind::kQ4_0 || k == Kind::kQ4_1 || k == Kind::kQ5_0 ||
@@ -168,9 +173,9 @@ inline BlockLayout BlockLayoutOf(Kind k) {
     case Kind::kQ4_1:
       return {4, true, 0, 16};
     case Kind::kQ5_0:
-      return {5, false, 16, 20};
+      return {5, false, 16, 16};
     case Kind::kQ5_1:
-      return {5, true, 0, 20};
+      return {5, true, 0, 16};
     default:
       return {8, false, 0, 32};  // kQ8_0
   }

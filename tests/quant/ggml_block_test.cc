@@ -42,28 +42,33 @@ std::vector<uint8_t> ReadBytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
-// ggml blocks of one row <-> our two planes (codes, metadata) of a 1 x 1024 chunk.
+// ggml blocks of one row <-> our two planes (codes, metadata) of a 1 x 1024
+// chunk. ggml's block: d [, m] [, qh (q5)], then the quants.
 void SplitBlocks(const BlockType& t, const uint8_t* blocks, testing::Encoded* e) {
-  const int nb = kRowLength / 32, meta_bytes = 2 * t.meta_fields;
-  const int code_bytes = t.block_bytes - meta_bytes;
-  e->codes.assign(static_cast<size_t>(nb) * code_bytes, 0);
-  e->meta.assign(static_cast<size_t>(nb) * meta_bytes, 0);
+  const int nb = kRowLength / 32;
+  const BlockLayout L = BlockLayoutOf(t.kind);
+  const int mask = L.bits == 5 ? 4 : 0, head = 2 * t.meta_fields + mask;
+  e->codes.assign(static_cast<size_t>(nb) * L.code_bytes, 0);
+  e->meta.assign(static_cast<size_t>(nb) * L.meta_bytes(), 0);
   for (int k = 0; k < nb; ++k) {
     const uint8_t* b = blocks + k * t.block_bytes;
-    std::memcpy(e->meta.data() + 2 * k, b, 2);                                         // d
-    if (t.meta_fields == 2) std::memcpy(e->meta.data() + 2 * (nb + k), b + 2, 2);      // m
-    std::memcpy(e->codes.data() + static_cast<size_t>(k) * code_bytes, b + meta_bytes, code_bytes);
+    std::memcpy(e->meta.data() + 2 * k, b, 2);                                     // d
+    if (t.meta_fields == 2) std::memcpy(e->meta.data() + 2 * (nb + k), b + 2, 2);  // m
+    if (mask) std::memcpy(e->meta.data() + L.mask_offset(nb) + 4 * k, b + 2 * t.meta_fields, 4);
+    std::memcpy(e->codes.data() + static_cast<size_t>(k) * L.code_bytes, b + head, L.code_bytes);
   }
 }
 std::vector<uint8_t> JoinBlocks(const BlockType& t, const testing::Encoded& e) {
-  const int nb = kRowLength / 32, meta_bytes = 2 * t.meta_fields;
-  const int code_bytes = t.block_bytes - meta_bytes;
+  const int nb = kRowLength / 32;
+  const BlockLayout L = BlockLayoutOf(t.kind);
+  const int mask = L.bits == 5 ? 4 : 0, head = 2 * t.meta_fields + mask;
   std::vector<uint8_t> out(static_cast<size_t>(nb) * t.block_bytes);
   for (int k = 0; k < nb; ++k) {
     uint8_t* b = out.data() + k * t.block_bytes;
     std::memcpy(b, e.meta.data() + 2 * k, 2);
     if (t.meta_fields == 2) std::memcpy(b + 2, e.meta.data() + 2 * (nb + k), 2);
-    std::memcpy(b + meta_bytes, e.codes.data() + static_cast<size_t>(k) * code_bytes, code_bytes);
+    if (mask) std::memcpy(b + 2 * t.meta_fields, e.meta.data() + L.mask_offset(nb) + 4 * k, 4);
+    std::memcpy(b + head, e.codes.data() + static_cast<size_t>(k) * L.code_bytes, L.code_bytes);
   }
   return out;
 }
