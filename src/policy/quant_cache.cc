@@ -18,8 +18,8 @@ int64_t PlacedPlaneBytes(const LayerLayout& l, const quant::Format& kf, const qu
   const int64_t u = static_cast<int64_t>(l.unit_bytes);
   int64_t b = 0;
   for (const quant::Format* f : {&kf, &vf}) {
-    for (size_t bytes : {quant::CodeBytes(*f, l.chunk, l.head_dim),
-                         quant::MetaBytes(*f, l.chunk, l.head_dim)}) {
+    for (size_t bytes :
+         {quant::CodeBytes(*f, l.chunk, l.head_dim), quant::MetaBytes(*f, l.chunk, l.head_dim)}) {
       if (bytes <= 4) continue;  // inline in the chunk record (metadata) or nothing
       const int64_t c = (static_cast<int64_t>(bytes) + u - 1) / u;
       int64_t a = 1;

@@ -63,7 +63,8 @@ Format Normal(int bits, Grouping grouping, int group = 32);
 Format GgmlBlock(Kind kind);
 
 // Parses "f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u4", "u2", "u1", "u8",
-// "n1", "n2", "n4", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", with optional suffixes ":tok" / ":chan" (grouping), ":g=32",
+// "n1", "n2", "n4", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", with optional suffixes ":tok" / ":chan"
+// (grouping), ":g=32",
 // ":had" (Hadamard). Returns an error naming the bad part.
 Result<Format> ParseFormat(const std::string& text);
 std::string FormatName(const Format& f);  // inverse of ParseFormat

@@ -162,10 +162,10 @@ void QuantizeBlocks(const float* src, size_t nb, uint8_t* codes, uint8_t* meta) 
         const VU lane = hn::Iota(du, 0);
         uint32_t qh = 0;
         for (int i = 0; i < kBlockValues; i += N) {
-          const VU b = hn::And(hn::ShiftRight<4>(hn::BitCast(du, hn::Load(di, c + i))),
-                               hn::Set(du, 1u));
-          qh |= hn::GetLane(hn::SumOfLanes(
-              du, hn::Shl(b, hn::Add(lane, hn::Set(du, static_cast<uint32_t>(i))))));
+          const VU b =
+              hn::And(hn::ShiftRight<4>(hn::BitCast(du, hn::Load(di, c + i))), hn::Set(du, 1u));
+          qh |= hn::GetLane(
+              hn::SumOfLanes(du, hn::Shl(b, hn::Add(lane, hn::Set(du, static_cast<uint32_t>(i))))));
         }
         std::memcpy(mask, &qh, 4);
       }
@@ -281,7 +281,8 @@ HWY_INLINE void DecodeRow(const uint8_t* codes, const uint8_t* meta, size_t nb, 
     const uint8_t* blk = codes + k * kCodeBytes;
     const uint32_t qh = BlockMask<kBits, kMin>(meta, nb, k);
     for (int i = 0; i < kBlockValues; i += N) {
-      hn::StoreU(BlockValues<kBits, kMin, kZero>(blk, qh, i, dv, mv), df, row + b * kBlockValues + i);
+      hn::StoreU(BlockValues<kBits, kMin, kZero>(blk, qh, i, dv, mv), df,
+                 row + b * kBlockValues + i);
     }
   }
 }
@@ -303,7 +304,8 @@ void DotMultiBlocks(const uint8_t* codes, const uint8_t* meta, int T, int D, con
     for (int h = 0; h < rows; ++h) {
       const float* qh = q + h * q_stride;
       VF acc = hn::Zero(df);
-      for (int i = 0; i < D; i += N) acc = hn::MulAdd(hn::LoadU(df, row + i), hn::LoadU(df, qh + i), acc);
+      for (int i = 0; i < D; i += N)
+        acc = hn::MulAdd(hn::LoadU(df, row + i), hn::LoadU(df, qh + i), acc);
       scores[h * s_stride + t] = Sum(df, acc);
     }
   }
@@ -355,20 +357,24 @@ HWY_INLINE bool WithBlockKind(const Format& f, const Fn& fn) {
 bool QuantizeGgmlBlockImpl(const Format& f, const float* src, int T, int D, uint8_t* codes,
                            uint8_t* meta) {
   const size_t nb = NumCodes(T, D) / kBlockValues;
-  return WithBlockKind(f, [&]<int B, bool M, int Z>() { QuantizeBlocks<B, M, Z>(src, nb, codes, meta); });
+  return WithBlockKind(
+      f, [&]<int B, bool M, int Z>() { QuantizeBlocks<B, M, Z>(src, nb, codes, meta); });
 }
 bool DequantizeGgmlBlockImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                              int D, float* dst) {
   const size_t nb = NumCodes(T, D) / kBlockValues;
-  return WithBlockKind(f, [&]<int B, bool M, int Z>() { DequantizeBlocks<B, M, Z>(codes, meta, nb, dst); });
+  return WithBlockKind(
+      f, [&]<int B, bool M, int Z>() { DequantizeBlocks<B, M, Z>(codes, meta, nb, dst); });
 }
 bool DotGgmlBlockImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                       const float* q, float* scores) {
-  return WithBlockKind(f, [&]<int B, bool M, int Z>() { DotBlocks<B, M, Z>(codes, meta, T, D, q, scores); });
+  return WithBlockKind(
+      f, [&]<int B, bool M, int Z>() { DotBlocks<B, M, Z>(codes, meta, T, D, q, scores); });
 }
 bool AxpyGgmlBlockImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* w, float* acc) {
-  return WithBlockKind(f, [&]<int B, bool M, int Z>() { AxpyBlocks<B, M, Z>(codes, meta, T, D, w, acc); });
+  return WithBlockKind(
+      f, [&]<int B, bool M, int Z>() { AxpyBlocks<B, M, Z>(codes, meta, T, D, w, acc); });
 }
 bool DotMultiGgmlBlockImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                            const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {

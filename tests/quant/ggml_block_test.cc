@@ -114,7 +114,8 @@ void ForReferenceAndEachTarget(Fn fn) {
 TEST(GgmlBlock, DecodeMatchesGgmlBitExactly) {
   for (const BlockType& t : kTypes) {
     const Format f = GgmlBlock(t.kind);
-    for (const std::string file : {std::string(t.ggml_name), "random_blocks/" + std::string(t.ggml_name)}) {
+    for (const std::string file :
+         {std::string(t.ggml_name), "random_blocks/" + std::string(t.ggml_name)}) {
       const auto blocks = ReadBytes(kDir + file + ".blocks");
       const auto deq = ReadBytes(kDir + file + ".deq.f32");
       const size_t row_bytes = kRowLength / 32 * t.block_bytes;
@@ -191,8 +192,8 @@ TEST(GgmlBlock, SimdMatchesReferenceOnEveryTarget) {
   const int ran = testing::RunOnEachTarget([&](int64_t) {
     for (const BlockType& t : kTypes) {
       const Format f = GgmlBlock(t.kind);
-      for (const auto [T, D] : {std::pair{32, 64}, std::pair{32, 128}, std::pair{5, 32},
-                                std::pair{1, 256}}) {
+      for (const auto [T, D] :
+           {std::pair{32, 64}, std::pair{32, 128}, std::pair{5, 32}, std::pair{1, 256}}) {
         for (const std::vector<float>& x : StressInputs(T, D)) {
           const testing::Encoded r = testing::Encode(f, x, T, D, true);
           const testing::Encoded s = testing::Encode(f, x, T, D, false);
@@ -257,8 +258,9 @@ TEST(GgmlBlock, RoundTripWithinHalfAStep) {
       }
       // Exact scale before fp16 rounding, and the grid shift it causes at the ends.
       const BlockLayout L = BlockLayoutOf(t.kind);
-      const float steps = L.has_min ? static_cast<float>((1 << L.bits) - 1)
-                                    : (L.bits == 8 ? 127.0f : static_cast<float>(1 << (L.bits - 1)));
+      const float steps = L.has_min
+                              ? static_cast<float>((1 << L.bits) - 1)
+                              : (L.bits == 8 ? 127.0f : static_cast<float>(1 << (L.bits - 1)));
       const float exact = (L.has_min ? hi - lo : amax) / steps;
       // Truncation after +0.5 is round half up: error <= d/2; the _0 types'
       // grid runs from -2^(b-1) d to (2^(b-1) - 1) d, so the value opposite
@@ -304,8 +306,7 @@ TEST(GgmlBlock, ParseNameAndValidate) {
   EXPECT_TRUE(f->hadamard);
   const auto unknown = ParseFormat("q3_0");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.message().find("q5_1"), std::string::npos)
-      << unknown.message();
+  EXPECT_NE(unknown.message().find("q5_1"), std::string::npos) << unknown.message();
 }
 
 }  // namespace
