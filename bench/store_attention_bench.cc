@@ -10,6 +10,7 @@
 //   hqekv2     HqeKV bits=2 tiers: 2 fp16 chunks, then per chunk u4 / u2 /
 //              n1 / evicted with the built-in ratios .0315/.9221/.0299/.0165
 //   hqekv3.2   the same with .6373/.3068/.0374/.0186
+//   q8_0, q4_0, q5_1, q8_0-q4_0   llama.cpp cache types (K-V), policy `llama`
 // Issue 4's goal: at >= 16K tokens, the 2-bit layouts <= 0.5x fp16.
 #include <benchmark/benchmark.h>
 
@@ -34,7 +35,8 @@ using hqekv::quant::Format;
 using hqekv::quant::Grouping;
 
 constexpr int kHq = 32, kHk = 8, kD = 128, kResidual = 64;
-const char* const kLayouts[] = {"f16", "u4", "u2", "hqekv2", "hqekv3.2"};
+const char* const kLayouts[] = {"f16",  "u4",   "u2",   "hqekv2",   "hqekv3.2",
+                                "q8_0", "q4_0", "q5_1", "q8_0-q4_0"};
 const int kLengths[] = {4096, 16384, 32768};
 
 struct Tier {
@@ -52,6 +54,12 @@ Tier TierOf(const std::string& layout, int c, std::mt19937& rng) {
   if (layout == "f16") return f16;
   if (layout == "u4") return u4;
   if (layout == "u2") return u2;
+  // llama.cpp cache types (policy llama:ctk=..,ctv=..), per token blocks of 32.
+  if (layout == "q8_0-q4_0") return {q::GgmlBlock(q::Kind::kQ8_0), q::GgmlBlock(q::Kind::kQ4_0)};
+  for (auto [name, kind] : {std::pair{"q8_0", q::Kind::kQ8_0}, std::pair{"q4_0", q::Kind::kQ4_0},
+                            std::pair{"q5_1", q::Kind::kQ5_1}}) {
+    if (layout == name) return {q::GgmlBlock(kind), q::GgmlBlock(kind)};
+  }
   if (c < 2) return f16;  // HqeKV keeps the top-2 chunks in fp16
   const double r4 = layout == "hqekv2" ? 0.0315 : 0.6373;
   const double r2 = layout == "hqekv2" ? 0.9221 : 0.3068;

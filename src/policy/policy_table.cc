@@ -7,6 +7,7 @@
 #include "policy/cache_context.h"
 #include "policy/h2o_cache.h"
 #include "policy/hqekv_cache.h"
+#include "policy/llama_cache.h"
 #include "policy/pyramid_cache.h"
 #include "policy/quant_cache.h"
 #include "policy/snapkv_cache.h"
@@ -92,6 +93,20 @@ std::vector<PolicyInfo> BuildTable() {
             "fp16 residual length R, a multiple of 32: quantize when R tokens wait")},
        {{"bits", "nominal_bits"}},
        QuantCache::Create});
+  t.push_back(
+      {"llama",
+       "llama.cpp's KV cache types (-ctk / -ctv): per token, blocks of 32 values along head_dim "
+       "with an fp16 scale (q*_1: and an fp16 minimum), ggml's quantizers; true bits per "
+       "element q8_0 8.5, q5_1 6, q5_0 5.5, q4_1 5, q4_0 4.5 (head_dim a multiple of 32); the "
+       "newest tokens wait in an fp16 residual until a 32-token chunk fills",
+       {Choice("ctk", "f16", LlamaCacheTypes(), "K cache type"),
+        Choice("ctv", "f16", LlamaCacheTypes(), "V cache type"),
+        // Not a budget key for `eval`, as kivi's: the memory follows from the types.
+        Real("bits", "", 0.01, 15.99,
+             "TRUE bits per original element: the K/V type pair with the most bits whose every "
+             "byte fits B at the cache's full context (ties: the wider K)")},
+       {{"bits", "ctk"}, {"bits", "ctv"}},
+       CreateLlamaCache});
   t.push_back(
       {"streaming",
        "StreamingLLM: the first `sink` tokens plus the newest tokens (a window)",

@@ -9,21 +9,49 @@ namespace hqekv::policy {
 
 namespace {
 
-// Bytes of one KIVI layer after n tokens at code width `bits` (true_bits.h),
-// at the worst point of the residual cycle (R - 1 tokens waiting).
-int64_t KiviLayerBytes(const KvGeometry& g, int bits, int group, int residual, int64_t n) {
+// Planes of one chunk (every KV head) as the page pool places them: a block
+// of c units is aligned to the largest power of two <= c, so blocks of one
+// size that is not a power of two (q5_0's 6-unit metadata at D = 64) leave
+// the alignment gap between them; ChunkPlaneBytes without that gap for the
+// power-of-two blocks of every other format.
+int64_t PlacedPlaneBytes(const LayerLayout& l, const quant::Format& kf, const quant::Format& vf) {
+  const int64_t u = static_cast<int64_t>(l.unit_bytes);
+  int64_t b = 0;
+  for (const quant::Format* f : {&kf, &vf}) {
+    for (size_t bytes :
+         {quant::CodeBytes(*f, l.chunk, l.head_dim), quant::MetaBytes(*f, l.chunk, l.head_dim)}) {
+      if (bytes <= 4) continue;  // inline in the chunk record (metadata) or nothing
+      const int64_t c = (static_cast<int64_t>(bytes) + u - 1) / u;
+      int64_t a = 1;
+      while (2 * a <= c) a *= 2;
+      b += (c + a - 1) / a * a * u;
+    }
+  }
+  return b * l.n_kv_heads;
+}
+
+}  // namespace
+
+int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quant::Format& vf,
+                        int residual, int64_t n) {
   LayerLayout l;
   l.n_kv_heads = g.n_kv_heads;
   l.head_dim = g.head_dim;
   l.page_bytes = cache::KvStore::AutoPageBytes(32, g.head_dim);
   l.unit_bytes = cache::PagePool::UnitFor(l.page_bytes);
-  const quant::Format kf = quant::Uniform(bits, quant::Grouping::kPerChannel);
-  const quant::Format vf = quant::Uniform(bits, quant::Grouping::kPerToken, group);
   const int64_t waiting = std::min<int64_t>(n, residual - 1);
   const int64_t chunks = (n - waiting) / 32;
-  const int64_t planes = chunks * ChunkPlaneBytes(l, kf, vf);
+  const int64_t planes = chunks * PlacedPlaneBytes(l, kf, vf);
   // Capacity: the reserve (32) after a seal, growing to R - 1 tokens.
   return planes + StoreOverheadBytes(l, chunks, std::max<int64_t>(waiting, 32), planes);
+}
+
+namespace {
+
+// Bytes of one KIVI layer after n tokens at code width `bits`.
+int64_t KiviLayerBytes(const KvGeometry& g, int bits, int group, int residual, int64_t n) {
+  return QuantLayerBytes(g, quant::Uniform(bits, quant::Grouping::kPerChannel),
+                         quant::Uniform(bits, quant::Grouping::kPerToken, group), residual, n);
 }
 
 }  // namespace
@@ -53,6 +81,17 @@ QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format 
       kf_(kf),
       vf_(vf),
       residual_len_(residual_len) {}
+
+Result<std::unique_ptr<KvCache>> QuantCache::Make(const KvGeometry& g, std::string describe,
+                                                  const quant::Format& kf, const quant::Format& vf,
+                                                  int residual_len) {
+  HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
+  HQEKV_RETURN_IF_ERROR(quant::Validate(kf, 32, g.head_dim));
+  HQEKV_RETURN_IF_ERROR(quant::Validate(vf, 32, g.head_dim));
+  std::unique_ptr<QuantCache> c(new QuantCache(g, std::move(describe), kf, vf, residual_len));
+  HQEKV_RETURN_IF_ERROR(c->init_status());
+  return std::unique_ptr<KvCache>(std::move(c));
+}
 
 Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, const KvGeometry& g,
                                                     const CacheContext&) {
@@ -87,11 +126,7 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
   } else {
     return MakeError("QuantCache: not a quantization policy: '" + spec.name + "'");
   }
-  HQEKV_RETURN_IF_ERROR(quant::Validate(kf, 32, D));
-  HQEKV_RETURN_IF_ERROR(quant::Validate(vf, 32, D));
-  std::unique_ptr<QuantCache> c(new QuantCache(g, spec.Canonical(), kf, vf, residual));
-  HQEKV_RETURN_IF_ERROR(c->init_status());
-  return std::unique_ptr<KvCache>(std::move(c));
+  return Make(g, spec.Canonical(), kf, vf, residual);
 }
 
 Status QuantCache::EndBatch(int n, bool is_prefill) {

@@ -25,8 +25,22 @@ namespace hqekv::policy {
 // both costs when even 2 bits do not fit.
 Result<int> KiviBitsForBudget(const PolicySpec& spec, const KvGeometry& g, int group, int residual);
 
+// Bytes of one layer of a QuantCache with K format kf and V format vf after n
+// tokens (true_bits.h), at the worst point of the residual cycle (R - 1
+// tokens waiting in fp16, the residual reserve of 32 counted).
+int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quant::Format& vf,
+                        int residual, int64_t n);
+
 class QuantCache final : public StoreBackedCache {
  public:
+  // A cache that seals the oldest multiple of `residual_len` waiting tokens
+  // into 32-token chunks, K in kf and V in vf (checked against head_dim);
+  // `describe` is its Describe() text. Used by policies that only choose the
+  // formats (policy/llama_cache.h).
+  static Result<std::unique_ptr<KvCache>> Make(const KvGeometry& g, std::string describe,
+                                               const quant::Format& kf, const quant::Format& vf,
+                                               int residual_len);
+
   // spec: fp8, int8 or kivi (already parsed). Errors: bad geometry, kivi
   // group not dividing head_dim, residual not a positive multiple of 32.
   static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,

@@ -25,6 +25,10 @@ Format Normal(int bits, Grouping grouping, int group) {
   return Format{Kind::kNormal, bits, grouping, group, false};
 }
 
+Format GgmlBlock(Kind kind) {
+  return Format{kind, Traits(kind).default_bits, Grouping::kPerToken, 32, false};
+}
+
 namespace {
 
 std::vector<std::string_view> Split(std::string_view s, char sep) {
@@ -199,6 +203,11 @@ Status Validate(const Format& f, int T, int D) {
       return MakeError("group size " + std::to_string(f.group) + " of format '" + FormatName(f) +
                        "' does not divide head dimension D = " + std::to_string(D));
     }
+  }
+  if (const int b = Traits(f.kind).d_block; b > 0 && D % b != 0) {
+    return MakeError("format '" + FormatName(f) + "' quantizes blocks of " + std::to_string(b) +
+                     " values along the head dimension, which D = " + std::to_string(D) +
+                     " is not a multiple of");
   }
   if (f.hadamard && (D & (D - 1)) != 0) {
     return MakeError("Hadamard rotation needs a power-of-two head dimension, got D = " +

@@ -19,16 +19,24 @@
 namespace hqekv::quant {
 
 enum class Kind : uint8_t {
-  kF16,       // raw fp16 values (no metadata)
-  kF32,       // raw fp32 values (oracle / reference cache)
-  kFp8E4M3,   // FP8 E4M3 codes, one fp16 scale per chunk (per head)
-  kFp8E5M2,   // FP8 E5M2 codes, one fp16 scale per chunk (per head)
-  kInt8,      // symmetric int8, one fp16 scale per token
-  kUniform,   // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
-  kNormal,    // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and
-              // std per group
+  kF16,      // raw fp16 values (no metadata)
+  kF32,      // raw fp32 values (oracle / reference cache)
+  kFp8E4M3,  // FP8 E4M3 codes, one fp16 scale per chunk (per head)
+  kFp8E5M2,  // FP8 E5M2 codes, one fp16 scale per chunk (per head)
+  kInt8,     // symmetric int8, one fp16 scale per token
+  kUniform,  // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
+  kNormal,   // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and
+             // std per group
   kUniform3,  // uniform 3-bit (quant/uniform3_ref.cc): as kUniform, codes in a 2-bit low plane
               // and a 1-bit high plane
+  // llama.cpp / ggml KV cache block types: per token, blocks of 32 values
+  // along D (D a multiple of 32), fp16 scale d per block (and fp16 minimum m
+  // for the _1 types), ggml's round-to-nearest quantizers (quant/README.md).
+  kQ8_0,  // 8-bit signed codes, x^ = q * d
+  kQ4_0,  // 4-bit codes, x^ = (q - 8) * d
+  kQ4_1,  // 4-bit codes, x^ = q * d + m
+  kQ5_0,  // 5-bit codes (high bits in a separate 32-bit mask), x^ = (q - 16) * d
+  kQ5_1,  // 5-bit codes (high bits separate), x^ = q * d + m
 };
 
 enum class Grouping : uint8_t {
@@ -54,9 +62,12 @@ Format Int8PerToken();
 Format Uniform(int bits, Grouping grouping, int group = 32);
 Format Normal(int bits, Grouping grouping, int group = 32);
 Format Uniform3(Grouping grouping, int group = 32);  // "u3"
+// A llama.cpp block type (kQ8_0 .. kQ5_1) with its code width.
+Format GgmlBlock(Kind kind);
 
 // Parses "f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u4", "u3", "u2", "u1", "u8",
-// "n1", "n2", "n4", with optional suffixes ":tok" / ":chan" (grouping), ":g=32",
+// "n1", "n2", "n4", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", with optional suffixes ":tok" /
+// ":chan" (grouping), ":g=32",
 // ":had" (Hadamard). Returns an error naming the bad part.
 Result<Format> ParseFormat(const std::string& text);
 std::string FormatName(const Format& f);  // inverse of ParseFormat

@@ -37,6 +37,15 @@ size_t GroupPlanesMeta(const Format& f, int T, int D) {
   return 4 * static_cast<size_t>(NumGroups(f, T, D));
 }
 
+// ggml block types: per block of 32 values, the codes plane bytes (32 or 16)
+// and the metadata: fp16 d [, fp16 m] [, 32-bit high-bit mask].
+size_t GgmlBlockCodes(const Format& f, int T, int D) {
+  return static_cast<size_t>(BlockLayoutOf(f.kind).code_bytes) * (NumCodes(T, D) / kBlockValues);
+}
+size_t GgmlBlockMeta(const Format& f, int T, int D) {
+  return static_cast<size_t>(BlockLayoutOf(f.kind).meta_bytes()) * (NumCodes(T, D) / kBlockValues);
+}
+
 constexpr uint64_t Bits(std::initializer_list<int> widths) {
   uint64_t mask = 0;
   for (int b : widths) mask |= uint64_t{1} << b;
@@ -48,34 +57,54 @@ constexpr FormatTraits kTable[] = {
     {Kind::kF16, "f16", false, "fp16", 16, Bits({16}), false, true,
      ElementCodeBytes<2>, NoMeta, ref::QuantizeRaw, ref::DequantizeRaw,
      simd::QuantizeF16, simd::DequantizeF16, simd::DotF16, simd::AxpyF16,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kF32, "f32", false, "fp32", 32, Bits({32}), false, /*sanitize=*/false,
      ElementCodeBytes<4>, NoMeta, ref::QuantizeRaw, ref::DequantizeRaw,
-     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0},
     {Kind::kFp8E4M3, "fp8e4m3", false, "fp8 E4M3", 8, Bits({8}), false, true,
      ElementCodeBytes<1>, ChunkScaleMeta, ref::QuantizeFp8, ref::DequantizeFp8,
      simd::QuantizeFp8, simd::DequantizeFp8, simd::DotFp8, simd::AxpyFp8,
-     nullptr, nullptr},
+     nullptr, nullptr, 0},
     {Kind::kFp8E5M2, "fp8e5m2", false, "fp8 E5M2", 8, Bits({8}), false, true,
      ElementCodeBytes<1>, ChunkScaleMeta, ref::QuantizeFp8, ref::DequantizeFp8,
      simd::QuantizeFp8, simd::DequantizeFp8, simd::DotFp8, simd::AxpyFp8,
-     nullptr, nullptr},
+     nullptr, nullptr, 0},
     {Kind::kInt8, "int8", false, "int8", 8, Bits({8}), false, true,
      ElementCodeBytes<1>, TokenScaleMeta, ref::QuantizeInt8, ref::DequantizeInt8,
      simd::QuantizeInt8, simd::DequantizeInt8, simd::DotInt8, simd::AxpyInt8,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kUniform, "u", true, "uniform quantization", 4, Bits({1, 2, 4, 8}), true, true,
      PackedCodeBytes, GroupPlanesMeta, ref::QuantizeUniform, ref::DequantizeUniform,
      simd::QuantizeGrouped, simd::DequantizeGrouped, simd::DotGrouped, simd::AxpyGrouped,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kNormal, "n", true, "normalized quantization", 2, Bits({1, 2, 4}), true, true,
      PackedCodeBytes, GroupPlanesMeta, ref::QuantizeNormal, ref::DequantizeNormal,
      simd::QuantizeGrouped, simd::DequantizeGrouped, simd::DotGrouped, simd::AxpyGrouped,
-     simd::DotMulti, simd::AxpyMulti},
+     simd::DotMulti, simd::AxpyMulti, 0},
     {Kind::kUniform3, "u3", false, "uniform 3-bit quantization", 3, Bits({3}), true, true,
      Split3CodeBytes, GroupPlanesMeta, ref::QuantizeUniform3, ref::DequantizeUniform3,
      simd::QuantizeUniform3, simd::DequantizeUniform3, simd::DotUniform3, simd::AxpyUniform3,
-     nullptr, nullptr},
+     nullptr, nullptr, 0},
+    {Kind::kQ8_0, "q8_0", false, "llama.cpp q8_0", 8, Bits({8}), false, true,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ4_0, "q4_0", false, "llama.cpp q4_0", 4, Bits({4}), false, true,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ4_1, "q4_1", false, "llama.cpp q4_1", 4, Bits({4}), false, true,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ5_0, "q5_0", false, "llama.cpp q5_0", 5, Bits({5}), false, true,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
+    {Kind::kQ5_1, "q5_1", false, "llama.cpp q5_1", 5, Bits({5}), false, true,
+     GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
+     simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,
+     simd::DotMultiGgmlBlock, simd::AxpyMultiGgmlBlock, kBlockValues},
 };
 // clang-format on
 
@@ -99,7 +128,7 @@ constexpr bool RowsComplete() {
   return true;
 }
 static_assert(RowsInKindOrder(), "kTable rows must follow quant::Kind order");
-static_assert(kRows == static_cast<size_t>(Kind::kUniform3) + 1, "one row per quant::Kind");
+static_assert(kRows == static_cast<size_t>(Kind::kQ5_1) + 1, "one row per quant::Kind");
 // GCC's UBSan instruments the function-pointer null checks, which makes them
 // non-constant: the sanitizer build skips this one (the release build, which
 // CI also runs, keeps it).

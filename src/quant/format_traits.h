@@ -76,6 +76,9 @@ struct FormatTraits {
   // Multi-query kernels; nullptr: the single-query entry points once per row.
   FastDotMultiFn fast_dot_multi;
   FastAxpyMultiFn fast_axpy_multi;
+  // Values per block along D of one token (llama.cpp block types: 32; D must
+  // be a multiple); 0: no such constraint.
+  int d_block;
 };
 
 // The row of a kind (O(1): the table is indexed by the enum value).

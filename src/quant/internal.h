@@ -140,6 +140,54 @@ uint8_t EncodeFp8(float v, bool e4m3);
 float DecodeFp8(uint8_t code, bool e4m3);
 const float* Fp8DecodeTable(bool e4m3);  // 256 entries
 
+// ---- llama.cpp / ggml block types (Kind::kQ8_0 .. kQ5_1)
+//
+// A chunk [T][D] (D a multiple of 32) is nb = T*D/32 blocks of 32 consecutive
+// values of one token; block k covers values [32k, 32k + 32) of the chunk in
+// row-major order. Codes plane: block k at k * code_bytes; q8_0 stores 32
+// int8, q4_* and q5_* 16 bytes of low nibbles (byte j = code j | code j+16 <<
+// 4). Metadata: plane 0 = nb fp16 scales d, then (_1 types) nb fp16 minima m,
+// then (q5_*) nb little-endian 32-bit masks of the codes' bit 4 (bit j = code
+// j). This is ggml's block with its fp16 fields and q5 high-bit mask moved out
+// of the codes plane, which keeps the codes plane a power of two bytes per
+// chunk so that the store's page units pack it without slack.
+inline constexpr int kBlockValues = 32;
+struct BlockLayout {
+  int bits;        // code width: 8, 4 or 5
+  bool has_min;    // _1 types: x^ = q*d + m; else x^ = (q - zero)*d
+  int zero;        // 8 (q4_0), 16 (q5_0), 0 (q8_0: signed codes; _1 types)
+  int code_bytes;  // codes plane bytes of one block: 32 or 16
+  // Metadata bytes of one block: 2 (d) [+ 2 (m)] [+ 4 (high-bit mask)].
+  int meta_bytes() const { return (has_min ? 4 : 2) + (bits == 5 ? 4 : 0); }
+  // Byte offset of the high-bit masks in a metadata plane of nb blocks.
+  size_t mask_offset(size_t nb) const { return (has_min ? 4 : 2) * nb; }
+};
+inline bool IsGgmlBlock(Kind k) {
+  return k == Kind::kQ8_0 || k == Kind::kQ4_0 || k == Kind::kQ4_1 || k == Kind::kQ5_0 ||
+         k == Kind::kQ5_1;
+}
+inline BlockLayout BlockLayoutOf(Kind k) {
+  switch (k) {
+    case Kind::kQ4_0:
+      return {4, false, 8, 16};
+    case Kind::kQ4_1:
+      return {4, true, 0, 16};
+    case Kind::kQ5_0:
+      return {5, false, 16, 16};
+    case Kind::kQ5_1:
+      return {5, true, 0, 16};
+    default:
+      return {8, false, 0, 32};  // kQ8_0
+  }
+}
+// 1/d as ggml computes it (0 for d == 0), and 0 where 1/d overflows (|d| <
+// 2^-128: ggml would convert inf/NaN to an integer, undefined behaviour); the
+// fp16 scale of such a block is 0 anyway.
+inline float BlockInverse(float d) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  return std::isfinite(id) ? id : 0.0f;
+}
+
 // Dense LSB-first bit packing of n codes of `bits` bits (bits in {1,2,4,8}):
 // code i occupies bits [i*bits, (i+1)*bits) of the byte stream (bit 0 = LSB
 // of byte 0). Writes/reads ceil(n*bits/8) bytes; padding bits at the very end
@@ -197,6 +245,10 @@ void DequantizeInt8(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 void QuantizeFp8(const Format& f, const float* src, int T, int D, uint8_t* codes, uint8_t* meta);
 void DequantizeFp8(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    float* dst);
+void QuantizeGgmlBlock(const Format& f, const float* src, int T, int D, uint8_t* codes,
+                       uint8_t* meta);
+void DequantizeGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                         float* dst);
 
 // Normalized-quantization statistics of one group of n values read with a
 // stride (sanitized on load): mean, and the unbiased std (divide by n-1; 0 for
@@ -236,6 +288,7 @@ HQEKV_QUANT_DECLARE_FAMILY(Int8)
 HQEKV_QUANT_DECLARE_FAMILY(Fp8)
 HQEKV_QUANT_DECLARE_FAMILY(F16)
 HQEKV_QUANT_DECLARE_FAMILY(Uniform3)
+HQEKV_QUANT_DECLARE_FAMILY(GgmlBlock)  // quant/ggml_block_simd.cc
 #undef HQEKV_QUANT_DECLARE_FAMILY
 
 // Multi-query kernels (quant/multi_query.cc): every kind they cover.
@@ -243,6 +296,11 @@ bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
               const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
 bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+// The same for the ggml block types (quant/ggml_block_simd.cc).
+bool DotMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+bool AxpyMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                        const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 
 // HadamardRotate on each of T rows of x[T][D], bit-identical to it.
 bool HadamardRows(float* x, int T, int D);

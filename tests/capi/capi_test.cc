@@ -85,8 +85,8 @@ TEST(CapiKv, EqualsACacheMadeByMakeKvCache) {
   g.n_kv_heads = 2;
   g.head_dim = 32;
   g.max_ctx = 64;
-  for (const char* spec :
-       {"fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2", "h2o:keep=0.5"}) {
+  for (const char* spec : {"fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2", "h2o:keep=0.5",
+                           "llama:ctk=q8_0,ctv=q4_1"}) {
     SCOPED_TRACE(spec);
     hqekv_kv* kv = nullptr;
     ASSERT_EQ(hqekv_kv_create(spec, &cg, &kv), HQEKV_OK) << hqekv_last_error();
