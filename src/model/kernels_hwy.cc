@@ -464,7 +464,26 @@ void DequantizeRow(TensorType t, const void* row, int64_t k, float* out) {
   DequantizeRowRef(t, row, k, out);
 }
 
+namespace {
+
+// Whether products with w take the int8-activation path (kernels_int8_hwy.cc).
+bool UseInt8(const WeightMatrix& w) { return Int8ActivationsEnabled() && HasInt8Path(w.type); }
+
+// The caller's quantized activations (one buffer per calling thread, reused).
+Int8Acts& ActsBuffer() {
+  thread_local Int8Acts acts;
+  return acts;
+}
+
+}  // namespace
+
 void MatVec(const WeightMatrix& w, const float* x, float* y) {
+  if (UseInt8(w)) {
+    Int8Acts& a = ActsBuffer();
+    QuantizeActs(x, 1, w.k, &a);
+    if (w.n * w.k < kMinParallelMacs) return Int8Rows(w, a, 0, w.n, y, w.n);
+    return ParallelFor(w.n, [&](int64_t r0, int64_t r1) { Int8Rows(w, a, r0, r1, y, w.n); });
+  }
   const int64_t rb = RowBytes(w.type, w.k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
@@ -479,17 +498,24 @@ void MatVec(const WeightMatrix& w, const float* x, float* y) {
 void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, const float* x) {
   const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
   int64_t total = 0, macs = 0;
+  bool any_int8 = false;
   for (int i = 0; i < count; ++i) {
     total += ws[i]->n;
     macs += ws[i]->n * ws[i]->k;
+    any_int8 = any_int8 || UseInt8(*ws[i]);
   }
+  // The shared input is quantized once for every int8-path matrix.
+  Int8Acts& acts = ActsBuffer();
+  if (any_int8) QuantizeActs(x, 1, ws[0]->k, &acts);
   // Rows [b, e) of the concatenation of every matrix's rows.
   auto run = [&](int64_t b, int64_t e) {
     int64_t first = 0;
     for (int i = 0; i < count && b < e; ++i) {
       const WeightMatrix& w = *ws[i];
       const int64_t lo = std::max(b, first), hi = std::min(e, first + w.n);
-      if (lo < hi) {
+      if (lo < hi && UseInt8(w)) {
+        Int8Rows(w, acts, lo - first, hi - first, ys[i], w.n);
+      } else if (lo < hi) {
         fn(static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), x,
            w.k, lo - first, hi - first, ys[i]);
       }
@@ -502,6 +528,13 @@ void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, cons
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   if (m == 1) return MatVec(w, x, y);
+  if (UseInt8(w)) {
+    // Activations quantized once per GEMM; weight rows split across threads.
+    Int8Acts& a = ActsBuffer();
+    QuantizeActs(x, m, w.k, &a);
+    if (w.n * w.k * m < kMinParallelMacs) return Int8Rows(w, a, 0, w.n, y, w.n);
+    return ParallelFor(w.n, [&](int64_t r0, int64_t r1) { Int8Rows(w, a, r0, r1, y, w.n); });
+  }
   constexpr int R = 4;
   const int64_t panels = (w.n + R - 1) / R;
   // Activation rows per block: keep a block (mb x k fp32) within ~512 KiB so
