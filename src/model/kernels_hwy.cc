@@ -23,7 +23,11 @@ using DF = hn::CappedTag<float, 16>;
 inline float Half(const uint8_t* p) {
   f16_t h;
   std::memcpy(&h, p, 2);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return _cvtsh_ss(h);  // F16C (exact, like F16ToF32)
+#else
   return F16ToF32(h);
+#endif
 }
 
 float DotF32(const float* w, const float* x, int64_t k) {
@@ -379,6 +383,63 @@ float DotAny(int type, const uint8_t* row, const float* x, int64_t k) {
   return 0.f;
 }
 
+// out[k] = the values of a row. F32 / F16 / BF16 / Q8_0 in SIMD (hardware
+// half conversion where the target has it: F16C on x86), the other block
+// types through the scalar decoder. Bit-identical to DequantizeRowRef.
+void DequantizeRowAny(int type, const uint8_t* p, int64_t k, float* out) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  int64_t i = 0;
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kF32:
+      std::memcpy(out, p, static_cast<size_t>(k) * 4);
+      return;
+    case TensorType::kF16: {
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      const auto* w = reinterpret_cast<const hwy::float16_t*>(p);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+      // Native conversion only: Highway 1.0's emulation (SSE4 and below) maps
+      // infinities to 65536.
+      for (; i + N <= k; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, w + i)), df, out + i);
+#else
+      (void)dh;
+      (void)w;
+#endif
+      for (; i < k; ++i) out[i] = Half(p + 2 * i);
+      return;
+    }
+    case TensorType::kBF16: {
+      const hn::Rebind<uint16_t, DF> d16;
+      const hn::Rebind<uint32_t, DF> d32;
+      const auto* w = reinterpret_cast<const uint16_t*>(p);
+      for (; i + N <= k; i += N) {
+        const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, w + i)));
+        hn::StoreU(hn::BitCast(df, bits), df, out + i);
+      }
+      for (; i < k; ++i) {
+        const uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
+        std::memcpy(out + i, &bits, 4);
+      }
+      return;
+    }
+    case TensorType::kQ8_0: {
+      const hn::RebindToSigned<DF> di;
+      const hn::Rebind<int8_t, DF> d8;
+      for (int64_t b = 0; b < k / 32; ++b, p += 34, out += 32) {
+        const auto d = hn::Set(df, Half(p));
+        const auto* q = reinterpret_cast<const int8_t*>(p + 2);
+        for (int j = 0; j < 32; j += static_cast<int>(N)) {
+          hn::StoreU(hn::Mul(d, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j)))), df,
+                     out + j);
+        }
+      }
+      return;
+    }
+    default:
+      DequantizeRowRef(static_cast<TensorType>(type), p, k, out);
+  }
+}
+
 // y[r] = dot(row r, x) for r in [r0, r1).
 void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
                 int64_t r0, int64_t r1, float* y) {
@@ -458,10 +519,11 @@ float Dot(TensorType t, const void* row, const float* x, int64_t k) {
   return HWY_DYNAMIC_DISPATCH(DotAny)(static_cast<int>(t), static_cast<const uint8_t*>(row), x, k);
 }
 
+HWY_EXPORT(DequantizeRowAny);
+
 void DequantizeRow(TensorType t, const void* row, int64_t k, float* out) {
-  // Dequantizing whole rows is off the hot path (embedding lookup, GEMM
-  // panels amortized over many activation rows): the scalar code suffices.
-  DequantizeRowRef(t, row, k, out);
+  HWY_DYNAMIC_DISPATCH(DequantizeRowAny)
+  (static_cast<int>(t), static_cast<const uint8_t*>(row), k, out);
 }
 
 namespace {
@@ -541,6 +603,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   // it stays in L2 while every panel of this thread passes over it.
   const int64_t mb = std::clamp<int64_t>((512 << 10) / (w.k * 4), 8, 256);
   const auto gemm = HWY_DYNAMIC_DISPATCH(GemmPanel);
+  const auto dequant = HWY_DYNAMIC_DISPATCH(DequantizeRowAny);
   auto run = [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> panel;
     panel.resize(static_cast<size_t>(R * w.k));
@@ -550,7 +613,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
         const int64_t r0 = p * R;
         const int rows = static_cast<int>(std::min<int64_t>(R, w.n - r0));
         for (int r = 0; r < rows; ++r)
-          DequantizeRowRef(w.type, w.row(r0 + r), w.k, panel.data() + r * w.k);
+          dequant(static_cast<int>(w.type), w.row(r0 + r), w.k, panel.data() + r * w.k);
         gemm(panel.data(), rows, x + i0 * w.k, mi, w.k, y + i0 * w.n, w.n, r0);
       }
     }
