@@ -39,10 +39,12 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #undef HQEKV_INT8_X86
+#undef HQEKV_INT8_512
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define HQEKV_INT8_X86 1
 #else
 #define HQEKV_INT8_X86 0
+#define HQEKV_INT8_512 0
 #endif
 
 inline float HalfAt(const uint8_t* p) {
@@ -90,6 +92,20 @@ HWY_INLINE __m256i DotUS(__m256i u, __m256i s) {
 #endif
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define HQEKV_INT8_512 1
+// 16 int32 lanes: two 32-value blocks per vector (lanes 0..7 and 8..15).
+HWY_INLINE __m512i DotUS512(__m512i u, __m512i s) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
+#endif
+}
+#else
+#define HQEKV_INT8_512 0
+#endif
+
 HWY_INLINE float HorizontalSum(__m256 v) {
   __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -120,6 +136,47 @@ void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float*
   for (int i = 0; i < M; ++i) out[i] = HorizontalSum(acc[i]);
 }
 
+#if HQEKV_INT8_512
+// Two blocks per step: lanes 0..7 block b, 8..15 block b + 1; |w| with a
+// mask-negated q stands for the signed product.
+template <int M>
+void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
+                 float* out) {
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, p += 68) {
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(p + 2)), Load32(p + 36), 1);
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    const __m512i aw = _mm512_abs_epi8(w);
+    const __m512 dw = _mm512_permutexvar_ps(
+        pair, _mm512_castps128_ps512(_mm_set_ps(0, 0, HalfAt(p + 34), HalfAt(p))));
+    for (int i = 0; i < M; ++i) {
+      const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
+      const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
+      const __m512 dx = _mm512_permutexvar_ps(
+          pair, _mm512_castps128_ps512(
+                    _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[i] + b)))));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(aw, sx)), _mm512_mul_ps(dw, dx), acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+  if (b < nb) {  // an odd last block
+    float tail[M];
+    const int8_t* xq_t[M];
+    const float* xd_t[M];
+    for (int i = 0; i < M; ++i) {
+      xq_t[i] = xq[i] + 32 * b;
+      xd_t[i] = xd[i] + b;
+    }
+    RowQ8_0<M>(p, nb - b, xq_t, xd_t, tail);
+    for (int i = 0; i < M; ++i) out[i] += tail[i];
+  }
+}
+#endif
+
 // The 8 scales (sc) and mins (mn) of a Q4_K super-block as bytes, from the 12
 // packed bytes (see kernels_ref.cc ScaleMinK4), four at a time in 32-bit words.
 HWY_INLINE void ScalesQ4_K(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
@@ -142,9 +199,16 @@ HWY_INLINE __m256 BytesToFloats(uint64_t v) {
 template <int M>
 void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
              const float* const* xs, float* out) {
-  __m256 acc[M], mins[M];
-  for (int i = 0; i < M; ++i) acc[i] = mins[i] = _mm256_setzero_ps();
+  __m256 mins[M];
+  for (int i = 0; i < M; ++i) mins[i] = _mm256_setzero_ps();
+#if HQEKV_INT8_512
+  __m512 acc512[M];
+  for (int i = 0; i < M; ++i) acc512[i] = _mm512_setzero_ps();
+#else
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
+#endif
   for (int64_t sb = 0; sb < nsb; ++sb, p += 144) {
     uint64_t sc, mn;
     ScalesQ4_K(p + 4, &sc, &mn);
@@ -155,6 +219,24 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
       scale[i] = _mm256_mul_ps(fsc, _mm256_loadu_ps(xd[i] + 8 * sb));
       mins[i] = _mm256_fmadd_ps(fmn, _mm256_loadu_ps(xs[i] + 8 * sb), mins[i]);
     }
+#if HQEKV_INT8_512
+    // One vector per 64 values: low nibbles (sub-block 2g) in the low half,
+    // high nibbles (2g + 1) in the high half, against 64 contiguous q.
+    for (int g = 0; g < 4; ++g) {
+      const __m256i qv = Load32(p + 16 + 32 * g);
+      const __m512i wv = _mm512_and_si512(
+          _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1),
+          _mm512_set1_epi8(0x0F));
+      const __m512i idx = _mm512_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
+                                           2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g, 2 * g, 2 * g,
+                                           2 * g, 2 * g, 2 * g, 2 * g, 2 * g);
+      for (int i = 0; i < M; ++i) {
+        const __m512i x = _mm512_loadu_si512(xq[i] + 256 * sb + 64 * g);
+        const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(scale[i]));
+        acc512[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(wv, x)), sv, acc512[i]);
+      }
+    }
+#else
     for (int g = 0; g < 4; ++g) {
       const __m256i qv = Load32(p + 16 + 32 * g);
       const __m256i lo = _mm256_and_si256(qv, m4);
@@ -168,8 +250,15 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(hi, Load32(x + 32))), s_hi, acc[i]);
       }
     }
+#endif
   }
+#if HQEKV_INT8_512
+  for (int i = 0; i < M; ++i) {
+    out[i] = _mm512_reduce_add_ps(acc512[i]) - HorizontalSum(mins[i]);
+  }
+#else
   for (int i = 0; i < M; ++i) out[i] = HorizontalSum(_mm256_sub_ps(acc[i], mins[i]));
+#endif
 }
 
 #else  // other targets: scalar integer code
@@ -220,7 +309,11 @@ template <int M>
 void RowAny(int type, const uint8_t* row, int64_t k, const int8_t* const* xq,
             const float* const* xd, const float* const* xs, float* out) {
   if (static_cast<TensorType>(type) == TensorType::kQ8_0) {
+#if HQEKV_INT8_512
+    RowQ8_0x512<M>(row, k / 32, xq, xd, out);
+#else
     RowQ8_0<M>(row, k / 32, xq, xd, out);
+#endif
   } else {
     RowQ4_K<M>(row, k / 256, xq, xd, xs, out);
   }
