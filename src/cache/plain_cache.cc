@@ -8,6 +8,7 @@
 
 #include "core/parallel.h"
 #include "quant/format.h"
+#include "quant/multi_query.h"
 
 namespace hqekv {
 namespace {
@@ -161,8 +162,52 @@ Status PlainKvCache::Attend(int layer, const float* q, const int32_t* q_pos, int
       Mix(L, h / group, w.data(), t, o);
     }
   };
+  // fp16: one task per (query, KV head); the `group` query heads sharing the
+  // KV head read each page once (quant's multi-query kernels, one score row
+  // per query head) and take the SIMD softmax.
+  auto group_range = [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> w, qs;
+    const int H = g_.n_kv_heads;
+    for (int64_t task = b; task < e; ++task) {
+      const int i = static_cast<int>(task / H), kvh = static_cast<int>(task % H);
+      const int64_t t = std::upper_bound(L.pos.begin(), L.pos.end(), q_pos[i]) - L.pos.begin();
+      const size_t first = (static_cast<size_t>(i) * HQ + static_cast<size_t>(kvh) * group) * D;
+      float* o = out + first;
+      std::fill(o, o + static_cast<size_t>(group) * D, 0.f);
+      if (t == 0) continue;  // nothing visible: attention over an empty set is defined as zero
+      // Score rows `ss` apart, padded off powers of two (cache-set conflicts).
+      const size_t ss = (static_cast<size_t>(t) + 7) / 8 * 8 + 8;
+      w.resize(ss * group);
+      qs.resize(static_cast<size_t>(group) * D);
+      for (size_t e2 = 0; e2 < qs.size(); ++e2) qs[e2] = q[first + e2] * scale;
+      const size_t head = static_cast<size_t>(kvh) * kBlock * D;
+      for (int64_t j = 0; j < t; j += kBlock) {
+        const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+        quant::DotChunkMulti(kF16Rows,
+                             reinterpret_cast<const uint8_t*>(L.k16[j / kBlock].data() + head),
+                             nullptr, T, D, qs.data(), D, group, w.data() + j, ss);
+      }
+      for (int hh = 0; hh < group; ++hh) quant::SoftmaxRow(w.data() + hh * ss, static_cast<int>(t));
+      for (int64_t j = 0; j < t; j += kBlock) {
+        const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+        quant::AxpyChunkMulti(kF16Rows,
+                              reinterpret_cast<const uint8_t*>(L.v16[j / kBlock].data() + head),
+                              nullptr, T, D, w.data() + j, ss, group, o, D);
+      }
+    }
+  };
   // Small attention (decode over a short context) runs on the caller: waking
   // the pool would cost more than the work.
+  if (prec_ == PlainPrecision::kF16) {
+    const int64_t tasks = static_cast<int64_t>(n) * g_.n_kv_heads;
+    const int64_t work = tasks * group * static_cast<int64_t>(L.pos.size()) * D;
+    if (work < (1 << 15)) {
+      group_range(0, tasks);
+    } else {
+      ParallelFor(tasks, group_range);
+    }
+    return Status::Ok();
+  }
   const int64_t tasks = static_cast<int64_t>(n) * HQ;
   const int64_t work = tasks * static_cast<int64_t>(L.pos.size()) * D;
   if (work < (1 << 15)) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "io/gguf_types.h"
@@ -70,5 +71,41 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y);
 
 // Scalar reference of MatMul (double accumulation, no threads).
 void MatMulRef(const WeightMatrix& w, const float* x, int64_t m, float* y);
+
+// ---- int8 activations (Q8_0 and Q4_K weights) ----
+// MatVec / MatVecMany / MatMul quantize the activations once per call to 8
+// bits per 32-value block and take integer dot products (VNNI vpdpbusd on
+// AVX-512 VNNI CPUs, maddubs on AVX2/AVX-512, scalar elsewhere) for the
+// weight types where HasInt8Path(t). This changes the rounding of the result
+// (the activation error is <= d/2 per value, d = max|x| / 127 per block), so
+// it can be switched off process-wide (tests compare both forwards).
+//
+// m rows of k values (k % 32 == 0): block b of row i is q[i*k + 32b ..] with
+// scale d[i*k/32 + b] = max|x| / 127 and s[..] = d * sum(q) (the Q4_K min term).
+struct Int8Acts {
+  int64_t m = 0, k = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+  const int8_t* q_row(int64_t i) const { return q.data() + i * k; }
+  const float* d_row(int64_t i) const { return d.data() + i * (k / 32); }
+  const float* s_row(int64_t i) const { return s.data() + i * (k / 32); }
+};
+
+// Weight types whose products take the int8-activation path when enabled.
+bool HasInt8Path(TensorType t);
+void SetInt8Activations(bool on);  // default: on
+bool Int8ActivationsEnabled();
+
+// Scalar oracles: q = nearest-even(x * 127 / max|x|) per block (0 when the block is 0).
+void QuantizeActsRef(const float* x, int64_t m, int64_t k, Int8Acts* out);
+// Dot of weight row `row` (HasInt8Path(t), k = a.k) with activation row i, in double.
+double DotInt8Ref(TensorType t, const void* row, const Int8Acts& a, int64_t i);
+
+// SIMD (Highway, runtime dispatch; AVX3_DL = AVX-512 VNNI is compiled in).
+void QuantizeActs(const float* x, int64_t m, int64_t k, Int8Acts* out);  // == Ref exactly
+float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i);
+// y[i * ldy + r] = W[r] . act row i for r in [r0, r1), i < a.m (one thread).
+void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
+              int64_t ldy);
 
 }  // namespace hqekv::kernels

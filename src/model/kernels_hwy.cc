@@ -23,7 +23,11 @@ using DF = hn::CappedTag<float, 16>;
 inline float Half(const uint8_t* p) {
   f16_t h;
   std::memcpy(&h, p, 2);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return _cvtsh_ss(h);  // F16C (exact, like F16ToF32)
+#else
   return F16ToF32(h);
+#endif
 }
 
 float DotF32(const float* w, const float* x, int64_t k) {
@@ -48,12 +52,19 @@ float DotF16(const uint8_t* p, const float* x, int64_t k) {
   const hn::Rebind<hwy::float16_t, DF> dh;
   const int64_t N = hn::Lanes(df);
   const hwy::float16_t* w = reinterpret_cast<const hwy::float16_t*>(p);
-  auto a0 = hn::Zero(df), a1 = hn::Zero(df);
+  // Four chains: the FMA latency, not the load rate, bounds fewer.
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
   int64_t i = 0;
-  for (; i + 2 * N <= k; i += 2 * N) {
+  for (; i + 4 * N <= k; i += 4 * N) {
     a0 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i)), hn::LoadU(df, x + i), a0);
     a1 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i + N)), hn::LoadU(df, x + i + N), a1);
+    a2 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i + 2 * N)), hn::LoadU(df, x + i + 2 * N),
+                    a2);
+    a3 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i + 3 * N)), hn::LoadU(df, x + i + 3 * N),
+                    a3);
   }
+  a0 = hn::Add(a0, a2);
+  a1 = hn::Add(a1, a3);
   for (; i + N <= k; i += N) {
     a0 = hn::MulAdd(hn::PromoteTo(df, hn::LoadU(dh, w + i)), hn::LoadU(df, x + i), a0);
   }
@@ -379,59 +390,132 @@ float DotAny(int type, const uint8_t* row, const float* x, int64_t k) {
   return 0.f;
 }
 
+// out[k] = the values of a row. F32 / F16 / BF16 / Q8_0 in SIMD (hardware
+// half conversion where the target has it: F16C on x86), the other block
+// types through the scalar decoder. Bit-identical to DequantizeRowRef.
+void DequantizeRowAny(int type, const uint8_t* p, int64_t k, float* out) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  int64_t i = 0;
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::kF32:
+      std::memcpy(out, p, static_cast<size_t>(k) * 4);
+      return;
+    case TensorType::kF16: {
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      const auto* w = reinterpret_cast<const hwy::float16_t*>(p);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+      // Native conversion only: Highway 1.0's emulation (SSE4 and below) maps
+      // infinities to 65536.
+      for (; i + N <= k; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, w + i)), df, out + i);
+#else
+      (void)dh;
+      (void)w;
+#endif
+      for (; i < k; ++i) out[i] = Half(p + 2 * i);
+      return;
+    }
+    case TensorType::kBF16: {
+      const hn::Rebind<uint16_t, DF> d16;
+      const hn::Rebind<uint32_t, DF> d32;
+      const auto* w = reinterpret_cast<const uint16_t*>(p);
+      for (; i + N <= k; i += N) {
+        const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, w + i)));
+        hn::StoreU(hn::BitCast(df, bits), df, out + i);
+      }
+      for (; i < k; ++i) {
+        const uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
+        std::memcpy(out + i, &bits, 4);
+      }
+      return;
+    }
+    case TensorType::kQ8_0: {
+      const hn::RebindToSigned<DF> di;
+      const hn::Rebind<int8_t, DF> d8;
+      for (int64_t b = 0; b < k / 32; ++b, p += 34, out += 32) {
+        const auto d = hn::Set(df, Half(p));
+        const auto* q = reinterpret_cast<const int8_t*>(p + 2);
+        for (int j = 0; j < 32; j += static_cast<int>(N)) {
+          hn::StoreU(hn::Mul(d, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j)))), df,
+                     out + j);
+        }
+      }
+      return;
+    }
+    default:
+      DequantizeRowRef(static_cast<TensorType>(type), p, k, out);
+  }
+}
+
 // y[r] = dot(row r, x) for r in [r0, r1).
 void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
                 int64_t r0, int64_t r1, float* y) {
   for (int64_t r = r0; r < r1; ++r) y[r] = DotAny(type, w + r * row_bytes, x, k);
 }
 
-// Y[i][col0 + r] = dot(P[r], X[i]) for r < R (R <= 4 fp32 weight rows of
-// length k, contiguous), i < m. Register block: 4 weight rows x 2 activation
-// rows = 8 accumulators.
-void GemmPanel(const float* P, int R, const float* X, int64_t m, int64_t k, float* Y, int64_t ldy,
-               int64_t col0) {
+// Y[i][col0 + r] (+)= dot(P[r][0, kc), X[i][0, kc)) for r < R (R <= 4 fp32
+// weight rows, ldp apart) and i < m (activation rows, ldx apart); `add`
+// accumulates (the caller splits k into chunks whose panel slice stays in L1).
+// Register block: 4 weight rows x 3 activation rows = 12 accumulators, 7
+// loads per 12 FMAs.
+void GemmPanel(const float* P, int64_t ldp, int R, const float* X, int64_t ldx, int64_t m,
+               int64_t kc, float* Y, int64_t ldy, int64_t col0, bool add) {
   const DF df;
   const int64_t N = hn::Lanes(df);
-  const int64_t kv = k / N * N;
+  const int64_t kv = kc / N * N;
   int64_t i = 0;
   if (R == 4) {
-    const float *p0 = P, *p1 = P + k, *p2 = P + 2 * k, *p3 = P + 3 * k;
-    for (; i + 2 <= m; i += 2) {
-      const float* x0 = X + i * k;
-      const float* x1 = x0 + k;
-      auto a00 = hn::Zero(df), a01 = hn::Zero(df), a10 = hn::Zero(df), a11 = hn::Zero(df);
-      auto a20 = hn::Zero(df), a21 = hn::Zero(df), a30 = hn::Zero(df), a31 = hn::Zero(df);
+    const float *p0 = P, *p1 = P + ldp, *p2 = P + 2 * ldp, *p3 = P + 3 * ldp;
+    for (; i + 3 <= m; i += 3) {
+      const float* x0 = X + i * ldx;
+      const float* x1 = x0 + ldx;
+      const float* x2 = x1 + ldx;
+      auto a00 = hn::Zero(df), a01 = hn::Zero(df), a02 = hn::Zero(df);
+      auto a10 = hn::Zero(df), a11 = hn::Zero(df), a12 = hn::Zero(df);
+      auto a20 = hn::Zero(df), a21 = hn::Zero(df), a22 = hn::Zero(df);
+      auto a30 = hn::Zero(df), a31 = hn::Zero(df), a32 = hn::Zero(df);
       for (int64_t c = 0; c < kv; c += N) {
         const auto v0 = hn::LoadU(df, x0 + c), v1 = hn::LoadU(df, x1 + c);
+        const auto v2 = hn::LoadU(df, x2 + c);
         const auto w0 = hn::LoadU(df, p0 + c), w1 = hn::LoadU(df, p1 + c);
         a00 = hn::MulAdd(w0, v0, a00);
         a01 = hn::MulAdd(w0, v1, a01);
+        a02 = hn::MulAdd(w0, v2, a02);
         a10 = hn::MulAdd(w1, v0, a10);
         a11 = hn::MulAdd(w1, v1, a11);
+        a12 = hn::MulAdd(w1, v2, a12);
         const auto w2 = hn::LoadU(df, p2 + c), w3 = hn::LoadU(df, p3 + c);
         a20 = hn::MulAdd(w2, v0, a20);
         a21 = hn::MulAdd(w2, v1, a21);
+        a22 = hn::MulAdd(w2, v2, a22);
         a30 = hn::MulAdd(w3, v0, a30);
         a31 = hn::MulAdd(w3, v1, a31);
+        a32 = hn::MulAdd(w3, v2, a32);
       }
-      float s[8] = {hn::GetLane(hn::SumOfLanes(df, a00)), hn::GetLane(hn::SumOfLanes(df, a10)),
-                    hn::GetLane(hn::SumOfLanes(df, a20)), hn::GetLane(hn::SumOfLanes(df, a30)),
-                    hn::GetLane(hn::SumOfLanes(df, a01)), hn::GetLane(hn::SumOfLanes(df, a11)),
-                    hn::GetLane(hn::SumOfLanes(df, a21)), hn::GetLane(hn::SumOfLanes(df, a31))};
-      for (int64_t c = kv; c < k; ++c) {
-        for (int r = 0; r < 4; ++r) {
-          s[r] += P[r * k + c] * x0[c];
-          s[4 + r] += P[r * k + c] * x1[c];
-        }
+      float s[3][4] = {
+          {hn::GetLane(hn::SumOfLanes(df, a00)), hn::GetLane(hn::SumOfLanes(df, a10)),
+           hn::GetLane(hn::SumOfLanes(df, a20)), hn::GetLane(hn::SumOfLanes(df, a30))},
+          {hn::GetLane(hn::SumOfLanes(df, a01)), hn::GetLane(hn::SumOfLanes(df, a11)),
+           hn::GetLane(hn::SumOfLanes(df, a21)), hn::GetLane(hn::SumOfLanes(df, a31))},
+          {hn::GetLane(hn::SumOfLanes(df, a02)), hn::GetLane(hn::SumOfLanes(df, a12)),
+           hn::GetLane(hn::SumOfLanes(df, a22)), hn::GetLane(hn::SumOfLanes(df, a32))}};
+      const float* xs[3] = {x0, x1, x2};
+      for (int64_t c = kv; c < kc; ++c) {
+        for (int a = 0; a < 3; ++a)
+          for (int r = 0; r < 4; ++r) s[a][r] += P[r * ldp + c] * xs[a][c];
       }
-      for (int r = 0; r < 4; ++r) {
-        Y[i * ldy + col0 + r] = s[r];
-        Y[(i + 1) * ldy + col0 + r] = s[4 + r];
+      for (int a = 0; a < 3; ++a) {
+        float* y = Y + (i + a) * ldy + col0;
+        for (int r = 0; r < 4; ++r) y[r] = add ? y[r] + s[a][r] : s[a][r];
       }
     }
   }
   for (; i < m; ++i) {
-    for (int r = 0; r < R; ++r) Y[i * ldy + col0 + r] = DotF32(P + r * k, X + i * k, k);
+    for (int r = 0; r < R; ++r) {
+      const float d = DotF32(P + r * ldp, X + i * ldx, kc);
+      float& y = Y[i * ldy + col0 + r];
+      y = add ? y + d : d;
+    }
   }
 }
 
@@ -458,13 +542,33 @@ float Dot(TensorType t, const void* row, const float* x, int64_t k) {
   return HWY_DYNAMIC_DISPATCH(DotAny)(static_cast<int>(t), static_cast<const uint8_t*>(row), x, k);
 }
 
+HWY_EXPORT(DequantizeRowAny);
+
 void DequantizeRow(TensorType t, const void* row, int64_t k, float* out) {
-  // Dequantizing whole rows is off the hot path (embedding lookup, GEMM
-  // panels amortized over many activation rows): the scalar code suffices.
-  DequantizeRowRef(t, row, k, out);
+  HWY_DYNAMIC_DISPATCH(DequantizeRowAny)
+  (static_cast<int>(t), static_cast<const uint8_t*>(row), k, out);
 }
 
+namespace {
+
+// Whether products with w take the int8-activation path (kernels_int8_hwy.cc).
+bool UseInt8(const WeightMatrix& w) { return Int8ActivationsEnabled() && HasInt8Path(w.type); }
+
+// The caller's quantized activations (one buffer per calling thread, reused).
+Int8Acts& ActsBuffer() {
+  thread_local Int8Acts acts;
+  return acts;
+}
+
+}  // namespace
+
 void MatVec(const WeightMatrix& w, const float* x, float* y) {
+  if (UseInt8(w)) {
+    Int8Acts& a = ActsBuffer();
+    QuantizeActs(x, 1, w.k, &a);
+    if (w.n * w.k < kMinParallelMacs) return Int8Rows(w, a, 0, w.n, y, w.n);
+    return ParallelFor(w.n, [&](int64_t r0, int64_t r1) { Int8Rows(w, a, r0, r1, y, w.n); });
+  }
   const int64_t rb = RowBytes(w.type, w.k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
@@ -479,17 +583,24 @@ void MatVec(const WeightMatrix& w, const float* x, float* y) {
 void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, const float* x) {
   const auto fn = HWY_DYNAMIC_DISPATCH(MatVecRows);
   int64_t total = 0, macs = 0;
+  bool any_int8 = false;
   for (int i = 0; i < count; ++i) {
     total += ws[i]->n;
     macs += ws[i]->n * ws[i]->k;
+    any_int8 = any_int8 || UseInt8(*ws[i]);
   }
+  // The shared input is quantized once for every int8-path matrix.
+  Int8Acts& acts = ActsBuffer();
+  if (any_int8) QuantizeActs(x, 1, ws[0]->k, &acts);
   // Rows [b, e) of the concatenation of every matrix's rows.
   auto run = [&](int64_t b, int64_t e) {
     int64_t first = 0;
     for (int i = 0; i < count && b < e; ++i) {
       const WeightMatrix& w = *ws[i];
       const int64_t lo = std::max(b, first), hi = std::min(e, first + w.n);
-      if (lo < hi) {
+      if (lo < hi && UseInt8(w)) {
+        Int8Rows(w, acts, lo - first, hi - first, ys[i], w.n);
+      } else if (lo < hi) {
         fn(static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), x,
            w.k, lo - first, hi - first, ys[i]);
       }
@@ -502,12 +613,22 @@ void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, cons
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   if (m == 1) return MatVec(w, x, y);
+  if (UseInt8(w)) {
+    // Activations quantized once per GEMM; weight rows split across threads.
+    Int8Acts& a = ActsBuffer();
+    QuantizeActs(x, m, w.k, &a);
+    if (w.n * w.k * m < kMinParallelMacs) return Int8Rows(w, a, 0, w.n, y, w.n);
+    return ParallelFor(w.n, [&](int64_t r0, int64_t r1) { Int8Rows(w, a, r0, r1, y, w.n); });
+  }
   constexpr int R = 4;
   const int64_t panels = (w.n + R - 1) / R;
   // Activation rows per block: keep a block (mb x k fp32) within ~512 KiB so
   // it stays in L2 while every panel of this thread passes over it.
   const int64_t mb = std::clamp<int64_t>((512 << 10) / (w.k * 4), 8, 256);
+  // k chunk: a 4-row panel slice of 16 KiB stays in L1 across the block's rows.
+  constexpr int64_t kKc = 1024;
   const auto gemm = HWY_DYNAMIC_DISPATCH(GemmPanel);
+  const auto dequant = HWY_DYNAMIC_DISPATCH(DequantizeRowAny);
   auto run = [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> panel;
     panel.resize(static_cast<size_t>(R * w.k));
@@ -517,8 +638,11 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
         const int64_t r0 = p * R;
         const int rows = static_cast<int>(std::min<int64_t>(R, w.n - r0));
         for (int r = 0; r < rows; ++r)
-          DequantizeRowRef(w.type, w.row(r0 + r), w.k, panel.data() + r * w.k);
-        gemm(panel.data(), rows, x + i0 * w.k, mi, w.k, y + i0 * w.n, w.n, r0);
+          dequant(static_cast<int>(w.type), w.row(r0 + r), w.k, panel.data() + r * w.k);
+        for (int64_t c0 = 0; c0 < w.k; c0 += kKc) {
+          gemm(panel.data() + c0, w.k, rows, x + i0 * w.k + c0, w.k, mi, std::min(kKc, w.k - c0),
+               y + i0 * w.n, w.n, r0, c0 > 0);
+        }
       }
     }
   };

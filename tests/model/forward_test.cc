@@ -36,9 +36,18 @@ double MaxAbs(const std::vector<float>& v) {
   return m;
 }
 
+// Switches the int8-activation path off for a scope (also on an early ASSERT return).
+struct Fp32Activations {
+  Fp32Activations() { kernels::SetInt8Activations(false); }
+  ~Fp32Activations() { kernels::SetInt8Activations(true); }
+};
+
 // Prefill 7 tokens (all logits) then 3 single-token steps; compares each.
+// The reference keeps fp32 activations, so the int8-activation path of Q8_0 /
+// Q4_K products is off here (its effect: tests/model/kernels_int8_test.cc).
 void CheckAgainstReference(const SyntheticSpec& spec, const std::string& tag, int threads = 1) {
   SetNumThreads(threads);
+  const Fp32Activations fp32_acts;
   const std::string path = TempModel(spec, tag);
   auto src = LoadModel(path);
   ASSERT_TRUE(src.ok()) << src.message();

@@ -130,7 +130,10 @@ TEST(Kernels, FloatTypesHandleOddLengths) {
   }
 }
 
+// The fp32-activation contract (the int8-activation path of Q8_0 / Q4_K is
+// switched off here; kernels_int8_test.cc covers it).
 TEST(Kernels, MatVecAndMatMulMatchReference) {
+  SetInt8Activations(false);
   std::mt19937 rng(3);
   for (int threads : {1, 2}) {
     SetNumThreads(threads);
@@ -157,6 +160,7 @@ TEST(Kernels, MatVecAndMatMulMatchReference) {
     }
   }
   SetNumThreads(1);
+  SetInt8Activations(true);
 }
 
 TEST(Kernels, MatVecManyEqualsSeparateProducts) {

@@ -1,0 +1,213 @@
+// Weight kernels against the machine's limits, measured in the same run:
+// decode GEMV (GB/s of weight bytes vs read bandwidth) and prefill GEMM
+// (GFLOP/s vs the fp32 FMA peak), the int8-activation path ("new") against the
+// fp32-activation path ("old", SetInt8Activations(false)) on the same bytes.
+//
+// Interleaved rounds (read, memcpy, FMA, old, new, read, ...); per round and
+// config the median of `reps` calls; reported: min and median over rounds of
+// the calling thread's CPU time (robust to a time-shared machine), 1 thread.
+//
+//   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick]
+#include <immintrin.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/parallel.h"
+#include "model/kernels.h"
+
+namespace {
+
+using hqekv::TensorType;
+namespace kn = hqekv::kernels;
+
+double ThreadSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median CPU seconds of `reps` calls.
+double TimeIt(const std::function<void()>& fn, int reps) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = ThreadSeconds();
+    fn();
+    t.push_back(ThreadSeconds() - t0);
+  }
+  return MedianOf(t);
+}
+
+// ---- limits ----
+volatile float g_sink;
+
+void ReadAll(const std::vector<float>& a) {
+  float s[16] = {};
+  const size_t n = a.size() / 16 * 16;
+  for (size_t i = 0; i < n; i += 16)
+    for (int j = 0; j < 16; ++j) s[j] += a[i + j];
+  float t = 0;
+  for (float x : s) t += x;
+  g_sink = t;
+}
+
+__attribute__((target("avx512f,fma"))) void FmaPeak512(int64_t iters) {
+  __m512 a[12];
+  for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_ps(1.0f + j * 1e-3f);
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 12; ++j) a[j] = _mm512_fmadd_ps(a[j], m, c);
+  __m512 s = a[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, a[j]);
+  g_sink = _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) void FmaPeak256(int64_t iters) {
+  __m256 a[12];
+  for (int j = 0; j < 12; ++j) a[j] = _mm256_set1_ps(1.0f + j * 1e-3f);
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 12; ++j) a[j] = _mm256_fmadd_ps(a[j], m, c);
+  float out[8];
+  _mm256_storeu_ps(out, a[0]);
+  g_sink = out[0];
+}
+
+// ---- weights ----
+void PutHalf(uint8_t* p, float v) {
+  const hqekv::f16_t h = hqekv::F32ToF16(v);
+  std::memcpy(p, &h, 2);
+}
+
+std::vector<uint8_t> RandomWeights(TensorType t, int64_t n, int64_t k) {
+  std::vector<uint8_t> buf(n * kn::RowBytes(t, k));
+  std::mt19937_64 rng(1);
+  for (size_t i = 0; i + 8 <= buf.size(); i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(buf.data() + i, &r, 8);
+  }
+  if (t == TensorType::kF16) {
+    for (size_t i = 0; i < buf.size(); i += 2) PutHalf(buf.data() + i, 0.01f * ((i / 2) % 17 - 8));
+  } else {
+    for (size_t o = 0; o < buf.size(); o += hqekv::BlockBytes(t)) {
+      PutHalf(buf.data() + o, 0.01f);
+      if (t == TensorType::kQ4_K) PutHalf(buf.data() + o + 2, 0.002f);
+    }
+  }
+  return buf;
+}
+
+struct Stats {
+  double min = 0, med = 0;
+};
+Stats Summarize(const std::vector<double>& v) {
+  return {*std::min_element(v.begin(), v.end()), MedianOf(v)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 5, reps = 5;
+  int64_t gemm_m = 512;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    if (a == "--gemm-m" && i + 1 < argc) gemm_m = std::atoll(argv[++i]);
+    if (a == "--quick") quick = true;
+  }
+  hqekv::SetNumThreads(1);
+  const bool has512 = __builtin_cpu_supports("avx512f");
+
+  // Limits: read 256 MiB, memcpy 128 MiB, FMA 12 independent chains.
+  std::vector<float> big((quick ? 32 : 64) << 20, 1.0f), dst(big.size() / 2);
+  const int64_t fma_iters = 20'000'000;
+  const int lanes = has512 ? 16 : 8;
+  std::vector<double> t_read, t_copy, t_fma;
+
+  struct Case {
+    std::string name;
+    TensorType t;
+    int64_t n, k, m;
+    std::vector<uint8_t> w;
+    std::vector<float> x, y;
+    std::vector<double> t_old, t_new;
+  };
+  std::vector<Case> cases;
+  const int64_t N = quick ? 4096 : 14336, K = 4096;
+  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kF16}) {
+    cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
+    cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
+    cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});
+  }
+  for (Case& c : cases) {
+    c.w = RandomWeights(c.t, c.n, c.k);
+    c.x.resize(c.m * c.k);
+    std::mt19937 rng(2);
+    std::normal_distribution<float> nd;
+    for (float& v : c.x) v = nd(rng);
+    c.y.resize(c.m * c.n);
+  }
+
+  for (int r = 0; r < rounds; ++r) {
+    t_read.push_back(TimeIt([&] { ReadAll(big); }, reps));
+    t_copy.push_back(TimeIt([&] { std::memcpy(dst.data(), big.data(), dst.size() * 4); }, reps));
+    t_fma.push_back(TimeIt([&] { has512 ? FmaPeak512(fma_iters) : FmaPeak256(fma_iters); }, reps));
+    for (Case& c : cases) {
+      const kn::WeightMatrix w{c.t, c.w.data(), c.n, c.k};
+      const int cr = c.name == "gemm" ? 1 : reps;
+      for (int on = 0; on < 2; ++on) {
+        kn::SetInt8Activations(on == 1);
+        (on ? c.t_new : c.t_old)
+            .push_back(TimeIt([&] { kn::MatMul(w, c.x.data(), c.m, c.y.data()); }, cr));
+      }
+    }
+    std::fprintf(stderr, "round %d/%d done\n", r + 1, rounds);
+  }
+  kn::SetInt8Activations(true);
+
+  const Stats sr = Summarize(t_read), sc = Summarize(t_copy), sf = Summarize(t_fma);
+  const double read_gbs = big.size() * 4 / sr.min / 1e9;
+  const double copy_gbs = dst.size() * 4 / sc.min / 1e9;
+  const double fma_gflops = 2.0 * lanes * 12 * fma_iters / sf.min / 1e9;
+  std::printf("# bench_kernels: 1 thread, CPU time, %d interleaved rounds x median of %d calls\n",
+              rounds, reps);
+  std::printf(
+      "limits (best round): read %.1f GB/s, memcpy %.1f GB/s, fp32 FMA %.0f GFLOP/s (%d-bit)\n\n",
+      read_gbs, copy_gbs, fma_gflops, lanes * 32);
+  std::printf("| op | type | n x k (m) | old | new (min / median) | new/old | new vs limit |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (Case& c : cases) {
+    const Stats so = Summarize(c.t_old), sn = Summarize(c.t_new);
+    const double bytes = static_cast<double>(c.w.size());
+    if (c.name == "gemv") {
+      std::printf(
+          "| gemv | %s | %lldx%lld | %.1f GB/s | %.1f / %.1f GB/s | %.2fx | %.2f of read |\n",
+          hqekv::TensorTypeName(c.t), (long long)c.n, (long long)c.k, bytes / so.min / 1e9,
+          bytes / sn.min / 1e9, bytes / sn.med / 1e9, so.min / sn.min,
+          bytes / sn.min / 1e9 / read_gbs);
+    } else {
+      const double flop = 2.0 * c.n * c.k * c.m;
+      std::printf(
+          "| gemm | %s | %lldx%lld (%lld) | %.1f GFLOP/s | %.1f / %.1f GFLOP/s | %.2fx | %.2f of "
+          "FMA peak |\n",
+          hqekv::TensorTypeName(c.t), (long long)c.n, (long long)c.k, (long long)c.m,
+          flop / so.min / 1e9, flop / sn.min / 1e9, flop / sn.med / 1e9, so.min / sn.min,
+          flop / sn.min / 1e9 / fma_gflops);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,98 @@
+// `hqekv bench`: prompt-processing and generation throughput (like
+// llama-bench): ppN / tgN at context depths, per --kv spec and thread count,
+// mean ± sd over repetitions; markdown table or JSON (lm/bench.h).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/model_args.h"
+#include "cli/registry.h"
+#include "lm/bench.h"
+#include "model/llama.h"
+#include "policy/factory.h"
+
+namespace hqekv::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model, output, format = "md";
+  lm::BenchConfig config;
+  bool fp32_acts = false;
+};
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "hqekv bench: error: %s\n", msg.c_str());
+  return 1;
+}
+
+int Bench(BenchArgs a) {
+  if (a.format != "md" && a.format != "json") {
+    return Fail("-o must be md or json, got '" + a.format + "'");
+  }
+  for (int& t : a.config.threads) {
+    if (Status st = CheckThreads(t); !st.ok()) return Fail(st.message());
+    if (t == 0) t = CpuCount();
+  }
+  for (const std::string& kv : a.config.kv) {
+    if (auto spec = policy::ParseSpec(kv); !spec.ok()) return Fail("--kv " + spec.message());
+  }
+  const std::string path = ModelPathOrDefault(a.model);
+  auto src = LoadModel(path);
+  if (!src.ok()) return Fail(src.message());
+  auto model = LlamaModel::Create(**src);
+  if (!model.ok()) return Fail(model.message());
+  kernels::SetInt8Activations(!a.fp32_acts);
+  const std::string name = (*src)->config.name.empty() ? path : (*src)->config.name;
+  const int64_t bytes = (*model)->WeightBytesPerToken();
+  auto rows = lm::RunBench(
+      **model, a.config,
+      [](const std::string& spec, const KvGeometry& g) { return MakeKvCache(spec, g); },
+      [](const lm::BenchRow& r) {
+        std::fprintf(stderr, "  %s t=%d %s d=%d: %.2f ± %.2f t/s\n", r.kv.c_str(), r.threads,
+                     r.test.c_str(), r.depth, r.mean, r.sd);
+      });
+  if (!rows.ok()) return Fail(rows.message());
+  const std::string text = a.format == "json" ? lm::BenchJson(name, bytes, *rows)
+                                              : lm::BenchMarkdown(name, bytes, *rows);
+  if (a.output.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (Status st = WriteFileAtomic(a.output, text); !st.ok()) return Fail(st.message());
+  return 0;
+}
+
+const CommandRegistrar kRegister(14, [](CLI::App& app, int* rc) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Throughput like llama-bench: ppN and tgN at context depths, per KV spec/threads");
+  cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
+  cmd->add_option("-p,--n-prompt", a->config.pp, "Prompt sizes (comma list; 0 = none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-n,--n-gen", a->config.tg, "Generation lengths (comma list; 0 = none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-d,--depth", a->config.depths, "Context depths before each test (comma list)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--kv", a->config.kv,
+                  "KV cache spec; repeat --kv for several (specs contain commas)")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", a->config.threads, "Thread counts (comma list; 0 = all cores)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-r,--repetitions", a->config.reps, "Repetitions per test")
+      ->capture_default_str();
+  cmd->add_option("-o,--output-format", a->format, "md or json")->capture_default_str();
+  cmd->add_option("--out", a->output, "Write the table / JSON to this file (default: stdout)");
+  cmd->add_flag("--fp32-acts", a->fp32_acts,
+                "Keep fp32 activations in Q8_0/Q4_K matrix products (no int8 path)");
+  cmd->callback([a, rc] { *rc = Bench(*a); });
+});
+
+}  // namespace
+}  // namespace hqekv::cli

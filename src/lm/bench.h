@@ -1,0 +1,51 @@
+// Throughput benchmark of the engine (`hqekv bench`, like llama-bench):
+// prompt processing ppN (one batch of N tokens) and generation tgN (N
+// single-token steps), each after `depth` tokens already in the cache, per KV
+// spec and thread count, repeated; tokens/s as mean and sample sd.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "core/status.h"
+#include "model/llama.h"
+
+namespace hqekv::lm {
+
+struct BenchConfig {
+  std::vector<int> pp = {512};  // prompt sizes (0 entries are skipped)
+  std::vector<int> tg = {128};  // generation lengths
+  std::vector<int> depths = {0};
+  std::vector<std::string> kv = {"fp16"};
+  std::vector<int> threads = {1};
+  int reps = 3;
+  uint64_t seed = 1;  // token ids are random in [3, vocab)
+};
+
+struct BenchRow {
+  std::string kv, test;  // test: "pp512", "tg128"
+  int threads = 0, depth = 0, n_tokens = 0;
+  std::vector<double> tok_per_s;  // one per repetition
+  double mean = 0, sd = 0;
+};
+
+// Makes an empty cache for a spec (the CLI passes policy::MakeKvCache).
+using CacheFactory =
+    std::function<Result<std::unique_ptr<KvCache>>(const std::string& spec, const KvGeometry& g)>;
+
+// Runs every (kv, threads, depth, test) cell; `progress` (may be empty) gets
+// each finished row. Sets the thread pool size as it goes (left at the last).
+Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
+                                       const CacheFactory& make_cache,
+                                       const std::function<void(const BenchRow&)>& progress);
+
+// llama-bench-like markdown table, and a JSON array (one object per row).
+std::string BenchMarkdown(const std::string& model_name, int64_t weight_bytes,
+                          const std::vector<BenchRow>& rows);
+std::string BenchJson(const std::string& model_name, int64_t weight_bytes,
+                      const std::vector<BenchRow>& rows);
+
+}  // namespace hqekv::lm

@@ -1,0 +1,410 @@
+// SIMD int8-activation kernels (oracles: kernels_int8_ref.cc): activation
+// quantization, and Q8_0 / Q4_K weight rows dotted with int8 activation rows.
+//
+// x86 with AVX2 or AVX-512: one 32-value block is one 256-bit vector; the
+// unsigned x signed byte products go through vpdpbusd on the AVX3_DL target
+// (AVX-512 VNNI, compiled in here: HWY_WANT_AVX3_DL) and vpmaddubsw+vpmaddwd
+// elsewhere (no saturation: |w| <= 128, |q| <= 127, pairs <= 32512). Q8_0 is
+// signed x signed: |w| times q with w's sign. Other targets: scalar integer
+// code (the same arithmetic as the oracle, float sums).
+//
+// A row kernel takes M <= 4 activation rows at once so that a weight block is
+// loaded and decoded once for M rows (the prefill GEMM); decode uses M = 1.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+#include <cstring>
+
+#include "core/half.h"
+#include "model/kernels.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "model/kernels_int8_hwy.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+// Highway 1.0's AVX3_DL target string names avxvnni, not avx512vnni, while its
+// run-time check requires AVX-512 VNNI: enable the EVEX form explicitly.
+#if HWY_COMPILER_CLANG
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+#endif
+#endif
+namespace hqekv::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#undef HQEKV_INT8_X86
+#undef HQEKV_INT8_512
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define HQEKV_INT8_X86 1
+#else
+#define HQEKV_INT8_X86 0
+#define HQEKV_INT8_512 0
+#endif
+
+inline float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+#if HQEKV_INT8_X86
+  return _cvtsh_ss(h);  // F16C
+#else
+  return F16ToF32(h);
+#endif
+}
+
+// Quantizes m*k/32 blocks of 32 values (see Int8Acts).
+void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* s) {
+  const hn::CappedTag<float, 32> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const int N = static_cast<int>(hn::Lanes(df));
+  for (int64_t b = 0; b < blocks; ++b, x += 32, q += 32) {
+    auto vmax = hn::Zero(df);
+    for (int j = 0; j < 32; j += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, x + j)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    const auto vid = hn::Set(df, id);
+    auto vsum = hn::Zero(di);
+    for (int j = 0; j < 32; j += N) {
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, x + j), vid));
+      vsum = hn::Add(vsum, qi);
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, q + j);
+    }
+    const float dd = amax / 127.0f;
+    d[b] = dd;
+    s[b] = dd * static_cast<float>(hn::GetLane(hn::SumOfLanes(di, vsum)));
+  }
+}
+
+#if HQEKV_INT8_X86
+// 8 int32 lanes, each the sum of 4 adjacent products u[j] * s[j] (u unsigned,
+// s signed bytes).
+HWY_INLINE __m256i DotUS(__m256i u, __m256i s) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define HQEKV_INT8_512 1
+// 16 int32 lanes: two 32-value blocks per vector (lanes 0..7 and 8..15).
+HWY_INLINE __m512i DotUS512(__m512i u, __m512i s) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
+#endif
+}
+#else
+#define HQEKV_INT8_512 0
+#endif
+
+HWY_INLINE float HorizontalSum(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+HWY_INLINE __m256i Load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// out[i] = Q8_0 row p (nb blocks) . activation row i, i < M.
+template <int M>
+void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
+             float* out) {
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, p += 34) {
+    const __m256i w = Load32(p + 2);
+    const __m256i aw = _mm256_abs_epi8(w);
+    const float dw = HalfAt(p);
+    for (int i = 0; i < M; ++i) {
+      const __m256i sx = _mm256_sign_epi8(Load32(xq[i] + 32 * b), w);
+      acc[i] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(aw, sx)), _mm256_set1_ps(dw * xd[i][b]), acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = HorizontalSum(acc[i]);
+}
+
+#if HQEKV_INT8_512
+// Two blocks per step: lanes 0..7 block b, 8..15 block b + 1; |w| with a
+// mask-negated q stands for the signed product.
+template <int M>
+void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
+                 float* out) {
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, p += 68) {
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(p + 2)), Load32(p + 36), 1);
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    const __m512i aw = _mm512_abs_epi8(w);
+    const __m512 dw = _mm512_permutexvar_ps(
+        pair, _mm512_castps128_ps512(_mm_set_ps(0, 0, HalfAt(p + 34), HalfAt(p))));
+    for (int i = 0; i < M; ++i) {
+      const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
+      const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
+      const __m512 dx = _mm512_permutexvar_ps(
+          pair, _mm512_castps128_ps512(
+                    _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[i] + b)))));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(aw, sx)), _mm512_mul_ps(dw, dx), acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = _mm512_reduce_add_ps(acc[i]);
+  if (b < nb) {  // an odd last block
+    float tail[M];
+    const int8_t* xq_t[M];
+    const float* xd_t[M];
+    for (int i = 0; i < M; ++i) {
+      xq_t[i] = xq[i] + 32 * b;
+      xd_t[i] = xd[i] + b;
+    }
+    RowQ8_0<M>(p, nb - b, xq_t, xd_t, tail);
+    for (int i = 0; i < M; ++i) out[i] += tail[i];
+  }
+}
+#endif
+
+// The 8 scales (sc) and mins (mn) of a Q4_K super-block as bytes, from the 12
+// packed bytes (see kernels_ref.cc ScaleMinK4), four at a time in 32-bit words.
+HWY_INLINE void ScalesQ4_K(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, s, 4);
+  std::memcpy(&a1, s + 4, 4);
+  std::memcpy(&a2, s + 8, 4);
+  const uint32_t sc_lo = a0 & 0x3F3F3F3Fu, mn_lo = a1 & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (a2 & 0x0F0F0F0Fu) | ((a0 >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((a2 >> 4) & 0x0F0F0F0Fu) | ((a1 >> 2) & 0x30303030u);
+  *sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
+  *mn = mn_lo | (static_cast<uint64_t>(mn_hi) << 32);
+}
+
+HWY_INLINE __m256 BytesToFloats(uint64_t v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
+}
+
+// out[i] = Q4_K row p (nsb super-blocks) . activation row i, i < M.
+template <int M>
+void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+             const float* const* xs, float* out) {
+  __m256 mins[M];
+  for (int i = 0; i < M; ++i) mins[i] = _mm256_setzero_ps();
+#if HQEKV_INT8_512
+  __m512 acc512[M];
+  for (int i = 0; i < M; ++i) acc512[i] = _mm512_setzero_ps();
+#else
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+#endif
+  for (int64_t sb = 0; sb < nsb; ++sb, p += 144) {
+    uint64_t sc, mn;
+    ScalesQ4_K(p + 4, &sc, &mn);
+    const __m256 fsc = _mm256_mul_ps(_mm256_set1_ps(HalfAt(p)), BytesToFloats(sc));
+    const __m256 fmn = _mm256_mul_ps(_mm256_set1_ps(HalfAt(p + 2)), BytesToFloats(mn));
+    __m256 scale[M];  // lane j: d * sc_j * dx_j of sub-block j
+    for (int i = 0; i < M; ++i) {
+      scale[i] = _mm256_mul_ps(fsc, _mm256_loadu_ps(xd[i] + 8 * sb));
+      mins[i] = _mm256_fmadd_ps(fmn, _mm256_loadu_ps(xs[i] + 8 * sb), mins[i]);
+    }
+#if HQEKV_INT8_512
+    // One vector per 64 values: low nibbles (sub-block 2g) in the low half,
+    // high nibbles (2g + 1) in the high half, against 64 contiguous q.
+    for (int g = 0; g < 4; ++g) {
+      const __m256i qv = Load32(p + 16 + 32 * g);
+      const __m512i wv = _mm512_and_si512(
+          _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1),
+          _mm512_set1_epi8(0x0F));
+      const __m512i idx = _mm512_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
+                                           2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g, 2 * g, 2 * g,
+                                           2 * g, 2 * g, 2 * g, 2 * g, 2 * g);
+      for (int i = 0; i < M; ++i) {
+        const __m512i x = _mm512_loadu_si512(xq[i] + 256 * sb + 64 * g);
+        const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(scale[i]));
+        acc512[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(wv, x)), sv, acc512[i]);
+      }
+    }
+#else
+    for (int g = 0; g < 4; ++g) {
+      const __m256i qv = Load32(p + 16 + 32 * g);
+      const __m256i lo = _mm256_and_si256(qv, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      const __m256i i_lo = _mm256_set1_epi32(2 * g), i_hi = _mm256_set1_epi32(2 * g + 1);
+      for (int i = 0; i < M; ++i) {
+        const int8_t* x = xq[i] + 256 * sb + 64 * g;
+        const __m256 s_lo = _mm256_permutevar8x32_ps(scale[i], i_lo);
+        const __m256 s_hi = _mm256_permutevar8x32_ps(scale[i], i_hi);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(lo, Load32(x))), s_lo, acc[i]);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(hi, Load32(x + 32))), s_hi, acc[i]);
+      }
+    }
+#endif
+  }
+#if HQEKV_INT8_512
+  for (int i = 0; i < M; ++i) {
+    out[i] = _mm512_reduce_add_ps(acc512[i]) - HorizontalSum(mins[i]);
+  }
+#else
+  for (int i = 0; i < M; ++i) out[i] = HorizontalSum(_mm256_sub_ps(acc[i], mins[i]));
+#endif
+}
+
+#else  // other targets: scalar integer code
+
+template <int M>
+void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
+             float* out) {
+  float acc[M] = {};
+  for (int64_t b = 0; b < nb; ++b, p += 34) {
+    const auto* w = reinterpret_cast<const int8_t*>(p + 2);
+    const float dw = HalfAt(p);
+    for (int i = 0; i < M; ++i) {
+      int isum = 0;
+      for (int j = 0; j < 32; ++j) isum += w[j] * xq[i][32 * b + j];
+      acc[i] += dw * xd[i][b] * static_cast<float>(isum);
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = acc[i];
+}
+
+template <int M>
+void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+             const float* const* xs, float* out) {
+  float acc[M] = {};
+  for (int64_t sb = 0; sb < nsb; ++sb, p += 144) {
+    const float dw = HalfAt(p), dmin = HalfAt(p + 2);
+    const uint8_t* s = p + 4;
+    for (int j = 0; j < 8; ++j) {
+      const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+      const int mn = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+      const uint8_t* qs = p + 16 + 32 * (j / 2);
+      const int64_t blk = 8 * sb + j;
+      for (int i = 0; i < M; ++i) {
+        int isum = 0;
+        for (int l = 0; l < 32; ++l) {
+          isum += (j % 2 == 0 ? (qs[l] & 15) : (qs[l] >> 4)) * xq[i][32 * blk + l];
+        }
+        acc[i] += dw * sc * xd[i][blk] * static_cast<float>(isum) - dmin * mn * xs[i][blk];
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = acc[i];
+}
+
+#endif  // HQEKV_INT8_X86
+
+template <int M>
+void RowAny(int type, const uint8_t* row, int64_t k, const int8_t* const* xq,
+            const float* const* xd, const float* const* xs, float* out) {
+  if (static_cast<TensorType>(type) == TensorType::kQ8_0) {
+#if HQEKV_INT8_512
+    RowQ8_0x512<M>(row, k / 32, xq, xd, out);
+#else
+    RowQ8_0<M>(row, k / 32, xq, xd, out);
+#endif
+  } else {
+    RowQ4_K<M>(row, k / 256, xq, xd, xs, out);
+  }
+}
+
+// y[(i - i0) * ldy + r] = row r . activation row i for r in [r0, r1), i in [i0, i1).
+// Activation rows come in groups of 4 (one weight block decode for 4 rows).
+void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, int64_t k, const int8_t* q,
+                   const float* d, const float* s, int64_t i0, int64_t i1, int64_t r0, int64_t r1,
+                   float* y, int64_t ldy) {
+  const int64_t nb = k / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + r * row_bytes;
+    for (int64_t i = i0; i < i1; i += 4) {
+      const int n = static_cast<int>(i1 - i < 4 ? i1 - i : 4);
+      const int8_t* xq[4];
+      const float *xd[4], *xs[4];
+      for (int j = 0; j < n; ++j) {
+        xq[j] = q + (i + j) * k;
+        xd[j] = d + (i + j) * nb;
+        xs[j] = s + (i + j) * nb;
+      }
+      float out[4];
+      switch (n) {
+        case 4:
+          RowAny<4>(type, row, k, xq, xd, xs, out);
+          break;
+        case 3:
+          RowAny<3>(type, row, k, xq, xd, xs, out);
+          break;
+        case 2:
+          RowAny<2>(type, row, k, xq, xd, xs, out);
+          break;
+        default:
+          RowAny<1>(type, row, k, xq, xd, xs, out);
+      }
+      for (int j = 0; j < n; ++j) y[(i + j - i0) * ldy + r] = out[j];
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hqekv::kernels
+#if HWY_TARGET == HWY_AVX3_DL
+#if HWY_COMPILER_CLANG
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+
+namespace hqekv::kernels {
+
+HWY_EXPORT(QuantizeBlocks);
+HWY_EXPORT(Int8RowsRange);
+
+void QuantizeActs(const float* x, int64_t m, int64_t k, Int8Acts* out) {
+  out->m = m;
+  out->k = k;
+  out->q.resize(static_cast<size_t>(m * k));
+  out->d.resize(static_cast<size_t>(m * k / 32));
+  out->s.resize(static_cast<size_t>(m * k / 32));
+  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)(x, m * k / 32, out->q.data(), out->d.data(), out->s.data());
+}
+
+float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i) {
+  float y = 0;
+  HWY_DYNAMIC_DISPATCH(Int8RowsRange)
+  (static_cast<int>(t), static_cast<const uint8_t*>(row), 0, a.k, a.q.data(), a.d.data(),
+   a.s.data(), i, i + 1, 0, 1, &y, 1);
+  return y;
+}
+
+void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
+              int64_t ldy) {
+  const auto fn = HWY_DYNAMIC_DISPATCH(Int8RowsRange);
+  const int64_t rb = RowBytes(w.type, w.k);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  // Blocks of activation rows (~256 KiB of int8 values, a multiple of 4 rows)
+  // stay in L2 while this thread's weight rows pass over them; each weight
+  // row is read once per block and decoded once per 4 activation rows.
+  const int64_t mb = std::max<int64_t>(4, (256 << 10) / a.k / 4 * 4);
+  for (int64_t i0 = 0; i0 < a.m; i0 += mb) {
+    fn(static_cast<int>(w.type), base, rb, w.k, a.q.data(), a.d.data(), a.s.data(), i0,
+       std::min(a.m, i0 + mb), r0, r1, y + i0 * ldy, ldy);
+  }
+}
+
+}  // namespace hqekv::kernels
+#endif  // HWY_ONCE

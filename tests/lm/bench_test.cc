@@ -1,0 +1,103 @@
+// lm/bench.h: the cells RunBench measures (kv x threads x depth x test), the
+// statistics, errors, and the markdown / JSON shapes.
+#include "lm/bench.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "io/model_source.h"
+#include "io/synthetic.h"
+#include "policy/factory.h"
+
+namespace hqekv::lm {
+namespace {
+
+class BenchTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = testing::TempDir() + "/hqekv_bench_test.gguf";
+    std::filesystem::remove(path_);
+    SyntheticSpec s;
+    s.max_ctx = 64;
+    ASSERT_TRUE(WriteSyntheticGguf(s, path_).ok());
+    auto src = LoadModel(path_);
+    ASSERT_TRUE(src.ok()) << src.message();
+    src_ = std::move(*src);
+    auto m = LlamaModel::Create(*src_);
+    ASSERT_TRUE(m.ok());
+    model_ = std::move(*m);
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  std::string path_;
+  std::unique_ptr<ModelSource> src_;
+  std::unique_ptr<LlamaModel> model_;
+};
+
+const CacheFactory kFactory = [](const std::string& spec, const KvGeometry& g) {
+  return MakeKvCache(spec, g);
+};
+
+TEST_F(BenchTest, EveryCellMeasuredWithMeanAndSd) {
+  BenchConfig c;
+  c.pp = {8};
+  c.tg = {4, 0};  // 0: skipped
+  c.depths = {0, 16};
+  c.kv = {"fp16", "fp32"};
+  c.threads = {1, 2};
+  c.reps = 3;
+  int seen = 0;
+  auto rows = RunBench(*model_, c, kFactory, [&](const BenchRow&) { ++seen; });
+  ASSERT_TRUE(rows.ok()) << rows.message();
+  ASSERT_EQ(rows->size(), 2u * 2 * 2 * 2);
+  EXPECT_EQ(seen, 16);
+  const BenchRow& r = (*rows)[5];  // fp16, 2 threads, depth 0, tg4
+  EXPECT_EQ(r.kv, "fp16");
+  EXPECT_EQ(r.threads, 2);
+  EXPECT_EQ(r.depth, 0);
+  EXPECT_EQ(r.test, "tg4");
+  for (const BenchRow& row : *rows) {
+    ASSERT_EQ(row.tok_per_s.size(), 3u);
+    double mn = 1e300, mx = 0;
+    for (double v : row.tok_per_s) {
+      EXPECT_GT(v, 0.0);
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
+    }
+    EXPECT_GE(row.mean, mn);
+    EXPECT_LE(row.mean, mx);
+    EXPECT_GE(row.sd, 0.0);
+    EXPECT_LE(row.sd, mx - mn + 1e-9);
+  }
+  const std::string md = BenchMarkdown("synth", 1 << 20, *rows);
+  EXPECT_NE(md.find("| synth | 1.0 MiB | fp32 | 2 | pp8 @ d16 | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" ± "), std::string::npos);
+  const std::string js = BenchJson("synth", 1 << 20, *rows);
+  EXPECT_EQ(js.front(), '[');
+  EXPECT_NE(js.find("\"test\": \"tg4\", \"n_prompt\": 0, \"n_gen\": 4, \"depth\": 16"),
+            std::string::npos)
+      << js;
+}
+
+TEST_F(BenchTest, ErrorsNameTheProblem) {
+  BenchConfig c;
+  c.pp = {32};
+  c.tg = {0};
+  c.depths = {40};  // 40 + 32 > 64
+  c.reps = 1;
+  auto rows = RunBench(*model_, c, kFactory, {});
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.message().find("exceed the model's context of 64"), std::string::npos)
+      << rows.message();
+  c.depths = {0};
+  c.kv = {"nosuchpolicy"};
+  EXPECT_FALSE(RunBench(*model_, c, kFactory, {}).ok());
+  c.kv = {"fp16"};
+  c.reps = 0;
+  EXPECT_FALSE(RunBench(*model_, c, kFactory, {}).ok());
+}
+
+}  // namespace
+}  // namespace hqekv::lm

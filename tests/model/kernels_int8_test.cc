@@ -1,0 +1,326 @@
+// Int8-activation path (Q8_0 / Q4_K weights): SIMD == scalar oracle on every
+// x86 target this CPU runs (AVX-512 VNNI, AVX-512, AVX2, SSE4), its error
+// against the fp32-activation product within the quantization bound, the
+// matrix products routed through it, and the model-level effect (KL of the
+// next-token distribution vs the fp32-activation forward).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "core/parallel.h"
+#include "hwy/targets.h"
+#include "io/model_source.h"
+#include "io/synthetic.h"
+#include "model/kernels.h"
+#include "model/llama.h"
+#include "policy/factory.h"
+
+namespace hqekv::kernels {
+namespace {
+
+// Runs fn() once per x86 target this CPU supports, dispatch forced to it.
+template <class Fn>
+int OnEachTarget(Fn fn) {
+  const int64_t supported = hwy::SupportedTargets();
+  int ran = 0;
+  for (int64_t t :
+       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
+    if ((supported & t) == 0) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    SCOPED_TRACE(hwy::TargetName(t));
+    fn();
+    ++ran;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  return ran;
+}
+
+void PutHalf(uint8_t* p, float v) {
+  const f16_t h = F32ToF16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// n random rows of k values: random quant bytes (every int8 incl. -128, every
+// 6-bit scale/min), moderate fp16 scales.
+std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
+  std::vector<uint8_t> buf(n * RowBytes(t, k));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> u(0.001f, 0.03f);
+  for (auto& b : buf) b = static_cast<uint8_t>(byte(rng));
+  for (size_t o = 0; o < buf.size(); o += BlockBytes(t)) {
+    PutHalf(buf.data() + o, u(rng));
+    if (t == TensorType::kQ4_K) PutHalf(buf.data() + o + 2, 0.3f * u(rng));
+  }
+  return buf;
+}
+
+// Activations with a spread of magnitudes per block, a zero block, and exact
+// ties (x * 127 / max|x| = n + 0.5) to pin the rounding rule.
+std::vector<float> RandomActs(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng) * std::exp(nd(rng));
+  for (int j = 0; j < 32 && j < n; ++j) v[j] = 0;
+  if (n >= 64) {
+    v[32] = 127;
+    for (int j = 33; j < 64; ++j) v[j] = static_cast<float>(j - 48) + 0.5f;
+  }
+  return v;
+}
+
+constexpr TensorType kInt8Types[] = {TensorType::kQ8_0, TensorType::kQ4_K};
+
+TEST(Int8Acts, QuantizeEqualsOracleExactly) {
+  std::mt19937 rng(11);
+  const auto x = RandomActs(3 * 512, rng);
+  Int8Acts ref;
+  QuantizeActsRef(x.data(), 3, 512, &ref);
+  EXPECT_EQ(ref.q[32], 127);
+  EXPECT_EQ(ref.q[33], -14);  // -14.5 -> -14 (nearest even)
+  EXPECT_EQ(ref.q[34], -14);  // -13.5 -> -14
+  EXPECT_EQ(ref.d[0], 0.0f);
+  EXPECT_GT(OnEachTarget([&] {
+              Int8Acts got;
+              QuantizeActs(x.data(), 3, 512, &got);
+              EXPECT_EQ(got.q, ref.q);
+              EXPECT_EQ(got.d, ref.d);
+              EXPECT_EQ(got.s, ref.s);
+            }),
+            0);
+}
+
+// sum over blocks of |d_w d_x isum| terms: the scale of fp32 summation error.
+double AbsTerms(TensorType t, const uint8_t* row, const Int8Acts& a, int64_t i) {
+  std::vector<float> w(a.k);
+  DequantizeRowRef(t, row, a.k, w.data());
+  double s = 0;
+  for (int64_t j = 0; j < a.k; ++j)
+    s += std::abs(double(w[j]) * a.d_row(i)[j / 32] * a.q_row(i)[j]);
+  return s + 1e-30;
+}
+
+// sum |w_j x_j|: the scale of the fp32-activation product's summation error.
+double AbsDotF32(TensorType t, const uint8_t* row, const float* x, int64_t k) {
+  std::vector<float> w(k);
+  DequantizeRowRef(t, row, k, w.data());
+  double s = 0;
+  for (int64_t j = 0; j < k; ++j) s += std::abs(double(w[j]) * x[j]);
+  return s + 1e-6;
+}
+
+TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
+  std::mt19937 rng(5);
+  for (TensorType t : kInt8Types) {
+    for (int64_t k : {256, 768, 4096}) {
+      const int64_t n = 7, m = 6;
+      const auto w = RandomRows(t, n, k, rng);
+      const auto x = RandomActs(m * k, rng);
+      Int8Acts a;
+      QuantizeActsRef(x.data(), m, k, &a);
+      const WeightMatrix wm{t, w.data(), n, k};
+      OnEachTarget([&] {
+        std::vector<float> y(m * n, NAN);
+        Int8Rows(wm, a, 0, n, y.data(), n);  // rows in groups of 4 + 2
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = 0; r < n; ++r) {
+            const double ref = DotInt8Ref(t, wm.row(r), a, i);
+            const double tol = 2e-6 * AbsTerms(t, wm.row(r), a, i);
+            ASSERT_NEAR(y[i * n + r], ref, tol) << TensorTypeName(t) << " k=" << k << " i=" << i;
+            ASSERT_EQ(DotInt8(t, wm.row(r), a, i), y[i * n + r]);  // M=1 == M=4 kernel
+          }
+        }
+      });
+    }
+  }
+}
+
+// The int8 product differs from the fp32-activation one by at most the
+// activation rounding: sum_j |w_j| d_x / 2 per block.
+// The SIMD row decoder (GEMM panels, embedding rows) is bit-identical to the
+// scalar one: every fp16 pattern (subnormals, infinities; NaNs stay NaNs),
+// random BF16 and Q8_0 rows, on every target.
+TEST(KernelsSimd, DequantizeRowEqualsOracleOnEveryTarget) {
+  std::mt19937 rng(21);
+  std::vector<uint8_t> f16(2 * 65536);
+  for (int i = 0; i < 65536; ++i) {
+    const uint16_t h = static_cast<uint16_t>(i);
+    std::memcpy(&f16[2 * i], &h, 2);
+  }
+  const auto bf16 = RandomRows(TensorType::kQ8_0, 1, 4096, rng);  // any bytes: 2176 values
+  const auto q8 = RandomRows(TensorType::kQ8_0, 3, 1024, rng);
+  struct Row {
+    TensorType t;
+    const uint8_t* p;
+    int64_t k;
+  };
+  const Row rows[] = {{TensorType::kF16, f16.data(), 65536},
+                      {TensorType::kF16, f16.data() + 2, 65533},  // odd tail
+                      {TensorType::kBF16, bf16.data(), 2176},
+                      {TensorType::kQ8_0, q8.data(), 3072}};
+  EXPECT_GT(OnEachTarget([&] {
+              for (const Row& r : rows) {
+                std::vector<float> ref(r.k), got(r.k);
+                DequantizeRowRef(r.t, r.p, r.k, ref.data());
+                DequantizeRow(r.t, r.p, r.k, got.data());
+                for (int64_t i = 0; i < r.k; ++i) {
+                  if (std::isnan(ref[i])) {
+                    ASSERT_TRUE(std::isnan(got[i])) << i;
+                  } else {
+                    ASSERT_EQ(std::memcmp(&ref[i], &got[i], 4), 0)
+                        << TensorTypeName(r.t) << " " << i << ": " << ref[i] << " vs " << got[i];
+                  }
+                }
+              }
+            }),
+            0);
+}
+
+TEST(Int8Acts, ErrorWithinQuantizationBound) {
+  std::mt19937 rng(9);
+  for (TensorType t : kInt8Types) {
+    const int64_t k = 2048;
+    const auto w = RandomRows(t, 1, k, rng);
+    const auto x = RandomActs(k, rng);
+    Int8Acts a;
+    QuantizeActsRef(x.data(), 1, k, &a);
+    std::vector<float> wf(k);
+    DequantizeRowRef(t, w.data(), k, wf.data());
+    double bound = 0, moved = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      bound += std::abs(wf[j]) * a.d[j / 32] / 2;
+      moved += std::abs(wf[j] * (x[j] - a.d[j / 32] * a.q[j]));
+    }
+    const double err = std::abs(DotInt8Ref(t, w.data(), a, 0) - DotRef(t, w.data(), x.data(), k));
+    EXPECT_LE(err, bound * 1.0001 + 1e-6) << TensorTypeName(t);
+    EXPECT_LE(moved, bound * 1.0001 + 1e-6);
+    EXPECT_GT(err, 0.0);  // the path really quantizes
+  }
+}
+
+TEST(Int8Acts, MatVecAndMatMulTakeThePathWhenEnabled) {
+  std::mt19937 rng(3);
+  for (int threads : {1, 2}) {
+    SetNumThreads(threads);
+    for (TensorType t : kInt8Types) {
+      const int64_t n = 37, k = 2048;
+      const auto wb = RandomRows(t, n, k, rng);
+      const WeightMatrix w{t, wb.data(), n, k};
+      for (int64_t m : {1, 5, 9}) {
+        const auto x = RandomActs(m * k, rng);
+        Int8Acts a;
+        QuantizeActsRef(x.data(), m, k, &a);
+        std::vector<float> y(m * n), off(m * n), ref(m * n);
+        SetInt8Activations(false);
+        MatMul(w, x.data(), m, off.data());
+        MatMulRef(w, x.data(), m, ref.data());
+        SetInt8Activations(true);
+        MatMul(w, x.data(), m, y.data());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = 0; r < n; ++r) {
+            const double tol = 2e-6 * AbsTerms(t, w.row(r), a, i);
+            ASSERT_NEAR(y[i * n + r], DotInt8Ref(t, w.row(r), a, i), tol) << "m=" << m;
+            ASSERT_NEAR(off[i * n + r], ref[i * n + r],
+                        1e-5 * AbsDotF32(t, w.row(r), &x[i * k], k));
+          }
+        }
+        EXPECT_NE(y, off);
+      }
+    }
+  }
+  SetNumThreads(1);
+}
+
+// KL(softmax(p / T) || softmax(q / T)), T = the standard deviation of p (at
+// least 1): the synthetic models' logits span hundreds of units (one-hot
+// distributions whose KL says nothing), the tempered ones are spread out.
+double Kl(const float* p_logits, const float* q_logits, int v) {
+  double mean = 0, var = 0;
+  for (int j = 0; j < v; ++j) mean += p_logits[j] / v;
+  for (int j = 0; j < v; ++j) var += (p_logits[j] - mean) * (p_logits[j] - mean) / v;
+  const double inv_t = 1 / std::max(1.0, std::sqrt(var));
+  auto log_z = [&](const float* l) {
+    double mx = l[0];
+    for (int j = 1; j < v; ++j) mx = std::max(mx, double(l[j]));
+    double z = 0;
+    for (int j = 0; j < v; ++j) z += std::exp((l[j] - mx) * inv_t);
+    return mx * inv_t + std::log(z);
+  };
+  const double lp = log_z(p_logits), lq = log_z(q_logits);
+  double kl = 0;
+  for (int j = 0; j < v; ++j) {
+    const double a = p_logits[j] * inv_t - lp, b = q_logits[j] * inv_t - lq;
+    kl += std::exp(a) * (a - b);
+  }
+  return kl;
+}
+
+// Mean tempered KL(fp32 activations || int8 activations) of the next-token
+// distribution over a 24-token prefill and 8 decode steps.
+double ForwardKl(const std::string& path) {
+  auto src = LoadModel(path);
+  EXPECT_TRUE(src.ok()) << src.message();
+  auto model = LlamaModel::Create(**src);
+  EXPECT_TRUE(model.ok());
+  const int V = (*src)->config.vocab_size;
+  std::vector<int32_t> toks, pos;
+  std::mt19937 rng(17);
+  for (int i = 0; i < 32; ++i) {
+    toks.push_back(3 + static_cast<int32_t>(rng() % (V - 3)));
+    pos.push_back(i);
+  }
+  std::vector<float> logits[2];
+  for (int on = 0; on < 2; ++on) {
+    SetInt8Activations(on == 1);
+    auto cache = MakeKvCache("fp32", (*model)->CacheGeometry(64));
+    EXPECT_TRUE(cache.ok());
+    logits[on].resize(32 * V);
+    EXPECT_TRUE(
+        (*model)
+            ->Forward(toks.data(), pos.data(), 24, **cache, Logits::kAll, logits[on].data(), true)
+            .ok());
+    for (int i = 24; i < 32; ++i) {
+      EXPECT_TRUE((*model)
+                      ->Forward(&toks[i], &pos[i], 1, **cache, Logits::kLast,
+                                logits[on].data() + i * V, false)
+                      .ok());
+    }
+  }
+  SetInt8Activations(true);
+  double kl = 0;
+  for (int i = 0; i < 32; ++i) kl += Kl(&logits[0][i * V], &logits[1][i * V], V);
+  return kl / 32;
+}
+
+TEST(Int8Acts, ModelKlAgainstFp32ActivationsIsTiny) {
+  for (TensorType t : kInt8Types) {
+    SyntheticSpec s;
+    s.type = t;
+    s.d_model = 512;
+    s.d_ff = 1024;
+    s.n_heads = 8;
+    const std::string path = testing::TempDir() + "/hqekv_int8kl_" + TensorTypeName(t) + ".gguf";
+    std::filesystem::remove(path);
+    ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
+    const double kl = ForwardKl(path);
+    EXPECT_LE(kl, 1e-4) << TensorTypeName(t);
+    EXPECT_GT(kl, 0.0) << TensorTypeName(t);  // the forwards really differ
+    std::printf("[ KL ] synthetic %s: mean tempered KL(fp32 acts || int8 acts) = %.3g\n",
+                TensorTypeName(t), kl);
+    std::filesystem::remove(path);
+  }
+}
+
+// refmodel-4l is all F32: its forward does not take the int8 path at all.
+TEST(Int8Acts, RefModelF32ForwardUnchanged) {
+  EXPECT_EQ(ForwardKl(std::string(HQEKV_SOURCE_DIR) + "/models/refmodel-4l.gguf"), 0.0);
+}
+
+}  // namespace
+}  // namespace hqekv::kernels
