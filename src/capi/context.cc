@@ -29,17 +29,24 @@ hqekv_sampler_params ParamsFrom(const hqekv::SamplerConfig& c) {
 // Decodes tokens[0..n) at the next positions (arguments already checked).
 // A batch that fails part-way leaves the context as before the call: the
 // cache, which may hold some layers of the batch, is rebuilt from the
-// window, and the logits of the last token are restored. An exception (out
-// of memory) is rolled back the same way before Guard reports it.
+// window, and the logits of the last token are restored. If rebuilding fails
+// too, the context is reset to empty (and the message says so) rather than
+// left inconsistent. An exception (out of memory) is rolled back the same
+// way before Guard reports it.
 hqekv_status DecodeChecked(hqekv_context* ctx, const int32_t* tokens, int n) {
   hqekv::Sequence& seq = ctx->seq;
   const std::vector<float> saved_logits = seq.logits;
   const bool had_logits = seq.has_logits;
-  auto rollback = [&] {
+  auto rollback = [&]() -> std::string {
     const hqekv::Status r = hqekv::RecomputeWindow(*ctx->model, *ctx->cache, seq);
-    seq.logits = saved_logits;
-    seq.has_logits = had_logits && r.ok();
-    return r;
+    if (r.ok()) {
+      seq.logits = saved_logits;
+      seq.has_logits = had_logits;
+      return "";
+    }
+    ctx->cache->Reset();
+    seq.Clear();
+    return " (restoring the context failed too: " + r.message() + "; the context was reset)";
   };
   hqekv::Status s;
   try {
@@ -49,10 +56,7 @@ hqekv_status DecodeChecked(hqekv_context* ctx, const int32_t* tokens, int n) {
     throw;
   }
   if (s.ok()) return HQEKV_OK;
-  const hqekv::Status r = rollback();
-  return Fail(HQEKV_ERR_COMPUTE,
-              "hqekv_decode: " + s.message() +
-                  (r.ok() ? "" : " (restoring the context failed too: " + r.message() + ")"));
+  return Fail(HQEKV_ERR_COMPUTE, "hqekv_decode: " + s.message() + rollback());
 }
 
 hqekv_status CheckBatch(const char* fn, const hqekv_context* ctx, const int32_t* tokens, int n) {
