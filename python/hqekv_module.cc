@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,25 @@ std::string Detokenize(const hqekv_model* m, const std::vector<int32_t>& ids, in
   });
 }
 
+// hqekv_chat_apply_template over [{"role": ..., "content": ...}, ...].
+std::string ApplyChatTemplate(const hqekv_model* m, const py::list& messages,
+                              const std::optional<std::string>& tmpl, bool add_assistant) {
+  std::vector<std::string> roles, contents;
+  for (const py::handle& item : messages) {
+    const py::dict d = py::cast<py::dict>(item);
+    if (!d.contains("role") || !d.contains("content"))
+      throw py::value_error("chat messages are dicts with 'role' and 'content'");
+    roles.push_back(py::cast<std::string>(d["role"]));
+    contents.push_back(py::cast<std::string>(d["content"]));
+  }
+  std::vector<hqekv_chat_message> msgs(roles.size());
+  for (size_t i = 0; i < msgs.size(); ++i) msgs[i] = {roles[i].c_str(), contents[i].c_str()};
+  return ReadString([&](char* b, size_t c, size_t* l) {
+    return hqekv_chat_apply_template(m, tmpl ? tmpl->c_str() : nullptr, msgs.data(), msgs.size(),
+                                     add_assistant, b, c, l);
+  });
+}
+
 struct KvFree {
   void operator()(hqekv_kv* kv) const { hqekv_kv_free(kv); }
 };
@@ -151,6 +171,14 @@ PYBIND11_MODULE(hqekv, mod) {
   });
   mod.attr("__version__") = hqekv_version();
   mod.attr("api_version") = hqekv_api_version();
+  mod.def(
+      "apply_chat_template",
+      [](const py::list& messages, const std::string& tmpl, bool add_generation_prompt) {
+        return ApplyChatTemplate(nullptr, messages, tmpl, add_generation_prompt);
+      },
+      py::arg("messages"), py::arg("template"), py::arg("add_generation_prompt") = true,
+      "Prompt text of a conversation with a chat family (chatml, llama3, phi3, gemma) or Jinja "
+      "template source, without a model.");
   mod.def(
       "set_threads", [](int n) { Check(hqekv_set_threads(n)); }, py::arg("n"),
       "Threads of the compute pool (0 = all cores); results are reproducible for a fixed count.");
@@ -203,6 +231,16 @@ PYBIND11_MODULE(hqekv, mod) {
           py::arg("tokens"), py::arg("prev") = -1,
           "Bytes of tokens generated after token prev (-1: start of text), as `hqekv run` streams "
           "them.")
+      .def(
+          "apply_chat_template",
+          [](const Model& m, const py::list& messages, std::optional<std::string> tmpl,
+             bool add_generation_prompt) {
+            return ApplyChatTemplate(m.h.get(), messages, tmpl, add_generation_prompt);
+          },
+          py::arg("messages"), py::arg("template") = py::none(),
+          py::arg("add_generation_prompt") = true,
+          "Prompt text of a conversation ([{'role', 'content'}, ...]) with the model's chat "
+          "template, or `template` (a family name or Jinja source).")
       .def(
           "context",
           [](const Model& m, const std::string& kv, int n_ctx) {

@@ -119,6 +119,26 @@ HQEKV_API hqekv_status hqekv_tokenize(const hqekv_model* model, const char* text
 HQEKV_API hqekv_status hqekv_detokenize(const hqekv_model* model, const int32_t* tokens, size_t n,
                                         int32_t prev, char* buf, size_t cap, size_t* len);
 
+/* One message of a conversation (both strings NUL-terminated, UTF-8). */
+typedef struct hqekv_chat_message {
+  const char* role; /* "system", "user" or "assistant" */
+  const char* content;
+} hqekv_chat_message;
+
+/* The conversation msgs[0..n_msg) rendered as the prompt text of a chat
+ * model, as llama_chat_apply_template does (tokenize the result with
+ * parse_special = 1). tmpl: NULL for the model's own template
+ * (tokenizer.chat_template), a family name ("chatml", "llama3", "phi3",
+ * "gemma"), or Jinja template source whose family is then recognised by its
+ * markers; model may be NULL when tmpl is given. add_assistant: end with the
+ * opening of the assistant's turn. Output by the (buf, cap, len) convention.
+ * HQEKV_ERR_INVALID_ARGUMENT for an unknown role or an unrecognised
+ * template. */
+HQEKV_API hqekv_status hqekv_chat_apply_template(const hqekv_model* model, const char* tmpl,
+                                                 const hqekv_chat_message* msgs, size_t n_msg,
+                                                 int add_assistant, char* buf, size_t cap,
+                                                 size_t* len);
+
 /* ---- Context: a model + a (compressed) KV cache of one sequence -------- */
 
 typedef struct hqekv_context hqekv_context;

@@ -125,3 +125,20 @@ def test_compare_policies_example():
                        check=True)
     rows = [line.split()[0] for line in r.stdout.splitlines()[1:]]
     assert rows == ["fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2"], r.stdout
+
+
+def test_chat_template():
+    conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert hqekv.apply_chat_template(conv, "chatml") == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n")
+    assert hqekv.apply_chat_template(conv[1:], "gemma", add_generation_prompt=False) == (
+        "<start_of_turn>user\nHi<end_of_turn>\n")
+    m = hqekv.Model(MODEL)
+    assert m.apply_chat_template(conv, template="phi3").endswith("<|assistant|>\n")
+    with pytest.raises(hqekv.Error, match="chat_template"):
+        m.apply_chat_template(conv)  # stories260K has no template
+    with pytest.raises(hqekv.Error, match="role 'tool'"):
+        hqekv.apply_chat_template([{"role": "tool", "content": "x"}], "chatml")
+    with pytest.raises(ValueError):
+        hqekv.apply_chat_template([{"role": "user"}], "chatml")

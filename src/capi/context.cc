@@ -26,20 +26,37 @@ hqekv_sampler_params ParamsFrom(const hqekv::SamplerConfig& c) {
   return p;
 }
 
-// Decodes tokens[0..n) at the next positions; the first batch of an empty
-// context is the prompt (is_prefill). Arguments already checked.
+// Decodes tokens[0..n) at the next positions (arguments already checked).
+// A batch that fails part-way leaves the context as before the call: the
+// cache, which may hold some layers of the batch, is rebuilt from the
+// window, and the logits of the last token are restored. If rebuilding fails
+// too, the context is reset to empty (and the message says so) rather than
+// left inconsistent. An exception (out of memory) is rolled back the same
+// way before Guard reports it.
 hqekv_status DecodeChecked(hqekv_context* ctx, const int32_t* tokens, int n) {
-  const int32_t start = static_cast<int32_t>(ctx->history.size());
-  std::vector<int32_t> pos(n);
-  for (int i = 0; i < n; ++i) pos[i] = start + i;
-  const bool is_prefill = ctx->history.empty();
-  ctx->has_logits = false;
-  hqekv::Status s = ctx->model->Forward(tokens, pos.data(), n, *ctx->cache, hqekv::Logits::kLast,
-                                        ctx->logits.data(), is_prefill);
-  if (!s.ok()) return Fail(HQEKV_ERR_COMPUTE, "hqekv_decode: " + s.message());
-  ctx->history.insert(ctx->history.end(), tokens, tokens + n);
-  ctx->has_logits = true;
-  return HQEKV_OK;
+  hqekv::Sequence& seq = ctx->seq;
+  const std::vector<float> saved_logits = seq.logits;
+  const bool had_logits = seq.has_logits;
+  auto rollback = [&]() -> std::string {
+    const hqekv::Status r = hqekv::RecomputeWindow(*ctx->model, *ctx->cache, seq);
+    if (r.ok()) {
+      seq.logits = saved_logits;
+      seq.has_logits = had_logits;
+      return "";
+    }
+    ctx->cache->Reset();
+    seq.Clear();
+    return " (restoring the context failed too: " + r.message() + "; the context was reset)";
+  };
+  hqekv::Status s;
+  try {
+    s = hqekv::DecodeTokens(*ctx->model, *ctx->cache, seq, tokens, n);
+  } catch (...) {
+    (void)rollback();  // the exception is what Guard reports
+    throw;
+  }
+  if (s.ok()) return HQEKV_OK;
+  return Fail(HQEKV_ERR_COMPUTE, "hqekv_decode: " + s.message() + rollback());
 }
 
 hqekv_status CheckBatch(const char* fn, const hqekv_context* ctx, const int32_t* tokens, int n) {
@@ -56,7 +73,7 @@ hqekv_status CheckBatch(const char* fn, const hqekv_context* ctx, const int32_t*
                       std::to_string(i) + " is outside [0, " + std::to_string(vocab) + ")");
     }
   }
-  const size_t n_past = ctx->history.size();
+  const size_t n_past = ctx->seq.window.size();
   if (n_past + static_cast<size_t>(n) > static_cast<size_t>(ctx->n_ctx)) {
     return Fail(HQEKV_ERR_CONTEXT_FULL, std::string(fn) + ": " + std::to_string(n) +
                                             " tokens after " + std::to_string(n_past) +
@@ -93,7 +110,7 @@ hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec,
       return Fail(HQEKV_ERR_SPEC, "hqekv_context_create: kv spec: " + cache.message());
     ctx->cache = std::move(*cache);
     ctx->describe = ctx->cache->Describe();
-    ctx->logits.assign(c.vocab_size, 0.0f);
+    ctx->seq.logits.assign(c.vocab_size, 0.0f);
     *out = ctx.release();
     return HQEKV_OK;
   });
@@ -104,7 +121,7 @@ void hqekv_context_free(hqekv_context* ctx) { delete ctx; }
 int hqekv_context_n_ctx(const hqekv_context* ctx) { return ctx ? ctx->n_ctx : 0; }
 
 int hqekv_context_n_past(const hqekv_context* ctx) {
-  return ctx ? static_cast<int>(ctx->history.size()) : 0;
+  return ctx ? static_cast<int>(ctx->seq.window.size()) : 0;
 }
 
 const char* hqekv_context_kv_describe(const hqekv_context* ctx) {
@@ -122,11 +139,11 @@ hqekv_status hqekv_get_logits(const hqekv_context* ctx, const float** logits, in
   return Guard("hqekv_get_logits", [&] {
     if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_get_logits: ctx is NULL");
     if (!logits) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_get_logits: logits is NULL");
-    if (!ctx->has_logits) {
+    if (!ctx->seq.has_logits) {
       return Fail(HQEKV_ERR_STATE, "hqekv_get_logits: no logits yet (decode a batch first)");
     }
-    *logits = ctx->logits.data();
-    if (n_vocab) *n_vocab = static_cast<int>(ctx->logits.size());
+    *logits = ctx->seq.logits.data();
+    if (n_vocab) *n_vocab = static_cast<int>(ctx->seq.logits.size());
     return HQEKV_OK;
   });
 }
@@ -135,8 +152,7 @@ hqekv_status hqekv_context_reset(hqekv_context* ctx) {
   return Guard("hqekv_context_reset", [&] {
     if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_reset: ctx is NULL");
     ctx->cache->Reset();
-    ctx->history.clear();
-    ctx->has_logits = false;
+    ctx->seq.Clear();
     return HQEKV_OK;
   });
 }
@@ -177,10 +193,10 @@ hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_context* c
     if (!sampler) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: sampler is NULL");
     if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: ctx is NULL");
     if (!token) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_sampler_sample: token is NULL");
-    if (!ctx->has_logits)
+    if (!ctx->seq.has_logits)
       return Fail(HQEKV_ERR_STATE, "hqekv_sampler_sample: no logits yet (decode a batch first)");
-    *token = sampler->sampler.Sample(ctx->logits.data(), static_cast<int>(ctx->logits.size()),
-                                     ctx->history);
+    *token = sampler->sampler.Sample(ctx->seq.logits.data(),
+                                     static_cast<int>(ctx->seq.logits.size()), ctx->seq.history);
     return HQEKV_OK;
   });
 }
@@ -201,18 +217,25 @@ hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_
                   "hqekv_generate: out must hold max_new = " + std::to_string(max_new) +
                       " tokens, cap is " + std::to_string(cap));
     }
-    if (!ctx->has_logits) return Fail(HQEKV_ERR_STATE, "hqekv_generate: decode the prompt first");
+    if (!ctx->seq.has_logits)
+      return Fail(HQEKV_ERR_STATE, "hqekv_generate: decode the prompt first");
     const hqekv::Tokenizer& tok = *ctx->src->tokenizer;
-    // The loop of model/generate.cc (what `hqekv run` calls), step by step.
-    for (int step = 0; step < max_new; ++step) {
-      const int32_t t = sampler->sampler.Sample(ctx->logits.data(),
-                                                static_cast<int>(ctx->logits.size()), ctx->history);
-      if (tok.IsEndOfGeneration(t)) break;
-      out[(*n_out)++] = t;
-      if (step + 1 == max_new) break;
-      if (ctx->history.size() >= static_cast<size_t>(ctx->n_ctx)) break;  // context full
-      const hqekv_status s = DecodeChecked(ctx, &t, 1);
-      if (s != HQEKV_OK) return s;
+    // The step `hqekv run` takes (model/generate_step.h); the context's n_ctx
+    // is its cache's max_ctx, and generation stops when it is full.
+    hqekv::StepOptions step;
+    step.is_eog = [&tok](int32_t t) { return tok.IsEndOfGeneration(t); };
+    for (int i = 0; i < max_new; ++i) {
+      step.decode = i + 1 < max_new;
+      auto r = hqekv::GenerateStep(*ctx->model, *ctx->cache, sampler->sampler, ctx->seq, step);
+      if (!r.ok()) {
+        // The cache may hold part of the failed token: rebuild it from the
+        // window (the tokens already written to out stay decoded).
+        (void)hqekv::RecomputeWindow(*ctx->model, *ctx->cache, ctx->seq);
+        return Fail(HQEKV_ERR_COMPUTE, "hqekv_generate: " + r.message());
+      }
+      if (r->end == hqekv::StepEnd::kEndOfGeneration) break;
+      out[(*n_out)++] = r->token;
+      if (r->end == hqekv::StepEnd::kContextFull) break;
     }
     return HQEKV_OK;
   });

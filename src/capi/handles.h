@@ -14,6 +14,7 @@
 #include "cache/kv_cache.h"
 #include "hqekv/hqekv.h"
 #include "io/model_file.h"
+#include "model/generate_step.h"
 #include "model/llama.h"
 #include "model/sampler.h"
 
@@ -30,9 +31,7 @@ struct hqekv_context {
   std::unique_ptr<hqekv::KvCache> cache;
   std::string describe;
   int n_ctx = 0;
-  std::vector<int32_t> history;  // every token decoded, in order (the sampler's history)
-  std::vector<float> logits;     // [vocab] of the last decoded token
-  bool has_logits = false;
+  hqekv::Sequence seq;  // tokens decoded, the cache's window, the last logits
 };
 
 struct hqekv_sampler {

@@ -64,12 +64,17 @@ int Inspect(const InspectArgs& a) {
   std::printf("rope:           %s, theta %g, %d dims",
               c.rope == RopeStyle::kNormal ? "normal (adjacent pairs)" : "NeoX (halves)",
               static_cast<double>(c.rope_theta), c.rope_dim);
-  if (c.rope_factor > 0)
+  if (c.rope_scaling == RopeScaling::kLlama3)
     std::printf(", llama3 scaling factor %g (low %g, high %g, original ctx %d)",
                 static_cast<double>(c.rope_factor), static_cast<double>(c.rope_low_freq_factor),
                 static_cast<double>(c.rope_high_freq_factor), c.rope_orig_ctx);
-  else if (m.Find("rope_freqs.weight"))
-    std::printf(", scaled by rope_freqs.weight");
+  else if (c.rope_scaling == RopeScaling::kLinear)
+    std::printf(", linear scaling factor %g", static_cast<double>(c.rope_factor));
+  else if (c.rope_scaling == RopeScaling::kYarn)
+    std::printf(", yarn scaling factor %g (original ctx %d, attn_factor %g)",
+                static_cast<double>(c.rope_factor), c.rope_orig_ctx,
+                static_cast<double>(c.rope_attn_factor));
+  if (m.Find("rope_freqs.weight")) std::printf(", scaled by rope_freqs.weight");
   std::printf("\n");
   std::printf("rms_eps:        %g\n", static_cast<double>(c.rms_eps));
   std::printf("output:         %s\n",

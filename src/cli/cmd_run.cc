@@ -31,6 +31,10 @@ struct RunArgs {
   std::vector<std::string> stops;
   int n = 256, threads = 0, ctx = 0;
   SamplerConfig sampler = kRunSamplerDefaults;
+  // Past --ctx (llama.cpp's context shift): keep the first `keep` prompt
+  // tokens (after BOS; -1 = the whole prompt), drop half of the rest.
+  int keep = 0;
+  bool no_context_shift = false;
 };
 
 // Generated text on its way to stdout, held back only as far as a --stop
@@ -156,6 +160,11 @@ int Run(const RunArgs& a) {
   }
   GenerateOptions opt;
   opt.max_new = a.n;
+  opt.context_shift = !a.no_context_shift;
+  // As llama.cpp: --keep counts prompt tokens after the BOS, which is kept too.
+  const int bos_kept = tok.bos() >= 0 && ids.front() == tok.bos() ? 1 : 0;
+  const int n_prompt = static_cast<int>(ids.size());
+  opt.n_keep = a.keep < 0 || a.keep + bos_kept > n_prompt ? n_prompt : a.keep + bos_kept;
   StopScanner out(a.stops);
   int32_t prev = ids.back();
   // Decides the stop and decodes the token (Generate emits a token only when
@@ -175,17 +184,28 @@ int Run(const RunArgs& a) {
     std::fprintf(stderr, "hqekv run: error: %s\n", r.message().c_str());
     return 1;
   }
+  if (r->hit_context_end && static_cast<int>(r->tokens.size()) < a.n) {
+    std::fprintf(stderr,
+                 "hqekv run: error: the context of %d tokens is full after %zu of %d tokens "
+                 "(--no-context-shift; use a larger --ctx)\n",
+                 ctx, r->tokens.size(), a.n);
+    return 1;
+  }
   const KvStats st = (*cache)->Stats();
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
-  std::fprintf(stderr,
-               "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s | prefill %.1f tok/s, "
-               "decode %.1f tok/s "
-               "| %s (%lld bytes held, %.3f true bits per kept element)\n",
-               c.name.c_str(), (*cache)->Describe().c_str(), r->prompt_tokens, r->tokens.size(),
-               r->hit_context_end ? " (context full)" : "",
-               r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
-               r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
-               MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
+  std::fprintf(
+      stderr,
+      "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s%s | prefill %.1f tok/s, "
+      "decode %.1f tok/s "
+      "| %s (%lld bytes held, %.3f true bits per kept element)\n",
+      c.name.c_str(), (*cache)->Describe().c_str(), r->prompt_tokens, r->tokens.size(),
+      r->hit_context_end ? " (context full)" : "",
+      r->context_shifts > 0
+          ? (" (" + std::to_string(r->context_shifts) + " context shifts)").c_str()
+          : "",
+      r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
+      r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
+      MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
   const std::string note = (*cache)->BudgetNote();
   if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
   if (a.kv_report) std::fputs(FormatKvReport(st).c_str(), stderr);
@@ -213,6 +233,12 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   cmd->add_option("--ctx", a->ctx,
                   "Context length of the KV cache (default: the model's, at most 4096)");
   cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str();
+  cmd->add_option("--keep", a->keep,
+                  "Context shift: prompt tokens kept (after BOS) when the context is full "
+                  "(-1 = the whole prompt)")
+      ->capture_default_str();
+  cmd->add_flag("--no-context-shift", a->no_context_shift,
+                "Stop (exit 1) when the context is full instead of dropping the older half");
   cmd->add_flag("--kv-report", a->kv_report,
                 "Print per-layer tier histograms and bytes of the KV cache at the end");
   cmd->add_option("--tokenizer", a->tokenizer,

@@ -58,6 +58,16 @@ enum class RopeStyle {
   kNeoX,    // rotate halves (i, i + head_dim/2): qwen2, qwen3
 };
 
+// How positions are stretched past the trained context (ModelConfig).
+//   kLinear: every frequency divided by the factor (position interpolation).
+//   kYarn:   YaRN as ggml's rope_yarn with ext_factor 1, beta_fast 32,
+//            beta_slow 1: pairs below the "fast" correction dimension keep
+//            their frequency, those above the "slow" one are divided by the
+//            factor, a linear ramp in between; q and k are multiplied by
+//            attn_factor * (1 + 0.1 ln factor).
+//   kLlama3: Meta's Llama 3.1 rescaling by wavelength (low/high_freq_factor).
+enum class RopeScaling { kNone, kLinear, kYarn, kLlama3 };
+
 struct ModelConfig {
   std::string arch;  // "llama", "qwen2", "qwen3"
   std::string name;  // general.name (or the file stem)
@@ -73,20 +83,24 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope = RopeStyle::kNormal;
-  // Llama 3 rope scaling from <arch>.rope.scaling.{factor, low_freq_factor,
-  // high_freq_factor, original_context_length} (rope.scaling.type "llama3"
-  // or absent): frequencies rescaled as in Meta's reference code.
-  // rope_factor == 0 means no scaling by keys (a rope_freqs.weight tensor
-  // may still be present: apply it when Find("rope_freqs.weight") != nullptr;
-  // when that tensor exists the loader sets rope_factor = 0 so that the two
-  // are never applied together).
-  float rope_factor = 0;
+  // RoPE scaling, read as llama.cpp reads it: <arch>.rope.scaling.type
+  // ("none", "linear" — also when the key is absent —, "yarn", and "llama3"
+  // for Meta's rescaling with its low/high_freq_factor keys), the factor
+  // from rope.scaling.factor or the older rope.scale_linear, and
+  // rope.scaling.original_context_length (yarn, llama3). kNone when the
+  // factor is absent, 0 or 1 (linear) or the type says none. A
+  // rope_freqs.weight tensor (llama.cpp's Llama 3.1 files) holds per-frequency
+  // divisors, applied on top (it replaces "llama3" keys: the loader then sets
+  // kNone so that the two are never applied together).
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  float rope_factor = 0;  // > 0 when rope_scaling != kNone
   float rope_low_freq_factor = 1;
   float rope_high_freq_factor = 4;
   int rope_orig_ctx = 8192;
-  bool qk_norm = false;      // qwen3: RMSNorm of each q/k head before RoPE
-  bool attn_bias = false;    // qwen2: q/k/v biases
-  bool tied_output = false;  // no output.weight: logits use token_embd.weight
+  float rope_attn_factor = 1;  // yarn: rope.scaling.attn_factor
+  bool qk_norm = false;        // qwen3: RMSNorm of each q/k head before RoPE
+  bool attn_bias = false;      // qwen2: q/k/v biases
+  bool tied_output = false;    // no output.weight: logits use token_embd.weight
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -70,6 +70,57 @@ Result<float> ConfigFloat(const GgufFile& f, const std::string& key, std::option
   return static_cast<float>(*v);
 }
 
+// RoPE scaling keys as llama.cpp reads them (model_file.h ModelConfig).
+// `a` is "<arch>."; c.max_ctx is read already (yarn's default original
+// context).
+Status ReadRopeScaling(const GgufFile& f, const std::string& a, const std::string& where,
+                       ModelConfig* c) {
+  const std::string type_key = a + "rope.scaling.type";
+  HQEKV_ASSIGN_OR_RETURN(auto scaling, f.GetOptionalString(type_key));
+  float factor = 0;
+  HQEKV_ASSIGN_OR_RETURN(factor, ConfigFloat(f, a + "rope.scaling.factor", 0.0f));
+  if (factor == 0) {
+    HQEKV_ASSIGN_OR_RETURN(factor, ConfigFloat(f, a + "rope.scale_linear", 0.0f));
+  }
+  if (factor < 0) {
+    return MakeError(where + "rope scaling factor " + std::to_string(factor) + " (" + a +
+                     "rope.scaling.factor / rope.scale_linear) must be positive");
+  }
+  const std::string stype = scaling.value_or("linear");  // llama.cpp's default
+  if (stype == "none") return Status::Ok();
+  if (stype == "linear") {
+    if (factor > 0 && factor != 1) {
+      c->rope_scaling = RopeScaling::kLinear;
+      c->rope_factor = factor;
+    }
+    return Status::Ok();
+  }
+  if (stype == "yarn") {
+    if (factor == 0) return Status::Ok();  // factor 1: no stretch, no magnitude change
+    c->rope_scaling = RopeScaling::kYarn;
+    c->rope_factor = factor;
+    HQEKV_ASSIGN_OR_RETURN(c->rope_orig_ctx,
+                           ConfigInt(f, a + "rope.scaling.original_context_length", c->max_ctx));
+    HQEKV_ASSIGN_OR_RETURN(c->rope_attn_factor,
+                           ConfigFloat(f, a + "rope.scaling.attn_factor", 1.0f));
+    return Status::Ok();
+  }
+  if (stype == "llama3") {
+    if (factor == 0) return Status::Ok();
+    c->rope_scaling = RopeScaling::kLlama3;
+    c->rope_factor = factor;
+    HQEKV_ASSIGN_OR_RETURN(c->rope_low_freq_factor,
+                           ConfigFloat(f, a + "rope.scaling.low_freq_factor", 1.0f));
+    HQEKV_ASSIGN_OR_RETURN(c->rope_high_freq_factor,
+                           ConfigFloat(f, a + "rope.scaling.high_freq_factor", 4.0f));
+    HQEKV_ASSIGN_OR_RETURN(c->rope_orig_ctx,
+                           ConfigInt(f, a + "rope.scaling.original_context_length", 8192));
+    return Status::Ok();
+  }
+  return MakeError(where + "unsupported rope scaling type '" + stype + "' in " + type_key +
+                   " (supported: none, linear, yarn, llama3)");
+}
+
 Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
                                               const std::string& path,
                                               std::shared_ptr<const MappedFile> map) {
@@ -116,22 +167,7 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
   c.rope = arch->rope;
   c.qk_norm = arch->qk_norm;
 
-  HQEKV_ASSIGN_OR_RETURN(auto scaling, f.GetOptionalString(a + "rope.scaling.type"));
-  float factor = 0;
-  HQEKV_ASSIGN_OR_RETURN(factor, ConfigFloat(f, a + "rope.scaling.factor", 0.0f));
-  const std::string stype = scaling.value_or(factor > 0 ? "llama3" : "none");
-  if (stype == "llama3") {
-    c.rope_factor = factor;
-    HQEKV_ASSIGN_OR_RETURN(c.rope_low_freq_factor,
-                           ConfigFloat(f, a + "rope.scaling.low_freq_factor", 1.0f));
-    HQEKV_ASSIGN_OR_RETURN(c.rope_high_freq_factor,
-                           ConfigFloat(f, a + "rope.scaling.high_freq_factor", 4.0f));
-    HQEKV_ASSIGN_OR_RETURN(c.rope_orig_ctx,
-                           ConfigInt(f, a + "rope.scaling.original_context_length", 8192));
-  } else if (stype != "none" && !(factor == 0 || factor == 1)) {
-    return MakeError(where + "unsupported rope scaling type '" + stype +
-                     "' (supported: none, llama3)");
-  }
+  HQEKV_RETURN_IF_ERROR(ReadRopeScaling(f, a, where, &c));
 
   for (const auto& ti : f.tensors) {
     Tensor t;
@@ -142,7 +178,10 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
     t.nbytes = static_cast<size_t>(ti.nbytes);
     m->tensors.emplace(t.name, std::move(t));
   }
-  if (m->Find("rope_freqs.weight")) c.rope_factor = 0;  // the tensor already holds the scaling
+  if (m->Find("rope_freqs.weight") && c.rope_scaling == RopeScaling::kLlama3) {
+    c.rope_scaling = RopeScaling::kNone;  // the tensor already holds the scaling
+    c.rope_factor = 0;
+  }
   c.tied_output = m->Find("output.weight") == nullptr;
   c.attn_bias = m->Find("blk.0.attn_q.bias") != nullptr;
   if (const Tensor* emb = m->Find("token_embd.weight");
@@ -190,10 +229,16 @@ Status ValidateModel(ModelSource& m) {
                      " (partial rotary embedding is not supported)");
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0))
     return MakeError(where + "rms_eps and rope_theta must be positive");
-  if (c.rope_factor < 0 ||
-      (c.rope_factor > 0 &&
-       (c.rope_orig_ctx <= 0 || c.rope_high_freq_factor <= c.rope_low_freq_factor)))
+  if (c.rope_scaling != RopeScaling::kNone && !(c.rope_factor > 0))
+    return MakeError(where + "rope scaling factor " + std::to_string(c.rope_factor) +
+                     " must be positive");
+  if (c.rope_scaling == RopeScaling::kLlama3 &&
+      (c.rope_orig_ctx <= 0 || c.rope_high_freq_factor <= c.rope_low_freq_factor))
     return MakeError(where + "invalid llama3 rope scaling parameters");
+  if (c.rope_scaling == RopeScaling::kYarn && (c.rope_orig_ctx <= 0 || !(c.rope_attn_factor > 0)))
+    return MakeError(where + "invalid yarn rope scaling parameters (original_context_length " +
+                     std::to_string(c.rope_orig_ctx) + ", attn_factor " +
+                     std::to_string(c.rope_attn_factor) + ")");
   if (!m.tokenizer) return MakeError(where + "no tokenizer");
   if (m.tokenizer->vocab_size() > c.vocab_size)
     return MakeError(where + "tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +

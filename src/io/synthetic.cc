@@ -262,10 +262,12 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.SetF32(a + "rope.freq_base", s.rope_theta);
   if (s.rope_factor > 0) {
-    w.SetString(a + "rope.scaling.type", "llama3");
+    w.SetString(a + "rope.scaling.type", s.rope_scaling_type);
     w.SetF32(a + "rope.scaling.factor", s.rope_factor);
-    w.SetF32(a + "rope.scaling.low_freq_factor", 1.0f);
-    w.SetF32(a + "rope.scaling.high_freq_factor", 4.0f);
+    if (s.rope_scaling_type == "llama3") {
+      w.SetF32(a + "rope.scaling.low_freq_factor", 1.0f);
+      w.SetF32(a + "rope.scaling.high_freq_factor", 4.0f);
+    }
     w.SetU32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
   }
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};

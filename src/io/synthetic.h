@@ -27,8 +27,9 @@ struct SyntheticSpec {
   int vocab = 300;  // >= 259 (3 control + 256 byte tokens)
   int max_ctx = 256;
   float rope_theta = 10000.0f;
-  float rope_factor = 0;  // > 0: Llama 3 rope scaling keys are written
+  float rope_factor = 0;  // > 0: rope scaling keys of rope_scaling_type are written
   int rope_orig_ctx = 64;
+  std::string rope_scaling_type = "llama3";  // llama3 (+ its freq factors), linear, yarn
   bool tied_output = true;
   TensorType type = TensorType::kQ8_0;  // matrices (embedding and output included)
   // Mixed-type files as llama.cpp's quantizer writes them (e.g. Q4_K_M): per

@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "tokenizer/tokenizer_pretokenize.h"
+
 namespace hqekv {
 namespace {
 
@@ -35,10 +37,9 @@ Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
   }
   HQEKV_ASSIGN_OR_RETURN(auto pre, f.GetOptionalString("tokenizer.ggml.pre"));
   if (pre.has_value()) v.pre = *pre;
-  if (v.kind == TokenizerKind::kBpe && v.pre != "llama-bpe" && v.pre != "llama3" &&
-      v.pre != "qwen2" && v.pre != "default" && v.pre != "smaug-bpe")
+  if (v.kind == TokenizerKind::kBpe && !PreTokenizerByName(v.pre))
     return MakeError(where + "unsupported BPE pre-tokenizer tokenizer.ggml.pre '" + v.pre +
-                     "' (supported: llama-bpe, qwen2, default)");
+                     "' (supported: " + SupportedPreTokenizerNames() + ")");
 
   const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
   if (!tokens) return MakeError(where + "required key 'tokenizer.ggml.tokens' is missing");

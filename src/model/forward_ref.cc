@@ -1,5 +1,6 @@
 #include "model/forward_ref.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/kernels.h"
@@ -21,7 +22,20 @@ std::vector<double> InvFreq(const ModelConfig& c) {
   std::vector<double> f(c.head_dim / 2);
   for (int i = 0; i < c.head_dim / 2; ++i) {
     double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / c.head_dim);
-    if (c.rope_factor > 0) {
+    if (c.rope_scaling == RopeScaling::kLinear) {
+      freq /= c.rope_factor;
+    } else if (c.rope_scaling == RopeScaling::kYarn) {
+      // ggml's rope_yarn: ramp 1 below the fast correction dim, 0 above the slow one.
+      const double kTwoPi = 2 * kPi;
+      auto corr = [&](double n_rot) {
+        return c.head_dim * std::log(c.rope_orig_ctx / (n_rot * kTwoPi)) /
+               (2 * std::log(static_cast<double>(c.rope_theta)));
+      };
+      const double lo = std::max(0.0, std::floor(corr(32))),
+                   hi = std::min(c.head_dim - 1.0, std::ceil(corr(1)));
+      const double ramp = 1 - std::min(1.0, std::max(0.0, (i - lo) / std::max(0.001, hi - lo)));
+      freq *= ramp + (1 - ramp) / c.rope_factor;
+    } else if (c.rope_scaling == RopeScaling::kLlama3) {
       const double wavelen = 2 * kPi / freq;
       const double lo = c.rope_orig_ctx / c.rope_low_freq_factor,
                    hi = c.rope_orig_ctx / c.rope_high_freq_factor;
@@ -162,6 +176,11 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
       }
       Rope(c, inv, pos[i], c.n_heads, q.data());
       Rope(c, inv, pos[i], c.n_kv_heads, k.data());
+      if (c.rope_scaling == RopeScaling::kYarn) {  // ggml's mscale on q and k
+        const double ms = c.rope_attn_factor * (1 + 0.1 * std::log(double{c.rope_factor}));
+        for (double& x : q) x *= ms;
+        for (double& x : k) x *= ms;
+      }
       L.keys.push_back(k);
       L.values.push_back(v);
       const size_t T = L.keys.size();

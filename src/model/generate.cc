@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string>
 
+#include "model/generate_step.h"
+
 namespace hqekv {
 
 Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache,
@@ -19,30 +21,28 @@ Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache,
   }
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
-  std::vector<int32_t> history = prompt;
-  std::vector<int32_t> pos(prompt.size());
-  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
-  std::vector<float> logits(model.vocab_size());
+  Sequence seq;
   auto t0 = Clock::now();
-  HQEKV_RETURN_IF_ERROR(model.Forward(prompt.data(), pos.data(), static_cast<int>(prompt.size()),
-                                      cache, Logits::kLast, logits.data(), true));
+  HQEKV_RETURN_IF_ERROR(
+      DecodeTokens(model, cache, seq, prompt.data(), static_cast<int>(prompt.size())));
   auto t1 = Clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-  for (int step = 0; step < opt.max_new; ++step) {
-    const int32_t tok = sampler.Sample(logits.data(), model.vocab_size(), history);
-    const bool eog = opt.is_eog ? opt.is_eog(tok) : tok == opt.eos;
-    if (opt.stop_at_eog && eog) break;
-    r.tokens.push_back(tok);
-    history.push_back(tok);
-    if (on_token) on_token(tok);
-    if (step + 1 == opt.max_new) break;
-    const int32_t p = static_cast<int32_t>(history.size() - 1);
-    if (p >= ctx) {
+  StepOptions step;
+  step.stop_at_eog = opt.stop_at_eog;
+  step.is_eog = opt.is_eog ? opt.is_eog : [eos = opt.eos](int32_t t) { return t == eos; };
+  step.context_shift = opt.context_shift;
+  step.n_keep = opt.n_keep;
+  for (int i = 0; i < opt.max_new; ++i) {
+    step.decode = i + 1 < opt.max_new;
+    HQEKV_ASSIGN_OR_RETURN(StepResult s, GenerateStep(model, cache, sampler, seq, step, on_token));
+    if (s.end == StepEnd::kEndOfGeneration) break;
+    r.tokens.push_back(s.token);
+    if (s.end == StepEnd::kContextFull) {
       r.hit_context_end = true;
       break;
     }
-    HQEKV_RETURN_IF_ERROR(model.Forward(&tok, &p, 1, cache, Logits::kLast, logits.data(), false));
   }
+  r.context_shifts = seq.context_shifts;
   r.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return r;
 }

@@ -1,6 +1,7 @@
 // Text generation loop: prefill the prompt in one batch, then decode one
-// token at a time with a Sampler until max_new tokens, an end-of-generation
-// token, or the end of the cache's context.
+// token at a time with a Sampler (model/generate_step.h) until max_new
+// tokens, an end-of-generation token, or the end of the cache's context
+// (unless context_shift makes room, as llama.cpp does).
 #pragma once
 
 #include <cstdint>
@@ -19,14 +20,19 @@ struct GenerateOptions {
   bool stop_at_eog = true;              // stop on EOS / EOT (the token is not emitted)
   int32_t eos = -1;                     // with stop_at_eog: the end tokens (-1 = none) ...
   std::function<bool(int32_t)> is_eog;  // ... or this predicate when set
+  // When the cache is full: drop the older half of the tokens after the
+  // first n_keep and go on (ShiftContext), instead of stopping.
+  bool context_shift = false;
+  int n_keep = 0;
 };
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated tokens (prompt excluded)
   int prompt_tokens = 0;
-  double prefill_seconds = 0;  // wall time of the prompt batch
-  double decode_seconds = 0;   // wall time of every decode step (sampling included)
-  bool hit_context_end = false;
+  double prefill_seconds = 0;    // wall time of the prompt batch
+  double decode_seconds = 0;     // wall time of every decode step (sampling included)
+  bool hit_context_end = false;  // stopped early: the cache is full and shifting is off
+  int context_shifts = 0;        // context shifts done
 };
 
 // The prompt (non-empty, shorter than the cache's max_ctx) starts at position

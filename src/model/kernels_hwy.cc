@@ -5,6 +5,7 @@
 
 #include "core/half.h"
 #include "model/kernels.h"
+#include "model/kernels_lowbit.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "model/kernels_hwy.cc"
@@ -298,21 +299,6 @@ float DotQ5_K(const uint8_t* p, const float* x, int64_t k) {
   return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
-// Types without a fused kernel (Q2_K, Q3_K, IQ4_NL, IQ4_XS): the scalar block
-// decoder fills a small fp32 buffer (L1-resident), then the fp32 SIMD dot.
-float DotViaF32(TensorType t, const uint8_t* p, const float* x, int64_t k) {
-  constexpr int64_t kChunk = 1024;  // a multiple of every block size
-  HWY_ALIGN float buf[kChunk];
-  const int64_t bs = BlockSize(t), bb = BlockBytes(t);
-  float s = 0;
-  for (int64_t i = 0; i < k; i += kChunk) {
-    const int64_t n = k - i < kChunk ? k - i : kChunk;
-    DequantizeRowRef(t, p + i / bs * bb, n, buf);
-    s += DotF32(buf, x + i, n);
-  }
-  return s;
-}
-
 float DotQ6_K(const uint8_t* p, const float* x, int64_t k) {
   const DF df;
   const hn::RebindToSigned<DF> di;
@@ -385,7 +371,7 @@ float DotAny(int type, const uint8_t* row, const float* x, int64_t k) {
     case TensorType::kQ3_K:
     case TensorType::kIQ4_NL:
     case TensorType::kIQ4_XS:
-      return DotViaF32(static_cast<TensorType>(type), row, x, k);
+      return DotLowBit(static_cast<TensorType>(type), row, x, k);  // kernels_lowbit_hwy.cc
   }
   return 0.f;
 }

@@ -100,6 +100,7 @@ Status LlamaModel::Init() {
     }
   }
   inv_freq_ = RopeInvFreq(c);
+  rope_mscale_ = RopeAttentionScale(c);
   // llama.cpp's Llama 3.1 files store the rope scaling as per-frequency
   // divisors instead of config keys.
   if (src_.Find("rope_freqs.weight")) {
@@ -201,6 +202,10 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
       }
       ApplyRope(c.rope, inv_freq_, pos[i], c.n_heads, HD, q);
       ApplyRope(c.rope, inv_freq_, pos[i], c.n_kv_heads, HD, k);
+      if (rope_mscale_ != 1.0f) {
+        for (int j = 0; j < QD; ++j) q[j] *= rope_mscale_;
+        for (int j = 0; j < KD; ++j) k[j] *= rope_mscale_;
+      }
     }
     HQEKV_RETURN_IF_ERROR(cache.Append(l, k_.data(), v_.data(), pos, n));
     HQEKV_RETURN_IF_ERROR(cache.Attend(l, q_.data(), pos, n, att_.data()));

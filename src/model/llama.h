@@ -72,6 +72,7 @@ class LlamaModel {
   kernels::WeightMatrix embed_, output_;
   const float* output_norm_ = nullptr;
   std::vector<float> inv_freq_;
+  float rope_mscale_ = 1.0f;  // RopeAttentionScale: YaRN's magnitude on q and k
   // Scratch, resized per batch: x, h [n][d]; q, att [n][q_dim]; k, v
   // [n][kv_dim]; g, u [n][d_ff].
   std::vector<float> x_, h_, q_, k_, v_, att_, g_, u_;

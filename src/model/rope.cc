@@ -1,8 +1,33 @@
 #include "model/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hqekv {
+
+YarnRamp YarnCorrectionDims(const ModelConfig& c) {
+  // The pair index whose wavelength makes n_rot turns over the original
+  // context: n_dims * ln(orig_ctx / (n_rot * 2 pi)) / (2 ln theta).
+  const double kPi = 3.14159265358979323846;
+  auto corr_dim = [&](double n_rot) {
+    return c.head_dim * std::log(c.rope_orig_ctx / (n_rot * 2 * kPi)) /
+           (2 * std::log(static_cast<double>(c.rope_theta)));
+  };
+  YarnRamp r;
+  r.low = static_cast<float>(std::max(0.0, std::floor(corr_dim(32))));              // beta_fast
+  r.high = static_cast<float>(std::min(c.head_dim - 1.0, std::ceil(corr_dim(1))));  // beta_slow
+  return r;
+}
+
+float YarnRampAt(const YarnRamp& r, int i) {
+  const float y = (static_cast<float>(i) - r.low) / std::max(0.001f, r.high - r.low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
+float RopeAttentionScale(const ModelConfig& c) {
+  if (c.rope_scaling != RopeScaling::kYarn) return 1.0f;
+  return c.rope_attn_factor * (1.0f + 0.1f * std::log(c.rope_factor));
+}
 
 std::vector<float> RopeInvFreq(const ModelConfig& c) {
   const int half = c.head_dim / 2;
@@ -11,7 +36,15 @@ std::vector<float> RopeInvFreq(const ModelConfig& c) {
     f[i] =
         1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
   }
-  if (c.rope_factor > 0) {
+  if (c.rope_scaling == RopeScaling::kLinear) {
+    for (float& freq : f) freq /= c.rope_factor;
+  } else if (c.rope_scaling == RopeScaling::kYarn) {
+    const YarnRamp r = YarnCorrectionDims(c);
+    for (int i = 0; i < half; ++i) {
+      const float ramp = YarnRampAt(r, i);
+      f[i] *= (1.0f / c.rope_factor) * (1.0f - ramp) + ramp;
+    }
+  } else if (c.rope_scaling == RopeScaling::kLlama3) {
     const double kPi = 3.14159265358979323846;
     const double low_wavelen = c.rope_orig_ctx / c.rope_low_freq_factor;
     const double high_wavelen = c.rope_orig_ctx / c.rope_high_freq_factor;

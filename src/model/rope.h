@@ -9,11 +9,26 @@
 
 namespace hqekv {
 
-// inv_freq[i] = theta^(-2i/head_dim), i < head_dim/2, then Llama 3 scaling
-// when c.rope_factor > 0 (Meta's reference: wavelengths shorter than
-// orig_ctx/high_freq_factor keep their frequency, longer than
-// orig_ctx/low_freq_factor are divided by factor, in between interpolated).
+// inv_freq[i] = theta^(-2i/head_dim), i < head_dim/2, then c.rope_scaling:
+//   linear: / factor;
+//   yarn:   * (ramp_i + (1 - ramp_i) / factor), ramp_i = YarnRampAt(i);
+//   llama3: Meta's reference (wavelengths shorter than orig_ctx /
+//           high_freq_factor keep their frequency, longer than orig_ctx /
+//           low_freq_factor are divided by factor, in between interpolated).
 std::vector<float> RopeInvFreq(const ModelConfig& c);
+
+// YaRN's correction range in pair indices [low, high] (ggml's
+// rope_yarn_corr_dims with beta_fast 32, beta_slow 1), and the ramp: 1 (keep
+// the frequency) up to low, 0 (divide by factor) from high, linear between.
+struct YarnRamp {
+  float low = 0, high = 0;
+};
+YarnRamp YarnCorrectionDims(const ModelConfig& c);
+float YarnRampAt(const YarnRamp& r, int i);
+
+// What RoPE'd q and k are multiplied by: attn_factor * (1 + 0.1 ln factor)
+// for yarn (ggml's mscale), 1 otherwise.
+float RopeAttentionScale(const ModelConfig& c);
 
 // Rotates x ([n_heads][head_dim] for one token) in place for position pos.
 // kNormal rotates pairs (2i, 2i+1); kNeoX rotates (i, i + head_dim/2).

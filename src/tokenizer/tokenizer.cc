@@ -315,9 +315,11 @@ class BpeTokenizer final : public TokenizerBase {
   BpeTokenizer(TokenizerVocab v, std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges,
                size_t skipped)
       : TokenizerBase(std::move(v)), merges_(std::move(merges)), skipped_merges_(skipped) {
-    pre_ = v_.pre == "qwen2" ? PreTokenizer::kQwen2 : PreTokenizer::kLlama3;
-    // llama.cpp looks a whole Llama 3 word up first ("ignore_merges").
-    ignore_merges_ = v_.pre == "llama-bpe" || v_.pre == "llama3";
+    // TokenizerFromGguf refuses unknown names; a vocab built in memory with
+    // one gets llama.cpp's DEFAULT set.
+    pre_ = PreTokenizerByName(v_.pre).value_or(PreTokenizer::kDefault);
+    // llama.cpp looks a whole Llama 3 / Tekken word up first ("ignore_merges").
+    ignore_merges_ = v_.pre == "llama-bpe" || v_.pre == "llama3" || v_.pre == "tekken";
     for (int b = 0; b < 256; ++b) {
       std::string p;
       unicode::AppendUtf8(p, Bytes().to_cp[b]);

@@ -5,7 +5,7 @@
 //     merging of the adjacent pair whose merged piece has the best score
 //     (llama2.c / llama.cpp SPM), byte fallback to <0xXX> tokens.
 //   - Byte-level BPE ("gpt2"): GPT-2 byte-to-unicode mapping, merges by rank,
-//     pre-tokenizer splits of Llama 3 ("llama-bpe") and Qwen2 ("qwen2").
+//     pre-tokenizer splits by tokenizer.ggml.pre (tokenizer_pretokenize.h).
 // Special tokens written literally in the text are matched as whole tokens
 // before BPE / SPM, as llama.cpp does: user-defined tokens (type 4, e.g.
 // Qwen3's "<think>") always, control tokens (type 3, e.g. "<|im_end|>") only
@@ -39,7 +39,7 @@ enum TokenType : int32_t {
 struct TokenizerVocab {
   TokenizerKind kind = TokenizerKind::kSpm;
   std::string pre =
-      "default";  // BPE pre-tokenizer: "llama-bpe", "qwen2", ... ("default" = llama-bpe rules)
+      "default";  // BPE pre-tokenizer name (tokenizer_pretokenize.h: PreTokenizerByName)
   std::vector<std::string> tokens;  // piece text (SPM: "▁" for space; BPE: byte-to-unicode mapped)
   std::vector<float> scores;        // SPM merge scores (empty -> all 0)
   std::vector<int32_t> types;  // TokenType per token (empty -> all normal, except <0xXX> = byte)

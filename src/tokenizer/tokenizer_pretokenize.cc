@@ -8,11 +8,25 @@ using unicode::IsLetter;
 using unicode::IsNumber;
 using unicode::IsWhitespace;
 
-std::vector<std::string_view> PreTokenize(std::string_view text, PreTokenizer kind) {
+namespace pretokenize_detail {
+
+size_t MatchSpaceTail(const std::vector<uint32_t>& cp, size_t i, size_t e) {
+  size_t run_end = i;
+  while (run_end < e && IsWhitespace(cp[run_end])) ++run_end;
+  // \s*[\r\n]+ : greedy up to the last line break inside the run.
+  for (size_t k = run_end; k > i; --k) {
+    if (cp[k - 1] == '\r' || cp[k - 1] == '\n') return k;
+  }
+  if (run_end == e) return run_end;          // \s+(?!\S) at the end of the piece
+  if (run_end - i >= 2) return run_end - 1;  // \s+(?!\S): the last space goes to the next piece
+  return run_end;                            // \s+
+}
+
+std::vector<std::string_view> ScanLlama3(std::string_view text, bool one_digit) {
   const unicode::Codepoints u = unicode::DecodeUtf8(text);
   const std::vector<uint32_t>& cp = u.cp;
   const size_t n = cp.size();
-  const size_t max_digits = kind == PreTokenizer::kQwen2 ? 1 : 3;
+  const size_t max_digits = one_digit ? 1 : 3;
   auto lower = [](uint32_t c) { return c < 0x80 ? (c | 0x20) : c; };
   auto is_other = [](uint32_t c) { return !IsWhitespace(c) && !IsLetter(c) && !IsNumber(c); };
 
@@ -57,27 +71,7 @@ std::vector<std::string_view> PreTokenize(std::string_view text, PreTokenizer ki
         end = j;
       }
     }
-    if (end == i && IsWhitespace(c)) {
-      size_t run_end = i;
-      while (run_end < n && IsWhitespace(cp[run_end])) ++run_end;
-      // 5. \s*[\r\n]+ : greedy up to the last line break inside the run.
-      size_t last_nl = run_end;
-      for (size_t k = run_end; k > i; --k) {
-        if (cp[k - 1] == '\r' || cp[k - 1] == '\n') {
-          last_nl = k;
-          break;
-        }
-      }
-      if (last_nl != run_end || (cp[run_end - 1] == '\r' || cp[run_end - 1] == '\n')) {
-        end = last_nl;
-      } else if (run_end == n) {
-        end = run_end;  // 6. \s+(?!\S) at the end of the text
-      } else if (run_end - i >= 2) {
-        end = run_end - 1;  // 6. leave the last space to the next piece
-      } else {
-        end = run_end;  // 7. \s+
-      }
-    }
+    if (end == i && IsWhitespace(c)) end = pretokenize_detail::MatchSpaceTail(cp, i, n);
     if (end == i) end = i + 1;  // unreachable in practice; guarantees progress
     out.push_back(text.substr(u.offset[i], u.offset[end] - u.offset[i]));
     i = end;
@@ -85,4 +79,5 @@ std::vector<std::string_view> PreTokenize(std::string_view text, PreTokenizer ki
   return out;
 }
 
+}  // namespace pretokenize_detail
 }  // namespace hqekv

@@ -86,6 +86,8 @@ bool IsNumber(uint32_t cp) {
   return cp != kInvalid && InRanges(kNumberRanges, cp);
 }
 
+bool IsPunctuation(uint32_t cp) { return cp != kInvalid && InRanges(kPunctuationRanges, cp); }
+
 bool IsWhitespace(uint32_t cp) {
   // Unicode White_Space property (PropList.txt).
   switch (cp) {

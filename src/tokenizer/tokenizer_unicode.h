@@ -23,8 +23,9 @@ int Utf8SequenceLength(uint8_t b);
 
 constexpr uint32_t kInvalid = 0xFFFFFFFFu;
 
-bool IsLetter(uint32_t cp);      // \p{L}
-bool IsNumber(uint32_t cp);      // \p{N}
-bool IsWhitespace(uint32_t cp);  // \s (Unicode White_Space)
+bool IsLetter(uint32_t cp);       // \p{L}
+bool IsNumber(uint32_t cp);       // \p{N}
+bool IsWhitespace(uint32_t cp);   // \s (Unicode White_Space)
+bool IsPunctuation(uint32_t cp);  // \p{P}
 
 }  // namespace hqekv::unicode

@@ -308,22 +308,89 @@ TEST(TinyModel, IdentityDependsOnLayout) {
   EXPECT_NE((*ma)->identity, (*mb)->identity);
 }
 
-TEST(TinyModel, Llama3RopeScalingKeys) {
-  GgufWriter w = TinyModel({});
-  w.SetF32("llama.rope.scaling.factor", 8.0f);
-  w.SetF32("llama.rope.scaling.low_freq_factor", 1.0f);
-  w.SetF32("llama.rope.scaling.high_freq_factor", 4.0f);
-  w.SetU32("llama.rope.scaling.original_context_length", 8192);
-  auto img = w.Serialize();
-  auto m = LoadGgufImage(img.data(), img.size(), "l3.gguf");
-  ASSERT_TRUE(m.ok()) << m.message();
-  EXPECT_FLOAT_EQ((*m)->config.rope_factor, 8.0f);
-  EXPECT_EQ((*m)->config.rope_orig_ctx, 8192);
-  w.SetString("llama.rope.scaling.type", "yarn");
-  img = w.Serialize();
-  auto bad = LoadGgufImage(img.data(), img.size(), "l3.gguf");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(Contains(bad.message(), "yarn")) << bad.message();
+// RoPE scaling keys as llama.cpp reads them (llama.cpp llama-model.cpp:
+// a missing rope.scaling.type means linear; the factor comes from
+// rope.scaling.factor, else the older rope.scale_linear).
+TEST(TinyModel, RopeScalingKeys) {
+  auto load = [](GgufWriter& w) {
+    auto img = w.Serialize();
+    return LoadGgufImage(img.data(), img.size(), "rs.gguf");
+  };
+  {  // typed llama3, with its keys
+    GgufWriter w = TinyModel({});
+    w.SetString("llama.rope.scaling.type", "llama3");
+    w.SetF32("llama.rope.scaling.factor", 8.0f);
+    w.SetF32("llama.rope.scaling.low_freq_factor", 1.0f);
+    w.SetF32("llama.rope.scaling.high_freq_factor", 4.0f);
+    w.SetU32("llama.rope.scaling.original_context_length", 8192);
+    auto m = load(w);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config.rope_scaling, RopeScaling::kLlama3);
+    EXPECT_FLOAT_EQ((*m)->config.rope_factor, 8.0f);
+    EXPECT_EQ((*m)->config.rope_orig_ctx, 8192);
+  }
+  {  // untyped with a factor: linear (was read as llama3 before)
+    GgufWriter w = TinyModel({});
+    w.SetF32("llama.rope.scaling.factor", 8.0f);
+    auto m = load(w);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config.rope_scaling, RopeScaling::kLinear);
+    EXPECT_FLOAT_EQ((*m)->config.rope_factor, 8.0f);
+  }
+  {  // the old key
+    GgufWriter w = TinyModel({});
+    w.SetF32("llama.rope.scale_linear", 2.0f);
+    auto m = load(w);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config.rope_scaling, RopeScaling::kLinear);
+    EXPECT_FLOAT_EQ((*m)->config.rope_factor, 2.0f);
+  }
+  {  // "none" ignores a factor; linear with factor 1 is no scaling
+    GgufWriter w = TinyModel({});
+    w.SetString("llama.rope.scaling.type", "none");
+    w.SetF32("llama.rope.scaling.factor", 8.0f);
+    auto m = load(w);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config.rope_scaling, RopeScaling::kNone);
+    w.SetString("llama.rope.scaling.type", "linear");
+    w.SetF32("llama.rope.scaling.factor", 1.0f);
+    m = load(w);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config.rope_scaling, RopeScaling::kNone);
+  }
+  {  // yarn: original context defaults to the model's
+    GgufWriter w = TinyModel({});
+    w.SetString("llama.rope.scaling.type", "yarn");
+    w.SetF32("llama.rope.scaling.factor", 4.0f);
+    auto m = load(w);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config.rope_scaling, RopeScaling::kYarn);
+    EXPECT_EQ((*m)->config.rope_orig_ctx, (*m)->config.max_ctx);
+    EXPECT_FLOAT_EQ((*m)->config.rope_attn_factor, 1.0f);
+    w.SetU32("llama.rope.scaling.original_context_length", 32);
+    w.SetF32("llama.rope.scaling.attn_factor", 0.5f);
+    m = load(w);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->config.rope_orig_ctx, 32);
+    EXPECT_FLOAT_EQ((*m)->config.rope_attn_factor, 0.5f);
+    w.SetU32("llama.rope.scaling.original_context_length", 0);
+    m = load(w);
+    ASSERT_FALSE(m.ok());
+    EXPECT_TRUE(Contains(m.message(), "yarn")) << m.message();
+  }
+  {  // malformed: an unknown type names the key; a negative factor
+    GgufWriter w = TinyModel({});
+    w.SetString("llama.rope.scaling.type", "longrope");
+    w.SetF32("llama.rope.scaling.factor", 4.0f);
+    auto m = load(w);
+    ASSERT_FALSE(m.ok());
+    EXPECT_TRUE(Contains(m.message(), "'longrope' in llama.rope.scaling.type")) << m.message();
+    w.SetString("llama.rope.scaling.type", "linear");
+    w.SetF32("llama.rope.scaling.factor", -2.0f);
+    m = load(w);
+    ASSERT_FALSE(m.ok());
+    EXPECT_TRUE(Contains(m.message(), "must be positive")) << m.message();
+  }
 }
 
 // Each mutation of a valid tiny model must give an error naming the problem.

@@ -154,6 +154,21 @@ TEST(Forward, Llama3RopeScaling) {
   CheckAgainstReference(s, "llama3");
 }
 
+TEST(Forward, LinearRopeScaling) {
+  SyntheticSpec s;
+  s.rope_factor = 4.0f;
+  s.rope_scaling_type = "linear";
+  CheckAgainstReference(s, "linear");
+}
+
+TEST(Forward, YarnRopeScaling) {
+  SyntheticSpec s;
+  s.rope_factor = 4.0f;
+  s.rope_scaling_type = "yarn";
+  s.rope_orig_ctx = 64;  // correction dims inside the head
+  CheckAgainstReference(s, "yarn");
+}
+
 TEST(Forward, RejectsBadTokensPositionsAndGeometry) {
   SyntheticSpec s;
   const std::string path = TempModel(s, "bad");
