@@ -128,6 +128,21 @@ Result<std::string> RegularFile::ReadAll() {
   return out;
 }
 
+Result<size_t> RegularFile::ReadAt(uint64_t offset, void* buf, size_t n) const {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r =
+        ::pread(fd_, static_cast<char*>(buf) + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return MakeError("error reading " + Quote(path_) + ": " + Reason(errno));
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
 Result<std::string> ReadFileChecked(const std::string& path, uint64_t max_bytes) {
   HQEKV_ASSIGN_OR_RETURN(RegularFile f, RegularFile::Open(path, max_bytes));
   return f.ReadAll();

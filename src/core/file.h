@@ -51,6 +51,10 @@ class RegularFile {
   // it since is refused, not truncated). Reads from the current offset.
   Result<std::string> ReadAll();
 
+  // Up to `n` bytes at `offset` (pread: the file offset is not moved) into
+  // `buf`; fewer only at the end of the file. Errors name the path.
+  Result<size_t> ReadAt(uint64_t offset, void* buf, size_t n) const;
+
  private:
   RegularFile(int fd, uint64_t size, uint64_t max_bytes, std::string path)
       : fd_(fd), size_(size), max_bytes_(max_bytes), path_(std::move(path)) {}

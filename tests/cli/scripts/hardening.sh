@@ -111,9 +111,24 @@ case "$CASE" in
   ctx_huge_eval)      expect_error "--ctx 1000000000 is more than" "$HQEKV" eval --suite quick --ctx 1000000000 -o "$D/ev" ;;
 
   # ---- class 5: late or unclear validation (checked before any work) ----
-  calib_bits_nan)     expect_error "--bits: must be a finite number of bits > 0, got 'nan'" "$HQEKV" calibrate --bits nan -o "$D/p.json" ;;
-  calib_bits_zero)    expect_error "--bits: must be a finite number of bits > 0, got '0'" "$HQEKV" calibrate --bits 0 -o "$D/p.json" ;;
-  calib_trials_zero)  expect_error "--trials: Value 0 not in range 1 to 1000000" "$HQEKV" calibrate --bits 3 --trials 0 -o "$D/p.json" ;;
-  calib_tokens_zero)  expect_error "--tokens: Value 0 not in range 1 to" "$HQEKV" calibrate --bits 3 --tokens 0 -o "$D/p.json" ;;
+  calib_bits_nan)     expect_error "--bits: 'nan' is not a finite number" "$HQEKV" calibrate --bits nan -o "$D/p.json" ;;
+  calib_bits_zero)    expect_error "--bits: '0' is out of range (0, 64]" "$HQEKV" calibrate --bits 0 -o "$D/p.json" ;;
+  calib_trials_zero)  expect_error "--trials: '0' is out of range [1, 1000000]" "$HQEKV" calibrate --bits 3 --trials 0 -o "$D/p.json" ;;
+  calib_tokens_zero)  expect_error "--tokens: '0' is out of range [1, 2147483648]" "$HQEKV" calibrate --bits 3 --tokens 0 -o "$D/p.json" ;;
+
+  # ---- class 6: accepted nonsense (one checked parser for every number, core/number.h) ----
+  seed_negative)      expect_error "--seed: '-1' is out of range [0, 18446744073709551615]" "$HQEKV" run -n 1 --seed -1 ;;
+  seed_overflow)      expect_error "--seed: '99999999999999999999' is out of range" "$HQEKV" run -n 1 --seed 99999999999999999999 ;;
+  threads_trailing)   expect_error "'4x' is not a decimal integer" "$HQEKV" run -n 1 -t 4x ;;
+  ctx_hex_ppl)        expect_error "--ctx: '0x40' is not a decimal integer" "$HQEKV" ppl -f "$TEXT" --ctx 0x40 ;;
+  temp_nan)           expect_error "--temp: 'nan' is not a finite number" "$HQEKV" run -n 1 --temp nan ;;
+  top_p_zero)         expect_error "--top-p: '0' is out of range (0, 1]" "$HQEKV" run -n 1 --top-p 0 ;;
+  n_predict_negative) expect_error "--n-predict: '-5' is out of range [0, 1073741824]" "$HQEKV" run -n -5 ;;
+  spec_hex)           expect_error "'kivi': bits=0x2: not a decimal number" "$HQEKV" run -n 1 --kv kivi:bits=0x2 ;;
+  spec_inf)           expect_error "'hqekv': bits=inf: not a decimal number" "$HQEKV" policies --check hqekv:bits=inf ;;
+  eval_bits_inf)      expect_error "--bits: 'inf' is not a number of bits in (0, 32]" "$HQEKV" eval --suite quick --bits inf -o "$D/ev" ;;
+  calib_seed_garbage) expect_error "--seed: '12abc' is not a decimal integer" "$HQEKV" calibrate --bits 3 --seed 12abc -o "$D/p.json" ;;
+  study_vectors_hex)  expect_error "--vectors: '0x100' is not a decimal integer" "$HQEKV" study quant --vectors 0x100 ;;
+  gen_layers_overflow) expect_error "--layers: '99999999999' is out of range" "$HQEKV" gen-synthetic -o "$D/x.gguf" --layers 99999999999 ;;
   *) fail "unknown case" ;;
 esac
