@@ -68,7 +68,7 @@ Status CheckValue(const std::string& policy, const ParamInfo& pi, const std::str
     case ParamType::kInt:
     case ParamType::kReal: {
       double d;
-      if (!ParseDouble(v, &d)) return MakeError(where + ": not a decimal number");
+      if (!ParseDouble(v, &d)) return MakeError(where + ": not a number (decimal and finite)");
       if (pi.type == ParamType::kInt && d != std::floor(d)) {
         return MakeError(where + ": must be an integer");
       }

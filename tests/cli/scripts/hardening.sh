@@ -124,8 +124,8 @@ case "$CASE" in
   temp_nan)           expect_error "--temp: 'nan' is not a finite number" "$HQEKV" run -n 1 --temp nan ;;
   top_p_zero)         expect_error "--top-p: '0' is out of range (0, 1]" "$HQEKV" run -n 1 --top-p 0 ;;
   n_predict_negative) expect_error "--n-predict: '-5' is out of range [0, 1073741824]" "$HQEKV" run -n -5 ;;
-  spec_hex)           expect_error "'kivi': bits=0x2: not a decimal number" "$HQEKV" run -n 1 --kv kivi:bits=0x2 ;;
-  spec_inf)           expect_error "'hqekv': bits=inf: not a decimal number" "$HQEKV" policies --check hqekv:bits=inf ;;
+  spec_hex)           expect_error "'kivi': bits=0x2: not a number" "$HQEKV" run -n 1 --kv kivi:bits=0x2 ;;
+  spec_inf)           expect_error "'hqekv': bits=inf: not a number" "$HQEKV" policies --check hqekv:bits=inf ;;
   eval_bits_inf)      expect_error "--bits: 'inf' is not a number of bits in (0, 32]" "$HQEKV" eval --suite quick --bits inf -o "$D/ev" ;;
   calib_seed_garbage) expect_error "--seed: '12abc' is not a decimal integer" "$HQEKV" calibrate --bits 3 --seed 12abc -o "$D/p.json" ;;
   study_vectors_hex)  expect_error "--vectors: '0x100' is not a decimal integer" "$HQEKV" study quant --vectors 0x100 ;;
