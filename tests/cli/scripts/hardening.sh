@@ -130,5 +130,43 @@ case "$CASE" in
   calib_seed_garbage) expect_error "--seed: '12abc' is not a decimal integer" "$HQEKV" calibrate --bits 3 --seed 12abc -o "$D/p.json" ;;
   study_vectors_hex)  expect_error "--vectors: '0x100' is not a decimal integer" "$HQEKV" study quant --vectors 0x100 ;;
   gen_layers_overflow) expect_error "--layers: '99999999999' is out of range" "$HQEKV" gen-synthetic -o "$D/x.gguf" --layers 99999999999 ;;
+
+  # ---- signals and concurrent runs: no partial or temporary files ----
+  sigterm_writer|sigint_writer)
+    sig=TERM; [ "$CASE" = sigint_writer ] && sig=INT
+    # A model big enough that the write takes a while (about 100 MB).
+    # (env --default-signal: a non-interactive shell starts background jobs with SIGINT ignored.)
+    env --default-signal=INT "$HQEKV" gen-synthetic -o "$D/big.gguf" --layers 12 --dim 768 --ff 2048 \
+      --vocab 32000 2>"$D/err" &
+    pid=$!
+    seen=0
+    for _ in $(seq 1 1000); do
+      if ls -a "$D" | grep -q '\.tmp\.'; then seen=1; break; fi
+      sleep 0.01
+    done
+    [ "$seen" = 1 ] || { kill -KILL $pid 2>/dev/null; fail "no temporary file seen while writing"; }
+    kill -$sig $pid
+    rc=0; wait $pid || rc=$?
+    [ "$rc" -ne 0 ] || fail "exit 0 after SIG$sig"
+    no_temporaries "$D"
+    [ ! -e "$D/big.gguf" ] || fail "a partial big.gguf was installed"
+    echo "ok: SIG$sig during the write: exit $rc, no temporary file, no output" ;;
+  concurrent_writers)
+    # Two processes write the same output at once, five times: the file is
+    # always one complete version (byte-equal to a run alone), never a mix.
+    common=(--layers 4 --dim 256 --ff 512 --vocab 4096)
+    "$HQEKV" gen-synthetic -o "$D/ref1.gguf" "${common[@]}" --seed 1 || fail "ref1"
+    "$HQEKV" gen-synthetic -o "$D/ref2.gguf" "${common[@]}" --seed 2 || fail "ref2"
+    for round in 1 2 3 4 5; do
+      "$HQEKV" gen-synthetic --force -o "$D/out.gguf" "${common[@]}" --seed 1 & a=$!
+      "$HQEKV" gen-synthetic --force -o "$D/out.gguf" "${common[@]}" --seed 2 & b=$!
+      wait $a || fail "writer 1 failed in round $round"
+      wait $b || fail "writer 2 failed in round $round"
+      cmp -s "$D/out.gguf" "$D/ref1.gguf" || cmp -s "$D/out.gguf" "$D/ref2.gguf" ||
+        fail "round $round: out.gguf is neither complete version"
+      no_temporaries "$D"
+    done
+    "$HQEKV" inspect -m "$D/out.gguf" >/dev/null || fail "the result does not load"
+    echo "ok: 5 rounds of two concurrent writers, always one complete file" ;;
   *) fail "unknown case" ;;
 esac
