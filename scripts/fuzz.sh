@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target for the GGUF reader with clang (ASan + UBSan)
-# into build-fuzz/ and runs it briefly on the committed seed corpus.
-#   FUZZ_SECONDS=60 (default)  bash scripts/fuzz.sh
-# New inputs go to build-fuzz/corpus-gguf (kept between runs, never into the
+# Builds the libFuzzer targets (fuzz/CMakeLists.txt: GGUF reader, --kv spec
+# and number parser, profile JSON, tokenizers, chat templates) with clang
+# (ASan + UBSan) into build-fuzz/ and runs each briefly on its committed seed
+# corpus, FUZZ_SECONDS in all (split as TARGETS says).
+#   FUZZ_SECONDS=60 (default, CI)  bash scripts/fuzz.sh
+#   FUZZ_SECONDS=3600              bash scripts/fuzz.sh   # a longer manual run
+# New inputs go to build-fuzz/corpus-NAME (kept between runs, never into the
 # committed fuzz/corpus/); a crash leaves its input in build-fuzz/artifacts/
 # and makes this script fail.
 set -euo pipefail
@@ -21,20 +24,40 @@ fi
 
 CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHQEKV_BUILD_FUZZ=ON \
   -DHQEKV_BUILD_TESTS=OFF -DHQEKV_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz --target fuzz_gguf -j"$(nproc)"
 
-mkdir -p build-fuzz/corpus-gguf build-fuzz/artifacts
-echo "fuzz.sh: fuzz_gguf for ${SECONDS_TO_RUN}s on fuzz/corpus/gguf"
-# -rss_limit_mb catches huge allocations; -timeout catches hangs (per input).
-status=0
-ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
-  build-fuzz/fuzz/fuzz_gguf -max_total_time="$SECONDS_TO_RUN" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-  -timeout=10 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/ \
-  build-fuzz/corpus-gguf fuzz/corpus/gguf >build-fuzz/fuzz_gguf.log 2>&1 || status=$?
-grep -E "INITED|DONE|stat::number_of_executed_units|stat::new_units|stat::peak_rss|ERROR|SUMMARY" \
-  build-fuzz/fuzz_gguf.log || true
-if [[ $status -ne 0 ]]; then
-  echo "fuzz.sh: fuzz_gguf FAILED (exit $status); see build-fuzz/fuzz_gguf.log and build-fuzz/artifacts/" >&2
-  exit 1
-fi
+# target  corpus  share of the time (percent)  max input bytes. The total stays
+# FUZZ_SECONDS (60 s in CI, as when fuzz_gguf ran alone): GGUF keeps 2/3 of it,
+# the four text parsers share the rest (5 s each at the default).
+TARGETS=(
+  "fuzz_gguf gguf 66 65536"
+  "fuzz_spec spec 8 4096"
+  "fuzz_profile profile 9 65536"
+  "fuzz_tokenizer tokenizer 8 8192"
+  "fuzz_chat chat 9 16384"
+)
+names=()
+for t in "${TARGETS[@]}"; do names+=("${t%% *}"); done
+cmake --build build-fuzz --target "${names[@]}" -j"$(nproc)"
+
+mkdir -p build-fuzz/artifacts
+failed=0
+for t in "${TARGETS[@]}"; do
+  read -r name corpus share max_len <<<"$t"
+  secs=$(( SECONDS_TO_RUN * share / 100 )); (( secs >= 1 )) || secs=1
+  mkdir -p "build-fuzz/corpus-$corpus"
+  echo "fuzz.sh: $name for ${secs}s on fuzz/corpus/$corpus"
+  # -rss_limit_mb catches huge allocations; -timeout catches hangs (per input).
+  status=0
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
+    "build-fuzz/fuzz/$name" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+    -timeout=10 -max_len="$max_len" -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/ \
+    "build-fuzz/corpus-$corpus" "fuzz/corpus/$corpus" >"build-fuzz/$name.log" 2>&1 || status=$?
+  grep -E "INITED|DONE|stat::number_of_executed_units|stat::new_units|stat::peak_rss|ERROR|SUMMARY" \
+    "build-fuzz/$name.log" || true
+  if [[ $status -ne 0 ]]; then
+    echo "fuzz.sh: $name FAILED (exit $status); see build-fuzz/$name.log and build-fuzz/artifacts/" >&2
+    failed=1
+  fi
+done
+(( failed == 0 )) || exit 1
 echo "fuzz.sh: no crash"

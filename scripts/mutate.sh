@@ -143,6 +143,28 @@ M = [
        "for (int64_t j = 0; j < t; ++j) sum += (w[j] = std::exp(w[j] - mx));",
        "for (int64_t j = 0; j < t; ++j) sum += (w[j] = std::exp(w[j]));")],
      ["test_cache"]),
+    # Issue 13 item 3 / issue 19: accounting from real allocations, the one
+    # number parser, non-finite detection.
+    ("hqekv-state-bytes-forget-queues", "HqeKV's StateBytes leaves out the window query lists",
+     [("src/policy/hqekv_cache.cc",
+       "b += static_cast<int64_t>(u.cur_q.capacity() + u.next_q.capacity()) * sizeof(int32_t);",
+       "b += 0;")],
+     ["test_policy:StateAccounting.*"]),
+    ("evict-scores-uncounted", "eviction scores allocated outside the counting allocator",
+     [("src/policy/evict_cache.cc",
+       "scores_.emplace_back(g_.n_kv_heads, cache::CountedVector<float>(StateAlloc<float>(l)));",
+       "scores_.emplace_back(g_.n_kv_heads, cache::CountedVector<float>());")],
+     ["test_policy:StateAccounting.*"]),
+    ("number-accepts-nan", "the checked parser lets nan/inf through where they are not allowed",
+     [("src/core/number.cc",
+       "if (!range.allow_nonfinite) return MakeError(",
+       "if (false) return MakeError(")],
+     ["test_core:Parse*"]),
+    ("forward-logits-unchecked", "Forward does not check the logits for NaN/inf",
+     [("src/model/llama.cc",
+       "if (const size_t at = FirstNonFinite(logits, rows * V); at < rows * V) {",
+       "if (const size_t at = FirstNonFinite(logits, rows * V); at < 0) {")],
+     ["test_model:NonFinite.*"]),
 ]
 
 def sh(cmd, **kw):

@@ -102,6 +102,13 @@ class KvCache {
 
   virtual KvStats Stats() const = 0;
 
+  // Bytes one layer holds as counted by allocators that instrument every
+  // allocation (cache::CountedAllocator, the store's pages), independently of
+  // Stats(), which computes them from the structures; -1 when the cache does
+  // not count (tests assert Stats().layers[l].bytes.total() equals this for
+  // every cache of the policy table).
+  virtual int64_t LayerAllocatedBytes(int layer) const { return -1; }
+
   // Empty when the cache holds what its budget allows; otherwise one line
   // saying why not (e.g. an eviction policy that keeps its structural
   // minimum because its byte budget is smaller than that minimum). Library

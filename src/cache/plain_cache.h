@@ -37,6 +37,7 @@ class PlainKvCache final : public KvCache {
   // with the pages), the page tables and the layer object itself.
   KvStats Stats() const override;
   int64_t LayerHeldBytes(int layer) const;
+  int64_t LayerAllocatedBytes(int layer) const override { return LayerHeldBytes(layer); }
 
   int64_t tokens(int layer) const { return static_cast<int64_t>(layers_[layer]->pos.size()); }
 

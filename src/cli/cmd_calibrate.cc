@@ -17,6 +17,7 @@
 #include "calib/profile.h"
 #include "calib/search.h"
 #include "cli/model_args.h"
+#include "cli/number_flags.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
 #include "io/model_source.h"
@@ -230,20 +231,12 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
   // Checked at parse time, before any work: `--bits nan` is not "missing", and
   // `--trials 0` / `--tokens 0` are refused instead of failing late or meaning 512.
   c->add_option("--bits", args->bits, "memory budget in bits per element (see --bits-mode)")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            char* end = nullptr;
-            const double x = std::strtod(v.c_str(), &end);
-            if (end == v.c_str() || *end != '\0' || !std::isfinite(x) || x <= 0)
-              return "must be a finite number of bits > 0, got '" + v + "'";
-            return "";
-          },
-          "BITS>0"));
+      ->check(RealFlag({.min = 0, .max = 64, .min_open = true}));
   c->add_option("--trials", args->trials, "TPE trials (infeasible ones count)")
-      ->check(CLI::Range(1, 1000000))
+      ->check(IntFlag(1, 1000000))
       ->capture_default_str();
   c->add_option("--tokens", args->tokens, "calibration tokens (whole windows)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
+      ->check(IntFlag(1, int64_t{1} << 31))
       ->capture_default_str();
   c->add_option("-o,--output", args->out, "profile JSON to write");
   c->add_option("--seed", args->seed, "TPE seed (runs are reproducible)")->capture_default_str();
@@ -252,17 +245,24 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
        "true: every byte of the cache counted per original element; nominal: 4 r4 + 2 r2 + r1")
       ->check(CLI::IsMember({"true", "nominal"}))
       ->capture_default_str();
-  c->add_option("--alpha", args->alpha, "loss weight of the 1-bit ratio")->capture_default_str();
-  c->add_option("--beta", args->beta, "loss weight of the evicted ratio")->capture_default_str();
+  c->add_option("--alpha", args->alpha, "loss weight of the 1-bit ratio")
+      ->check(RealFlag({.min = 0, .max = 1e6}))
+      ->capture_default_str();
+  c->add_option("--beta", args->beta, "loss weight of the evicted ratio")
+      ->check(RealFlag({.min = 0, .max = 1e6}))
+      ->capture_default_str();
   c->add_flag("--per-layer", args->per_layer, "search layer-wise ratios (depth tilt and slope)");
   c->add_flag("--force", args->force, "overwrite an existing profile");
-  c->add_option("--window", args->window, "tokens per window (default min(512, context))");
-  c->add_option("--prefill", args->prefill, "prefilled tokens per window (default window/2)");
+  c->add_option("--window", args->window, "tokens per window (default min(512, context))")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()));
+  c->add_option("--prefill", args->prefill, "prefilled tokens per window (default window/2)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()));
   c->add_option("--reference", args->reference, "reference cache spec")->capture_default_str();
   c->add_option("--kv-options", args->kv_options,
                 "extra hqekv keys for every trial, e.g. m=20,fp16_chunks=2");
   c->add_option("--bits-tolerance", args->bits_tolerance,
                 "reject trials whose measured true bits exceed the budget by more")
+      ->check(RealFlag({.min = 0, .max = 64}))
       ->capture_default_str();
   c->add_option("-t,--threads", args->threads, "worker threads (default: all cores)");
   c->add_option("--score", args->score,

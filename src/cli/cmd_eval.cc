@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/model_args.h"
+#include "cli/number_flags.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
 #include "eval/engine_model.h"
@@ -169,8 +170,10 @@ const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
                   "policy spec (repeatable); a bare eviction/hybrid family runs at every --bits");
   cmd->add_option("--bits", args->bits, "memory budgets in bits per element, e.g. 2,3.2,4");
   cmd->add_option("-o,--out", args->out, "output directory (default eval-<suite>)");
-  cmd->add_option("--seeds", args->seeds, "instances per task configuration (default: suite's)");
-  cmd->add_option("--ctx", args->ctx, "context the model is trusted with (default: the model's)");
+  cmd->add_option("--seeds", args->seeds, "instances per task configuration (default: suite's)")
+      ->check(IntFlag(0, 1 << 20));
+  cmd->add_option("--ctx", args->ctx, "context the model is trusted with (default: the model's)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()));
   cmd->add_option("-t,--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--force", args->force,
                 "write into an existing directory that is not an hqekv eval directory");

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/number_flags.h"
 #include "cli/registry.h"
 #include "io/arch.h"
 #include "io/synthetic.h"
@@ -63,13 +64,27 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
       ->capture_default_str();
   cmd->add_option("--arch", a->spec.arch, "architecture: " + SupportedArchNames())
       ->capture_default_str();
-  cmd->add_option("--layers", a->spec.n_layers)->capture_default_str();
-  cmd->add_option("--dim", a->spec.d_model)->capture_default_str();
-  cmd->add_option("--heads", a->spec.n_heads)->capture_default_str();
-  cmd->add_option("--kv-heads", a->spec.n_kv_heads)->capture_default_str();
-  cmd->add_option("--ff", a->spec.d_ff)->capture_default_str();
-  cmd->add_option("--vocab", a->spec.vocab)->capture_default_str();
-  cmd->add_option("--ctx", a->spec.max_ctx)->capture_default_str();
+  cmd->add_option("--layers", a->spec.n_layers)
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--dim", a->spec.d_model)
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--heads", a->spec.n_heads)
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--kv-heads", a->spec.n_kv_heads)
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--ff", a->spec.d_ff)
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--vocab", a->spec.vocab)
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--ctx", a->spec.max_ctx)
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   cmd->add_option("--seed", a->spec.seed)->capture_default_str();
   cmd->add_flag("--untied", a->untied, "Separate output matrix");
   cmd->add_flag("--force", a->force, "Overwrite an existing output file");

@@ -9,6 +9,7 @@
 
 #include "cache/kv_report.h"
 #include "cli/model_args.h"
+#include "cli/number_flags.h"
 #include "cli/registry.h"
 #include "model/generate.h"
 #include "model/llama.h"
@@ -220,18 +221,29 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   auto* p =
       cmd->add_option("-p,--prompt", a->prompt, "Prompt text (default: empty, generate from BOS)");
   cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(p);
-  cmd->add_option("-n,--n-predict", a->n, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--temp", a->sampler.temperature, "Temperature (0 = greedy)")
+  cmd->add_option("-n,--n-predict", a->n, "Tokens to generate")
+      ->check(IntFlag(0, 1 << 30))
       ->capture_default_str();
-  cmd->add_option("--top-k", a->sampler.top_k, "Top-k (0 = off)")->capture_default_str();
-  cmd->add_option("--top-p", a->sampler.top_p, "Top-p / nucleus (1 = off)")->capture_default_str();
-  cmd->add_option("--min-p", a->sampler.min_p, "Min-p (0 = off)")->capture_default_str();
+  cmd->add_option("--temp", a->sampler.temperature, "Temperature (0 = greedy)")
+      ->check(RealFlag({.min = 0, .max = 1e6}))
+      ->capture_default_str();
+  cmd->add_option("--top-k", a->sampler.top_k, "Top-k (0 = off)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->sampler.top_p, "Top-p / nucleus (1 = off)")
+      ->check(RealFlag({.min = 0, .max = 1, .min_open = true}))
+      ->capture_default_str();
+  cmd->add_option("--min-p", a->sampler.min_p, "Min-p (0 = off)")
+      ->check(RealFlag({.min = 0, .max = 1}))
+      ->capture_default_str();
   cmd->add_option("--repeat-penalty", a->sampler.repeat_penalty, "Repetition penalty (1 = off)")
+      ->check(RealFlag({.min = 0, .max = 1e6, .min_open = true}))
       ->capture_default_str();
   cmd->add_option("--seed", a->sampler.seed, "Sampling seed")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
   cmd->add_option("--ctx", a->ctx,
-                  "Context length of the KV cache (default: the model's, at most 4096)");
+                  "Context length of the KV cache (default: the model's, at most 4096)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()));
   cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str();
   cmd->add_option("--keep", a->keep,
                   "Context shift: prompt tokens kept (after BOS) when the context is full "

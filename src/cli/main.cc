@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/number_flags.h"
 #include "cli/registry.h"
 #include "core/file.h"
 
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "hqekv 0.1.0");
   int rc = 0;
   hqekv::cli::AddAllCommands(app, &rc);
+  // Every numeric flag through the one checked parser (cli/number_flags.h).
+  hqekv::cli::CheckAllNumericFlags(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

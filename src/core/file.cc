@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <mutex>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -128,10 +130,83 @@ Result<std::string> RegularFile::ReadAll() {
   return out;
 }
 
+Result<size_t> RegularFile::ReadAt(uint64_t offset, void* buf, size_t n) const {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r =
+        ::pread(fd_, static_cast<char*>(buf) + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return MakeError("error reading " + Quote(path_) + ": " + Reason(errno));
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
 Result<std::string> ReadFileChecked(const std::string& path, uint64_t max_bytes) {
   HQEKV_ASSIGN_OR_RETURN(RegularFile f, RegularFile::Open(path, max_bytes));
   return f.ReadAll();
 }
+
+namespace {
+
+// Temporary files of open writers, for the signal handler: fixed slots (no
+// allocation in the handler), each free (0), being filled (1) or live (2).
+constexpr int kTempSlots = 64;
+constexpr size_t kTempPathMax = 4096;
+struct TempSlot {
+  std::atomic<int> state{0};
+  char path[kTempPathMax];
+};
+TempSlot g_temp_slots[kTempSlots];
+
+// Async-signal-safe: unlink(2) and raise(2) only. Restores the default action
+// and re-raises, so the process ends as the signal would have ended it.
+extern "C" void RemoveTempsAndDie(int sig) {
+  for (TempSlot& t : g_temp_slots) {
+    if (t.state.load(std::memory_order_acquire) == 2) ::unlink(t.path);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void InstallTempCleanup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+      struct sigaction sa {};
+      sa.sa_handler = RemoveTempsAndDie;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+// A slot for `tmp` (-1 when all are taken or the path is too long: that file
+// is then only removed by the writer's destructor).
+int RegisterTemp(const std::string& tmp) {
+  InstallTempCleanup();
+  if (tmp.size() >= kTempPathMax) return -1;
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (g_temp_slots[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_temp_slots[i].path, tmp.c_str(), tmp.size() + 1);
+      g_temp_slots[i].state.store(2, std::memory_order_release);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void UnregisterTemp(int slot) {
+  if (slot >= 0) g_temp_slots[slot].state.store(0, std::memory_order_release);
+}
+
+}  // namespace
 
 Result<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
   if (path.empty()) return MakeError("empty output file name");
@@ -160,21 +235,28 @@ Result<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
                        Quote(dir.empty() ? std::string(".") : dir.string()) + ": " + Reason(errno));
     }
     if (exists) ::fchmod(fd, st.st_mode & 07777);
-    return AtomicFileWriter(fd, path, tmp);
+    return AtomicFileWriter(fd, path, tmp, RegisterTemp(tmp));
   }
   return MakeError("cannot write " + Quote(path) + ": no free temporary file name");
 }
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), done_(o.done_) {
+    : fd_(o.fd_),
+      path_(std::move(o.path_)),
+      tmp_(std::move(o.tmp_)),
+      done_(o.done_),
+      slot_(o.slot_) {
   o.fd_ = -1;
   o.done_ = true;
+  o.slot_ = -1;
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
-  if (done_) return;
-  if (fd_ >= 0) ::close(fd_);
-  ::unlink(tmp_.c_str());
+  if (!done_) {
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+  UnregisterTemp(slot_);
 }
 
 Status AtomicFileWriter::Fail(const std::string& what, int err) {
@@ -182,6 +264,8 @@ Status AtomicFileWriter::Fail(const std::string& what, int err) {
   fd_ = -1;
   ::unlink(tmp_.c_str());
   done_ = true;
+  UnregisterTemp(slot_);
+  slot_ = -1;
   return MakeError("error writing " + Quote(path_) + ": " + what + ": " + Reason(err) + " (" +
                    Quote(path_) + " is unchanged)");
 }
@@ -210,6 +294,8 @@ Status AtomicFileWriter::Commit() {
     return Fail("rename from " + Quote(tmp_), e);
   }
   done_ = true;
+  UnregisterTemp(slot_);
+  slot_ = -1;
   // Make the rename itself durable; best effort (some file systems refuse it).
   const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

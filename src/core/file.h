@@ -51,6 +51,10 @@ class RegularFile {
   // it since is refused, not truncated). Reads from the current offset.
   Result<std::string> ReadAll();
 
+  // Up to `n` bytes at `offset` (pread: the file offset is not moved) into
+  // `buf`; fewer only at the end of the file. Errors name the path.
+  Result<size_t> ReadAt(uint64_t offset, void* buf, size_t n) const;
+
  private:
   RegularFile(int fd, uint64_t size, uint64_t max_bytes, std::string path)
       : fd_(fd), size_(size), max_bytes_(max_bytes), path_(std::move(path)) {}
@@ -75,7 +79,13 @@ inline Result<std::string> ReadTextFile(const std::string& path) {
 // and renames it over `path` (then fsyncs the directory). Any failing step is
 // an error naming `path` and the system's reason; a writer destroyed without
 // a successful Commit removes its temporary file, and `path` keeps whatever it
-// held. An existing target keeps its permission bits.
+// held. An existing target keeps its permission bits. A SIGINT, SIGTERM or
+// SIGHUP that would kill the process (default disposition) while a writer is
+// open first removes every open temporary file (a handler installed at the
+// first Create, for signals still at their default), then kills the process
+// as the signal would have. Concurrent writers of one path (threads or
+// processes) each write their own temporary file; the last rename wins and
+// the target is always one complete version.
 class AtomicFileWriter {
  public:
   static Result<AtomicFileWriter> Create(const std::string& path);
@@ -94,12 +104,13 @@ class AtomicFileWriter {
   const std::string& temp_path() const { return tmp_; }
 
  private:
-  AtomicFileWriter(int fd, std::string path, std::string tmp)
-      : fd_(fd), path_(std::move(path)), tmp_(std::move(tmp)) {}
+  AtomicFileWriter(int fd, std::string path, std::string tmp, int slot)
+      : fd_(fd), path_(std::move(path)), tmp_(std::move(tmp)), slot_(slot) {}
   Status Fail(const std::string& what, int err);  // removes the temporary file
   int fd_ = -1;
   std::string path_, tmp_;
   bool done_ = false;  // committed or failed: nothing left to clean up
+  int slot_ = -1;      // entry in the signal handler's list of open temporary files
 };
 
 // `bytes` as the whole new content of `path`, atomically (AtomicFileWriter).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include "core/file.h"
@@ -16,29 +15,27 @@ namespace {
 // FNV-1a over the size, the first and last MiB and 64 evenly spaced 4 KiB
 // blocks of a file: cheap on multi-GB weights, different for any retrained
 // checkpoint (every tensor changes).
-std::string FileFingerprint(const std::string& path) {
-  if (!RegularFile::Open(path, kMaxMappedFileBytes).ok())
-    return "unreadable";  // no FIFO, no device
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return "unreadable";
-  f.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(f.tellg());
+// Reads through the one checked handle (RegularFile: no FIFO, no device, no
+// second open of a path that may have changed in between).
+Result<std::string> FileFingerprint(const std::string& path) {
+  HQEKV_ASSIGN_OR_RETURN(RegularFile f, RegularFile::Open(path, kMaxMappedFileBytes));
+  const uint64_t size = f.size();
   uint64_t h = Fnv1a64(&size, sizeof size);
   std::vector<char> buf;
-  auto mix = [&](uint64_t off, uint64_t n) {
-    if (off >= size) return;
+  auto mix = [&](uint64_t off, uint64_t n) -> Status {
+    if (off >= size) return Status::Ok();
     n = std::min(n, size - off);
     buf.resize(n);
-    f.seekg(static_cast<std::streamoff>(off));
-    f.read(buf.data(), static_cast<std::streamsize>(n));
-    h = Fnv1a64(buf.data(), static_cast<size_t>(f.gcount()), h);
+    HQEKV_ASSIGN_OR_RETURN(const size_t got, f.ReadAt(off, buf.data(), n));
+    h = Fnv1a64(buf.data(), got, h);
+    return Status::Ok();
   };
-  mix(0, 1 << 20);
-  mix(size > (1u << 20) ? size - (1u << 20) : 0, 1 << 20);
-  for (int i = 1; i < 64; ++i) mix(size / 64 * i, 4096);
+  HQEKV_RETURN_IF_ERROR(mix(0, 1 << 20));
+  HQEKV_RETURN_IF_ERROR(mix(size > (1u << 20) ? size - (1u << 20) : 0, 1 << 20));
+  for (int i = 1; i < 64; ++i) HQEKV_RETURN_IF_ERROR(mix(size / 64 * i, 4096));
   char out[20];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
-  return out;
+  return std::string(out);
 }
 
 }  // namespace
@@ -56,7 +53,8 @@ Result<std::unique_ptr<EngineModel>> EngineModel::Load(const std::string& path, 
   if (trained_ctx > 0) ctx = trained_ctx;
   if (ctx <= 0) return MakeError("model '" + path + "' has no context length; pass --ctx");
   m->trained_ctx_ = ctx;
-  m->identity_ = m->src_->identity + "-" + FileFingerprint(path);
+  HQEKV_ASSIGN_OR_RETURN(const std::string fingerprint, FileFingerprint(path));
+  m->identity_ = m->src_->identity + "-" + fingerprint;
   return m;
 }
 

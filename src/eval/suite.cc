@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/number.h"
+
 #include "policy/spec.h"
 
 namespace hqekv::eval {
@@ -86,11 +88,9 @@ Result<std::vector<double>> ParseBudgets(const std::string& list) {
   std::stringstream ss(list);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || end == item.c_str() || *end != '\0' || !(v > 0 && v <= 32))
-      return MakeError("--bits: '" + item + "' is not a number of bits in (0, 32]");
-    out.push_back(v);
+    Result<double> v = ParseReal(item, "--bits", {.min = 0, .max = 32, .min_open = true});
+    if (!v.ok()) return MakeError("--bits: '" + item + "' is not a number of bits in (0, 32]");
+    out.push_back(*v);
   }
   if (out.empty()) return MakeError("--bits: empty list");
   return out;

@@ -31,8 +31,9 @@ void EvictCache::ResetPolicy() {
 }
 
 void EvictCache::FreeScores() {
-  scores_ = std::vector<std::vector<std::vector<float>>>(
-      g_.n_layers, std::vector<std::vector<float>>(g_.n_kv_heads));
+  scores_.clear();  // frees every layer's scores (the counters go back to 0)
+  for (int l = 0; l < g_.n_layers; ++l)
+    scores_.emplace_back(g_.n_kv_heads, cache::CountedVector<float>(StateAlloc<float>(l)));
 }
 
 void EvictCache::GrowScores(int layer, int n) {
@@ -40,7 +41,7 @@ void EvictCache::GrowScores(int layer, int n) {
 }
 
 void EvictCache::OnRow(int layer, const cache::AttentionRow& row) {
-  std::vector<float>& s = scores_[layer][row.kv_head];
+  cache::CountedVector<float>& s = scores_[layer][row.kv_head];
   if (static_cast<int>(s.size()) != row.n_kept) s.resize(row.n_kept, 0.0f);  // defensive
   for (int j = 0; j < row.n_kept; ++j) s[j] += row.weights[j];
 }

@@ -110,7 +110,8 @@ class EvictCache : public StoreBackedCache {
   // [layer][kv head] -> one float per kept token, walk order: H2O's
   // cumulative scores, or SnapKV's votes (prefill only). Empty for
   // policies that record no attention rows.
-  std::vector<std::vector<std::vector<float>>> scores_;
+  // Allocated through StateAlloc(layer) (counted).
+  std::vector<std::vector<cache::CountedVector<float>>> scores_;
 
  private:
   // Held bytes of a layer as FitBytes counts them (store + persistent state).

@@ -36,14 +36,14 @@ Status H2oCache::ChooseVictims(int layer, int head, const std::vector<int32_t>& 
   const int64_t recent =
       fixed_ ? std::min(recent_, keep)
              : static_cast<int64_t>(std::llround(recent_share_ * static_cast<double>(keep)));
-  const std::vector<float>& s = scores_[layer][head];
+  const cache::CountedVector<float>& s = scores_[layer][head];
   *out_idx = H2oEvict(std::vector<double>(s.begin(), s.end()), keep, recent);
   return Status::Ok();
 }
 
 void H2oCache::OnEvicted(int layer, int head, const std::vector<int32_t>& out_idx) {
-  std::vector<float>& s = scores_[layer][head];
-  std::vector<float> kept;
+  cache::CountedVector<float>& s = scores_[layer][head];
+  cache::CountedVector<float> kept(s.get_allocator());
   kept.reserve(s.size() - out_idx.size());
   size_t e = 0;
   for (size_t j = 0; j < s.size(); ++j) {

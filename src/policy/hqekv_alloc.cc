@@ -7,6 +7,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "core/number.h"
+
 namespace hqekv::policy {
 namespace {
 
@@ -95,12 +97,10 @@ Result<TierRatios> ParseRatios(const std::string& text) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, '/')) {
-    char* end = nullptr;
-    const double d = std::strtod(item.c_str(), &end);
-    if (item.empty() || end != item.c_str() + item.size()) {
+    Result<double> d = ParseReal(item, "");
+    if (!d.ok())
       return MakeError(where + ": '" + item + "' is not a number (expected r4/r2/r1/r0)");
-    }
-    v.push_back(d);
+    v.push_back(*d);
   }
   if (v.size() != 4 || (!text.empty() && text.back() == '/')) {
     return MakeError(where + ": expected four numbers r4/r2/r1/r0");

@@ -194,7 +194,9 @@ quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
 // reference keeps its decayed eviction ratio across requests).
 void HqekvCache::ResetPolicy() {
   // Move-assigned fresh containers: assign() would keep inner capacities.
-  units_ = std::vector<std::vector<Unit>>(g_.n_layers, std::vector<Unit>(units_per_layer_));
+  units_.clear();  // frees every layer's state (the counters go back to 0)
+  for (int l = 0; l < g_.n_layers; ++l)
+    units_.emplace_back(units_per_layer_, Unit(StateAlloc<char>(l)));
   compressed_chunks_.assign(g_.n_layers, 0);
   budget_below_ = budget_above_ = false;
   cur_from_.assign(g_.n_layers, 0);
@@ -260,7 +262,7 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
   // as the reference does) in fp16 as the reference does (B14): 2 bytes per
   // kept token while the window is open (fp32 sums cost 0.06 bits per
   // element more at D = 64 and do not change the ranking measurably).
-  for (std::vector<f16_t>* acc : {c ? &u.cur : nullptr, nx ? &u.next : nullptr}) {
+  for (Vec<f16_t>* acc : {c ? &u.cur : nullptr, nx ? &u.next : nullptr}) {
     if (!acc) continue;
     if (static_cast<int>(acc->size()) < row.n_kept) {
       // The window closes within a chunk of tokens: room for that many,
@@ -378,7 +380,8 @@ Status HqekvCache::Compress(int layer) {
     const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
     // min_count = m: the window mean (issue 12: dividing the newest tokens'
     // sums by the few queries that see them ranked the newest chunk first).
-    const std::vector<double> a = NormalizeImportance(sum, cpos, U.cur_q, m_);
+    const std::vector<double> a =
+        NormalizeImportance(sum, cpos, std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()), m_);
     std::vector<double> vrange(nc);
     for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
     std::vector<int32_t> pos0(live);
@@ -422,9 +425,10 @@ Status HqekvCache::Compress(int layer) {
       U.tv[c] = nv;
     }
     // Compact the per-chunk state, Range(V) and the carried window sums.
-    std::vector<Tier> tk, tv;
-    std::vector<uint8_t> range;
-    std::vector<f16_t> range_max, next;
+    const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
+    Vec<Tier> tk(alloc), tv(alloc);
+    Vec<uint8_t> range(alloc);
+    Vec<f16_t> range_max(alloc), next(alloc);
     for (int c = 0; c < live; ++c) {
       if (evicted[c]) continue;
       tk.push_back(U.tk[c]);
@@ -437,11 +441,12 @@ Status HqekvCache::Compress(int layer) {
     }
     // Residual tokens of `next` follow the chunks in walk order.
     for (size_t t = nc; t < U.next.size(); ++t) next.push_back(U.next[t]);
-    U.tk.swap(tk);
-    U.tv.swap(tv);
     // Exact capacities: push_back's growth would hold up to twice the state.
+    // (Shrunk before the swap: shrinking after it only shrank the old lists.)
     tk.shrink_to_fit();
     tv.shrink_to_fit();
+    U.tk.swap(tk);
+    U.tv.swap(tv);
     range.shrink_to_fit();
     range_max.shrink_to_fit();
     U.range.swap(range);
@@ -450,8 +455,8 @@ Status HqekvCache::Compress(int layer) {
     next.shrink_to_fit();
     U.cur.swap(next);
     U.cur_q.swap(U.next_q);
-    std::vector<f16_t>().swap(U.next);
-    std::vector<int32_t>().swap(U.next_q);
+    Vec<f16_t>(alloc).swap(U.next);
+    Vec<int32_t>(alloc).swap(U.next_q);
     U.cur_q.shrink_to_fit();
   }
   return store_->Compact(layer, cache::kAllHeads);

@@ -59,8 +59,12 @@ class HqekvCache final : public StoreBackedCache {
 
   const TierRatios& ratios(int layer) const { return ratios_[layer]; }
   // Current tiers of the live chunks of (layer, unit) (tests).
-  const std::vector<Tier>& k_tiers(int layer, int unit) const { return units_[layer][unit].tk; }
-  const std::vector<Tier>& v_tiers(int layer, int unit) const { return units_[layer][unit].tv; }
+  std::vector<Tier> k_tiers(int layer, int unit) const {
+    return {units_[layer][unit].tk.begin(), units_[layer][unit].tk.end()};
+  }
+  std::vector<Tier> v_tiers(int layer, int unit) const {
+    return {units_[layer][unit].tv.begin(), units_[layer][unit].tv.end()};
+  }
   int64_t chunks_compressed(int layer) const { return compressed_chunks_[layer]; }
   // The byte model behind bits= (tests compare it with the bytes held).
   const HqekvCostModel& cost_model() const { return model_; }
@@ -78,13 +82,18 @@ class HqekvCache final : public StoreBackedCache {
   // state is counted in its true bits): per compressed kept token 1 byte of
   // Range(V) (+ 2 bytes per chunk), and while an importance window is open
   // 2 bytes per kept token (fp16 sums, freed at the event).
+  // Every container allocates through the layer's StateAlloc (counted).
+  template <class T>
+  using Vec = cache::CountedVector<T>;
   struct Unit {
-    std::vector<Tier> tk, tv;            // per live chunk, store chunk order
-    std::vector<uint8_t> range;          // Range(V) per compressed kept token (walk order),
-                                         // in 1/255 of its chunk's range_max
-    std::vector<f16_t> range_max;        // per live chunk: the largest Range(V) of its tokens
-    std::vector<f16_t> cur, next;        // attention sums over kept tokens (walk order)
-    std::vector<int32_t> cur_q, next_q;  // positions of the queries summed
+    explicit Unit(const cache::CountedAllocator<char>& a)
+        : tk(a), tv(a), range(a), range_max(a), cur(a), next(a), cur_q(a), next_q(a) {}
+    Vec<Tier> tk, tv;            // per live chunk, store chunk order
+    Vec<uint8_t> range;          // Range(V) per compressed kept token (walk order),
+                                 // in 1/255 of its chunk's range_max
+    Vec<f16_t> range_max;        // per live chunk: the largest Range(V) of its tokens
+    Vec<f16_t> cur, next;        // attention sums over kept tokens (walk order)
+    Vec<int32_t> cur_q, next_q;  // positions of the queries summed
   };
   // Range(V) of compressed kept token i of U (walk order).
   static float RangeOf(const Unit& U, int i);

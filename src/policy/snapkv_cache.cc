@@ -37,8 +37,9 @@ void SnapKvCache::ResetPolicy() {
 // Fresh containers are move-assigned (see EvictCache::ResetPolicy).
 void SnapKvCache::FreeVotes() {
   FreeScores();
-  pooled_ = std::vector<std::vector<std::vector<double>>>(
-      g_.n_layers, std::vector<std::vector<double>>(g_.n_kv_heads));
+  pooled_.clear();
+  for (int l = 0; l < g_.n_layers; ++l)
+    pooled_.emplace_back(g_.n_kv_heads, cache::CountedVector<double>(StateAlloc<double>(l)));
   prompt_pos_.clear();
 }
 
@@ -65,7 +66,7 @@ Status SnapKvCache::ChooseVictims(int layer, int head, const std::vector<int32_t
   const int64_t n = static_cast<int64_t>(pos.size());
   // pooled_ holds the raw votes of the prompt prefix; the prompt's
   // positions are the first prompt_len kept ones at selection time.
-  const std::vector<double>& votes = pooled_[layer][head];
+  const std::vector<double> votes(pooled_[layer][head].begin(), pooled_[layer][head].end());
   const int L = static_cast<int>(votes.size()) + static_cast<int>(window_);
   if (n <= keep || static_cast<int>(votes.size()) == 0) return Status::Ok();
   auto sel = SnapKvSelect(votes, L, static_cast<int>(window_), kernel_, keep);
@@ -117,7 +118,7 @@ Status SnapKvCache::SelectPrompt() {
       std::vector<int32_t>& pp = prompt_pos_[l][h];
       store_->KeptPositions(l, h, &pp);
       const int64_t L = static_cast<int64_t>(pp.size());
-      std::vector<float>& s = scores_[l][h];
+      const cache::CountedVector<float>& s = scores_[l][h];
       if (L <= w || static_cast<int64_t>(s.size()) != L) {
         pooled_[l][h].clear();
         continue;

@@ -54,7 +54,9 @@ class SnapKvCache : public EvictCache {
   bool selected_ = false;  // selection done for this request
   // [layer][kv head] -> raw votes of the prompt prefix and the prompt's
   // positions (during the selection only).
-  std::vector<std::vector<std::vector<double>>> pooled_;
+  // pooled_ is policy state (StateAlloc, counted); prompt_pos_ lives only
+  // inside the selection (freed before EndBatch returns).
+  std::vector<std::vector<cache::CountedVector<double>>> pooled_;
   std::vector<std::vector<std::vector<int32_t>>> prompt_pos_;
 };
 

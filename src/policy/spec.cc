@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/number.h"
+
 namespace hqekv::policy {
 namespace {
 
@@ -17,13 +19,12 @@ std::string Trim(const std::string& s) {
   return s.substr(a, b - a);
 }
 
+// Spec values go through the one checked parser (core/number.h): decimal and
+// finite only, so `bits=0x2`, `bits=inf` and `bits=1e999` are refused.
 bool ParseDouble(const std::string& s, double* out) {
-  if (s.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) return false;
-  *out = v;
+  Result<double> r = ParseReal(s, "");
+  if (!r.ok()) return false;
+  *out = *r;
   return true;
 }
 
@@ -67,7 +68,7 @@ Status CheckValue(const std::string& policy, const ParamInfo& pi, const std::str
     case ParamType::kInt:
     case ParamType::kReal: {
       double d;
-      if (!ParseDouble(v, &d)) return MakeError(where + ": not a number");
+      if (!ParseDouble(v, &d)) return MakeError(where + ": not a number (decimal and finite)");
       if (pi.type == ParamType::kInt && d != std::floor(d)) {
         return MakeError(where + ": must be an integer");
       }

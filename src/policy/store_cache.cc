@@ -1,5 +1,6 @@
 #include "policy/store_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace hqekv::policy {
@@ -14,7 +15,9 @@ std::string ShortTierName(const std::string& f) {
 
 StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe, int max_cached_pages,
                                    bool small_pages, StoreTuning tuning)
-    : g_(g), describe_(std::move(describe)) {
+    : g_(g),
+      describe_(std::move(describe)),
+      state_counters_(std::make_unique<int64_t[]>(std::max(0, g.n_layers))) {
   init_ = CheckGeometry(g);
   if (!init_.ok()) return;
   cache::KvStoreConfig cfg;
@@ -80,6 +83,10 @@ Status StoreBackedCache::Attend(int layer, const float* q, const int32_t* q_pos,
       cache::StoreAttention(*store_, layer, g_.n_q_heads, q, q_pos, n, out, &sink, opt));
   OnAttended(layer, q_pos, n, first);
   return Status::Ok();
+}
+
+int64_t StoreBackedCache::LayerAllocatedBytes(int layer) const {
+  return store_->LayerHeldBytes(layer) + state_counters_[layer];
 }
 
 KvStats StoreBackedCache::Stats() const {

@@ -12,6 +12,7 @@
 
 #include "cache/kv_cache.h"
 #include "cache/kv_store.h"
+#include "cache/page_pool.h"
 #include "cache/store_attention.h"
 
 namespace hqekv::policy {
@@ -40,6 +41,11 @@ class StoreBackedCache : public KvCache {
   // scores) in bookkeeping; tier names shortened to fp16/fp32/fp8/int8/u4/u2/
   // n1 (plus "residual" and "evicted").
   KvStats Stats() const override;
+  // The store's counted bytes (KvStore::LayerHeldBytes) plus the bytes the
+  // policy's state containers allocated through StateAlloc(layer).
+  int64_t LayerAllocatedBytes(int layer) const override;
+  // The second part alone: bytes allocated by the policy state of `layer`.
+  int64_t StateAllocatedBytes(int layer) const { return state_counters_[layer]; }
 
   const cache::KvStore& store() const { return *store_; }
 
@@ -57,11 +63,22 @@ class StoreBackedCache : public KvCache {
   virtual void OnRow(int layer, const cache::AttentionRow& row) {}
   // After the rows of a batch: which queries were recorded ([first, n)).
   virtual void OnAttended(int layer, const int32_t* q_pos, int n, int first) {}
-  // Bytes of policy state held for one layer (bookkeeping).
+  // Bytes of policy state held for one layer (bookkeeping), computed from
+  // the state's containers (capacities); tests check it against
+  // StateAllocatedBytes, so every container of policy state must allocate
+  // through StateAlloc.
   virtual int64_t StateBytes(int layer) const { return 0; }
+  // Allocator for the policy state of `layer`: counts into this layer's
+  // counter, which outlives the derived class's containers (base members are
+  // destroyed after the derived class's).
+  template <class T>
+  cache::CountedAllocator<T> StateAlloc(int layer) {
+    return cache::CountedAllocator<T>(&state_counters_[layer]);
+  }
 
   KvGeometry g_;
   std::string describe_;
+  std::unique_ptr<int64_t[]> state_counters_;  // [layer] bytes of policy state allocated
   std::unique_ptr<cache::KvStore> store_;
 
  private:

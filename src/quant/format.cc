@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/number.h"
+
 #include "quant/format_traits.h"
 #include "quant/internal.h"
 
@@ -43,10 +45,12 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   return parts;
 }
 
-bool ParseInt(std::string_view s, int* out) {
-  if (s.empty()) return false;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && ptr == s.data() + s.size();
+// A width or group size: decimal, through the one checked parser (core/number.h).
+bool ParseSmallInt(std::string_view s, int* out) {
+  Result<int64_t> r = ParseInt(s, "", 0, std::numeric_limits<int>::max());
+  if (!r.ok()) return false;
+  *out = static_cast<int>(*r);
+  return true;
 }
 
 bool IsQuantKind(Kind k) { return Traits(k).grouped; }
@@ -126,7 +130,7 @@ Result<Format> FormatFromHead(std::string_view head, const std::string& text) {
     }
     Format f;
     f.kind = rows[i].kind;
-    if (!ParseInt(head.substr(prefix.size()), &f.bits)) {
+    if (!ParseSmallInt(head.substr(prefix.size()), &f.bits)) {
       return MakeError("unknown format '" + std::string(head) + "' in '" + text + "'");
     }
     if (Status s = CheckBits(f); !s.ok()) return MakeError(s.message() + " in '" + text + "'");
@@ -158,7 +162,7 @@ Result<Format> ParseFormat(const std::string& text) {
         return MakeError("group size only applies to " + GroupedHeads() + " formats, in '" + text +
                          "'");
       }
-      if (!ParseInt(p.substr(2), &g) || g <= 0) {
+      if (!ParseSmallInt(p.substr(2), &g) || g <= 0) {
         return MakeError("bad group size '" + std::string(p) + "' in '" + text +
                          "' (expected g=N with N > 0)");
       }

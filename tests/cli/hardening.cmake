@@ -8,7 +8,10 @@ set(_hardening_cases
   calibrate_full_disk gen_synthetic_full_disk eval_report_full_disk calibrate_unwritable_output
   threads_huge_run threads_huge_ppl threads_huge_eval threads_huge_calib threads_negative
   ctx_huge_ppl ctx_huge_run ctx_huge_eval
-  calib_bits_nan calib_bits_zero calib_trials_zero calib_tokens_zero)
+  calib_bits_nan calib_bits_zero calib_trials_zero calib_tokens_zero
+  seed_negative seed_overflow threads_trailing ctx_hex_ppl temp_nan top_p_zero n_predict_negative
+  spec_hex spec_inf eval_bits_inf calib_seed_garbage study_vectors_hex gen_layers_overflow
+  sigterm_writer sigint_writer concurrent_writers)
 foreach(c ${_hardening_cases})
   add_test(NAME cli_hardening_${c}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/scripts/hardening.sh $<TARGET_FILE:hqekv> ${PROJECT_SOURCE_DIR}

@@ -62,6 +62,10 @@ TEST(Spec, OutOfRangeAndMalformedValues) {
   EXPECT_NE(ErrorOf("snapkv:window=3.5").find("integer"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:window=abc").find("not a number"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:window=nan").find("not a number"), std::string::npos);
+  // One checked parser (core/number.h): no hex, no infinities, no overflow to inf.
+  EXPECT_NE(ErrorOf("kivi:bits=0x2").find("bits=0x2: not a number"), std::string::npos);
+  EXPECT_NE(ErrorOf("hqekv:bits=inf").find("not a number"), std::string::npos);
+  EXPECT_NE(ErrorOf("snapkv:window=1e999").find("not a number"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:window").find("expected key=value"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:=3").find("expected key=value"), std::string::npos);
   EXPECT_NE(ErrorOf("snapkv:").find("nothing after"), std::string::npos);

@@ -111,9 +111,62 @@ case "$CASE" in
   ctx_huge_eval)      expect_error "--ctx 1000000000 is more than" "$HQEKV" eval --suite quick --ctx 1000000000 -o "$D/ev" ;;
 
   # ---- class 5: late or unclear validation (checked before any work) ----
-  calib_bits_nan)     expect_error "--bits: must be a finite number of bits > 0, got 'nan'" "$HQEKV" calibrate --bits nan -o "$D/p.json" ;;
-  calib_bits_zero)    expect_error "--bits: must be a finite number of bits > 0, got '0'" "$HQEKV" calibrate --bits 0 -o "$D/p.json" ;;
-  calib_trials_zero)  expect_error "--trials: Value 0 not in range 1 to 1000000" "$HQEKV" calibrate --bits 3 --trials 0 -o "$D/p.json" ;;
-  calib_tokens_zero)  expect_error "--tokens: Value 0 not in range 1 to" "$HQEKV" calibrate --bits 3 --tokens 0 -o "$D/p.json" ;;
+  calib_bits_nan)     expect_error "--bits: 'nan' is not a finite number" "$HQEKV" calibrate --bits nan -o "$D/p.json" ;;
+  calib_bits_zero)    expect_error "--bits: '0' is out of range (0, 64]" "$HQEKV" calibrate --bits 0 -o "$D/p.json" ;;
+  calib_trials_zero)  expect_error "--trials: '0' is out of range [1, 1000000]" "$HQEKV" calibrate --bits 3 --trials 0 -o "$D/p.json" ;;
+  calib_tokens_zero)  expect_error "--tokens: '0' is out of range [1, 2147483648]" "$HQEKV" calibrate --bits 3 --tokens 0 -o "$D/p.json" ;;
+
+  # ---- class 6: accepted nonsense (one checked parser for every number, core/number.h) ----
+  seed_negative)      expect_error "--seed: '-1' is out of range [0, 18446744073709551615]" "$HQEKV" run -n 1 --seed -1 ;;
+  seed_overflow)      expect_error "--seed: '99999999999999999999' is out of range" "$HQEKV" run -n 1 --seed 99999999999999999999 ;;
+  threads_trailing)   expect_error "'4x' is not a decimal integer" "$HQEKV" run -n 1 -t 4x ;;
+  ctx_hex_ppl)        expect_error "--ctx: '0x40' is not a decimal integer" "$HQEKV" ppl -f "$TEXT" --ctx 0x40 ;;
+  temp_nan)           expect_error "--temp: 'nan' is not a finite number" "$HQEKV" run -n 1 --temp nan ;;
+  top_p_zero)         expect_error "--top-p: '0' is out of range (0, 1]" "$HQEKV" run -n 1 --top-p 0 ;;
+  n_predict_negative) expect_error "--n-predict: '-5' is out of range [0, 1073741824]" "$HQEKV" run -n -5 ;;
+  spec_hex)           expect_error "'kivi': bits=0x2: not a number" "$HQEKV" run -n 1 --kv kivi:bits=0x2 ;;
+  spec_inf)           expect_error "'hqekv': bits=inf: not a number" "$HQEKV" policies --check hqekv:bits=inf ;;
+  eval_bits_inf)      expect_error "--bits: 'inf' is not a number of bits in (0, 32]" "$HQEKV" eval --suite quick --bits inf -o "$D/ev" ;;
+  calib_seed_garbage) expect_error "--seed: '12abc' is not a decimal integer" "$HQEKV" calibrate --bits 3 --seed 12abc -o "$D/p.json" ;;
+  study_vectors_hex)  expect_error "--vectors: '0x100' is not a decimal integer" "$HQEKV" study quant --vectors 0x100 ;;
+  gen_layers_overflow) expect_error "--layers: '99999999999' is out of range" "$HQEKV" gen-synthetic -o "$D/x.gguf" --layers 99999999999 ;;
+
+  # ---- signals and concurrent runs: no partial or temporary files ----
+  sigterm_writer|sigint_writer)
+    sig=TERM; [ "$CASE" = sigint_writer ] && sig=INT
+    # A model big enough that the write takes a while (about 100 MB).
+    # (env --default-signal: a non-interactive shell starts background jobs with SIGINT ignored.)
+    env --default-signal=INT "$HQEKV" gen-synthetic -o "$D/big.gguf" --layers 12 --dim 768 --ff 2048 \
+      --vocab 32000 2>"$D/err" &
+    pid=$!
+    seen=0
+    for _ in $(seq 1 1000); do
+      if ls -a "$D" | grep -q '\.tmp\.'; then seen=1; break; fi
+      sleep 0.01
+    done
+    [ "$seen" = 1 ] || { kill -KILL $pid 2>/dev/null; fail "no temporary file seen while writing"; }
+    kill -$sig $pid
+    rc=0; wait $pid || rc=$?
+    [ "$rc" -ne 0 ] || fail "exit 0 after SIG$sig"
+    no_temporaries "$D"
+    [ ! -e "$D/big.gguf" ] || fail "a partial big.gguf was installed"
+    echo "ok: SIG$sig during the write: exit $rc, no temporary file, no output" ;;
+  concurrent_writers)
+    # Two processes write the same output at once, five times: the file is
+    # always one complete version (byte-equal to a run alone), never a mix.
+    common=(--layers 4 --dim 256 --ff 512 --vocab 4096)
+    "$HQEKV" gen-synthetic -o "$D/ref1.gguf" "${common[@]}" --seed 1 || fail "ref1"
+    "$HQEKV" gen-synthetic -o "$D/ref2.gguf" "${common[@]}" --seed 2 || fail "ref2"
+    for round in 1 2 3 4 5; do
+      "$HQEKV" gen-synthetic --force -o "$D/out.gguf" "${common[@]}" --seed 1 & a=$!
+      "$HQEKV" gen-synthetic --force -o "$D/out.gguf" "${common[@]}" --seed 2 & b=$!
+      wait $a || fail "writer 1 failed in round $round"
+      wait $b || fail "writer 2 failed in round $round"
+      cmp -s "$D/out.gguf" "$D/ref1.gguf" || cmp -s "$D/out.gguf" "$D/ref2.gguf" ||
+        fail "round $round: out.gguf is neither complete version"
+      no_temporaries "$D"
+    done
+    "$HQEKV" inspect -m "$D/out.gguf" >/dev/null || fail "the result does not load"
+    echo "ok: 5 rounds of two concurrent writers, always one complete file" ;;
   *) fail "unknown case" ;;
 esac
