@@ -30,7 +30,7 @@ struct EvalArgs {
   std::string model, suite = "quick", out, bits;
   std::vector<std::string> kv;
   int seeds = 0, ctx = 0, threads = 0;
-  bool force = false, fresh = false, no_progress = false, report_only = false;
+  bool force = false, fresh = false, no_progress = false, report_only = false, paired_seeds = false;
 };
 
 int Fail(const std::string& msg) {
@@ -71,6 +71,7 @@ std::string CommandLine(const EvalArgs& a) {
   for (const auto& k : a.kv) o << " --kv " << k;
   if (!a.bits.empty()) o << " --bits " << a.bits;
   if (a.seeds) o << " --seeds " << a.seeds;
+  if (a.paired_seeds) o << " --paired-seeds";
   if (a.ctx) o << " --ctx " << a.ctx;
   if (a.threads) o << " -t " << a.threads;
   o << " -o " << a.out;
@@ -112,6 +113,7 @@ int Eval(EvalArgs a) {
     return Fail(st.message());
   auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
   if (!suite.ok()) return Fail(suite.message());
+  suite->paired_seeds = a.paired_seeds;
   // Every cache is created for this model: a calibration profile (hqekv:profile=FILE) must have
   // been made for it. Checked for every policy before any cell runs (a spec that does not parse
   // is left to the run, which names it).
@@ -170,6 +172,9 @@ const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
   cmd->add_option("--bits", args->bits, "memory budgets in bits per element, e.g. 2,3.2,4");
   cmd->add_option("-o,--out", args->out, "output directory (default eval-<suite>)");
   cmd->add_option("--seeds", args->seeds, "instances per task configuration (default: suite's)");
+  cmd->add_flag("--paired-seeds", args->paired_seeds,
+                "paired design: instance i is the same in every configuration (default: "
+                "independent instances, seeds mixed with the task configuration)");
   cmd->add_option("--ctx", args->ctx, "context the model is trusted with (default: the model's)");
   cmd->add_option("-t,--threads", args->threads, "threads (default: all cores)");
   cmd->add_flag("--force", args->force,
