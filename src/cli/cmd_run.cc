@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cache/kv_report.h"
@@ -22,6 +23,7 @@ namespace {
 struct RunArgs {
   std::string model, prompt, prompt_file, tokenizer, kv = "fp16";
   bool kv_report = false;
+  bool json = false;  // the text and the summary as one JSON object on stdout, nothing streamed
   // Tokens and chat (llama.cpp conventions): control tokens written in the
   // prompt are parsed unless no_special; print_special prints generated
   // control tokens; chat renders the prompt as one user turn (after an
@@ -52,7 +54,12 @@ class StopScanner {
     return true;
   }
   // Writes what no stop string can still claim (everything when final).
+  // No output at all (--json prints the text with the summary).
+  void Silence() { silent_ = true; }
+  std::string Printable() const { return text_; }
+
   void Flush(bool final) {
+    if (silent_) return;
     size_t end = text_.size();
     if (!final) end = end > hold_ ? end - hold_ : 0;
     if (end > printed_) {
@@ -67,6 +74,7 @@ class StopScanner {
   size_t hold_ = 0;  // bytes: longest stop string - 1
   std::string text_;
   size_t printed_ = 0;
+  bool silent_ = false;
 };
 
 int Run(const RunArgs& a) {
@@ -157,6 +165,7 @@ int Run(const RunArgs& a) {
   GenerateOptions opt;
   opt.max_new = a.n;
   StopScanner out(a.stops);
+  if (a.json) out.Silence();
   int32_t prev = ids.back();
   // Decides the stop and decodes the token (Generate emits a token only when
   // this returns false, then on_token prints what the scanner releases).
@@ -169,22 +178,41 @@ int Run(const RunArgs& a) {
   };
   auto r = Generate(**model, **cache, ids, *sampler, opt, [&](int32_t) { out.Flush(false); });
   out.Flush(true);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  if (!a.json) {
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
   if (!r.ok()) {
     std::fprintf(stderr, "hqekv run: error: %s\n", r.message().c_str());
     return 1;
   }
   const KvStats st = (*cache)->Stats();
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
+  const double prefill_tps = r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0;
+  const double decode_tps =
+      r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0;
+  if (a.json) {
+    const nlohmann::json j = {{"model", c.name},
+                              {"kv", (*cache)->Describe()},
+                              {"text", out.Printable()},
+                              {"prompt_tokens", r->prompt_tokens},
+                              {"generated_tokens", r->tokens.size()},
+                              {"context_full", r->hit_context_end},
+                              {"prefill_tok_s", prefill_tps},
+                              {"decode_tok_s", decode_tps},
+                              {"kv_bytes", st.bytes.total()},
+                              {"bits_per_original_element", st.bits_per_original()},
+                              {"true_bits_per_kept_element", st.true_bits()},
+                              {"note", (*cache)->BudgetNote()}};
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
   std::fprintf(stderr,
                "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s | prefill %.1f tok/s, "
                "decode %.1f tok/s "
                "| %s (%lld bytes held, %.3f true bits per kept element)\n",
                c.name.c_str(), (*cache)->Describe().c_str(), r->prompt_tokens, r->tokens.size(),
-               r->hit_context_end ? " (context full)" : "",
-               r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
-               r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
+               r->hit_context_end ? " (context full)" : "", prefill_tps, decode_tps,
                MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
   const std::string note = (*cache)->BudgetNote();
   if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
@@ -213,6 +241,9 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   cmd->add_option("--ctx", a->ctx,
                   "Context length of the KV cache (default: the model's, at most 4096)");
   cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str();
+  cmd->add_flag("--json", a->json,
+                "print the generated text and the summary (tokens, speed, KV memory) as one JSON "
+                "object on stdout instead of streaming");
   cmd->add_flag("--kv-report", a->kv_report,
                 "Print per-layer tier histograms and bytes of the KV cache at the end");
   cmd->add_option("--tokenizer", a->tokenizer,

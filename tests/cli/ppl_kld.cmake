@@ -51,3 +51,9 @@ hqekv_cli_failure(NAME cli_err_ppl_plain_chunks_beyond_text ARGS ppl -f ${_text}
   --max-tokens 200 --chunks 5 MSG "--chunks 5 is more than the 4 window(s)")
 hqekv_cli_failure(NAME cli_err_ppl_two_kld_modes ARGS ppl -f ${_text} --kl-divergence a
   --kl-divergence-base b MSG "give one of them")
+
+# JSON summaries: plain ppl, and run (text + summary as one object, nothing streamed).
+hqekv_cli_success(NAME cli_ppl_plain_json ARGS ppl -f ${_text} --ctx 128 --max-tokens 600 -t 1 --json
+  REGEX "\"mode\": \"perplexity\".*\"ppl\": {\n +\"se\": [0-9.e-]+,\n +\"value\": 4\\.5[0-9]+.*\"windows\": 5")
+hqekv_cli_success(NAME cli_run_json ARGS run -n 8 --temp 0 -t 1 --json
+  REGEX "^{\n.*\"generated_tokens\": 8,.*\"text\": \"Once upon a time, there was a\",.*}\n$")

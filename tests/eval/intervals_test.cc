@@ -100,3 +100,33 @@ TEST(Seeds, IndependentAcrossConfigurationsUnlessPaired) {
 
 }  // namespace
 }  // namespace hqekv::eval
+
+namespace hqekv::eval {
+namespace {
+
+// A copy passage never overshoots its span by more than half: with
+// independent seeds every configuration of the paper suite's smallest copy
+// cell (128 tokens, span 32) must fit, for many seeds.
+TEST(Seeds, CopyPassagesFitTheirContext) {
+  auto corpus = LoadCorpus("tinystories",
+                           std::string(HQEKV_SOURCE_DIR) + "/data/text/tinystories_val_subset.txt");
+  ASSERT_TRUE(corpus.ok()) << corpus.message();
+  const TokenCounter count = [](const std::string& s) { return testing::WordCount(s); };
+  QualityTask qt;
+  qt.spec.kind = TaskKind::kCopy;
+  qt.spec.context_tokens = 128;
+  qt.spec.span_tokens = 32;
+  qt.corpus = "tinystories";
+  Suite suite;
+  for (double depth : {0.1, 0.5, 0.9}) {
+    qt.spec.depth = depth;
+    for (int i = 0; i < 200; ++i) {
+      auto t = MakeTask(qt.spec, *corpus, InstanceSeed(suite, qt, i), count);
+      ASSERT_TRUE(t.ok()) << "depth " << depth << " seed " << i << ": " << t.message();
+      EXPECT_LE(count(t->continuation), 48);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hqekv::eval
