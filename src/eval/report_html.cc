@@ -113,8 +113,7 @@ Plot ParetoPlot(const Summary& s) {
   p.xlabel = "bits per original element (every byte counted)";
   if (by_acc) {
     p.title = "Quality vs memory: accuracy on the usable tasks";
-    p.ylabel = "accuracy (usable tasks)";
-    p.y_unit = true;
+    p.ylabel = "accuracy (usable tasks)";  // the data's range: differences stay visible
   } else {
     p.title = "Quality vs memory: KL(fp16 || policy)";
     p.ylabel = "mean KL (nats/token, lower is better)";
