@@ -50,7 +50,7 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-// Standard error of the mean of v (0 for fewer than 2 values).
+// Perplexity exp(mean NLL) and its standard error ppl x se(NLL) (first-order).
 lm::MeanSe PplOf(const std::vector<double>& nll) {
   const lm::MeanSe m = lm::MeanAndStandardError(nll);
   const double p = std::exp(m.mean);
