@@ -31,7 +31,7 @@ struct EvalArgs {
   std::string model, suite = "quick", out, bits;
   std::vector<std::string> kv;
   int seeds = 0, ctx = 0, threads = 0;
-  bool force = false, fresh = false, no_progress = false, report_only = false;
+  bool force = false, fresh = false, no_progress = false, report_only = false, paired_seeds = false;
 };
 
 int Fail(const std::string& msg) {
@@ -72,6 +72,7 @@ std::string CommandLine(const EvalArgs& a) {
   for (const auto& k : a.kv) o << " --kv " << k;
   if (!a.bits.empty()) o << " --bits " << a.bits;
   if (a.seeds) o << " --seeds " << a.seeds;
+  if (a.paired_seeds) o << " --paired-seeds";
   if (a.ctx) o << " --ctx " << a.ctx;
   if (a.threads) o << " -t " << a.threads;
   o << " -o " << a.out;
@@ -113,6 +114,7 @@ int Eval(EvalArgs a) {
     return Fail(st.message());
   auto suite = eval::MakeSuite(a.suite, (*model)->TrainedContext(), a.kv, budgets, a.seeds);
   if (!suite.ok()) return Fail(suite.message());
+  suite->paired_seeds = a.paired_seeds;
   // Every cache is created for this model: a calibration profile (hqekv:profile=FILE) must have
   // been made for it. Checked for every policy before any cell runs (a spec that does not parse
   // is left to the run, which names it).
@@ -172,6 +174,9 @@ const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
   cmd->add_option("-o,--out", args->out, "output directory (default eval-<suite>)");
   cmd->add_option("--seeds", args->seeds, "instances per task configuration (default: suite's)")
       ->check(IntFlag(0, 1 << 20));
+  cmd->add_flag("--paired-seeds", args->paired_seeds,
+                "paired design: instance i is the same in every configuration (default: "
+                "independent instances, seeds mixed with the task configuration)");
   cmd->add_option("--ctx", args->ctx, "context the model is trusted with (default: the model's)")
       ->check(IntFlag(0, std::numeric_limits<int>::max()));
   cmd->add_option("-t,--threads", args->threads, "threads (default: all cores)");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cache/kv_report.h"
@@ -23,6 +24,7 @@ namespace {
 struct RunArgs {
   std::string model, prompt, prompt_file, tokenizer, kv = "fp16";
   bool kv_report = false;
+  bool json = false;  // the text and the summary as one JSON object on stdout, nothing streamed
   // Tokens and chat (llama.cpp conventions): control tokens written in the
   // prompt are parsed unless no_special; print_special prints generated
   // control tokens; chat renders the prompt as one user turn (after an
@@ -57,7 +59,12 @@ class StopScanner {
     return true;
   }
   // Writes what no stop string can still claim (everything when final).
+  // No output at all (--json prints the text with the summary).
+  void Silence() { silent_ = true; }
+  std::string Printable() const { return text_; }
+
   void Flush(bool final) {
+    if (silent_) return;
     size_t end = text_.size();
     if (!final) end = end > hold_ ? end - hold_ : 0;
     if (end > printed_) {
@@ -72,6 +79,7 @@ class StopScanner {
   size_t hold_ = 0;  // bytes: longest stop string - 1
   std::string text_;
   size_t printed_ = 0;
+  bool silent_ = false;
 };
 
 int Run(const RunArgs& a) {
@@ -167,6 +175,7 @@ int Run(const RunArgs& a) {
   const int n_prompt = static_cast<int>(ids.size());
   opt.n_keep = a.keep < 0 || a.keep + bos_kept > n_prompt ? n_prompt : a.keep + bos_kept;
   StopScanner out(a.stops);
+  if (a.json) out.Silence();
   int32_t prev = ids.back();
   // Decides the stop and decodes the token (Generate emits a token only when
   // this returns false, then on_token prints what the scanner releases).
@@ -179,8 +188,10 @@ int Run(const RunArgs& a) {
   };
   auto r = Generate(**model, **cache, ids, *sampler, opt, [&](int32_t) { out.Flush(false); });
   out.Flush(true);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  if (!a.json) {
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
   if (!r.ok()) {
     std::fprintf(stderr, "hqekv run: error: %s\n", r.message().c_str());
     return 1;
@@ -194,6 +205,26 @@ int Run(const RunArgs& a) {
   }
   const KvStats st = (*cache)->Stats();
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
+  const double prefill_tps = r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0;
+  const double decode_tps =
+      r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0;
+  if (a.json) {
+    const nlohmann::json j = {{"model", c.name},
+                              {"kv", (*cache)->Describe()},
+                              {"text", out.Printable()},
+                              {"prompt_tokens", r->prompt_tokens},
+                              {"generated_tokens", r->tokens.size()},
+                              {"context_full", r->hit_context_end},
+                              {"context_shifts", r->context_shifts},
+                              {"prefill_tok_s", prefill_tps},
+                              {"decode_tok_s", decode_tps},
+                              {"kv_bytes", st.bytes.total()},
+                              {"bits_per_original_element", st.bits_per_original()},
+                              {"true_bits_per_kept_element", st.true_bits()},
+                              {"note", (*cache)->BudgetNote()}};
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
   std::fprintf(
       stderr,
       "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s%s | prefill %.1f tok/s, "
@@ -204,8 +235,7 @@ int Run(const RunArgs& a) {
       r->context_shifts > 0
           ? (" (" + std::to_string(r->context_shifts) + " context shifts)").c_str()
           : "",
-      r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
-      r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
+      prefill_tps, decode_tps,
       MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
   const std::string note = (*cache)->BudgetNote();
   if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
@@ -251,6 +281,9 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
       ->capture_default_str();
   cmd->add_flag("--no-context-shift", a->no_context_shift,
                 "Stop (exit 1) when the context is full instead of dropping the older half");
+  cmd->add_flag("--json", a->json,
+                "print the generated text and the summary (tokens, speed, KV memory) as one JSON "
+                "object on stdout instead of streaming");
   cmd->add_flag("--kv-report", a->kv_report,
                 "Print per-layer tier histograms and bytes of the KV cache at the end");
   cmd->add_option("--tokenizer", a->tokenizer,

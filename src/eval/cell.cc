@@ -9,8 +9,9 @@ namespace hqekv::eval {
   X(context) X(depth) X(seeds) X(policy) X(family) X(budget) \
   X(describe) X(true_bits) X(bits_per_original) X(kv_bytes) X(kept_fraction) X(n) \
   X(accuracy) X(chance) X(kl) X(agreement) X(ppl) X(steps) \
+  X(trials) X(acc_lo) X(acc_hi) X(agree_lo) X(agree_hi) X(kl_se) \
   X(examples) X(prefill_tok_s) X(decode_tok_s) X(peak_rss_kb) X(seconds) X(threads) \
-  X(error)
+  X(error) X(code_version)
 // clang-format on
 
 nlohmann::json ToJson(const CellResult& c) {

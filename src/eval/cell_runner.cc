@@ -1,6 +1,6 @@
 #include "eval/cell_runner.h"
 
-#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
@@ -12,13 +12,15 @@ namespace {
 
 constexpr const char* kHarnessVersion = "hqekv-eval v1";
 
-int64_t PeakRssKb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;  // kilobytes on Linux
-}
-
 }  // namespace
+
+std::string CodeVersion() {
+#ifdef HQEKV_GIT_DESCRIBE
+  return std::string(kCellFormat) + "+" + HQEKV_GIT_DESCRIBE;
+#else
+  return std::string(kCellFormat) + "+unknown";
+#endif
+}
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -46,14 +48,16 @@ CellRunner::CellRunner(const EvalOptions& opt, EvalRun* run, int n_cells)
       fresh_(opt.fresh),
       text_root_(opt.text_root),
       progress_(opt.progress),
-      total_(n_cells) {}
+      tty_(isatty(STDERR_FILENO) == 1),
+      total_(n_cells),
+      code_version_(opt.code_version.empty() ? CodeVersion() : opt.code_version) {}
 
 Status CellRunner::Run(const std::string& kind, const std::string& config,
                        const PolicyPoint& policy, const std::string& label,
                        const Compute& compute) {
   std::ostringstream canon;
-  canon << kHarnessVersion << "|" << run_->model_identity << "|" << kind << "|" << config << "|"
-        << policy.spec;
+  canon << kHarnessVersion << "|" << code_version_ << "|" << run_->model_identity << "|" << kind
+        << "|" << config << "|" << policy.spec;
   const std::string hash = CellHash(canon.str());
   Step(label);
   if (!fresh_) {
@@ -74,10 +78,8 @@ Status CellRunner::Run(const std::string& kind, const std::string& config,
   cell.threads = NumThreads();
   const bool cacheable = compute(&cell);
   cell.seconds = Since(t0);
-  if (cacheable) {
-    cell.peak_rss_kb = PeakRssKb();
-    HQEKV_RETURN_IF_ERROR(store_.Save(cell));
-  }
+  cell.code_version = code_version_;
+  if (cacheable) HQEKV_RETURN_IF_ERROR(store_.Save(cell));
   run_->cells.push_back(std::move(cell));
   ++run_->computed;
   return Status::Ok();
@@ -94,6 +96,11 @@ Result<const Corpus*> CellRunner::GetCorpus(const std::string& name) {
 void CellRunner::Step(const std::string& label) {
   ++done_;
   if (!progress_) return;
+  if (!tty_) {  // a log file: one plain line per cell, no carriage returns
+    std::fprintf(stderr, "[%d/%d] %s\n", done_, total_, label.c_str());
+    std::fflush(stderr);
+    return;
+  }
   const int width = 30;
   const int fill = total_ ? done_ * width / total_ : width;
   std::fprintf(stderr, "\r[%s%s] %d/%d %-48.48s", std::string(fill, '#').c_str(),
@@ -102,7 +109,7 @@ void CellRunner::Step(const std::string& label) {
 }
 
 void CellRunner::Finish() {
-  if (progress_) std::fprintf(stderr, "\n");
+  if (progress_ && tty_) std::fprintf(stderr, "\n");
 }
 
 }  // namespace hqekv::eval

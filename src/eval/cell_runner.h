@@ -61,10 +61,13 @@ class CellRunner {
   bool fresh_;
   std::string text_root_;
   std::map<std::string, Corpus> corpora_;
-  // Progress bar on stderr.
+  // Progress on stderr: a bar redrawn with '\r' on a terminal, one plain
+  // line per cell otherwise (log files).
   bool progress_;
+  bool tty_;
   int total_;
   int done_ = 0;
+  std::string code_version_;
 };
 
 }  // namespace hqekv::eval

@@ -24,8 +24,11 @@ struct EvalOptions {
   std::string out_dir;          // where cells/ lives; "" = no cache
   std::string text_root = ".";  // repository root holding data/text/
   bool fresh = false;           // ignore cached cells
-  bool progress = true;         // progress bar on stderr
-  int max_ctx = 0;              // context cap (0: model's trained context)
+  bool progress = true;         // progress on stderr (a bar on a terminal, lines otherwise)
+  // Part of every cell's key (CodeVersion() when empty): cells computed by
+  // another version of the code are recomputed, not reused. Tests set it.
+  std::string code_version;
+  int max_ctx = 0;  // context cap (0: model's trained context)
 };
 
 struct EvalRun {

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <vector>
 
+#include "eval/intervals.h"
 #include "eval/rng.h"
 #include "eval/runner.h"
 #include "eval/scoring.h"
@@ -40,9 +41,7 @@ class PreparedTask {
       return static_cast<int>(model_.Encode(s, false).size());
     };
     for (int i = 0; i < qt_.seeds; ++i) {
-      HQEKV_ASSIGN_OR_RETURN(
-          auto t,
-          MakeTask(qt_.spec, *c, MixSeed(suite_.base_seed, static_cast<uint64_t>(i)), count));
+      HQEKV_ASSIGN_OR_RETURN(auto t, MakeTask(qt_.spec, *c, InstanceSeed(suite_, qt_, i), count));
       insts_.push_back(Prepare(model_, t));
       max_req_ = std::max(max_req_, RequiredContext(insts_.back()));
     }
@@ -82,7 +81,7 @@ void ScorePolicy(EvalModel& model, const PolicyPoint& p, const CacheFactory& mak
   MemAcc mem;
   TeacherForcedStats tf;
   int correct = 0, agree = 0;
-  double first_kl = 0;
+  double first_kl = 0, first_kl2 = 0;
   for (auto& in : insts) {
     auto r = RunInstance(model, **cache, &in, /*record_ref=*/false);
     if (!r.ok()) {
@@ -93,7 +92,9 @@ void ScorePolicy(EvalModel& model, const PolicyPoint& p, const CacheFactory& mak
     tf += r->tf;
     correct += r->correct;
     agree += r->first_agree;
-    first_kl += std::max(0.0, r->first_kl);
+    const double k = std::max(0.0, r->first_kl);
+    first_kl += k;
+    first_kl2 += k * k;
     if (in.task.scoring == Scoring::kExactMatch && cell->examples.size() < 3)
       cell->examples.push_back(r->generated);
   }
@@ -106,10 +107,25 @@ void ScorePolicy(EvalModel& model, const PolicyPoint& p, const CacheFactory& mak
     cell->agreement = tf.agreement();
     cell->ppl = tf.ppl();
     cell->steps = tf.steps;
+    cell->trials = static_cast<double>(tf.steps);
+    const Interval a = Wilson(static_cast<double>(tf.top1_true), cell->trials);
+    const Interval g = Wilson(static_cast<double>(tf.agree), static_cast<double>(tf.ref_steps));
+    cell->acc_lo = a.lo;
+    cell->acc_hi = a.hi;
+    cell->agree_lo = g.lo;
+    cell->agree_hi = g.hi;
+    cell->kl_se = tf.kl_se();
   } else if (n > 0) {
     cell->accuracy = double(correct) / n;
     cell->kl = first_kl / n;
     cell->agreement = double(agree) / n;
+    cell->trials = n;
+    const Interval a = Wilson(correct, n), g = Wilson(agree, n);
+    cell->acc_lo = a.lo;
+    cell->acc_hi = a.hi;
+    cell->agree_lo = g.lo;
+    cell->agree_hi = g.hi;
+    cell->kl_se = StandardError(n, first_kl, first_kl2);
   }
 }
 
@@ -125,7 +141,7 @@ Status RunQualityCells(EvalModel& model, const Suite& suite, const CacheFactory&
     PreparedTask task(model, suite, qt, make_cache, cells);
     std::ostringstream config;
     config << qt.spec.Key() << "|" << qt.corpus << "|seeds=" << qt.seeds
-           << "|base=" << suite.base_seed;
+           << "|base=" << suite.base_seed << (suite.paired_seeds ? "|paired" : "|independent");
     for (const PolicyPoint& p : suite.policies) {
       HQEKV_RETURN_IF_ERROR(cells.Run(
           "quality", config.str(), p, p.spec + " " + qt.spec.Key(), [&](CellResult* cell) {

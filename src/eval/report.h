@@ -36,7 +36,11 @@ struct PolicyRow {
   double true_bits = 0, bits_per_original = 0, kept_fraction = 0;  // mean over lm cells
   double kl = 0, agreement = 0, ppl = 0;                           // mean over lm cells
   std::map<std::string, double> accuracy;                          // task -> mean accuracy
-  double decode_tok_s = 0, prefill_tok_s = 0, kv_bytes = 0;        // speed cell at speed_ctx
+  // task -> (successes, trials) pooled over the task's cells (accuracy x
+  // CellResult::trials), for Wilson intervals of pooled accuracies.
+  std::map<std::string, std::pair<double, double>> hits;
+  double kl_se = 0;  // standard error of `kl` (the lm cells' se combined)
+  double decode_tok_s = 0, prefill_tok_s = 0, kv_bytes = 0;  // speed cell at speed_ctx
   int speed_ctx = 0;
   int errors = 0;
 };

@@ -89,6 +89,59 @@ void Figure(std::ostringstream& o, const Plot& p, const std::string& caption) {
     << "</figcaption></figure>\n";
 }
 
+void HtmlTable(std::ostringstream& o, const Table& t) {
+  o << "<h2 id=\"" << XmlEscape(t.id) << "\">" << XmlEscape(t.title) << "</h2>\n";
+  if (!t.caption.empty()) o << "<p>" << XmlEscape(t.caption) << "</p>\n";
+  o << "<table><thead><tr>";
+  for (const auto& h : t.header) o << "<th>" << XmlEscape(h) << "</th>";
+  o << "</tr></thead><tbody>\n";
+  for (const auto& r : t.rows) {
+    o << "<tr>";
+    for (const auto& c : r) o << "<td>" << XmlEscape(c) << "</td>";
+    o << "</tr>\n";
+  }
+  o << "</tbody></table>\n";
+}
+
+// The answer: quality against true memory, one marker + colour per family,
+// the Pareto frontier (front 1 of the ranking) drawn under the points.
+// Quality: the pooled accuracy over the usable tasks, else KL (log axis).
+Plot ParetoPlot(const Summary& s) {
+  bool by_acc = false;
+  for (const auto& v : s.verdicts) by_acc = by_acc || v.usable;
+  Plot p;
+  p.xlabel = "bits per original element (every byte counted)";
+  if (by_acc) {
+    p.title = "Quality vs memory: accuracy on the usable tasks";
+    p.ylabel = "accuracy (usable tasks)";  // the data's range: differences stay visible
+  } else {
+    p.title = "Quality vs memory: KL(fp16 || policy)";
+    p.ylabel = "mean KL (nats/token, lower is better)";
+    p.log_y = true;
+  }
+  std::map<std::string, Series> fam;
+  std::vector<std::string> order;
+  std::vector<double> cost, quality;
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& r : s.rows) {
+    const double y = by_acc ? UsableAccuracy(s, r).q : r.kl;
+    const double q = by_acc ? y : -y;
+    if (std::isnan(y) || r.bits_per_original <= 0) continue;
+    const std::string key = r.family.empty() ? r.policy : r.family;
+    if (!fam.count(key)) order.push_back(key);
+    fam[key].name = key;
+    fam[key].points.push_back({r.bits_per_original, y});
+    cost.push_back(r.bits_per_original);
+    quality.push_back(q);
+    pts.push_back({r.bits_per_original, y});
+  }
+  for (const auto& k : order) p.series.push_back(fam[k]);
+  const std::vector<int> fronts = ParetoFronts(cost, quality);
+  for (size_t i = 0; i < pts.size(); ++i)
+    if (fronts[i] == 1) p.frontier.push_back(pts[i]);
+  return p;
+}
+
 }  // namespace
 
 std::string ReportHtml(const EvalRun& run) {
@@ -102,6 +155,7 @@ std::string ReportHtml(const EvalRun& run) {
        "table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}\n"
        "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}\n"
        "th:first-child,td:first-child{text-align:left}th{background:#f2f2f2}\n"
+       "summary{font-size:18px;font-weight:bold;margin:16px 0;cursor:pointer}\n"
        "figure{display:inline-block;margin:4px;vertical-align:top}figcaption{font-size:12px;max-"
        "width:620px}\n"
        ".meta{font-size:13px;color:#444}code{background:#f4f4f4;padding:1px 4px}\n"
@@ -112,6 +166,14 @@ std::string ReportHtml(const EvalRun& run) {
     << "; wall time " << FmtFixed(run.seconds, 1) << " s; cells: " << run.computed << " computed, "
     << run.reused << " reused; context cap " << run.max_ctx << " tokens</p>\n";
 
+  const std::vector<Table> tables = ReportTables(run, s);
+  o << "<h2 id=\"answer\">The answer: quality at memory</h2>\n";
+  Figure(o, ParetoPlot(s),
+         "One point per policy (budgets of a family joined); grey band: the Pareto frontier "
+         "(no policy holds fewer bits with equal or better quality). Memory counts every byte "
+         "the cache holds.");
+  for (const Table& t : tables)
+    if (t.id == "main" || t.id == "ranking") HtmlTable(o, t);
   o << "<h2 id=\"plots\">Quality against memory</h2>\n";
   Figure(o,
          QualityVsBits(
@@ -125,6 +187,7 @@ std::string ReportHtml(const EvalRun& run) {
              [](const PolicyRow& r) { return r.agreement; }, false, true),
          "Language-modelling cells; one line per policy family.");
   for (const auto& v : s.verdicts) {
+    if (!v.usable) continue;  // tasks fp16 fails: at the end, collapsed
     Plot p;
     p.title = v.task + " accuracy vs memory" + (v.usable ? "" : " (fp16 fails)");
     p.xlabel = "bits per original element (all bytes counted)";
@@ -148,6 +211,7 @@ std::string ReportHtml(const EvalRun& run) {
   const std::set<std::string> sel = PlotPolicies(run);
   o << "<h2 id=\"retrieval\">Retrieval against context length and depth</h2>\n";
   for (const auto& v : s.verdicts) {
+    if (!v.usable) continue;
     const std::string t = v.task;
     int max_ctx = 0;
     for (const auto& c : run.cells)
@@ -189,18 +253,39 @@ std::string ReportHtml(const EvalRun& run) {
          "Greedy decode after the prompt, whole model (threads: " + std::to_string(run.threads) +
              ").");
 
-  for (const Table& t : ReportTables(run, s)) {
-    o << "<h2 id=\"" << XmlEscape(t.id) << "\">" << XmlEscape(t.title) << "</h2>\n";
-    if (!t.caption.empty()) o << "<p>" << XmlEscape(t.caption) << "</p>\n";
-    o << "<table><thead><tr>";
-    for (const auto& h : t.header) o << "<th>" << XmlEscape(h) << "</th>";
-    o << "</tr></thead><tbody>\n";
-    for (const auto& r : t.rows) {
-      o << "<tr>";
-      for (const auto& c : r) o << "<td>" << XmlEscape(c) << "</td>";
-      o << "</tr>\n";
+  for (const Table& t : tables)
+    if (t.id != "main" && t.id != "ranking" && !t.collapsed) HtmlTable(o, t);
+  // Tasks the fp16 cache fails: last, collapsed.
+  bool any_failed = false;
+  for (const auto& v : s.verdicts) any_failed = any_failed || !v.usable;
+  if (any_failed) {
+    o << "<details id=\"fp16-fails\"><summary>Tasks the fp16 cache fails (not used to rank): ";
+    std::string names;
+    for (const auto& v : s.verdicts)
+      if (!v.usable) names += (names.empty() ? "" : ", ") + v.task;
+    o << XmlEscape(names) << "</summary>\n";
+    for (const auto& v : s.verdicts) {
+      if (v.usable) continue;
+      Plot p;
+      p.title = v.task + " accuracy vs memory (fp16 fails)";
+      p.xlabel = "bits per original element (all bytes counted)";
+      p.ylabel = "accuracy";
+      p.y_unit = true;
+      std::map<std::string, Series> fam;
+      std::vector<std::string> order;
+      for (const auto& r : s.rows) {
+        const double acc = TaskAcc(r, v.task);
+        if (std::isnan(acc) || r.bits_per_original <= 0) continue;
+        if (!fam.count(r.family)) order.push_back(r.family);
+        fam[r.family].name = r.family;
+        fam[r.family].points.push_back({r.bits_per_original, acc});
+      }
+      for (const auto& k : order) p.series.push_back(fam[k]);
+      Figure(o, p, "fp16 fails on this task: not used to rank.");
     }
-    o << "</tbody></table>\n";
+    for (const Table& t : tables)
+      if (t.collapsed) HtmlTable(o, t);
+    o << "</details>\n";
   }
   o << "</body></html>\n";
   return o.str();

@@ -94,11 +94,16 @@ Summary Summarize(const EvalRun& run) {
         r.bits_per_original += c.bits_per_original;
         r.kept_fraction += c.kept_fraction;
         r.kl += c.kl;
+        r.kl_se += c.kl_se * c.kl_se;
         r.agreement += c.agreement;
         r.ppl += c.ppl;
       } else {
         acc[c.task].first += c.accuracy;
         acc[c.task].second += 1;
+        // Cells written before intervals existed have no trials: their n.
+        const double trials = c.trials > 0 ? c.trials : c.n;
+        r.hits[c.task].first += c.accuracy * trials;
+        r.hits[c.task].second += trials;
       }
     }
     if (nlm) {
@@ -106,13 +111,14 @@ Summary Summarize(const EvalRun& run) {
       r.bits_per_original /= nlm;
       r.kept_fraction /= nlm;
       r.kl /= nlm;
+      r.kl_se = std::sqrt(r.kl_se) / nlm;  // se of a mean of independent means
       r.agreement /= nlm;
       r.ppl /= nlm;
     } else {  // no lm cell: memory from the other quality cells, quality unknown
       r.true_bits = nq ? qbits / nq : 0;
       r.bits_per_original = nq ? qbpo / nq : 0;
       r.kept_fraction = nq ? qkept / nq : 0;
-      r.kl = r.agreement = r.ppl = NAN;
+      r.kl = r.agreement = r.ppl = r.kl_se = NAN;
     }
     for (const auto& [t, a] : acc) r.accuracy[t] = a.first / a.second;
     s.rows.push_back(r);

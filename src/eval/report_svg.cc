@@ -9,9 +9,60 @@
 namespace hqekv::eval {
 namespace {
 
-const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-                               "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
-                               "#8c6d31", "#843c39", "#7b4173", "#3182bd"};
+// Okabe & Ito (2008), "Color Universal Design": black, orange, sky blue,
+// bluish green, yellow, blue, vermillion, reddish purple.
+const char* const kColors[kPaletteSize] = {"#000000", "#E69F00", "#56B4E9", "#009E73",
+                                           "#F0E442", "#0072B2", "#D55E00", "#CC79A7"};
+
+// Marker `shape` (0..7) centred on (x, y), filled with `color`.
+std::string Marker(int shape, double x, double y, const char* color) {
+  char buf[512];
+  const double r = 4;
+  switch (shape % kPaletteSize) {
+    case 0:
+      std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"%s\"", x, y,
+                    color);
+      break;
+    case 1:
+      std::snprintf(buf, sizeof buf,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"",
+                    x - r * 0.8, y - r * 0.8, r * 1.6, r * 1.6, color);
+      break;
+    case 2:  // triangle up
+      std::snprintf(buf, sizeof buf,
+                    "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"", x, y - r * 1.1,
+                    x - r, y + r * 0.8, x + r, y + r * 0.8, color);
+      break;
+    case 3:  // diamond
+      std::snprintf(buf, sizeof buf,
+                    "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"", x,
+                    y - r * 1.2, x + r, y, x, y + r * 1.2, x - r, y, color);
+      break;
+    case 4:  // triangle down
+      std::snprintf(buf, sizeof buf,
+                    "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"", x, y + r * 1.1,
+                    x - r, y - r * 0.8, x + r, y - r * 0.8, color);
+      break;
+    case 5:  // hollow circle
+      std::snprintf(buf, sizeof buf,
+                    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.6\" fill=\"#fff\" stroke=\"%s\" "
+                    "stroke-width=\"1.8\"",
+                    x, y, color);
+      break;
+    case 6:  // cross
+      std::snprintf(buf, sizeof buf,
+                    "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" "
+                    "stroke-width=\"2.2\"",
+                    x - r, y - r, x + r, y + r, x - r, y + r, x + r, y - r, color);
+      break;
+    default:  // hollow square
+      std::snprintf(buf, sizeof buf,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fff\" "
+                    "stroke=\"%s\" stroke-width=\"1.8\"",
+                    x - r * 0.8, y - r * 0.8, r * 1.6, r * 1.6, color);
+  }
+  return buf;
+}
 
 std::string Num(double v) {
   char buf[32];
@@ -43,6 +94,21 @@ std::vector<double> NiceTicks(double lo, double hi) {
   for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + 1e-9 * span; v += step)
     t.push_back(std::fabs(v) < 1e-12 * span ? 0 : v);
   return t;
+}
+
+const char* MarkerTag(int shape) {
+  switch (shape % kPaletteSize) {
+    case 0:
+    case 5:
+      return "circle";
+    case 1:
+    case 7:
+      return "rect";
+    case 6:
+      return "path";
+    default:
+      return "polygon";
+  }
 }
 
 }  // namespace
@@ -101,19 +167,23 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
     y0 = 0;
     y1 = 1;
   }
-  if (x1 - x0 < 1e-12) {
-    x0 -= 0.5;
-    x1 += 0.5;
-  }
-  if (y1 - y0 < 1e-12) {
-    y0 -= plot.log_y ? 0.5 : std::max(0.5, std::fabs(y0) * 0.1);
-    y1 += plot.log_y ? 0.5 : std::max(0.5, std::fabs(y1) * 0.1);
-  }
+  const bool x_nonneg = x0 >= 0, y_nonneg = !plot.log_y && y0 >= 0;
+  // One value: +-10% around it (+-1 around 0); a log axis: one decade each way.
+  auto widen = [](double& lo, double& hi, bool log) {
+    if (hi - lo >= 1e-12) return;
+    const double h = log ? 1.0 : (lo == 0 ? 1.0 : std::fabs(lo) * 0.1);
+    lo -= h;
+    hi += h;
+  };
+  widen(x0, x1, false);
+  widen(y0, y1, plot.log_y);
   const double xpad = (x1 - x0) * 0.04, ypad = plot.y_unit ? 0.02 : (y1 - y0) * 0.06;
   x0 -= xpad;
   x1 += xpad;
   y0 -= ypad;
   y1 += ypad;
+  if (x_nonneg) x0 = std::max(x0, 0.0);
+  if (y_nonneg && !plot.y_unit) y0 = std::max(y0, 0.0);
   auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return top + (1 - (ty(y) - y0) / (y1 - y0)) * ph; };
   auto py_axis = [&](double v) { return top + (1 - (v - y0) / (y1 - y0)) * ph; };
@@ -127,9 +197,14 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
     o << "<text x=\"" << Num(px(t)) << "\" y=\"" << Num(top + ph + 15)
       << "\" text-anchor=\"middle\" font-size=\"11\">" << TickLabel(t) << "</text>\n";
   }
-  for (double t : NiceTicks(y0, y1)) {
+  std::vector<double> yticks;
+  if (plot.log_y) {  // every decade in range, each labelled
+    for (double d = std::ceil(y0 - 1e-9); d <= y1 + 1e-9; d += 1) yticks.push_back(d);
+  } else {
+    yticks = NiceTicks(y0, y1);
+  }
+  for (double t : yticks) {
     const std::string label = plot.log_y ? TickLabel(std::pow(10, t)) : TickLabel(t);
-    if (plot.log_y && std::fabs(t - std::round(t)) > 1e-9) continue;  // decades only
     o << "<line x1=\"" << left << "\" y1=\"" << Num(py_axis(t)) << "\" x2=\"" << Num(left + pw)
       << "\" y2=\"" << Num(py_axis(t)) << "\" stroke=\"#e4e4e4\"/>";
     o << "<text x=\"" << left - 5 << "\" y=\"" << Num(py_axis(t) + 4)
@@ -141,10 +216,22 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
     << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">"
     << XmlEscape(plot.ylabel + (plot.log_y ? " (log)" : "")) << "</text>\n";
 
+  if (!plot.frontier.empty()) {
+    auto f = plot.frontier;
+    std::sort(f.begin(), f.end());
+    std::string poly;
+    for (const auto& [x, y] : f)
+      if (std::isfinite(x) && std::isfinite(y)) poly += Num(px(x)) + "," + Num(py(y)) + " ";
+    o << "<g class=\"frontier\"><polyline points=\"" << poly
+      << "\" fill=\"none\" stroke=\"#999\" stroke-width=\"6\" stroke-opacity=\"0.35\" "
+         "stroke-linejoin=\"round\"><title>"
+      << XmlEscape(plot.frontier_name) << "</title></polyline></g>\n";
+  }
   // Series.
   int k = 0;
   for (const auto& s : plot.series) {
-    const char* color = kColors[k % (sizeof kColors / sizeof kColors[0])];
+    const char* color = kColors[k % kPaletteSize];
+    const int shape = (k + k / kPaletteSize) % kPaletteSize;
     auto pts = s.points;
     std::sort(pts.begin(), pts.end());
     std::string poly;
@@ -156,15 +243,15 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
         << "\" stroke-width=\"1.8\"/>";
     for (const auto& [x, y] : pts)
       if (std::isfinite(x) && std::isfinite(y))
-        o << "<circle cx=\"" << Num(px(x)) << "\" cy=\"" << Num(py(y)) << "\" r=\"3.2\" fill=\""
-          << color << "\"><title>" << XmlEscape(s.name) << ": (" << TickLabel(x) << ", "
-          << TickLabel(y) << ")</title></circle>";
+        o << Marker(shape, px(x), py(y), color) << "><title>" << XmlEscape(s.name) << ": ("
+          << TickLabel(x) << ", " << TickLabel(y) << ")</title></" << MarkerTag(shape) << ">";
     // Legend entry.
     const double ly = top + 8 + 16 * k;
     o << "<line x1=\"" << Num(left + pw + 12) << "\" y1=\"" << Num(ly) << "\" x2=\""
       << Num(left + pw + 30) << "\" y2=\"" << Num(ly) << "\" stroke=\"" << color
-      << "\" stroke-width=\"2.5\"/><text x=\"" << Num(left + pw + 35) << "\" y=\"" << Num(ly + 4)
-      << "\" font-size=\"11\">" << XmlEscape(s.name) << "</text></g>\n";
+      << "\" stroke-width=\"2.5\"/>" << Marker(shape, left + pw + 21, ly, color) << "/>"
+      << "<text x=\"" << Num(left + pw + 35) << "\" y=\"" << Num(ly + 4) << "\" font-size=\"11\">"
+      << XmlEscape(s.name) << "</text></g>\n";
     ++k;
   }
   o << "</svg>\n";

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "eval/intervals.h"
+
 namespace hqekv::eval {
 namespace {
 
@@ -31,30 +33,45 @@ Table MainTable(const EvalRun& run, const Summary& s) {
       "over "
       "the language-modelling cells (prefill, then teacher-forced continuation). Task columns are "
       "mean "
-      "accuracies over every context length and depth; a task marked 'fp16 fails' is not used to "
-      "rank. "
+      "accuracies over every context length and depth with their 95% Wilson interval; tasks the "
+      "fp16 cache fails are not used to rank and are listed at the end. "
       "Speed at " +
       std::to_string(speed_ctx) + " prompt tokens.";
-  t.header = {"policy", "budget", "true bits", "bits/orig", "kept", "KL", "agree", "ppl"};
+  // fp16's memory, the unit of "x smaller" (16 bits when the run has no fp16 row).
+  double fp16_bits = 16;
+  for (const auto& r : s.rows)
+    if (r.policy == "fp16" && r.bits_per_original > 0) fp16_bits = r.bits_per_original;
+  t.header = {"policy", "budget",   "true bits", "bits/orig", "x smaller than fp16",
+              "kept",   "KL +- se", "agree",     "ppl"};
+  // Tasks the fp16 cache fails are left out here (shown last, collapsed).
   for (const auto& task : s.tasks)
-    t.header.push_back(task + (Usable(s, task) ? "" : " (fp16 fails)"));
-  t.header.insert(t.header.end(), {"decode tok/s", "prefill tok/s", "KV bytes"});
+    if (Usable(s, task)) t.header.push_back(task + " [95% CI]");
+  t.header.insert(t.header.end(), {"decode tok/s", "prefill tok/s", "KV memory"});
   for (const auto& r : s.rows) {
-    std::vector<std::string> row = {r.policy,
-                                    Budget(r.budget),
-                                    Fmt(r.true_bits, 4),
-                                    Fmt(r.bits_per_original, 4),
-                                    Pct(r.kept_fraction),
-                                    Fmt(r.kl, 3),
-                                    Pct(r.agreement),
-                                    Fmt(r.ppl, 4)};
+    std::vector<std::string> row = {
+        r.policy,
+        Budget(r.budget),
+        Fmt(r.true_bits, 4),
+        Fmt(r.bits_per_original, 4),
+        r.bits_per_original > 0 ? FmtFixed(fp16_bits / r.bits_per_original, 1) + "x" : "-",
+        Pct(r.kept_fraction),
+        std::isnan(r.kl) ? "-" : Fmt(r.kl, 3) + " +- " + Fmt(r.kl_se, 2),
+        Pct(r.agreement),
+        Fmt(r.ppl, 4)};
     for (const auto& task : s.tasks) {
+      if (!Usable(s, task)) continue;
       auto it = r.accuracy.find(task);
-      row.push_back(it == r.accuracy.end() ? "-" : Pct(it->second));
+      std::string v = it == r.accuracy.end() ? "-" : Pct(it->second);
+      auto h = r.hits.find(task);
+      if (it != r.accuracy.end() && h != r.hits.end() && h->second.second > 0) {
+        const Interval ci = Wilson(h->second.first, h->second.second);
+        v += " [" + FmtFixed(100 * ci.lo, 1) + ", " + FmtFixed(100 * ci.hi, 1) + "]";
+      }
+      row.push_back(v);
     }
     row.push_back(r.speed_ctx ? FmtFixed(r.decode_tok_s, 0) : "-");
     row.push_back(r.speed_ctx ? FmtFixed(r.prefill_tok_s, 0) : "-");
-    row.push_back(r.speed_ctx ? FmtFixed(r.kv_bytes, 0) : "-");
+    row.push_back(r.speed_ctx ? Bytes(r.kv_bytes) : "-");
     if (r.errors) row[0] += " (" + std::to_string(r.errors) + " failed cells)";
     t.rows.push_back(row);
   }
@@ -82,40 +99,65 @@ Table RankingTable(const Summary& s) {
     if (v.usable) used.push_back(v.task);
   std::string list;
   for (const auto& u : used) list += (list.empty() ? "" : ", ") + u;
+  const bool by_acc = !used.empty();
   t.caption =
-      used.empty()
-          ? "No retrieval task is usable (fp16 fails all of them): policies ranked by KL only."
-          : "Policies ranked by mean accuracy over the usable tasks (" + list +
-                "), ties by lower KL. Compare rows of similar bits/orig.";
-  t.header = {"rank", "policy", "bits/orig", "mean accuracy (usable tasks)", "KL"};
+      "Quality at memory: policies are ordered by Pareto front (front 1: no other policy holds "
+      "fewer bits/orig with equal or better quality), then by lower KL. Quality is " +
+      (by_acc ? "the pooled accuracy over the usable tasks (" + list + ")"
+              : std::string("-KL (no retrieval task is usable: fp16 fails all of them)")) +
+      ", with its 95% interval (Wilson for accuracies, +-1.96 se for KL); a row whose interval "
+      "overlaps the one above is shown as a tie (=).";
+  t.header = {"rank", "front", "policy", "bits/orig", "quality [95% CI]", "KL +- se"};
   struct R {
     const PolicyRow* r;
-    double acc;
+    double q;
+    Interval ci;
+    int front = 0;
   };
   std::vector<R> rs;
   for (const auto& r : s.rows) {
-    double a = 0;
-    int n = 0;
-    for (const auto& u : used) {
-      auto it = r.accuracy.find(u);
-      if (it != r.accuracy.end()) {
-        a += it->second;
-        ++n;
-      }
+    R x{&r, NAN, {}, 0};
+    if (by_acc) {
+      const PooledQuality pq = UsableAccuracy(s, r);
+      x.q = pq.q;
+      x.ci = pq.ci;
+    } else if (!std::isnan(r.kl)) {
+      x.q = -r.kl;
+      const double h = kZ95 * (std::isnan(r.kl_se) ? 0 : r.kl_se);
+      x.ci = {-r.kl - h, -r.kl + h};
     }
-    rs.push_back({&r, n ? a / n : NAN});
+    rs.push_back(x);
   }
+  std::vector<double> cost, quality;
+  for (const auto& x : rs) {
+    cost.push_back(x.r->bits_per_original);
+    quality.push_back(x.q);
+  }
+  const std::vector<int> fronts = ParetoFronts(cost, quality);
+  for (size_t i = 0; i < rs.size(); ++i) rs[i].front = fronts[i];
   std::stable_sort(rs.begin(), rs.end(), [](const R& a, const R& b) {
-    const double aa = std::isnan(a.acc) ? -1 : a.acc, ba = std::isnan(b.acc) ? -1 : b.acc;
-    if (aa != ba) return aa > ba;
+    if (a.front != b.front) return a.front < b.front;
     const double ak = std::isnan(a.r->kl) ? 1e300 : a.r->kl,
                  bk = std::isnan(b.r->kl) ? 1e300 : b.r->kl;
     return ak < bk;
   });
-  int rank = 0;
-  for (const auto& x : rs)
-    t.rows.push_back({std::to_string(++rank), x.r->policy, Fmt(x.r->bits_per_original, 4),
-                      used.empty() ? "-" : Pct(x.acc), Fmt(x.r->kl, 3)});
+  int rank = 0, shown = 0;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const R& x = rs[i];
+    ++rank;
+    const bool tie =
+        i > 0 && !std::isnan(x.q) && !std::isnan(rs[i - 1].q) && x.ci.Overlaps(rs[i - 1].ci);
+    if (!tie) shown = rank;
+    std::string q = "-";
+    if (!std::isnan(x.q)) {
+      q = by_acc ? Pct(x.q) + " [" + Pct(x.ci.lo) + ", " + Pct(x.ci.hi) + "]"
+                 : Fmt(-x.q, 3) + " [" + Fmt(-x.ci.hi, 3) + ", " + Fmt(-x.ci.lo, 3) + "]";
+    }
+    const std::string kl =
+        std::isnan(x.r->kl) ? "-" : Fmt(x.r->kl, 3) + " +- " + Fmt(x.r->kl_se, 2);
+    t.rows.push_back({(tie ? "=" : "") + std::to_string(shown), std::to_string(x.front),
+                      x.r->policy, Fmt(x.r->bits_per_original, 4), q, kl});
+  }
   return t;
 }
 
@@ -201,23 +243,19 @@ Table SpeedTable(const EvalRun& run) {
   t.title = "Memory and speed";
   t.caption =
       "Prompt of held-out text prefilled at once, then greedy decode, best of 3 runs; KV bytes and "
-      "bits measured after the decode. Peak RSS is the process high-water mark when the cell "
-      "finished "
-      "(getrusage), so it only grows during a run. Threads: " +
+      "bits measured after the decode. Threads: " +
       std::to_string(run.threads) + ".";
-  t.header = {"policy",    "context",       "KV bytes",     "true bits",
-              "bits/orig", "prefill tok/s", "decode tok/s", "peak RSS MiB"};
+  t.header = {"policy",    "context",       "KV memory",   "true bits",
+              "bits/orig", "prefill tok/s", "decode tok/s"};
   for (const auto& c : run.cells) {
     if (c.kind != "speed") continue;
     if (!c.error.empty()) {
-      t.rows.push_back(
-          {c.policy, std::to_string(c.context), "error: " + c.error, "", "", "", "", ""});
+      t.rows.push_back({c.policy, std::to_string(c.context), "error: " + c.error, "", "", "", ""});
       continue;
     }
-    t.rows.push_back({c.policy, std::to_string(c.context), FmtFixed(c.kv_bytes, 0),
-                      Fmt(c.true_bits, 4), Fmt(c.bits_per_original, 4),
-                      FmtFixed(c.prefill_tok_s, 0), FmtFixed(c.decode_tok_s, 0),
-                      FmtFixed(c.peak_rss_kb / 1024.0, 1)});
+    t.rows.push_back({c.policy, std::to_string(c.context), Bytes(c.kv_bytes), Fmt(c.true_bits, 4),
+                      Fmt(c.bits_per_original, 4), FmtFixed(c.prefill_tok_s, 0),
+                      FmtFixed(c.decode_tok_s, 0)});
   }
   return t;
 }
@@ -254,14 +292,77 @@ Table ErrorTable(const EvalRun& run) {
 }  // namespace
 
 std::vector<Table> ReportTables(const EvalRun& run, const Summary& s) {
-  std::vector<Table> out = {MainTable(run, s), VerdictTable(s), RankingTable(s), LmTable(run)};
-  for (const auto& task : s.tasks) out.push_back(TaskGrid(run, task, Usable(s, task)));
+  std::vector<Table> out = {MainTable(run, s), RankingTable(s), VerdictTable(s), LmTable(run)};
+  for (const auto& task : s.tasks)
+    if (Usable(s, task)) out.push_back(TaskGrid(run, task, true));
   out.push_back(SpeedTable(run));
   Table ex = ExamplesTable(run);
   if (!ex.rows.empty()) out.push_back(ex);
   Table err = ErrorTable(run);
   if (!err.rows.empty()) out.push_back(err);
+  for (const auto& task : s.tasks) {
+    if (Usable(s, task)) continue;
+    out.push_back(TaskGrid(run, task, false));
+    out.back().collapsed = true;
+  }
   return out;
+}
+
+PooledQuality UsableAccuracy(const Summary& s, const PolicyRow& r) {
+  double k = 0, n = 0;
+  for (const auto& v : s.verdicts) {
+    if (!v.usable) continue;
+    auto it = r.hits.find(v.task);
+    if (it == r.hits.end()) continue;
+    k += it->second.first;
+    n += it->second.second;
+  }
+  PooledQuality p;
+  if (n > 0) {
+    p.q = k / n;
+    p.ci = Wilson(k, n);
+  }
+  return p;
+}
+
+std::vector<int> ParetoFronts(const std::vector<double>& cost, const std::vector<double>& quality) {
+  const size_t n = cost.size();
+  std::vector<int> front(n, 0);
+  auto valid = [&](size_t i) { return !std::isnan(cost[i]) && !std::isnan(quality[i]); };
+  auto dominates = [&](size_t a, size_t b) {
+    return cost[a] <= cost[b] && quality[a] >= quality[b] &&
+           (cost[a] < cost[b] || quality[a] > quality[b]);
+  };
+  size_t left = 0;
+  for (size_t i = 0; i < n; ++i) left += valid(i);
+  int f = 0;
+  while (left > 0) {
+    ++f;
+    std::vector<size_t> now;
+    for (size_t i = 0; i < n; ++i) {
+      if (!valid(i) || front[i]) continue;
+      bool dominated = false;
+      for (size_t j = 0; j < n && !dominated; ++j)
+        dominated = j != i && valid(j) && !front[j] && dominates(j, i);
+      if (!dominated) now.push_back(i);
+    }
+    for (size_t i : now) front[i] = f;
+    left -= now.size();
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (!valid(i)) front[i] = f + 1;
+  return front;
+}
+
+std::string Bytes(double bytes) {
+  if (std::isnan(bytes)) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? FmtFixed(bytes, 0) + " B" : FmtFixed(bytes, bytes < 10 ? 2 : 1) + " " + units[u];
 }
 
 }  // namespace hqekv::eval

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "eval/intervals.h"
 #include "lm/logprob.h"
 
 namespace hqekv::eval {
@@ -41,7 +42,9 @@ void TeacherForcedStats::Add(const float* test_logits, const float* ref_logits, 
   if (top == true_token) ++top1_true;
   if (ref_logits) {
     ++ref_steps;
-    kl += lm::KlFromLogits(ref_logits, test_logits, n);
+    const double k = lm::KlFromLogits(ref_logits, test_logits, n);
+    kl += k;
+    kl2 += k * k;
     if (top == lm::Argmax(ref_logits, n)) ++agree;
   }
 }
@@ -51,9 +54,14 @@ TeacherForcedStats& TeacherForcedStats::operator+=(const TeacherForcedStats& o) 
   nll += o.nll;
   top1_true += o.top1_true;
   kl += o.kl;
+  kl2 += o.kl2;
   agree += o.agree;
   ref_steps += o.ref_steps;
   return *this;
+}
+
+double TeacherForcedStats::kl_se() const {
+  return StandardError(static_cast<double>(ref_steps), kl, kl2);
 }
 
 double TeacherForcedStats::ppl() const { return steps ? std::exp(nll / steps) : 0; }

@@ -26,6 +26,7 @@ struct TeacherForcedStats {
   double nll = 0;         // sum of NLL of the true next token (nats)
   int64_t top1_true = 0;  // argmax == true next token
   double kl = 0;          // sum of KL(ref || test) (when a reference is given)
+  double kl2 = 0;         // sum of its squares (standard error of the mean KL)
   int64_t agree = 0;      // argmax(test) == argmax(ref)
   int64_t ref_steps = 0;  // steps that had a reference
 
@@ -37,6 +38,7 @@ struct TeacherForcedStats {
   double accuracy() const;   // top1_true / steps
   double mean_kl() const;    // kl / ref_steps
   double agreement() const;  // agree / ref_steps
+  double kl_se() const;      // standard error of mean_kl() over steps
 };
 
 }  // namespace hqekv::eval

@@ -5,8 +5,9 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/hash.h"
 #include "core/number.h"
-
+#include "eval/rng.h"
 #include "policy/spec.h"
 
 namespace hqekv::eval {
@@ -187,6 +188,12 @@ Result<Suite> MakeSuite(const std::string& name, int trained_ctx,
     specs.insert(specs.begin(), "fp16");
   s.policies = ExpandPolicies(specs, bits);
   return s;
+}
+
+uint64_t InstanceSeed(const Suite& suite, const QualityTask& qt, int i) {
+  const uint64_t index = static_cast<uint64_t>(i);
+  if (suite.paired_seeds) return MixSeed(suite.base_seed, index);
+  return MixSeed(suite.base_seed, index, Fnv1a64(qt.spec.Key() + "|" + qt.corpus));
 }
 
 }  // namespace hqekv::eval

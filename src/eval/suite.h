@@ -40,7 +40,16 @@ struct Suite {
   SpeedConfig speed;
   std::vector<PolicyPoint> policies;
   uint64_t base_seed = 1234;
+  // false (default): instance i of a task configuration is seeded from the
+  // base seed, i AND the configuration (task key + corpus), so N seeds give N
+  // distinct instances in every cell and different cells (depths, contexts)
+  // get independent instances. true: the paired design -- instance i uses
+  // the same seed in every configuration (the same key at every depth).
+  bool paired_seeds = false;
 };
+
+// The seed of instance i of `qt` in `suite` (see Suite::paired_seeds).
+uint64_t InstanceSeed(const Suite& suite, const QualityTask& qt, int i);
 
 // Policy families that take a memory budget (bits=B).
 bool IsBudgetedFamily(const std::string& family);

@@ -286,8 +286,14 @@ Result<TaskInstance> MakeTask(const TaskSpec& spec, const Corpus& corpus, uint64
     }
     case TaskKind::kCopy: {
       // The passage comes from a random place of the corpus, the filler from another.
-      const std::string passage =
-          Passage(corpus, rng.Below(corpus.sentences.size()), spec.span_tokens, count);
+      // Passage() stops at the sentence that reaches span_tokens, so one long sentence
+      // can overshoot; a place whose passage exceeds 1.5 x span_tokens is redrawn (the
+      // copy appears twice, an overshoot can leave no room for the filler).
+      std::string passage;
+      for (int attempt = 0; attempt < 64; ++attempt) {
+        passage = Passage(corpus, rng.Below(corpus.sentences.size()), spec.span_tokens, count);
+        if (count(passage) <= spec.span_tokens + spec.span_tokens / 2) break;
+      }
       HQEKV_RETURN_IF_ERROR(
           BuildHaystack(spec, corpus, rng, count, "", {{spec.depth, passage}}, "", passage, &inst));
       inst.scoring = Scoring::kTeacherForced;

@@ -102,7 +102,9 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
       [&](int s, float* logits) {
         LogSoftmax(logits, ref.vocab, logits);
         nll -= logits[ref.tokens[ref.prefill + s]];
-        agree += Argmax(logits, ref.vocab) == ref.argmax[s];
+        const bool same_top = Argmax(logits, ref.vocab) == ref.argmax[s];
+        agree += same_top;
+        const int32_t target = ref.tokens[ref.prefill + s];
         const int32_t* ids = &ref.top_ids[static_cast<size_t>(s) * ref.top_k];
         const float* lp = &ref.top_logprobs[static_cast<size_t>(s) * ref.top_k];
         double k = KlSum(lp, logits, ref.top_k, ids);
@@ -118,6 +120,13 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
         k = std::max(0.0, k);  // rounding can make an exact zero slightly negative
         kl += k;
         kl_sq += k * k;
+        PositionScore ps;
+        ps.nll_test = -static_cast<double>(logits[target]);
+        ps.nll_base = -static_cast<double>(ref.target_logprob[s]);
+        ps.kld = k;
+        ps.p_diff = std::exp(-ps.nll_test) - std::exp(-ps.nll_base);
+        ps.same_top = same_top;
+        sc.positions.push_back(ps);
       },
       [&] { sc.stats_after_prefill = test_cache.Stats(); }));
   sc.scored = ref.positions();
@@ -137,8 +146,10 @@ Result<LmScore> ScoreAgainstReference(LlamaModel& model, KvCache& test_cache,
   return sc;
 }
 
-Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache,
-                                    const std::vector<int32_t>& tokens, int ctx, int stride) {
+Result<PplResult> SlidingPerplexity(
+    LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens, int ctx, int stride,
+    const std::function<void(int window, int scored, double mean_nll)>& on_window,
+    std::vector<double>* token_nll) {
   const int n = static_cast<int>(tokens.size());
   if (n < 2) return MakeError("perplexity: the text has fewer than 2 tokens");
   if (ctx < 2) return MakeError("perplexity: --ctx must be >= 2, got " + std::to_string(ctx));
@@ -166,17 +177,45 @@ Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache,
         model.Forward(&tokens[b], pos.data(), len, cache, Logits::kAll, logits.data(), true));
     for (int j = std::max(b + 1, scored_until); j < e; ++j) {
       const float* l = &logits[static_cast<size_t>(j - 1 - b) * V];  // row j-1 predicts token j
-      nll += Nll<float>(l, V, tokens[j]);  // fp32 log-probs, as ComputeReference stores them
+      const double v = Nll<float>(l, V, tokens[j]);  // fp32 log-probs, as ComputeReference stores
+      nll += v;
+      if (token_nll) token_nll->push_back(v);
       ++r.scored;
     }
     scored_until = e;
     ++r.windows;
+    if (on_window) on_window(r.windows - 1, r.scored, nll / r.scored);
     if (e == n) break;
   }
   r.nll = nll / r.scored;
   r.ppl = std::exp(r.nll);
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
+}
+
+Result<ChunkPlan> PlanChunks(int64_t n_tokens, int ctx, int prefill, int chunks) {
+  if (ctx < 2) return MakeError("--ctx must be >= 2, got " + std::to_string(ctx));
+  if (n_tokens < 2) return MakeError("the text has fewer than 2 tokens");
+  if (chunks < 0)
+    return MakeError("--chunks must be >= 0 (0 = all), got " + std::to_string(chunks));
+  ChunkPlan p;
+  p.ctx = static_cast<int>(std::min<int64_t>(ctx, n_tokens));
+  const int64_t available = n_tokens / p.ctx;
+  if (chunks > available) {
+    return MakeError("--chunks " + std::to_string(chunks) + " needs " +
+                     std::to_string(static_cast<int64_t>(chunks) * p.ctx) + " tokens (" +
+                     std::to_string(chunks) + " x " + std::to_string(p.ctx) + "), the text has " +
+                     std::to_string(n_tokens) + " tokens: " + std::to_string(available) +
+                     " chunk(s) of " + std::to_string(p.ctx));
+  }
+  p.chunks = chunks > 0 ? chunks : static_cast<int>(std::min<int64_t>(available, 1 << 30));
+  p.prefill = prefill > 0 ? prefill : p.ctx / 2;
+  if (p.prefill >= p.ctx) {
+    return MakeError("--prefill " + std::to_string(p.prefill) + " leaves nothing to score in a " +
+                     std::to_string(p.ctx) +
+                     "-token chunk (--ctx, or the text cut to --max-tokens)");
+  }
+  return p;
 }
 
 }  // namespace hqekv::lm

@@ -17,11 +17,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cache/kv_cache.h"
 #include "core/status.h"
+#include "lm/kld_stats.h"
 #include "model/llama.h"
 
 namespace hqekv::lm {
@@ -56,6 +58,9 @@ struct LmScore {
   // (sample standard deviation / sqrt(scored); positions treated as
   // independent, so a lower bound when errors are correlated in time).
   double kl_stderr = 0, top1_stderr = 0;
+  // Per scored position: the nll of both runs, KL (clamped at 0, with the
+  // top-k coarsening above), delta p and top-1 agreement (lm/kld_stats.h).
+  std::vector<PositionScore> positions;
   KvStats stats_after_prefill;  // the test cache right after the compression event
   KvStats stats_end;            // and after the last token
   double seconds = 0;
@@ -84,7 +89,28 @@ struct PplResult {
   double ppl = 0;
   double seconds = 0;
 };
-Result<PplResult> SlidingPerplexity(LlamaModel& model, KvCache& cache,
-                                    const std::vector<int32_t>& tokens, int ctx, int stride);
+// Per window (after each): on_window(window index, tokens scored so far,
+// running mean NLL) -- progress lines; may be empty.
+Result<PplResult> SlidingPerplexity(
+    LlamaModel& model, KvCache& cache, const std::vector<int32_t>& tokens, int ctx, int stride,
+    const std::function<void(int window, int scored, double mean_nll)>& on_window = {},
+    std::vector<double>* token_nll = nullptr);
+
+// Chunks of a token stream for chunked scoring (`hqekv ppl --kv`,
+// --kl-divergence-base): consecutive, non-overlapping chunks of `ctx` tokens
+// (the trailing tokens that do not fill a chunk are not used, as
+// llama-perplexity does); a stream shorter than ctx is one chunk of its own
+// length. In each chunk the first `prefill` tokens are the context and the
+// remaining ctx - prefill tokens are scored (prefill default ctx / 2).
+struct ChunkPlan {
+  int ctx = 0;      // tokens per chunk
+  int prefill = 0;  // P
+  int chunks = 0;
+  int scored_per_chunk() const { return ctx - prefill; }
+};
+// n_tokens: the stream's length; ctx >= 2; prefill 0 = ctx / 2; chunks 0 =
+// all. Errors: a --chunks count beyond the text (naming both counts), a
+// prefill that leaves nothing to score.
+Result<ChunkPlan> PlanChunks(int64_t n_tokens, int ctx, int prefill, int chunks);
 
 }  // namespace hqekv::lm

@@ -29,7 +29,7 @@ Suite TinySuite() {
     t.seeds = 2;
     return t;
   };
-  s.tasks = {q(TaskKind::kLm, 160, 0, 32), q(TaskKind::kCopy, 200, 0.2, 24),
+  s.tasks = {q(TaskKind::kLm, 160, 0, 32), q(TaskKind::kCopy, 320, 0.2, 24),
              q(TaskKind::kPasskey, 400, 0.5, 48)};
   s.speed.contexts = {64};
   s.speed.decode_tokens = 4;
@@ -239,6 +239,37 @@ TEST(Suites, ExpandBudgetsAndBuiltins) {
   EXPECT_FALSE(ParseBudgets("2,x").ok());
   EXPECT_FALSE(ParseBudgets("0").ok());
   EXPECT_EQ(ParseBudgets("2,3.2")->size(), 2u);
+}
+
+}  // namespace
+}  // namespace hqekv::eval
+
+namespace hqekv::eval {
+namespace {
+
+// Cells carry the version of the code that computed them; another version
+// recomputes them instead of reusing stale numbers.
+TEST(Harness, CellsAreRecomputedWhenTheCodeVersionChanges) {
+  testing::ToyModel model;
+  const std::string dir = TempDir("version");
+  EvalOptions o = Options(dir);
+  o.code_version = "cell-v2+aaaa";
+  auto first = RunEval(model, TinySuite(), o, MakeKvCache);
+  ASSERT_TRUE(first.ok()) << first.message();
+  EXPECT_EQ(first->computed, 8);
+  for (const auto& c : first->cells) EXPECT_EQ(c.code_version, "cell-v2+aaaa");
+  auto same = RunEval(model, TinySuite(), o, MakeKvCache);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->reused, 8);
+  EXPECT_EQ(same->computed, 0);
+  o.code_version = "cell-v2+bbbb";
+  auto next = RunEval(model, TinySuite(), o, MakeKvCache);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->reused, 0);
+  EXPECT_EQ(next->computed, 8);
+  for (const auto& c : next->cells) EXPECT_EQ(c.code_version, "cell-v2+bbbb");
+  EXPECT_EQ(CodeVersion().rfind("cell-v2+", 0), 0u);  // the build's own: format + git describe
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -84,3 +84,19 @@ if(checked EQUAL 0)
   message(FATAL_ERROR "no memory monotonicity pair was checked")
 endif()
 message(STATUS "eval quick: ${n} cells, fp16 = reference on ${fp16_quality} cells, memory monotone in bits (${checked} pairs)")
+
+# Progress to a pipe (not a terminal): one plain line per cell, never a '\r'
+# frame (the cells are reused from the run above, so this is quick).
+execute_process(COMMAND "${HQEKV}" eval --suite quick -o "${OUT}" --force
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "hqekv eval (progress to a pipe) failed (${rc}):\n${out}\n${err}")
+endif()
+string(ASCII 13 cr)
+string(FIND "${out}${err}" "${cr}" at)
+if(NOT at EQUAL -1)
+  message(FATAL_ERROR "progress to a pipe wrote a carriage return:\n${err}")
+endif()
+if(NOT err MATCHES "\\[1/[0-9]+\\] [^\n]+\n\\[2/[0-9]+\\] ")
+  message(FATAL_ERROR "no plain progress lines on stderr:\n${err}")
+endif()
