@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -41,8 +42,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "hqekv 0.1.0");
   int rc = 0;
   hqekv::cli::AddAllCommands(app, &rc);
+  // llama-server's spelling `-np N` (slots of `serve`): CLI11 has no
+  // two-letter short options, so it is read as --np.
+  std::vector<const char*> args(argv, argv + argc);
+  for (auto& arg : args)
+    if (std::string(arg) == "-np") arg = "--np";
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // --help / --version print to stdout
     if (const hqekv::Status st = hqekv::CheckStdout(); !st.ok()) {
