@@ -31,19 +31,20 @@ int Fail(const std::string& msg) {
 }
 
 int Serve(const ServeArgs& a) {
-  if (Status st = ApplyThreads(a.threads); !st.ok()) return Fail(st.message());
-  if (a.port < 0 || a.port > 65535) return Fail("--port must be in [0, 65535]");
-  if (a.kv_budget_mb < 0) return Fail("--kv-budget-mb must be >= 0 (0 = no cap)");
-  if (!(a.max_body_mb > 0)) return Fail("--max-body-mb must be > 0");
-  if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
-    return Fail("--slot-save-path " + a.slot_save_path + " is not a directory");
-  // Before any thread starts: the signals go to the waiter below only.
+  // Before any thread starts (the compute pool too): the signals go to the
+  // waiter below only.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
+  if (Status st = ApplyThreads(a.threads); !st.ok()) return Fail(st.message());
+  if (a.port < 0 || a.port > 65535) return Fail("--port must be in [0, 65535]");
+  if (a.kv_budget_mb < 0) return Fail("--kv-budget-mb must be >= 0 (0 = no cap)");
+  if (!(a.max_body_mb > 0)) return Fail("--max-body-mb must be > 0");
+  if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
+    return Fail("--slot-save-path " + a.slot_save_path + " is not a directory");
   const std::string path = ModelPathOrDefault(a.model);
   auto src = LoadModel(path, a.tokenizer);
   if (!src.ok()) return Fail(src.message());

@@ -62,6 +62,8 @@ struct Engine::Slot {
   std::optional<StopText> stop;
   bool prefilled = false;
   int generated = 0;
+  int cached = 0;         // tokens of history in the cache
+  int reused = 0;         // prompt tokens of this request found in the cache
   int32_t pending = -1;  // sampled token still to run through the model
 };
 
@@ -301,6 +303,7 @@ void Engine::Release(Slot& s, const std::string& reason, const std::string& erro
   f.error = error;
   f.usage.prompt_tokens = static_cast<int>(s.job->prompt.size());
   f.usage.completion_tokens = s.generated;
+  f.usage.cached_tokens = s.reused;
   if (s.cache) {
     const KvStats st = s.cache->Stats();
     f.usage.kv_bytes = st.bytes.total();
@@ -310,6 +313,8 @@ void Engine::Release(Slot& s, const std::string& reason, const std::string& erro
     s.cache.reset();
     s.history.clear();
     s.has_logits = false;
+  } else {  // the last sampled token never ran: the cache holds history[0, cached)
+    s.history.resize(static_cast<size_t>(s.cached));
   }
   s.job->ch->Finish(std::move(f));
   std::lock_guard<std::mutex> l(mu_);
@@ -330,6 +335,8 @@ bool Engine::Prefill(Slot& s) {
       std::equal(s.history.begin(), s.history.end(), job.prompt.begin())) {
     reuse = s.history.size();
     if (reuse == job.prompt.size() && !s.has_logits) reuse = 0;
+    // A shorter cached prefix continues with the rest of the prompt; the
+    // whole prompt cached answers from the saved logits with no forward.
   }
   if (reuse == 0) {
     auto spec = policy::ParseSpec(job.spec);
@@ -359,6 +366,8 @@ bool Engine::Prefill(Slot& s) {
     }
   }
   s.history = job.prompt;
+  s.cached = static_cast<int>(job.prompt.size());
+  s.reused = static_cast<int>(reuse);
   s.has_logits = true;
   s.prefilled = true;
   return true;
@@ -396,7 +405,6 @@ void Engine::Emit(Slot& s) {
                          static_cast<float>(s.logits[ids[i]] - lse));
   }
   s.history.push_back(t);
-  s.has_logits = false;
   ++s.generated;
   const bool hit_stop = s.stop->Add(e.piece);
   e.text = hit_stop ? s.stop->Flush() : s.stop->Release();
@@ -449,6 +457,7 @@ void Engine::Step() {
         continue;
       }
       s->has_logits = true;
+      ++s->cached;
       Emit(*s);
     }
   }
@@ -638,6 +647,7 @@ bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info,
   s.cache = std::move(*cache);
   s.spec = header->spec;
   s.history = meta.tokens;
+  s.cached = static_cast<int>(meta.tokens.size());
   s.logits = meta.logits;
   s.has_logits = true;
   std::ostringstream o;

@@ -48,6 +48,7 @@ struct EngineOptions {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens taken from the slot's cache (not run again)
   int64_t kv_bytes = 0;
   double kv_true_bits = 0;
 };

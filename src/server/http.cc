@@ -26,6 +26,7 @@ json UsageJson(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"kv_bytes", u.kv_bytes},
           {"kv_true_bits", u.kv_true_bits}};
 }
