@@ -20,6 +20,6 @@ endif()
 if(NODE_EXE)
   add_test(NAME server_openai_node
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/openai_node.sh $<TARGET_FILE:hqekv>
-                   ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
+                   ${PROJECT_SOURCE_DIR}/models/stories260K.gguf ${CMAKE_BINARY_DIR}/server_node)
   set_tests_properties(server_openai_node PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
