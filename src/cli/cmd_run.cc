@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cache/kv_report.h"
+#include "cache/kv_state.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "model/generate.h"
@@ -28,6 +30,7 @@ struct RunArgs {
   // optional system turn) with the model's chat template.
   bool no_special = false, print_special = false, chat = false, ignore_eos = false;
   std::string system, chat_template;
+  std::string prompt_cache;  // --prompt-cache FILE (cache/kv_state.h)
   std::vector<std::string> stops;
   int n = 256, threads = 0, ctx = 0;
   SamplerConfig sampler = kRunSamplerDefaults;
@@ -156,6 +159,50 @@ int Run(const RunArgs& a) {
   }
   GenerateOptions opt;
   opt.max_new = a.n;
+  // --prompt-cache: a file whose tokens start the prompt (same model and
+  // policy) skips their prefill; after the prefill the prompt's state is
+  // saved to it. A damaged file or one made for another model is an error.
+  KvStateMeta past;
+  bool save_cache = !a.prompt_cache.empty();
+  if (save_cache && std::filesystem::exists(a.prompt_cache)) {
+    auto file = ReadFileChecked(a.prompt_cache, uint64_t(1) << 36);
+    auto header = file.ok() ? ReadKvStateHeader(*file) : Result<KvStateMeta>(file.error());
+    if (!header.ok()) {
+      std::fprintf(stderr, "hqekv run: error: --prompt-cache %s: %s\n", a.prompt_cache.c_str(),
+                   header.message().c_str());
+      return 1;
+    }
+    const bool prefix = header->spec == spec->Canonical() && header->tokens.size() <= ids.size() &&
+                        std::equal(header->tokens.begin(), header->tokens.end(), ids.begin());
+    if (prefix) {
+      KvStateMeta expect;
+      expect.model_identity = (*src)->identity;
+      expect.geometry = (*cache)->geometry();
+      auto loaded = LoadKvState(*file, expect, **cache);
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "hqekv run: error: --prompt-cache %s: %s\n", a.prompt_cache.c_str(),
+                     loaded.message().c_str());
+        return 1;
+      }
+      past = std::move(*loaded);
+      opt.n_past = static_cast<int>(past.tokens.size());
+      opt.past_logits = &past.logits;
+      save_cache = opt.n_past < static_cast<int>(ids.size());
+    }
+  }
+  Status save_status;
+  if (save_cache) {
+    opt.on_prefilled = [&](const std::vector<float>& logits) {
+      KvStateMeta meta;
+      meta.model_identity = (*src)->identity;
+      meta.spec = spec->Canonical();
+      meta.geometry = (*cache)->geometry();
+      meta.tokens = ids;
+      meta.logits = logits;
+      auto bytes = EncodeKvState(**cache, meta);
+      save_status = bytes.ok() ? WriteFileAtomic(a.prompt_cache, *bytes) : Status(bytes.error());
+    };
+  }
   StopScanner out(a.stops);
   int32_t prev = ids.back();
   // Decides the stop and decodes the token (Generate emits a token only when
@@ -175,6 +222,11 @@ int Run(const RunArgs& a) {
     std::fprintf(stderr, "hqekv run: error: %s\n", r.message().c_str());
     return 1;
   }
+  if (!save_status.ok()) {
+    std::fprintf(stderr, "hqekv run: error: --prompt-cache %s: %s\n", a.prompt_cache.c_str(),
+                 save_status.message().c_str());
+    return 1;
+  }
   const KvStats st = (*cache)->Stats();
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
   std::fprintf(stderr,
@@ -186,6 +238,10 @@ int Run(const RunArgs& a) {
                r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0,
                r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0,
                MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
+  if (opt.n_past > 0) {
+    std::fprintf(stderr, "[hqekv run] prompt cache: %d of %d prompt tokens restored from %s\n",
+                 opt.n_past, r->prompt_tokens, a.prompt_cache.c_str());
+  }
   const std::string note = (*cache)->BudgetNote();
   if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
   if (a.kv_report) std::fputs(FormatKvReport(st).c_str(), stderr);
@@ -228,6 +284,9 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
                   "Chat format instead of the file's template: " + SupportedChatFormatNames());
   cmd->add_option("--stop", a->stops, "Stop when the output contains this text (repeatable)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
+  cmd->add_option("--prompt-cache", a->prompt_cache,
+                  "KV state file: reuse the prompt's compressed cache from it when it matches "
+                  "(no prefill), else save it there (fp16/fp32 caches)");
   cmd->callback([a, rc] { *rc = Run(*a); });
 });
 

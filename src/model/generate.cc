@@ -1,5 +1,6 @@
 #include "model/generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -20,12 +21,24 @@ Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache,
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
   std::vector<int32_t> history = prompt;
-  std::vector<int32_t> pos(prompt.size());
-  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+  const size_t past = static_cast<size_t>(std::max(0, opt.n_past));
+  if (past > prompt.size() ||
+      (past == prompt.size() &&
+       (!opt.past_logits || opt.past_logits->size() != size_t(model.vocab_size())))) {
+    return MakeError("generate: the cached prefix is longer than the prompt or has no logits");
+  }
+  std::vector<int32_t> pos(prompt.size() - past);
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(past + i);
   std::vector<float> logits(model.vocab_size());
   auto t0 = Clock::now();
-  HQEKV_RETURN_IF_ERROR(model.Forward(prompt.data(), pos.data(), static_cast<int>(prompt.size()),
-                                      cache, Logits::kLast, logits.data(), true));
+  if (pos.empty()) {
+    logits = *opt.past_logits;
+  } else {
+    HQEKV_RETURN_IF_ERROR(model.Forward(prompt.data() + past, pos.data(),
+                                        static_cast<int>(pos.size()), cache, Logits::kLast,
+                                        logits.data(), true));
+  }
+  if (opt.on_prefilled) opt.on_prefilled(logits);
   auto t1 = Clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   for (int step = 0; step < opt.max_new; ++step) {

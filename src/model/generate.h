@@ -19,6 +19,14 @@ struct GenerateOptions {
   bool stop_at_eog = true;              // stop on EOS / EOT (the token is not emitted)
   int32_t eos = -1;                     // with stop_at_eog: the end tokens (-1 = none) ...
   std::function<bool(int32_t)> is_eog;  // ... or this predicate when set
+  // A restored prompt cache (cache/kv_state.h): the cache already holds
+  // prompt[0, n_past); only the rest is prefilled. When n_past equals the
+  // prompt's length, past_logits (vocab values) are its next-token logits.
+  int n_past = 0;
+  const std::vector<float>* past_logits = nullptr;
+  // Called once after the prefill with the prompt's next-token logits (to
+  // save the prompt cache).
+  std::function<void(const std::vector<float>&)> on_prefilled;
 };
 
 struct GenerateResult {

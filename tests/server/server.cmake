@@ -23,3 +23,6 @@ if(NODE_EXE)
                    ${PROJECT_SOURCE_DIR}/models/stories260K.gguf ${CMAKE_BINARY_DIR}/server_node)
   set_tests_properties(server_openai_node PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+add_test(NAME server_run_prompt_cache
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/prompt_cache.sh $<TARGET_FILE:hqekv>
+                 ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
