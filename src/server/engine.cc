@@ -62,8 +62,8 @@ struct Engine::Slot {
   std::optional<StopText> stop;
   bool prefilled = false;
   int generated = 0;
-  int cached = 0;         // tokens of history in the cache
-  int reused = 0;         // prompt tokens of this request found in the cache
+  int cached = 0;        // tokens of history in the cache
+  int reused = 0;        // prompt tokens of this request found in the cache
   int32_t pending = -1;  // sampled token still to run through the model
 };
 
@@ -378,7 +378,7 @@ void Engine::Emit(Slot& s) {
   const Tokenizer& tok = *src_.tokenizer;
   const int V = model_->vocab_size();
   const int32_t t = s.sampler->Sample(s.logits.data(), V, s.history);
-  if (tok.IsEndOfGeneration(t)) {
+  if (!job.req.ignore_eos && tok.IsEndOfGeneration(t)) {
     TokenEvent e;
     e.text = s.stop->Flush();
     if (!e.text.empty()) job.ch->Push(std::move(e));

@@ -231,9 +231,9 @@ bool ParseCompletionRequest(const std::string& body, bool chat, const RequestLim
       !ReadInt(j, "top_k", 0, 1 << 30, &top_k, err) ||
       !ReadInt(j, "seed", 0, INT64_MAX, &seed, err) ||
       !ReadInt(j, "id_slot", -1, lim.n_slots - 1, &id_slot, err) ||
-      !ReadBool(j, "stream", &r.stream, err) || !ReadString(j, "kv", &r.kv, err) ||
-      !ReadString(j, "model", &r.model, err) || !ReadStop(j, lim.max_stops, &r.stop, err) ||
-      !ReadLogprobs(j, chat, lim, &r, err)) {
+      !ReadBool(j, "stream", &r.stream, err) || !ReadBool(j, "ignore_eos", &r.ignore_eos, err) ||
+      !ReadString(j, "kv", &r.kv, err) || !ReadString(j, "model", &r.model, err) ||
+      !ReadStop(j, lim.max_stops, &r.stop, err) || !ReadLogprobs(j, chat, lim, &r, err)) {
     return false;
   }
   r.max_tokens = static_cast<int>(max_tokens > 0 ? max_tokens : n_predict);

@@ -7,7 +7,7 @@
 //   [{role, content}] with content a string or [{type:"text", text}]),
 //   max_tokens (1..ctx; [n_predict]), temperature [0, 10], top_p (0, 1],
 //   top_k >= 0, min_p [0, 1), seed >= 0, stop (string or up to 4 strings),
-//   stream, logprobs (completions: 0..20 top entries; chat: bool with
+//   stream, [ignore_eos], logprobs (completions: 0..20 top entries; chat: bool with
 //   top_logprobs 0..20), [n_probs] 0..20, [id_slot] -1..N-1, and the hqekv
 //   extension "kv": a policy spec checked with policy::ParseSpec.
 #pragma once
@@ -37,6 +37,7 @@ struct CompletionRequest {
   SamplerConfig sampler;              // temperature defaults to 1 as OpenAI's
   std::vector<std::string> stop;
   bool stream = false;
+  bool ignore_eos = false;  // llama-server: generate past end-of-generation tokens
   bool logprobs = false;
   int top_logprobs = 0;  // entries per token besides the chosen one
   std::string kv;        // "" = the server's --kv
