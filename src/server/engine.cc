@@ -67,16 +67,18 @@ struct Engine::Slot {
   int32_t pending = -1;  // sampled token still to run through the model
 };
 
-// Bytes a policy holds for n positions: measured on a cache filled with
-// random K/V at two lengths, linear between (and beyond).
+// Bytes a policy holds for n positions, an upper bound measured on caches
+// filled with random K/V: the line through half and full context (+10%),
+// plus the bytes of a short sequence (t0 tokens), which covers the page and
+// residual granularity the line misses.
 struct Engine::Probe {
   std::string spec;
-  int t1 = 0, t2 = 0;
-  int64_t b1 = 0, b2 = 0;
+  int t0 = 0, t1 = 0, t2 = 0;
+  int64_t b0 = 0, b1 = 0, b2 = 0;
   int64_t Bytes(int n) const {
     const double slope = t2 > t1 ? double(b2 - b1) / (t2 - t1) : 0.0;
-    const double b = b1 + slope * std::max(0, n - t1);
-    return static_cast<int64_t>(std::ceil(1.1 * std::max<double>(b, b1)));
+    const double line = std::max(0.0, b1 + slope * (n - t1));
+    return static_cast<int64_t>(std::ceil(1.1 * line)) + b0;
   }
 };
 
@@ -155,19 +157,24 @@ int64_t Engine::Reserve(const std::string& spec_text, int tokens, ApiError* err)
     const KvGeometry g = model_->CacheGeometry(o_.ctx);
     auto probe = std::make_unique<Probe>();
     probe->spec = spec_text;
-    probe->t1 = std::min(o_.ctx, 64);
-    probe->t2 = std::min(o_.ctx, 512);
+    // Two lengths far from the start (fixed page and residual costs would
+    // flatten the slope), filled in one batch each; attention with only the
+    // last query keeps the probe linear in the length (the bytes a policy
+    // holds follow its budget or ratios, not the attention values).
+    probe->t0 = std::max(1, std::min(o_.ctx / 4, 64));
+    probe->t1 = std::max(probe->t0 + 1, o_.ctx / 2 - 1);
+    probe->t2 = std::max(probe->t1 + 1, o_.ctx - 1);
     Xoshiro256 rng(1);
-    for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass < 3; ++pass) {
       auto cache =
           policy::CreateCache(*spec, g, policy::ForModel(c.name, src_.identity, c.n_layers));
       if (!cache.ok()) {
         *err = BadRequest("'kv': " + cache.message(), "kv");
         return -1;
       }
-      const int n = pass == 0 ? probe->t1 : probe->t2;
+      const int n = pass == 0 ? probe->t0 : pass == 1 ? probe->t1 : probe->t2;
       const size_t kv = size_t(n) * g.n_kv_heads * g.head_dim,
-                   qn = size_t(n) * g.n_q_heads * g.head_dim;
+                   qn = size_t(g.n_q_heads) * g.head_dim;
       std::vector<float> k(kv), v(kv), q(qn), out(qn);
       std::vector<int32_t> pos(n);
       for (int i = 0; i < n; ++i) pos[i] = i;
@@ -175,7 +182,7 @@ int64_t Engine::Reserve(const std::string& spec_text, int tokens, ApiError* err)
         for (auto* a : {&k, &v, &q})
           for (float& x : *a) x = static_cast<float>(rng.Uniform() * 2.0 - 1.0);
         Status st = (*cache)->Append(l, k.data(), v.data(), pos.data(), n);
-        if (st.ok()) st = (*cache)->Attend(l, q.data(), pos.data(), n, out.data());
+        if (st.ok()) st = (*cache)->Attend(l, q.data(), &pos[n - 1], 1, out.data());
         if (!st.ok()) {
           *err = BadRequest("'kv': " + st.message(), "kv");
           return -1;
@@ -185,7 +192,7 @@ int64_t Engine::Reserve(const std::string& spec_text, int tokens, ApiError* err)
         *err = BadRequest("'kv': " + st.message(), "kv");
         return -1;
       }
-      (pass == 0 ? probe->b1 : probe->b2) = (*cache)->Stats().bytes.total();
+      (pass == 0 ? probe->b0 : pass == 1 ? probe->b1 : probe->b2) = (*cache)->Stats().bytes.total();
     }
     probes_.push_back(std::move(probe));
     p = probes_.back().get();

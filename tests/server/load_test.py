@@ -23,7 +23,7 @@ import time
 import urllib.request
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
-BUDGET_MB = 0.25
+BUDGET_MB = 0.6
 POLICIES = ["fp16", "kivi:nominal_bits=4", "hqekv:nominal_bits=2"]
 PROMPTS = [
     "Once upon a time", "The little dog", "Lily and Ben went", "One day, a big",
