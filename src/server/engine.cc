@@ -494,6 +494,11 @@ void Engine::Loop() {
         return false;
       });
       if (stop_) break;
+    }
+    {  // Lock order step_mu_, then mu_: Admit may drop idle slots' caches,
+       // which slot save / restore use under step_mu_.
+      std::lock_guard<std::mutex> step_lock(step_mu_);
+      std::lock_guard<std::mutex> l(mu_);
       Admit();
     }
     Step();
@@ -640,6 +645,8 @@ bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info,
     else
       st = m.error();
   }
+  if (st.ok() && meta.logits.size() != static_cast<size_t>(model_->vocab_size()))
+    st = MakeError("the file's logits do not match this model's vocabulary");
   if (!st.ok()) {
     *err = BadRequest(path + ": " + st.message(), "filename");
     return false;
