@@ -3,7 +3,7 @@
 # Only what is missing is installed; run as root (or with sudo available).
 set -euo pipefail
 PKGS=(build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-      libhwy-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev
+      libhwy-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev clang libclang-rt-14-dev
       python3 clang-format
       pybind11-dev python3-pybind11 python3-dev python3-numpy python3-pytest)
 PKGS+=("$@")

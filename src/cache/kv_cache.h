@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -114,6 +115,19 @@ class KvCache {
   // minimum because its byte budget is smaller than that minimum). Library
   // code prints nothing: the CLI shows this note.
   virtual std::string BudgetNote() const { return ""; }
+
+  // The cache's state as bytes, laid out as held in memory (cache/kv_state.h
+  // wraps it in a checked file), and back: LoadState replaces the state of
+  // a cache of the same kind and geometry, checking the bytes first (on
+  // error nothing changed). Kinds that cannot do it say so.
+  virtual Status SaveState(std::string* out) const {
+    return MakeError("the KV cache '" + Describe() +
+                     "' cannot be saved yet (saving works for fp16 and fp32)");
+  }
+  virtual Status LoadState(std::string_view in) {
+    return MakeError("the KV cache '" + Describe() +
+                     "' cannot be restored yet (restoring works for fp16 and fp32)");
+  }
 };
 
 }  // namespace hqekv

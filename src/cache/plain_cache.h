@@ -38,6 +38,10 @@ class PlainKvCache final : public KvCache {
   KvStats Stats() const override;
   int64_t LayerHeldBytes(int layer) const;
   int64_t LayerAllocatedBytes(int layer) const override { return LayerHeldBytes(layer); }
+  // Per layer: int64 tokens, int32 positions[tokens], then every page's K
+  // and V values ([n_kv_heads][kPageTokens][head_dim], 2 or 4 bytes each).
+  Status SaveState(std::string* out) const override;
+  Status LoadState(std::string_view in) override;
 
   int64_t tokens(int layer) const { return static_cast<int64_t>(layers_[layer]->pos.size()); }
 

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cache/kv_report.h"
+#include "cache/kv_state.h"
 #include "cli/model_args.h"
 #include "cli/number_flags.h"
 #include "cli/registry.h"
@@ -31,6 +33,7 @@ struct RunArgs {
   // optional system turn) with the model's chat template.
   bool no_special = false, print_special = false, chat = false, ignore_eos = false;
   std::string system, chat_template;
+  std::string prompt_cache;  // --prompt-cache FILE (cache/kv_state.h)
   std::vector<std::string> stops;
   int n = 256, threads = 0, ctx = 0;
   SamplerConfig sampler = kRunSamplerDefaults;
@@ -174,6 +177,50 @@ int Run(const RunArgs& a) {
   const int bos_kept = tok.bos() >= 0 && ids.front() == tok.bos() ? 1 : 0;
   const int n_prompt = static_cast<int>(ids.size());
   opt.n_keep = a.keep < 0 || a.keep + bos_kept > n_prompt ? n_prompt : a.keep + bos_kept;
+  // --prompt-cache: a file whose tokens start the prompt (same model and
+  // policy) skips their prefill; after the prefill the prompt's state is
+  // saved to it. A damaged file or one made for another model is an error.
+  KvStateMeta past;
+  bool save_cache = !a.prompt_cache.empty();
+  if (save_cache && std::filesystem::exists(a.prompt_cache)) {
+    auto file = ReadFileChecked(a.prompt_cache, uint64_t(1) << 36);
+    auto header = file.ok() ? ReadKvStateHeader(*file) : Result<KvStateMeta>(file.error());
+    if (!header.ok()) {
+      std::fprintf(stderr, "hqekv run: error: --prompt-cache %s: %s\n", a.prompt_cache.c_str(),
+                   header.message().c_str());
+      return 1;
+    }
+    const bool prefix = header->spec == spec->Canonical() && header->tokens.size() <= ids.size() &&
+                        std::equal(header->tokens.begin(), header->tokens.end(), ids.begin());
+    if (prefix) {
+      KvStateMeta expect;
+      expect.model_identity = (*src)->identity;
+      expect.geometry = (*cache)->geometry();
+      auto loaded = LoadKvState(*file, expect, **cache);
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "hqekv run: error: --prompt-cache %s: %s\n", a.prompt_cache.c_str(),
+                     loaded.message().c_str());
+        return 1;
+      }
+      past = std::move(*loaded);
+      opt.n_past = static_cast<int>(past.tokens.size());
+      opt.past_logits = &past.logits;
+      save_cache = opt.n_past < static_cast<int>(ids.size());
+    }
+  }
+  Status save_status;
+  if (save_cache) {
+    opt.on_prefilled = [&](const std::vector<float>& logits) {
+      KvStateMeta meta;
+      meta.model_identity = (*src)->identity;
+      meta.spec = spec->Canonical();
+      meta.geometry = (*cache)->geometry();
+      meta.tokens = ids;
+      meta.logits = logits;
+      auto bytes = EncodeKvState(**cache, meta);
+      save_status = bytes.ok() ? WriteFileAtomic(a.prompt_cache, *bytes) : Status(bytes.error());
+    };
+  }
   StopScanner out(a.stops);
   if (a.json) out.Silence();
   int32_t prev = ids.back();
@@ -194,6 +241,11 @@ int Run(const RunArgs& a) {
   }
   if (!r.ok()) {
     std::fprintf(stderr, "hqekv run: error: %s\n", r.message().c_str());
+    return 1;
+  }
+  if (!save_status.ok()) {
+    std::fprintf(stderr, "hqekv run: error: --prompt-cache %s: %s\n", a.prompt_cache.c_str(),
+                 save_status.message().c_str());
     return 1;
   }
   if (r->hit_context_end && static_cast<int>(r->tokens.size()) < a.n) {
@@ -237,6 +289,10 @@ int Run(const RunArgs& a) {
           : "",
       prefill_tps, decode_tps,
       MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
+  if (opt.n_past > 0) {
+    std::fprintf(stderr, "[hqekv run] prompt cache: %d of %d prompt tokens restored from %s\n",
+                 opt.n_past, r->prompt_tokens, a.prompt_cache.c_str());
+  }
   const std::string note = (*cache)->BudgetNote();
   if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
   if (a.kv_report) std::fputs(FormatKvReport(st).c_str(), stderr);
@@ -299,6 +355,9 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
                   "Chat format instead of the file's template: " + SupportedChatFormatNames());
   cmd->add_option("--stop", a->stops, "Stop when the output contains this text (repeatable)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
+  cmd->add_option("--prompt-cache", a->prompt_cache,
+                  "KV state file: reuse the prompt's compressed cache from it when it matches "
+                  "(no prefill), else save it there (fp16/fp32 caches)");
   cmd->callback([a, rc] { *rc = Run(*a); });
 });
 

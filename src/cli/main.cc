@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -44,8 +45,13 @@ int main(int argc, char** argv) {
   hqekv::cli::AddAllCommands(app, &rc);
   // Every numeric flag through the one checked parser (cli/number_flags.h).
   hqekv::cli::CheckAllNumericFlags(app);
+  // llama-server's spelling `-np N` (slots of `serve`): CLI11 has no
+  // two-letter short options, so it is read as --np.
+  std::vector<const char*> args(argv, argv + argc);
+  for (auto& arg : args)
+    if (std::string(arg) == "-np") arg = "--np";
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // --help / --version print to stdout
     if (const hqekv::Status st = hqekv::CheckStdout(); !st.ok()) {

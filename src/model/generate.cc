@@ -1,5 +1,6 @@
 #include "model/generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -21,10 +22,26 @@ Result<GenerateResult> Generate(LlamaModel& model, KvCache& cache,
   }
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
+  // A restored prompt cache (opt.n_past): the cache already holds
+  // prompt[0, n_past); only the rest is decoded.
+  const size_t past = static_cast<size_t>(std::max(0, opt.n_past));
+  if (past > prompt.size() ||
+      (past == prompt.size() &&
+       (!opt.past_logits || opt.past_logits->size() != size_t(model.vocab_size())))) {
+    return MakeError("generate: the cached prefix is longer than the prompt or has no logits");
+  }
   Sequence seq;
+  seq.window.assign(prompt.begin(), prompt.begin() + past);
+  seq.history = seq.window;
   auto t0 = Clock::now();
-  HQEKV_RETURN_IF_ERROR(
-      DecodeTokens(model, cache, seq, prompt.data(), static_cast<int>(prompt.size())));
+  if (past == prompt.size()) {
+    seq.logits = *opt.past_logits;
+    seq.has_logits = true;
+  } else {
+    HQEKV_RETURN_IF_ERROR(DecodeTokens(model, cache, seq, prompt.data() + past,
+                                       static_cast<int>(prompt.size() - past)));
+  }
+  if (opt.on_prefilled) opt.on_prefilled(seq.logits);
   auto t1 = Clock::now();
   r.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   StepOptions step;

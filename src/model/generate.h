@@ -24,6 +24,14 @@ struct GenerateOptions {
   // first n_keep and go on (ShiftContext), instead of stopping.
   bool context_shift = false;
   int n_keep = 0;
+  // A restored prompt cache (cache/kv_state.h): the cache already holds
+  // prompt[0, n_past); only the rest is prefilled. When n_past equals the
+  // prompt's length, past_logits (vocab values) are its next-token logits.
+  int n_past = 0;
+  const std::vector<float>* past_logits = nullptr;
+  // Called once after the prefill with the prompt's next-token logits (to
+  // save the prompt cache).
+  std::function<void(const std::vector<float>&)> on_prefilled;
 };
 
 struct GenerateResult {

@@ -174,25 +174,55 @@ void LlamaModel::Project(const kernels::WeightMatrix& w, const float* in, int n,
   kernels::MatMul(w, in, n, out);
 }
 
-Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache,
-                           Logits which, float* logits, bool is_prefill) {
+Status LlamaModel::CheckSeq(const SeqBatch& s) const {
   const ModelConfig& c = src_.config;
-  if (n <= 0) return MakeError("Forward: empty batch");
-  const KvGeometry& g = cache.geometry();
+  if (s.n <= 0 || !s.cache) return MakeError("Forward: empty batch");
+  const KvGeometry& g = s.cache->geometry();
   if (g.n_layers != c.n_layers || g.n_kv_heads != c.n_kv_heads || g.head_dim != c.head_dim ||
       g.n_q_heads != c.n_heads) {
     return MakeError("Forward: the KV cache geometry does not match the model");
   }
-  for (int i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size) {
-      return MakeError("Forward: token id " + std::to_string(tokens[i]) + " out of range [0, " +
+  for (int i = 0; i < s.n; ++i) {
+    if (s.tokens[i] < 0 || s.tokens[i] >= c.vocab_size) {
+      return MakeError("Forward: token id " + std::to_string(s.tokens[i]) + " out of range [0, " +
                        std::to_string(c.vocab_size) + ")");
     }
-    if (pos[i] < 0 || pos[i] >= g.max_ctx) {
-      return MakeError("Forward: position " + std::to_string(pos[i]) + " outside the context of " +
-                       std::to_string(g.max_ctx) + " tokens");
+    if (s.pos[i] < 0 || s.pos[i] >= g.max_ctx) {
+      return MakeError("Forward: position " + std::to_string(s.pos[i]) +
+                       " outside the context of " + std::to_string(g.max_ctx) + " tokens");
     }
   }
+  return Status::Ok();
+}
+
+Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache,
+                           Logits which, float* logits, bool is_prefill) {
+  const SeqBatch s{tokens, pos, n, &cache, which == Logits::kNone ? nullptr : logits, is_prefill};
+  return Run(&s, 1, which);
+}
+
+Status LlamaModel::ForwardMany(const SeqBatch* seqs, int count) {
+  if (count <= 0) return MakeError("ForwardMany: no sequence");
+  return Run(seqs, count, Logits::kLast);
+}
+
+Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
+  const ModelConfig& c = src_.config;
+  int n = 0;
+  for (int s = 0; s < count; ++s) {
+    HQEKV_RETURN_IF_ERROR(CheckSeq(seqs[s]));
+    for (int t = 0; t < s; ++t) {
+      if (seqs[t].cache == seqs[s].cache) return MakeError("ForwardMany: a cache appears twice");
+    }
+    n += seqs[s].n;
+  }
+  tok_.clear();
+  pos_.clear();
+  for (int s = 0; s < count; ++s) {
+    tok_.insert(tok_.end(), seqs[s].tokens, seqs[s].tokens + seqs[s].n);
+    pos_.insert(pos_.end(), seqs[s].pos, seqs[s].pos + seqs[s].n);
+  }
+  const int32_t* tokens = tok_.data();
   const int D = c.d_model, QD = c.q_dim(), KD = c.kv_dim(), F = c.d_ff, HD = c.head_dim;
   const size_t N = static_cast<size_t>(n);
   x_.resize(N * D);
@@ -209,7 +239,7 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
   // after the embedding and after each block, then the logits), so that no
   // NaN reaches a printed result and the error names the tensors at fault.
   if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D)
-    return NonFiniteError(x_.data(), at, D, "the token embedding (token_embd)", pos, tokens, 0);
+    return NonFiniteError(x_.data(), at, D, "the token embedding (token_embd)", pos_.data(), tokens, 0);
 
   for (int l = 0; l < c.n_layers; ++l) {
     const Layer& L = layers_[l];
@@ -238,21 +268,27 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
         for (int h = 0; h < c.n_kv_heads; ++h)
           RmsNorm(k + h * HD, L.k_norm, HD, c.rms_eps, k + h * HD);
       }
-      ApplyRope(c.rope, inv_freq_, pos[i], c.n_heads, HD, q);
-      ApplyRope(c.rope, inv_freq_, pos[i], c.n_kv_heads, HD, k);
+      ApplyRope(c.rope, inv_freq_, pos_[i], c.n_heads, HD, q);
+      ApplyRope(c.rope, inv_freq_, pos_[i], c.n_kv_heads, HD, k);
       if (rope_mscale_ != 1.0f) {
         for (int j = 0; j < QD; ++j) q[j] *= rope_mscale_;
         for (int j = 0; j < KD; ++j) k[j] *= rope_mscale_;
       }
     }
-    HQEKV_RETURN_IF_ERROR(cache.Append(l, k_.data(), v_.data(), pos, n));
-    HQEKV_RETURN_IF_ERROR(cache.Attend(l, q_.data(), pos, n, att_.data()));
+    // Each sequence appends to and attends over its own cache, rows [r, r + n_s).
+    for (int s = 0, r = 0; s < count; r += seqs[s].n, ++s) {
+      const SeqBatch& S = seqs[s];
+      HQEKV_RETURN_IF_ERROR(
+          S.cache->Append(l, &k_[size_t(r) * KD], &v_[size_t(r) * KD], S.pos, S.n));
+      HQEKV_RETURN_IF_ERROR(
+          S.cache->Attend(l, &q_[size_t(r) * QD], S.pos, S.n, &att_[size_t(r) * QD]));
+    }
     Project(L.wo, att_.data(), n, h_.data());
     for (size_t j = 0; j < N * D; ++j) x_[j] += h_[j];
     if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D) {
       const std::string stage =
           "layer " + std::to_string(l) + "'s attention (blk." + std::to_string(l) + ".attn_*)";
-      return NonFiniteError(x_.data(), at, D, stage.c_str(), pos, tokens, 0);
+      return NonFiniteError(x_.data(), at, D, stage.c_str(), pos_.data(), tokens, 0);
     }
 
     for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], L.ffn_norm, D, c.rms_eps, &h_[i * D]);
@@ -273,23 +309,49 @@ Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvC
     if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D) {
       const std::string stage =
           "layer " + std::to_string(l) + "'s feed-forward (blk." + std::to_string(l) + ".ffn_*)";
-      return NonFiniteError(x_.data(), at, D, stage.c_str(), pos, tokens, 0);
+      return NonFiniteError(x_.data(), at, D, stage.c_str(), pos_.data(), tokens, 0);
     }
   }
 
-  if (which != Logits::kNone) {
-    const int first = which == Logits::kAll ? 0 : n - 1;
-    const int rows = n - first;
-    for (int i = first; i < n; ++i)
-      RmsNorm(&x_[i * D], output_norm_, D, c.rms_eps, &h_[(i - first) * D]);
-    Project(output_, h_.data(), rows, logits);
-    const size_t V = static_cast<size_t>(c.vocab_size);
-    if (const size_t at = FirstNonFinite(logits, rows * V); at < rows * V) {
-      return NonFiniteError(logits, at, c.vocab_size, "the output head (output_norm, output)", pos,
-                            tokens, first);
+  const size_t V = static_cast<size_t>(c.vocab_size);
+  if (which == Logits::kAll) {  // one sequence (Forward)
+    for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], output_norm_, D, c.rms_eps, &h_[i * D]);
+    Project(output_, h_.data(), n, seqs[0].logits);
+    if (const size_t at = FirstNonFinite(seqs[0].logits, N * V); at < N * V) {
+      return NonFiniteError(seqs[0].logits, at, c.vocab_size,
+                            "the output head (output_norm, output)", pos_.data(), tokens, 0);
+    }
+  } else if (which == Logits::kLast) {
+    // The last row of every sequence, through the output matrix together.
+    int rows = 0;
+    for (int s = 0, r = 0; s < count; ++s) {
+      r += seqs[s].n;
+      if (!seqs[s].logits) continue;
+      RmsNorm(&x_[size_t(r - 1) * D], output_norm_, D, c.rms_eps, &h_[size_t(rows) * D]);
+      ++rows;
+    }
+    if (count == 1 && rows == 1) {
+      Project(output_, h_.data(), 1, seqs[0].logits);
+    } else if (rows > 0) {
+      logit_rows_.resize(size_t(rows) * V);
+      Project(output_, h_.data(), rows, logit_rows_.data());
+      for (int s = 0, row = 0; s < count; ++s) {
+        if (!seqs[s].logits) continue;
+        std::copy_n(&logit_rows_[size_t(row++) * V], V, seqs[s].logits);
+      }
+    }
+    for (int s = 0, r = 0; s < count; ++s) {
+      r += seqs[s].n;
+      if (!seqs[s].logits) continue;
+      if (const size_t at = FirstNonFinite(seqs[s].logits, V); at < V) {
+        return NonFiniteError(seqs[s].logits, at, c.vocab_size,
+                              "the output head (output_norm, output)", pos_.data(), tokens, r - 1);
+      }
     }
   }
-  return cache.EndBatch(n, is_prefill);
+  for (int s = 0; s < count; ++s)
+    HQEKV_RETURN_IF_ERROR(seqs[s].cache->EndBatch(seqs[s].n, seqs[s].is_prefill));
+  return Status::Ok();
 }
 
 }  // namespace hqekv

@@ -25,6 +25,18 @@ namespace hqekv {
 
 enum class Logits { kNone, kLast, kAll };
 
+// One sequence's part of a multi-sequence batch (LlamaModel::ForwardMany):
+// n tokens at positions pos[n] appended to its own cache; logits[vocab]
+// receives the logits of its last token (nullptr: none).
+struct SeqBatch {
+  const int32_t* tokens = nullptr;
+  const int32_t* pos = nullptr;
+  int n = 0;
+  KvCache* cache = nullptr;
+  float* logits = nullptr;
+  bool is_prefill = false;
+};
+
 class LlamaModel {
  public:
   // Checks the architecture and every weight type; `src` must outlive the
@@ -48,6 +60,13 @@ class LlamaModel {
   Status Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache, Logits which,
                  float* logits, bool is_prefill);
 
+  // Several sequences in one pass (continuous batching): the rows of every
+  // sequence go through each weight matmul together, so one step reads the
+  // weights once for all of them; attention, Append and EndBatch run per
+  // sequence on its own cache. Same checks as Forward, for every sequence,
+  // before anything runs.
+  Status ForwardMany(const SeqBatch* seqs, int count);
+
   // Bytes of every weight read by one decode step (all layers + output).
   int64_t WeightBytesPerToken() const;
   // Multiply-accumulates per token in the weight matmuls, times 2 (FLOPs).
@@ -66,6 +85,9 @@ class LlamaModel {
   };
 
   void Project(const kernels::WeightMatrix& w, const float* in, int n, float* out) const;
+  Status CheckSeq(const SeqBatch& s) const;
+  // The forward of Forward and ForwardMany; `which` == kAll needs count == 1.
+  Status Run(const SeqBatch* seqs, int count, Logits which);
 
   const ModelSource& src_;
   std::vector<Layer> layers_;
@@ -76,6 +98,8 @@ class LlamaModel {
   // Scratch, resized per batch: x, h [n][d]; q, att [n][q_dim]; k, v
   // [n][kv_dim]; g, u [n][d_ff].
   std::vector<float> x_, h_, q_, k_, v_, att_, g_, u_;
+  std::vector<int32_t> tok_, pos_;  // every sequence's rows, concatenated
+  std::vector<float> logit_rows_;   // [count][vocab] of ForwardMany
 };
 
 }  // namespace hqekv

@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/parallel.h"
@@ -209,6 +211,52 @@ TEST(Forward, PrefillEqualsTokenByTokenDecode) {
   for (int j = 0; j < s.vocab; ++j)
     EXPECT_NEAR(batch[j], step[j], 1e-3 * std::max(1.0, MaxAbs(step)));
   EXPECT_EQ((*a)->Stats().bytes.total(), (*b)->Stats().bytes.total());
+  std::filesystem::remove(path);
+}
+
+TEST(Forward, ForwardManyEqualsEachSequenceAlone) {
+  // Three sequences of different lengths and caches (fp16, kivi, hqekv)
+  // decode one token each in one ForwardMany; each must equal its own
+  // Forward (GEMM over 3 rows vs GEMV: fp32 summation order only).
+  SyntheticSpec s;
+  const std::string path = TempModel(s, "many");
+  auto src = LoadModel(path);
+  ASSERT_TRUE(src.ok()) << src.message();
+  auto m = LlamaModel::Create(**src);
+  ASSERT_TRUE(m.ok());
+  const std::vector<std::string> specs = {"fp16", "kivi:nominal_bits=4", "hqekv:nominal_bits=2"};
+  const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9}, {1, 33, 270, 12, 8}, {1, 2}};
+  const std::vector<int32_t> next = {40, 41, 42};
+  std::vector<std::unique_ptr<KvCache>> solo, many;
+  std::vector<std::vector<float>> want(3, std::vector<float>(s.vocab)),
+      got(3, std::vector<float>(s.vocab));
+  std::vector<SeqBatch> batch;
+  std::vector<int32_t> next_pos(3);
+  for (int q = 0; q < 3; ++q) {
+    for (auto* list : {&solo, &many}) {
+      auto c = MakeKvCache(specs[q], (*m)->CacheGeometry(64));
+      ASSERT_TRUE(c.ok()) << c.message();
+      std::vector<int32_t> pos(prompts[q].size());
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+      ASSERT_TRUE((*m)->Forward(prompts[q].data(), pos.data(), static_cast<int>(pos.size()), **c,
+                                Logits::kNone, nullptr, true)
+                      .ok());
+      list->push_back(std::move(*c));
+    }
+    next_pos[q] = static_cast<int32_t>(prompts[q].size());
+    ASSERT_TRUE(
+        (*m)->Forward(&next[q], &next_pos[q], 1, *solo[q], Logits::kLast, want[q].data(), false)
+            .ok());
+    batch.push_back(SeqBatch{&next[q], &next_pos[q], 1, many[q].get(), got[q].data(), false});
+  }
+  ASSERT_TRUE((*m)->ForwardMany(batch.data(), 3).ok());
+  for (int q = 0; q < 3; ++q) {
+    for (int j = 0; j < s.vocab; ++j)
+      ASSERT_NEAR(got[q][j], want[q][j], 1e-3 * std::max(1.0, MaxAbs(want[q]))) << specs[q];
+    EXPECT_EQ(many[q]->Stats().bytes.total(), solo[q]->Stats().bytes.total()) << specs[q];
+  }
+  batch[1].cache = batch[0].cache;  // one cache twice: refused before anything runs
+  EXPECT_FALSE((*m)->ForwardMany(batch.data(), 3).ok());
   std::filesystem::remove(path);
 }
 

@@ -1,0 +1,123 @@
+// `hqekv serve`: the OpenAI-compatible HTTP server (src/server/,
+// docs/server.md). Binds 127.0.0.1 by default; SIGTERM / SIGINT end it
+// cleanly (in-flight requests are cancelled, the port is released).
+#include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "cli/model_args.h"
+#include "cli/registry.h"
+#include "server/engine.h"
+#include "server/http.h"
+
+namespace hqekv::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, tokenizer, host = "127.0.0.1", kv = "fp16", api_key, slot_save_path,
+                                chat_template;
+  int port = 8080, n_slots = 1, ctx = 0, threads = 0, queue = 64, max_tokens = 256;
+  double kv_budget_mb = 0, max_body_mb = 1;
+};
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "hqekv serve: error: %s\n", msg.c_str());
+  return 1;
+}
+
+int Serve(const ServeArgs& a) {
+  // Before any thread starts (the compute pool too): the signals go to the
+  // waiter below only.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
+  if (Status st = ApplyThreads(a.threads); !st.ok()) return Fail(st.message());
+  if (a.port < 0 || a.port > 65535) return Fail("--port must be in [0, 65535]");
+  if (a.kv_budget_mb < 0) return Fail("--kv-budget-mb must be >= 0 (0 = no cap)");
+  if (!(a.max_body_mb > 0)) return Fail("--max-body-mb must be > 0");
+  if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
+    return Fail("--slot-save-path " + a.slot_save_path + " is not a directory");
+  const std::string path = ModelPathOrDefault(a.model);
+  auto src = LoadModel(path, a.tokenizer);
+  if (!src.ok()) return Fail(src.message());
+  if (Status st = CheckContext(a.ctx, (*src)->config); !st.ok()) return Fail(st.message());
+  server::EngineOptions eo;
+  eo.n_slots = a.n_slots;
+  eo.ctx = a.ctx;
+  eo.kv = a.kv;
+  eo.kv_budget_bytes = static_cast<int64_t>(a.kv_budget_mb * 1024 * 1024);
+  eo.queue_max = a.queue;
+  eo.default_max_tokens = a.max_tokens;
+  eo.chat_template = a.chat_template;
+  eo.slot_save_path = a.slot_save_path;
+  auto engine = server::Engine::Create(**src, eo);
+  if (!engine.ok()) return Fail(engine.message());
+  server::HttpOptions ho;
+  ho.host = a.host;
+  ho.port = a.port;
+  ho.api_key = a.api_key;
+  ho.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    stop = true;
+  });
+  const Status st = server::Serve(**engine, ho, &stop, [&](int port) {
+    std::fprintf(stderr,
+                 "[hqekv serve] %s | %d slots x %d positions | kv %s | listening on http://%s:%d\n",
+                 (*engine)->ModelName().c_str(), eo.n_slots, (*engine)->options().ctx,
+                 (*engine)->options().kv.c_str(), a.host.c_str(), port);
+  });
+  if (!st.ok()) {
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    return Fail(st.message());
+  }
+  waiter.join();
+  std::fprintf(stderr, "[hqekv serve] stopped\n");
+  return 0;
+}
+
+const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server: many sequences, a KV policy per request");
+  cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "llama2.c tokenizer.bin (llama2.c checkpoints only)");
+  cmd->add_option("--host", a->host, "Address to bind")->capture_default_str();
+  cmd->add_option("--port", a->port, "Port (0 = any free port)")->capture_default_str();
+  cmd->add_option("--np,--parallel", a->n_slots, "Slots: sequences decoded together")
+      ->capture_default_str();
+  cmd->add_option("--ctx", a->ctx, "Positions per slot (default: the model's, at most 4096)");
+  cmd->add_option("--kv", a->kv, "Default KV cache policy spec (requests may name another)")
+      ->capture_default_str();
+  cmd->add_option("--kv-budget-mb", a->kv_budget_mb,
+                  "Cap on the true KV bytes of all slots together, MiB (0 = no cap)");
+  cmd->add_option("--queue", a->queue, "Requests that may wait for a slot before 503")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", a->max_tokens, "Default max_tokens of a request")
+      ->capture_default_str();
+  cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY'");
+  cmd->add_option("--slot-save-path", a->slot_save_path,
+                  "Directory of POST /slots/{id}?action=save|restore files");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "Chat format instead of the file's template (default chatml when the file has "
+                  "none): chatml, llama3, phi3, gemma");
+  cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body, MiB (larger: 413)")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", a->threads, "Compute threads (0 = all cores)");
+  cmd->callback([a, rc] { *rc = Serve(*a); });
+});
+
+}  // namespace
+}  // namespace hqekv::cli

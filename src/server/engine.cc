@@ -1,0 +1,675 @@
+#include "server/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "cache/kv_state.h"
+#include "core/file.h"
+#include "core/xoshiro.h"
+#include "model/sampler.h"
+#include "policy/factory.h"
+#include "server/stop_text.h"
+
+namespace hqekv::server {
+
+using Clock = std::chrono::steady_clock;
+
+void RequestChannel::Push(TokenEvent e) {
+  std::lock_guard<std::mutex> l(mu_);
+  tokens_.push_back(std::move(e));
+  cv_.notify_all();
+}
+
+void RequestChannel::Finish(FinishEvent f) {
+  std::lock_guard<std::mutex> l(mu_);
+  finish_ = std::move(f);
+  cv_.notify_all();
+}
+
+bool RequestChannel::Wait(std::chrono::milliseconds timeout, std::vector<TokenEvent>* tokens,
+                          std::optional<FinishEvent>* finish) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, timeout, [&] { return !tokens_.empty() || finish_.has_value(); });
+  const bool any = !tokens_.empty() || finish_.has_value();
+  for (auto& t : tokens_) tokens->push_back(std::move(t));
+  tokens_.clear();
+  if (finish_) *finish = std::move(finish_);
+  finish_.reset();
+  return any;
+}
+
+struct Engine::Job {
+  CompletionRequest req;
+  std::string spec;  // canonical policy spec
+  std::vector<int32_t> prompt;
+  int max_new = 0;
+  int64_t reserve = 0;
+  std::shared_ptr<RequestChannel> ch;
+};
+
+struct Engine::Slot {
+  int id = 0;
+  std::unique_ptr<KvCache> cache;  // kept after a request (save, prefix reuse) until needed
+  std::string spec;
+  std::vector<int32_t> history;  // every token in the cache, in order
+  std::vector<float> logits;     // next-token logits after history (when has_logits)
+  bool has_logits = false;
+  // The request being served (null: idle).
+  std::shared_ptr<Job> job;
+  std::optional<Sampler> sampler;
+  std::optional<StopText> stop;
+  bool prefilled = false;
+  int generated = 0;
+  int cached = 0;        // tokens of history in the cache
+  int reused = 0;        // prompt tokens of this request found in the cache
+  int32_t pending = -1;  // sampled token still to run through the model
+};
+
+// Bytes a policy holds for n positions, an upper bound measured on caches
+// filled with random K/V: the line through half and full context (+10%),
+// plus the bytes of a short sequence (t0 tokens), which covers the page and
+// residual granularity the line misses.
+struct Engine::Probe {
+  std::string spec;
+  int t0 = 0, t1 = 0, t2 = 0;
+  int64_t b0 = 0, b1 = 0, b2 = 0;
+  int64_t Bytes(int n) const {
+    const double slope = t2 > t1 ? double(b2 - b1) / (t2 - t1) : 0.0;
+    const double line = std::max(0.0, b1 + slope * (n - t1));
+    return static_cast<int64_t>(std::ceil(1.1 * line)) + b0;
+  }
+};
+
+Engine::Engine(const ModelSource& src, const EngineOptions& o) : src_(src), o_(o) {}
+
+Result<std::unique_ptr<Engine>> Engine::Create(const ModelSource& src, const EngineOptions& o) {
+  if (o.n_slots < 1 || o.n_slots > 256)
+    return MakeError("-np must be in [1, 256], got " + std::to_string(o.n_slots));
+  if (o.queue_max < 0) return MakeError("--queue must be >= 0");
+  std::unique_ptr<Engine> e(new Engine(src, o));
+  HQEKV_ASSIGN_OR_RETURN(e->model_, LlamaModel::Create(src));
+  const ModelConfig& c = src.config;
+  if (e->o_.ctx <= 0) e->o_.ctx = std::min(c.max_ctx > 0 ? c.max_ctx : 4096, 4096);
+  if (c.max_ctx > 0 && e->o_.ctx > c.max_ctx) {
+    return MakeError("--ctx " + std::to_string(e->o_.ctx) + " is more than the model's " +
+                     std::to_string(c.max_ctx));
+  }
+  auto spec = policy::ParseSpec(o.kv);
+  if (!spec.ok()) return MakeError("--kv: " + spec.message());
+  e->o_.kv = spec->Canonical();
+  const std::string& tmpl = src.tokenizer->chat_template();
+  if (!o.chat_template.empty() || !tmpl.empty()) {
+    HQEKV_ASSIGN_OR_RETURN(e->chat_format_, ResolveChatFormat(tmpl, o.chat_template));
+  }
+  for (int i = 0; i < o.n_slots; ++i) {
+    e->slots_.push_back(std::make_unique<Slot>());
+    e->slots_.back()->id = i;
+  }
+  {  // The default policy must fit at all: a bad --kv fails at start, not per request.
+    std::lock_guard<std::mutex> l(e->mu_);
+    ApiError err;
+    if (e->Reserve(e->o_.kv, 1, &err) < 0) return MakeError("--kv: " + err.message);
+  }
+  e->thread_ = std::thread([p = e.get()] { p->Loop(); });
+  return e;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+    for (auto& j : queue_)
+      j->ch->Finish(FinishEvent{"cancelled", {}, "the server is shutting down"});
+    queue_.clear();
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string Engine::ModelName() const {
+  const std::string& n = src_.config.name;
+  return n.empty() ? "hqekv" : n;
+}
+
+RequestLimits Engine::limits() const {
+  RequestLimits l;
+  l.ctx = o_.ctx;
+  l.n_slots = o_.n_slots;
+  return l;
+}
+
+int64_t Engine::Reserve(const std::string& spec_text, int tokens, ApiError* err) {
+  Probe* p = nullptr;
+  for (auto& q : probes_)
+    if (q->spec == spec_text) p = q.get();
+  if (!p) {
+    auto spec = policy::ParseSpec(spec_text);
+    if (!spec.ok()) {
+      *err = BadRequest("'kv': " + spec.message(), "kv");
+      return -1;
+    }
+    const ModelConfig& c = src_.config;
+    const KvGeometry g = model_->CacheGeometry(o_.ctx);
+    auto probe = std::make_unique<Probe>();
+    probe->spec = spec_text;
+    // Two lengths far from the start (fixed page and residual costs would
+    // flatten the slope), filled in one batch each; attention with only the
+    // last query keeps the probe linear in the length (the bytes a policy
+    // holds follow its budget or ratios, not the attention values).
+    probe->t0 = std::max(1, std::min(o_.ctx / 4, 64));
+    probe->t1 = std::max(probe->t0 + 1, o_.ctx / 2 - 1);
+    probe->t2 = std::max(probe->t1 + 1, o_.ctx - 1);
+    Xoshiro256 rng(1);
+    for (int pass = 0; pass < 3; ++pass) {
+      auto cache =
+          policy::CreateCache(*spec, g, policy::ForModel(c.name, src_.identity, c.n_layers));
+      if (!cache.ok()) {
+        *err = BadRequest("'kv': " + cache.message(), "kv");
+        return -1;
+      }
+      const int n = pass == 0 ? probe->t0 : pass == 1 ? probe->t1 : probe->t2;
+      const size_t kv = size_t(n) * g.n_kv_heads * g.head_dim,
+                   qn = size_t(g.n_q_heads) * g.head_dim;
+      std::vector<float> k(kv), v(kv), q(qn), out(qn);
+      std::vector<int32_t> pos(n);
+      for (int i = 0; i < n; ++i) pos[i] = i;
+      for (int l = 0; l < g.n_layers; ++l) {
+        for (auto* a : {&k, &v, &q})
+          for (float& x : *a) x = static_cast<float>(rng.Uniform() * 2.0 - 1.0);
+        Status st = (*cache)->Append(l, k.data(), v.data(), pos.data(), n);
+        if (st.ok()) st = (*cache)->Attend(l, q.data(), &pos[n - 1], 1, out.data());
+        if (!st.ok()) {
+          *err = BadRequest("'kv': " + st.message(), "kv");
+          return -1;
+        }
+      }
+      if (Status st = (*cache)->EndBatch(n, true); !st.ok()) {
+        *err = BadRequest("'kv': " + st.message(), "kv");
+        return -1;
+      }
+      (pass == 0 ? probe->b0 : pass == 1 ? probe->b1 : probe->b2) = (*cache)->Stats().bytes.total();
+    }
+    probes_.push_back(std::move(probe));
+    p = probes_.back().get();
+  }
+  return p->Bytes(tokens);
+}
+
+std::shared_ptr<RequestChannel> Engine::Submit(const CompletionRequest& req, ApiError* err) {
+  auto job = std::make_shared<Job>();
+  job->req = req;
+  const Tokenizer& tok = *src_.tokenizer;
+  std::string text = req.prompt;
+  if (req.chat) text = RenderChat(chat_format_, req.messages, /*add_generation_prompt=*/true);
+  job->prompt = tok.Encode(text, tok.add_bos() || text.empty(), /*parse_special=*/req.chat);
+  if (job->prompt.empty()) {
+    *err = BadRequest("the prompt is empty and the model has no BOS token", "prompt");
+    return nullptr;
+  }
+  const int n_prompt = static_cast<int>(job->prompt.size());
+  if (n_prompt >= o_.ctx) {
+    *err = BadRequest("the prompt has " + std::to_string(n_prompt) +
+                          " tokens; the context of a slot is " + std::to_string(o_.ctx) +
+                          " tokens (it must leave room for one generated token)",
+                      req.chat ? "messages" : "prompt", "context_length_exceeded");
+    return nullptr;
+  }
+  job->max_new = req.max_tokens > 0 ? req.max_tokens : o_.default_max_tokens;
+  job->max_new = std::min(job->max_new, o_.ctx - n_prompt);
+  std::string spec = o_.kv;
+  if (!req.kv.empty()) {
+    auto s = policy::ParseSpec(req.kv);
+    if (!s.ok()) {
+      *err = BadRequest("'kv': " + s.message(), "kv");
+      return nullptr;
+    }
+    spec = s->Canonical();
+  }
+  job->spec = spec;
+  job->ch = std::make_shared<RequestChannel>();
+  std::lock_guard<std::mutex> l(mu_);
+  if (stop_) {
+    *err = ApiError{503, "server_error", "the server is shutting down", "", ""};
+    return nullptr;
+  }
+  job->reserve = Reserve(spec, n_prompt + job->max_new, err);
+  if (job->reserve < 0) return nullptr;
+  if (o_.kv_budget_bytes > 0 && job->reserve > o_.kv_budget_bytes) {
+    *err = BadRequest(
+        "this request needs about " + std::to_string(job->reserve) + " bytes of KV cache (" + spec +
+            ", " + std::to_string(n_prompt + job->max_new) +
+            " positions); the server's whole budget is " + std::to_string(o_.kv_budget_bytes) +
+            " bytes (use a smaller max_tokens or a more compressed 'kv')",
+        "max_tokens");
+    return nullptr;
+  }
+  if (static_cast<int>(queue_.size()) >= o_.queue_max + o_.n_slots) {
+    ++m_.rejected;
+    *err = ApiError{503, "server_error",
+                    "all slots are busy and the queue is full (" + std::to_string(queue_.size()) +
+                        " waiting); retry later",
+                    "", ""};
+    return nullptr;
+  }
+  ++m_.requests;
+  queue_.push_back(job);
+  cv_.notify_all();
+  return job->ch;
+}
+
+// Moves queued jobs into free slots, first come first served, while their
+// reservations fit the budget. Idle slots' kept caches are dropped when the
+// bytes are needed.
+void Engine::Admit() {
+  while (!queue_.empty()) {
+    auto& job = queue_.front();
+    if (job->ch->cancelled()) {
+      job->ch->Finish(FinishEvent{"cancelled", {}, ""});
+      queue_.pop_front();
+      continue;
+    }
+    Slot* free_slot = nullptr;
+    for (auto& s : slots_) {
+      if (s->job) continue;
+      if (job->req.id_slot >= 0 && s->id != job->req.id_slot) continue;
+      if (!free_slot || (s->cache && !free_slot->cache)) free_slot = s.get();  // prefer warm
+    }
+    if (!free_slot) return;
+    int64_t idle = 0;
+    for (auto& s : slots_)
+      if (!s->job && s.get() != free_slot && s->cache) idle += s->cache->Stats().bytes.total();
+    if (o_.kv_budget_bytes > 0 && m_.kv_reserved + idle + job->reserve > o_.kv_budget_bytes) {
+      // Drop idle caches first; wait when the active reservations alone are too many.
+      if (m_.kv_reserved + job->reserve > o_.kv_budget_bytes) return;
+      for (auto& s : slots_)
+        if (!s->job && s.get() != free_slot) s->cache.reset();
+    }
+    Slot& s = *free_slot;
+    s.job = job;
+    s.prefilled = false;
+    s.generated = 0;
+    s.pending = -1;
+    auto sampler = Sampler::Create(job->req.sampler);  // validated by the parser
+    s.sampler.emplace(std::move(*sampler));
+    s.stop.emplace(job->req.stop);
+    m_.kv_reserved += job->reserve;
+    ++m_.slots_busy;
+    m_.prompt_tokens += static_cast<int64_t>(job->prompt.size());
+    queue_.pop_front();
+  }
+}
+
+void Engine::Release(Slot& s, const std::string& reason, const std::string& error) {
+  FinishEvent f;
+  f.reason = reason;
+  f.error = error;
+  f.usage.prompt_tokens = static_cast<int>(s.job->prompt.size());
+  f.usage.completion_tokens = s.generated;
+  f.usage.cached_tokens = s.reused;
+  if (s.cache) {
+    const KvStats st = s.cache->Stats();
+    f.usage.kv_bytes = st.bytes.total();
+    f.usage.kv_true_bits = st.true_bits();
+  }
+  if (reason == "cancelled" || reason == "error") {  // nothing worth keeping
+    s.cache.reset();
+    s.history.clear();
+    s.has_logits = false;
+  } else {  // the last sampled token never ran: the cache holds history[0, cached)
+    s.history.resize(static_cast<size_t>(s.cached));
+  }
+  s.job->ch->Finish(std::move(f));
+  std::lock_guard<std::mutex> l(mu_);
+  m_.kv_reserved -= s.job->reserve;
+  m_.generated_tokens += s.generated;
+  --m_.slots_busy;
+  s.job.reset();
+}
+
+// Creates the slot's cache for the job's policy, or keeps the slot's cache
+// when the request names this slot (id_slot) and the cached tokens are a
+// prefix of its prompt (a restored state: only the rest is run).
+bool Engine::Prefill(Slot& s) {
+  const Job& job = *s.job;
+  size_t reuse = 0;
+  if (job.req.id_slot == s.id && s.cache && s.spec == job.spec && !s.history.empty() &&
+      s.history.size() <= job.prompt.size() &&
+      std::equal(s.history.begin(), s.history.end(), job.prompt.begin())) {
+    reuse = s.history.size();
+    if (reuse == job.prompt.size() && !s.has_logits) reuse = 0;
+    // A shorter cached prefix continues with the rest of the prompt; the
+    // whole prompt cached answers from the saved logits with no forward.
+  }
+  if (reuse == 0) {
+    auto spec = policy::ParseSpec(job.spec);
+    const ModelConfig& c = src_.config;
+    Result<std::unique_ptr<KvCache>> cache =
+        spec.ok() ? policy::CreateCache(*spec, model_->CacheGeometry(o_.ctx),
+                                        policy::ForModel(c.name, src_.identity, c.n_layers))
+                  : Result<std::unique_ptr<KvCache>>(spec.error());
+    if (!cache.ok()) {
+      Release(s, "error", "kv: " + cache.message());
+      return false;
+    }
+    s.cache = std::move(*cache);
+    s.spec = job.spec;
+    s.history.clear();
+  }
+  s.logits.resize(model_->vocab_size());
+  const int n = static_cast<int>(job.prompt.size() - reuse);
+  if (n > 0) {
+    std::vector<int32_t> pos(n);
+    for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(reuse + i);
+    const Status st = model_->Forward(job.prompt.data() + reuse, pos.data(), n, *s.cache,
+                                      Logits::kLast, s.logits.data(), /*is_prefill=*/true);
+    if (!st.ok()) {
+      Release(s, "error", st.message());
+      return false;
+    }
+  }
+  s.history = job.prompt;
+  s.cached = static_cast<int>(job.prompt.size());
+  s.reused = static_cast<int>(reuse);
+  s.has_logits = true;
+  s.prefilled = true;
+  return true;
+}
+
+void Engine::Emit(Slot& s) {
+  Job& job = *s.job;
+  const Tokenizer& tok = *src_.tokenizer;
+  const int V = model_->vocab_size();
+  const int32_t t = s.sampler->Sample(s.logits.data(), V, s.history);
+  if (!job.req.ignore_eos && tok.IsEndOfGeneration(t)) {
+    TokenEvent e;
+    e.text = s.stop->Flush();
+    if (!e.text.empty()) job.ch->Push(std::move(e));
+    Release(s, "stop");
+    return;
+  }
+  TokenEvent e;
+  e.piece = tok.DecodePiece(s.history.back(), t);
+  if (job.req.logprobs) {
+    // Log-softmax of the model's logits (before sampling filters).
+    const float mx = *std::max_element(s.logits.begin(), s.logits.end());
+    double sum = 0;
+    for (float x : s.logits) sum += std::exp(double(x) - mx);
+    const double lse = mx + std::log(sum);
+    e.logprob = static_cast<float>(s.logits[t] - lse);
+    std::vector<int32_t> ids(V);
+    for (int i = 0; i < V; ++i) ids[i] = i;
+    const int k = std::min(job.req.top_logprobs, V);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return s.logits[a] > s.logits[b] || (s.logits[a] == s.logits[b] && a < b);
+    });
+    for (int i = 0; i < k; ++i)
+      e.top.emplace_back(tok.DecodePiece(s.history.back(), ids[i]),
+                         static_cast<float>(s.logits[ids[i]] - lse));
+  }
+  s.history.push_back(t);
+  ++s.generated;
+  const bool hit_stop = s.stop->Add(e.piece);
+  e.text = hit_stop ? s.stop->Flush() : s.stop->Release();
+  job.ch->Push(std::move(e));
+  if (hit_stop) return Release(s, "stop");
+  if (s.generated >= job.max_new || static_cast<int>(s.history.size()) >= o_.ctx) {
+    TokenEvent tail;
+    tail.text = s.stop->Flush();
+    if (!tail.text.empty()) job.ch->Push(std::move(tail));
+    return Release(s, "length");
+  }
+  s.pending = t;
+}
+
+void Engine::Step() {
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.job && s.job->ch->cancelled()) Release(s, "cancelled");
+  }
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.job && !s.prefilled && Prefill(s)) Emit(s);
+  }
+  std::vector<SeqBatch> batch;
+  std::vector<Slot*> rows;
+  std::vector<int32_t> pos(slots_.size());
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (!s.job || s.pending < 0) continue;
+    pos[rows.size()] = static_cast<int32_t>(s.history.size() - 1);
+    batch.push_back(
+        SeqBatch{&s.pending, &pos[rows.size()], 1, s.cache.get(), s.logits.data(), false});
+    rows.push_back(&s);
+  }
+  if (!batch.empty()) {
+    const auto t0 = Clock::now();
+    const Status st = model_->ForwardMany(batch.data(), static_cast<int>(batch.size()));
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      m_.decode_seconds += dt;
+      m_.decode_steps += 1;
+      m_.decode_rows += static_cast<int64_t>(rows.size());
+    }
+    for (Slot* s : rows) {
+      s->pending = -1;
+      if (!st.ok()) {
+        Release(*s, "error", st.message());
+        continue;
+      }
+      s->has_logits = true;
+      ++s->cached;
+      Emit(*s);
+    }
+  }
+  // Account what the caches hold now.
+  int64_t held = 0, kept = 0;
+  for (auto& sp : slots_) {
+    if (!sp->cache) continue;
+    const KvStats st = sp->cache->Stats();
+    held += st.bytes.total();
+    kept += st.kept_elements;
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  m_.kv_bytes_held = held;
+  m_.kv_kept_elements = kept;
+  m_.kv_bytes_peak = std::max(m_.kv_bytes_peak, held);
+}
+
+void Engine::Loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] {
+        if (stop_) return true;
+        if (!queue_.empty()) return true;
+        for (auto& s : slots_)
+          if (s->job) return true;
+        return false;
+      });
+      if (stop_) break;
+    }
+    {  // Lock order step_mu_, then mu_: Admit may drop idle slots' caches,
+       // which slot save / restore use under step_mu_.
+      std::lock_guard<std::mutex> step_lock(step_mu_);
+      std::lock_guard<std::mutex> l(mu_);
+      Admit();
+    }
+    Step();
+    // A step without active slots (all queued requests waiting for bytes):
+    // wait a little instead of spinning.
+    bool active = false;
+    for (auto& s : slots_) active = active || s->job != nullptr;
+    if (!active) {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, std::chrono::milliseconds(5));
+    }
+  }
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  for (auto& s : slots_)
+    if (s->job) Release(*s, "cancelled", "the server is shutting down");
+}
+
+std::string Engine::MetricsText() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::ostringstream o;
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    o << "# HELP hqekv_" << name << " " << help << "\n# TYPE hqekv_" << name << " " << type
+      << "\nhqekv_" << name << " " << v << "\n";
+  };
+  metric("requests_total", "counter", "Requests accepted.", double(m_.requests));
+  metric("requests_rejected_total", "counter", "Requests refused with 503 (queue full).",
+         double(m_.rejected));
+  metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+         double(m_.prompt_tokens));
+  metric("tokens_predicted_total", "counter", "Tokens generated (counted when a request ends).",
+         double(m_.generated_tokens));
+  metric("decode_seconds_total", "counter", "Wall time of batched decode steps.",
+         m_.decode_seconds);
+  metric("predicted_tokens_seconds", "gauge", "Decode throughput, tokens/s (all slots).",
+         m_.decode_seconds > 0 ? m_.decode_rows / m_.decode_seconds : 0.0);
+  metric("kv_bytes_held", "gauge", "True bytes held by every slot's KV cache.",
+         double(m_.kv_bytes_held));
+  metric("kv_bytes_peak", "gauge", "Largest kv_bytes_held seen after a step.",
+         double(m_.kv_bytes_peak));
+  metric("kv_bytes_reserved", "gauge", "KV bytes reserved by the requests being served.",
+         double(m_.kv_reserved));
+  metric("kv_budget_bytes", "gauge", "--kv-budget-mb in bytes (0 = no cap).",
+         double(o_.kv_budget_bytes));
+  metric("kv_true_bits", "gauge", "True bits per kept K/V element over every slot.",
+         m_.kv_kept_elements ? 8.0 * m_.kv_bytes_held / m_.kv_kept_elements : 0.0);
+  metric("slots_busy", "gauge", "Slots serving a request.", double(m_.slots_busy));
+  metric("slots_total", "gauge", "Slots (-np).", double(o_.n_slots));
+  metric("queue_length", "gauge", "Requests waiting for a slot or KV bytes.",
+         double(queue_.size()));
+  return o.str();
+}
+
+// A save file name from a request: letters, digits, '.', '_', '-' only (no
+// directory part, no "..", not hidden), inside --slot-save-path.
+bool Engine::SlotFile(int id, const std::string& filename, std::string* path, ApiError* err) {
+  if (o_.slot_save_path.empty()) {
+    *err =
+        ApiError{501, "not_supported_error",
+                 "slot save/restore is off (start the server with --slot-save-path DIR)", "", ""};
+    return false;
+  }
+  if (id < 0 || id >= o_.n_slots) {
+    *err = ApiError{404, "invalid_request_error", "no slot " + std::to_string(id), "", ""};
+    return false;
+  }
+  bool ok = !filename.empty() && filename.size() <= 128 && filename[0] != '.';
+  for (char ch : filename)
+    ok =
+        ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
+  if (!ok) {
+    *err = BadRequest(
+        "'filename' must be 1-128 letters, digits, '.', '_' or '-' and not start "
+        "with '.' (no directories)",
+        "filename");
+    return false;
+  }
+  *path = (std::filesystem::path(o_.slot_save_path) / filename).string();
+  return true;
+}
+
+bool Engine::SaveSlot(int id, const std::string& filename, std::string* info, ApiError* err) {
+  std::string path;
+  if (!SlotFile(id, filename, &path, err)) return false;
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  Slot& s = *slots_[id];
+  if (s.job) {
+    *err =
+        ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+    return false;
+  }
+  if (!s.cache || s.history.empty() || !s.has_logits) {
+    *err = BadRequest("slot " + std::to_string(id) + " holds no finished prompt to save");
+    return false;
+  }
+  KvStateMeta meta;
+  meta.model_identity = src_.identity;
+  meta.spec = s.spec;
+  meta.geometry = s.cache->geometry();
+  meta.tokens = s.history;
+  meta.logits = s.logits;
+  auto bytes = EncodeKvState(*s.cache, meta);
+  Status st = bytes.ok() ? WriteFileAtomic(path, *bytes) : Status(bytes.error());
+  if (!st.ok()) {
+    *err = ApiError{bytes.ok() ? 500 : 400, bytes.ok() ? "server_error" : "invalid_request_error",
+                    st.message(), "", ""};
+    return false;
+  }
+  std::ostringstream o;
+  o << "{\"id_slot\":" << id << ",\"filename\":\"" << filename
+    << "\",\"n_saved\":" << s.history.size() << ",\"file_bytes\":" << bytes->size()
+    << ",\"kv_bytes\":" << s.cache->Stats().bytes.total() << "}";
+  *info = o.str();
+  return true;
+}
+
+bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info, ApiError* err) {
+  std::string path;
+  if (!SlotFile(id, filename, &path, err)) return false;
+  auto file = ReadFileChecked(path, uint64_t(1) << 34);
+  if (!file.ok()) {
+    *err = ApiError{404, "invalid_request_error", file.message(), "filename", ""};
+    return false;
+  }
+  auto header = ReadKvStateHeader(*file);
+  if (!header.ok()) {
+    *err = BadRequest(header.message(), "filename");
+    return false;
+  }
+  const ModelConfig& c = src_.config;
+  auto spec = policy::ParseSpec(header->spec);
+  Result<std::unique_ptr<KvCache>> cache =
+      spec.ok() ? policy::CreateCache(*spec, model_->CacheGeometry(o_.ctx),
+                                      policy::ForModel(c.name, src_.identity, c.n_layers))
+                : Result<std::unique_ptr<KvCache>>(spec.error());
+  KvStateMeta meta;
+  Status st = cache.ok() ? Status::Ok() : Status(cache.error());
+  if (st.ok()) {
+    KvStateMeta expect;
+    expect.model_identity = src_.identity;
+    expect.geometry = (*cache)->geometry();
+    auto m = LoadKvState(*file, expect, **cache);
+    if (m.ok())
+      meta = std::move(*m);
+    else
+      st = m.error();
+  }
+  if (st.ok() && meta.logits.size() != static_cast<size_t>(model_->vocab_size()))
+    st = MakeError("the file's logits do not match this model's vocabulary");
+  if (!st.ok()) {
+    *err = BadRequest(path + ": " + st.message(), "filename");
+    return false;
+  }
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  Slot& s = *slots_[id];
+  if (s.job) {
+    *err =
+        ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+    return false;
+  }
+  s.cache = std::move(*cache);
+  s.spec = header->spec;
+  s.history = meta.tokens;
+  s.cached = static_cast<int>(meta.tokens.size());
+  s.logits = meta.logits;
+  s.has_logits = true;
+  std::ostringstream o;
+  o << "{\"id_slot\":" << id << ",\"filename\":\"" << filename
+    << "\",\"n_restored\":" << s.history.size() << ",\"file_bytes\":" << file->size()
+    << ",\"kv_bytes\":" << s.cache->Stats().bytes.total() << "}";
+  *info = o.str();
+  return true;
+}
+
+}  // namespace hqekv::server

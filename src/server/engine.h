@@ -1,0 +1,148 @@
+// The serving engine: N slots (sequences) over one model, driven by one
+// scheduler thread (continuous batching). Each step prefills the requests
+// that just joined (one Forward each) and then decodes one token for every
+// active slot in ONE LlamaModel::ForwardMany (the weights are read once per
+// step for all of them). Requests join between steps; each slot has its own
+// cache and policy ("kv" of the request, else --kv).
+//
+// Admission by true KV bytes: a request reserves the bytes its policy holds
+// for prompt + max_tokens positions (measured once per policy on a probe
+// cache, linear in the tokens, +10%); the sum of reservations never exceeds
+// the budget (--kv-budget-mb; 0 = no cap). A request that does not fit now
+// waits in a bounded queue; when the queue is full the caller answers 503
+// (Retry-After). A cancelled request (client gone) frees its slot at the next
+// step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/model_file.h"
+#include "model/llama.h"
+#include "server/api_error.h"
+#include "server/request.h"
+#include "tokenizer/chat_template.h"
+
+namespace hqekv::server {
+
+struct EngineOptions {
+  int n_slots = 1;
+  int ctx = 0;  // positions per slot (0: min(model context, 4096))
+  std::string kv = "fp16";
+  int64_t kv_budget_bytes = 0;  // 0 = no cap
+  int queue_max = 64;           // waiting requests before 503
+  int default_max_tokens = 256;
+  std::string chat_template;   // "" = the model's, else chatml
+  std::string slot_save_path;  // "" = slot save/restore disabled
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens taken from the slot's cache (not run again)
+  int64_t kv_bytes = 0;
+  double kv_true_bits = 0;
+};
+
+struct TokenEvent {
+  std::string text;   // text released by this token (may be empty: held back for stop strings)
+  std::string piece;  // the token's own text
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;  // most likely tokens, with logprobs
+};
+
+struct FinishEvent {
+  std::string reason;  // "stop", "length", "cancelled", "error"
+  Usage usage;
+  std::string error;  // reason "error"
+};
+
+// From the scheduler to the HTTP thread of one request.
+class RequestChannel {
+ public:
+  void Push(TokenEvent e);
+  void Finish(FinishEvent f);
+  // Waits up to `timeout` for news; moves what arrived into *tokens and
+  // *finish. True when something arrived.
+  bool Wait(std::chrono::milliseconds timeout, std::vector<TokenEvent>* tokens,
+            std::optional<FinishEvent>* finish);
+  void Cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TokenEvent> tokens_;
+  std::optional<FinishEvent> finish_;
+  std::atomic<bool> cancelled_{false};
+};
+
+class Engine {
+ public:
+  // `src` must outlive the engine. Starts the scheduler thread.
+  static Result<std::unique_ptr<Engine>> Create(const ModelSource& src, const EngineOptions& o);
+  ~Engine();
+
+  // Tokenizes and checks the request (context, kv spec, budget) and queues
+  // it; nullptr with *err (400, or 503 when the queue is full) otherwise.
+  std::shared_ptr<RequestChannel> Submit(const CompletionRequest& req, ApiError* err);
+
+  // Saves / restores slot `id`'s cache (idle slot) to / from
+  // slot_save_path/filename; *info gets the file's size and the bytes held.
+  bool SaveSlot(int id, const std::string& filename, std::string* info, ApiError* err);
+  bool RestoreSlot(int id, const std::string& filename, std::string* info, ApiError* err);
+
+  std::string MetricsText() const;
+  std::string ModelName() const;
+  const EngineOptions& options() const { return o_; }
+  RequestLimits limits() const;
+  // Cancels every request (in flight and queued) and stops the scheduler.
+  void Shutdown();
+
+ private:
+  struct Job;
+  struct Slot;
+  struct Probe;
+  Engine(const ModelSource& src, const EngineOptions& o);
+  void Loop();
+  void Step();
+  void Admit();                                                         // under mu_
+  int64_t Reserve(const std::string& spec, int tokens, ApiError* err);  // under mu_
+  bool Prefill(Slot& s);
+  void Emit(Slot& s);  // samples from s.logits; finishes or leaves a pending token
+  void Release(Slot& s, const std::string& reason, const std::string& error = "");
+  bool SlotFile(int id, const std::string& filename, std::string* path, ApiError* err);
+
+  const ModelSource& src_;
+  EngineOptions o_;
+  std::unique_ptr<LlamaModel> model_;
+  ChatFormat chat_format_ = ChatFormat::kChatML;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::unique_ptr<Probe>> probes_;
+  mutable std::mutex mu_;  // queue_, slot assignment, reservations, metrics, probes_
+  std::mutex step_mu_;     // held by a step and by slot save / restore
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+
+  // Metrics (under mu_).
+  struct Counters {
+    int64_t requests = 0, rejected = 0, prompt_tokens = 0, generated_tokens = 0;
+    double decode_seconds = 0;  // wall time of decode steps
+    int64_t decode_steps = 0, decode_rows = 0;
+    int64_t kv_bytes_held = 0, kv_kept_elements = 0, kv_bytes_peak = 0, kv_reserved = 0;
+    int slots_busy = 0;
+  } m_;
+};
+
+}  // namespace hqekv::server

@@ -1,0 +1,33 @@
+// The HTTP front of `hqekv serve` (cpp-httplib): OpenAI-compatible routes
+// over an Engine, following llama-server's conventions.
+//   POST /v1/completions, /v1/chat/completions   (stream: SSE "data: {...}")
+//   GET  /v1/models, /health, /metrics (Prometheus text)
+//   POST /slots/{id}?action=save|restore         body {"filename": NAME}
+// Every error is OpenAI's JSON error object with its HTTP status.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+#include "server/engine.h"
+
+namespace hqekv::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;              // "" = no check
+  size_t max_body_bytes = 1 << 20;  // larger bodies: 413
+  int threads = 0;                  // HTTP worker threads (0: slots + queue + 4)
+};
+
+// Serves until `*stop` becomes true (checked every 50 ms; SIGTERM sets it in
+// `hqekv serve`), then cancels what is in flight and returns. on_bound gets
+// the port once bound (o.port 0: a free port the system picked).
+Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop,
+             const std::function<void(int port)>& on_bound);
+
+}  // namespace hqekv::server

@@ -1,0 +1,28 @@
+# `hqekv serve` end to end (each script starts and stops its own server on a
+# free port): curl on the raw endpoints and bad input, a bounded concurrent
+# load test (greedy under batching == alone, KV budget held), and the
+# official `openai` npm client (skipped with a message when npm is offline).
+find_program(CURL_EXE curl)
+find_program(PYTHON3_EXE python3)
+find_program(NODE_EXE node)
+if(CURL_EXE)
+  add_test(NAME server_e2e_curl
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/e2e.sh $<TARGET_FILE:hqekv>
+                   ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
+  set_tests_properties(server_e2e_curl PROPERTIES TIMEOUT 300)
+endif()
+if(PYTHON3_EXE)
+  add_test(NAME server_load
+           COMMAND ${PYTHON3_EXE} ${CMAKE_CURRENT_LIST_DIR}/load_test.py $<TARGET_FILE:hqekv>
+                   ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
+  set_tests_properties(server_load PROPERTIES TIMEOUT 300)
+endif()
+if(NODE_EXE)
+  add_test(NAME server_openai_node
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/openai_node.sh $<TARGET_FILE:hqekv>
+                   ${PROJECT_SOURCE_DIR}/models/stories260K.gguf ${CMAKE_BINARY_DIR}/server_node)
+  set_tests_properties(server_openai_node PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
+add_test(NAME server_run_prompt_cache
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/prompt_cache.sh $<TARGET_FILE:hqekv>
+                 ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
