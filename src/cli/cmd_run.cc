@@ -287,8 +287,8 @@ int Run(const RunArgs& a) {
       r->context_shifts > 0
           ? (" (" + std::to_string(r->context_shifts) + " context shifts)").c_str()
           : "",
-      prefill_tps, decode_tps,
-      MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()), st.true_bits());
+      prefill_tps, decode_tps, MemorySummary(st).c_str(), static_cast<long long>(st.bytes.total()),
+      st.true_bits());
   if (opt.n_past > 0) {
     std::fprintf(stderr, "[hqekv run] prompt cache: %d of %d prompt tokens restored from %s\n",
                  opt.n_past, r->prompt_tokens, a.prompt_cache.c_str());

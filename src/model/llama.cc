@@ -239,7 +239,8 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
   // after the embedding and after each block, then the logits), so that no
   // NaN reaches a printed result and the error names the tensors at fault.
   if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D)
-    return NonFiniteError(x_.data(), at, D, "the token embedding (token_embd)", pos_.data(), tokens, 0);
+    return NonFiniteError(x_.data(), at, D, "the token embedding (token_embd)", pos_.data(), tokens,
+                          0);
 
   for (int l = 0; l < c.n_layers; ++l) {
     const Layer& L = layers_[l];

@@ -19,14 +19,14 @@
 namespace hqekv::quant {
 
 enum class Kind : uint8_t {
-  kF16,      // raw fp16 values (no metadata)
-  kF32,      // raw fp32 values (oracle / reference cache)
-  kFp8E4M3,  // FP8 E4M3 codes, one fp16 scale per chunk (per head)
-  kFp8E5M2,  // FP8 E5M2 codes, one fp16 scale per chunk (per head)
-  kInt8,     // symmetric int8, one fp16 scale per token
-  kUniform,  // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
-  kNormal,   // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and
-             // std per group
+  kF16,       // raw fp16 values (no metadata)
+  kF32,       // raw fp32 values (oracle / reference cache)
+  kFp8E4M3,   // FP8 E4M3 codes, one fp16 scale per chunk (per head)
+  kFp8E5M2,   // FP8 E5M2 codes, one fp16 scale per chunk (per head)
+  kInt8,      // symmetric int8, one fp16 scale per token
+  kUniform,   // asymmetric min-max, bits in {1,2,4,8}, fp16 scale and minimum per group
+  kNormal,    // normalized (Gaussian), bits in {1,2,4} (4: scalar only, for studies), fp16 mean and
+              // std per group
   kUniform3,  // uniform 3-bit (quant/uniform3_ref.cc): as kUniform, codes in a 2-bit low plane
               // and a 1-bit high plane
   // llama.cpp / ggml KV cache block types: per token, blocks of 32 values
