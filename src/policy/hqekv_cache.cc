@@ -132,16 +132,29 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   c->model_.layout.page_bytes = c->store_->Pool(0).page_bytes();
   c->model_.units = c->units_per_layer_;
   c->model_.pinned = c->pinned_;
-  for (Tier t : {Tier::kF16, Tier::kU4, Tier::kU2, Tier::kN1}) {
-    c->model_.tier_bytes[static_cast<int>(t)] =
-        ChunkPlaneBytes(c->model_.layout, c->TierFormat(t, true), c->TierFormat(t, false));
-  }
+  auto set_tier_bytes = [&] {
+    for (Tier t : {Tier::kF16, Tier::kU4, Tier::kU2, Tier::kN1}) {
+      c->model_.tier_bytes[static_cast<int>(t)] =
+          ChunkPlaneBytes(c->model_.layout, c->TierFormat(t, true), c->TierFormat(t, false));
+    }
+  };
+  set_tier_bytes();
   if (spec.Has("bits") && c->ratios_.empty()) {
     // True bits: feasible at the cache's full context (the cheapest point;
     // shorter sequences that cannot meet it hold their minimum and say so).
     c->true_bits_ = spec.Num("bits");
     const int64_t n = g.max_ctx;
-    const std::array<double, 4> b = c->model_.TierBits(n);
+    std::array<double, 4> b = c->model_.TierBits(n);
+    if (lean && !spec.Has("tiers") && c->true_bits_ > b[0]) {
+      // Above all-u4 the lean tiers cannot spend the budget: move one width
+      // up (u8/u4/u3), measured 3-5x lower KL than fp8 at 8 true bits on
+      // refmodel-4l (docs/ablations/tiers.md).
+      auto tf = ParseTierFormats("u8/u4/u3");
+      if (!tf.ok()) return tf.error();
+      c->tier_formats_ = *tf;
+      set_tier_bytes();
+      b = c->model_.TierBits(n);
+    }
     if (c->true_bits_ < b[3] || n / kChunk <= c->pinned_) {
       return MakeError(where + ": budget " + spec.Text("bits") +
                        " true bits per element is impossible for this cache: achievable " +

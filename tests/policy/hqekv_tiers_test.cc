@@ -71,6 +71,28 @@ TEST(HqekvTiers, BitsDefaultsToTheLeanLayoutAndPaperKeepsThePapers) {
                 .tier_bytes[static_cast<int>(Tier::kU4)]);
 }
 
+// A budget above all-u4 moves the lean tiers one width up (u8/u4/u3) instead
+// of saturating at all-u4; at or below all-u4 they stay u4/u3/u2, and tiers=
+// given by the user is never replaced.
+TEST(HqekvTiers, BudgetsAboveAllU4UseTheWiderLeanTiers) {
+  const double all_u4 = AsHqekv(MustMake("hqekv:bits=4", Geometry(64)))
+                            ->cost_model()
+                            .TierBits(Geometry(64).max_ctx)[0];
+  auto low = MustMake("hqekv:bits=" + std::to_string(all_u4 * 0.98), Geometry(64));
+  EXPECT_EQ(AsHqekv(low)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+            Planes(*AsHqekv(low), "u4:chan:had", "u4:tok:g=64:had"));
+  auto high = MustMake("hqekv:bits=8", Geometry(64));
+  const HqekvCache* h = AsHqekv(high);
+  ASSERT_NE(h, nullptr);
+  const auto& tb = h->cost_model().tier_bytes;
+  EXPECT_EQ(tb[static_cast<int>(Tier::kU4)], Planes(*h, "u8:chan:had", "u8:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kU2)], Planes(*h, "u4:chan:had", "u4:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kN1)], Planes(*h, "u3:chan:had", "u3:tok:g=64:had"));
+  auto given = MustMake("hqekv:bits=8,tiers=u4/u3/u2", Geometry(64));
+  EXPECT_EQ(AsHqekv(given)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+            Planes(*AsHqekv(given), "u4:chan:had", "u4:tok:g=64:had"));
+}
+
 TEST(HqekvTiers, BadTierListsGiveClearErrors) {
   const struct {
     const char* spec;
