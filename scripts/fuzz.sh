@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/CMakeLists.txt: GGUF reader, --kv spec
-# and number parser, profile JSON, tokenizers, chat templates) with clang
+# and number parser, profile JSON, tokenizers, chat templates, llama2.c
+# reader, cached cells and results.json) with clang
 # (ASan + UBSan) into build-fuzz/ and runs each briefly on its committed seed
 # corpus, FUZZ_SECONDS in all (split as TARGETS says).
 #   FUZZ_SECONDS=60 (default, CI)  bash scripts/fuzz.sh
@@ -26,14 +27,17 @@ CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHQEKV_B
   -DHQEKV_BUILD_TESTS=OFF -DHQEKV_BUILD_BENCH=OFF >/dev/null
 
 # target  corpus  share of the time (percent)  max input bytes. The total stays
-# FUZZ_SECONDS (60 s in CI, as when fuzz_gguf ran alone): GGUF keeps 2/3 of it,
-# the four text parsers share the rest (5 s each at the default).
+# FUZZ_SECONDS (60 s in CI, as when fuzz_gguf ran alone): GGUF keeps about half
+# (33 s), the two model-file/results readers 6 s each, the four text parsers
+# 3-4 s each.
 TARGETS=(
-  "fuzz_gguf gguf 66 65536"
-  "fuzz_spec spec 8 4096"
-  "fuzz_profile profile 9 65536"
-  "fuzz_tokenizer tokenizer 8 8192"
-  "fuzz_chat chat 9 16384"
+  "fuzz_gguf gguf 56 65536"
+  "fuzz_spec spec 6 4096"
+  "fuzz_profile profile 6 65536"
+  "fuzz_tokenizer tokenizer 6 8192"
+  "fuzz_chat chat 6 16384"
+  "fuzz_llama2c llama2c 10 65536"
+  "fuzz_results results 10 131072"
 )
 names=()
 for t in "${TARGETS[@]}"; do names+=("${t%% *}"); done
