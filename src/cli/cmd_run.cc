@@ -19,6 +19,7 @@
 #include "model/sampler.h"
 #include "policy/factory.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/stop_text.h"
 
 namespace hqekv::cli {
 namespace {
@@ -43,45 +44,28 @@ struct RunArgs {
   bool no_context_shift = false;
 };
 
-// Generated text on its way to stdout, held back only as far as a --stop
-// string could still be completing.
+// Generated text on its way to stdout through the shared stop-string
+// scanner (tokenizer/stop_text.h).
 class StopScanner {
  public:
-  explicit StopScanner(const std::vector<std::string>& stops) : stops_(stops) {
-    for (const auto& s : stops_) hold_ = std::max(hold_, s.empty() ? 0 : s.size() - 1);
-  }
+  explicit StopScanner(const std::vector<std::string>& stops) : text_(stops) {}
   // Appends a piece; true when a stop string now occurs (the text is cut there).
-  bool Add(const std::string& piece) {
-    const size_t from = text_.size() > hold_ ? text_.size() - hold_ : 0;
-    text_ += piece;
-    size_t cut = std::string::npos;
-    for (const auto& s : stops_)
-      if (!s.empty()) cut = std::min(cut, text_.find(s, from));
-    if (cut == std::string::npos) return false;
-    text_.resize(cut);
-    return true;
-  }
-  // Writes what no stop string can still claim (everything when final).
+  bool Add(const std::string& piece) { return text_.Add(piece); }
   // No output at all (--json prints the text with the summary).
   void Silence() { silent_ = true; }
-  std::string Printable() const { return text_; }
-
+  std::string Printable() const { return text_.text(); }
+  // Writes what no stop string can still claim (everything when final).
   void Flush(bool final) {
     if (silent_) return;
-    size_t end = text_.size();
-    if (!final) end = end > hold_ ? end - hold_ : 0;
-    if (end > printed_) {
-      std::fwrite(text_.data() + printed_, 1, end - printed_, stdout);
+    const std::string out = final ? text_.Flush() : text_.Release();
+    if (!out.empty()) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
       std::fflush(stdout);
-      printed_ = end;
     }
   }
 
  private:
-  std::vector<std::string> stops_;
-  size_t hold_ = 0;  // bytes: longest stop string - 1
-  std::string text_;
-  size_t printed_ = 0;
+  StopText text_;
   bool silent_ = false;
 };
 

@@ -10,7 +10,7 @@
 #include "core/xoshiro.h"
 #include "model/sampler.h"
 #include "policy/factory.h"
-#include "server/stop_text.h"
+#include "tokenizer/stop_text.h"
 
 namespace hqekv::server {
 

@@ -1,11 +1,11 @@
 // Request parsing and validation of `hqekv serve` (server/request.h) and the
-// stop-string scanner (server/stop_text.h).
+// stop-string scanner (tokenizer/stop_text.h).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "server/request.h"
-#include "server/stop_text.h"
+#include "tokenizer/stop_text.h"
 
 namespace hqekv::server {
 namespace {

@@ -1,8 +1,8 @@
-#include "server/stop_text.h"
+#include "tokenizer/stop_text.h"
 
 #include <algorithm>
 
-namespace hqekv::server {
+namespace hqekv {
 
 StopText::StopText(std::vector<std::string> stops) : stops_(std::move(stops)) {
   for (const auto& s : stops_) hold_ = std::max(hold_, s.empty() ? 0 : s.size() - 1);
@@ -30,4 +30,4 @@ std::string StopText::Release() { return Take(text_.size() > hold_ ? text_.size(
 
 std::string StopText::Flush() { return Take(text_.size()); }
 
-}  // namespace hqekv::server
+}  // namespace hqekv

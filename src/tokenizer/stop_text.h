@@ -1,12 +1,13 @@
-// Generated text on its way to a client, held back only as far as a stop
-// string could still be completing (OpenAI `stop`: the text ends before the
-// first occurrence, which is not sent).
+// Generated text on its way to a reader (a server client, `run`'s stdout),
+// held back only as far as a stop string could still be completing (OpenAI
+// `stop`, `run --stop`: the text ends before the first occurrence, which is
+// not sent). One home for `serve` and `run`.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace hqekv::server {
+namespace hqekv {
 
 class StopText {
  public:
@@ -18,6 +19,8 @@ class StopText {
   std::string Release();
   // Everything not sent yet (the end of the generation).
   std::string Flush();
+  // All the text so far (cut at a stop string), sent or not.
+  const std::string& text() const { return text_; }
 
  private:
   std::string Take(size_t end);
@@ -27,4 +30,4 @@ class StopText {
   size_t sent_ = 0;
 };
 
-}  // namespace hqekv::server
+}  // namespace hqekv
