@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/CMakeLists.txt: GGUF reader, --kv spec
 # and number parser, profile JSON, tokenizers, chat templates, llama2.c
-# reader, cached cells and results.json) with clang
+# reader, cached eval cells) with clang
 # (ASan + UBSan) into build-fuzz/ and runs each briefly on its committed seed
 # corpus, FUZZ_SECONDS in all (split as TARGETS says).
 #   FUZZ_SECONDS=60 (default, CI)  bash scripts/fuzz.sh
@@ -37,7 +37,7 @@ TARGETS=(
   "fuzz_tokenizer tokenizer 6 8192"
   "fuzz_chat chat 6 16384"
   "fuzz_llama2c llama2c 10 65536"
-  "fuzz_results results 10 131072"
+  "fuzz_results results 10 16384"
 )
 names=()
 for t in "${TARGETS[@]}"; do names+=("${t%% *}"); done

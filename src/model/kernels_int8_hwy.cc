@@ -24,15 +24,17 @@
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
-#if HWY_TARGET == HWY_AVX3_DL
+#undef HQEKV_VNNI
+#if HWY_TARGET == HWY_AVX3_DL && !HWY_COMPILER_CLANG
 // Highway 1.0's AVX3_DL target string names avxvnni, not avx512vnni, while its
-// run-time check requires AVX-512 VNNI: enable the EVEX form explicitly.
-#if HWY_COMPILER_CLANG
-#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
-#else
+// run-time check requires AVX-512 VNNI: enable the EVEX form explicitly. (GCC
+// only: clang does not add a nested target attribute to Highway's, so clang
+// builds use the maddubs form on AVX3_DL too; HQEKV_VNNI says which.)
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
-#endif
+#define HQEKV_VNNI 1
+#else
+#define HQEKV_VNNI 0
 #endif
 namespace hqekv::kernels {
 namespace HWY_NAMESPACE {
@@ -85,7 +87,7 @@ void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* 
 // 8 int32 lanes, each the sum of 4 adjacent products u[j] * s[j] (u unsigned,
 // s signed bytes).
 HWY_INLINE __m256i DotUS(__m256i u, __m256i s) {
-#if HWY_TARGET == HWY_AVX3_DL
+#if HQEKV_VNNI
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 #else
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
@@ -96,7 +98,7 @@ HWY_INLINE __m256i DotUS(__m256i u, __m256i s) {
 #define HQEKV_INT8_512 1
 // 16 int32 lanes: two 32-value blocks per vector (lanes 0..7 and 8..15).
 HWY_INLINE __m512i DotUS512(__m512i u, __m512i s) {
-#if HWY_TARGET == HWY_AVX3_DL
+#if HQEKV_VNNI
   return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
 #else
   return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
@@ -357,12 +359,8 @@ void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, int64_t k, con
 
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::kernels
-#if HWY_TARGET == HWY_AVX3_DL
-#if HWY_COMPILER_CLANG
-#pragma clang attribute pop
-#else
+#if HQEKV_VNNI
 #pragma GCC pop_options
-#endif
 #endif
 HWY_AFTER_NAMESPACE();
 
