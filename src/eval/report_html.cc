@@ -43,6 +43,27 @@ double TaskAcc(const PolicyRow& r, const std::string& t) {
   return it == r.accuracy.end() ? NAN : it->second;
 }
 
+// Accuracy on one task vs bits per original element, a line per policy
+// family (rows without the task or without a byte count are left out).
+Plot TaskAccuracyPlot(const Summary& s, const TaskVerdict& v) {
+  Plot p;
+  p.title = v.task + " accuracy vs memory" + (v.usable ? "" : " (fp16 fails)");
+  p.xlabel = "bits per original element (all bytes counted)";
+  p.ylabel = "accuracy";
+  p.y_unit = true;
+  std::map<std::string, Series> fam;
+  std::vector<std::string> order;
+  for (const auto& r : s.rows) {
+    const double a = TaskAcc(r, v.task);
+    if (std::isnan(a) || r.bits_per_original <= 0) continue;
+    if (!fam.count(r.family)) order.push_back(r.family);
+    fam[r.family].name = r.family;
+    fam[r.family].points.push_back({r.bits_per_original, a});
+  }
+  for (const auto& k : order) p.series.push_back(fam[k]);
+  return p;
+}
+
 // Policies shown in per-context / per-depth plots: natural-bit ones and the
 // budgeted ones at the budget closest to 3.2 bits (the paper's comparison point).
 std::set<std::string> PlotPolicies(const EvalRun& run) {
@@ -188,24 +209,7 @@ std::string ReportHtml(const EvalRun& run) {
          "Language-modelling cells; one line per policy family.");
   for (const auto& v : s.verdicts) {
     if (!v.usable) continue;  // tasks fp16 fails: at the end, collapsed
-    Plot p;
-    p.title = v.task + " accuracy vs memory" + (v.usable ? "" : " (fp16 fails)");
-    p.xlabel = "bits per original element (all bytes counted)";
-    p.ylabel = "accuracy";
-    p.y_unit = true;
-    std::map<std::string, Series> fam;
-    std::vector<std::string> order;
-    for (const auto& r : s.rows) {
-      const double a = TaskAcc(r, v.task);
-      if (std::isnan(a) || r.bits_per_original <= 0) continue;
-      if (!fam.count(r.family)) order.push_back(r.family);
-      fam[r.family].name = r.family;
-      fam[r.family].points.push_back({r.bits_per_original, a});
-    }
-    for (const auto& k : order) p.series.push_back(fam[k]);
-    Figure(
-        o, p,
-        v.usable ? "Mean over contexts and depths." : "fp16 fails on this task: not used to rank.");
+    Figure(o, TaskAccuracyPlot(s, v), "Mean over contexts and depths.");
   }
 
   const std::set<std::string> sel = PlotPolicies(run);
@@ -266,22 +270,7 @@ std::string ReportHtml(const EvalRun& run) {
     o << XmlEscape(names) << "</summary>\n";
     for (const auto& v : s.verdicts) {
       if (v.usable) continue;
-      Plot p;
-      p.title = v.task + " accuracy vs memory (fp16 fails)";
-      p.xlabel = "bits per original element (all bytes counted)";
-      p.ylabel = "accuracy";
-      p.y_unit = true;
-      std::map<std::string, Series> fam;
-      std::vector<std::string> order;
-      for (const auto& r : s.rows) {
-        const double acc = TaskAcc(r, v.task);
-        if (std::isnan(acc) || r.bits_per_original <= 0) continue;
-        if (!fam.count(r.family)) order.push_back(r.family);
-        fam[r.family].name = r.family;
-        fam[r.family].points.push_back({r.bits_per_original, acc});
-      }
-      for (const auto& k : order) p.series.push_back(fam[k]);
-      Figure(o, p, "fp16 fails on this task: not used to rank.");
+      Figure(o, TaskAccuracyPlot(s, v), "fp16 fails on this task: not used to rank.");
     }
     for (const Table& t : tables)
       if (t.collapsed) HtmlTable(o, t);
