@@ -7,8 +7,8 @@
 // is exactly its bytes at the first full context. bits/original element is
 // printed, not bounded: after a shift the kept half is re-prefilled, so a
 // policy's state differs from the one decode built (kivi's residual, hqekv's
-// tiers). Label `long` (~7-11 s per policy on one loaded core; not under
-// sanitizers): tests/CMakeLists.txt.
+// tiers). Label long_no_sanitize (~7-16 s per policy on one loaded core;
+// `ctest -LE long` skips them): tests/CMakeLists.txt.
 #include <gtest/gtest.h>
 
 #include <algorithm>
