@@ -199,10 +199,22 @@ HQEKV_API hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_
  * max_new times, sample a token, stop (without emitting it) at an
  * end-of-generation token, emit it to out[], and decode it unless it is the
  * last one (so the last emitted token is not yet in the context) or the
- * context is full. *n_out = tokens emitted (out may be NULL when cap == 0;
- * cap must be >= max_new otherwise). */
+ * context is full (unless hqekv_context_set_shift is on). *n_out = tokens emitted (out may be NULL
+ * when cap == 0; cap must be >= max_new otherwise). */
 HQEKV_API hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_new,
                                       int32_t* out, size_t cap, size_t* n_out);
+
+/* Context shift for hqekv_generate (llama.cpp's, as `hqekv run`): with
+ * enable = 1, a step that finds the context full keeps its first n_keep
+ * tokens and the newer half of the rest, recomputes them (every policy), and
+ * goes on, so generation outlives n_ctx. n_keep counts from the first token
+ * (BOS included; `hqekv run --keep K` keeps K + 1 with a BOS) and must be in
+ * [0, n_ctx - 1). enable = 0 (the default) stops at a full context.
+ * hqekv_decode never shifts: a batch that does not fit is
+ * HQEKV_ERR_CONTEXT_FULL. */
+HQEKV_API hqekv_status hqekv_context_set_shift(hqekv_context* ctx, int enable, int n_keep);
+/* Context shifts done since the context was created or reset. */
+HQEKV_API int hqekv_context_n_shifts(const hqekv_context* ctx);
 
 /* ---- KV statistics ----------------------------------------------------- */
 

@@ -221,9 +221,12 @@ hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_
       return Fail(HQEKV_ERR_STATE, "hqekv_generate: decode the prompt first");
     const hqekv::Tokenizer& tok = *ctx->src->tokenizer;
     // The step `hqekv run` takes (model/generate_step.h); the context's n_ctx
-    // is its cache's max_ctx, and generation stops when it is full.
+    // is its cache's max_ctx: when it is full, generation shifts the context
+    // (hqekv_context_set_shift) or stops.
     hqekv::StepOptions step;
     step.is_eog = [&tok](int32_t t) { return tok.IsEndOfGeneration(t); };
+    step.context_shift = ctx->context_shift;
+    step.n_keep = ctx->n_keep;
     for (int i = 0; i < max_new; ++i) {
       step.decode = i + 1 < max_new;
       auto r = hqekv::GenerateStep(*ctx->model, *ctx->cache, sampler->sampler, ctx->seq, step);
@@ -240,6 +243,23 @@ hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_
     return HQEKV_OK;
   });
 }
+
+hqekv_status hqekv_context_set_shift(hqekv_context* ctx, int enable, int n_keep) {
+  return Guard("hqekv_context_set_shift", [&] {
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_set_shift: ctx is NULL");
+    // A shift must drop at least one token: keep + 1 < n_ctx.
+    if (n_keep < 0 || n_keep >= ctx->n_ctx - 1) {
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_set_shift: n_keep must be in [0, " +
+                                                  std::to_string(ctx->n_ctx - 1) + "), got " +
+                                                  std::to_string(n_keep));
+    }
+    ctx->context_shift = enable != 0;
+    ctx->n_keep = n_keep;
+    return HQEKV_OK;
+  });
+}
+
+int hqekv_context_n_shifts(const hqekv_context* ctx) { return ctx ? ctx->seq.context_shifts : 0; }
 
 hqekv_status hqekv_context_kv_stats(const hqekv_context* ctx, hqekv_kv_stats* out) {
   return Guard("hqekv_context_kv_stats", [&] {

@@ -31,6 +31,8 @@ struct hqekv_context {
   std::unique_ptr<hqekv::KvCache> cache;
   std::string describe;
   int n_ctx = 0;
+  bool context_shift = false;  // hqekv_context_set_shift
+  int n_keep = 0;
   hqekv::Sequence seq;  // tokens decoded, the cache's window, the last logits
 };
 

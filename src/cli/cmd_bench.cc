@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/kv_flags.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "lm/bench.h"
@@ -21,6 +22,7 @@ struct BenchArgs {
   std::string model, output, format = "md";
   lm::BenchConfig config;
   bool fp32_acts = false;
+  KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
 
 int Fail(const std::string& msg) {
@@ -35,6 +37,11 @@ int Bench(BenchArgs a) {
   for (int& t : a.config.threads) {
     if (Status st = CheckThreads(t); !st.ok()) return Fail(st.message());
     if (t == 0) t = CpuCount();
+  }
+  if (a.kv_types.Given()) {  // one spec instead of --kv's list
+    auto kv = a.kv_types.Resolve("fp16");
+    if (!kv.ok()) return Fail(kv.message());
+    a.config.kv = {*kv};
   }
   for (const std::string& kv : a.config.kv) {
     if (auto spec = policy::ParseSpec(kv); !spec.ok()) return Fail("--kv " + spec.message());
@@ -79,9 +86,10 @@ const CommandRegistrar kRegister(14, [](CLI::App& app, int* rc) {
   cmd->add_option("-d,--depth", a->config.depths, "Context depths before each test (comma list)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--kv", a->config.kv,
-                  "KV cache spec; repeat --kv for several (specs contain commas)")
-      ->capture_default_str();
+  a->kv_types.Add(cmd, cmd->add_option("--kv", a->config.kv,
+                                       "KV cache spec; repeat --kv for several (specs contain "
+                                       "commas)")
+                           ->capture_default_str());
   cmd->add_option("-t,--threads", a->config.threads, "Thread counts (comma list; 0 = all cores)")
       ->delimiter(',')
       ->capture_default_str();

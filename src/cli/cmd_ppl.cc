@@ -26,6 +26,7 @@
 #include <string>
 
 #include "cache/kv_report.h"
+#include "cli/kv_flags.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "core/hash.h"
@@ -43,6 +44,7 @@ struct PplArgs {
   int ctx = 0, stride = 0, prefill = 0, threads = 0, ref_top_k = -1, chunks = 0;
   int64_t max_tokens = 0;
   bool kv_report = false, json = false, any_model = false;
+  KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
 
 int Fail(const std::string& msg) {
@@ -399,7 +401,11 @@ int AgainstBase(const PplArgs& a, const Out& out, Loaded& m) {
                          info.top_k < info.vocab, extra);
 }
 
-int Ppl(const PplArgs& a) {
+int Ppl(const PplArgs& args) {
+  auto kv = args.kv_types.Resolve(args.kv);
+  if (!kv.ok()) return Fail(kv.message());
+  PplArgs a = args;
+  a.kv = *kv;
   if (Status st = ApplyThreads(a.threads); !st.ok()) return Fail(st.message());
   if (a.ctx < 0 || a.stride < 0 || a.prefill < 0 || a.max_tokens < 0 || a.chunks < 0) {
     return Fail("--ctx, --stride, --prefill, --chunks and --max-tokens must be >= 0");
@@ -443,16 +449,17 @@ const CommandRegistrar kRegister(11, [](CLI::App& app, int* rc) {
       "ppl", "Perplexity of a text; with --kv or --kl-divergence, a KV cache against a reference");
   cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
   cmd->add_option("-f,--file", a->text, "Text file (not needed with --kl-divergence)");
-  cmd->add_option("--ctx", a->ctx,
+  cmd->add_option("-c,--ctx,--ctx-size", a->ctx,
                   "Window / chunk length in tokens (default: min(model context, 512))");
   cmd->add_option("--stride", a->stride,
                   "Plain mode: window start every S tokens (default: --ctx)");
   cmd->add_option("--chunks", a->chunks,
                   "Score only the first N chunks (plain mode: windows); more than the text "
                   "holds is an error (default: all)");
-  cmd->add_option("--kv", a->kv,
-                  "KV policy spec to score (compare mode; with --kl-divergence[-base]: the cache "
-                  "of that run, default fp16)");
+  a->kv_types.Add(cmd, cmd->add_option("--kv", a->kv,
+                                       "KV policy spec to score (compare mode; with "
+                                       "--kl-divergence[-base]: the cache of that run, default "
+                                       "fp16)"));
   cmd->add_option("--ref", a->ref, "Compare mode: reference KV spec")->capture_default_str();
   cmd->add_option("--prefill", a->prefill,
                   "Chunked modes: prefill length P of each chunk (default: half the chunk)");

@@ -11,6 +11,7 @@
 
 #include "cache/kv_report.h"
 #include "cache/kv_state.h"
+#include "cli/kv_flags.h"
 #include "cli/model_args.h"
 #include "cli/number_flags.h"
 #include "cli/registry.h"
@@ -42,6 +43,7 @@ struct RunArgs {
   // tokens (after BOS; -1 = the whole prompt), drop half of the rest.
   int keep = 0;
   bool no_context_shift = false;
+  KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
 
 // Generated text on its way to stdout through the shared stop-string
@@ -109,7 +111,12 @@ int Run(const RunArgs& a) {
     return 1;
   }
   const int ctx = a.ctx > 0 ? a.ctx : std::min(c.max_ctx, 4096);
-  auto spec = policy::ParseSpec(a.kv);
+  auto kv = a.kv_types.Resolve(a.kv);
+  if (!kv.ok()) {
+    std::fprintf(stderr, "hqekv run: error: %s\n", kv.message().c_str());
+    return 1;
+  }
+  auto spec = policy::ParseSpec(*kv);
   if (!spec.ok()) {
     std::fprintf(stderr, "hqekv run: error: --kv: %s\n", spec.message().c_str());
     return 1;
@@ -309,12 +316,15 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   cmd->add_option("--repeat-penalty", a->sampler.repeat_penalty, "Repetition penalty (1 = off)")
       ->check(RealFlag({.min = 0, .max = 1e6, .min_open = true}))
       ->capture_default_str();
-  cmd->add_option("--seed", a->sampler.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("-s,--seed", a->sampler.seed, "Sampling seed (-1 = random)")
+      ->check(SeedFlag())
+      ->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
-  cmd->add_option("--ctx", a->ctx,
+  cmd->add_option("-c,--ctx,--ctx-size", a->ctx,
                   "Context length of the KV cache (default: the model's, at most 4096)")
       ->check(IntFlag(0, std::numeric_limits<int>::max()));
-  cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str();
+  a->kv_types.Add(cmd,
+                  cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str());
   cmd->add_option("--keep", a->keep,
                   "Context shift: prompt tokens kept (after BOS) when the context is full "
                   "(-1 = the whole prompt)")

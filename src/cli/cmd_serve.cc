@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/kv_flags.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
 #include "server/engine.h"
@@ -23,6 +24,7 @@ struct ServeArgs {
                                 chat_template;
   int port = 8080, n_slots = 1, ctx = 0, threads = 0, queue = 64, max_tokens = 256;
   double kv_budget_mb = 0, max_body_mb = 1;
+  KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
 
 int Fail(const std::string& msg) {
@@ -45,6 +47,8 @@ int Serve(const ServeArgs& a) {
   if (!(a.max_body_mb > 0)) return Fail("--max-body-mb must be > 0");
   if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
     return Fail("--slot-save-path " + a.slot_save_path + " is not a directory");
+  auto kv = a.kv_types.Resolve(a.kv);
+  if (!kv.ok()) return Fail(kv.message());
   const std::string path = ModelPathOrDefault(a.model);
   auto src = LoadModel(path, a.tokenizer);
   if (!src.ok()) return Fail(src.message());
@@ -52,7 +56,7 @@ int Serve(const ServeArgs& a) {
   server::EngineOptions eo;
   eo.n_slots = a.n_slots;
   eo.ctx = a.ctx;
-  eo.kv = a.kv;
+  eo.kv = *kv;
   eo.kv_budget_bytes = static_cast<int64_t>(a.kv_budget_mb * 1024 * 1024);
   eo.queue_max = a.queue;
   eo.default_max_tokens = a.max_tokens;
@@ -98,9 +102,11 @@ const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
   cmd->add_option("--port", a->port, "Port (0 = any free port)")->capture_default_str();
   cmd->add_option("--np,--parallel", a->n_slots, "Slots: sequences decoded together")
       ->capture_default_str();
-  cmd->add_option("--ctx", a->ctx, "Positions per slot (default: the model's, at most 4096)");
-  cmd->add_option("--kv", a->kv, "Default KV cache policy spec (requests may name another)")
-      ->capture_default_str();
+  cmd->add_option("-c,--ctx,--ctx-size", a->ctx,
+                  "Positions per slot (default: the model's, at most 4096)");
+  a->kv_types.Add(cmd, cmd->add_option("--kv", a->kv,
+                                       "Default KV cache policy spec (requests may name another)")
+                           ->capture_default_str());
   cmd->add_option("--kv-budget-mb", a->kv_budget_mb,
                   "Cap on the true KV bytes of all slots together, MiB (0 = no cap)");
   cmd->add_option("--queue", a->queue, "Requests that may wait for a slot before 503")

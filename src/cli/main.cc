@@ -45,11 +45,16 @@ int main(int argc, char** argv) {
   hqekv::cli::AddAllCommands(app, &rc);
   // Every numeric flag through the one checked parser (cli/number_flags.h).
   hqekv::cli::CheckAllNumericFlags(app);
-  // llama-server's spelling `-np N` (slots of `serve`): CLI11 has no
-  // two-letter short options, so it is read as --np.
+  // llama.cpp's multi-letter single-dash spellings, read as long options
+  // (CLI11 has none): `-np N` (slots of `serve`), `-ctk` / `-ctv` (KV cache
+  // types, cli/kv_flags.h).
   std::vector<const char*> args(argv, argv + argc);
-  for (auto& arg : args)
-    if (std::string(arg) == "-np") arg = "--np";
+  for (auto& arg : args) {
+    const std::string s = arg;
+    if (s == "-np") arg = "--np";
+    if (s == "-ctk") arg = "--cache-type-k";
+    if (s == "-ctv") arg = "--cache-type-v";
+  }
   try {
     app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -62,28 +63,44 @@ inline uint64_t PhysicalMemoryBytes() {
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
+// Bytes one context position costs at most, for the memory check of --ctx:
+// its fp16 K and V in every layer (2 x 2 bytes x n_layers x kv_dim; the
+// compressed policies hold less, so this is an upper bound), plus the fp32
+// scratch of one batch row of the forward pass (x, h, q, att, k, v, gate,
+// up) and one row of logits (ppl scores a whole window in one batch).
+inline double BytesPerContextPosition(const ModelConfig& c) {
+  const double kv = 2.0 * 2.0 * c.n_layers * static_cast<double>(c.kv_dim());
+  const double scratch = 4.0 * (2.0 * c.d_model + 2.0 * c.q_dim() + 2.0 * c.kv_dim() +
+                                2.0 * c.d_ff + static_cast<double>(c.vocab_size));
+  return kv + scratch;
+}
+
 // --ctx (`flag` names it in errors) checked before anything is allocated for
-// it: positive, at most the model's context length (`c.max_ctx`, when the
-// model declares one) and an fp16 K+V cache of that many tokens must fit in
-// this machine's memory. `ctx` 0 is not checked (the caller's default).
+// it: positive, and its KV cache and scratch (BytesPerContextPosition) must
+// fit in this machine's physical memory. More than the model's trained
+// context (`c.max_ctx`, llama.context_length) is allowed, as in llama.cpp,
+// with a warning on stderr naming both numbers. `ctx` 0 is not checked (the
+// caller's default).
 inline Status CheckContext(int64_t ctx, const ModelConfig& c, const char* flag = "--ctx") {
   const std::string f = flag;
   if (ctx < 0) return MakeError(f + " must be > 0, got " + std::to_string(ctx));
   if (ctx == 0) return Status::Ok();
-  if (c.max_ctx > 0 && ctx > c.max_ctx) {
-    return MakeError(f + " " + std::to_string(ctx) +
-                     " is more than the model's context length of " + std::to_string(c.max_ctx) +
-                     " tokens");
-  }
-  // [n_layers][K,V][ctx][n_kv_heads * head_dim] fp16 (2 bytes), in double: no overflow.
-  const double fp16_bytes = 2.0 * 2.0 * c.n_layers * static_cast<double>(c.n_kv_heads) *
-                            c.head_dim * static_cast<double>(ctx);
+  const double bytes = BytesPerContextPosition(c) * static_cast<double>(ctx);  // no overflow
   const uint64_t ram = PhysicalMemoryBytes();
-  if (ram > 0 && fp16_bytes > static_cast<double>(ram)) {
-    return MakeError(f + " " + std::to_string(ctx) + " needs " +
-                     std::to_string(fp16_bytes / (1 << 30)) +
-                     " GiB for an fp16 KV cache, more than the " + std::to_string(ram >> 30) +
-                     " GiB of memory of this machine");
+  if (ram > 0 && bytes > static_cast<double>(ram)) {
+    char need[32];
+    std::snprintf(need, sizeof need, "%.1f", bytes / (1 << 30));
+    return MakeError(f + " " + std::to_string(ctx) + " needs " + need +
+                     " GiB (an fp16 KV cache and the scratch of that many positions), more than "
+                     "the " +
+                     std::to_string(ram >> 30) + " GiB of memory of this machine");
+  }
+  if (c.max_ctx > 0 && ctx > c.max_ctx) {
+    std::fprintf(stderr,
+                 "hqekv: warning: %s %lld is more than the model's trained context of %d tokens "
+                 "(%s.context_length); quality past it is not guaranteed\n",
+                 flag, static_cast<long long>(ctx), c.max_ctx,
+                 c.arch.empty() ? "llama" : c.arch.c_str());
   }
   return Status::Ok();
 }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "core/number.h"
@@ -56,6 +57,24 @@ inline CLI::Validator RealFlag(RealRange range = {}) {
         Result<double> r = ParseReal(v, "", range);
         if (!r.ok()) return StripWhat(r.message());
         return "";  // the text is decimal already: CLI11 reads it as written
+      },
+      "", kNumberCheck);
+}
+
+// -s/--seed as llama.cpp reads it: a uint64, or -1 for a random seed (drawn
+// here, from std::random_device, and written back as the flag's text).
+inline CLI::Validator SeedFlag() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (v == "-1") {
+          std::random_device rd;
+          v = std::to_string((uint64_t{rd()} << 32) | rd());
+          return "";
+        }
+        Result<uint64_t> r = ParseUint(v, "", std::numeric_limits<uint64_t>::max());
+        if (!r.ok()) return StripWhat(r.message()) + " (-1 = a random seed)";
+        v = std::to_string(*r);
+        return "";
       },
       "", kNumberCheck);
 }

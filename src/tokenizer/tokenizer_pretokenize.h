@@ -15,11 +15,16 @@
 //   kDeepseekLlm:     [\r\n], \s?[Latin/Greek/Cyrillic/... letters]+,
 //                     \s?[!-/:-~！-／：-～‘-‟　-。]+, \s+$, [一-龥ࠀ-一가-퟿]+,
 //                     \p{N}+
+//   kDeepseekV3:      \p{N}{1,3}, then [一-龥぀-ゟ゠-ヿ]+, then
+//                     [!-/:-@[-`{-~][A-Za-z]+ | [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ |
+//                      ?[\p{P}\p{S}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+//                     (the ASCII class is every printable ASCII character but
+//                     letters and digits)
 //   kTekken:          llama.cpp's rewrite of Mistral's pattern, where an "upper"
 //                     letter is any letter but a-z and a "lower" one any letter but A-Z:
 //                     [^\r\n\p{L}\p{N}]?U*W+ | [^\r\n\p{L}\p{N}]?U+W* | \p{N} |
 //                      ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
-// Limits: \p{L} / \p{N} / \p{P} come from Unicode 14 category tables;
+// Limits: \p{L} / \p{N} / \p{P} / \p{S} / \p{M} come from Unicode 14 category tables;
 // combining marks (\p{M}) are not letters, as in the regex; invalid UTF-8
 // bytes count as "other" (neither letter, number, punctuation nor space).
 #pragma once
@@ -30,12 +35,22 @@
 
 namespace hqekv {
 
-enum class PreTokenizer { kLlama3, kQwen2, kDefault, kGpt2, kSmollm, kDeepseekLlm, kTekken };
+enum class PreTokenizer {
+  kLlama3,
+  kQwen2,
+  kDefault,
+  kGpt2,
+  kSmollm,
+  kDeepseekLlm,
+  kDeepseekV3,
+  kTekken
+};
 
 // llama.cpp's name mapping for the supported sets: "llama-bpe", "llama3",
 // "smaug-bpe" -> kLlama3; "qwen2", "megrez" -> kQwen2; "default" (also a
 // missing key) -> kDefault; "gpt-2" -> kGpt2; "smollm" -> kSmollm;
-// "deepseek-llm" -> kDeepseekLlm; "tekken" -> kTekken. nullopt otherwise.
+// "deepseek-llm" -> kDeepseekLlm; "deepseek-v3" -> kDeepseekV3; "tekken" ->
+// kTekken. nullopt otherwise.
 std::optional<PreTokenizer> PreTokenizerByName(std::string_view name);
 
 // The names PreTokenizerByName accepts, comma separated (for error messages).

@@ -1,5 +1,5 @@
 // The regex-list pre-tokenizers (default, gpt-2, smollm, deepseek-llm,
-// tekken): each regex is a hand-written matcher, and the lists are applied
+// deepseek-v3, tekken): each regex is a hand-written matcher, and the lists are applied
 // one after the other as tokenizer_pretokenize.h describes.
 #include <iterator>
 #include <utility>
@@ -186,6 +186,42 @@ size_t MatchTekken(const Cps& cp, size_t i, size_t e) {
   return IsWhitespace(c) ? pretokenize_detail::MatchSpaceTail(cp, i, e) : i;
 }
 
+// \p{N}{1,3}
+size_t MatchUpToThreeNumbers(const Cps& cp, size_t i, size_t e) {
+  size_t j = i;
+  while (j < e && j - i < 3 && IsNumber(cp[j])) ++j;
+  return j;
+}
+
+// [一-龥぀-ゟ゠-ヿ]+ : U+4E00..U+9FA5 (CJK), U+3040..U+30FF (hiragana, katakana)
+size_t MatchCjkKanaRun(const Cps& cp, size_t i, size_t e) {
+  return RunOf(cp, i, e, [](uint32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x30FF);
+  });
+}
+
+bool IsLetterOrMark(uint32_t c) { return IsLetter(c) || unicode::IsMark(c); }
+bool IsPunctOrSymbol(uint32_t c) { return IsPunctuation(c) || unicode::IsSymbol(c); }
+bool IsAsciiLetter(uint32_t c) { return c < 0x80 && IsLetter(c); }
+
+// DeepSeek-V3's last regex, its alternatives tried in order (see the header).
+size_t MatchDeepseekV3(const Cps& cp, size_t i, size_t e) {
+  const uint32_t c = cp[i];
+  // [!-/:-@[-`{-~][A-Za-z]+ : one ASCII punctuation or symbol, then ASCII letters
+  const bool ascii_punct = c >= 0x21 && c <= 0x7E && !IsLetter(c) && !IsNumber(c);
+  if (ascii_punct && i + 1 < e && IsAsciiLetter(cp[i + 1]))
+    return RunOf(cp, i + 1, e, IsAsciiLetter);
+  // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+  if (!IsLineBreak(c) && !IsLetter(c) && !IsPunctOrSymbol(c) && i + 1 < e &&
+      IsLetterOrMark(cp[i + 1]))
+    return RunOf(cp, i + 1, e, IsLetterOrMark);
+  if (IsLetterOrMark(c)) return RunOf(cp, i, e, IsLetterOrMark);
+  // ' ?[\p{P}\p{S}]+[\r\n]*'
+  const size_t j = c == ' ' && i + 1 < e ? i + 1 : i;
+  if (IsPunctOrSymbol(cp[j])) return RunOf(cp, RunOf(cp, j, e, IsPunctOrSymbol), e, IsLineBreak);
+  return IsWhitespace(c) ? pretokenize_detail::MatchSpaceTail(cp, i, e) : i;
+}
+
 std::vector<Matcher> MatchersOf(PreTokenizer kind) {
   switch (kind) {
     case PreTokenizer::kDefault:
@@ -201,6 +237,8 @@ std::vector<Matcher> MatchersOf(PreTokenizer kind) {
               MatchTrailingSpace,
               MatchCjkRun,
               MatchNumberRun};
+    case PreTokenizer::kDeepseekV3:
+      return {MatchUpToThreeNumbers, MatchCjkKanaRun, MatchDeepseekV3};
     case PreTokenizer::kTekken:
       return {MatchTekken};
     case PreTokenizer::kLlama3:
@@ -225,6 +263,7 @@ constexpr NamedSet kNames[] = {
     {"smollm", PreTokenizer::kSmollm},
     {"deepseek-llm", PreTokenizer::kDeepseekLlm},
     {"tekken", PreTokenizer::kTekken},
+    {"deepseek-v3", PreTokenizer::kDeepseekV3},
 };
 
 }  // namespace
@@ -238,7 +277,7 @@ std::optional<PreTokenizer> PreTokenizerByName(std::string_view name) {
 
 const char* SupportedPreTokenizerNames() {
   return "llama-bpe, llama3, smaug-bpe, qwen2, megrez, default, gpt-2, smollm, deepseek-llm, "
-         "tekken";
+         "deepseek-v3, tekken";
 }
 
 std::vector<std::string_view> PreTokenize(std::string_view text, PreTokenizer kind) {

@@ -88,6 +88,10 @@ bool IsNumber(uint32_t cp) {
 
 bool IsPunctuation(uint32_t cp) { return cp != kInvalid && InRanges(kPunctuationRanges, cp); }
 
+bool IsSymbol(uint32_t cp) { return cp != kInvalid && InRanges(kSymbolRanges, cp); }
+
+bool IsMark(uint32_t cp) { return cp != kInvalid && InRanges(kMarkRanges, cp); }
+
 bool IsWhitespace(uint32_t cp) {
   // Unicode White_Space property (PropList.txt).
   switch (cp) {

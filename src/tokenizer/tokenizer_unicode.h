@@ -27,5 +27,7 @@ bool IsLetter(uint32_t cp);       // \p{L}
 bool IsNumber(uint32_t cp);       // \p{N}
 bool IsWhitespace(uint32_t cp);   // \s (Unicode White_Space)
 bool IsPunctuation(uint32_t cp);  // \p{P}
+bool IsSymbol(uint32_t cp);       // \p{S}
+bool IsMark(uint32_t cp);         // \p{M}
 
 }  // namespace hqekv::unicode

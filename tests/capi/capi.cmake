@@ -28,6 +28,18 @@ add_test(NAME capi_c_api COMMAND ${CMAKE_COMMAND}
 add_test(NAME capi_example_kivi COMMAND ${CMAKE_COMMAND}
   "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};-p;Once upon a time;--temp;0;-n;40;-t;1;--kv;kivi:nominal_bits=2"
   "-DOTHER=$<TARGET_FILE:example_generate>;${_model};Once upon a time;40;kivi:nominal_bits=2" -P ${_compare})
+# Context shift (hqekv_context_set_shift): 200 tokens in a 64-position
+# context equal `hqekv run`'s, text and KV bytes, under fp16 and streaming.
+add_executable(c_api_shift_test ${CMAKE_CURRENT_LIST_DIR}/c_api_shift_test.c)
+set_target_properties(c_api_shift_test PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(c_api_shift_test PRIVATE -pedantic-errors -Werror)
+target_link_libraries(c_api_shift_test PRIVATE hqekv_shared)
+foreach(_kv fp16 streaming:bits=4)
+  string(REGEX REPLACE "[:=]" "_" _name "${_kv}")
+  add_test(NAME capi_context_shift_${_name} COMMAND ${CMAKE_COMMAND}
+    "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};--ctx;64;--temp;0;-n;200;-t;1;--kv;${_kv}"
+    "-DOTHER=$<TARGET_FILE:c_api_shift_test>;${_model};64;200;${_kv}" -P ${_compare})
+endforeach()
 add_test(NAME capi_abi_symbols COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:hqekv_shared>
   -DSONAME=$<TARGET_SONAME_FILE_NAME:hqekv_shared> -P ${CMAKE_CURRENT_LIST_DIR}/abi_check.cmake)
 

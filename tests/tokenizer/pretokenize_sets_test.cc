@@ -1,5 +1,5 @@
 // The regex-list pre-tokenizers (tokenizer_pretokenize.h): default, gpt-2,
-// smollm, deepseek-llm and tekken, and llama.cpp's name mapping.
+// smollm, deepseek-llm, deepseek-v3 and tekken, and llama.cpp's name mapping.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -18,7 +18,9 @@ namespace {
 // same oracle against PreTokenize (80,000 strings of 0-14 codepoints drawn
 // from ASCII letters, digits, punctuation, spaces, line breaks and
 // non-ASCII letters, marks, numbers, CJK, fullwidth forms, U+3000) found no
-// mismatch.
+// mismatch. deepseek-v3 (regex 2026.5.9): 100,000 random strings of 0-14
+// codepoints from the same kinds of pools plus marks (U+0301, U+3099,
+// U+20DD), symbols (€, ©, →, ^, `, emoji), kana and Hangul: no mismatch.
 TEST(PreTokenizeSets, MatchesLlamaCppRegexLists) {
   struct Case {
     PreTokenizer kind;
@@ -76,6 +78,27 @@ TEST(PreTokenizeSets, MatchesLlamaCppRegexLists) {
        "K ok\xE3\x80\x80"
        "\xE4\xB8\xAD",
        {"\xCE\xA9", "K", " ok", "\xE3\x80\x80", "\xE4\xB8\xAD"}},
+      // deepseek-v3: numbers in threes, CJK + kana runs, ASCII punctuation
+      // glued to the ASCII letters after it, letters with their marks.
+      {PreTokenizer::kDeepseekV3,
+       "Hello, world! (see below) don't",
+       {"Hello", ",", " world", "!", " (", "see", " below", ")", " don", "'t"}},
+      {PreTokenizer::kDeepseekV3,
+       "x=12345+y^2; 3.14159",
+       {"x", "=", "123", "45", "+y", "^", "2", ";", " ", "3", ".", "141", "59"}},
+      {PreTokenizer::kDeepseekV3,
+       "\xE4\xB8\xAD\xE6\x96\x87\xE3\x81\x82\xE3\x82\xA2 text\xEA\xB0\x80",  // 中文あア text가
+       {"\xE4\xB8\xAD\xE6\x96\x87\xE3\x81\x82\xE3\x82\xA2", " text\xEA\xB0\x80"}},
+      {PreTokenizer::kDeepseekV3,
+       "caf\xC3\xA9 e\xCC\x81t\xC3\xA9 \xE2\x82\xAC"
+       "5 ((see))",  // café été €5, é as e + U+0301
+       {"caf\xC3\xA9", " e\xCC\x81t\xC3\xA9", " \xE2\x82\xAC", "5", " ((", "see", "))"}},
+      {PreTokenizer::kDeepseekV3,
+       "  hi\x0A\x0A  there  ",
+       {" ", " hi", "\x0A\x0A", " ", " there", "  "}},
+      {PreTokenizer::kDeepseekV3,
+       "'s \xE2\x80\x9Cquoted\xE2\x80\x9D\tx",  // curly quotes, a tab before a letter
+       {"'s", " \xE2\x80\x9C", "quoted", "\xE2\x80\x9D", "\tx"}},
       {PreTokenizer::kTekken, "HelloWorld ABCdef XYZ", {"Hello", "World", " ABCdef", " XYZ"}},
       {PreTokenizer::kTekken,
        "\xC3\xA9"
@@ -122,7 +145,8 @@ TEST(PreTokenizeSets, NamesAsLlamaCpp) {
   EXPECT_EQ(PreTokenizerByName("deepseek-llm"), PreTokenizer::kDeepseekLlm);
   EXPECT_EQ(PreTokenizerByName("tekken"), PreTokenizer::kTekken);
   EXPECT_FALSE(PreTokenizerByName("gpt2").has_value());  // llama.cpp's name has a dash
-  EXPECT_FALSE(PreTokenizerByName("deepseek-v3").has_value());
+  EXPECT_EQ(PreTokenizerByName("deepseek-v3"), PreTokenizer::kDeepseekV3);
+  EXPECT_FALSE(PreTokenizerByName("deepseek-coder").has_value());
   EXPECT_FALSE(PreTokenizerByName("").has_value());
 }
 
