@@ -138,6 +138,11 @@ std::vector<int32_t> ChunkTokens(const std::vector<int32_t>& ids, const lm::Chun
   return t;
 }
 
+// The BOS that starts each chunk, or -1: only when the model file asks for
+// one (tokenizer.ggml.add_bos_token; Qwen's files say false), as
+// llama-perplexity does.
+int32_t ChunkBos(const Tokenizer& t) { return t.add_bos() ? t.bos() : -1; }
+
 struct Loaded {
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<LlamaModel> model;
@@ -224,7 +229,7 @@ int WriteBase(const PplArgs& a, const Out& out, Loaded& m, const std::vector<int
                plan.scored_per_chunk(), info.top_k, info.top_k == c.vocab_size ? " (exact)" : "");
   std::vector<double> nll;
   for (int ch = 0; ch < plan.chunks; ++ch) {
-    auto ref = lm::ComputeReference(*m.model, **cache, ChunkTokens(ids, plan, ch, tok.bos()),
+    auto ref = lm::ComputeReference(*m.model, **cache, ChunkTokens(ids, plan, ch, ChunkBos(tok)),
                                     plan.prefill, info.top_k);
     if (!ref.ok()) return Fail(ref.message());
     for (float lp : ref->target_logprob) nll.push_back(-static_cast<double>(lp));
@@ -325,8 +330,8 @@ int Compare(const PplArgs& a, const Out& out, Loaded& m, const std::vector<int32
   bool bound = false;
   FILE* pf = out.progress();
   for (int ch = 0; ch < plan.chunks; ++ch) {
-    auto ref = lm::ComputeReference(*m.model, **ref_cache, ChunkTokens(ids, plan, ch, tok.bos()),
-                                    plan.prefill, top_k);
+    auto ref = lm::ComputeReference(*m.model, **ref_cache,
+                                    ChunkTokens(ids, plan, ch, ChunkBos(tok)), plan.prefill, top_k);
     if (!ref.ok()) return Fail(ref.message());
     bound = ref->top_k < ref->vocab;
     auto s = lm::ScoreAgainstReference(*m.model, **test_cache, *ref);
@@ -431,7 +436,7 @@ int Ppl(const PplArgs& args) {
   }
   const int ctx = a.ctx > 0 ? a.ctx : std::min(c.max_ctx, 512);
   const Tokenizer& tok = *m.src->tokenizer;
-  std::vector<int32_t> ids = tok.Encode(*text_or, tok.bos() >= 0);
+  std::vector<int32_t> ids = tok.Encode(*text_or, ChunkBos(tok) >= 0);
   if (a.max_tokens > 0 && static_cast<int64_t>(ids.size()) > a.max_tokens) ids.resize(a.max_tokens);
   if (ids.size() < 2) return Fail("'" + a.text + "' has fewer than 2 tokens");
 

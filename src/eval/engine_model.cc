@@ -64,7 +64,8 @@ std::string EngineModel::Name() const {
 }
 
 std::vector<int32_t> EngineModel::Encode(const std::string& text, bool add_bos) const {
-  return src_->tokenizer->Encode(text, add_bos);
+  // BOS only where the file asks for it (add_bos_token=false on Qwen).
+  return src_->tokenizer->Encode(text, add_bos && src_->tokenizer->add_bos());
 }
 
 std::string EngineModel::Decode(const std::vector<int32_t>& ids) const {

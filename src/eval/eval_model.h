@@ -28,6 +28,7 @@ class EvalModel {
   // Cache geometry for sequences of up to max_ctx tokens.
   virtual KvGeometry Geometry(int max_ctx) const = 0;
 
+  // add_bos: start with BOS if the model file asks for one (add_bos_token).
   virtual std::vector<int32_t> Encode(const std::string& text, bool add_bos) const = 0;
   virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
   virtual bool IsEndOfGeneration(int32_t token) const = 0;

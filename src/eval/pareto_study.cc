@@ -142,7 +142,7 @@ Result<LoadedText> LoadText(const std::string& path, const EngineModel& model,
   t.info.label = path;
   t.info.hash = Hex16(Fnv1a64(*bytes));
   const Tokenizer& tok = *model.source().tokenizer;
-  t.tokens = tok.Encode(*bytes, tok.bos() >= 0);
+  t.tokens = tok.Encode(*bytes, tok.add_bos() && tok.bos() >= 0);
   const size_t cut = static_cast<size_t>(std::min(p.max_tokens, p.ctx));
   if (t.tokens.size() > cut) t.tokens.resize(cut);
   if (static_cast<int>(t.tokens.size()) <= p.prefill) {
