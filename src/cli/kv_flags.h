@@ -62,14 +62,14 @@ class KvTypeFlags {
   Result<std::string> FromDtype(const std::string& default_spec) const {
     if (dtype_value_ == "auto") return default_spec;
     if (dtype_value_ == "fp8" || dtype_value_ == "fp8_e4m3") return std::string("fp8");
-    if (dtype_value_ == "fp8_e5m2" || dtype_value_ == "fp8_inc" || dtype_value_ == "fp8_ds_mla" ||
-        dtype_value_ == "bfloat16") {
+    if (dtype_value_ == "fp8_e5m2") return std::string("fp8:format=e5m2");
+    if (dtype_value_ == "fp8_inc" || dtype_value_ == "fp8_ds_mla" || dtype_value_ == "bfloat16") {
       return MakeError("--kv-cache-dtype " + dtype_value_ +
-                       " is not supported (the fp8 cache stores E4M3 codes; use auto, fp8 or "
-                       "fp8_e4m3, or --kv for the other policies)");
+                       " is not supported (use auto, fp8, fp8_e4m3 or fp8_e5m2, or --kv for the "
+                       "other policies)");
     }
     return MakeError("--kv-cache-dtype: unknown dtype '" + dtype_value_ +
-                     "' (supported: auto, fp8, fp8_e4m3)");
+                     "' (supported: auto, fp8, fp8_e4m3, fp8_e5m2)");
   }
 
   Result<std::string> FromLlamaTypes() const {

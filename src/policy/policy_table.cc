@@ -65,9 +65,12 @@ std::vector<PolicyInfo> BuildTable() {
   t.push_back(
       {"fp32", "uncompressed fp32 cache (the oracle)", {}, {}, CreatePlain<PlainPrecision::kF32>});
   t.push_back({"fp8",
-               "FP8 E4M3 codes, one fp16 scale per (layer, KV head, 32-token chunk); the newest "
+               "FP8 E4M3 codes (format=e5m2: E5M2), one fp16 scale per (layer, KV head, 32-token "
+               "chunk); the newest "
                "tokens wait in an fp16 residual until a chunk fills",
-               {},
+               {Choice("format", "e4m3", {"e4m3", "e5m2"},
+                       "code layout: E4M3 (3 mantissa bits) or E5M2 (2 mantissa bits, wider "
+                       "range; vLLM's fp8_e5m2)")},
                {},
                QuantCache::Create});
   t.push_back({"int8",

@@ -100,7 +100,7 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
   quant::Format kf, vf;
   int residual = 32;
   if (spec.name == "fp8") {
-    kf = vf = quant::Fp8E4M3();
+    kf = vf = spec.Text("format") == "e5m2" ? quant::Fp8E5M2() : quant::Fp8E4M3();
   } else if (spec.name == "int8") {
     kf = vf = quant::Int8PerToken();
   } else if (spec.name == "kivi") {

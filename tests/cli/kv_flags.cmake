@@ -32,10 +32,12 @@ hqekv_cli_failure(NAME cli_err_dtype_and_ctv ARGS bench -n 1 --kv-cache-dtype fp
   MSG "--kv-cache-dtype and -ctv/--cache-type-v both choose the KV cache")
 hqekv_cli_failure(NAME cli_err_serve_kv_and_ctk ARGS serve --kv fp8 -ctk q8_0 --port 0
   MSG "--kv and -ctk/--cache-type-k both choose the KV cache")
-hqekv_cli_failure(NAME cli_err_kv_cache_dtype_e5m2 ARGS run --kv-cache-dtype fp8_e5m2 -n 1
-  MSG "--kv-cache-dtype fp8_e5m2 is not supported")
+hqekv_cli_success(NAME cli_run_kv_cache_dtype_e5m2 ARGS run --kv-cache-dtype fp8_e5m2 -n 2 -t 1
+  REGEX "kv fp8:format=e5m2 ")
+hqekv_cli_failure(NAME cli_err_kv_cache_dtype_inc ARGS run --kv-cache-dtype fp8_inc -n 1
+  MSG "--kv-cache-dtype fp8_inc is not supported")
 hqekv_cli_failure(NAME cli_err_kv_cache_dtype_unknown ARGS run --kv-cache-dtype int3 -n 1
-  MSG "--kv-cache-dtype: unknown dtype 'int3' (supported: auto, fp8, fp8_e4m3)")
+  MSG "--kv-cache-dtype: unknown dtype 'int3' (supported: auto, fp8, fp8_e4m3, fp8_e5m2)")
 hqekv_cli_failure(NAME cli_err_ctk_bf16 ARGS run -ctk bf16 -n 1
   MSG "-ctk/--cache-type-k bf16 is not supported (supported: f16, q8_0")
 

@@ -24,6 +24,7 @@ using testing::SmallGeometry;
 // Tolerance 2e-4 absolute (outputs are O(1): averages of N(0,1) values).
 TEST(PolicyCache, EveryPolicyMatchesTheNaiveReference) {
   const char* specs[] = {"fp8",
+                         "fp8:format=e5m2",
                          "int8",
                          "kivi:nominal_bits=2,residual=32",
                          "kivi:nominal_bits=4",
@@ -86,6 +87,15 @@ TEST(PolicyCache, QuantizersStayCloseToExactAttention) {
   }
   EXPECT_GT(WorstDecodeError("kivi:nominal_bits=2,residual=32"),
             kHalfU4Step);  // the bound tells 4 from 2 bits
+}
+
+// fp8:format=e5m2 (vLLM's fp8_e5m2) really stores E5M2 codes: one mantissa
+// bit fewer than E4M3, so its decode error is larger, within twice fp8's bound.
+TEST(PolicyCache, Fp8E5m2IsCoarserThanE4m3) {
+  const double e4m3 = WorstDecodeError("fp8"), e5m2 = WorstDecodeError("fp8:format=e5m2");
+  std::printf("worst decode error: fp8 e4m3 %.4f, e5m2 %.4f\n", e4m3, e5m2);
+  EXPECT_GT(e5m2, 1.3 * e4m3);
+  EXPECT_LT(e5m2, 0.16);
 }
 
 TEST(PolicyCache, PrefillAttentionIsExact) {
