@@ -68,13 +68,13 @@ std::vector<std::string> RowSpecs(const policy::PolicyInfo& row) {
   if (!first) return {row.name};
   for (const std::string& v : first->choices) {
     std::string spec = row.name + ":";
-    bool any = false;
+    int set = 0;
     for (const auto& p : row.params) {
       if (p.type != policy::ParamType::kChoice || p.choices != first->choices) continue;
-      spec += (any ? "," : "") + p.key + "=" + v;
-      any = true;
+      spec += (set++ ? "," : "") + p.key + "=" + v;
     }
-    out.push_back(spec);
+    // One key at its default: the plain name (fp8, not fp8:format=e4m3).
+    out.push_back(set == 1 && v == first->def ? row.name : spec);
   }
   return out;
 }

@@ -10,7 +10,7 @@ add_test(NAME cli_study_pareto_report_only
                  -P ${CMAKE_CURRENT_LIST_DIR}/scripts/pareto_report_only.cmake)
 
 hqekv_cli_success(NAME cli_study_pareto_list_grid ARGS study pareto --list-grid
-  REGEX "fp16\nfp8\nint8\n.*kivi:nominal_bits=4\n.*snapkv:bits=8\n.*hqekv:bits=3.4\n")
+  REGEX "fp16\nfp8\nfp8:format=e5m2\nint8\n.*kivi:nominal_bits=4\n.*snapkv:bits=8\n.*hqekv:bits=3.4\n")
 
 set(_tiny -m ${_root}/models/stories260K.gguf --prefill 32 --max-tokens 64 --ctx 64 -t 1
     -o ${CMAKE_CURRENT_BINARY_DIR}/pareto_cli_bad)
