@@ -45,49 +45,60 @@ namespace {  // internal linkage, as quant/simd-inl.h
 using DW = hn::CappedTag<float, 16>;
 inline constexpr int kWideLanes = static_cast<int>(hn::MaxLanes(DW()));
 
-// Fetches N codes of `bits` bits starting at a byte boundary. kBlock: N·bits
-// > 32, read as a broadcast 128-bit block and permuted (lane i takes word
-// (i·bits) / 32); else one broadcast 32-bit word. `first` (< 32) is the bit
-// offset of code 0 inside the word (per-channel token vectors that share a
-// word). Never reads past `end` (the end of the chunk's codes).
-template <bool kBlock>
+// Fetches N codes of kBits bits; code 0 at bit `first` of the fetch. The
+// fetch is kWidth bits at a byte-aligned address, broadcast to every 128-bit
+// block: one 32-bit word (lanes take it whole), or 64 / 128 bits permuted so
+// that lane i takes word (first + i·kBits) / 32. Callers only fetch bytes
+// inside the chunk (widths chosen so, see the *WideOk checks).
+template <int kBits, int kWidth>
 struct WideFetch {
   HQEKV_QUANT_TAGS(DW);
   using Idx = decltype(hn::IndicesFromVec(DU(), hn::Zero(DU())));
-  VU shift, mask;
+  static_assert(kWidth == 32 || kWidth == 64 || kWidth == 128, "fetch width");
+  VU shift;
   Idx idx;
   WideFetch() = default;
-  WideFetch(int bits, int first) {
+  explicit WideFetch(int first) {
     const DU du;
-    const VU bitpos = hn::Add(LaneShifts(du, bits), hn::Set(du, static_cast<uint32_t>(first)));
+    const VU bitpos = hn::Add(LaneShifts(du, kBits), hn::Set(du, static_cast<uint32_t>(first)));
     shift = hn::And(bitpos, hn::Set(du, 31u));
     idx = hn::IndicesFromVec(du, hn::ShiftRight<5>(bitpos));
-    mask = hn::Set(du, (1u << bits) - 1u);
   }
-  HWY_INLINE VI operator()(const uint8_t* p, const uint8_t* end) const {
+  HWY_INLINE VI operator()(const uint8_t* p) const {
     const DU du;
     VU w;
-    if constexpr (kBlock) {
-      if (p + 16 <= end) {
-        w = hn::LoadDup128(du, reinterpret_cast<const uint32_t*>(p));
-      } else {  // the chunk's last vector: copy what is there
-        alignas(16) uint32_t buf[4] = {0, 0, 0, 0};
-        std::memcpy(buf, p, static_cast<size_t>(end - p));
-        w = hn::LoadDup128(du, buf);
-      }
-      w = hn::TableLookupLanes(w, idx);
+    if constexpr (kWidth == 32) {
+      w = hn::Set(du, Load32(p));
+    } else if constexpr (kWidth == 64) {
+      const hn::Repartition<uint64_t, DU> d64;
+      uint64_t q;
+      std::memcpy(&q, p, 8);
+      w = hn::TableLookupLanes(hn::BitCast(du, hn::Set(d64, q)), idx);
     } else {
-      uint32_t word = 0;
-      if (p + 4 <= end) {
-        word = Load32(p);
-      } else {
-        std::memcpy(&word, p, static_cast<size_t>(end - p));
-      }
-      w = hn::Set(du, word);
+      w = hn::TableLookupLanes(hn::LoadDup128(du, reinterpret_cast<const uint32_t*>(p)), idx);
     }
-    return hn::BitCast(DI(), hn::And(w >> shift, mask));
+    return hn::BitCast(DI(), hn::And(w >> shift, hn::Set(du, (1u << kBits) - 1u)));
   }
 };
+
+// Calls fn(std::integral_constant<int, bits>()) for bits in {1, 2, 4, 8}.
+template <class Fn>
+HWY_INLINE void WithBits(int bits, const Fn& fn) {
+  switch (bits) {
+    case 1:
+      fn(std::integral_constant<int, 1>());
+      break;
+    case 2:
+      fn(std::integral_constant<int, 2>());
+      break;
+    case 4:
+      fn(std::integral_constant<int, 4>());
+      break;
+    default:
+      fn(std::integral_constant<int, 8>());
+      break;
+  }
+}
 
 // N fp16 values -> floats (hardware conversion).
 HWY_INLINE hn::Vec<DW> LoadF16W(const uint8_t* p) { return LoadF16V(DW(), p); }
@@ -102,34 +113,55 @@ inline bool PerChannelWideOk(const Format& f, int T, int D) {
          D % kWideLanes == 0;
 }
 
+// The level of a code (Levels, with the normal-2 table lookup chosen at
+// compile time: kTable).
+template <bool kTable>
+HWY_INLINE hn::Vec<DW> WideLevel(const Levels<DW>& lv, hn::Vec<hn::RebindToSigned<DW>> code) {
+  if constexpr (kTable) return hn::TableLookupLanes(lv.centres, hn::IndicesFromVec(DW(), code));
+  return hn::ConvertTo(DW(), code);
+}
+
+// Calls fn(bits_c, table_c) with the code width and whether levels come from
+// the normal-2 table, both as compile-time constants.
+template <class Fn>
+HWY_INLINE void WithCodes(const Format& f, const Fn& fn) {
+  if (f.kind == Kind::kNormal && f.bits == 2) {
+    fn(std::integral_constant<int, 2>(), std::true_type());
+    return;
+  }
+  WithBits(f.bits, [&](auto bits_c) { fn(bits_c, std::false_type()); });
+}
+
 // scores[h][t] = sum_d qa[h][d] level[d][t] + off[h] for MB rows; lanes over
-// tokens.
-template <int MB, bool kBlock>
-HWY_INLINE void DotPerChannelWidePass(const uint8_t* codes, int bits, const Levels<DW>& lv, int D,
+// tokens. Token vector v of a channel is bits [v·N·b, (v+1)·N·b) of its b
+// words: inside one word when N·b <= 32, else (N = 16, b = 4) 64 bits at
+// byte 8·v.
+template <int MB, int kBits, bool kTable>
+HWY_INLINE void DotPerChannelWidePass(const uint8_t* codes, const Levels<DW>& lv, int D,
                                       const float* qa, const float* off, float* scores, size_t ss) {
   HQEKV_QUANT_TAGS(DW);
   constexpr int N = kWideLanes;
   constexpr int NT = kChannelChunkT / N;  // 2 or 4 token vectors
+  constexpr int kVecBits = N * kBits;
+  constexpr int kWidth = kVecBits <= 32 ? 32 : 64;
+  static_assert(kVecBits <= 64, "per-channel codes of <= 4 bits");
   const DF df;
-  const size_t cstride = static_cast<size_t>(4) * bits;
-  const uint8_t* end = codes + cstride * D;
-  // kBlock (N·bits > 32, i.e. N = 16 and 4 bits): the channel is one
-  // 128-bit block and vector v starts at bit v·N·bits of it.
-  WideFetch<kBlock> fetch[NT];
-  int word_byte[NT];
+  constexpr size_t kStride = 4 * kBits;  // bytes per channel
+  WideFetch<kBits, kWidth> fetch[NT];
+  int byte[NT];
   for (int v = 0; v < NT; ++v) {
-    const int first = v * N * bits;
-    fetch[v] = WideFetch<kBlock>(bits, kBlock ? first : first & 31);
-    word_byte[v] = kBlock ? 0 : 4 * (first >> 5);
+    const int first = v * kVecBits;
+    fetch[v] = WideFetch<kBits, kWidth>(kWidth == 32 ? first & 31 : 0);
+    byte[v] = kWidth == 32 ? 4 * (first >> 5) : first / 8;
   }
   VF acc[MB][NT];
   for (int h = 0; h < MB; ++h) {
     for (int v = 0; v < NT; ++v) acc[h][v] = hn::Zero(df);
   }
   const uint8_t* cw = codes;
-  for (int d = 0; d < D; ++d, cw += cstride) {
+  for (int d = 0; d < D; ++d, cw += kStride) {
     VF lvl[NT];
-    for (int v = 0; v < NT; ++v) lvl[v] = lv(fetch[v](cw + word_byte[v], end));
+    for (int v = 0; v < NT; ++v) lvl[v] = WideLevel<kTable>(lv, fetch[v](cw + byte[v]));
     for (int h = 0; h < MB; ++h) {
       const VF qv = hn::Set(df, qa[h * D + d]);
       for (int v = 0; v < NT; ++v) acc[h][v] = hn::MulAdd(lvl[v], qv, acc[h][v]);
@@ -162,7 +194,6 @@ void DotPerChannelWide(const Format& f, const uint8_t* codes, const uint8_t* met
   const DF df;
   float* qa = Scratch(2, static_cast<size_t>(kHeads) * D);
   const Levels<DF> lv(f);
-  const bool block = N * f.bits > 32;
   ForHeadBlocks(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
     // qa[h][d] = q[h][d] · a[d], off[h] = q[h] · b, the metadata decoded
@@ -180,41 +211,43 @@ void DotPerChannelWide(const Format& f, const uint8_t* codes, const uint8_t* met
     }
     float off[mb];
     for (int h = 0; h < mb; ++h) off[h] = hn::GetLane(hn::SumOfLanes(df, o[h]));
-    if (block) {
-      DotPerChannelWidePass<mb, true>(codes, f.bits, lv, D, qa, off, scores + h0 * ss, ss);
-    } else {
-      DotPerChannelWidePass<mb, false>(codes, f.bits, lv, D, qa, off, scores + h0 * ss, ss);
-    }
+    WithCodes(f, [&](auto bits_c, auto table_c) {
+      constexpr int kBits = decltype(bits_c)::value;
+      if constexpr (kBits <= 4) {
+        DotPerChannelWidePass<mb, kBits, decltype(table_c)::value>(codes, lv, D, qa, off,
+                                                                   scores + h0 * ss, ss);
+      }
+    });
   });
 }
 
 // ------------------------------------------------- V per-token groups
 
-// Token t's codes are D·bits / 8 bytes at t·D·bits / 8; the vector of N
-// channels from d starts at byte d·bits / 8 of the row (N·bits is a multiple
-// of 8 for N >= 8). Each vector lies inside one group.
+// Token t's codes are D·b / 8 bytes at t·D·b / 8; the vector of N channels
+// from d is the N·b bits (32, 64 or 128: whole bytes inside the chunk) at
+// byte d·b / 8 of the row. Each vector lies inside one group.
 inline bool PerTokenWideOk(const Format& f, int D) {
   return IsGrouped(f) && f.grouping == Grouping::kPerToken &&
-         (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && f.group % kWideLanes == 0 &&
-         D % f.group == 0;
+         (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && kWideLanes * f.bits >= 32 &&
+         f.group % kWideLanes == 0 && D % f.group == 0;
 }
 
 // acc[h][d0 + v·N + lane] += sum_t w[h][t] (level · a + b)[t][...] for V
 // vectors from d0, MB rows; tokens inner, accumulators in registers.
-template <int MB, int V, bool kBlock>
-HWY_INLINE void AxpyPerTokenWideBlock(const WideFetch<kBlock>& fetch, const uint8_t* codes,
-                                      const uint8_t* end, int bits, const Levels<DW>& lv,
-                                      const float* a, const float* b, int gpt, int g, int T, int D,
-                                      const float* w, size_t ws, float* acc, size_t as, int d0) {
+template <int MB, int V, int kBits, bool kTable>
+HWY_INLINE void AxpyPerTokenWideBlock(const uint8_t* codes, const Levels<DW>& lv, const float* a,
+                                      const float* b, int gpt, int g, int T, int D, const float* w,
+                                      size_t ws, float* acc, size_t as, int d0) {
   HQEKV_QUANT_TAGS(DW);
   constexpr int N = kWideLanes;
   const DF df;
-  const size_t row_bytes = static_cast<size_t>(D) * bits / 8;
+  const WideFetch<kBits, N * kBits> fetch(0);
+  const size_t row_bytes = static_cast<size_t>(D) * kBits / 8;
   int grp[V];
   size_t byte[V];
   for (int v = 0; v < V; ++v) {
     grp[v] = (d0 + v * N) / g;
-    byte[v] = static_cast<size_t>(d0 + v * N) * bits / 8;
+    byte[v] = static_cast<size_t>(d0 + v * N) * kBits / 8;
   }
   VF s[MB][V];
   for (int h = 0; h < MB; ++h) {
@@ -225,7 +258,8 @@ HWY_INLINE void AxpyPerTokenWideBlock(const WideFetch<kBlock>& fetch, const uint
     VF x[V];
     for (int v = 0; v < V; ++v) {
       const int gi = t * gpt + grp[v];
-      x[v] = hn::MulAdd(lv(fetch(row + byte[v], end)), hn::Set(df, a[gi]), hn::Set(df, b[gi]));
+      x[v] = hn::MulAdd(WideLevel<kTable>(lv, fetch(row + byte[v])), hn::Set(df, a[gi]),
+                        hn::Set(df, b[gi]));
     }
     for (int h = 0; h < MB; ++h) {
       const VF wv = hn::Set(df, w[h * ws + t]);
@@ -237,42 +271,34 @@ HWY_INLINE void AxpyPerTokenWideBlock(const WideFetch<kBlock>& fetch, const uint
   }
 }
 
-template <int MB, bool kBlock>
-HWY_INLINE void AxpyPerTokenWidePass(const Format& f, const uint8_t* codes, const uint8_t* end,
-                                     const Levels<DW>& lv, const float* a, const float* b, int T,
-                                     int D, const float* w, size_t ws, float* acc, size_t as) {
-  constexpr int N = kWideLanes;
-  const WideFetch<kBlock> fetch(f.bits, 0);
-  const int gpt = D / f.group;
-  int d0 = 0;
-  for (; d0 + kVecs * N <= D; d0 += kVecs * N) {
-    AxpyPerTokenWideBlock<MB, kVecs, kBlock>(fetch, codes, end, f.bits, lv, a, b, gpt, f.group, T,
-                                             D, w, ws, acc, as, d0);
-  }
-  for (; d0 < D; d0 += N) {
-    AxpyPerTokenWideBlock<MB, 1, kBlock>(fetch, codes, end, f.bits, lv, a, b, gpt, f.group, T, D, w,
-                                         ws, acc, as, d0);
-  }
-}
-
 void AxpyPerTokenWide(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                       const float* w, size_t ws, int m, float* acc, size_t as) {
-  const int groups = T * (D / f.group);
+  constexpr int N = kWideLanes;
+  const int gpt = D / f.group;
+  const int groups = T * gpt;
   float* a = Scratch(0, static_cast<size_t>(groups));
   float* b = Scratch(1, static_cast<size_t>(groups));
   AffineFromPlanes<Offset::kFusedOnFmaTargets>(f, meta, groups, a, b);
   const Levels<DW> lv(f);
-  const uint8_t* end = codes + CodeBytes(f, T, D);
-  const bool block = kWideLanes * f.bits > 32;
   ForHeadBlocks(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
-    if (block) {
-      AxpyPerTokenWidePass<mb, true>(f, codes, end, lv, a, b, T, D, w + h0 * ws, ws, acc + h0 * as,
-                                     as);
-    } else {
-      AxpyPerTokenWidePass<mb, false>(f, codes, end, lv, a, b, T, D, w + h0 * ws, ws, acc + h0 * as,
-                                      as);
-    }
+    const float* wh = w + h0 * ws;
+    float* ah = acc + h0 * as;
+    WithCodes(f, [&](auto bits_c, auto table_c) {
+      constexpr int kBits = decltype(bits_c)::value;
+      constexpr bool kTable = decltype(table_c)::value;
+      if constexpr (N * kBits >= 32) {
+        int d0 = 0;
+        for (; d0 + kVecs * N <= D; d0 += kVecs * N) {
+          AxpyPerTokenWideBlock<mb, kVecs, kBits, kTable>(codes, lv, a, b, gpt, f.group, T, D, wh,
+                                                          ws, ah, as, d0);
+        }
+        for (; d0 < D; d0 += N) {
+          AxpyPerTokenWideBlock<mb, 1, kBits, kTable>(codes, lv, a, b, gpt, f.group, T, D, wh, ws,
+                                                      ah, as, d0);
+        }
+      }
+    });
   });
 }
 
