@@ -108,7 +108,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     if (n_chunks > 0) PrefetchK(p.chunks[0], D);
     for (size_t ci = 0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
-      if (ci + 1 < n_chunks) PrefetchK(p.chunks[ci + 1], D);
+      if (ci + 1 < n_chunks) {
+        PrefetchK(p.chunks[ci + 1], D);
+      } else {  // the residual comes next
+        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
+      }
       const int kept = c.KeptCount();
       if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
         fill_masked(j, kept);
@@ -156,7 +160,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     if (any && n_chunks > 0) PrefetchV(p.chunks[0], D);
     for (size_t ci = 0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
-      if (any && ci + 1 < n_chunks) PrefetchV(p.chunks[ci + 1], D);
+      if (any && ci + 1 < n_chunks) {
+        PrefetchV(p.chunks[ci + 1], D);
+      } else if (any) {
+        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
+      }
       const int kept = c.KeptCount();
       if (!any || c.pos0 > qp) {
         j += kept;
