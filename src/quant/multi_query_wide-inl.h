@@ -64,7 +64,9 @@ struct WideFetch {
     shift = hn::And(bitpos, hn::Set(du, 31u));
     idx = hn::IndicesFromVec(du, hn::ShiftRight<5>(bitpos));
   }
-  HWY_INLINE VI operator()(const uint8_t* p) const {
+  // The codes shifted to bit 0 of their lanes; bits above kBits are the
+  // next codes (WideDecode masks them or ignores them).
+  HWY_INLINE VU operator()(const uint8_t* p) const {
     const DU du;
     VU w;
     if constexpr (kWidth == 32) {
@@ -77,7 +79,7 @@ struct WideFetch {
     } else {
       w = hn::TableLookupLanes(hn::LoadDup128(du, reinterpret_cast<const uint32_t*>(p)), idx);
     }
-    return hn::BitCast(DI(), hn::And(w >> shift, hn::Set(du, (1u << kBits) - 1u)));
+    return w >> shift;
   }
 };
 
@@ -113,13 +115,37 @@ inline bool PerChannelWideOk(const Format& f, int T, int D) {
          D % kWideLanes == 0;
 }
 
-// The level of a code (Levels, with the normal-2 table lookup chosen at
-// compile time: kTable).
-template <bool kTable>
-HWY_INLINE hn::Vec<DW> WideLevel(const Levels<DW>& lv, hn::Vec<hn::RebindToSigned<DW>> code) {
-  if constexpr (kTable) return hn::TableLookupLanes(lv.centres, hn::IndicesFromVec(DW(), code));
-  return hn::ConvertTo(DW(), code);
-}
+// Levels of fetched codes (WideFetch's output: code in the low kBits of each
+// lane, garbage above). On AVX-512 with kBits <= 4, one lane permutation
+// from a 16-entry table level(i mod 2^kBits) (vpermps reads only the low 4
+// index bits, so no mask and no int->float conversion); elsewhere mask, then
+// convert or look up the normal-2 centres (kTable).
+template <int kBits, bool kTable>
+struct WideDecode {
+  HQEKV_QUANT_TAGS(DW);
+  VF lut;
+  const Levels<DW>* lv;
+  explicit WideDecode(const Levels<DW>& levels) : lv(&levels) {
+    alignas(64) float t[16];
+    for (int i = 0; i < 16; ++i) {
+      const int code = i & ((1 << kBits) - 1);
+      t[i] = kTable ? kNormalCentres2[code & 3] : static_cast<float>(code);
+    }
+    lut = hn::LoadU(DF(), t);
+  }
+  HWY_INLINE VF operator()(VU shifted) const {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kBits <= 4 && hn::MaxLanes(DF()) == 16) {
+      return VF{_mm512_permutexvar_ps(shifted.raw, lut.raw)};
+    }
+#endif
+    const VI code = hn::BitCast(DI(), hn::And(shifted, hn::Set(DU(), (1u << kBits) - 1u)));
+    if constexpr (kTable) {
+      return hn::TableLookupLanes(lv->centres, hn::IndicesFromVec(DF(), code));
+    }
+    return hn::ConvertTo(DF(), code);
+  }
+};
 
 // Calls fn(bits_c, table_c) with the code width and whether levels come from
 // the normal-2 table, both as compile-time constants.
@@ -154,6 +180,7 @@ HWY_INLINE void DotPerChannelWidePass(const uint8_t* codes, const Levels<DW>& lv
     fetch[v] = WideFetch<kBits, kWidth>(kWidth == 32 ? first & 31 : 0);
     byte[v] = kWidth == 32 ? 4 * (first >> 5) : first / 8;
   }
+  const WideDecode<kBits, kTable> decode(lv);
   VF acc[MB][NT];
   for (int h = 0; h < MB; ++h) {
     for (int v = 0; v < NT; ++v) acc[h][v] = hn::Zero(df);
@@ -161,7 +188,7 @@ HWY_INLINE void DotPerChannelWidePass(const uint8_t* codes, const Levels<DW>& lv
   const uint8_t* cw = codes;
   for (int d = 0; d < D; ++d, cw += kStride) {
     VF lvl[NT];
-    for (int v = 0; v < NT; ++v) lvl[v] = WideLevel<kTable>(lv, fetch[v](cw + byte[v]));
+    for (int v = 0; v < NT; ++v) lvl[v] = decode(fetch[v](cw + byte[v]));
     for (int h = 0; h < MB; ++h) {
       const VF qv = hn::Set(df, qa[h * D + d]);
       for (int v = 0; v < NT; ++v) acc[h][v] = hn::MulAdd(lvl[v], qv, acc[h][v]);
@@ -242,6 +269,7 @@ HWY_INLINE void AxpyPerTokenWideBlock(const uint8_t* codes, const Levels<DW>& lv
   constexpr int N = kWideLanes;
   const DF df;
   const WideFetch<kBits, N * kBits> fetch(0);
+  const WideDecode<kBits, kTable> decode(lv);
   const size_t row_bytes = static_cast<size_t>(D) * kBits / 8;
   int grp[V];
   size_t byte[V];
@@ -258,8 +286,7 @@ HWY_INLINE void AxpyPerTokenWideBlock(const uint8_t* codes, const Levels<DW>& lv
     VF x[V];
     for (int v = 0; v < V; ++v) {
       const int gi = t * gpt + grp[v];
-      x[v] = hn::MulAdd(WideLevel<kTable>(lv, fetch(row + byte[v])), hn::Set(df, a[gi]),
-                        hn::Set(df, b[gi]));
+      x[v] = hn::MulAdd(decode(fetch(row + byte[v])), hn::Set(df, a[gi]), hn::Set(df, b[gi]));
     }
     for (int h = 0; h < MB; ++h) {
       const VF wv = hn::Set(df, w[h * ws + t]);
