@@ -16,6 +16,21 @@ namespace {
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 constexpr int kResidualPiece = 64;  // tokens
 
+// Starts loading the bytes of the next chunk into the cache while this one is
+// computed: one stream's chunks lie on different pages (the KV heads of a
+// layer are sealed in turn), which the hardware prefetchers do not follow.
+void PrefetchBytes(const uint8_t* p, size_t n) {
+  for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
+}
+void PrefetchK(const ChunkView& c, int D) {
+  PrefetchBytes(c.k_meta, quant::MetaBytes(c.k_format, c.T, D));
+  PrefetchBytes(c.k_codes, quant::CodeBytes(c.k_format, c.T, D));
+}
+void PrefetchV(const ChunkView& c, int D) {
+  PrefetchBytes(c.v_meta, quant::MetaBytes(c.v_format, c.T, D));
+  PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
+}
+
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
@@ -89,7 +104,15 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     };
     // Scores, walk order, one row per query head.
     int j = 0;
-    for (const ChunkView& c : p.chunks) {
+    const size_t n_chunks = p.chunks.size();
+    if (n_chunks > 0) PrefetchK(p.chunks[0], D);
+    for (size_t ci = 0; ci < n_chunks; ++ci) {
+      const ChunkView& c = p.chunks[ci];
+      if (ci + 1 < n_chunks) {
+        PrefetchK(p.chunks[ci + 1], D);
+      } else {  // the residual comes next
+        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
+      }
       const int kept = c.KeptCount();
       if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
         fill_masked(j, kept);
@@ -134,7 +157,14 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     std::fill(acc.begin(), acc.end(), 0.0f);
     if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
     j = 0;
-    for (const ChunkView& c : p.chunks) {
+    if (any && n_chunks > 0) PrefetchV(p.chunks[0], D);
+    for (size_t ci = 0; ci < n_chunks; ++ci) {
+      const ChunkView& c = p.chunks[ci];
+      if (any && ci + 1 < n_chunks) {
+        PrefetchV(p.chunks[ci + 1], D);
+      } else if (any) {
+        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
+      }
       const int kept = c.KeptCount();
       if (!any || c.pos0 > qp) {
         j += kept;

@@ -79,6 +79,18 @@ HWY_INLINE void ForHeadBlocks(int m, const Fn& fn) {
   }
 }
 
+}  // namespace
+}  // namespace HWY_NAMESPACE
+}  // namespace hqekv::quant
+HWY_AFTER_NAMESPACE();
+
+#include "quant/multi_query_wide-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hqekv::quant {
+namespace HWY_NAMESPACE {
+namespace {
+
 bool PerChannelMulti(const Format& f, int T, int D, int N) {
   return IsGrouped(f) && PerChannelFast(f, T, D, N);
 }
@@ -434,6 +446,10 @@ bool DotMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, in
                   const float* q, size_t qs, int m, float* scores, size_t ss) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
+#if HQEKV_WIDE_MULTI
+  if (PerChannelWideOk(f, T, D))
+    return DotPerChannelWide(f, codes, meta, D, q, qs, m, scores, ss), true;
+#endif
   if (PerChannelMulti(f, T, D, N))
     return DotPerChannel(f, codes, meta, D, q, qs, m, scores, ss), true;
   if (RowsFast(f, D, N)) return DotRows(f, codes, meta, T, D, q, qs, m, scores, ss), true;
@@ -444,6 +460,9 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
                    const float* w, size_t ws, int m, float* acc, size_t as) {
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
+#if HQEKV_WIDE_MULTI
+  if (PerTokenWideOk(f, D)) return AxpyPerTokenWide(f, codes, meta, T, D, w, ws, m, acc, as), true;
+#endif
   if (PerChannelMulti(f, T, D, N))
     return AxpyPerChannel(f, codes, meta, D, w, ws, m, acc, as), true;
   if (RowsFast(f, D, N)) return AxpyRows(f, codes, meta, T, D, w, ws, m, acc, as), true;

@@ -12,7 +12,11 @@
 // (bits <= 2 for normal) per-token with the group a multiple of the vector
 // width, and per-channel with T == 32 and bits <= 4; every other format and
 // shape runs the single-query entry points once per row (same results as
-// those). Hadamard formats work in the rotated domain exactly as DotChunk /
+// those). On AVX2 / AVX-512 the KIVI / HqeKV layouts (per-channel K with
+// T == 32 and bits 1/2/4; per-token V whose groups are whole vectors and
+// whose vectors hold >= 32 code bits) run full-width kernels instead
+// (quant/multi_query_wide-inl.h: 16 lanes on AVX-512, levels by one lane
+// permutation). Hadamard formats work in the rotated domain exactly as DotChunk /
 // AxpyChunk do: the caller rotates q, and rotates the accumulator back.
 //
 // Tolerance against the single-query scalar reference (ref::DotChunkMulti,

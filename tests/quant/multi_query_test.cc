@@ -1,6 +1,6 @@
 // Multi-query kernels (quant/multi_query.h) against their oracle, the
 // single-query scalar reference called once per row, for every format and
-// grouping, m in {1,2,4,8}, T in {1,7,32}, D in {8,64,128}, with row strides
+// grouping, m in {1,...,5,8}, T in {1,7,32}, D in {8,64,96,128}, with row strides
 // larger than the rows. Tolerances (quant/multi_query.h): scores within
 // 1e-5·D·max|x̂|·max|q|, accumulators within 1e-5·T·max|x̂|·max|w|.
 #include "quant/multi_query.h"
@@ -30,6 +30,10 @@ using testing::MaxAbs;
 std::vector<Format> FormatsFor(int D) {
   std::vector<Format> fs = testing::AllFormats();
   for (int b : {1, 2, 4, 8}) fs.push_back(Uniform(b, Grouping::kPerToken, std::min(32, D)));
+  // Groups of 16: one AVX-512 vector per group in the wide kernels
+  // (multi_query_wide-inl.h); 32-bit, 64-bit and 128-bit code fetches.
+  for (int b : {2, 4, 8}) fs.push_back(Uniform(b, Grouping::kPerToken, std::min(16, D)));
+  fs.push_back(Normal(2, Grouping::kPerToken, std::min(16, D)));
   for (int b : {1, 2}) fs.push_back(Normal(b, Grouping::kPerToken, std::min(32, D)));
   for (Format f : {Uniform(2, Grouping::kPerChannel), Uniform(4, Grouping::kPerToken, 8),
                    Int8PerToken(), F16()}) {
@@ -49,7 +53,7 @@ void ForEachTarget(Fn fn) {
 
 // Counts the (format, T, D, m) cases checked in *checked.
 void CheckDotAndAxpy(int* checked) {
-  for (int D : {8, 64, 128}) {
+  for (int D : {8, 64, 96, 128}) {  // 96: an odd number of 32-channel groups
     for (const Format& f : FormatsFor(D)) {
       for (int T : {1, 7, 32}) {
         if (!Validate(f, T, D).ok()) continue;
@@ -60,7 +64,7 @@ void CheckDotAndAxpy(int* checked) {
         std::vector<float> xhat(static_cast<size_t>(T) * D);
         ref::DequantizeStored(f, e.codes.data(), e.meta.data(), T, D, xhat.data());
         const float xmax = MaxAbs(xhat);
-        for (int m : {1, 2, 4, 8}) {
+        for (int m : {1, 2, 3, 4, 5, 8}) {  // every head-block size, and two blocks
           SCOPED_TRACE("m=" + std::to_string(m));
           // Strides larger than the rows: the kernels must honour them.
           const size_t qs = D + 3, ss = T + 5, ws = T + 2, as = D + 1;
