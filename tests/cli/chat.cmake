@@ -13,3 +13,10 @@ hqekv_cli_failure(NAME cli_err_chat_no_template ARGS chat -t 1
   MSG "has no tokenizer.chat_template; name a format with --chat-template")
 hqekv_cli_failure(NAME cli_err_chat_missing_model ARGS chat -m no/such/model.gguf --chat-template chatml
   MSG "no/such/model.gguf")
+
+# Renderings vs @huggingface/jinja on transcribed real templates (skipped, 77,
+# without npm or the registry).
+add_test(NAME chat_template_vs_jinja
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tokenizer/chat_template_ref.sh $<TARGET_FILE:hqekv>
+                 ${PROJECT_SOURCE_DIR}/tests/data/chat_templates ${CMAKE_BINARY_DIR}/jinja-ref)
+set_tests_properties(chat_template_vs_jinja PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
