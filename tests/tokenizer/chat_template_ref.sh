@@ -30,7 +30,7 @@ cp "$HERE/chat_template_ref.mjs" "$NODE_DIR/render.mjs"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 pairs=$(node -e '
-const c = require(process.argv[1]);
+const c = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
 for (const [t, names] of Object.entries(c.templates))
   for (const n of names) {
     require("fs").writeFileSync(process.argv[2] + "/" + n + ".json", JSON.stringify(c.conversations[n]));
