@@ -29,29 +29,34 @@ struct GenerationArgs {
   KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
 
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, -s (run and chat).
+inline void AddSamplerFlags(CLI::App* cmd, SamplerConfig& s) {
+  cmd->add_option("--temp", s.temperature, "Temperature (0 = greedy)")
+      ->check(RealFlag({.min = 0, .max = 1e6}))
+      ->capture_default_str();
+  cmd->add_option("--top-k", s.top_k, "Top-k (0 = off)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--top-p", s.top_p, "Top-p / nucleus (1 = off)")
+      ->check(RealFlag({.min = 0, .max = 1, .min_open = true}))
+      ->capture_default_str();
+  cmd->add_option("--min-p", s.min_p, "Min-p (0 = off)")
+      ->check(RealFlag({.min = 0, .max = 1}))
+      ->capture_default_str();
+  cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1 = off)")
+      ->check(RealFlag({.min = 0, .max = 1e6, .min_open = true}))
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", s.seed, "Sampling seed (-1 = random)")
+      ->check(SeedFlag())
+      ->capture_default_str();
+}
+
 // -m, --tokenizer, sampling (--temp, --top-k, --top-p, --min-p,
 // --repeat-penalty, -s), -t, -c/--ctx, --kv and -ctk/-ctv, as `run` has them.
 inline void AddGenerationFlags(CLI::App* cmd, GenerationArgs& a) {
   cmd->add_option("-m,--model", a.model, kDefaultModelHelp);
   cmd->add_option("--tokenizer", a.tokenizer, "llama2.c tokenizer.bin (llama2.c checkpoints only)");
-  cmd->add_option("--temp", a.sampler.temperature, "Temperature (0 = greedy)")
-      ->check(RealFlag({.min = 0, .max = 1e6}))
-      ->capture_default_str();
-  cmd->add_option("--top-k", a.sampler.top_k, "Top-k (0 = off)")
-      ->check(IntFlag(0, std::numeric_limits<int>::max()))
-      ->capture_default_str();
-  cmd->add_option("--top-p", a.sampler.top_p, "Top-p / nucleus (1 = off)")
-      ->check(RealFlag({.min = 0, .max = 1, .min_open = true}))
-      ->capture_default_str();
-  cmd->add_option("--min-p", a.sampler.min_p, "Min-p (0 = off)")
-      ->check(RealFlag({.min = 0, .max = 1}))
-      ->capture_default_str();
-  cmd->add_option("--repeat-penalty", a.sampler.repeat_penalty, "Repetition penalty (1 = off)")
-      ->check(RealFlag({.min = 0, .max = 1e6, .min_open = true}))
-      ->capture_default_str();
-  cmd->add_option("-s,--seed", a.sampler.seed, "Sampling seed (-1 = random)")
-      ->check(SeedFlag())
-      ->capture_default_str();
+  AddSamplerFlags(cmd, a.sampler);
   cmd->add_option("-t,--threads", a.threads, "Threads (0 = all cores)");
   cmd->add_option("-c,--ctx,--ctx-size", a.ctx,
                   "Context length of the KV cache (default: the model's, at most 4096)")
