@@ -11,6 +11,7 @@
 
 #include "cache/kv_report.h"
 #include "cache/kv_state.h"
+#include "cli/generation_setup.h"
 #include "cli/kv_flags.h"
 #include "cli/model_args.h"
 #include "cli/number_flags.h"
@@ -301,24 +302,7 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   cmd->add_option("-n,--n-predict", a->n, "Tokens to generate")
       ->check(IntFlag(0, 1 << 30))
       ->capture_default_str();
-  cmd->add_option("--temp", a->sampler.temperature, "Temperature (0 = greedy)")
-      ->check(RealFlag({.min = 0, .max = 1e6}))
-      ->capture_default_str();
-  cmd->add_option("--top-k", a->sampler.top_k, "Top-k (0 = off)")
-      ->check(IntFlag(0, std::numeric_limits<int>::max()))
-      ->capture_default_str();
-  cmd->add_option("--top-p", a->sampler.top_p, "Top-p / nucleus (1 = off)")
-      ->check(RealFlag({.min = 0, .max = 1, .min_open = true}))
-      ->capture_default_str();
-  cmd->add_option("--min-p", a->sampler.min_p, "Min-p (0 = off)")
-      ->check(RealFlag({.min = 0, .max = 1}))
-      ->capture_default_str();
-  cmd->add_option("--repeat-penalty", a->sampler.repeat_penalty, "Repetition penalty (1 = off)")
-      ->check(RealFlag({.min = 0, .max = 1e6, .min_open = true}))
-      ->capture_default_str();
-  cmd->add_option("-s,--seed", a->sampler.seed, "Sampling seed (-1 = random)")
-      ->check(SeedFlag())
-      ->capture_default_str();
+  AddSamplerFlags(cmd, a->sampler);
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
   cmd->add_option("-c,--ctx,--ctx-size", a->ctx,
                   "Context length of the KV cache (default: the model's, at most 4096)")

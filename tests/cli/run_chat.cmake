@@ -10,7 +10,7 @@ hqekv_cli_success(NAME cli_run_chat_override ARGS run --chat --chat-template cha
 hqekv_cli_failure(NAME cli_err_run_chat_no_template ARGS run --chat -p hi -n 1
   MSG "has no tokenizer.chat_template; name a format with --chat-template")
 hqekv_cli_failure(NAME cli_err_run_chat_unknown ARGS run --chat --chat-template vicuna -p hi -n 1
-  MSG "unknown template 'vicuna' (supported: chatml, llama3, phi3, gemma)")
+  MSG "unknown template 'vicuna' (supported: chatml, llama3, phi3, gemma, llama2, mistral")
 hqekv_cli_failure(NAME cli_err_run_system_without_chat ARGS run --system x -p hi -n 1
   MSG "--system and --chat-template need --chat")
 # Greedy story: "--stop ." ends it at the first full stop, well before -n 200.

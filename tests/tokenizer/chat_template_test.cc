@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 namespace hqekv {
 namespace {
 
@@ -26,7 +28,7 @@ TEST(ChatTemplate, DetectsFamiliesByMarkers) {
   EXPECT_EQ(DetectChatFormat("{{'<|user|>\\n' + m + '<|end|>\\n'}}{{'<|assistant|>\\n'}}"),
             ChatFormat::kPhi3);
   EXPECT_EQ(DetectChatFormat("{{ '<start_of_turn>' + role + '\\n' }}"), ChatFormat::kGemma);
-  EXPECT_FALSE(DetectChatFormat("[INST] {{ m }} [/INST]").has_value());
+  EXPECT_FALSE(DetectChatFormat("{{ m['content'] }}").has_value());
   EXPECT_FALSE(DetectChatFormat("<|im_start|><|im_sep|>").has_value());  // phi-4: not ChatML
 }
 
@@ -39,7 +41,7 @@ TEST(ChatTemplate, ResolveNamesTheFlagOnErrors) {
   EXPECT_NE(unknown.message().find("--chat-template"), std::string::npos);
   EXPECT_NE(unknown.message().find("chatml"), std::string::npos);
   EXPECT_FALSE(ResolveChatFormat("", "").ok());
-  EXPECT_FALSE(ResolveChatFormat("[INST]", "").ok());
+  EXPECT_FALSE(ResolveChatFormat("{{ m }}", "").ok());
 }
 
 const std::vector<ChatMessage> kConversation = {
@@ -74,6 +76,81 @@ TEST(ChatTemplate, RendersGemmaAndPhi3) {
             "<start_of_turn>model\n");
   EXPECT_EQ(RenderChat(ChatFormat::kPhi3, {{"user", "hi"}}, true),
             "<|user|>\nhi<|end|>\n<|assistant|>\n");
+}
+
+// The [INST] families by the markers llama.cpp's detector reads (excerpts of
+// Llama-2-chat's, Mistral-7B-Instruct-v0.1's and Mistral's official templates).
+TEST(ChatTemplate, DetectsInstFamilies) {
+  EXPECT_EQ(DetectChatFormat("{% set content = '<<SYS>>\\n' + system_message %}"
+                             "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"),
+            ChatFormat::kLlama2);
+  EXPECT_EQ(DetectChatFormat("{{ '[INST] ' + message['content'] + ' [/INST]' }}"),
+            ChatFormat::kMistral);
+  EXPECT_EQ(DetectChatFormat("{{ ' [INST] ' + system_message + '\\n\\n' }}"),
+            ChatFormat::kMistralV1);
+  EXPECT_EQ(DetectChatFormat("{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + c + '[/INST]' }}"),
+            ChatFormat::kMistralV3);
+  EXPECT_EQ(DetectChatFormat("{{ '[AVAILABLE_TOOLS][' }}{{ \"[INST]\" + c + \"[/INST]\" }}"),
+            ChatFormat::kMistralV3Tekken);
+  EXPECT_EQ(DetectChatFormat("{{ '[SYSTEM_PROMPT]' + s }}{{ '[INST]' + c + '[/INST]' }}"),
+            ChatFormat::kMistralV7);
+  for (const char* name :
+       {"llama2", "mistral", "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7"}) {
+    auto f = ChatFormatFromName(name);
+    ASSERT_TRUE(f.has_value()) << name;
+    EXPECT_STREQ(ChatFormatName(*f), name);
+  }
+}
+
+TEST(ChatTemplate, RendersLlama2AsItsTemplate) {
+  // Llama-2-chat: the system block inside the first user turn, content.strip()
+  // of the whole turn, " A </s>" answers, "<s>" before later user turns.
+  EXPECT_EQ(RenderChat(ChatFormat::kLlama2, kConversation, true),
+            "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\n Hi! [/INST] Hello. </s>"
+            "<s>[INST] 2+2? [/INST]");
+  EXPECT_EQ(RenderChat(ChatFormat::kLlama2, {{"user", " x "}}, false), "[INST] x [/INST]");
+}
+
+TEST(ChatTemplate, RendersMistralVariants) {
+  const std::vector<ChatMessage> no_system(kConversation.begin() + 1, kConversation.end());
+  EXPECT_EQ(RenderChat(ChatFormat::kMistral, no_system, true),
+            "[INST]  Hi!  [/INST]Hello.</s>[INST] 2+2? [/INST]");
+  EXPECT_EQ(RenderChat(ChatFormat::kMistral, kConversation, true),
+            "[INST] You are terse.\n Hi!  [/INST]Hello.</s>[INST] 2+2? [/INST]");
+  EXPECT_EQ(RenderChat(ChatFormat::kMistralV1, kConversation, true),
+            " [INST] You are terse.\n\n Hi!  [/INST] Hello.</s> [INST] 2+2? [/INST]");
+  const std::vector<ChatMessage> padded = {{"user", "a"}, {"assistant", " b "}, {"user", "c"}};
+  EXPECT_EQ(RenderChat(ChatFormat::kMistralV3, padded, true),
+            "[INST] a[/INST] b</s>[INST] c[/INST]");
+  EXPECT_EQ(RenderChat(ChatFormat::kMistralV3Tekken, padded, true),
+            "[INST]a[/INST] b </s>[INST]c[/INST]");
+  EXPECT_EQ(RenderChat(ChatFormat::kMistralV7, kConversation, true),
+            "[SYSTEM_PROMPT] You are terse.[/SYSTEM_PROMPT][INST]  Hi! [/INST] Hello.</s>"
+            "[INST] 2+2?[/INST]");
+}
+
+TEST(ChatTemplate, OverrideReadsATemplateFile) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/hqekv_llama2_template.jinja";
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("{{ '<<SYS>>' }}{{ '[INST] ' }}", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(*ResolveChatFormat("", path), ChatFormat::kLlama2);
+  const std::string junk = dir + "/hqekv_junk_template.jinja";
+  {
+    FILE* f = std::fopen(junk.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("{{ messages }}", f);
+    std::fclose(f);
+  }
+  auto bad = ResolveChatFormat("", junk);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find(junk), std::string::npos);
+  std::remove(path.c_str());
+  std::remove(junk.c_str());
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# hqekv's chat renderings against a reference Jinja engine: every template in
+# tests/data/chat_templates/ (transcribed real templates, see SOURCES.md) is
+# rendered by @huggingface/jinja on the conversations conversations.json lists
+# for it, and by `hqekv chat-template --chat-template FILE` (family detected
+# from the file); the texts must be equal byte for byte. The package is
+# installed from the npm registry into NODE_DIR; exit 77 (CTest: skipped)
+# when node/npm is missing or the registry cannot be reached.
+# Usage: chat_template_ref.sh HQEKV_BINARY DATA_DIR NODE_DIR
+set -euo pipefail
+HQEKV=$1
+DATA=$2
+NODE_DIR=$3
+HERE=$(cd "$(dirname "$0")" && pwd)
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "SKIPPED: node or npm is not installed"
+  exit 77
+fi
+if [ ! -d "$NODE_DIR/node_modules/@huggingface/jinja" ]; then
+  mkdir -p "$NODE_DIR"
+  if ! timeout 180 npm install --prefix "$NODE_DIR" --no-audit --no-fund --silent \
+    @huggingface/jinja >"$NODE_DIR/npm.log" 2>&1; then
+    echo "SKIPPED: npm could not install @huggingface/jinja (offline?):"
+    tail -3 "$NODE_DIR/npm.log"
+    exit 77
+  fi
+fi
+# The renderer runs from NODE_DIR so that its import finds node_modules there.
+cp "$HERE/chat_template_ref.mjs" "$NODE_DIR/render.mjs"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+pairs=$(node -e '
+const c = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+for (const [t, names] of Object.entries(c.templates))
+  for (const n of names) {
+    require("fs").writeFileSync(process.argv[2] + "/" + n + ".json", JSON.stringify(c.conversations[n]));
+    console.log(t + " " + n);
+  }' "$DATA/conversations.json" "$WORK")
+checked=0
+failed=0
+while read -r tmpl conv; do
+  node "$NODE_DIR/render.mjs" "$DATA/$tmpl" "$WORK/$conv.json" >"$WORK/ref.txt"
+  "$HQEKV" chat-template --chat-template "$DATA/$tmpl" --messages "$WORK/$conv.json" >"$WORK/got.txt"
+  if cmp -s "$WORK/ref.txt" "$WORK/got.txt"; then
+    checked=$((checked + 1))
+  else
+    failed=$((failed + 1))
+    echo "MISMATCH $tmpl on $conv:"
+    echo "  jinja: $(od -c "$WORK/ref.txt" | head -20)"
+    echo "  hqekv: $(od -c "$WORK/got.txt" | head -20)"
+  fi
+done <<<"$pairs"
+echo "chat templates: $checked renderings equal to @huggingface/jinja, $failed differ"
+[ "$failed" -eq 0 ] && [ "$checked" -gt 0 ]
