@@ -46,8 +46,8 @@ std::vector<float> Batch(KvCache& c, uint64_t seed, int pos0, int n, bool prefil
 TEST(StateRoundTrip, EveryPolicyContinuesBitIdenticallyAtHeadSize64) {
   for (const char* spec :
        {"llama:ctk=q8_0,ctv=q4_0", "llama:ctk=q5_1,ctv=q5_0", "llama:bits=6", "hqekv:bits=3",
-        "hqekv:bits=2.5,per_head=1", "kivi:bits=3", "fp8", "int8", "h2o:bits=4", "snapkv:bits=4",
-        "pyramid:keep=0.4", "streaming:bits=3"}) {
+        "hqekv:bits=2.5,per_head=1", "kivi:nominal_bits=2,residual=32", "fp8", "int8", "h2o:bits=4",
+        "snapkv:bits=4", "pyramid:keep=0.4", "streaming:bits=3"}) {
     SCOPED_TRACE(spec);
     auto a = MakeKvCache(spec, kGeom);
     ASSERT_TRUE(a.ok()) << a.message();
