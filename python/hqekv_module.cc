@@ -285,6 +285,43 @@ PYBIND11_MODULE(hqekv, mod) {
           "decode).")
       .def("reset", [](Context& c) { Check(hqekv_context_reset(c.h.get())); })
       .def(
+          "save_state",
+          [](const Context& c, const std::string& path) {
+            py::gil_scoped_release nogil;
+            Check(hqekv_context_save_state(c.h.get(), path.c_str()));
+          },
+          py::arg("path"),
+          "Writes the sequence and its (compressed) KV cache to path (hqekv_context_save_state).")
+      .def(
+          "load_state",
+          [](Context& c, const std::string& path) {
+            py::gil_scoped_release nogil;
+            Check(hqekv_context_load_state(c.h.get(), path.c_str()));
+          },
+          py::arg("path"),
+          "Restores a state saved by a context of the same model, kv spec and n_ctx; on error "
+          "the context is unchanged.")
+      .def(
+          "state_bytes",
+          [](const Context& c) {
+            size_t len = 0;
+            const hqekv_status s = hqekv_context_state_get_data(c.h.get(), nullptr, 0, &len);
+            if (s != HQEKV_ERR_BUFFER_TOO_SMALL) Check(s);
+            std::string out(len, '\0');
+            Check(hqekv_context_state_get_data(c.h.get(), reinterpret_cast<uint8_t*>(out.data()),
+                                               out.size(), &len));
+            return py::bytes(out);
+          },
+          "The state as bytes (hqekv_context_state_get_data).")
+      .def(
+          "set_state_bytes",
+          [](Context& c, const py::bytes& data) {
+            const std::string d = data;
+            Check(hqekv_context_state_set_data(
+                c.h.get(), reinterpret_cast<const uint8_t*>(d.data()), d.size()));
+          },
+          py::arg("data"), "Restores a state from state_bytes().")
+      .def(
           "generate_tokens",
           [](Context& c, int max_new, float temperature, int top_k, float top_p, float min_p,
              float repeat_penalty, int repeat_last_n, uint64_t seed) {

@@ -54,7 +54,7 @@ typedef enum hqekv_status {
   HQEKV_OK = 0,
   HQEKV_ERR_INVALID_ARGUMENT = 1, /* NULL handle / pointer, bad size, out-of-range value or token */
   HQEKV_ERR_BUFFER_TOO_SMALL = 2, /* the output did not fit: see *len / *n_out */
-  HQEKV_ERR_LOAD = 3,             /* a model file is missing, unreadable or malformed */
+  HQEKV_ERR_LOAD = 3,             /* a model or KV state file is missing, unreadable or malformed */
   HQEKV_ERR_SPEC = 4,             /* a --kv policy spec or quantization format is invalid */
   HQEKV_ERR_CONTEXT_FULL = 5,     /* the batch does not fit the context length */
   HQEKV_ERR_STATE = 6,            /* the call is not valid now (e.g. logits before any decode) */
@@ -165,6 +165,26 @@ HQEKV_API hqekv_status hqekv_get_logits(const hqekv_context* ctx, const float** 
                                         int* n_vocab);
 /* Forgets the sequence (n_past = 0, the cache empty). */
 HQEKV_API hqekv_status hqekv_context_reset(hqekv_context* ctx);
+
+/* KV state: the context's sequence (tokens, last logits) and its cache as
+ * held in memory, compressed tiers and policy state included, with a
+ * versioned header (model identity, cache geometry, kv spec) and a checksum;
+ * the same format as `hqekv run --prompt-cache` and the server's slot files.
+ * A loaded context continues exactly as the saved one (the logits of every
+ * later step are bit-identical; the repetition-penalty history restarts
+ * from the saved tokens). Loading needs a context of the same model, kv spec
+ * and n_ctx; a missing file is HQEKV_ERR_LOAD, a corrupt, truncated or
+ * mismatched state HQEKV_ERR_LOAD with the reason, and the context is then
+ * unchanged. Saving before any decode: HQEKV_ERR_STATE. Files are written
+ * atomically (a temporary file renamed). */
+HQEKV_API hqekv_status hqekv_context_save_state(const hqekv_context* ctx, const char* path);
+HQEKV_API hqekv_status hqekv_context_load_state(hqekv_context* ctx, const char* path);
+/* The same bytes in memory: *len = the state's size (buf may be NULL when
+ * cap == 0; HQEKV_ERR_BUFFER_TOO_SMALL when cap < *len). */
+HQEKV_API hqekv_status hqekv_context_state_get_data(const hqekv_context* ctx, uint8_t* buf,
+                                                    size_t cap, size_t* len);
+HQEKV_API hqekv_status hqekv_context_state_set_data(hqekv_context* ctx, const uint8_t* data,
+                                                    size_t len);
 
 /* ---- Sampling (the chain of `hqekv run`) --------------------------------
  * Order per step: repetition penalty over the last repeat_last_n tokens of

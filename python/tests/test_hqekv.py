@@ -142,3 +142,33 @@ def test_chat_template():
         hqekv.apply_chat_template([{"role": "tool", "content": "x"}], "chatml")
     with pytest.raises(ValueError):
         hqekv.apply_chat_template([{"role": "user"}], "chatml")
+
+
+@pytest.mark.parametrize("kv", ["hqekv:nominal_bits=2", "h2o:keep=0.5"])
+def test_save_and_load_state(model, kv, tmp_path):
+    prompt = model.tokenize("Once upon a time, there was a little dog who liked to run")
+    a = model.context(kv=kv, n_ctx=256)
+    a.decode(prompt)
+    path = str(tmp_path / "s.kv")
+    a.save_state(path)
+    b = model.context(kv=kv, n_ctx=256)
+    b.load_state(path)
+    c = model.context(kv=kv, n_ctx=256)
+    c.set_state_bytes(a.state_bytes())
+    assert b.n_past == c.n_past == len(prompt)
+    assert b.kv_stats() == a.kv_stats() == c.kv_stats()
+    for _ in range(40):
+        tok = int(np.argmax(a.logits()))
+        for ctx in (a, b, c):
+            ctx.decode([tok])
+        assert np.array_equal(a.logits(), b.logits()) and np.array_equal(a.logits(), c.logits())
+    assert b.kv_stats() == a.kv_stats()
+    # A damaged file or another spec: an error with the library's message, b unchanged.
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 1
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(hqekv.Error, match="checksum"):
+        b.load_state(path)
+    with pytest.raises(hqekv.Error, match="KV policy"):
+        model.context(kv="fp16", n_ctx=256).set_state_bytes(a.state_bytes())
+    assert b.n_past == len(prompt) + 40

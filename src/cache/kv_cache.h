@@ -119,14 +119,14 @@ class KvCache {
   // The cache's state as bytes, laid out as held in memory (cache/kv_state.h
   // wraps it in a checked file), and back: LoadState replaces the state of
   // a cache of the same kind and geometry, checking the bytes first (on
-  // error nothing changed). Kinds that cannot do it say so.
+  // error nothing changed). Every cache of the policy table implements both
+  // (plain_cache_state.cc, policy/store_cache_state.cc); other kinds say so.
   virtual Status SaveState(std::string* out) const {
-    return MakeError("the KV cache '" + Describe() +
-                     "' cannot be saved yet (saving works for fp16 and fp32)");
+    return MakeError("the KV cache '" + Describe() + "' cannot be saved (it has no state format)");
   }
   virtual Status LoadState(std::string_view in) {
     return MakeError("the KV cache '" + Describe() +
-                     "' cannot be restored yet (restoring works for fp16 and fp32)");
+                     "' cannot be restored (it has no state format)");
   }
 };
 

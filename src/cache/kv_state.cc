@@ -124,6 +124,9 @@ Result<KvStateMeta> LoadKvState(std::string_view file, const KvStateMeta& expect
   if (p.meta.model_identity != expect.model_identity)
     return MakeError("KV state file was made with another model (identity " +
                      p.meta.model_identity + ", this model is " + expect.model_identity + ")");
+  if (!expect.spec.empty() && p.meta.spec != expect.spec)
+    return MakeError("KV state file was made with KV policy '" + p.meta.spec +
+                     "', this cache is '" + expect.spec + "'");
   if (!SameGeometry(p.meta.geometry, expect.geometry) ||
       !SameGeometry(p.meta.geometry, cache.geometry()))
     return MakeError(

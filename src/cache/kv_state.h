@@ -10,8 +10,12 @@
 //   float  logits[n_vocab]     next-token logits after it (no re-run needed)
 //   ...    cache state         KvCache::SaveState, as held in memory
 //   uint64 FNV-1a 64           of every byte before it
-// So a file is the cache's true bytes plus ~300 bytes of header, the tokens
-// (4 B each) and the logits (4 B × vocabulary).
+// The cache state of a compressing policy (policy/store_cache.h) is its
+// KvStore as held (pages, chunk records, fp16 residual, with capacities) and
+// the policy's own state (scores, tiers, importance windows), so a restored
+// cache holds the same bytes and continues bit-identically. So a file is the
+// cache's true bytes plus ~300 bytes of header, the tokens (4 B each), the
+// logits (4 B × vocabulary) and a few bytes of array sizes.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +47,8 @@ Result<std::string> EncodeKvState(const KvCache& cache, const KvStateMeta& meta)
 Result<KvStateMeta> ReadKvStateHeader(std::string_view file);
 
 // ReadKvStateHeader, then checks the file against `expect` (model identity,
-// geometry) and loads the cache state into `cache` (created by the caller
-// from the header's spec). On error `cache` is unchanged.
+// geometry, and the policy spec when expect.spec is not empty) and loads the cache state into
+// `cache` (created by the caller from the header's spec). On error `cache` is unchanged.
 Result<KvStateMeta> LoadKvState(std::string_view file, const KvStateMeta& expect, KvCache& cache);
 
 }  // namespace hqekv

@@ -199,6 +199,18 @@ class KvStore {
   int64_t LayerHeldBytes(int layer) const;
   const PagePool& Pool(int layer) const;
 
+  // ---- state (kv_store_state.cc) ---------------------------------------------
+  // The store as held: its configuration, then per layer the page pool
+  // (PagePool::SaveState), the format table, every stream's chunk records
+  // and fp16 residual, and the counts; every array with its capacity.
+  void SaveState(StateWriter& w) const;
+  // A store of `config` from what SaveState wrote (the configuration must be
+  // the same). Every block reference, format, count and position order is
+  // checked: a bad input is an error naming the layer, never a crash. The
+  // loaded store holds the same bytes (LayerHeldBytes, Stats) and continues
+  // bit-identically (same page placement of later blocks).
+  static Result<std::unique_ptr<KvStore>> LoadState(const KvStoreConfig& config, StateReader& r);
+
  private:
   struct Layer;
   struct Stream;
@@ -217,6 +229,7 @@ class KvStore {
   // Moves every live block of the layer to fresh, tightly filled pages.
   void RepackPool(Layer& L);
   ChunkView View(const Layer& L, const ChunkRec& c) const;
+  Status LoadLayer(int l, StateReader& r);
 
   KvStoreConfig cfg_;
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -21,9 +21,13 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace hqekv::cache {
+
+class StateReader;
+class StateWriter;
 
 // Counts the bytes currently allocated through it (an int64 owned by the
 // caller). Used for every std::vector of the store, so that the store's
@@ -119,6 +123,17 @@ class PagePool {
   void CompactTable(std::vector<uint32_t>* remap);
   // Exchanges the contents of two pools with the same counter.
   void Swap(PagePool& o);
+
+  // The pool as held (page_pool_state.cc): the page table with its masks,
+  // the partial / free / cached lists (capacities too) and the bytes of every
+  // used unit (a dedicated block whole; cached empty pages hold no data).
+  void SaveState(StateWriter& w) const;
+  // Into an empty pool of the same page size; afterwards the pool holds the
+  // same bytes and places later blocks where the saved one would. False,
+  // with the reason in *why, on a short or inconsistent input.
+  bool LoadState(StateReader& r, std::string* why);
+  // True when b (not inline) is a block of at least `bytes` inside a live page.
+  bool Holds(BlockRef b, size_t bytes) const;
 
   // The unit of a pool of `page_bytes` pages (as the constructor rounds it).
   static size_t UnitFor(size_t page_bytes);

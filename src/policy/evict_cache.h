@@ -97,6 +97,10 @@ class EvictCache : public StoreBackedCache {
   void GrowScores(int layer, int n);
   // Frees the scores (not the budget status).
   void FreeScores();
+  // The budget outcome and the scores (evict_state.cc); each score list
+  // holds one float per kept token, or none.
+  void SavePolicy(cache::StateWriter& w) const override;
+  Result<Commit> LoadPolicy(cache::StateReader& r, const cache::KvStore& store) override;
 
   // Outcome of the last compression event of one layer.
   struct LayerBudget {

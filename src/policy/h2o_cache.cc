@@ -37,6 +37,11 @@ Status H2oCache::ChooseVictims(int layer, int head, const std::vector<int32_t>& 
       fixed_ ? std::min(recent_, keep)
              : static_cast<int64_t>(std::llround(recent_share_ * static_cast<double>(keep)));
   const cache::CountedVector<float>& s = scores_[layer][head];
+  if (s.size() != pos.size()) {  // a score per kept token (a loaded state is checked for it)
+    return MakeError(describe_ + ": layer " + std::to_string(layer) + ", head " +
+                     std::to_string(head) + ": " + std::to_string(s.size()) + " scores for " +
+                     std::to_string(pos.size()) + " kept tokens");
+  }
   *out_idx = H2oEvict(std::vector<double>(s.begin(), s.end()), keep, recent);
   return Status::Ok();
 }

@@ -76,6 +76,9 @@ class HqekvCache final : public StoreBackedCache {
   void OnRow(int layer, const cache::AttentionRow& row) override;
   void OnAttended(int layer, const int32_t* q_pos, int n, int first) override;
   int64_t StateBytes(int layer) const override;
+  // Ratios, tiers, Range(V), importance windows, budget flags (hqekv_state.cc).
+  void SavePolicy(cache::StateWriter& w) const override;
+  Result<Commit> LoadPolicy(cache::StateReader& r, const cache::KvStore& store) override;
 
  private:
   // Per-unit state, sized for a small footprint (issue 12: the policy's own

@@ -38,6 +38,10 @@ class SnapKvCache : public EvictCache {
   int64_t StateBytes(int layer) const override;
   Status ChooseVictims(int layer, int head, const std::vector<int32_t>& pos, int64_t keep,
                        std::vector<int32_t>* out_idx) override;
+  // EvictCache's state and whether the selection is done (evict_state.cc);
+  // the votes live only inside the selection.
+  void SavePolicy(cache::StateWriter& w) const override;
+  Result<Commit> LoadPolicy(cache::StateReader& r, const cache::KvStore& store) override;
   // The observation window.
   int64_t StructuralMinimum() const override { return window_; }
   std::string MinimumText() const override;

@@ -7,12 +7,15 @@
 // compression event follows in EndBatch(n, is_prefill = true).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "cache/kv_cache.h"
 #include "cache/kv_store.h"
 #include "cache/page_pool.h"
+#include "cache/state_io.h"
 #include "cache/store_attention.h"
 
 namespace hqekv::policy {
@@ -49,7 +52,25 @@ class StoreBackedCache : public KvCache {
 
   const cache::KvStore& store() const { return *store_; }
 
+  // The state (store_cache_state.cc): Describe(), the store as held
+  // (cache::KvStore::SaveState), then the policy's own state (SavePolicy).
+  // LoadState builds the store and the policy state aside and installs them
+  // only when every check passed: on error the cache is unchanged.
+  Status SaveState(std::string* out) const override;
+  Status LoadState(std::string_view in) override;
+
  protected:
+  // Installs a loaded policy state; LoadState calls it last, once.
+  using Commit = std::function<void()>;
+  // The policy's state beyond the store (scores, tiers, importance windows,
+  // budget outcome): nothing by default (quantization-only policies).
+  virtual void SavePolicy(cache::StateWriter& w) const {}
+  // Reads what SavePolicy wrote, checked against the loaded store, without
+  // changing the cache: returns the commit that installs it.
+  virtual Result<Commit> LoadPolicy(cache::StateReader& r, const cache::KvStore& store) {
+    return Commit([] {});
+  }
+
   StoreBackedCache(const KvGeometry& g, std::string describe, int max_cached_pages,
                    bool small_pages, StoreTuning tuning = {});
   Status init_status() const { return init_; }

@@ -371,6 +371,8 @@ bool Engine::Prefill(Slot& s) {
       Release(s, "error", st.message());
       return false;
     }
+    std::lock_guard<std::mutex> l(mu_);
+    m_.prompt_tokens_evaluated += n;
   }
   s.history = job.prompt;
   s.cached = static_cast<int>(job.prompt.size());
@@ -528,6 +530,9 @@ std::string Engine::MetricsText() const {
          double(m_.rejected));
   metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
          double(m_.prompt_tokens));
+  metric("prompt_tokens_evaluated_total", "counter",
+         "Prompt tokens run through a prefill (cached and restored slot tokens are not).",
+         double(m_.prompt_tokens_evaluated));
   metric("tokens_predicted_total", "counter", "Tokens generated (counted when a request ends).",
          double(m_.generated_tokens));
   metric("decode_seconds_total", "counter", "Wall time of batched decode steps.",

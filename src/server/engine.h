@@ -142,6 +142,9 @@ class Engine {
     int64_t decode_steps = 0, decode_rows = 0;
     int64_t kv_bytes_held = 0, kv_kept_elements = 0, kv_bytes_peak = 0, kv_reserved = 0;
     int slots_busy = 0;
+    // Prompt tokens run through a prefill forward (a restored or reused
+    // slot state skips its cached tokens: "compress once, ask many").
+    int64_t prompt_tokens_evaluated = 0;
   } m_;
 };
 

@@ -51,3 +51,11 @@ if(NOT HQEKV_SANITIZE)
     -P ${CMAKE_CURRENT_LIST_DIR}/install_test.cmake)
   set_tests_properties(capi_install PROPERTIES LABELS "install;no_sanitize" TIMEOUT 120)
 endif()
+
+# KV state save/load through the C API (tests/capi/c_state_test.c).
+add_executable(c_state_test ${CMAKE_CURRENT_LIST_DIR}/c_state_test.c)
+set_target_properties(c_state_test PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(c_state_test PRIVATE -pedantic-errors -Werror)
+target_link_libraries(c_state_test PRIVATE hqekv_shared)
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/state-test)
+add_test(NAME capi_state COMMAND c_state_test ${_model} ${CMAKE_CURRENT_BINARY_DIR}/state-test)

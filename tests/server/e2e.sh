@@ -128,6 +128,34 @@ t_ref=$(echo "$ref" | grep -o '"text":"[^"]*"')
 t_got=$(echo "$got" | grep -o '"text":"[^"]*"')
 [ -n "$t_ref" ] && [ "$t_ref" = "$t_got" ] || fail "restored answer '$t_got' differs from '$t_ref'"
 echo "ok restored slot answers with $n_saved cached tokens: $t_got"
+# --- compressed slot: compress once, ask many. The slot file holds the
+# HqeKV cache as held (tiers, policy state); each restore answers with no
+# prefill (the evaluated-prompt counter does not move) and the same text as a
+# fresh slot of the same policy.
+evaluated() { req GET /metrics | grep '^hqekv_prompt_tokens_evaluated_total ' | cut -d' ' -f2; }
+for KV in hqekv:nominal_bits=2 h2o:keep=0.5; do
+  PK="{\"prompt\":\"Once upon a time, there was a little dog who liked to run in the big green park with his friends\",\"temperature\":0,\"kv\":\"$KV\""
+  req POST /v1/completions -d "$PK,\"max_tokens\":1,\"id_slot\":0}" >/dev/null
+  out=$(req POST "/slots/0?action=save" -d '{"filename":"dog-c.kv"}')
+  [ "${out%% *}" = 200 ] || fail "$KV save: $out"
+  echo "ok $KV save: $out"
+  ref=$(req POST /v1/completions -d "$PK,\"max_tokens\":12,\"id_slot\":1}")
+  t_ref=$(echo "$ref" | grep -o '"text":"[^"]*"')
+  for ask in 1 2; do
+    req POST /v1/completions -d '{"prompt":"something else entirely","max_tokens":2,"id_slot":1}' >/dev/null
+    out=$(req POST "/slots/1?action=restore" -d '{"filename":"dog-c.kv"}')
+    [ "${out%% *}" = 200 ] || fail "$KV restore: $out"
+    n_saved=$(echo "$out" | grep -o '"n_restored":[0-9]*' | cut -d: -f2)
+    e0=$(evaluated)
+    got=$(req POST /v1/completions -d "$PK,\"max_tokens\":12,\"id_slot\":1}")
+    e1=$(evaluated)
+    [ "$e0" = "$e1" ] || fail "$KV: the restored slot ran a prefill ($e0 -> $e1 tokens)"
+    echo "$got" | grep -q "\"cached_tokens\":$n_saved}" || fail "$KV: restored slot re-ran the prompt: $got"
+    t_got=$(echo "$got" | grep -o '"text":"[^"]*"')
+    [ -n "$t_ref" ] && [ "$t_ref" = "$t_got" ] || fail "$KV: restored answer '$t_got' differs from '$t_ref'"
+  done
+  echo "ok $KV restored twice, no prefill ($n_saved cached tokens): $t_got"
+done
 printf 'garbage' >"$SAVE/bad.kv"
 expect_error 400 "filename" POST "/slots/1?action=restore" -d '{"filename":"bad.kv"}'
 expect_error 404 "filename" POST "/slots/1?action=restore" -d '{"filename":"missing.kv"}'
