@@ -1,6 +1,7 @@
 #include "eval/pareto_study.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -73,8 +74,10 @@ std::vector<std::string> RowSpecs(const policy::PolicyInfo& row) {
       if (p.type != policy::ParamType::kChoice || p.choices != first->choices) continue;
       spec += (set++ ? "," : "") + p.key + "=" + v;
     }
-    // One key at its default: the plain name (fp8, not fp8:format=e4m3).
-    out.push_back(set == 1 && v == first->def ? row.name : spec);
+    // One non-numeric key at its default: the plain name (fp8, not
+    // fp8:format=e4m3); numeric ones stay spelled out (kivi:nominal_bits=2).
+    const bool numeric = !v.empty() && std::isdigit(static_cast<unsigned char>(v[0]));
+    out.push_back(set == 1 && !numeric && v == first->def ? row.name : spec);
   }
   return out;
 }

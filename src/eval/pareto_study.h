@@ -89,8 +89,9 @@ Status SaveParetoResults(const std::string& path, const ParetoResults& r);  // a
 //   - a row without budget keys: one spec per value of its first numeric or
 //     format choice parameter that is not an on/off switch (choices that
 //     are not exactly {0, 1}), every parameter with the same choice list
-//     set to the same value (e.g. K and V types; a lone key at its default
-//     gives NAME alone: fp8, fp8:format=e5m2); otherwise NAME alone;
+//     set to the same value (e.g. K and V types; a lone non-numeric key at
+//     its default gives NAME alone: fp8, fp8:format=e5m2); otherwise NAME
+//     alone;
 //   - plus kParetoExtraSpecs whose policy exists (the KIVI points);
 //   - minus the rows of kParetoSkipPolicies (fp32: the oracle holds twice the
 //     reference's bytes; it only stretches the bits axis).

@@ -87,8 +87,9 @@ TEST(ParetoGrid, DefaultCoversEveryPolicyOfTheTable) {
     return std::find(grid.begin(), grid.end(), s) != grid.end();
   };
   for (const char* s :
-       {"fp16", "kivi:nominal_bits=2", "kivi:nominal_bits=4", "hqekv:bits=3.4", "hqekv:bits=8",
-        "hqekv:nominal_bits=2.8", "h2o:bits=5.4", "kivi:nominal_bits=2,residual=32"})
+       {"fp16", "fp8", "fp8:format=e5m2", "kivi:nominal_bits=2", "kivi:nominal_bits=4",
+        "hqekv:bits=3.4", "hqekv:bits=8", "hqekv:nominal_bits=2.8", "h2o:bits=5.4",
+        "kivi:nominal_bits=2,residual=32"})
     EXPECT_TRUE(has(s)) << s;
   EXPECT_EQ(std::set<std::string>(grid.begin(), grid.end()).size(), grid.size());  // no repeats
 }
