@@ -393,7 +393,7 @@ bool HqekvCache::PackedTightly(int layer) const {
   return store_->Pool(layer).held_bytes() <= (planes + page - 1) / page * page;
 }
 
-BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb) const {
+BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes_room_out) const {
   // Everything outside the page pool and the window sums, as held now:
   // chunk records, residual, Range(V), headers. The plan changes only the
   // planes in the pool (and frees a little state when it evicts).
@@ -413,14 +413,14 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb) const {
   const int64_t r0 = store_->ResidualSize(layer, 0);
   for (const Unit& U : units_[layer]) {
     const int64_t kept = static_cast<int64_t>(U.tk.size()) * kChunk + r0 + ahead;
-    window += static_cast<int64_t>(sizeof(f16_t)) *
-                  std::max<int64_t>(kept + kChunk, static_cast<int64_t>(U.next.capacity())) +
-              static_cast<int64_t>(sizeof(int32_t)) * 2 *
-                  (static_cast<int64_t>(U.next_q.size()) + m_);
+    window +=
+        static_cast<int64_t>(sizeof(f16_t)) *
+            std::max<int64_t>(kept + kChunk, static_cast<int64_t>(U.next.capacity())) +
+        static_cast<int64_t>(sizeof(int32_t)) * 2 * (static_cast<int64_t>(U.next_q.size()) + m_);
   }
   auto budget_bytes = [&](int64_t tokens) {
-    return static_cast<int64_t>(std::floor(
-        true_bits_ * static_cast<double>(tokens) * g_.n_kv_heads * g_.head_dim * 2 / 8.0));
+    return static_cast<int64_t>(std::floor(true_bits_ * static_cast<double>(tokens) *
+                                           g_.n_kv_heads * g_.head_dim * 2 / 8.0));
   };
   const int64_t room = std::min(budget_bytes(n), budget_bytes(n + ahead) - window) - fixed;
   // The pool after the plan: the planes packed tightly in whole pages (the
@@ -429,6 +429,7 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb) const {
   const int64_t page = static_cast<int64_t>(pool.page_bytes());
   const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64 : 32 * (room / page + 8);
   const int64_t planes_room = std::max<int64_t>(0, (room - table) / page * page);
+  *planes_room_out = planes_room;
   std::array<int64_t, kNumTiers> chunk_bytes{};
   for (int t = 0; t < kNumTiers; ++t) {
     const Tier tier = static_cast<Tier>(t);
@@ -461,27 +462,77 @@ ChunkScores HqekvCache::UnitScores(int layer, int u) const {
                      sink_);
 }
 
+TierPlan HqekvCache::PlanUnit(int layer, int u, int64_t nb,
+                              const std::array<int64_t, kNumTiers>& counts,
+                              const ChunkScores& sc) const {
+  const Unit& U = units_[layer][u];
+  const int64_t gone = nb - static_cast<int64_t>(U.tk.size());
+  // Evicted chunks are gone from the store; PlanTiers counts them through
+  // placeholders in front (they stay evicted).
+  std::vector<Tier> ck(gone, Tier::kEvicted), cv(gone, Tier::kEvicted);
+  std::vector<double> pk(gone, 0.0), pv(gone, 0.0);
+  ck.insert(ck.end(), U.tk.begin(), U.tk.end());
+  cv.insert(cv.end(), U.tv.begin(), U.tv.end());
+  pk.insert(pk.end(), sc.k.begin(), sc.k.end());
+  pv.insert(pv.end(), sc.v.begin(), sc.v.end());
+  // FIX (B3): one eviction set for K and V, chosen by the attention ranking;
+  // K tiers follow the attention ranking, V tiers attention x range among
+  // the kept chunks.
+  // Scores compare within a tier only (PlanTiers): a compressed chunk's
+  // score is inflated by its own quantization error (issue 12).
+  return PlanTiers(ck, cv, pk, pv, counts);
+}
+
+int64_t HqekvCache::PlannedPlaneBytes(int layer, int64_t nb,
+                                      const std::array<int64_t, kNumTiers>& counts,
+                                      const std::vector<ChunkScores>& scores) const {
+  int64_t b = 0;
+  for (int u = 0; u < units_per_layer_; ++u) {
+    const TierPlan plan = PlanUnit(layer, u, nb, counts, scores[u]);
+    for (size_t c = 0; c < plan.k.size(); ++c) b += UnitPlaneBytes(plan.k[c], plan.v[c]);
+  }
+  return b;
+}
+
+void HqekvCache::RaiseCounts(int layer, int64_t nb, const std::vector<ChunkScores>& scores,
+                             int64_t planes_room, std::array<int64_t, kNumTiers>* counts) const {
+  // The counts assume every chunk can take any tier; downgrade-only, chunks
+  // already in a worse tier cannot, so the plan may hold fewer bytes than
+  // planned (after a prefill the overhead per token falls as the sequence
+  // grows, and the room grows faster than one chunk per event can use in
+  // the two tiers). The rest goes to the chunks that can still move up
+  // (this event's fp16 chunks, chunks being demoted now): one slot at a time
+  // into the best tier it fits, as long as the plan's planes fit the room.
+  int64_t planned = PlannedPlaneBytes(layer, nb, *counts, scores);
+  constexpr int kEv = static_cast<int>(Tier::kEvicted);
+  for (int guard = 0; guard < 4 * nb + 8; ++guard) {
+    bool raised = false;
+    for (int t = static_cast<int>(Tier::kU4); t < kEv && !raised; ++t) {
+      int w = t + 1;
+      while (w <= kEv && (*counts)[w] == 0) ++w;
+      if (w > kEv) continue;
+      std::array<int64_t, kNumTiers> up = *counts;
+      ++up[t];
+      --up[w];
+      const int64_t b = PlannedPlaneBytes(layer, nb, up, scores);
+      if (b > planned && b <= planes_room) {
+        *counts = up;
+        planned = b;
+        raised = true;
+      }
+    }
+    if (!raised) return;
+  }
+}
+
 Status HqekvCache::ApplyCounts(int layer, int u, int64_t nb,
                                const std::array<int64_t, kNumTiers>& counts, ChunkScores* sc,
                                Vec<f16_t>* window, bool* changed) {
   Unit& U = units_[layer][u];
   const int head = per_head_ ? u : cache::kAllHeads;
   const int live = static_cast<int>(U.tk.size());
-  // Evicted chunks are gone from the store; PlanTiers counts them through
-  // placeholders in front (they stay evicted).
   const int64_t gone = nb - live;
-  std::vector<Tier> ck(gone, Tier::kEvicted), cv(gone, Tier::kEvicted);
-  std::vector<double> pk(gone, 0.0), pv(gone, 0.0);
-  ck.insert(ck.end(), U.tk.begin(), U.tk.end());
-  cv.insert(cv.end(), U.tv.begin(), U.tv.end());
-  pk.insert(pk.end(), sc->k.begin(), sc->k.end());
-  pv.insert(pv.end(), sc->v.begin(), sc->v.end());
-  // FIX (B3): one eviction set for K and V, chosen by the attention ranking;
-  // K tiers follow the attention ranking, V tiers attention x range among
-  // the kept chunks.
-  // Scores compare within a tier only (PlanTiers): a compressed chunk's
-  // score is inflated by its own quantization error (issue 12).
-  const TierPlan plan = PlanTiers(ck, cv, pk, pv, counts);
+  const TierPlan plan = PlanUnit(layer, u, nb, counts, *sc);
 
   std::vector<char> evicted(live, 0);
   bool any_evicted = false;
@@ -581,8 +632,10 @@ Status HqekvCache::Compress(int layer) {
     // bits=B: the counts whose planes fit what the layer's measured bytes
     // leave of B at this length and when the next window opens (issue 12:
     // the analytic upper bound of true_bits.h left the cache 4-7% below B).
-    const BudgetCounts bc = SolveEventCounts(layer, nb);
+    int64_t planes_room = 0;
+    const BudgetCounts bc = SolveEventCounts(layer, nb, &planes_room);
     counts = bc.counts;
+    RaiseCounts(layer, nb, scores, planes_room, &counts);
     budget_below_ = budget_below_ || bc.below;
     budget_above_ = budget_above_ || bc.above;
   } else {
@@ -627,8 +680,9 @@ Status HqekvCache::Compress(int layer) {
   if (true_bits_ > 0) {
     const int64_t rest = nb - counts[0];
     if (rest > 0) {
-      ratios_[layer] = {static_cast<double>(counts[1]) / rest, static_cast<double>(counts[2]) / rest,
-                        static_cast<double>(counts[3]) / rest, static_cast<double>(counts[4]) / rest};
+      ratios_[layer] = {
+          static_cast<double>(counts[1]) / rest, static_cast<double>(counts[2]) / rest,
+          static_cast<double>(counts[3]) / rest, static_cast<double>(counts[4]) / rest};
     }
   }
   return Status::Ok();

@@ -127,7 +127,19 @@ class HqekvCache final : public StoreBackedCache {
   bool HoldsBudget(int layer) const;
   // bits=B: this event's chunk counts from the measured bytes (planes of the
   // plan + everything else the layer holds now + the next window <= B).
-  BudgetCounts SolveEventCounts(int layer, int64_t nb) const;
+  // *planes_room: the bytes the plan's planes may hold (whole pages).
+  BudgetCounts SolveEventCounts(int layer, int64_t nb, int64_t* planes_room) const;
+  // PlanTiers for unit u with `counts` (pure).
+  TierPlan PlanUnit(int layer, int u, int64_t nb, const std::array<int64_t, kNumTiers>& counts,
+                    const ChunkScores& sc) const;
+  // Planes the layer would hold after planning `counts` (downgrade-only
+  // realization, every unit).
+  int64_t PlannedPlaneBytes(int layer, int64_t nb, const std::array<int64_t, kNumTiers>& counts,
+                            const std::vector<ChunkScores>& scores) const;
+  // Moves slots to better tiers while the planned planes still fit
+  // planes_room and grow (see hqekv_cache.cc).
+  void RaiseCounts(int layer, int64_t nb, const std::vector<ChunkScores>& scores,
+                   int64_t planes_room, std::array<int64_t, kNumTiers>* counts) const;
   // Planes of the layer's live chunks (the byte model's block sizes).
   int64_t PlaneBytesHeld(int layer) const;
   // True when the layer's pool holds its planes in whole pages (no holes

@@ -121,7 +121,8 @@ BudgetCounts SolveBudgetCounts(int64_t nb, int pinned,
   }
   if (t == kU4) {
     out.counts[kU4] = rest;
-    out.above = rest > 0 && room - rest * chunk_bytes[kU4] >= chunk_bytes[kU4] - chunk_bytes[kU4 + 1];
+    out.above =
+        rest > 0 && room - rest * chunk_bytes[kU4] >= chunk_bytes[kU4] - chunk_bytes[kU4 + 1];
     return out;
   }
   // k chunks in t - 1, rest - k in t: rest * b[t] + k * (b[t-1] - b[t]) <= room.
