@@ -47,10 +47,12 @@ class HqekvCache final : public StoreBackedCache {
   // Tier ratios, first found of: ctx.layer_ratios (in memory, one row per
   // layer), ratios=, profile= (policy/profile.h, checked against ctx.model
   // unless force), nominal_bits= (the paper's 4 r4 + 2 r2 + r1, built-in
-  // rows), bits= (TRUE bits per original element: the ratios are solved at
-  // every compression event from the layer's byte model, true_bits.h, so
-  // the cache holds <= B after prefill and during decode; an error when B is
-  // below the floor at the cache's full context).
+  // rows), bits= (TRUE bits per original element: the chunk counts are
+  // solved at every compression event from the layer's measured bytes and
+  // checked after the plan, so the cache holds <= B after prefill and during
+  // decode and ends within ~3% under it; the byte model of true_bits.h
+  // checks feasibility: an error when B is below the floor at the cache's
+  // full context).
   static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
                                                  const CacheContext& ctx);
 
