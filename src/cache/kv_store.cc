@@ -498,6 +498,8 @@ Status KvStore::Compact(int layer, int head) {
   return Status::Ok();
 }
 
+void KvStore::RepackLayer(int layer) { RepackPool(*layers_[layer]); }
+
 void KvStore::RepackPool(Layer& L) {
   const int D = cfg_.head_dim;
   struct Move {

@@ -170,6 +170,11 @@ class KvStore {
   // Returns the layer's cached empty pages to the system (the end of a
   // compression event).
   Status Compact(int layer, int head);
+  // Moves every block of the layer to fresh pages, largest first, whatever
+  // the slack (Compact does so only past a threshold): the pool's slack drops
+  // to the unused part of its last page. For a policy holding a byte budget,
+  // whose downgrades free blocks but no page. Invalidates nothing.
+  void RepackLayer(int layer);
 
   // ---- reads -------------------------------------------------------------
   int NumChunks(int layer, int head) const;           // tombstones included

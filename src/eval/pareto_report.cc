@@ -153,10 +153,19 @@ ParetoReport RenderParetoReport(const ParetoResults& r) {
           verdict += ", no other point within ±3% of its bits";
         }
       }
+      if (row.verdict == "PASS" || row.verdict == "FAIL") {
+        // How far the hqekv point is from B, and the margin (PASS) or the
+        // miss (FAIL) as KL ratio / need.
+        const ParetoCell& t = *ok[row.target.index];
+        verdict = "**" + row.verdict +
+                  "**: " + Fmt("%+.1f%%", 100 * (t.bits - row.budget) / row.budget) +
+                  " of B; KL ratio / need = " + Fmt("%.2f", row.ratio / row.threshold);
+        if (row.verdict == "FAIL") {
+          verdict += " (misses by " + Fmt("%.0f%%", 100 * (row.ratio / row.threshold - 1)) + ")";
+        }
+      }
       md += "| " + r.texts[i].label + " | " + Fmt("%g", row.budget) + " | " + hq + " | " + other +
-            " | " + ratio + " | " + Fmt("%.1f", row.threshold) + " | " +
-            (row.verdict == "PASS" || row.verdict == "FAIL" ? "**" + row.verdict + "**" : verdict) +
-            " |\n";
+            " | " + ratio + " | " + Fmt("%.1f", row.threshold) + " | " + verdict + " |\n";
     }
   }
   md += "\n" + std::to_string(pass) + " of " + std::to_string(rows) + " budget checks pass.\n\n";

@@ -167,6 +167,17 @@ std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, i
   return c;
 }
 
+bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts) {
+  for (int t = static_cast<int>(Tier::kU4); t < static_cast<int>(Tier::kEvicted); ++t) {
+    if ((*counts)[t] > 0) {
+      --(*counts)[t];
+      ++(*counts)[t + 1];
+      return true;
+    }
+  }
+  return false;
+}
+
 TierPlan PlanTiers(const std::vector<Tier>& cur_k, const std::vector<Tier>& cur_v,
                    const std::vector<double>& score_k, const std::vector<double>& score_v,
                    const std::array<int64_t, kNumTiers>& counts, PlanOptions options) {

@@ -53,6 +53,12 @@ double RoundHalfEven(double x);
 // which made 1-bit chunks at r1 = 0: fixed on purpose (issue 12).
 std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, int pinned_chunks);
 
+// Moves one chunk of `counts` from the best non-empty quantized tier (u4, u2,
+// n1) to the next worse one (n1 -> evicted): the smallest step down in bytes
+// when a plan held more than its budget. False (counts unchanged) when every
+// quantized chunk is already evicted.
+bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts);
+
 // One compression event's plan for one ranking unit (a layer, or a KV head
 // with per_head=1). Inputs are per chunk, oldest first, over every chunk ever
 // compressed (evicted chunks included, so the evict share applies to the

@@ -134,8 +134,10 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   c->model_.pinned = c->pinned_;
   auto set_tier_bytes = [&] {
     for (Tier t : {Tier::kF16, Tier::kU4, Tier::kU2, Tier::kN1}) {
-      c->model_.tier_bytes[static_cast<int>(t)] =
-          ChunkPlaneBytes(c->model_.layout, c->TierFormat(t, true), c->TierFormat(t, false));
+      const int i = static_cast<int>(t);
+      c->k_bytes_[i] = StreamPlaneBytes(c->model_.layout, c->TierFormat(t, true));
+      c->v_bytes_[i] = StreamPlaneBytes(c->model_.layout, c->TierFormat(t, false));
+      c->model_.tier_bytes[i] = c->k_bytes_[i] + c->v_bytes_[i];
     }
   };
   set_tier_bytes();
@@ -211,6 +213,7 @@ void HqekvCache::ResetPolicy() {
   for (int l = 0; l < g_.n_layers; ++l)
     units_.emplace_back(units_per_layer_, Unit(StateAlloc<char>(l)));
   compressed_chunks_.assign(g_.n_layers, 0);
+  table_bytes_.assign(g_.n_layers, 0);
   budget_below_ = budget_above_ = false;
   cur_from_.assign(g_.n_layers, 0);
   next_from_.assign(g_.n_layers, 0);
@@ -337,6 +340,259 @@ Status HqekvCache::EndBatch(int n, bool is_prefill) {
   return Status::Ok();
 }
 
+int64_t HqekvCache::UnitPlaneBytes(Tier k, Tier v) const {
+  // k_bytes_ / v_bytes_ cover every KV head; a per-head unit holds one.
+  return (k_bytes_[static_cast<int>(k)] + v_bytes_[static_cast<int>(v)]) / units_per_layer_;
+}
+
+int64_t HqekvCache::TokensToWindow(int layer) const {
+  // FirstRecordedQuery: a decode query is recorded once the residual
+  // (counting its own token) reaches 33 - m tokens.
+  const int64_t r0 = store_->ResidualSize(layer, 0);
+  return std::max<int64_t>(1, kChunk + 1 - m_ - r0);
+}
+
+int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
+  const int64_t r0 = store_->ResidualSize(layer, 0);
+  int64_t grow = 0;
+  for (const Unit& U : units_[layer]) {
+    // OnRow: the sums grow to the kept tokens at the first recorded row,
+    // reserving a chunk more; OnAttended: one query position per step, by
+    // push_back (capacity at most twice what it holds, m more queries).
+    const int64_t kept = static_cast<int64_t>(U.tk.size()) * kChunk + r0 + ahead;
+    const int64_t cap = static_cast<int64_t>(U.cur.capacity());
+    if (cap < kept) grow += static_cast<int64_t>(sizeof(f16_t)) * (kept + kChunk - cap);
+    const int64_t q_cap = 2 * (static_cast<int64_t>(U.cur_q.size()) + m_);
+    grow += static_cast<int64_t>(sizeof(int32_t)) *
+            std::max<int64_t>(0, q_cap - static_cast<int64_t>(U.cur_q.capacity()));
+  }
+  return grow;
+}
+
+bool HqekvCache::HoldsBudget(int layer) const {
+  const int64_t n = store_->AppendedTokens(layer);
+  const int64_t held = LayerAllocatedBytes(layer);
+  const int64_t ahead = TokensToWindow(layer);
+  const double now = LayerBits(model_.layout, held, n);
+  const double peak = LayerBits(model_.layout, held + WindowGrowth(layer, ahead), n + ahead);
+  return std::max(now, peak) <= true_bits_;
+}
+
+int64_t HqekvCache::PlaneBytesHeld(int layer) const {
+  int64_t planes = 0;
+  for (const Unit& U : units_[layer]) {
+    for (size_t c = 0; c < U.tk.size(); ++c) planes += UnitPlaneBytes(U.tk[c], U.tv[c]);
+  }
+  return planes;
+}
+
+bool HqekvCache::PackedTightly(int layer) const {
+  // A tight pack holds the planes in whole pages: only the last one has room.
+  const int64_t page = static_cast<int64_t>(store_->Pool(layer).page_bytes());
+  const int64_t planes = PlaneBytesHeld(layer);
+  return store_->Pool(layer).held_bytes() <= (planes + page - 1) / page * page;
+}
+
+BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes_room_out) const {
+  // Everything outside the page pool and the window sums, as held now:
+  // chunk records, residual, Range(V), headers. The plan changes only the
+  // planes in the pool (and frees a little state when it evicts).
+  const cache::PagePool& pool = store_->Pool(layer);
+  int64_t fixed = LayerAllocatedBytes(layer) - pool.held_bytes() - pool.table_bytes();
+  for (const Unit& U : units_[layer]) {
+    fixed -= static_cast<int64_t>(sizeof(f16_t)) *
+             static_cast<int64_t>(U.cur.capacity() + U.next.capacity());
+    fixed -= static_cast<int64_t>(sizeof(int32_t)) *
+             static_cast<int64_t>(U.cur_q.capacity() + U.next_q.capacity());
+  }
+  const int64_t n = store_->AppendedTokens(layer);
+  const int64_t ahead = TokensToWindow(layer);
+  // The next window over the chunks kept now (an upper bound when the plan
+  // evicts): the sums carried to it (`next`) grown to every kept token.
+  int64_t window = 0;
+  const int64_t r0 = store_->ResidualSize(layer, 0);
+  for (const Unit& U : units_[layer]) {
+    const int64_t kept = static_cast<int64_t>(U.tk.size()) * kChunk + r0 + ahead;
+    window +=
+        static_cast<int64_t>(sizeof(f16_t)) *
+            std::max<int64_t>(kept + kChunk, static_cast<int64_t>(U.next.capacity())) +
+        static_cast<int64_t>(sizeof(int32_t)) * 2 * (static_cast<int64_t>(U.next_q.size()) + m_);
+  }
+  auto budget_bytes = [&](int64_t tokens) {
+    return static_cast<int64_t>(std::floor(true_bits_ * static_cast<double>(tokens) *
+                                           g_.n_kv_heads * g_.head_dim * 2 / 8.0));
+  };
+  const int64_t room = std::min(budget_bytes(n), budget_bytes(n + ahead) - window) - fixed;
+  // The pool after the plan: the planes packed tightly in whole pages (the
+  // event repacks when they are not) and the page table, as after the last
+  // event plus an entry or two (before the first: 32 bytes per page).
+  const int64_t page = static_cast<int64_t>(pool.page_bytes());
+  const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64 : 32 * (room / page + 8);
+  const int64_t planes_room = std::max<int64_t>(0, (room - table) / page * page);
+  *planes_room_out = planes_room;
+  std::array<int64_t, kNumTiers> chunk_bytes{};
+  for (int t = 0; t < kNumTiers; ++t) {
+    const Tier tier = static_cast<Tier>(t);
+    chunk_bytes[t] = tier == Tier::kEvicted ? 0 : UnitPlaneBytes(tier, tier) * units_per_layer_;
+  }
+  const BudgetCounts bc = SolveBudgetCounts(nb, pinned_, chunk_bytes, planes_room);
+  return bc;
+}
+
+ChunkScores HqekvCache::UnitScores(int layer, int u) const {
+  const Unit& U = units_[layer][u];
+  const int h_rep = per_head_ ? u : 0;
+  const int live = static_cast<int>(U.tk.size());
+  const int nc = live * kChunk;  // compressed kept tokens, first in walk order
+  std::vector<int32_t> pos;
+  store_->KeptPositions(layer, h_rep, &pos);
+  std::vector<double> sum(nc, 0.0);
+  for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i)
+    sum[i] = F16ToF32(U.cur[i]) / sum_scale_;
+  const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
+  // min_count = m: the window mean (issue 12: dividing the newest tokens'
+  // sums by the few queries that see them ranked the newest chunk first).
+  const std::vector<double> a =
+      NormalizeImportance(sum, cpos, std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()), m_);
+  std::vector<double> vrange(nc);
+  for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
+  std::vector<int32_t> pos0(live);
+  for (int c = 0; c < live; ++c) pos0[c] = cpos[static_cast<size_t>(c) * kChunk];
+  return ScoreChunks(ranking_, a, vrange, pos0, kChunk, (static_cast<uint64_t>(layer) << 32) | u,
+                     sink_);
+}
+
+TierPlan HqekvCache::PlanUnit(int layer, int u, int64_t nb,
+                              const std::array<int64_t, kNumTiers>& counts,
+                              const ChunkScores& sc) const {
+  const Unit& U = units_[layer][u];
+  const int64_t gone = nb - static_cast<int64_t>(U.tk.size());
+  // Evicted chunks are gone from the store; PlanTiers counts them through
+  // placeholders in front (they stay evicted).
+  std::vector<Tier> ck(gone, Tier::kEvicted), cv(gone, Tier::kEvicted);
+  std::vector<double> pk(gone, 0.0), pv(gone, 0.0);
+  ck.insert(ck.end(), U.tk.begin(), U.tk.end());
+  cv.insert(cv.end(), U.tv.begin(), U.tv.end());
+  pk.insert(pk.end(), sc.k.begin(), sc.k.end());
+  pv.insert(pv.end(), sc.v.begin(), sc.v.end());
+  // FIX (B3): one eviction set for K and V, chosen by the attention ranking;
+  // K tiers follow the attention ranking, V tiers attention x range among
+  // the kept chunks.
+  // Scores compare within a tier only (PlanTiers): a compressed chunk's
+  // score is inflated by its own quantization error (issue 12).
+  return PlanTiers(ck, cv, pk, pv, counts);
+}
+
+int64_t HqekvCache::PlannedPlaneBytes(int layer, int64_t nb,
+                                      const std::array<int64_t, kNumTiers>& counts,
+                                      const std::vector<ChunkScores>& scores) const {
+  int64_t b = 0;
+  for (int u = 0; u < units_per_layer_; ++u) {
+    const TierPlan plan = PlanUnit(layer, u, nb, counts, scores[u]);
+    for (size_t c = 0; c < plan.k.size(); ++c) b += UnitPlaneBytes(plan.k[c], plan.v[c]);
+  }
+  return b;
+}
+
+void HqekvCache::RaiseCounts(int layer, int64_t nb, const std::vector<ChunkScores>& scores,
+                             int64_t planes_room, std::array<int64_t, kNumTiers>* counts) const {
+  // The counts assume every chunk can take any tier; downgrade-only, chunks
+  // already in a worse tier cannot, so the plan may hold fewer bytes than
+  // planned (after a prefill the overhead per token falls as the sequence
+  // grows, and the room grows faster than one chunk per event can use in
+  // the two tiers). The rest goes to the chunks that can still move up
+  // (this event's fp16 chunks, chunks being demoted now): one slot at a time
+  // into the best tier it fits, as long as the plan's planes fit the room.
+  int64_t planned = PlannedPlaneBytes(layer, nb, *counts, scores);
+  constexpr int kEv = static_cast<int>(Tier::kEvicted);
+  for (int guard = 0; guard < 4 * nb + 8; ++guard) {
+    bool raised = false;
+    for (int t = static_cast<int>(Tier::kU4); t < kEv && !raised; ++t) {
+      int w = t + 1;
+      while (w <= kEv && (*counts)[w] == 0) ++w;
+      if (w > kEv) continue;
+      std::array<int64_t, kNumTiers> up = *counts;
+      ++up[t];
+      --up[w];
+      const int64_t b = PlannedPlaneBytes(layer, nb, up, scores);
+      if (b > planned && b <= planes_room) {
+        *counts = up;
+        planned = b;
+        raised = true;
+      }
+    }
+    if (!raised) return;
+  }
+}
+
+Status HqekvCache::ApplyCounts(int layer, int u, int64_t nb,
+                               const std::array<int64_t, kNumTiers>& counts, ChunkScores* sc,
+                               Vec<f16_t>* window, bool* changed) {
+  Unit& U = units_[layer][u];
+  const int head = per_head_ ? u : cache::kAllHeads;
+  const int live = static_cast<int>(U.tk.size());
+  const int64_t gone = nb - live;
+  const TierPlan plan = PlanUnit(layer, u, nb, counts, *sc);
+
+  std::vector<char> evicted(live, 0);
+  bool any_evicted = false;
+  for (int c = 0; c < live; ++c) {
+    const Tier nk = plan.k[gone + c], nv = plan.v[gone + c];
+    if (nk == Tier::kEvicted) {
+      // FIX (eviction = removal): the chunk leaves the store, hence the
+      // softmax; the reference's search zeroes evicted K/V instead (B6).
+      HQEKV_RETURN_IF_ERROR(store_->EvictChunk(layer, head, c));
+      evicted[c] = 1;
+      any_evicted = true;
+      *changed = true;
+    } else if (nk != U.tk[c] || nv != U.tv[c]) {
+      // Downgrade only (PlanTiers never raises a tier): re-quantized from
+      // the current reconstruction, as the reference does.
+      HQEKV_RETURN_IF_ERROR(
+          store_->SetChunkFormat(layer, head, c, TierFormat(nk, true), TierFormat(nv, false)));
+      *changed = true;
+    }
+    U.tk[c] = nk;
+    U.tv[c] = nv;
+  }
+  if (!any_evicted) return Status::Ok();
+  // Compact the per-chunk state, the scores, Range(V) and the window sums.
+  const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
+  Vec<Tier> tk(alloc), tv(alloc);
+  Vec<uint8_t> range(alloc);
+  Vec<f16_t> range_max(alloc), win(alloc);
+  ChunkScores kept_scores;
+  for (int c = 0; c < live; ++c) {
+    if (evicted[c]) continue;
+    tk.push_back(U.tk[c]);
+    tv.push_back(U.tv[c]);
+    range_max.push_back(U.range_max[c]);
+    kept_scores.k.push_back(sc->k[c]);
+    kept_scores.v.push_back(sc->v[c]);
+    range.insert(range.end(), U.range.begin() + c * kChunk, U.range.begin() + (c + 1) * kChunk);
+    for (int t = c * kChunk; t < (c + 1) * kChunk && t < static_cast<int>(window->size()); ++t) {
+      win.push_back((*window)[t]);
+    }
+  }
+  // Residual tokens of the window follow the chunks in walk order.
+  for (size_t t = static_cast<size_t>(live) * kChunk; t < window->size(); ++t)
+    win.push_back((*window)[t]);
+  // Exact capacities: push_back's growth would hold up to twice the state.
+  // (Shrunk before the swap: shrinking after it only shrank the old lists.)
+  tk.shrink_to_fit();
+  tv.shrink_to_fit();
+  range.shrink_to_fit();
+  range_max.shrink_to_fit();
+  win.shrink_to_fit();
+  U.tk.swap(tk);
+  U.tv.swap(tv);
+  U.range.swap(range);
+  U.range_max.swap(range_max);
+  window->swap(win);
+  *sc = std::move(kept_scores);
+  return Status::Ok();
+}
+
 Status HqekvCache::Compress(int layer) {
   const int r = store_->ResidualSize(layer, 0);
   if (r < kChunk) return Status::Ok();
@@ -364,115 +620,72 @@ Status HqekvCache::Compress(int layer) {
   HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, C, quant::F16(), quant::F16()));
   compressed_chunks_[layer] += new_chunks;
   const int64_t nb = compressed_chunks_[layer];
+  std::vector<ChunkScores> scores(units_per_layer_);
+  for (int u = 0; u < units_per_layer_; ++u) scores[u] = UnitScores(layer, u);
   // FIX (decode budget): counts over every chunk ever compressed, evicted ones
   // included, with the configured ratios at every event, so the evict share
   // r0 holds during decoding too. The reference decays its eviction ratio to
   // ~0 after prefill (digest §3 step 5) and a long generation drifts above
   // the prefill's eviction share.
+  std::array<int64_t, kNumTiers> counts;
   if (true_bits_ > 0) {
-    // bits=B: the ratios that hold B true bits at this length (every byte
-    // of the layer, this policy's state included; true_bits.h).
-    const BudgetRatios br = SolveBudgetRatios(model_, true_bits_, store_->AppendedTokens(layer));
-    ratios_[layer] = br.ratios;
-    budget_below_ = budget_below_ || br.below;
-    budget_above_ = budget_above_ || br.above;
+    // bits=B: the counts whose planes fit what the layer's measured bytes
+    // leave of B at this length and when the next window opens (issue 12:
+    // the analytic upper bound of true_bits.h left the cache 4-7% below B).
+    int64_t planes_room = 0;
+    const BudgetCounts bc = SolveEventCounts(layer, nb, &planes_room);
+    counts = bc.counts;
+    RaiseCounts(layer, nb, scores, planes_room, &counts);
+    budget_below_ = budget_below_ || bc.below;
+    budget_above_ = budget_above_ || bc.above;
+  } else {
+    counts = AllocateChunks(nb, ratios_[layer], pinned_);
   }
-  const auto counts = AllocateChunks(nb, ratios_[layer], pinned_);
-
-  for (int u = 0; u < units_per_layer_; ++u) {
-    Unit& U = units_[layer][u];
-    const int head = per_head_ ? u : cache::kAllHeads;
-    const int h_rep = per_head_ ? u : 0;
-    const int live = static_cast<int>(U.tk.size());
-    const int nc = live * kChunk;  // compressed kept tokens, first in walk order
-    std::vector<int32_t> pos;
-    store_->KeptPositions(layer, h_rep, &pos);
-    std::vector<double> sum(nc, 0.0);
-    for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i)
-      sum[i] = F16ToF32(U.cur[i]) / sum_scale_;
-    const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
-    // min_count = m: the window mean (issue 12: dividing the newest tokens'
-    // sums by the few queries that see them ranked the newest chunk first).
-    const std::vector<double> a =
-        NormalizeImportance(sum, cpos, std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()), m_);
-    std::vector<double> vrange(nc);
-    for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
-    std::vector<int32_t> pos0(live);
-    for (int c = 0; c < live; ++c) pos0[c] = cpos[static_cast<size_t>(c) * kChunk];
-    const ChunkScores sc = ScoreChunks(ranking_, a, vrange, pos0, kChunk,
-                                       (static_cast<uint64_t>(layer) << 32) | u, sink_);
-    const std::vector<double>& sk = sc.k;
-    const std::vector<double>& sv = sc.v;
-
-    // Evicted chunks are gone from the store; PlanTiers counts them through
-    // placeholders in front (they stay evicted).
-    const int64_t gone = nb - live;
-    std::vector<Tier> ck(gone, Tier::kEvicted), cv(gone, Tier::kEvicted);
-    std::vector<double> pk(gone, 0.0), pv(gone, 0.0);
-    ck.insert(ck.end(), U.tk.begin(), U.tk.end());
-    cv.insert(cv.end(), U.tv.begin(), U.tv.end());
-    pk.insert(pk.end(), sk.begin(), sk.end());
-    pv.insert(pv.end(), sv.begin(), sv.end());
-    // FIX (B3): one eviction set for K and V, chosen by the attention ranking;
-    // K tiers follow the attention ranking, V tiers attention x range among
-    // the kept chunks.
-    // Scores compare within a tier only (PlanTiers): a compressed chunk's
-    // score is inflated by its own quantization error (issue 12).
-    const TierPlan plan = PlanTiers(ck, cv, pk, pv, counts);
-
-    std::vector<char> evicted(live, 0);
-    for (int c = 0; c < live; ++c) {
-      const Tier nk = plan.k[gone + c], nv = plan.v[gone + c];
-      if (nk == Tier::kEvicted) {
-        // FIX (eviction = removal): the chunk leaves the store, hence the
-        // softmax; the reference's search zeroes evicted K/V instead (B6).
-        HQEKV_RETURN_IF_ERROR(store_->EvictChunk(layer, head, c));
-        evicted[c] = 1;
-      } else if (nk != U.tk[c] || nv != U.tv[c]) {
-        // Downgrade only (PlanTiers never raises a tier): re-quantized from
-        // the current reconstruction, as the reference does.
-        HQEKV_RETURN_IF_ERROR(
-            store_->SetChunkFormat(layer, head, c, TierFormat(nk, true), TierFormat(nv, false)));
-      }
-      U.tk[c] = nk;
-      U.tv[c] = nv;
-    }
-    // Compact the per-chunk state, Range(V) and the carried window sums.
-    const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
-    Vec<Tier> tk(alloc), tv(alloc);
-    Vec<uint8_t> range(alloc);
-    Vec<f16_t> range_max(alloc), next(alloc);
-    for (int c = 0; c < live; ++c) {
-      if (evicted[c]) continue;
-      tk.push_back(U.tk[c]);
-      tv.push_back(U.tv[c]);
-      range_max.push_back(U.range_max[c]);
-      range.insert(range.end(), U.range.begin() + c * kChunk, U.range.begin() + (c + 1) * kChunk);
-      for (int t = c * kChunk; t < (c + 1) * kChunk && t < static_cast<int>(U.next.size()); ++t) {
-        next.push_back(U.next[t]);
+  for (int pass = 0;; ++pass) {
+    bool changed = false;
+    for (int u = 0; u < units_per_layer_; ++u) {
+      Unit& U = units_[layer][u];
+      // The first pass compacts the sums carried to the next event (`next`),
+      // which then become the open window; later passes compact that.
+      HQEKV_RETURN_IF_ERROR(
+          ApplyCounts(layer, u, nb, counts, &scores[u], pass == 0 ? &U.next : &U.cur, &changed));
+      if (pass == 0) {
+        // The window is spent: its sums leave memory until the next one opens.
+        const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
+        U.next.shrink_to_fit();
+        U.cur.swap(U.next);
+        U.cur_q.swap(U.next_q);
+        Vec<f16_t>(alloc).swap(U.next);
+        Vec<int32_t>(alloc).swap(U.next_q);
+        U.cur_q.shrink_to_fit();
       }
     }
-    // Residual tokens of `next` follow the chunks in walk order.
-    for (size_t t = nc; t < U.next.size(); ++t) next.push_back(U.next[t]);
-    // Exact capacities: push_back's growth would hold up to twice the state.
-    // (Shrunk before the swap: shrinking after it only shrank the old lists.)
-    tk.shrink_to_fit();
-    tv.shrink_to_fit();
-    U.tk.swap(tk);
-    U.tv.swap(tv);
-    range.shrink_to_fit();
-    range_max.shrink_to_fit();
-    U.range.swap(range);
-    U.range_max.swap(range_max);
-    // The window is spent: its sums leave memory until the next one opens.
-    next.shrink_to_fit();
-    U.cur.swap(next);
-    U.cur_q.swap(U.next_q);
-    Vec<f16_t>(alloc).swap(U.next);
-    Vec<int32_t>(alloc).swap(U.next_q);
-    U.cur_q.shrink_to_fit();
+    if (pass == 0 || changed) HQEKV_RETURN_IF_ERROR(store_->Compact(layer, cache::kAllHeads));
+    // bits=B: the plan came from the bytes before it; the pool's slack after
+    // it is only known now. Over B: one more chunk one tier down, until the
+    // layer holds B (downgrade only, so the next events' new chunks take the
+    // better tier's slots back).
+    if (true_bits_ <= 0) break;
+    // Downgrades free blocks but rarely whole pages: past a page of slack the
+    // layer's blocks move to fresh pages (a memcpy of its planes), so the
+    // budget buys planes, not holes.
+    if (!PackedTightly(layer)) store_->RepackLayer(layer);
+    if (HoldsBudget(layer)) break;
+    if (!ShiftOneChunkDown(&counts)) {
+      budget_below_ = true;
+      break;
+    }
   }
-  return store_->Compact(layer, cache::kAllHeads);
+  if (true_bits_ > 0) table_bytes_[layer] = store_->Pool(layer).table_bytes();
+  if (true_bits_ > 0) {
+    const int64_t rest = nb - counts[0];
+    if (rest > 0) {
+      ratios_[layer] = {
+          static_cast<double>(counts[1]) / rest, static_cast<double>(counts[2]) / rest,
+          static_cast<double>(counts[3]) / rest, static_cast<double>(counts[4]) / rest};
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace hqekv::policy

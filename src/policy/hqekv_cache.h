@@ -47,10 +47,12 @@ class HqekvCache final : public StoreBackedCache {
   // Tier ratios, first found of: ctx.layer_ratios (in memory, one row per
   // layer), ratios=, profile= (policy/profile.h, checked against ctx.model
   // unless force), nominal_bits= (the paper's 4 r4 + 2 r2 + r1, built-in
-  // rows), bits= (TRUE bits per original element: the ratios are solved at
-  // every compression event from the layer's byte model, true_bits.h, so
-  // the cache holds <= B after prefill and during decode; an error when B is
-  // below the floor at the cache's full context).
+  // rows), bits= (TRUE bits per original element: the chunk counts are
+  // solved at every compression event from the layer's measured bytes and
+  // checked after the plan, so the cache holds <= B after prefill and during
+  // decode and ends within ~3% under it; the byte model of true_bits.h
+  // checks feasibility: an error when B is below the floor at the cache's
+  // full context).
   static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
                                                  const CacheContext& ctx);
 
@@ -108,10 +110,52 @@ class HqekvCache final : public StoreBackedCache {
   // grouping and group come from TierFormat).
   static Result<std::array<quant::Format, 3>> ParseTierFormats(const std::string& text);
   Status Compress(int layer);
+  // Chunk scores (K, V) of every live chunk of (layer, u) from this event's
+  // importance window.
+  ChunkScores UnitScores(int layer, int u) const;
+  // Plans (PlanTiers) and applies `counts` to unit u: evictions leave the
+  // store, downgrades re-quantize; the unit's per-chunk state, `sc` and the
+  // window sums `window` (per kept token, walk order) drop evicted chunks.
+  // *changed is set when a chunk changed tier.
+  Status ApplyCounts(int layer, int u, int64_t nb, const std::array<int64_t, kNumTiers>& counts,
+                     ChunkScores* sc, Vec<f16_t>* window, bool* changed);
+  // bits=B: chunk planes of (K or V) tier t for one chunk of one ranking unit.
+  int64_t UnitPlaneBytes(Tier k, Tier v) const;
+  // bits=B: bytes the layer's window sums grow by before the next event (the
+  // window opens `ahead` tokens from now), over its current state.
+  int64_t WindowGrowth(int layer, int64_t ahead) const;
+  // Tokens from now until the next importance window opens (decode steps of
+  // one token; >= 1).
+  int64_t TokensToWindow(int layer) const;
+  // bits=B: true when the layer holds <= B now and will when the next window
+  // opens (measured bytes, the window's growth predicted).
+  bool HoldsBudget(int layer) const;
+  // bits=B: this event's chunk counts from the measured bytes (planes of the
+  // plan + everything else the layer holds now + the next window <= B).
+  // *planes_room: the bytes the plan's planes may hold (whole pages).
+  BudgetCounts SolveEventCounts(int layer, int64_t nb, int64_t* planes_room) const;
+  // PlanTiers for unit u with `counts` (pure).
+  TierPlan PlanUnit(int layer, int u, int64_t nb, const std::array<int64_t, kNumTiers>& counts,
+                    const ChunkScores& sc) const;
+  // Planes the layer would hold after planning `counts` (downgrade-only
+  // realization, every unit).
+  int64_t PlannedPlaneBytes(int layer, int64_t nb, const std::array<int64_t, kNumTiers>& counts,
+                            const std::vector<ChunkScores>& scores) const;
+  // Moves slots to better tiers while the planned planes still fit
+  // planes_room and grow (see hqekv_cache.cc).
+  void RaiseCounts(int layer, int64_t nb, const std::vector<ChunkScores>& scores,
+                   int64_t planes_room, std::array<int64_t, kNumTiers>* counts) const;
+  // Planes of the layer's live chunks (the byte model's block sizes).
+  int64_t PlaneBytesHeld(int layer) const;
+  // True when the layer's pool holds its planes in whole pages (no holes
+  // but the last page's free room).
+  bool PackedTightly(int layer) const;
 
   std::vector<TierRatios> ratios_;  // per layer (bits=: the last event's)
   double true_bits_ = 0;            // bits=B, else 0
   HqekvCostModel model_;
+  // Planes of one chunk, every KV head, per tier (evicted: 0): K and V.
+  std::array<int64_t, kNumTiers> k_bytes_{}, v_bytes_{};
   bool budget_below_ = false, budget_above_ = false;
   int m_ = 20;
   // Window sums are held in fp16 scaled by sum_scale_ (a power of two, so
@@ -134,6 +178,7 @@ class HqekvCache final : public StoreBackedCache {
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)
+  std::vector<int64_t> table_bytes_;        // [layer] the pool's tables after the last event
   // Queries of the current batch from these indices on go to `cur` / `next`
   // ([layer]; the batch size when none): both sets are suffixes of the batch.
   std::vector<int> cur_from_, next_from_;

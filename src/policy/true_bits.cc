@@ -14,15 +14,16 @@ int64_t RoundUp(int64_t x, int64_t u) { return (x + u - 1) / u * u; }
 
 }  // namespace
 
-int64_t ChunkPlaneBytes(const LayerLayout& l, const quant::Format& kf, const quant::Format& vf) {
+int64_t StreamPlaneBytes(const LayerLayout& l, const quant::Format& f) {
   const int64_t u = static_cast<int64_t>(l.unit_bytes);
-  int64_t b = 0;
-  for (const quant::Format* f : {&kf, &vf}) {
-    b += RoundUp(static_cast<int64_t>(quant::CodeBytes(*f, l.chunk, l.head_dim)), u);
-    const int64_t meta = static_cast<int64_t>(quant::MetaBytes(*f, l.chunk, l.head_dim));
-    if (meta > 4) b += RoundUp(meta, u);  // <= 4 bytes: inline in the chunk record
-  }
+  int64_t b = RoundUp(static_cast<int64_t>(quant::CodeBytes(f, l.chunk, l.head_dim)), u);
+  const int64_t meta = static_cast<int64_t>(quant::MetaBytes(f, l.chunk, l.head_dim));
+  if (meta > 4) b += RoundUp(meta, u);  // <= 4 bytes: inline in the chunk record
   return b * l.n_kv_heads;
+}
+
+int64_t ChunkPlaneBytes(const LayerLayout& l, const quant::Format& kf, const quant::Format& vf) {
+  return StreamPlaneBytes(l, kf) + StreamPlaneBytes(l, vf);
 }
 
 int64_t StoreOverheadBytes(const LayerLayout& l, int64_t live_chunks, int64_t residual_capacity,
@@ -97,6 +98,38 @@ BudgetRatios SolveBudgetRatios(const HqekvCostModel& m, double budget, int64_t n
   r[i] = x;
   r[i + 1] = 1.0 - x;
   out.ratios = {r[0], r[1], r[2], r[3]};
+  return out;
+}
+
+BudgetCounts SolveBudgetCounts(int64_t nb, int pinned,
+                               const std::array<int64_t, kNumTiers>& chunk_bytes, int64_t room) {
+  BudgetCounts out;
+  if (nb <= 0) return out;
+  const int64_t p = std::min<int64_t>(std::max(pinned, 0), nb);
+  const int64_t rest = nb - p;
+  out.counts[0] = p;
+  room -= p * chunk_bytes[0];
+  constexpr int kU4 = static_cast<int>(Tier::kU4), kEv = static_cast<int>(Tier::kEvicted);
+  // Tiers u4, u2, n1, evicted: the first t whose all-t cost fits is the
+  // worse end of the segment [t - 1, t].
+  int t = kU4;
+  while (t <= kEv && rest * chunk_bytes[t] > room) ++t;
+  if (t > kEv) {
+    out.counts[kEv] = rest;
+    out.below = true;
+    return out;
+  }
+  if (t == kU4) {
+    out.counts[kU4] = rest;
+    out.above =
+        rest > 0 && room - rest * chunk_bytes[kU4] >= chunk_bytes[kU4] - chunk_bytes[kU4 + 1];
+    return out;
+  }
+  // k chunks in t - 1, rest - k in t: rest * b[t] + k * (b[t-1] - b[t]) <= room.
+  const int64_t step = chunk_bytes[t - 1] - chunk_bytes[t];
+  const int64_t k = step > 0 ? std::min(rest, (room - rest * chunk_bytes[t]) / step) : rest;
+  out.counts[t - 1] = k;
+  out.counts[t] = rest - k;
   return out;
 }
 

@@ -32,6 +32,8 @@ struct LayerLayout {
 
 // K and V planes of one chunk of `chunk` tokens, every KV head, rounded to units.
 int64_t ChunkPlaneBytes(const LayerLayout& l, const quant::Format& kf, const quant::Format& vf);
+// One stream's part of it (K or V): codes and metadata of one chunk, every KV head.
+int64_t StreamPlaneBytes(const LayerLayout& l, const quant::Format& f);
 
 // Everything but the planes and the policy state: chunk records of
 // live_chunks (per head), a residual of residual_capacity tokens (fp16 K and
@@ -69,6 +71,22 @@ struct BudgetRatios {
   bool below = false, above = false;
 };
 BudgetRatios SolveBudgetRatios(const HqekvCostModel& m, double budget, int64_t n);
+
+// Chunk counts [fp16, u4, u2, n1, evicted] of one compression event whose
+// planes fit `room` bytes: nb chunks ever compressed, min(pinned, nb) of them
+// fp16, the rest mixed between two adjacent tiers of u4, u2, n1, evicted
+// (the segment that holds the room, as SolveBudgetRatios), with as many
+// chunks in the better tier as fit: floor of the fractional count, no other
+// margin. chunk_bytes: planes of one chunk per tier (K + V, every head of the
+// ranking unit; evicted: 0). room is what the measured layer leaves for the
+// planes (HqekvCache::Compress). `above`: every chunk u4 and at least one more
+// u4-over-u2 step of room left; `below`: even every chunk evicted does not fit.
+struct BudgetCounts {
+  std::array<int64_t, kNumTiers> counts{};
+  bool below = false, above = false;
+};
+BudgetCounts SolveBudgetCounts(int64_t nb, int pinned,
+                               const std::array<int64_t, kNumTiers>& chunk_bytes, int64_t room);
 
 // "[lo, hi] true bits per element at N tokens" for error messages.
 std::string AchievableRange(double lo, double hi, int64_t n);

@@ -626,5 +626,37 @@ TEST(KvStore, FormatChurnKeepsSlackSmallAndAccountingExact) {
   }
 }
 
+// RepackLayer (a budgeted policy's call after downgrades that freed blocks
+// but no page): the slack drops to the last page's free room, the data and
+// the accounting stay exact.
+TEST(KvStore, RepackLayerLeavesOnlyTheLastPagesRoom) {
+  const int H = 2, D = 64, G = 32;
+  auto s = MakeStore(1, H, D, G);
+  const Format u4k = quant::Uniform(4, Grouping::kPerChannel),
+               u4v = quant::Uniform(4, Grouping::kPerToken, 64);
+  const Format u2k = quant::Uniform(2, Grouping::kPerChannel),
+               u2v = quant::Uniform(2, Grouping::kPerToken, 64);
+  AppendTokens(*s, 0, Range(0, 40 * G));
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 40 * G, quant::F16(), quant::F16()).ok());
+  for (int c = 0; c < 40; ++c) ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u4k, u4v).ok());
+  ASSERT_TRUE(s->Compact(0, kAllHeads).ok());
+  // Every other chunk to 2 bits: holes on every page, none empties.
+  for (int c = 0; c < 40; c += 2) ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u2k, u2v).ok());
+  const int64_t page = static_cast<int64_t>(s->Pool(0).page_bytes());
+  const int64_t before = s->PoolSlackBytes(0);
+  ASSERT_GT(before, page);
+  std::vector<float> k0(s->KeptTokens(0, 1) * D), v0(k0.size());
+  s->DequantizeKept(0, 1, k0.data(), v0.data());
+  s->RepackLayer(0);
+  std::vector<float> k1(k0.size()), v1(v0.size());
+  s->DequantizeKept(0, 1, k1.data(), v1.data());
+  EXPECT_EQ(k0, k1);
+  EXPECT_EQ(v0, v1);
+  EXPECT_LT(s->PoolSlackBytes(0), page);
+  const int64_t req = s->Pool(0).requested_bytes();
+  EXPECT_EQ(s->Pool(0).held_bytes(), (req + page - 1) / page * page);
+  ExpectAccountingExact(*s);
+}
+
 }  // namespace
 }  // namespace hqekv::cache

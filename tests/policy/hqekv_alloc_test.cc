@@ -225,5 +225,16 @@ TEST(HqekvAlloc, PlanEvictsOnlyUpToTheHistoryTarget) {
   EXPECT_EQ(p.k[2], T::kU4);
 }
 
+TEST(HqekvAlloc, ShiftOneChunkDownMovesTheBestQuantizedTier) {
+  Counts c = {2, 3, 1, 0, 0};
+  ASSERT_TRUE(ShiftOneChunkDown(&c));
+  EXPECT_EQ(c, (Counts{2, 2, 2, 0, 0}));  // pinned fp16 chunks never move
+  c = {0, 0, 0, 1, 4};
+  ASSERT_TRUE(ShiftOneChunkDown(&c));
+  EXPECT_EQ(c, (Counts{0, 0, 0, 0, 5}));
+  EXPECT_FALSE(ShiftOneChunkDown(&c));
+  EXPECT_EQ(c, (Counts{0, 0, 0, 0, 5}));
+}
+
 }  // namespace
 }  // namespace hqekv::policy
