@@ -1,7 +1,8 @@
 // HqekvCache's own state in a KV state file (StoreBackedCache::SavePolicy /
 // LoadPolicy): what a restored cache needs to continue exactly as the
 // uninterrupted one: the tier ratios (bits= solves them at every event), the
-// budget flags, the chunks compressed so far, and per unit the K/V tier of
+// budget flags, the chunks compressed so far, the pool-table bytes the
+// bits= solver measured at the last event, and per unit the K/V tier of
 // every live chunk, Range(V) of every compressed token and the open
 // importance windows (sums and query positions), each with its capacity.
 #include <memory>
@@ -20,6 +21,7 @@ void HqekvCache::SavePolicy(cache::StateWriter& w) const {
   w.Put<uint8_t>(budget_below_ ? 1 : 0);
   w.Put<uint8_t>(budget_above_ ? 1 : 0);
   w.PutArray(compressed_chunks_.data(), compressed_chunks_.size());
+  w.PutArray(table_bytes_.data(), table_bytes_.size());
   for (const auto& layer : units_) {
     for (const Unit& u : layer) {
       w.PutVector(u.tk);
@@ -39,7 +41,7 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
   struct Staged {
     std::vector<TierRatios> ratios;
     bool below = false, above = false;
-    std::vector<int64_t> compressed;
+    std::vector<int64_t> compressed, table;
     std::vector<std::vector<Unit>> units;
   };
   auto st = std::make_shared<Staged>();
@@ -53,6 +55,12 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
   if (!r.Get(&below) || !r.Get(&above) || below > 1 || above > 1 ||
       !r.GetArray(st->compressed.data(), st->compressed.size()))
     return MakeError("HqeKV state: truncated budget flags");
+  st->table.resize(g_.n_layers);
+  if (!r.GetArray(st->table.data(), st->table.size()))
+    return MakeError("HqeKV state: truncated pool-table sizes");
+  for (int64_t t : st->table) {
+    if (t < 0) return MakeError("HqeKV state: negative pool-table size");
+  }
   st->below = below != 0;
   st->above = above != 0;
   for (int l = 0; l < g_.n_layers; ++l) {
@@ -97,6 +105,7 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
     budget_below_ = st->below;
     budget_above_ = st->above;
     compressed_chunks_ = std::move(st->compressed);
+    table_bytes_ = std::move(st->table);
     units_ = std::move(st->units);
   });
 }

@@ -78,5 +78,31 @@ TEST(StateRoundTrip, EveryPolicyContinuesBitIdenticallyAtHeadSize64) {
   }
 }
 
+// bits=B solves each event's counts from measured bytes, the pool's table
+// included (HqekvCache::table_bytes_): a restored cache must solve the next
+// events as the uninterrupted one. 700-token prefill: the budget binds (at
+// 150 tokens every budget below 8 sits at the floor).
+TEST(StateRoundTrip, HqekvBudgetSolverContinuesBitIdentically) {
+  for (const char* spec : {"hqekv:bits=3.4", "hqekv:bits=4.2", "hqekv:bits=5.4", "hqekv:bits=8"}) {
+    SCOPED_TRACE(spec);
+    const KvGeometry g{2, 4, 2, 64, 1024};
+    auto a = MakeKvCache(spec, g);
+    ASSERT_TRUE(a.ok()) << a.message();
+    Batch(**a, 1, 0, 700, true);
+    std::string state;
+    ASSERT_TRUE((*a)->SaveState(&state).ok());
+    auto b = MakeKvCache(spec, g);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE((*b)->LoadState(state).ok());
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_EQ(Batch(**a, 100 + i, 700 + i, 1, false), Batch(**b, 100 + i, 700 + i, 1, false))
+          << "step " << i;
+      ASSERT_EQ((*a)->Stats().bytes.total(), (*b)->Stats().bytes.total()) << "step " << i;
+    }
+    std::printf("%-16s %.3f bits/original after 800 tokens\n", spec,
+                (*a)->Stats().bits_per_original());
+  }
+}
+
 }  // namespace
 }  // namespace hqekv
