@@ -12,26 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              hqekv_last_error());                                                             \
-      ++failures;                                                                              \
-    }                                                                                          \
-  } while (0)
-
-#define REQUIRE_OK(call)                                                       \
-  do {                                                                         \
-    hqekv_status s_ = (call);                                                  \
-    if (s_ != HQEKV_OK) {                                                      \
-      fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, \
-              hqekv_status_name(s_), hqekv_last_error());                      \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "c_check.h"
 
 int main(int argc, char** argv) {
   hqekv_model* model = NULL;

@@ -12,37 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              hqekv_last_error());                                                             \
-      ++failures;                                                                              \
-    }                                                                                          \
-  } while (0)
-
-/* The call returns `status` and the message names `needle`. */
-#define CHECK_ERR(call, status, needle)                                                        \
-  do {                                                                                         \
-    hqekv_status s_ = (call);                                                                  \
-    if (s_ != (status) || strstr(hqekv_last_error(), (needle)) == NULL) {                      \
-      fprintf(stderr, "%s:%d: %s gave %s '%s', expected %s naming '%s'\n", __FILE__, __LINE__, \
-              #call, hqekv_status_name(s_), hqekv_last_error(), #status, (needle));            \
-      ++failures;                                                                              \
-    }                                                                                          \
-  } while (0)
-
-#define REQUIRE_OK(call)                                                       \
-  do {                                                                         \
-    hqekv_status s_ = (call);                                                  \
-    if (s_ != HQEKV_OK) {                                                      \
-      fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, \
-              hqekv_status_name(s_), hqekv_last_error());                      \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "c_check.h"
 
 static void test_library(void) {
   CHECK(hqekv_api_version() == HQEKV_API_VERSION);
