@@ -12,6 +12,7 @@ capacity: with a fixed --kv-budget-mb and 64 slots, 64 streamed requests of
   hqekv_slots_busy is how many sequences the budget admits at once. Then the
   clients disconnect (which frees the slots).
 Usage: bench_server.py HQEKV MODEL [--rounds R] [--tokens T] [--budget-mb M]
+                       [--skip-decode] [--specs S1,S2 | --specs ""]  ("" skips capacity)
 """
 import argparse
 import concurrent.futures as cf
@@ -70,7 +71,13 @@ def decode_rate(binary, model, n, tokens, threads):
         m0 = metrics(base)
         with cf.ThreadPoolExecutor(n) as ex:
             list(ex.map(lambda _: complete(base, body), range(n)))
-        m1 = metrics(base)
+        # The counters may land just after the last response: wait for all
+        # n * tokens predictions (ignore_eos makes the count exact).
+        for _ in range(100):
+            m1 = metrics(base)
+            if m1["hqekv_tokens_predicted_total"] - m0["hqekv_tokens_predicted_total"] >= n * tokens:
+                break
+            time.sleep(0.05)
         secs = m1["hqekv_decode_seconds_total"] - m0["hqekv_decode_seconds_total"]
         toks = m1["hqekv_tokens_predicted_total"] - m0["hqekv_tokens_predicted_total"]
         return toks / secs
@@ -134,12 +141,14 @@ def main():
             for n in ns:
                 ratios[n].append(rate[n] / rate[1])
                 best[n] = max(best[n], rate[n])
-            print(f"round {r}: " + ", ".join(f"N={n} {rate[n]:.0f} tok/s" for n in ns), flush=True)
+            print(f"round {r}: " + ", ".join(f"N={n} {rate[n]:.3g} tok/s" for n in ns), flush=True)
         print("| concurrent sequences | 1 | 2 | 4 | 8 |\n|---|---|---|---|---|")
         print("| aggregate decode tok/s vs 1 (median of rounds) | " + " | ".join(
             f"{sorted(ratios[n])[len(ratios[n]) // 2]:.2f}x" for n in ns) + " |")
-        print("| best tok/s of the rounds | " + " | ".join(f"{best[n]:.0f}" for n in ns) + " |")
+        print("| best tok/s of the rounds | " + " | ".join(f"{best[n]:.3g}" for n in ns) + " |")
         print("| best vs best of 1 | " + " | ".join(f"{best[n] / best[1]:.2f}x" for n in ns) + " |")
+    if not a.specs:
+        return
     print(f"\ncapacity: --kv-budget-mb {a.budget_mb}, 64 slots, prompt ~430 tokens + 1024 new")
     print("| policy | peak sequences admitted | KV bytes peak | true bits |\n|---|---|---|---|")
     for spec in a.specs.split(","):
