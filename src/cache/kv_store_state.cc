@@ -124,9 +124,11 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
       return MakeError(where + "residual sizes disagree");
     int64_t kept = 0, last = -1;  // last: the previous position in walk order
     for (const ChunkRec& ch : s.chunks) {
+      // T is checked before it sizes a shift (a corrupt T must not shift by >= 64).
+      if (ch.T < 1 || ch.T > G || ch.T > 64) return MakeError(where + "bad chunk record");
       const uint64_t slots = ch.T == 64 ? ~uint64_t{0} : (uint64_t{1} << ch.T) - 1;
-      if (ch.T < 1 || ch.T > G || ch.k_fmt >= L.formats.size() || ch.v_fmt >= L.formats.size() ||
-          ch.explicit_pos > 1 || (ch.kept & ~slots) || ch.pos0 <= last)
+      if (ch.k_fmt >= L.formats.size() || ch.v_fmt >= L.formats.size() || ch.explicit_pos > 1 ||
+          (ch.kept & ~slots) || ch.pos0 <= last)
         return MakeError(where + "bad chunk record");
       const Format& kf = L.Fmt(ch.k_fmt);
       const Format& vf = L.Fmt(ch.v_fmt);
