@@ -1,5 +1,7 @@
 #include "eval/cell.h"
 
+#include "eval/json_field.h"
+
 namespace hqekv::eval {
 
 // (clang-format lays this X-macro out differently on every pass.)
@@ -25,14 +27,12 @@ nlohmann::json ToJson(const CellResult& c) {
 Result<CellResult> CellFromJson(const nlohmann::json& j) {
   CellResult c;
   if (!j.is_object()) return MakeError("cell JSON is not an object");
-  try {
-#define X(f) \
-  if (j.contains(#f)) j.at(#f).get_to(c.f);
-    HQEKV_CELL_FIELDS(X)
+#define X(f)                                                                               \
+  if (j.contains(#f) && !JsonTo(j.at(#f), &c.f))                                           \
+    return MakeError("cell JSON: field '" #f "' has the wrong type or is out of range (" + \
+                     j.at(#f).dump().substr(0, 40) + ")");
+  HQEKV_CELL_FIELDS(X)
 #undef X
-  } catch (const nlohmann::json::exception& e) {
-    return MakeError(std::string("cell JSON: ") + e.what());
-  }
   return c;
 }
 

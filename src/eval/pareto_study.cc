@@ -11,6 +11,7 @@
 #include "core/file.h"
 #include "core/hash.h"
 #include "eval/engine_model.h"
+#include "eval/json_field.h"
 #include "lm/lm_compare.h"
 #include "policy/factory.h"
 #include "policy/spec.h"
@@ -104,11 +105,8 @@ template <class T>
 Status Get(const json& j, const char* key, T* out, const std::string& what) {
   auto it = j.find(key);
   if (it == j.end()) return MakeError(what + ": missing field '" + key + "'");
-  try {
-    *out = it->get<T>();
-  } catch (const json::exception&) {
-    return MakeError(what + ": field '" + key + "' has the wrong type");
-  }
+  if (!JsonTo(*it, out))
+    return MakeError(what + ": field '" + key + "' has the wrong type or is out of range");
   return Status::Ok();
 }
 
