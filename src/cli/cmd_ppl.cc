@@ -129,6 +129,24 @@ void ChunkLine(FILE* f, int chunk, const std::vector<lm::PositionScore>& so_far)
   std::fflush(f);
 }
 
+// Scores `cache` against `chunks` references in turn (`next_ref(ch)` gives
+// chunk ch's), appending every scored position to *pos and printing the
+// running chunk line; *last is the last chunk's score (its cache stats).
+template <typename NextRef>
+Status ScoreChunks(LlamaModel& model, KvCache& cache, int chunks, NextRef next_ref, FILE* progress,
+                   std::vector<lm::PositionScore>* pos, lm::LmScore* last) {
+  for (int ch = 0; ch < chunks; ++ch) {
+    auto ref = next_ref(ch);
+    if (!ref.ok()) return ref.error();
+    auto s = lm::ScoreAgainstReference(model, cache, *ref);
+    if (!s.ok()) return s.error();
+    pos->insert(pos->end(), s->positions.begin(), s->positions.end());
+    *last = std::move(*s);
+    ChunkLine(progress, ch, *pos);
+  }
+  return Status();
+}
+
 // Chunk c of the token stream, BOS first when the vocabulary has one.
 std::vector<int32_t> ChunkTokens(const std::vector<int32_t>& ids, const lm::ChunkPlan& plan, int c,
                                  int32_t bos) {
@@ -328,18 +346,16 @@ int Compare(const PplArgs& a, const Out& out, Loaded& m, const std::vector<int32
   std::vector<lm::PositionScore> pos;
   lm::LmScore last;
   bool bound = false;
-  FILE* pf = out.progress();
-  for (int ch = 0; ch < plan.chunks; ++ch) {
+  auto next_ref = [&](int ch) {
     auto ref = lm::ComputeReference(*m.model, **ref_cache,
                                     ChunkTokens(ids, plan, ch, ChunkBos(tok)), plan.prefill, top_k);
-    if (!ref.ok()) return Fail(ref.message());
-    bound = ref->top_k < ref->vocab;
-    auto s = lm::ScoreAgainstReference(*m.model, **test_cache, *ref);
-    if (!s.ok()) return Fail(s.message());
-    pos.insert(pos.end(), s->positions.begin(), s->positions.end());
-    last = std::move(*s);
-    ChunkLine(pf, ch, pos);
-  }
+    if (ref.ok()) bound = ref->top_k < ref->vocab;
+    return ref;
+  };
+  if (Status st =
+          ScoreChunks(*m.model, **test_cache, plan.chunks, next_ref, out.progress(), &pos, &last);
+      !st.ok())
+    return Fail(st.message());
   char header[512];
   std::snprintf(header, sizeof header,
                 "model %s | text %s | %lld tokens in %d chunk(s) of %d: prefill %d, scored %zu | "
@@ -382,16 +398,10 @@ int AgainstBase(const PplArgs& a, const Out& out, Loaded& m) {
   if (!cache.ok()) return Fail("--kv: " + cache.message());
   std::vector<lm::PositionScore> pos;
   lm::LmScore last;
-  FILE* pf = out.progress();
-  for (int ch = 0; ch < chunks; ++ch) {
-    auto ref = rd->Next();
-    if (!ref.ok()) return Fail(ref.message());
-    auto s = lm::ScoreAgainstReference(*m.model, **cache, *ref);
-    if (!s.ok()) return Fail(s.message());
-    pos.insert(pos.end(), s->positions.begin(), s->positions.end());
-    last = std::move(*s);
-    ChunkLine(pf, ch, pos);
-  }
+  if (Status st = ScoreChunks(
+          *m.model, **cache, chunks, [&](int) { return rd->Next(); }, out.progress(), &pos, &last);
+      !st.ok())
+    return Fail(st.message());
   char header[512];
   std::snprintf(header, sizeof header,
                 "model %s | base %s (%s, text %s) | %d chunk(s) of %d: prefill %d, scored %zu | "

@@ -27,7 +27,8 @@ namespace hqekv::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, prompt, prompt_file, tokenizer, kv = "fp16";
+  GenerationArgs gen;  // -m, --tokenizer, sampling, -t, -c, --kv, -ctk/-ctv
+  std::string prompt, prompt_file;
   bool kv_report = false;
   bool json = false;  // the text and the summary as one JSON object on stdout, nothing streamed
   // Tokens and chat (llama.cpp conventions): control tokens written in the
@@ -38,13 +39,11 @@ struct RunArgs {
   std::string system, chat_template;
   std::string prompt_cache;  // --prompt-cache FILE (cache/kv_state.h)
   std::vector<std::string> stops;
-  int n = 256, threads = 0, ctx = 0;
-  SamplerConfig sampler = kRunSamplerDefaults;
+  int n = 256;
   // Past --ctx (llama.cpp's context shift): keep the first `keep` prompt
   // tokens (after BOS; -1 = the whole prompt), drop half of the rest.
   int keep = 0;
   bool no_context_shift = false;
-  KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
 
 // Generated text on its way to stdout through the shared stop-string
@@ -73,10 +72,6 @@ class StopScanner {
 };
 
 int Run(const RunArgs& a) {
-  if (Status st = ApplyThreads(a.threads); !st.ok()) {
-    std::fprintf(stderr, "hqekv run: error: %s\n", st.message().c_str());
-    return 1;
-  }
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) {
     auto text = ReadTextFile(a.prompt_file);
@@ -86,50 +81,18 @@ int Run(const RunArgs& a) {
     }
     prompt = std::move(text).value();
   }
-  if (a.n < 0) {
-    std::fprintf(stderr, "hqekv run: error: -n must be >= 0, got %d\n", a.n);
+  // Threads, sampler, model, context and cache as `chat` opens them; a
+  // calibration profile must have been made for this model.
+  auto opened = OpenGeneration(a.gen);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "hqekv run: error: %s\n", opened.message().c_str());
     return 1;
   }
-  auto sampler = Sampler::Create(a.sampler);
-  if (!sampler.ok()) {
-    std::fprintf(stderr, "hqekv run: error: %s\n", sampler.message().c_str());
-    return 1;
-  }
-  const std::string path = ModelPathOrDefault(a.model);
-  auto src = LoadModel(path, a.tokenizer);
-  if (!src.ok()) {
-    std::fprintf(stderr, "hqekv run: error: %s\n", src.message().c_str());
-    return 1;
-  }
-  auto model = LlamaModel::Create(**src);
-  if (!model.ok()) {
-    std::fprintf(stderr, "hqekv run: error: %s\n", model.message().c_str());
-    return 1;
-  }
-  const ModelConfig& c = (*src)->config;
-  if (Status st = CheckContext(a.ctx, c); !st.ok()) {
-    std::fprintf(stderr, "hqekv run: error: %s\n", st.message().c_str());
-    return 1;
-  }
-  const int ctx = a.ctx > 0 ? a.ctx : std::min(c.max_ctx, 4096);
-  auto kv = a.kv_types.Resolve(a.kv);
-  if (!kv.ok()) {
-    std::fprintf(stderr, "hqekv run: error: %s\n", kv.message().c_str());
-    return 1;
-  }
-  auto spec = policy::ParseSpec(*kv);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "hqekv run: error: --kv: %s\n", spec.message().c_str());
-    return 1;
-  }
-  // Created for this model: a calibration profile must have been made for it.
-  auto cache = policy::CreateCache(*spec, (*model)->CacheGeometry(ctx),
-                                   policy::ForModel(c.name, (*src)->identity, c.n_layers));
-  if (!cache.ok()) {
-    std::fprintf(stderr, "hqekv run: error: --kv: %s\n", cache.message().c_str());
-    return 1;
-  }
-  const Tokenizer& tok = *(*src)->tokenizer;
+  Generation& g = *opened;
+  const std::string& path = g.path;
+  const ModelConfig& c = g.src->config;
+  const int ctx = g.ctx;
+  const Tokenizer& tok = *g.src->tokenizer;
   const bool echo_prompt = !a.chat;  // chat prints the reply only
   if (a.chat) {
     auto format = ResolveChatFormat(tok.chat_template(), a.chat_template);
@@ -182,13 +145,13 @@ int Run(const RunArgs& a) {
                    header.message().c_str());
       return 1;
     }
-    const bool prefix = header->spec == spec->Canonical() && header->tokens.size() <= ids.size() &&
+    const bool prefix = header->spec == g.spec && header->tokens.size() <= ids.size() &&
                         std::equal(header->tokens.begin(), header->tokens.end(), ids.begin());
     if (prefix) {
       KvStateMeta expect;
-      expect.model_identity = (*src)->identity;
-      expect.geometry = (*cache)->geometry();
-      auto loaded = LoadKvState(*file, expect, **cache);
+      expect.model_identity = g.src->identity;
+      expect.geometry = g.cache->geometry();
+      auto loaded = LoadKvState(*file, expect, *g.cache);
       if (!loaded.ok()) {
         std::fprintf(stderr, "hqekv run: error: --prompt-cache %s: %s\n", a.prompt_cache.c_str(),
                      loaded.message().c_str());
@@ -204,12 +167,12 @@ int Run(const RunArgs& a) {
   if (save_cache) {
     opt.on_prefilled = [&](const std::vector<float>& logits) {
       KvStateMeta meta;
-      meta.model_identity = (*src)->identity;
-      meta.spec = spec->Canonical();
-      meta.geometry = (*cache)->geometry();
+      meta.model_identity = g.src->identity;
+      meta.spec = g.spec;
+      meta.geometry = g.cache->geometry();
       meta.tokens = ids;
       meta.logits = logits;
-      auto bytes = EncodeKvState(**cache, meta);
+      auto bytes = EncodeKvState(*g.cache, meta);
       save_status = bytes.ok() ? WriteFileAtomic(a.prompt_cache, *bytes) : Status(bytes.error());
     };
   }
@@ -225,7 +188,7 @@ int Run(const RunArgs& a) {
     prev = t;
     return out.Add(piece);
   };
-  auto r = Generate(**model, **cache, ids, *sampler, opt, [&](int32_t) { out.Flush(false); });
+  auto r = Generate(*g.model, *g.cache, ids, *g.sampler, opt, [&](int32_t) { out.Flush(false); });
   out.Flush(true);
   if (!a.json) {
     std::fputc('\n', stdout);
@@ -247,14 +210,14 @@ int Run(const RunArgs& a) {
                  ctx, r->tokens.size(), a.n);
     return 1;
   }
-  const KvStats st = (*cache)->Stats();
+  const KvStats st = g.cache->Stats();
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
   const double prefill_tps = r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0;
   const double decode_tps =
       r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0;
   if (a.json) {
     const nlohmann::json j = {{"model", c.name},
-                              {"kv", (*cache)->Describe()},
+                              {"kv", g.cache->Describe()},
                               {"text", out.Printable()},
                               {"prompt_tokens", r->prompt_tokens},
                               {"generated_tokens", r->tokens.size()},
@@ -265,7 +228,7 @@ int Run(const RunArgs& a) {
                               {"kv_bytes", st.bytes.total()},
                               {"bits_per_original_element", st.bits_per_original()},
                               {"true_bits_per_kept_element", st.true_bits()},
-                              {"note", (*cache)->BudgetNote()}};
+                              {"note", g.cache->BudgetNote()}};
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -274,7 +237,7 @@ int Run(const RunArgs& a) {
       "[hqekv run] %s | kv %s | prompt %d tok, generated %zu tok%s%s | prefill %.1f tok/s, "
       "decode %.1f tok/s "
       "| %s (%lld bytes held, %.3f true bits per kept element)\n",
-      c.name.c_str(), (*cache)->Describe().c_str(), r->prompt_tokens, r->tokens.size(),
+      c.name.c_str(), g.cache->Describe().c_str(), r->prompt_tokens, r->tokens.size(),
       r->hit_context_end ? " (context full)" : "",
       r->context_shifts > 0
           ? (" (" + std::to_string(r->context_shifts) + " context shifts)").c_str()
@@ -285,7 +248,7 @@ int Run(const RunArgs& a) {
     std::fprintf(stderr, "[hqekv run] prompt cache: %d of %d prompt tokens restored from %s\n",
                  opt.n_past, r->prompt_tokens, a.prompt_cache.c_str());
   }
-  const std::string note = (*cache)->BudgetNote();
+  const std::string note = g.cache->BudgetNote();
   if (!note.empty()) std::fprintf(stderr, "[hqekv run] note: %s\n", note.c_str());
   if (a.kv_report) std::fputs(FormatKvReport(st).c_str(), stderr);
   return 0;
@@ -295,20 +258,13 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd =
       app.add_subcommand("run", "Generate text (streams to stdout; a summary line on stderr)");
-  cmd->add_option("-m,--model", a->model, kDefaultModelHelp);
   auto* p =
       cmd->add_option("-p,--prompt", a->prompt, "Prompt text (default: empty, generate from BOS)");
   cmd->add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(p);
   cmd->add_option("-n,--n-predict", a->n, "Tokens to generate")
       ->check(IntFlag(0, 1 << 30))
       ->capture_default_str();
-  AddSamplerFlags(cmd, a->sampler);
-  cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)");
-  cmd->add_option("-c,--ctx,--ctx-size", a->ctx,
-                  "Context length of the KV cache (default: the model's, at most 4096)")
-      ->check(IntFlag(0, std::numeric_limits<int>::max()));
-  a->kv_types.Add(cmd,
-                  cmd->add_option("--kv", a->kv, "KV cache policy spec")->capture_default_str());
+  AddGenerationFlags(cmd, a->gen);
   cmd->add_option("--keep", a->keep,
                   "Context shift: prompt tokens kept (after BOS) when the context is full "
                   "(-1 = the whole prompt)")
@@ -320,8 +276,6 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
                 "object on stdout instead of streaming");
   cmd->add_flag("--kv-report", a->kv_report,
                 "Print per-layer tier histograms and bytes of the KV cache at the end");
-  cmd->add_option("--tokenizer", a->tokenizer,
-                  "llama2.c tokenizer.bin (llama2.c checkpoints only)");
   cmd->add_flag("--no-special", a->no_special,
                 "Control tokens written in the prompt stay plain text");
   cmd->add_flag("--special", a->print_special,

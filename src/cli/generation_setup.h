@@ -1,4 +1,4 @@
-// What a generating subcommand (`chat`) needs before its first token: the
+// What a generating subcommand (`run`, `chat`) needs before its first token: the
 // model, its KV cache under the --kv policy (or -ctk/-ctv), the sampler, and
 // the flags that choose them. Header-only: the CLI is one executable.
 #pragma once
@@ -70,7 +70,8 @@ struct Generation {
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<Sampler> sampler;
-  int ctx = 0;  // tokens the cache holds at most
+  std::string spec;  // the --kv spec in canonical form (names saved KV states)
+  int ctx = 0;       // tokens the cache holds at most
 };
 
 // Threads, sampler, model, context and cache, in that order; errors name the
@@ -89,6 +90,7 @@ inline Result<Generation> OpenGeneration(const GenerationArgs& a) {
   HQEKV_ASSIGN_OR_RETURN(std::string kv, a.kv_types.Resolve(a.kv));
   auto spec = policy::ParseSpec(kv);
   if (!spec.ok()) return MakeError("--kv: " + spec.message());
+  g.spec = spec->Canonical();
   auto cache = policy::CreateCache(*spec, g.model->CacheGeometry(g.ctx),
                                    policy::ForModel(c.name, g.src->identity, c.n_layers));
   if (!cache.ok()) return MakeError("--kv: " + cache.message());
