@@ -154,6 +154,28 @@ struct Symbol {
   int32_t id;
 };
 
+// Runs a BPE-style merge queue over the linked symbols: pops the best
+// candidate (heap order), skips it when `stale(c)` (one of its symbols has
+// changed since it was queued), else joins its right symbol into its left
+// one with id c.merged and queues the new neighbour pairs via try_pair.
+template <typename Heap, typename Stale, typename TryPair>
+void RunMerges(std::vector<Symbol>& sym, Heap& heap, Stale stale, TryPair try_pair) {
+  while (!heap.empty()) {
+    const auto c = heap.top();
+    heap.pop();
+    Symbol& l = sym[c.left];
+    Symbol& r = sym[c.right];
+    if (l.len == 0 || r.len == 0 || l.next != c.right || stale(c, l, r)) continue;
+    l.len += r.len;
+    l.id = c.merged;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = c.left;
+    try_pair(l.prev, c.left);
+    try_pair(c.left, l.next);
+  }
+}
+
 // ---------------------------------------------------------------- SPM
 class SpmTokenizer final : public TokenizerBase {
  public:
@@ -228,8 +250,8 @@ class SpmTokenizer final : public TokenizerBase {
       float score;
       uint32_t start;  // left symbol's start: tie-break to the leftmost
       int left, right;
-      uint32_t len;  // merged length, to detect stale candidates
-      int32_t id;
+      uint32_t len;    // merged length, to detect stale candidates
+      int32_t merged;  // the merged piece's id
     };
     auto worse = [](const Cand& a, const Cand& b) {
       return a.score != b.score ? a.score < b.score : a.start > b.start;
@@ -243,20 +265,10 @@ class SpmTokenizer final : public TokenizerBase {
     };
     for (size_t k = 0; k + 1 < sym.size(); ++k)
       try_pair(static_cast<int>(k), static_cast<int>(k) + 1);
-    while (!heap.empty()) {
-      const Cand c = heap.top();
-      heap.pop();
-      Symbol& l = sym[c.left];
-      Symbol& r = sym[c.right];
-      if (l.len == 0 || r.len == 0 || l.next != c.right || l.len + r.len != c.len) continue;
-      l.len += r.len;
-      l.id = c.id;
-      r.len = 0;
-      l.next = r.next;
-      if (r.next >= 0) sym[r.next].prev = c.left;
-      try_pair(l.prev, c.left);
-      try_pair(c.left, l.next);
-    }
+    RunMerges(
+        sym, heap,
+        [](const Cand& c, const Symbol& l, const Symbol& r) { return l.len + r.len != c.len; },
+        try_pair);
     for (int k = 0; k >= 0 && k < static_cast<int>(sym.size()); k = sym[k].next) {
       const Symbol& x = sym[k];
       int32_t id = x.id;
@@ -397,20 +409,12 @@ class BpeTokenizer final : public TokenizerBase {
     };
     for (size_t k = 0; k + 1 < sym.size(); ++k)
       try_pair(static_cast<int>(k), static_cast<int>(k) + 1);
-    while (!heap.empty()) {
-      const Cand c = heap.top();
-      heap.pop();
-      Symbol& l = sym[c.left];
-      Symbol& r = sym[c.right];
-      if (l.len == 0 || r.len == 0 || l.next != c.right || l.id != c.lid || r.id != c.rid) continue;
-      l.len += r.len;
-      l.id = c.merged;
-      r.len = 0;
-      l.next = r.next;
-      if (r.next >= 0) sym[r.next].prev = c.left;
-      try_pair(l.prev, c.left);
-      try_pair(c.left, l.next);
-    }
+    RunMerges(
+        sym, heap,
+        [](const Cand& c, const Symbol& l, const Symbol& r) {
+          return l.id != c.lid || r.id != c.rid;
+        },
+        try_pair);
     for (int k = 0; k >= 0 && k < static_cast<int>(sym.size()); k = sym[k].next) {
       if (sym[k].id >= 0)
         out.push_back(sym[k].id);
