@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "../temp_path.h"
 #include "../within_time.h"
 
 namespace hqekv {
@@ -28,12 +29,12 @@ TEST(ReadTextFile, ClearErrorsNameThePath) {
 }
 
 TEST(ReadTextFile, ReadsBytesAndEmptyFiles) {
-  const std::string empty = testing::TempDir() + "/core_file_empty.txt";
+  const std::string empty = hqekv::test::TempPath("core_file_empty.txt");
   { std::ofstream(empty).flush(); }
   auto e = ReadTextFile(empty);
   ASSERT_TRUE(e.ok()) << e.message();
   EXPECT_EQ(*e, "");
-  const std::string bin = testing::TempDir() + "/core_file_bytes.txt";
+  const std::string bin = hqekv::test::TempPath("core_file_bytes.txt");
   const std::string bytes("a\0b\r\n\xff", 6);
   { std::ofstream(bin, std::ios::binary) << bytes; }
   auto b = ReadTextFile(bin);

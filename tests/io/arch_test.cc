@@ -9,6 +9,7 @@
 
 #include "io/model_source.h"
 #include "io/synthetic.h"
+#include "../temp_path.h"
 
 namespace hqekv {
 namespace {
@@ -38,7 +39,7 @@ TEST(ArchTable, EveryRowLoadsFromASyntheticFile) {
     s.n_heads = 2;
     s.n_kv_heads = 1;
     s.d_ff = 64;
-    const std::string path = testing::TempDir() + "/arch_" + name + ".gguf";
+    const std::string path = hqekv::test::TempPath("arch_") + name + ".gguf";
     ASSERT_TRUE(WriteSyntheticGguf(s, path, /*overwrite=*/true).ok());
     auto m = LoadModel(path);
     ASSERT_TRUE(m.ok()) << m.message();
@@ -50,7 +51,7 @@ TEST(ArchTable, EveryRowLoadsFromASyntheticFile) {
   }
   SyntheticSpec bad;
   bad.arch = "mamba";
-  auto st = WriteSyntheticGguf(bad, testing::TempDir() + "/arch_bad.gguf", true);
+  auto st = WriteSyntheticGguf(bad, hqekv::test::TempPath("arch_bad.gguf"), true);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("'mamba' (supported: llama, qwen2, qwen3)"), std::string::npos)
       << st.message();

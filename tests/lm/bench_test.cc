@@ -10,6 +10,7 @@
 #include "io/model_source.h"
 #include "io/synthetic.h"
 #include "policy/factory.h"
+#include "../temp_path.h"
 
 namespace hqekv::lm {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 class BenchTest : public testing::Test {
  protected:
   void SetUp() override {
-    path_ = testing::TempDir() + "/hqekv_bench_test.gguf";
+    path_ = hqekv::test::TempPath("hqekv_bench_test.gguf");
     std::filesystem::remove(path_);
     SyntheticSpec s;
     s.max_ctx = 64;

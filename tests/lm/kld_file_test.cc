@@ -12,12 +12,13 @@
 
 #include "io/model_source.h"
 #include "policy/factory.h"
+#include "../temp_path.h"
 
 namespace hqekv::lm {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return (std::filesystem::path(testing::TempDir()) / ("hqekv_kld_" + name)).string();
+std::string KldTempPath(const std::string& name) {
+  return hqekv::test::TempPath("hqekv_kld_" + name);
 }
 
 std::string ReadBytes(const std::string& p) {
@@ -83,7 +84,7 @@ class KldFile : public testing::Test {
 };
 
 TEST_F(KldFile, StatisticsOfASmallFileMatchANaiveComputation) {
-  const std::string path = TempPath("small.kld");
+  const std::string path = KldTempPath("small.kld");
   const int V = model_->vocab_size();
   WriteBase(path, V);
   auto rd = KldBaseReader::Open(path);
@@ -157,7 +158,7 @@ TEST_F(KldFile, StatisticsOfASmallFileMatchANaiveComputation) {
 }
 
 TEST_F(KldFile, TopKFileGivesALowerBoundOfTheExactKl) {
-  const std::string exact = TempPath("exact.kld"), topk = TempPath("top8.kld");
+  const std::string exact = KldTempPath("exact.kld"), topk = KldTempPath("top8.kld");
   WriteBase(exact, model_->vocab_size());
   WriteBase(topk, 8);
   EXPECT_LT(std::filesystem::file_size(topk), std::filesystem::file_size(exact) / 10);
@@ -176,12 +177,12 @@ TEST_F(KldFile, TopKFileGivesALowerBoundOfTheExactKl) {
 }
 
 TEST_F(KldFile, RejectsTruncatedCorruptAndForeignFiles) {
-  const std::string path = TempPath("good.kld");
+  const std::string path = KldTempPath("good.kld");
   WriteBase(path, 8);
   const std::string good = ReadBytes(path);
   ASSERT_GT(good.size(), 200u);
 
-  const std::string cut = TempPath("cut.kld");
+  const std::string cut = KldTempPath("cut.kld");
   WriteBytes(cut, good.substr(0, good.size() - 100));
   auto r = KldBaseReader::Open(cut);
   ASSERT_FALSE(r.ok());
@@ -193,7 +194,7 @@ TEST_F(KldFile, RejectsTruncatedCorruptAndForeignFiles) {
 
   std::string bad = good;
   bad[good.size() / 2] ^= 0x40;
-  const std::string flip = TempPath("flip.kld");
+  const std::string flip = KldTempPath("flip.kld");
   WriteBytes(flip, bad);
   r = KldBaseReader::Open(flip);
   ASSERT_FALSE(r.ok());

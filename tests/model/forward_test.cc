@@ -20,12 +20,13 @@
 #include "io/model_source.h"
 #include "io/synthetic.h"
 #include "policy/factory.h"
+#include "../temp_path.h"
 
 namespace hqekv {
 namespace {
 
 std::string TempModel(const SyntheticSpec& s, const std::string& tag) {
-  const std::string path = testing::TempDir() + "/hqekv_fwd_" + tag + ".gguf";
+  const std::string path = hqekv::test::TempPath("hqekv_fwd_") + tag + ".gguf";
   std::filesystem::remove(path);
   const Status st = WriteSyntheticGguf(s, path);
   EXPECT_TRUE(st.ok()) << st.message();

@@ -19,6 +19,7 @@
 #include "model/kernels.h"
 #include "model/llama.h"
 #include "policy/factory.h"
+#include "../temp_path.h"
 
 namespace hqekv::kernels {
 namespace {
@@ -305,7 +306,7 @@ TEST(Int8Acts, ModelKlAgainstFp32ActivationsIsTiny) {
     s.d_model = 512;
     s.d_ff = 1024;
     s.n_heads = 8;
-    const std::string path = testing::TempDir() + "/hqekv_int8kl_" + TensorTypeName(t) + ".gguf";
+    const std::string path = hqekv::test::TempPath("hqekv_int8kl_") + TensorTypeName(t) + ".gguf";
     std::filesystem::remove(path);
     ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
     const double kl = ForwardKl(path);

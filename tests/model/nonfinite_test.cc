@@ -16,6 +16,7 @@
 #include "io/synthetic.h"
 #include "model/llama.h"
 #include "policy/factory.h"
+#include "../temp_path.h"
 
 namespace hqekv {
 namespace {
@@ -23,7 +24,7 @@ namespace {
 // A small synthetic model whose F32 tensor `name` has `value` at element `at`.
 std::string PoisonedModel(const std::string& name, float value, int64_t at,
                           const std::string& tag) {
-  const std::string path = ::testing::TempDir() + "/hqekv_nonfinite_" + tag + ".gguf";
+  const std::string path = hqekv::test::TempPath("hqekv_nonfinite_") + tag + ".gguf";
   std::filesystem::remove(path);
   SyntheticSpec s;
   s.type = TensorType::kF32;

@@ -12,6 +12,7 @@
 #include "policy/profile.h"
 #include "policy/true_bits.h"
 #include "policy_harness.h"
+#include "../temp_path.h"
 
 namespace hqekv::policy {
 namespace {
@@ -118,7 +119,7 @@ TEST(HqekvTiers, BadTierListsGiveClearErrors) {
 class ShippedProfile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/hqekv_tiers_shipped";
+    dir_ = hqekv::test::TempPath("hqekv_tiers_shipped");
     std::filesystem::remove_all(dir_);
     Profile p;
     p.model_name = "tiny";

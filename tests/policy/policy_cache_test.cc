@@ -11,6 +11,7 @@
 #include "policy/hqekv_cache.h"
 #include "policy_harness.h"
 #include "policy/selection.h"
+#include "../temp_path.h"
 
 namespace hqekv::policy {
 namespace {
@@ -410,7 +411,7 @@ TEST(PolicyCache, CreationErrors) {
 }
 
 TEST(PolicyCache, HqekvProfile) {
-  const std::string path = ::testing::TempDir() + "/hqekv_profile_test.json";
+  const std::string path = hqekv::test::TempPath("hqekv_profile_test.json");
   {
     std::ofstream f(path);
     f << R"({"ratios": {"r4": 0.5, "r2": 0.3, "r1": 0.1, "r0": 0.1},

@@ -9,6 +9,7 @@
 
 #include "policy/factory.h"
 #include "policy/hqekv_cache.h"
+#include "../temp_path.h"
 
 namespace hqekv::policy {
 namespace {
@@ -73,7 +74,7 @@ TEST(Profile, RefusesAnotherModelUnlessForced) {
 }
 
 TEST(Profile, SaveRefusesToOverwriteAndLoadReportsMissingFiles) {
-  const std::string dir = testing::TempDir() + "/calib_profile_test";
+  const std::string dir = hqekv::test::TempPath("calib_profile_test");
   std::filesystem::remove_all(dir);
   const std::string path = dir + "/p.json";
   ASSERT_TRUE(SaveProfile(SampleProfile(), path, false).ok());
@@ -137,7 +138,7 @@ TEST(Profile, LayerRatiosRescaleEachRow) {
 // Calibration trials pass per-layer ratios in memory: the same cache as the
 // profile file that held them.
 TEST(Profile, InMemoryLayerRatiosEqualAProfileFile) {
-  const std::string path = ::testing::TempDir() + "/hqekv_layer_ratios_test.json";
+  const std::string path = hqekv::test::TempPath("hqekv_layer_ratios_test.json");
   Profile p;
   p.ratios = {0.4, 0.4, 0.1, 0.1};
   p.per_layer = {{0.5, 0.3, 0.1, 0.1}, {0.3, 0.5, 0.1, 0.1}};

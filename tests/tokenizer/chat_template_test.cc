@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include "../temp_path.h"
 
 namespace hqekv {
 namespace {
@@ -130,8 +131,7 @@ TEST(ChatTemplate, RendersMistralVariants) {
 }
 
 TEST(ChatTemplate, OverrideReadsATemplateFile) {
-  const std::string dir = ::testing::TempDir();
-  const std::string path = dir + "/hqekv_llama2_template.jinja";
+  const std::string path = hqekv::test::TempPath("hqekv_llama2_template.jinja");
   {
     FILE* f = std::fopen(path.c_str(), "wb");
     ASSERT_NE(f, nullptr);
@@ -139,7 +139,7 @@ TEST(ChatTemplate, OverrideReadsATemplateFile) {
     std::fclose(f);
   }
   EXPECT_EQ(*ResolveChatFormat("", path), ChatFormat::kLlama2);
-  const std::string junk = dir + "/hqekv_junk_template.jinja";
+  const std::string junk = hqekv::test::TempPath("hqekv_junk_template.jinja");
   {
     FILE* f = std::fopen(junk.c_str(), "wb");
     ASSERT_NE(f, nullptr);
