@@ -8,18 +8,13 @@
 
 #include "core/parallel.h"
 #include "io/arch.h"
+#include "model/elementwise.h"
 #include "model/rope.h"
 
 namespace hqekv {
 namespace {
 
-// out[d] = x[d] / sqrt(mean(x^2) + eps) * w[d] (fp32, as llama2.c).
-void RmsNorm(const float* x, const float* w, int d, float eps, float* out) {
-  float ss = 0.f;
-  for (int i = 0; i < d; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
-  for (int i = 0; i < d; ++i) out[i] = w[i] * (inv * x[i]);
-}
+using kernels::RmsNorm;  // model/elementwise.h (SIMD)
 
 kernels::WeightMatrix Matrix(const Tensor& t) {
   return kernels::WeightMatrix{t.type, t.data, t.rows(), t.ne[0]};
@@ -285,7 +280,7 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
           S.cache->Attend(l, &q_[size_t(r) * QD], S.pos, S.n, &att_[size_t(r) * QD]));
     }
     Project(L.wo, att_.data(), n, h_.data());
-    for (size_t j = 0; j < N * D; ++j) x_[j] += h_[j];
+    kernels::AddInto(x_.data(), h_.data(), N * D);  // the residual
     if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D) {
       const std::string stage =
           "layer " + std::to_string(l) + "'s attention (blk." + std::to_string(l) + ".attn_*)";
@@ -301,12 +296,9 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
       Project(L.gate, h_.data(), n, g_.data());
       Project(L.up, h_.data(), n, u_.data());
     }
-    for (size_t j = 0; j < N * F; ++j) {
-      const float a = g_[j];
-      g_[j] = a / (1.0f + std::exp(-a)) * u_[j];  // SwiGLU: silu(gate) * up
-    }
+    kernels::SwiGlu(g_.data(), u_.data(), N * F);  // silu(gate) * up
     Project(L.down, g_.data(), n, h_.data());
-    for (size_t j = 0; j < N * D; ++j) x_[j] += h_[j];
+    kernels::AddInto(x_.data(), h_.data(), N * D);  // the residual
     if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D) {
       const std::string stage =
           "layer " + std::to_string(l) + "'s feed-forward (blk." + std::to_string(l) + ".ffn_*)";

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "core/half.h"
-#include "hwy/targets.h"
 #include "model/kernels.h"
 #include "model/kernels_lowbit.h"
+#include "../simd_targets.h"
 
 namespace hqekv::kernels {
 namespace {
@@ -41,23 +41,7 @@ std::vector<uint8_t> RandomRow(TensorType t, int64_t k, std::mt19937& rng) {
   return row;
 }
 
-// Runs fn once per x86 SIMD target this CPU has, dispatch forced to it.
-template <class Fn>
-int OnEachTarget(Fn fn) {
-  const int64_t supported = hwy::SupportedTargets();
-  int ran = 0;
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((supported & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn();
-    ++ran;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  return ran;
-}
+using hqekv::test::OnEachTarget;
 
 TEST(LowBitKernels, FusedDotEqualsOracleOnEveryTarget) {
   const TensorType types[] = {TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kIQ4_NL,
