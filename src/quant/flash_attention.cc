@@ -214,8 +214,12 @@ void AttendRowsImpl(const KvTiles& kv, const float* q, size_t q_stride, int R,
       cnt[r] = static_cast<int32_t>(c);
       if (real) min_vis = std::min(min_vis, c);
       max_vis = std::max(max_vis, c);
+      if (!real) {  // padding rows: zero queries, never written out
+        for (int d = 0; d < D; ++d) Qt[d * RB + r] = 0.0f;
+        continue;
+      }
       const float* qr = q + (r0 + r) * q_stride;
-      for (int d = 0; d < D; ++d) Qt[d * RB + r] = real ? qr[d] : 0.0f;
+      for (int d = 0; d < D; ++d) Qt[d * RB + r] = qr[d];
     }
     std::fill(Ot, Ot + static_cast<size_t>(D) * RB, 0.0f);
     std::fill(m, m + RB, -std::numeric_limits<float>::infinity());
