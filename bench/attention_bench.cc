@@ -7,6 +7,12 @@
 // importance-based policies to run their compression event), then one query
 // at position N attends per iteration (no append, no event: attention only).
 // Goal of issue 4: at 16K tokens and beyond, the 2-bit policies <= 0.5x fp16.
+//
+// Prefill attention (issue 15): the last Q queries of an N-token prompt
+// (causal) over the plain fp16 / fp32 cache, tiled (Attend: blocks of query
+// rows × pages, quant/flash_attention.h) against the per-query path
+// (AttendPerQuery, the decode path that prefill used before), 1 thread by CPU
+// time and 2 threads by wall time (with every thread's CPU time).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -17,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/plain_cache.h"
 #include "core/parallel.h"
 #include "policy/factory.h"
 
@@ -117,6 +124,53 @@ void BM_DecodeAttention(benchmark::State& state, std::string spec, int n) {
   Bits()[{spec, n}] = st.bits_per_original();
 }
 
+// PrefillAttention/<spec>/<n>/<nq>/<path>/threads:<t>: the last nq queries of
+// an n-token prompt attend at once (no append).
+void BM_PrefillAttention(benchmark::State& state, std::string spec, int n, int nq, bool tiled,
+                         int threads) {
+  std::string err;
+  auto made = hqekv::MakeKvCache(spec, Geometry(n));
+  if (!made.ok()) {
+    state.SkipWithError(made.message().c_str());
+    return;
+  }
+  std::unique_ptr<KvCache> c = std::move(made).value();
+  auto* plain = dynamic_cast<hqekv::PlainKvCache*>(c.get());
+  if (!plain) {
+    state.SkipWithError("not a plain cache");
+    return;
+  }
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> k(static_cast<size_t>(n) * kHk * kD), v(k.size());
+  for (auto& x : k) x = nd(rng);
+  for (auto& x : v) x = nd(rng);
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i;
+  if (auto s = c->Append(0, k.data(), v.data(), pos.data(), n); !s.ok()) {
+    state.SkipWithError(s.message().c_str());
+    return;
+  }
+  std::vector<float> q(static_cast<size_t>(nq) * kHq * kD), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  std::vector<int32_t> qpos(nq);
+  for (int i = 0; i < nq; ++i) qpos[i] = n - nq + i;
+  hqekv::SetNumThreads(threads);
+  for (auto _ : state) {
+    auto s = tiled ? c->Attend(0, q.data(), qpos.data(), nq, out.data())
+                   : plain->AttendPerQuery(0, q.data(), qpos.data(), nq, out.data());
+    benchmark::DoNotOptimize(out.data());
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+  }
+  hqekv::SetNumThreads(1);
+  // Causal multiply-adds of QK^T and PV, 2 FLOPs each.
+  double visible = 0;
+  for (int i = 0; i < nq; ++i) visible += qpos[i] + 1;
+  state.counters["GFLOPs"] =
+      benchmark::Counter(4.0 * kHq * kD * visible * state.iterations(), benchmark::Counter::kIsRate,
+                         benchmark::Counter::kIs1000);
+}
+
 // Records the mean CPU time per iteration of every run for the ratio table
 // (single-threaded, so CPU time is the work; wall time on a shared machine is
 // mostly waiting for a core).
@@ -125,6 +179,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+      if (r.benchmark_name().rfind("DecodeAttention/", 0) != 0) continue;
       // DecodeAttention/<spec>/<n>[/real_time]
       std::string name = r.benchmark_name();
       if (const auto rt = name.find("/real_time"); rt != std::string::npos) name.resize(rt);
@@ -146,6 +201,21 @@ int main(int argc, char** argv) {
           ("DecodeAttention/" + std::string(spec) + "/" + std::to_string(n)).c_str(),
           BM_DecodeAttention, std::string(spec), n)
           ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  for (const char* spec : {"fp16", "fp32"}) {
+    for (bool tiled : {false, true}) {
+      for (int threads : {1, 2}) {
+        const std::string name = "PrefillAttention/" + std::string(spec) + "/4096/512/" +
+                                 (tiled ? "tiled" : "perquery") +
+                                 "/threads:" + std::to_string(threads);
+        auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_PrefillAttention, std::string(spec),
+                                               4096, 512, tiled, threads)
+                      ->Unit(benchmark::kMillisecond);
+        // One thread: CPU time is the work. Two: wall time, with every
+        // thread's CPU time beside it.
+        if (threads > 1) b->UseRealTime()->MeasureProcessCPUTime();
+      }
     }
   }
   benchmark::Initialize(&argc, argv);

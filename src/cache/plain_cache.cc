@@ -6,6 +6,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "cache/prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
 #include "quant/multi_query.h"
@@ -133,6 +134,44 @@ void PlainKvCache::Mix(const Layer& L, int kvh, const float* w, int64_t t, float
 }
 
 Status PlainKvCache::Attend(int layer, const float* q, const int32_t* q_pos, int n, float* out) {
+  if (layer < 0 || layer >= g_.n_layers) {
+    return MakeError("KV cache Attend: layer " + std::to_string(layer) + " out of range");
+  }
+  if (!cache::UsePrefillAttention(g_, n)) return AttendPerQuery(layer, q, q_pos, n, out);
+  // Prefill: tiled over (block of query rows × page), GQA rows sharing each
+  // page (cache/prefill_attention.h). A head's rows in a page are one tile.
+  const Layer& L = *layers_[layer];
+  const int H = g_.n_kv_heads, D = g_.head_dim;
+  const size_t pages = (L.pos.size() + kBlock - 1) / kBlock;
+  std::vector<const void*> kp(pages * H), vp(pages * H);
+  for (int h = 0; h < H; ++h) {
+    const size_t head = static_cast<size_t>(h) * kBlock * D;
+    for (size_t p = 0; p < pages; ++p) {
+      if (prec_ == PlainPrecision::kF16) {
+        kp[h * pages + p] = L.k16[p].data() + head;
+        vp[h * pages + p] = L.v16[p].data() + head;
+      } else {
+        kp[h * pages + p] = L.k32[p].data() + head;
+        vp[h * pages + p] = L.v32[p].data() + head;
+      }
+    }
+  }
+  std::vector<quant::KvTiles> tiles(H);
+  for (int h = 0; h < H; ++h) {
+    quant::KvTiles& t = tiles[h];
+    t.type = prec_ == PlainPrecision::kF16 ? quant::KvRowType::kF16 : quant::KvRowType::kF32;
+    t.D = D;
+    t.tile_tokens = static_cast<int>(kBlock);
+    t.tokens = static_cast<int64_t>(L.pos.size());
+    t.k = kp.data() + h * pages;
+    t.v = vp.data() + h * pages;
+  }
+  cache::PrefillAttention(g_, tiles, L.pos.data(), q, q_pos, n, out);
+  return Status::Ok();
+}
+
+Status PlainKvCache::AttendPerQuery(int layer, const float* q, const int32_t* q_pos, int n,
+                                    float* out) const {
   if (layer < 0 || layer >= g_.n_layers) {
     return MakeError("KV cache Attend: layer " + std::to_string(layer) + " out of range");
   }

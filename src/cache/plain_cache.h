@@ -26,8 +26,14 @@ class PlainKvCache final : public KvCache {
   std::string Describe() const override { return prec_ == PlainPrecision::kF16 ? "fp16" : "fp32"; }
   void Reset() override;
   Status Append(int layer, const float* k, const float* v, const int32_t* pos, int n) override;
+  // Decode (and small batches): AttendPerQuery. Prefill batches
+  // (cache::UsePrefillAttention): tiled over blocks of query rows × pages
+  // (cache/prefill_attention.h), within quant::AttendRows' tolerance of it.
   Status Attend(int layer, const float* q, const int32_t* q_pos, int n, float* out) override;
   Status EndBatch(int n, bool is_prefill) override { return Status::Ok(); }
+  // One query at a time (the GQA heads of a query share each page read):
+  // the decode path and the oracle of the tiled prefill path.
+  Status AttendPerQuery(int layer, const float* q, const int32_t* q_pos, int n, float* out) const;
   // Bytes, as allocated (every allocation of a layer goes through a counting
   // allocator; LayerHeldBytes() is that count and tests assert equality):
   // payload = the K and V pages of the layer (a page holds kPageTokens tokens

@@ -1,0 +1,69 @@
+#include "cache/prefill_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/parallel.h"
+
+namespace hqekv::cache {
+
+bool UsePrefillAttention(const KvGeometry& g, int n) {
+  const int group = g.n_q_heads / g.n_kv_heads;
+  return n > 1 && static_cast<int64_t>(n) * group >= 16;
+}
+
+void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv,
+                      const int32_t* positions, const float* q, const int32_t* q_pos, int n,
+                      float* out) {
+  const int HQ = g.n_q_heads, H = g.n_kv_heads, D = g.head_dim, group = HQ / H;
+  const int64_t tokens = kv.empty() ? 0 : kv[0].tokens;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // visible[i]: the held tokens query i sees (a prefix: positions increase).
+  std::vector<int64_t> visible(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    visible[i] = std::upper_bound(positions, positions + tokens, q_pos[i]) - positions;
+  }
+  // Rows of KV head h: r = i * group + j for query i, query head h * group + j.
+  const int64_t rows = static_cast<int64_t>(n) * group;
+  const int64_t block = quant::AttendRowsBlock();
+  const int64_t blocks = (rows + block - 1) / block;
+  // Task k -> (KV head, block). Blocks of one head alternate from both ends
+  // (0, last, 1, last - 1, ...): causal blocks grow in cost with their
+  // queries, and ParallelFor hands out contiguous task ranges, so each range
+  // gets a balanced mix.
+  auto run = [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> qs, os;
+    thread_local std::vector<int64_t> vis;
+    for (int64_t task = b; task < e; ++task) {
+      const int h = static_cast<int>(task / blocks);
+      const int64_t k = task % blocks;
+      const int64_t blk = (k % 2 == 0) ? k / 2 : blocks - 1 - k / 2;
+      const int64_t r0 = blk * block, nr = std::min(block, rows - r0);
+      qs.resize(static_cast<size_t>(nr) * D);
+      os.resize(qs.size());
+      vis.resize(static_cast<size_t>(nr));
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t i = (r0 + r) / group, j = (r0 + r) % group;
+        const float* src = q + (i * HQ + static_cast<int64_t>(h) * group + j) * D;
+        for (int d = 0; d < D; ++d) qs[r * D + d] = src[d] * scale;
+        vis[r] = visible[i];
+      }
+      quant::AttendRows(kv[h], qs.data(), D, static_cast<int>(nr), vis.data(), os.data(), D);
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t i = (r0 + r) / group, j = (r0 + r) % group;
+        std::copy(os.data() + r * D, os.data() + (r + 1) * D,
+                  out + (i * HQ + static_cast<int64_t>(h) * group + j) * D);
+      }
+    }
+  };
+  const int64_t tasks = static_cast<int64_t>(H) * blocks;
+  // Small batches over short contexts run on the caller: waking the pool
+  // would cost more than the work.
+  if (rows * H * tokens * D < (int64_t{1} << 15)) {
+    run(0, tasks);
+  } else {
+    ParallelFor(tasks, run);
+  }
+}
+
+}  // namespace hqekv::cache

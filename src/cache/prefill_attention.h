@@ -1,0 +1,35 @@
+// Prefill (many-query) causal attention over KV heads held as tiles of
+// fp32 / fp16 rows (quant/flash_attention.h): the query heads of a GQA group
+// become rows of one block, so every K/V tile a block reads serves all of
+// them, and the work is split over (KV head × block of rows) on the
+// core/parallel.h pool.
+//
+// Shapes: q and out are [n][n_q_heads][D] fp32 (RoPE applied, unscaled: the
+// 1/sqrt(D) softmax scale is applied here); q_pos[n]; positions[tokens] are
+// the original positions of the held tokens, strictly increasing (gaps
+// allowed). Query i sees the held tokens with position <= q_pos[i]; a query
+// that sees none gets out = 0. Results are within quant::AttendRows'
+// tolerance of the per-query softmax, and independent of the thread count
+// (each row is computed by one task, in a fixed order).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "quant/flash_attention.h"
+
+namespace hqekv::cache {
+
+// kv[h] = the tiles of KV head h (kv.size() == g.n_kv_heads, each with
+// tokens == positions' length and D == g.head_dim).
+void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv,
+                      const int32_t* positions, const float* q, const int32_t* q_pos, int n,
+                      float* out);
+
+// True when a batch of n queries is big enough for the tiled path to beat the
+// per-query one (a block of rows is AttendRowsBlock() wide; fewer rows waste
+// lanes).
+bool UsePrefillAttention(const KvGeometry& g, int n);
+
+}  // namespace hqekv::cache
