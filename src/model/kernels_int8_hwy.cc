@@ -1,5 +1,16 @@
 // SIMD int8-activation kernels (oracles: kernels_int8_ref.cc): activation
-// quantization, and Q8_0 / Q4_K weight rows dotted with int8 activation rows.
+// quantization, and weight rows of every HasInt8Path type dotted with int8
+// activation rows. Q8_0 and Q4_K rows have fused row kernels; the other types
+// are decoded to unsigned codes + per-group (A, B) first
+// (kernels_int8_decode-inl.h) and dotted by one generic row kernel.
+//
+// GEMM (>= kInt8PanelMinRows activation rows) on AVX-512 VNNI: 16 weight rows
+// are decoded into an interleaved panel (per 4 values: 16 rows x 4 code bytes
+// = one 512-bit vector, lane = weight row), so one vpdpbusd takes a weight
+// vector and 4 activation bytes broadcast; 8 activation rows share each
+// weight load (16 x 8 register tile, int32 sums per group, then one fp32 FMA
+// per group). k is chunked to 1024 (panel chunk 16 KiB + 4 KiB in L1) and
+// the activation chunk of up to 512 rows (512 KiB) stays in L2 across panels.
 //
 // x86 with AVX2 or AVX-512: one 32-value block is one 256-bit vector; the
 // unsigned x signed byte products go through vpdpbusd on the AVX3_DL target
@@ -13,7 +24,9 @@
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/half.h"
 #include "model/kernels.h"
@@ -49,19 +62,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define HQEKV_INT8_512 0
 #endif
 
-inline float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-#if HQEKV_INT8_X86
-  return _cvtsh_ss(h);  // F16C
-#else
-  return F16ToF32(h);
-#endif
-}
+#include "model/kernels_int8_decode-inl.h"
 
 // Quantizes m*k/32 blocks of 32 values (see Int8Acts).
-void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* s) {
-  const hn::CappedTag<float, 32> df;
+void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* s, float* s16) {
+  const hn::CappedTag<float, 16> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -71,15 +76,21 @@ void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* 
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
     const auto vid = hn::Set(df, id);
-    auto vsum = hn::Zero(di);
-    for (int j = 0; j < 32; j += N) {
-      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, x + j), vid));
-      vsum = hn::Add(vsum, qi);
-      hn::StoreU(hn::DemoteTo(d8, qi), d8, q + j);
+    int32_t half_sum[2];
+    for (int h = 0; h < 2; ++h) {
+      auto vsum = hn::Zero(di);
+      for (int j = 16 * h; j < 16 * h + 16; j += N) {
+        const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, x + j), vid));
+        vsum = hn::Add(vsum, qi);
+        hn::StoreU(hn::DemoteTo(d8, qi), d8, q + j);
+      }
+      half_sum[h] = hn::GetLane(hn::SumOfLanes(di, vsum));
     }
     const float dd = amax / 127.0f;
     d[b] = dd;
-    s[b] = dd * static_cast<float>(hn::GetLane(hn::SumOfLanes(di, vsum)));
+    s[b] = dd * static_cast<float>(half_sum[0] + half_sum[1]);
+    s16[2 * b] = dd * static_cast<float>(half_sum[0]);
+    s16[2 * b + 1] = dd * static_cast<float>(half_sum[1]);
   }
 }
 
@@ -263,6 +274,186 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
 #endif
 }
 
+// sum_j a[j] b[j], j < n (the B * s offset terms of a decoded row).
+HWY_INLINE float DotF32(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+  float sum = HorizontalSum(acc);
+  for (; j < n; ++j) sum += a[j] * b[j];
+  return sum;
+}
+
+// out[i] = decoded row (codes u[k] <= 63, A/B per group of G) . activation row
+// i, i < M; xg[i] = the activation's per-G sums (s or s16). maddubs cannot
+// saturate: 63 * 127 * 2 < 32768.
+template <int M, int G>
+void RowDecoded(const uint8_t* u, const float* A, const float* B, int64_t k,
+                const int8_t* const* xq, const float* const* xd, const float* const* xg,
+                float* out) {
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+  const __m256i halves = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const __m256i uv = Load32(u + 32 * b);
+    __m256 av;  // lane l: A of the group holding the values of int32 lane l
+    if constexpr (G == 32) {
+      av = _mm256_set1_ps(A[b]);
+    } else {
+      av = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castpd_ps(
+                                        _mm_load_sd(reinterpret_cast<const double*>(A + 2 * b)))),
+                                    halves);
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m256 sv = _mm256_mul_ps(av, _mm256_set1_ps(xd[i][b]));
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(uv, Load32(xq[i] + 32 * b))), sv, acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = HorizontalSum(acc[i]) + DotF32(B, xg[i], k / G);
+}
+
+#if HQEKV_VNNI
+// ---- GEMM panels (AVX-512 VNNI) ----
+constexpr int kPanelRows = 16;      // weight rows per panel = int32 lanes
+constexpr int kPanelActs = 8;       // activation rows per register tile
+constexpr int64_t kPanelKc = 1024;  // k chunk
+
+struct PanelBuf {
+  std::vector<uint8_t> U, u;  // interleaved panel; one decoded row
+  std::vector<float> Af, Bf, A, B;
+};
+
+// Decodes values [c0, c0 + kc) of weight rows r..r+rows (rows <= 16; the rest
+// zero) into pb: U[t][r][4] = codes 4t..4t+3 of row r, Af/Bf[g][r].
+void BuildPanel(TensorType t, const uint8_t* w, int64_t row_bytes, int64_t r, int rows, int64_t c0,
+                int64_t kc, PanelBuf* pb) {
+  const int G = Int8Group(t);
+  const int64_t ng = kc / G;
+  const uint8_t* base = w + r * row_bytes + c0 / BlockSize(t) * BlockBytes(t);
+  for (int rr = 0; rr < kPanelRows; ++rr) {
+    if (rr < rows) {
+      DecodeRowInt8(t, base + rr * row_bytes, kc, pb->u.data(), pb->A.data(), pb->B.data());
+    } else {
+      std::fill_n(pb->u.data(), kc, uint8_t{0});
+      std::fill_n(pb->A.data(), ng, 0.0f);
+      std::fill_n(pb->B.data(), ng, 0.0f);
+    }
+    uint8_t* dst = pb->U.data() + 4 * rr;
+    for (int64_t q4 = 0; q4 < kc / 4; ++q4) std::memcpy(dst + 64 * q4, pb->u.data() + 4 * q4, 4);
+    for (int64_t g = 0; g < ng; ++g) {
+      pb->Af[g * kPanelRows + rr] = pb->A[g];
+      pb->Bf[g * kPanelRows + rr] = pb->B[g];
+    }
+  }
+}
+
+HWY_INLINE int32_t I32At(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// y[i * ldy + r] (+)= panel row r . activation row i over one k chunk, for
+// i < MR, r < 16 (mask). q / d / sg: the activation chunk's codes, block
+// scales and per-G sums, rows ldq / ldd / lds apart.
+template <int MR, int G>
+void PanelTile(const PanelBuf& pb, int64_t kc, const int8_t* q, int64_t ldq, const float* d,
+               int64_t ldd, const float* sg, int64_t lds, float* y, int64_t ldy, __mmask16 mask,
+               bool add) {
+  __m512 facc[MR];
+  for (int i = 0; i < MR; ++i) facc[i] = _mm512_setzero_ps();
+  const uint8_t* U = pb.U.data();
+  for (int64_t g = 0; g < kc / G; ++g) {
+    __m512i iacc[MR];
+    for (int i = 0; i < MR; ++i) iacc[i] = _mm512_setzero_si512();
+    for (int t = 0; t < G / 4; ++t) {
+      const __m512i wv = _mm512_loadu_si512(U + 64 * (g * (G / 4) + t));
+      for (int i = 0; i < MR; ++i) {
+        iacc[i] =
+            _mm512_dpbusd_epi32(iacc[i], wv, _mm512_set1_epi32(I32At(q + i * ldq + g * G + 4 * t)));
+      }
+    }
+    const __m512 av = _mm512_loadu_ps(pb.Af.data() + g * kPanelRows);
+    const __m512 bv = _mm512_loadu_ps(pb.Bf.data() + g * kPanelRows);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 sv = _mm512_mul_ps(av, _mm512_set1_ps(d[i * ldd + g * G / 32]));
+      facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[i]), sv, facc[i]);
+      facc[i] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sg[i * lds + g]), facc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* yi = y + i * ldy;
+    const __m512 v = add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yi), facc[i]) : facc[i];
+    _mm512_mask_storeu_ps(yi, mask, v);
+  }
+}
+
+template <int G>
+void PanelTileAny(int mr, const PanelBuf& pb, int64_t kc, const int8_t* q, int64_t ldq,
+                  const float* d, int64_t ldd, const float* sg, int64_t lds, float* y, int64_t ldy,
+                  __mmask16 mask, bool add) {
+  switch (mr) {
+#define HQEKV_TILE(n) \
+  case n:             \
+    return PanelTile<n, G>(pb, kc, q, ldq, d, ldd, sg, lds, y, ldy, mask, add);
+    HQEKV_TILE(8)
+    HQEKV_TILE(7)
+    HQEKV_TILE(6)
+    HQEKV_TILE(5)
+    HQEKV_TILE(4)
+    HQEKV_TILE(3)
+    HQEKV_TILE(2)
+    default:
+      return PanelTile<1, G>(pb, kc, q, ldq, d, ldd, sg, lds, y, ldy, mask, add);
+#undef HQEKV_TILE
+  }
+}
+
+// The panel GEMM: y[(i - i0) * ldy + r] for r in [r0, r1), i in [i0, i1).
+void PanelRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts& a, int64_t i0,
+                int64_t i1, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const int G = Int8Group(t);
+  const int64_t k = a.k;
+  const float* sg = G == 32 ? a.s.data() : a.s16.data();
+  const int64_t lds = k / G, ldd = k / 32;
+  thread_local PanelBuf pb;
+  const int64_t kc_max = std::min(kPanelKc, k);
+  pb.U.resize(static_cast<size_t>(kPanelRows * kc_max));
+  pb.u.resize(static_cast<size_t>(kc_max));
+  pb.Af.resize(static_cast<size_t>(kPanelRows * kc_max / 16));
+  pb.Bf.resize(pb.Af.size());
+  pb.A.resize(static_cast<size_t>(kc_max / 16));
+  pb.B.resize(pb.A.size());
+  // Activation rows per block: the block's k chunk (<= 512 KiB) stays in L2
+  // while every panel of this thread passes over it.
+  const int64_t mb = std::max<int64_t>(kPanelActs, (512 << 10) / kc_max);
+  for (int64_t ib = i0; ib < i1; ib += mb) {
+    const int64_t ie = std::min(i1, ib + mb);
+    for (int64_t c0 = 0; c0 < k; c0 += kPanelKc) {
+      const int64_t kc = std::min(kPanelKc, k - c0);
+      for (int64_t p = r0; p < r1; p += kPanelRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
+        BuildPanel(t, w, row_bytes, p, rows, c0, kc, &pb);
+        const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+        for (int64_t i = ib; i < ie; i += kPanelActs) {
+          const int mr = static_cast<int>(std::min<int64_t>(kPanelActs, ie - i));
+          const int8_t* q = a.q.data() + i * k + c0;
+          const float* d = a.d.data() + i * ldd + c0 / 32;
+          const float* s = sg + i * lds + c0 / G;
+          float* yt = y + (i - i0) * ldy + p;
+          if (G == 32) {
+            PanelTileAny<32>(mr, pb, kc, q, k, d, ldd, s, lds, yt, ldy, mask, c0 > 0);
+          } else {
+            PanelTileAny<16>(mr, pb, kc, q, k, d, ldd, s, lds, yt, ldy, mask, c0 > 0);
+          }
+        }
+      }
+    }
+  }
+}
+#endif  // HQEKV_VNNI
+
 #else  // other targets: scalar integer code
 
 template <int M>
@@ -305,56 +496,110 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   for (int i = 0; i < M; ++i) out[i] = acc[i];
 }
 
+template <int M, int G>
+void RowDecoded(const uint8_t* u, const float* A, const float* B, int64_t k,
+                const int8_t* const* xq, const float* const* xd, const float* const* xg,
+                float* out) {
+  float acc[M] = {};
+  for (int64_t g = 0; g < k / G; ++g) {
+    for (int i = 0; i < M; ++i) {
+      int isum = 0;
+      for (int j = 0; j < G; ++j) isum += u[G * g + j] * xq[i][G * g + j];
+      acc[i] += A[g] * xd[i][G * g / 32] * static_cast<float>(isum) + B[g] * xg[i][g];
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = acc[i];
+}
+
 #endif  // HQEKV_INT8_X86
 
+// Activation rows of one kernel call: codes, block scales, per-G sums.
+struct ActRows {
+  const int8_t* q[4];
+  const float *d[4], *s[4], *g[4];
+};
+
+// A decoded row (types other than Q8_0 / Q4_K): codes and (A, B) per group.
+struct DecodedRow {
+  std::vector<uint8_t> u;
+  std::vector<float> A, B;
+};
+
 template <int M>
-void RowAny(int type, const uint8_t* row, int64_t k, const int8_t* const* xq,
-            const float* const* xd, const float* const* xs, float* out) {
-  if (static_cast<TensorType>(type) == TensorType::kQ8_0) {
+void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, const ActRows& x,
+            float* out) {
+  if (t == TensorType::kQ8_0) {
 #if HQEKV_INT8_512
-    RowQ8_0x512<M>(row, k / 32, xq, xd, out);
+    RowQ8_0x512<M>(row, k / 32, x.q, x.d, out);
 #else
-    RowQ8_0<M>(row, k / 32, xq, xd, out);
+    RowQ8_0<M>(row, k / 32, x.q, x.d, out);
 #endif
+  } else if (t == TensorType::kQ4_K) {
+    RowQ4_K<M>(row, k / 256, x.q, x.d, x.s, out);
+  } else if (Int8Group(t) == 32) {
+    RowDecoded<M, 32>(dec.u.data(), dec.A.data(), dec.B.data(), k, x.q, x.d, x.g, out);
   } else {
-    RowQ4_K<M>(row, k / 256, xq, xd, xs, out);
+    RowDecoded<M, 16>(dec.u.data(), dec.A.data(), dec.B.data(), k, x.q, x.d, x.g, out);
   }
 }
 
-// y[(i - i0) * ldy + r] = row r . activation row i for r in [r0, r1), i in [i0, i1).
-// Activation rows come in groups of 4 (one weight block decode for 4 rows).
-void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, int64_t k, const int8_t* q,
-                   const float* d, const float* s, int64_t i0, int64_t i1, int64_t r0, int64_t r1,
-                   float* y, int64_t ldy) {
-  const int64_t nb = k / 32;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + r * row_bytes;
-    for (int64_t i = i0; i < i1; i += 4) {
-      const int n = static_cast<int>(i1 - i < 4 ? i1 - i : 4);
-      const int8_t* xq[4];
-      const float *xd[4], *xs[4];
-      for (int j = 0; j < n; ++j) {
-        xq[j] = q + (i + j) * k;
-        xd[j] = d + (i + j) * nb;
-        xs[j] = s + (i + j) * nb;
+// Row kernels: y[(i - i0) * ldy + r] for r in [r0, r1), i in [i0, i1).
+// Activation rows in blocks of ~256 KiB (L2) and groups of 4 (one weight
+// block load / row decode for 4 rows).
+void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts& a, int64_t i0,
+              int64_t i1, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const int64_t k = a.k, nb = k / 32;
+  const int G = Int8Group(t);
+  const bool decode = t != TensorType::kQ8_0 && t != TensorType::kQ4_K;
+  thread_local DecodedRow dec;
+  if (decode) {
+    dec.u.resize(static_cast<size_t>(k));
+    dec.A.resize(static_cast<size_t>(k / G));
+    dec.B.resize(static_cast<size_t>(k / G));
+  }
+  const float* sg = G == 32 ? a.s.data() : a.s16.data();
+  const int64_t mb = std::max<int64_t>(4, (256 << 10) / k / 4 * 4);
+  for (int64_t ib = i0; ib < i1; ib += mb) {
+    const int64_t ie = std::min(i1, ib + mb);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w + r * row_bytes;
+      if (decode) DecodeRowInt8(t, row, k, dec.u.data(), dec.A.data(), dec.B.data());
+      for (int64_t i = ib; i < ie; i += 4) {
+        const int n = static_cast<int>(std::min<int64_t>(4, ie - i));
+        ActRows x;
+        for (int j = 0; j < n; ++j) {
+          x.q[j] = a.q.data() + (i + j) * k;
+          x.d[j] = a.d.data() + (i + j) * nb;
+          x.s[j] = a.s.data() + (i + j) * nb;
+          x.g[j] = sg + (i + j) * (k / G);
+        }
+        float out[4];
+        switch (n) {
+          case 4:
+            RowAny<4>(t, row, k, dec, x, out);
+            break;
+          case 3:
+            RowAny<3>(t, row, k, dec, x, out);
+            break;
+          case 2:
+            RowAny<2>(t, row, k, dec, x, out);
+            break;
+          default:
+            RowAny<1>(t, row, k, dec, x, out);
+        }
+        for (int j = 0; j < n; ++j) y[(i + j - i0) * ldy + r] = out[j];
       }
-      float out[4];
-      switch (n) {
-        case 4:
-          RowAny<4>(type, row, k, xq, xd, xs, out);
-          break;
-        case 3:
-          RowAny<3>(type, row, k, xq, xd, xs, out);
-          break;
-        case 2:
-          RowAny<2>(type, row, k, xq, xd, xs, out);
-          break;
-        default:
-          RowAny<1>(type, row, k, xq, xd, xs, out);
-      }
-      for (int j = 0; j < n; ++j) y[(i + j - i0) * ldy + r] = out[j];
     }
   }
+}
+
+void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, const Int8Acts* a, int64_t i0,
+                   int64_t i1, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const auto t = static_cast<TensorType>(type);
+#if HQEKV_VNNI
+  if (i1 - i0 >= kInt8PanelMinRows) return PanelRange(t, w, row_bytes, *a, i0, i1, r0, r1, y, ldy);
+#endif
+  RowRange(t, w, row_bytes, *a, i0, i1, r0, r1, y, ldy);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -365,8 +610,6 @@ void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, int64_t k, con
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include <algorithm>
-
 namespace hqekv::kernels {
 
 HWY_EXPORT(QuantizeBlocks);
@@ -378,30 +621,23 @@ void QuantizeActs(const float* x, int64_t m, int64_t k, Int8Acts* out) {
   out->q.resize(static_cast<size_t>(m * k));
   out->d.resize(static_cast<size_t>(m * k / 32));
   out->s.resize(static_cast<size_t>(m * k / 32));
-  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)(x, m * k / 32, out->q.data(), out->d.data(), out->s.data());
+  out->s16.resize(static_cast<size_t>(m * k / 16));
+  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)
+  (x, m * k / 32, out->q.data(), out->d.data(), out->s.data(), out->s16.data());
 }
 
 float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i) {
   float y = 0;
   HWY_DYNAMIC_DISPATCH(Int8RowsRange)
-  (static_cast<int>(t), static_cast<const uint8_t*>(row), 0, a.k, a.q.data(), a.d.data(),
-   a.s.data(), i, i + 1, 0, 1, &y, 1);
+  (static_cast<int>(t), static_cast<const uint8_t*>(row), 0, &a, i, i + 1, 0, 1, &y, 1);
   return y;
 }
 
 void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
               int64_t ldy) {
-  const auto fn = HWY_DYNAMIC_DISPATCH(Int8RowsRange);
-  const int64_t rb = RowBytes(w.type, w.k);
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  // Blocks of activation rows (~256 KiB of int8 values, a multiple of 4 rows)
-  // stay in L2 while this thread's weight rows pass over them; each weight
-  // row is read once per block and decoded once per 4 activation rows.
-  const int64_t mb = std::max<int64_t>(4, (256 << 10) / a.k / 4 * 4);
-  for (int64_t i0 = 0; i0 < a.m; i0 += mb) {
-    fn(static_cast<int>(w.type), base, rb, w.k, a.q.data(), a.d.data(), a.s.data(), i0,
-       std::min(a.m, i0 + mb), r0, r1, y + i0 * ldy, ldy);
-  }
+  HWY_DYNAMIC_DISPATCH(Int8RowsRange)
+  (static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), &a, 0, a.m,
+   r0, r1, y, ldy);
 }
 
 }  // namespace hqekv::kernels
