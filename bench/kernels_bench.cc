@@ -7,7 +7,7 @@
 // config the median of `reps` calls; reported: min and median over rounds of
 // the calling thread's CPU time (robust to a time-shared machine), 1 thread.
 //
-//   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick]
+//   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick] [--types Q8_0,Q4_0,...]
 #include <immintrin.h>
 #include <time.h>
 
@@ -101,8 +101,9 @@ std::vector<uint8_t> RandomWeights(TensorType t, int64_t n, int64_t k) {
   if (t == TensorType::kF16) {
     for (size_t i = 0; i < buf.size(); i += 2) PutHalf(buf.data() + i, 0.01f * ((i / 2) % 17 - 8));
   } else {
+    const int scale_at = t == TensorType::kQ6_K ? 208 : 0;  // the block's fp16 scale
     for (size_t o = 0; o < buf.size(); o += hqekv::BlockBytes(t)) {
-      PutHalf(buf.data() + o, 0.01f);
+      PutHalf(buf.data() + o + scale_at, 0.01f);
       if (t == TensorType::kQ4_K) PutHalf(buf.data() + o + 2, 0.002f);
     }
   }
@@ -122,8 +123,18 @@ int main(int argc, char** argv) {
   int rounds = 5, reps = 5;
   int64_t gemm_m = 512;
   bool quick = false;
+  std::vector<TensorType> types = {TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kF16};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--types" && i + 1 < argc) {  // e.g. --types Q8_0,Q4_0,Q6_K
+      types.clear();
+      const std::string list = std::string(",") + argv[++i] + ",";
+      for (TensorType t : {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0,
+                           TensorType::kQ4_K, TensorType::kQ6_K}) {
+        if (list.find(std::string(",") + hqekv::TensorTypeName(t) + ",") != std::string::npos)
+          types.push_back(t);
+      }
+    }
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     if (a == "--gemm-m" && i + 1 < argc) gemm_m = std::atoll(argv[++i]);
@@ -148,7 +159,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Case> cases;
   const int64_t N = quick ? 4096 : 14336, K = 4096;
-  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kF16}) {
+  for (TensorType t : types) {
     cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
     cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
     cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});

@@ -274,6 +274,144 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
 #endif
 }
 
+#if HQEKV_INT8_512
+// ---- fused AVX-512 row kernels of Q4_0, Q4_1, Q5_0, Q5_1 and Q6_K (GEMV) ----
+// The codes of a block are built in registers (no decoded row): legacy types
+// two 32-value blocks per vector (lanes 0..7 and 8..15), Q6_K four vectors of
+// 64 values (4 groups of 16, 4 int32 lanes each) per super-block.
+
+// The 32 codes of legacy block p: nibbles (value j low, j + 16 high), the
+// 5th bits (Q5_*) from qh through a byte mask.
+template <TensorType T>
+HWY_INLINE __m256i LegacyCodes(const uint8_t* p) {
+  constexpr int qs_at = T == TensorType::kQ4_0   ? 2
+                        : T == TensorType::kQ4_1 ? 4
+                        : T == TensorType::kQ5_0 ? 6
+                                                 : 8;
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_at));
+  __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+  if constexpr (T == TensorType::kQ5_0 || T == TensorType::kQ5_1) {
+    const uint32_t qh = U32At(p + (T == TensorType::kQ5_0 ? 2 : 4));
+    u = _mm256_or_si256(u, _mm256_and_si256(_mm256_movm_epi8(qh), _mm256_set1_epi8(0x10)));
+  }
+  return u;
+}
+
+// A and B (w = A u + B) of legacy block p.
+template <TensorType T>
+HWY_INLINE void LegacyAB(const uint8_t* p, float* a, float* b) {
+  *a = HalfAt(p);
+  if constexpr (T == TensorType::kQ4_1 || T == TensorType::kQ5_1) {
+    *b = HalfAt(p + 2);
+  } else {
+    *b = (T == TensorType::kQ4_0 ? -8.0f : -16.0f) * *a;
+  }
+}
+
+template <TensorType T, int M>
+void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
+                  const float* const* xs, float* out) {
+  constexpr int bb = BlockBytes(T);
+  __m512 acc[M];
+  __m128 off[M];  // lanes 0, 1: B * s of the two blocks
+  for (int i = 0; i < M; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    off[i] = _mm_setzero_ps();
+  }
+  const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, p += 2 * bb) {
+    const __m512i u =
+        _mm512_inserti64x4(_mm512_castsi256_si512(LegacyCodes<T>(p)), LegacyCodes<T>(p + bb), 1);
+    float a0, a1, b0, b1;
+    LegacyAB<T>(p, &a0, &b0);
+    LegacyAB<T>(p + bb, &a1, &b1);
+    const __m512 av = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_set_ps(0, 0, a1, a0)));
+    const __m128 bv = _mm_set_ps(0, 0, b1, b0);
+    for (int i = 0; i < M; ++i) {
+      const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
+      const __m128 dx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[i] + b)));
+      const __m128 sx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[i] + b)));
+      const __m512 sv = _mm512_mul_ps(av, _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(dx2)));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u, x)), sv, acc[i]);
+      off[i] = _mm_fmadd_ps(bv, sx2, off[i]);
+    }
+  }
+  float tail_a = 0, tail_b = 0;
+  __m256i tail_u = _mm256_setzero_si256();
+  if (b < nb) {  // an odd last block
+    tail_u = LegacyCodes<T>(p);
+    LegacyAB<T>(p, &tail_a, &tail_b);
+  }
+  for (int i = 0; i < M; ++i) {
+    const __m128 o = _mm_add_ss(off[i], _mm_movehdup_ps(off[i]));
+    float r = _mm512_reduce_add_ps(acc[i]) + _mm_cvtss_f32(o);
+    if (b < nb) {
+      const __m256i dp = DotUS(tail_u, Load32(xq[i] + 32 * b));
+      r += HorizontalSum(_mm256_cvtepi32_ps(dp)) * (tail_a * xd[i][b]) + tail_b * xs[i][b];
+    }
+    out[i] = r;
+  }
+}
+
+// Q6_K: codes of the 4 x 64 values of a super-block (ql, qh as in
+// kernels_ref.cc DequantBlockQ6K), one vector per 64 values.
+HWY_INLINE void Q6KCodes(const uint8_t* p, __m512i* u) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i la = Load32(p + 64 * h), lb = Load32(p + 64 * h + 32);
+    const __m256i qh = Load32(p + 128 + 32 * h);
+    const __m256i v0 =
+        _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    const __m256i v1 =
+        _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    const __m256i v2 =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(qh, m30));
+    const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    u[2 * h] = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
+    u[2 * h + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(v2), v3, 1);
+  }
+}
+
+template <int M>
+void RowQ6_K512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+                const float* const* xs16, float* out) {
+  __m512 acc[M], off[M];
+  for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
+  // Group g (16 values) uses block scale dx[g / 2]; vector j covers groups 4j..4j+3.
+  const __m512i dx_of_group = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  __m512i group_of_lane[4];
+  for (int j = 0; j < 4; ++j) {
+    group_of_lane[j] = _mm512_add_epi32(
+        _mm512_set1_epi32(4 * j),
+        _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                          2));
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb, p += 210) {
+    __m512i u[4];
+    Q6KCodes(p, u);
+    const __m512 a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 208)),
+                                   _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                       reinterpret_cast<const __m128i*>(p + 192)))));
+    for (int i = 0; i < M; ++i) {
+      const __m512 ax = _mm512_mul_ps(
+          a, _mm512_permutexvar_ps(dx_of_group,
+                                   _mm512_castps256_ps512(_mm256_loadu_ps(xd[i] + 8 * sb))));
+      off[i] = _mm512_fmadd_ps(a, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i x = _mm512_loadu_si512(xq[i] + 256 * sb + 64 * j);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u[j], x)),
+                                 _mm512_permutexvar_ps(group_of_lane[j], ax), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    out[i] = _mm512_reduce_add_ps(acc[i]) - 32.0f * _mm512_reduce_add_ps(off[i]);
+  }
+}
+#endif  // HQEKV_INT8_512
+
 // sum_j a[j] b[j], j < n (the B * s offset terms of a decoded row).
 HWY_INLINE float DotF32(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
@@ -519,7 +657,18 @@ struct ActRows {
   const float *d[4], *s[4], *g[4];
 };
 
-// A decoded row (types other than Q8_0 / Q4_K): codes and (A, B) per group.
+// Types whose row kernels read the weight blocks directly (no decoded row).
+inline bool HasFusedRowKernel(TensorType t) {
+  if (t == TensorType::kQ8_0 || t == TensorType::kQ4_K) return true;
+#if HQEKV_INT8_512
+  return t == TensorType::kQ4_0 || t == TensorType::kQ4_1 || t == TensorType::kQ5_0 ||
+         t == TensorType::kQ5_1 || t == TensorType::kQ6_K;
+#else
+  return false;
+#endif
+}
+
+// A decoded row (types without a fused row kernel): codes and (A, B) per group.
 struct DecodedRow {
   std::vector<uint8_t> u;
   std::vector<float> A, B;
@@ -536,6 +685,18 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
 #endif
   } else if (t == TensorType::kQ4_K) {
     RowQ4_K<M>(row, k / 256, x.q, x.d, x.s, out);
+#if HQEKV_INT8_512
+  } else if (t == TensorType::kQ4_0) {
+    RowLegacy512<TensorType::kQ4_0, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ4_1) {
+    RowLegacy512<TensorType::kQ4_1, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ5_0) {
+    RowLegacy512<TensorType::kQ5_0, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ5_1) {
+    RowLegacy512<TensorType::kQ5_1, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ6_K) {
+    RowQ6_K512<M>(row, k / 256, x.q, x.d, x.g, out);
+#endif
   } else if (Int8Group(t) == 32) {
     RowDecoded<M, 32>(dec.u.data(), dec.A.data(), dec.B.data(), k, x.q, x.d, x.g, out);
   } else {
@@ -550,7 +711,7 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
               int64_t i1, int64_t r0, int64_t r1, float* y, int64_t ldy) {
   const int64_t k = a.k, nb = k / 32;
   const int G = Int8Group(t);
-  const bool decode = t != TensorType::kQ8_0 && t != TensorType::kQ4_K;
+  const bool decode = !HasFusedRowKernel(t);
   thread_local DecodedRow dec;
   if (decode) {
     dec.u.resize(static_cast<size_t>(k));
