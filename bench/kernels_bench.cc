@@ -101,10 +101,17 @@ std::vector<uint8_t> RandomWeights(TensorType t, int64_t n, int64_t k) {
   if (t == TensorType::kF16) {
     for (size_t i = 0; i < buf.size(); i += 2) PutHalf(buf.data() + i, 0.01f * ((i / 2) % 17 - 8));
   } else {
-    const int scale_at = t == TensorType::kQ6_K ? 208 : 0;  // the block's fp16 scale
+    // Offsets of the block's fp16 scale and min (-1: none).
+    const int scale_at = t == TensorType::kQ6_K   ? 208
+                         : t == TensorType::kQ3_K ? 108
+                         : t == TensorType::kQ2_K ? 80
+                                                  : 0;
+    const int min_at = t == TensorType::kQ2_K                               ? 82
+                       : (t == TensorType::kQ4_K || t == TensorType::kQ5_K) ? 2
+                                                                            : -1;
     for (size_t o = 0; o < buf.size(); o += hqekv::BlockBytes(t)) {
       PutHalf(buf.data() + o + scale_at, 0.01f);
-      if (t == TensorType::kQ4_K) PutHalf(buf.data() + o + 2, 0.002f);
+      if (min_at >= 0) PutHalf(buf.data() + o + min_at, 0.002f);
     }
   }
   return buf;
@@ -129,8 +136,9 @@ int main(int argc, char** argv) {
     if (a == "--types" && i + 1 < argc) {  // e.g. --types Q8_0,Q4_0,Q6_K
       types.clear();
       const std::string list = std::string(",") + argv[++i] + ",";
-      for (TensorType t : {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0,
-                           TensorType::kQ4_K, TensorType::kQ6_K}) {
+      for (TensorType t :
+           {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
+            TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ3_K, TensorType::kQ2_K}) {
         if (list.find(std::string(",") + hqekv::TensorTypeName(t) + ",") != std::string::npos)
           types.push_back(t);
       }
