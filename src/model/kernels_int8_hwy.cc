@@ -150,6 +150,14 @@ void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float*
 }
 
 #if HQEKV_INT8_512
+// Two fp16 values at p and p + bb as floats (lanes 0, 1).
+HWY_INLINE __m128 HalfPair(const uint8_t* p, int bb) {
+  uint16_t h0, h1;
+  std::memcpy(&h0, p, 2);
+  std::memcpy(&h1, p + bb, 2);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | (static_cast<uint32_t>(h1) << 16))));
+}
+
 // Two blocks per step: lanes 0..7 block b, 8..15 block b + 1; |w| with a
 // mask-negated q stands for the signed product.
 template <int M>
@@ -164,8 +172,7 @@ void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const fl
     const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(p + 2)), Load32(p + 36), 1);
     const __mmask64 neg = _mm512_movepi8_mask(w);
     const __m512i aw = _mm512_abs_epi8(w);
-    const __m512 dw = _mm512_permutexvar_ps(
-        pair, _mm512_castps128_ps512(_mm_set_ps(0, 0, HalfAt(p + 34), HalfAt(p))));
+    const __m512 dw = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(HalfPair(p, 34)));
     for (int i = 0; i < M; ++i) {
       const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
       const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
@@ -308,12 +315,41 @@ HWY_INLINE void LegacyAB(const uint8_t* p, float* a, float* b) {
   }
 }
 
+// The codes of legacy blocks p and p + bb in one vector (lanes 0..7 block 0):
+// both nibble sets in one 256-bit vector, widened, then the 128-bit quarters
+// reordered from (lo0, lo1, hi0, hi1) to (lo0, hi0, lo1, hi1).
+template <TensorType T>
+HWY_INLINE __m512i LegacyCodes2(const uint8_t* p) {
+  constexpr int bb = BlockBytes(T);
+  constexpr int qs_at = T == TensorType::kQ4_0   ? 2
+                        : T == TensorType::kQ4_1 ? 4
+                        : T == TensorType::kQ5_0 ? 6
+                                                 : 8;
+  const __m256i qs = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_at))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bb + qs_at)), 1);
+  const __m512i both =
+      _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs), _mm256_srli_epi16(qs, 4), 1),
+                       _mm512_set1_epi8(0x0F));
+  __m512i u = _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0));
+  if constexpr (T == TensorType::kQ5_0 || T == TensorType::kQ5_1) {
+    constexpr int qh_at = T == TensorType::kQ5_0 ? 2 : 4;
+    const uint64_t qh = U32At(p + qh_at) | (static_cast<uint64_t>(U32At(p + bb + qh_at)) << 32);
+    u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(qh, _mm512_set1_epi8(0x10)));
+  }
+  return u;
+}
+
+// Legacy types, two blocks per step. The offset term: Q4_1 / Q5_1 sum m * s;
+// Q4_0 / Q5_0 (B = -8 d / -16 d) sum d * s and scale once at the end.
 template <TensorType T, int M>
 void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
                   const float* const* xs, float* out) {
   constexpr int bb = BlockBytes(T);
+  constexpr bool has_min = T == TensorType::kQ4_1 || T == TensorType::kQ5_1;
+  constexpr float centre = T == TensorType::kQ4_0 ? -8.0f : -16.0f;
   __m512 acc[M];
-  __m128 off[M];  // lanes 0, 1: B * s of the two blocks
+  __m128 off[M];  // lanes 0, 1: (B or d) * s of the two blocks
   for (int i = 0; i < M; ++i) {
     acc[i] = _mm512_setzero_ps();
     off[i] = _mm_setzero_ps();
@@ -321,20 +357,17 @@ void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const f
   const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, p += 2 * bb) {
-    const __m512i u =
-        _mm512_inserti64x4(_mm512_castsi256_si512(LegacyCodes<T>(p)), LegacyCodes<T>(p + bb), 1);
-    float a0, a1, b0, b1;
-    LegacyAB<T>(p, &a0, &b0);
-    LegacyAB<T>(p + bb, &a1, &b1);
-    const __m512 av = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_set_ps(0, 0, a1, a0)));
-    const __m128 bv = _mm_set_ps(0, 0, b1, b0);
+    const __m512i u = LegacyCodes2<T>(p);
+    const __m128 a2 = HalfPair(p, bb);
+    const __m128 b2 = has_min ? HalfPair(p + 2, bb) : a2;
+    const __m512 av = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(a2));
     for (int i = 0; i < M; ++i) {
       const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
       const __m128 dx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[i] + b)));
       const __m128 sx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[i] + b)));
       const __m512 sv = _mm512_mul_ps(av, _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(dx2)));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u, x)), sv, acc[i]);
-      off[i] = _mm_fmadd_ps(bv, sx2, off[i]);
+      off[i] = _mm_fmadd_ps(b2, sx2, off[i]);
     }
   }
   float tail_a = 0, tail_b = 0;
@@ -345,7 +378,7 @@ void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const f
   }
   for (int i = 0; i < M; ++i) {
     const __m128 o = _mm_add_ss(off[i], _mm_movehdup_ps(off[i]));
-    float r = _mm512_reduce_add_ps(acc[i]) + _mm_cvtss_f32(o);
+    float r = _mm512_reduce_add_ps(acc[i]) + (has_min ? 1.0f : centre) * _mm_cvtss_f32(o);
     if (b < nb) {
       const __m256i dp = DotUS(tail_u, Load32(xq[i] + 32 * b));
       r += HorizontalSum(_mm256_cvtepi32_ps(dp)) * (tail_a * xd[i][b]) + tail_b * xs[i][b];
