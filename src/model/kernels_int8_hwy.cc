@@ -215,8 +215,9 @@ HWY_INLINE __m256 BytesToFloats(uint64_t v) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
 }
 
-// out[i] = Q4_K row p (nsb super-blocks) . activation row i, i < M.
-template <int M>
+// out[i] = Q4_K (kFive: Q5_K, 176 B, codes + the qh bits) row p (nsb
+// super-blocks) . activation row i, i < M.
+template <int M, bool kFive = false>
 void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
              const float* const* xs, float* out) {
   __m256 mins[M];
@@ -229,7 +230,9 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
 #endif
-  for (int64_t sb = 0; sb < nsb; ++sb, p += 144) {
+  for (int64_t sb = 0; sb < nsb; ++sb, p += kFive ? 176 : 144) {
+    const uint8_t* qs = p + (kFive ? 48 : 16);
+    const __m256i qh = kFive ? Load32(p + 16) : _mm256_setzero_si256();
     uint64_t sc, mn;
     ScalesQ4_K(p + 4, &sc, &mn);
     const __m256 fsc = _mm256_mul_ps(_mm256_set1_ps(HalfAt(p)), BytesToFloats(sc));
@@ -243,10 +246,16 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
     // One vector per 64 values: low nibbles (sub-block 2g) in the low half,
     // high nibbles (2g + 1) in the high half, against 64 contiguous q.
     for (int g = 0; g < 4; ++g) {
-      const __m256i qv = Load32(p + 16 + 32 * g);
-      const __m512i wv = _mm512_and_si512(
+      const __m256i qv = Load32(qs + 32 * g);
+      __m512i wv = _mm512_and_si512(
           _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1),
           _mm512_set1_epi8(0x0F));
+      if constexpr (kFive) {  // 5th bits: qh bit 2g (low half), 2g + 1 (high half)
+        wv = _mm512_or_si512(
+            wv, _mm512_slli_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(Bits32(qh, 2 * g, 1)),
+                                                     Bits32(qh, 2 * g + 1, 1), 1),
+                                  4));
+      }
       const __m512i idx = _mm512_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
                                            2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g, 2 * g, 2 * g,
                                            2 * g, 2 * g, 2 * g, 2 * g, 2 * g);
@@ -258,9 +267,13 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
     }
 #else
     for (int g = 0; g < 4; ++g) {
-      const __m256i qv = Load32(p + 16 + 32 * g);
-      const __m256i lo = _mm256_and_si256(qv, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      const __m256i qv = Load32(qs + 32 * g);
+      __m256i lo = _mm256_and_si256(qv, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      if constexpr (kFive) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(Bits32(qh, 2 * g, 1), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(Bits32(qh, 2 * g + 1, 1), 4));
+      }
       const __m256i i_lo = _mm256_set1_epi32(2 * g), i_hi = _mm256_set1_epi32(2 * g + 1);
       for (int i = 0; i < M; ++i) {
         const int8_t* x = xq[i] + 256 * sb + 64 * g;
@@ -693,6 +706,9 @@ struct ActRows {
 // Types whose row kernels read the weight blocks directly (no decoded row).
 inline bool HasFusedRowKernel(TensorType t) {
   if (t == TensorType::kQ8_0 || t == TensorType::kQ4_K) return true;
+#if HQEKV_INT8_X86
+  if (t == TensorType::kQ5_K) return true;
+#endif
 #if HQEKV_INT8_512
   return t == TensorType::kQ4_0 || t == TensorType::kQ4_1 || t == TensorType::kQ5_0 ||
          t == TensorType::kQ5_1 || t == TensorType::kQ6_K;
@@ -718,6 +734,10 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
 #endif
   } else if (t == TensorType::kQ4_K) {
     RowQ4_K<M>(row, k / 256, x.q, x.d, x.s, out);
+#if HQEKV_INT8_X86
+  } else if (t == TensorType::kQ5_K) {
+    RowQ4_K<M, true>(row, k / 256, x.q, x.d, x.s, out);
+#endif
 #if HQEKV_INT8_512
   } else if (t == TensorType::kQ4_0) {
     RowLegacy512<TensorType::kQ4_0, M>(row, k / 32, x.q, x.d, x.s, out);
