@@ -295,10 +295,10 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
 }
 
 #if HQEKV_INT8_512
-// ---- fused AVX-512 row kernels of Q4_0, Q4_1, Q5_0, Q5_1 and Q6_K (GEMV) ----
+// ---- fused AVX-512 row kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q6_K, Q3_K, Q2_K (GEMV) ----
 // The codes of a block are built in registers (no decoded row): legacy types
-// two 32-value blocks per vector (lanes 0..7 and 8..15), Q6_K four vectors of
-// 64 values (4 groups of 16, 4 int32 lanes each) per super-block.
+// two 32-value blocks per vector (lanes 0..7 and 8..15), the 16-value-group
+// K-quants four vectors of 64 values (4 groups of 16, 4 int32 lanes each) per super-block.
 
 // The 32 codes of legacy block p: nibbles (value j low, j + 16 high), the
 // 5th bits (Q5_*) from qh through a byte mask.
@@ -420,8 +420,65 @@ HWY_INLINE void Q6KCodes(const uint8_t* p, __m512i* u) {
   }
 }
 
-template <int M>
-void RowQ6_K512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+// Q3_K's 16 scales (6 bits, stored + 32) as bytes: low nibbles from bytes 0..7
+// (low nibble for i < 8, high for i >= 8), 2 high bits from bytes 8..11
+// (bits 2 (i / 4) of byte 8 + i % 4).
+HWY_INLINE __m128i ScalesQ3K(const uint8_t* s) {
+  uint64_t v;
+  std::memcpy(&v, s, 8);
+  const uint64_t w = U32At(s + 8), m = 0x03030303u;
+  const uint64_t h_lo = (w & m) | (((w >> 2) & m) << 32);
+  const uint64_t h_hi = ((w >> 4) & m) | (((w >> 6) & m) << 32);
+  const uint64_t lo = (v & 0x0F0F0F0F0F0F0F0Full) | (h_lo << 4);
+  const uint64_t hi = ((v >> 4) & 0x0F0F0F0F0F0F0F0Full) | (h_hi << 4);
+  return _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo));
+}
+
+// The 16-value-group K-quants (Q6_K, Q3_K, Q2_K): codes of a super-block in 4
+// vectors of 64 values, A and B of its 16 groups. Q6_K / Q3_K return b = A
+// (B = K16Centre * A, applied once per row).
+template <TensorType T>
+constexpr float K16Centre() {
+  return T == TensorType::kQ6_K ? -32.0f : T == TensorType::kQ3_K ? -4.0f : 1.0f;
+}
+
+template <TensorType T>
+HWY_INLINE void K16Block(const uint8_t* p, __m512i* u, __m512* a, __m512* b) {
+  if constexpr (T == TensorType::kQ6_K) {
+    Q6KCodes(p, u);
+    *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 208)),
+                       _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))));
+    *b = *a;
+  } else {
+    __m256i c[8];  // codes of values 32g .. 32g + 31
+    if constexpr (T == TensorType::kQ3_K) {
+      const __m256i hm = Load32(p);
+      for (int g = 0; g < 8; ++g) {
+        c[g] = _mm256_or_si256(Bits32(Load32(p + 32 + 32 * (g / 4)), 2 * (g % 4), 3),
+                               _mm256_slli_epi16(Bits32(hm, g, 1), 2));
+      }
+      *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)),
+                         _mm512_cvtepi32_ps(_mm512_sub_epi32(
+                             _mm512_cvtepu8_epi32(ScalesQ3K(p + 96)), _mm512_set1_epi32(32))));
+      *b = *a;
+    } else {
+      static_assert(T == TensorType::kQ2_K);
+      for (int g = 0; g < 8; ++g) c[g] = Bits32(Load32(p + 16 + 32 * (g / 4)), 2 * (g % 4), 3);
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 80)),
+                         _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
+      *b = _mm512_mul_ps(_mm512_set1_ps(-HalfAt(p + 82)),
+                         _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+    }
+    for (int j = 0; j < 4; ++j) {
+      u[j] = _mm512_inserti64x4(_mm512_castsi256_si512(c[2 * j]), c[2 * j + 1], 1);
+    }
+  }
+}
+
+template <TensorType T, int M>
+void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
                 const float* const* xs16, float* out) {
   __m512 acc[M], off[M];
   for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
@@ -434,17 +491,15 @@ void RowQ6_K512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
         _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                           2));
   }
-  for (int64_t sb = 0; sb < nsb; ++sb, p += 210) {
+  for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
     __m512i u[4];
-    Q6KCodes(p, u);
-    const __m512 a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 208)),
-                                   _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                       reinterpret_cast<const __m128i*>(p + 192)))));
+    __m512 a, b;
+    K16Block<T>(p, u, &a, &b);
     for (int i = 0; i < M; ++i) {
       const __m512 ax = _mm512_mul_ps(
           a, _mm512_permutexvar_ps(dx_of_group,
                                    _mm512_castps256_ps512(_mm256_loadu_ps(xd[i] + 8 * sb))));
-      off[i] = _mm512_fmadd_ps(a, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
       for (int j = 0; j < 4; ++j) {
         const __m512i x = _mm512_loadu_si512(xq[i] + 256 * sb + 64 * j);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u[j], x)),
@@ -453,7 +508,7 @@ void RowQ6_K512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
     }
   }
   for (int i = 0; i < M; ++i) {
-    out[i] = _mm512_reduce_add_ps(acc[i]) - 32.0f * _mm512_reduce_add_ps(off[i]);
+    out[i] = _mm512_reduce_add_ps(acc[i]) + K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
   }
 }
 #endif  // HQEKV_INT8_512
@@ -711,7 +766,8 @@ inline bool HasFusedRowKernel(TensorType t) {
 #endif
 #if HQEKV_INT8_512
   return t == TensorType::kQ4_0 || t == TensorType::kQ4_1 || t == TensorType::kQ5_0 ||
-         t == TensorType::kQ5_1 || t == TensorType::kQ6_K;
+         t == TensorType::kQ5_1 || t == TensorType::kQ6_K || t == TensorType::kQ3_K ||
+         t == TensorType::kQ2_K;
 #else
   return false;
 #endif
@@ -748,7 +804,11 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
   } else if (t == TensorType::kQ5_1) {
     RowLegacy512<TensorType::kQ5_1, M>(row, k / 32, x.q, x.d, x.s, out);
   } else if (t == TensorType::kQ6_K) {
-    RowQ6_K512<M>(row, k / 256, x.q, x.d, x.g, out);
+    RowK16_512<TensorType::kQ6_K, M>(row, k / 256, x.q, x.d, x.g, out);
+  } else if (t == TensorType::kQ3_K) {
+    RowK16_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.d, x.g, out);
+  } else if (t == TensorType::kQ2_K) {
+    RowK16_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.d, x.g, out);
 #endif
   } else if (Int8Group(t) == 32) {
     RowDecoded<M, 32>(dec.u.data(), dec.A.data(), dec.B.data(), k, x.q, x.d, x.g, out);
