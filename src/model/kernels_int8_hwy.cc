@@ -126,6 +126,11 @@ HWY_INLINE float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(r);
 }
 
+// Two floats at p (any alignment) in lanes 0, 1.
+HWY_INLINE __m128 Load2F(const float* p) {
+  return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
 HWY_INLINE __m256i Load32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
@@ -176,9 +181,7 @@ void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const fl
     for (int i = 0; i < M; ++i) {
       const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
       const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
-      const __m512 dx = _mm512_permutexvar_ps(
-          pair, _mm512_castps128_ps512(
-                    _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[i] + b)))));
+      const __m512 dx = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(Load2F(xd[i] + b)));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(aw, sx)), _mm512_mul_ps(dw, dx), acc[i]);
     }
   }
@@ -376,8 +379,8 @@ void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const f
     const __m512 av = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(a2));
     for (int i = 0; i < M; ++i) {
       const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
-      const __m128 dx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[i] + b)));
-      const __m128 sx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[i] + b)));
+      const __m128 dx2 = Load2F(xd[i] + b);
+      const __m128 sx2 = Load2F(xs[i] + b);
       const __m512 sv = _mm512_mul_ps(av, _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(dx2)));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u, x)), sv, acc[i]);
       off[i] = _mm_fmadd_ps(b2, sx2, off[i]);
@@ -540,9 +543,7 @@ void RowDecoded(const uint8_t* u, const float* A, const float* B, int64_t k,
     if constexpr (G == 32) {
       av = _mm256_set1_ps(A[b]);
     } else {
-      av = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castpd_ps(
-                                        _mm_load_sd(reinterpret_cast<const double*>(A + 2 * b)))),
-                                    halves);
+      av = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(Load2F(A + 2 * b)), halves);
     }
     for (int i = 0; i < M; ++i) {
       const __m256 sv = _mm256_mul_ps(av, _mm256_set1_ps(xd[i][b]));
