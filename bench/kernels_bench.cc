@@ -7,7 +7,7 @@
 // config the median of `reps` calls; reported: min and median over rounds of
 // the calling thread's CPU time (robust to a time-shared machine), 1 thread.
 //
-//   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick]
+//   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick] [--types Q8_0,Q4_0,...]
 #include <immintrin.h>
 #include <time.h>
 
@@ -101,9 +101,17 @@ std::vector<uint8_t> RandomWeights(TensorType t, int64_t n, int64_t k) {
   if (t == TensorType::kF16) {
     for (size_t i = 0; i < buf.size(); i += 2) PutHalf(buf.data() + i, 0.01f * ((i / 2) % 17 - 8));
   } else {
+    // Offsets of the block's fp16 scale and min (-1: none).
+    const int scale_at = t == TensorType::kQ6_K   ? 208
+                         : t == TensorType::kQ3_K ? 108
+                         : t == TensorType::kQ2_K ? 80
+                                                  : 0;
+    const int min_at = t == TensorType::kQ2_K                               ? 82
+                       : (t == TensorType::kQ4_K || t == TensorType::kQ5_K) ? 2
+                                                                            : -1;
     for (size_t o = 0; o < buf.size(); o += hqekv::BlockBytes(t)) {
-      PutHalf(buf.data() + o, 0.01f);
-      if (t == TensorType::kQ4_K) PutHalf(buf.data() + o + 2, 0.002f);
+      PutHalf(buf.data() + o + scale_at, 0.01f);
+      if (min_at >= 0) PutHalf(buf.data() + o + min_at, 0.002f);
     }
   }
   return buf;
@@ -122,8 +130,19 @@ int main(int argc, char** argv) {
   int rounds = 5, reps = 5;
   int64_t gemm_m = 512;
   bool quick = false;
+  std::vector<TensorType> types = {TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kF16};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--types" && i + 1 < argc) {  // e.g. --types Q8_0,Q4_0,Q6_K
+      types.clear();
+      const std::string list = std::string(",") + argv[++i] + ",";
+      for (TensorType t :
+           {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
+            TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ3_K, TensorType::kQ2_K}) {
+        if (list.find(std::string(",") + hqekv::TensorTypeName(t) + ",") != std::string::npos)
+          types.push_back(t);
+      }
+    }
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     if (a == "--gemm-m" && i + 1 < argc) gemm_m = std::atoll(argv[++i]);
@@ -148,7 +167,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Case> cases;
   const int64_t N = quick ? 4096 : 14336, K = 4096;
-  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kF16}) {
+  for (TensorType t : types) {
     cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
     cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
     cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});

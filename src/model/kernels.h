@@ -72,7 +72,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y);
 // Scalar reference of MatMul (double accumulation, no threads).
 void MatMulRef(const WeightMatrix& w, const float* x, int64_t m, float* y);
 
-// ---- int8 activations (Q8_0 and Q4_K weights) ----
+// ---- int8 activations (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K weights) ----
 // MatVec / MatVecMany / MatMul quantize the activations once per call to 8
 // bits per 32-value block and take integer dot products (VNNI vpdpbusd on
 // AVX-512 VNNI CPUs, maddubs on AVX2/AVX-512, scalar elsewhere) for the
@@ -80,15 +80,22 @@ void MatMulRef(const WeightMatrix& w, const float* x, int64_t m, float* y);
 // (the activation error is <= d/2 per value, d = max|x| / 127 per block), so
 // it can be switched off process-wide (tests compare both forwards).
 //
+// Every such weight type is, per group of G = 32 (16 for Q2_K, Q3_K, Q6_K)
+// values, w = A * u + B with unsigned codes u (u <= 63; Q8_0: u = w + 128),
+// so a dot is sum_g A_g d_x isum_g(u, q) + B_g d_x sum_g(q): the second term
+// is the stored s (per 32) or s16 (per 16).
+//
 // m rows of k values (k % 32 == 0): block b of row i is q[i*k + 32b ..] with
-// scale d[i*k/32 + b] = max|x| / 127 and s[..] = d * sum(q) (the Q4_K min term).
+// scale d[i*k/32 + b] = max|x| / 127, s[..] = d * sum(q) (the min/offset
+// term), and s16[i*k/16 + h] = d * sum(q) over the 16 values of half h.
 struct Int8Acts {
   int64_t m = 0, k = 0;
   std::vector<int8_t> q;
-  std::vector<float> d, s;
+  std::vector<float> d, s, s16;
   const int8_t* q_row(int64_t i) const { return q.data() + i * k; }
   const float* d_row(int64_t i) const { return d.data() + i * (k / 32); }
   const float* s_row(int64_t i) const { return s.data() + i * (k / 32); }
+  const float* s16_row(int64_t i) const { return s16.data() + i * (k / 16); }
 };
 
 // Weight types whose products take the int8-activation path when enabled.
@@ -98,13 +105,19 @@ bool Int8ActivationsEnabled();
 
 // Scalar oracles: q = nearest-even(x * 127 / max|x|) per block (0 when the block is 0).
 void QuantizeActsRef(const float* x, int64_t m, int64_t k, Int8Acts* out);
-// Dot of weight row `row` (HasInt8Path(t), k = a.k) with activation row i, in double.
+// Dot of weight row `row` (HasInt8Path(t), k = a.k) with activation row i, in
+// double (Q8_0, Q4_K: integer block sums; the other types: the dequantized
+// weights DequantizeRowRef times d * q).
 double DotInt8Ref(TensorType t, const void* row, const Int8Acts& a, int64_t i);
 
 // SIMD (Highway, runtime dispatch; AVX3_DL = AVX-512 VNNI is compiled in).
 void QuantizeActs(const float* x, int64_t m, int64_t k, Int8Acts* out);  // == Ref exactly
 float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i);
 // y[i * ldy + r] = W[r] . act row i for r in [r0, r1), i < a.m (one thread).
+// With a.m >= kInt8PanelMinRows on AVX-512 VNNI CPUs: 16-row interleaved
+// panels and a register-blocked kernel (16 weight rows x 8 activation rows;
+// fp32 sums in another order than DotInt8's), else row kernels (== DotInt8).
+constexpr int64_t kInt8PanelMinRows = 8;
 void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
               int64_t ldy);
 

@@ -1,5 +1,16 @@
 // SIMD int8-activation kernels (oracles: kernels_int8_ref.cc): activation
-// quantization, and Q8_0 / Q4_K weight rows dotted with int8 activation rows.
+// quantization, and weight rows of every HasInt8Path type dotted with int8
+// activation rows. Q8_0 and Q4_K rows have fused row kernels; the other types
+// are decoded to unsigned codes + per-group (A, B) first
+// (kernels_int8_decode-inl.h) and dotted by one generic row kernel.
+//
+// GEMM (>= kInt8PanelMinRows activation rows) on AVX-512 VNNI: 16 weight rows
+// are decoded into an interleaved panel (per 4 values: 16 rows x 4 code bytes
+// = one 512-bit vector, lane = weight row), so one vpdpbusd takes a weight
+// vector and 4 activation bytes broadcast; 8 activation rows share each
+// weight load (16 x 8 register tile, int32 sums per group, then one fp32 FMA
+// per group). k is chunked to 1024 (panel chunk 16 KiB + 4 KiB in L1) and
+// the activation chunk of up to 512 rows (512 KiB) stays in L2 across panels.
 //
 // x86 with AVX2 or AVX-512: one 32-value block is one 256-bit vector; the
 // unsigned x signed byte products go through vpdpbusd on the AVX3_DL target
@@ -13,7 +24,9 @@
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/half.h"
 #include "model/kernels.h"
@@ -49,19 +62,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define HQEKV_INT8_512 0
 #endif
 
-inline float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-#if HQEKV_INT8_X86
-  return _cvtsh_ss(h);  // F16C
-#else
-  return F16ToF32(h);
-#endif
-}
+#include "model/kernels_int8_decode-inl.h"
 
 // Quantizes m*k/32 blocks of 32 values (see Int8Acts).
-void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* s) {
-  const hn::CappedTag<float, 32> df;
+void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* s, float* s16) {
+  const hn::CappedTag<float, 16> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const int N = static_cast<int>(hn::Lanes(df));
@@ -71,15 +76,21 @@ void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* 
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
     const auto vid = hn::Set(df, id);
-    auto vsum = hn::Zero(di);
-    for (int j = 0; j < 32; j += N) {
-      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, x + j), vid));
-      vsum = hn::Add(vsum, qi);
-      hn::StoreU(hn::DemoteTo(d8, qi), d8, q + j);
+    int32_t half_sum[2];
+    for (int h = 0; h < 2; ++h) {
+      auto vsum = hn::Zero(di);
+      for (int j = 16 * h; j < 16 * h + 16; j += N) {
+        const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, x + j), vid));
+        vsum = hn::Add(vsum, qi);
+        hn::StoreU(hn::DemoteTo(d8, qi), d8, q + j);
+      }
+      half_sum[h] = hn::GetLane(hn::SumOfLanes(di, vsum));
     }
     const float dd = amax / 127.0f;
     d[b] = dd;
-    s[b] = dd * static_cast<float>(hn::GetLane(hn::SumOfLanes(di, vsum)));
+    s[b] = dd * static_cast<float>(half_sum[0] + half_sum[1]);
+    s16[2 * b] = dd * static_cast<float>(half_sum[0]);
+    s16[2 * b + 1] = dd * static_cast<float>(half_sum[1]);
   }
 }
 
@@ -115,6 +126,11 @@ HWY_INLINE float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(r);
 }
 
+// Two floats at p (any alignment) in lanes 0, 1.
+HWY_INLINE __m128 Load2F(const float* p) {
+  return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
 HWY_INLINE __m256i Load32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
@@ -139,6 +155,14 @@ void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float*
 }
 
 #if HQEKV_INT8_512
+// Two fp16 values at p and p + bb as floats (lanes 0, 1).
+HWY_INLINE __m128 HalfPair(const uint8_t* p, int bb) {
+  uint16_t h0, h1;
+  std::memcpy(&h0, p, 2);
+  std::memcpy(&h1, p + bb, 2);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | (static_cast<uint32_t>(h1) << 16))));
+}
+
 // Two blocks per step: lanes 0..7 block b, 8..15 block b + 1; |w| with a
 // mask-negated q stands for the signed product.
 template <int M>
@@ -153,14 +177,11 @@ void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const fl
     const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(p + 2)), Load32(p + 36), 1);
     const __mmask64 neg = _mm512_movepi8_mask(w);
     const __m512i aw = _mm512_abs_epi8(w);
-    const __m512 dw = _mm512_permutexvar_ps(
-        pair, _mm512_castps128_ps512(_mm_set_ps(0, 0, HalfAt(p + 34), HalfAt(p))));
+    const __m512 dw = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(HalfPair(p, 34)));
     for (int i = 0; i < M; ++i) {
       const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
       const __m512i sx = _mm512_mask_sub_epi8(x, neg, zero, x);
-      const __m512 dx = _mm512_permutexvar_ps(
-          pair, _mm512_castps128_ps512(
-                    _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[i] + b)))));
+      const __m512 dx = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(Load2F(xd[i] + b)));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(aw, sx)), _mm512_mul_ps(dw, dx), acc[i]);
     }
   }
@@ -197,8 +218,9 @@ HWY_INLINE __m256 BytesToFloats(uint64_t v) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
 }
 
-// out[i] = Q4_K row p (nsb super-blocks) . activation row i, i < M.
-template <int M>
+// out[i] = Q4_K (kFive: Q5_K, 176 B, codes + the qh bits) row p (nsb
+// super-blocks) . activation row i, i < M.
+template <int M, bool kFive = false>
 void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
              const float* const* xs, float* out) {
   __m256 mins[M];
@@ -211,7 +233,9 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
 #endif
-  for (int64_t sb = 0; sb < nsb; ++sb, p += 144) {
+  for (int64_t sb = 0; sb < nsb; ++sb, p += kFive ? 176 : 144) {
+    const uint8_t* qs = p + (kFive ? 48 : 16);
+    const __m256i qh = kFive ? Load32(p + 16) : _mm256_setzero_si256();
     uint64_t sc, mn;
     ScalesQ4_K(p + 4, &sc, &mn);
     const __m256 fsc = _mm256_mul_ps(_mm256_set1_ps(HalfAt(p)), BytesToFloats(sc));
@@ -225,10 +249,16 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
     // One vector per 64 values: low nibbles (sub-block 2g) in the low half,
     // high nibbles (2g + 1) in the high half, against 64 contiguous q.
     for (int g = 0; g < 4; ++g) {
-      const __m256i qv = Load32(p + 16 + 32 * g);
-      const __m512i wv = _mm512_and_si512(
+      const __m256i qv = Load32(qs + 32 * g);
+      __m512i wv = _mm512_and_si512(
           _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1),
           _mm512_set1_epi8(0x0F));
+      if constexpr (kFive) {  // 5th bits: qh bit 2g (low half), 2g + 1 (high half)
+        wv = _mm512_or_si512(
+            wv, _mm512_slli_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(Bits32(qh, 2 * g, 1)),
+                                                     Bits32(qh, 2 * g + 1, 1), 1),
+                                  4));
+      }
       const __m512i idx = _mm512_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
                                            2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g, 2 * g, 2 * g,
                                            2 * g, 2 * g, 2 * g, 2 * g, 2 * g);
@@ -240,9 +270,13 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
     }
 #else
     for (int g = 0; g < 4; ++g) {
-      const __m256i qv = Load32(p + 16 + 32 * g);
-      const __m256i lo = _mm256_and_si256(qv, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      const __m256i qv = Load32(qs + 32 * g);
+      __m256i lo = _mm256_and_si256(qv, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+      if constexpr (kFive) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(Bits32(qh, 2 * g, 1), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(Bits32(qh, 2 * g + 1, 1), 4));
+      }
       const __m256i i_lo = _mm256_set1_epi32(2 * g), i_hi = _mm256_set1_epi32(2 * g + 1);
       for (int i = 0; i < M; ++i) {
         const int8_t* x = xq[i] + 256 * sb + 64 * g;
@@ -262,6 +296,403 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   for (int i = 0; i < M; ++i) out[i] = HorizontalSum(_mm256_sub_ps(acc[i], mins[i]));
 #endif
 }
+
+#if HQEKV_INT8_512
+// ---- fused AVX-512 row kernels of Q4_0, Q4_1, Q5_0, Q5_1, Q6_K, Q3_K, Q2_K (GEMV) ----
+// The codes of a block are built in registers (no decoded row): legacy types
+// two 32-value blocks per vector (lanes 0..7 and 8..15), the 16-value-group
+// K-quants four vectors of 64 values (4 groups of 16, 4 int32 lanes each) per super-block.
+
+// The 32 codes of legacy block p: nibbles (value j low, j + 16 high), the
+// 5th bits (Q5_*) from qh through a byte mask.
+template <TensorType T>
+HWY_INLINE __m256i LegacyCodes(const uint8_t* p) {
+  constexpr int qs_at = T == TensorType::kQ4_0   ? 2
+                        : T == TensorType::kQ4_1 ? 4
+                        : T == TensorType::kQ5_0 ? 6
+                                                 : 8;
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_at));
+  __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+  if constexpr (T == TensorType::kQ5_0 || T == TensorType::kQ5_1) {
+    const uint32_t qh = U32At(p + (T == TensorType::kQ5_0 ? 2 : 4));
+    u = _mm256_or_si256(u, _mm256_and_si256(_mm256_movm_epi8(qh), _mm256_set1_epi8(0x10)));
+  }
+  return u;
+}
+
+// A and B (w = A u + B) of legacy block p.
+template <TensorType T>
+HWY_INLINE void LegacyAB(const uint8_t* p, float* a, float* b) {
+  *a = HalfAt(p);
+  if constexpr (T == TensorType::kQ4_1 || T == TensorType::kQ5_1) {
+    *b = HalfAt(p + 2);
+  } else {
+    *b = (T == TensorType::kQ4_0 ? -8.0f : -16.0f) * *a;
+  }
+}
+
+// The codes of legacy blocks p and p + bb in one vector (lanes 0..7 block 0):
+// both nibble sets in one 256-bit vector, widened, then the 128-bit quarters
+// reordered from (lo0, lo1, hi0, hi1) to (lo0, hi0, lo1, hi1).
+template <TensorType T>
+HWY_INLINE __m512i LegacyCodes2(const uint8_t* p) {
+  constexpr int bb = BlockBytes(T);
+  constexpr int qs_at = T == TensorType::kQ4_0   ? 2
+                        : T == TensorType::kQ4_1 ? 4
+                        : T == TensorType::kQ5_0 ? 6
+                                                 : 8;
+  const __m256i qs = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_at))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bb + qs_at)), 1);
+  const __m512i both =
+      _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(qs), _mm256_srli_epi16(qs, 4), 1),
+                       _mm512_set1_epi8(0x0F));
+  __m512i u = _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0));
+  if constexpr (T == TensorType::kQ5_0 || T == TensorType::kQ5_1) {
+    constexpr int qh_at = T == TensorType::kQ5_0 ? 2 : 4;
+    const uint64_t qh = U32At(p + qh_at) | (static_cast<uint64_t>(U32At(p + bb + qh_at)) << 32);
+    u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(qh, _mm512_set1_epi8(0x10)));
+  }
+  return u;
+}
+
+// Legacy types, two blocks per step. The offset term: Q4_1 / Q5_1 sum m * s;
+// Q4_0 / Q5_0 (B = -8 d / -16 d) sum d * s and scale once at the end.
+template <TensorType T, int M>
+void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
+                  const float* const* xs, float* out) {
+  constexpr int bb = BlockBytes(T);
+  constexpr bool has_min = T == TensorType::kQ4_1 || T == TensorType::kQ5_1;
+  constexpr float centre = T == TensorType::kQ4_0 ? -8.0f : -16.0f;
+  __m512 acc[M];
+  __m128 off[M];  // lanes 0, 1: (B or d) * s of the two blocks
+  for (int i = 0; i < M; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    off[i] = _mm_setzero_ps();
+  }
+  const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, p += 2 * bb) {
+    const __m512i u = LegacyCodes2<T>(p);
+    const __m128 a2 = HalfPair(p, bb);
+    const __m128 b2 = has_min ? HalfPair(p + 2, bb) : a2;
+    const __m512 av = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(a2));
+    for (int i = 0; i < M; ++i) {
+      const __m512i x = _mm512_loadu_si512(xq[i] + 32 * b);
+      const __m128 dx2 = Load2F(xd[i] + b);
+      const __m128 sx2 = Load2F(xs[i] + b);
+      const __m512 sv = _mm512_mul_ps(av, _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(dx2)));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u, x)), sv, acc[i]);
+      off[i] = _mm_fmadd_ps(b2, sx2, off[i]);
+    }
+  }
+  float tail_a = 0, tail_b = 0;
+  __m256i tail_u = _mm256_setzero_si256();
+  if (b < nb) {  // an odd last block
+    tail_u = LegacyCodes<T>(p);
+    LegacyAB<T>(p, &tail_a, &tail_b);
+  }
+  for (int i = 0; i < M; ++i) {
+    const __m128 o = _mm_add_ss(off[i], _mm_movehdup_ps(off[i]));
+    float r = _mm512_reduce_add_ps(acc[i]) + (has_min ? 1.0f : centre) * _mm_cvtss_f32(o);
+    if (b < nb) {
+      const __m256i dp = DotUS(tail_u, Load32(xq[i] + 32 * b));
+      r += HorizontalSum(_mm256_cvtepi32_ps(dp)) * (tail_a * xd[i][b]) + tail_b * xs[i][b];
+    }
+    out[i] = r;
+  }
+}
+
+// Q6_K: codes of the 4 x 64 values of a super-block (ql, qh as in
+// kernels_ref.cc DequantBlockQ6K), one vector per 64 values.
+HWY_INLINE void Q6KCodes(const uint8_t* p, __m512i* u) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i la = Load32(p + 64 * h), lb = Load32(p + 64 * h + 32);
+    const __m256i qh = Load32(p + 128 + 32 * h);
+    const __m256i v0 =
+        _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    const __m256i v1 =
+        _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    const __m256i v2 =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(qh, m30));
+    const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    u[2 * h] = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
+    u[2 * h + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(v2), v3, 1);
+  }
+}
+
+// Q3_K's 16 scales (6 bits, stored + 32) as bytes: low nibbles from bytes 0..7
+// (low nibble for i < 8, high for i >= 8), 2 high bits from bytes 8..11
+// (bits 2 (i / 4) of byte 8 + i % 4).
+HWY_INLINE __m128i ScalesQ3K(const uint8_t* s) {
+  uint64_t v;
+  std::memcpy(&v, s, 8);
+  const uint64_t w = U32At(s + 8), m = 0x03030303u;
+  const uint64_t h_lo = (w & m) | (((w >> 2) & m) << 32);
+  const uint64_t h_hi = ((w >> 4) & m) | (((w >> 6) & m) << 32);
+  const uint64_t lo = (v & 0x0F0F0F0F0F0F0F0Full) | (h_lo << 4);
+  const uint64_t hi = ((v >> 4) & 0x0F0F0F0F0F0F0F0Full) | (h_hi << 4);
+  return _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo));
+}
+
+// The 16-value-group K-quants (Q6_K, Q3_K, Q2_K): codes of a super-block in 4
+// vectors of 64 values, A and B of its 16 groups. Q6_K / Q3_K return b = A
+// (B = K16Centre * A, applied once per row).
+template <TensorType T>
+constexpr float K16Centre() {
+  return T == TensorType::kQ6_K ? -32.0f : T == TensorType::kQ3_K ? -4.0f : 1.0f;
+}
+
+template <TensorType T>
+HWY_INLINE void K16Block(const uint8_t* p, __m512i* u, __m512* a, __m512* b) {
+  if constexpr (T == TensorType::kQ6_K) {
+    Q6KCodes(p, u);
+    *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 208)),
+                       _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))));
+    *b = *a;
+  } else {
+    __m256i c[8];  // codes of values 32g .. 32g + 31
+    if constexpr (T == TensorType::kQ3_K) {
+      const __m256i hm = Load32(p);
+      for (int g = 0; g < 8; ++g) {
+        c[g] = _mm256_or_si256(Bits32(Load32(p + 32 + 32 * (g / 4)), 2 * (g % 4), 3),
+                               _mm256_slli_epi16(Bits32(hm, g, 1), 2));
+      }
+      *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)),
+                         _mm512_cvtepi32_ps(_mm512_sub_epi32(
+                             _mm512_cvtepu8_epi32(ScalesQ3K(p + 96)), _mm512_set1_epi32(32))));
+      *b = *a;
+    } else {
+      static_assert(T == TensorType::kQ2_K);
+      for (int g = 0; g < 8; ++g) c[g] = Bits32(Load32(p + 16 + 32 * (g / 4)), 2 * (g % 4), 3);
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 80)),
+                         _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
+      *b = _mm512_mul_ps(_mm512_set1_ps(-HalfAt(p + 82)),
+                         _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+    }
+    for (int j = 0; j < 4; ++j) {
+      u[j] = _mm512_inserti64x4(_mm512_castsi256_si512(c[2 * j]), c[2 * j + 1], 1);
+    }
+  }
+}
+
+template <TensorType T, int M>
+void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+                const float* const* xs16, float* out) {
+  __m512 acc[M], off[M];
+  for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
+  // Group g (16 values) uses block scale dx[g / 2]; vector j covers groups 4j..4j+3.
+  const __m512i dx_of_group = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  __m512i group_of_lane[4];
+  for (int j = 0; j < 4; ++j) {
+    group_of_lane[j] = _mm512_add_epi32(
+        _mm512_set1_epi32(4 * j),
+        _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                          2));
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
+    __m512i u[4];
+    __m512 a, b;
+    K16Block<T>(p, u, &a, &b);
+    for (int i = 0; i < M; ++i) {
+      const __m512 ax = _mm512_mul_ps(
+          a, _mm512_permutexvar_ps(dx_of_group,
+                                   _mm512_castps256_ps512(_mm256_loadu_ps(xd[i] + 8 * sb))));
+      off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i x = _mm512_loadu_si512(xq[i] + 256 * sb + 64 * j);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u[j], x)),
+                                 _mm512_permutexvar_ps(group_of_lane[j], ax), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    out[i] = _mm512_reduce_add_ps(acc[i]) + K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
+  }
+}
+#endif  // HQEKV_INT8_512
+
+// sum_j a[j] b[j], j < n (the B * s offset terms of a decoded row).
+HWY_INLINE float DotF32(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+  float sum = HorizontalSum(acc);
+  for (; j < n; ++j) sum += a[j] * b[j];
+  return sum;
+}
+
+// out[i] = decoded row (codes u[k] <= 63, A/B per group of G) . activation row
+// i, i < M; xg[i] = the activation's per-G sums (s or s16). maddubs cannot
+// saturate: 63 * 127 * 2 < 32768.
+template <int M, int G>
+void RowDecoded(const uint8_t* u, const float* A, const float* B, int64_t k,
+                const int8_t* const* xq, const float* const* xd, const float* const* xg,
+                float* out) {
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+  const __m256i halves = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const __m256i uv = Load32(u + 32 * b);
+    __m256 av;  // lane l: A of the group holding the values of int32 lane l
+    if constexpr (G == 32) {
+      av = _mm256_set1_ps(A[b]);
+    } else {
+      av = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(Load2F(A + 2 * b)), halves);
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m256 sv = _mm256_mul_ps(av, _mm256_set1_ps(xd[i][b]));
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(uv, Load32(xq[i] + 32 * b))), sv, acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = HorizontalSum(acc[i]) + DotF32(B, xg[i], k / G);
+}
+
+#if HQEKV_VNNI
+// ---- GEMM panels (AVX-512 VNNI) ----
+constexpr int kPanelRows = 16;      // weight rows per panel = int32 lanes
+constexpr int kPanelActs = 8;       // activation rows per register tile
+constexpr int64_t kPanelKc = 1024;  // k chunk
+
+struct PanelBuf {
+  std::vector<uint8_t> U, u;  // interleaved panel; one decoded row
+  std::vector<float> Af, Bf, A, B;
+};
+
+// Decodes values [c0, c0 + kc) of weight rows r..r+rows (rows <= 16; the rest
+// zero) into pb: U[t][r][4] = codes 4t..4t+3 of row r, Af/Bf[g][r].
+void BuildPanel(TensorType t, const uint8_t* w, int64_t row_bytes, int64_t r, int rows, int64_t c0,
+                int64_t kc, PanelBuf* pb) {
+  const int G = Int8Group(t);
+  const int64_t ng = kc / G;
+  const uint8_t* base = w + r * row_bytes + c0 / BlockSize(t) * BlockBytes(t);
+  for (int rr = 0; rr < kPanelRows; ++rr) {
+    if (rr < rows) {
+      DecodeRowInt8(t, base + rr * row_bytes, kc, pb->u.data(), pb->A.data(), pb->B.data());
+    } else {
+      std::fill_n(pb->u.data(), kc, uint8_t{0});
+      std::fill_n(pb->A.data(), ng, 0.0f);
+      std::fill_n(pb->B.data(), ng, 0.0f);
+    }
+    uint8_t* dst = pb->U.data() + 4 * rr;
+    for (int64_t q4 = 0; q4 < kc / 4; ++q4) std::memcpy(dst + 64 * q4, pb->u.data() + 4 * q4, 4);
+    for (int64_t g = 0; g < ng; ++g) {
+      pb->Af[g * kPanelRows + rr] = pb->A[g];
+      pb->Bf[g * kPanelRows + rr] = pb->B[g];
+    }
+  }
+}
+
+HWY_INLINE int32_t I32At(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// y[i * ldy + r] (+)= panel row r . activation row i over one k chunk, for
+// i < MR, r < 16 (mask). q / d / sg: the activation chunk's codes, block
+// scales and per-G sums, rows ldq / ldd / lds apart.
+template <int MR, int G>
+void PanelTile(const PanelBuf& pb, int64_t kc, const int8_t* q, int64_t ldq, const float* d,
+               int64_t ldd, const float* sg, int64_t lds, float* y, int64_t ldy, __mmask16 mask,
+               bool add) {
+  __m512 facc[MR];
+  for (int i = 0; i < MR; ++i) facc[i] = _mm512_setzero_ps();
+  const uint8_t* U = pb.U.data();
+  for (int64_t g = 0; g < kc / G; ++g) {
+    __m512i iacc[MR];
+    for (int i = 0; i < MR; ++i) iacc[i] = _mm512_setzero_si512();
+    for (int t = 0; t < G / 4; ++t) {
+      const __m512i wv = _mm512_loadu_si512(U + 64 * (g * (G / 4) + t));
+      for (int i = 0; i < MR; ++i) {
+        iacc[i] =
+            _mm512_dpbusd_epi32(iacc[i], wv, _mm512_set1_epi32(I32At(q + i * ldq + g * G + 4 * t)));
+      }
+    }
+    const __m512 av = _mm512_loadu_ps(pb.Af.data() + g * kPanelRows);
+    const __m512 bv = _mm512_loadu_ps(pb.Bf.data() + g * kPanelRows);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 sv = _mm512_mul_ps(av, _mm512_set1_ps(d[i * ldd + g * G / 32]));
+      facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[i]), sv, facc[i]);
+      facc[i] = _mm512_fmadd_ps(bv, _mm512_set1_ps(sg[i * lds + g]), facc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* yi = y + i * ldy;
+    const __m512 v = add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yi), facc[i]) : facc[i];
+    _mm512_mask_storeu_ps(yi, mask, v);
+  }
+}
+
+template <int G>
+void PanelTileAny(int mr, const PanelBuf& pb, int64_t kc, const int8_t* q, int64_t ldq,
+                  const float* d, int64_t ldd, const float* sg, int64_t lds, float* y, int64_t ldy,
+                  __mmask16 mask, bool add) {
+  switch (mr) {
+#define HQEKV_TILE(n) \
+  case n:             \
+    return PanelTile<n, G>(pb, kc, q, ldq, d, ldd, sg, lds, y, ldy, mask, add);
+    HQEKV_TILE(8)
+    HQEKV_TILE(7)
+    HQEKV_TILE(6)
+    HQEKV_TILE(5)
+    HQEKV_TILE(4)
+    HQEKV_TILE(3)
+    HQEKV_TILE(2)
+    default:
+      return PanelTile<1, G>(pb, kc, q, ldq, d, ldd, sg, lds, y, ldy, mask, add);
+#undef HQEKV_TILE
+  }
+}
+
+// The panel GEMM: y[(i - i0) * ldy + r] for r in [r0, r1), i in [i0, i1).
+void PanelRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts& a, int64_t i0,
+                int64_t i1, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const int G = Int8Group(t);
+  const int64_t k = a.k;
+  const float* sg = G == 32 ? a.s.data() : a.s16.data();
+  const int64_t lds = k / G, ldd = k / 32;
+  thread_local PanelBuf pb;
+  const int64_t kc_max = std::min(kPanelKc, k);
+  pb.U.resize(static_cast<size_t>(kPanelRows * kc_max));
+  pb.u.resize(static_cast<size_t>(kc_max));
+  pb.Af.resize(static_cast<size_t>(kPanelRows * kc_max / 16));
+  pb.Bf.resize(pb.Af.size());
+  pb.A.resize(static_cast<size_t>(kc_max / 16));
+  pb.B.resize(pb.A.size());
+  // Activation rows per block: the block's k chunk (<= 512 KiB) stays in L2
+  // while every panel of this thread passes over it.
+  const int64_t mb = std::max<int64_t>(kPanelActs, (512 << 10) / kc_max);
+  for (int64_t ib = i0; ib < i1; ib += mb) {
+    const int64_t ie = std::min(i1, ib + mb);
+    for (int64_t c0 = 0; c0 < k; c0 += kPanelKc) {
+      const int64_t kc = std::min(kPanelKc, k - c0);
+      for (int64_t p = r0; p < r1; p += kPanelRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p));
+        BuildPanel(t, w, row_bytes, p, rows, c0, kc, &pb);
+        const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+        for (int64_t i = ib; i < ie; i += kPanelActs) {
+          const int mr = static_cast<int>(std::min<int64_t>(kPanelActs, ie - i));
+          const int8_t* q = a.q.data() + i * k + c0;
+          const float* d = a.d.data() + i * ldd + c0 / 32;
+          const float* s = sg + i * lds + c0 / G;
+          float* yt = y + (i - i0) * ldy + p;
+          if (G == 32) {
+            PanelTileAny<32>(mr, pb, kc, q, k, d, ldd, s, lds, yt, ldy, mask, c0 > 0);
+          } else {
+            PanelTileAny<16>(mr, pb, kc, q, k, d, ldd, s, lds, yt, ldy, mask, c0 > 0);
+          }
+        }
+      }
+    }
+  }
+}
+#endif  // HQEKV_VNNI
 
 #else  // other targets: scalar integer code
 
@@ -305,56 +736,145 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   for (int i = 0; i < M; ++i) out[i] = acc[i];
 }
 
+template <int M, int G>
+void RowDecoded(const uint8_t* u, const float* A, const float* B, int64_t k,
+                const int8_t* const* xq, const float* const* xd, const float* const* xg,
+                float* out) {
+  float acc[M] = {};
+  for (int64_t g = 0; g < k / G; ++g) {
+    for (int i = 0; i < M; ++i) {
+      int isum = 0;
+      for (int j = 0; j < G; ++j) isum += u[G * g + j] * xq[i][G * g + j];
+      acc[i] += A[g] * xd[i][G * g / 32] * static_cast<float>(isum) + B[g] * xg[i][g];
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = acc[i];
+}
+
 #endif  // HQEKV_INT8_X86
 
-template <int M>
-void RowAny(int type, const uint8_t* row, int64_t k, const int8_t* const* xq,
-            const float* const* xd, const float* const* xs, float* out) {
-  if (static_cast<TensorType>(type) == TensorType::kQ8_0) {
-#if HQEKV_INT8_512
-    RowQ8_0x512<M>(row, k / 32, xq, xd, out);
-#else
-    RowQ8_0<M>(row, k / 32, xq, xd, out);
+// Activation rows of one kernel call: codes, block scales, per-G sums.
+struct ActRows {
+  const int8_t* q[4];
+  const float *d[4], *s[4], *g[4];
+};
+
+// Types whose row kernels read the weight blocks directly (no decoded row).
+inline bool HasFusedRowKernel(TensorType t) {
+  if (t == TensorType::kQ8_0 || t == TensorType::kQ4_K) return true;
+#if HQEKV_INT8_X86
+  if (t == TensorType::kQ5_K) return true;
 #endif
+#if HQEKV_INT8_512
+  return t == TensorType::kQ4_0 || t == TensorType::kQ4_1 || t == TensorType::kQ5_0 ||
+         t == TensorType::kQ5_1 || t == TensorType::kQ6_K || t == TensorType::kQ3_K ||
+         t == TensorType::kQ2_K;
+#else
+  return false;
+#endif
+}
+
+// A decoded row (types without a fused row kernel): codes and (A, B) per group.
+struct DecodedRow {
+  std::vector<uint8_t> u;
+  std::vector<float> A, B;
+};
+
+template <int M>
+void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, const ActRows& x,
+            float* out) {
+  if (t == TensorType::kQ8_0) {
+#if HQEKV_INT8_512
+    RowQ8_0x512<M>(row, k / 32, x.q, x.d, out);
+#else
+    RowQ8_0<M>(row, k / 32, x.q, x.d, out);
+#endif
+  } else if (t == TensorType::kQ4_K) {
+    RowQ4_K<M>(row, k / 256, x.q, x.d, x.s, out);
+#if HQEKV_INT8_X86
+  } else if (t == TensorType::kQ5_K) {
+    RowQ4_K<M, true>(row, k / 256, x.q, x.d, x.s, out);
+#endif
+#if HQEKV_INT8_512
+  } else if (t == TensorType::kQ4_0) {
+    RowLegacy512<TensorType::kQ4_0, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ4_1) {
+    RowLegacy512<TensorType::kQ4_1, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ5_0) {
+    RowLegacy512<TensorType::kQ5_0, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ5_1) {
+    RowLegacy512<TensorType::kQ5_1, M>(row, k / 32, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kQ6_K) {
+    RowK16_512<TensorType::kQ6_K, M>(row, k / 256, x.q, x.d, x.g, out);
+  } else if (t == TensorType::kQ3_K) {
+    RowK16_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.d, x.g, out);
+  } else if (t == TensorType::kQ2_K) {
+    RowK16_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.d, x.g, out);
+#endif
+  } else if (Int8Group(t) == 32) {
+    RowDecoded<M, 32>(dec.u.data(), dec.A.data(), dec.B.data(), k, x.q, x.d, x.g, out);
   } else {
-    RowQ4_K<M>(row, k / 256, xq, xd, xs, out);
+    RowDecoded<M, 16>(dec.u.data(), dec.A.data(), dec.B.data(), k, x.q, x.d, x.g, out);
   }
 }
 
-// y[(i - i0) * ldy + r] = row r . activation row i for r in [r0, r1), i in [i0, i1).
-// Activation rows come in groups of 4 (one weight block decode for 4 rows).
-void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, int64_t k, const int8_t* q,
-                   const float* d, const float* s, int64_t i0, int64_t i1, int64_t r0, int64_t r1,
-                   float* y, int64_t ldy) {
-  const int64_t nb = k / 32;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + r * row_bytes;
-    for (int64_t i = i0; i < i1; i += 4) {
-      const int n = static_cast<int>(i1 - i < 4 ? i1 - i : 4);
-      const int8_t* xq[4];
-      const float *xd[4], *xs[4];
-      for (int j = 0; j < n; ++j) {
-        xq[j] = q + (i + j) * k;
-        xd[j] = d + (i + j) * nb;
-        xs[j] = s + (i + j) * nb;
+// Row kernels: y[(i - i0) * ldy + r] for r in [r0, r1), i in [i0, i1).
+// Activation rows in blocks of ~256 KiB (L2) and groups of 4 (one weight
+// block load / row decode for 4 rows).
+void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts& a, int64_t i0,
+              int64_t i1, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const int64_t k = a.k, nb = k / 32;
+  const int G = Int8Group(t);
+  const bool decode = !HasFusedRowKernel(t);
+  thread_local DecodedRow dec;
+  if (decode) {
+    dec.u.resize(static_cast<size_t>(k));
+    dec.A.resize(static_cast<size_t>(k / G));
+    dec.B.resize(static_cast<size_t>(k / G));
+  }
+  const float* sg = G == 32 ? a.s.data() : a.s16.data();
+  const int64_t mb = std::max<int64_t>(4, (256 << 10) / k / 4 * 4);
+  for (int64_t ib = i0; ib < i1; ib += mb) {
+    const int64_t ie = std::min(i1, ib + mb);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w + r * row_bytes;
+      if (decode) DecodeRowInt8(t, row, k, dec.u.data(), dec.A.data(), dec.B.data());
+      for (int64_t i = ib; i < ie; i += 4) {
+        const int n = static_cast<int>(std::min<int64_t>(4, ie - i));
+        ActRows x;
+        for (int j = 0; j < n; ++j) {
+          x.q[j] = a.q.data() + (i + j) * k;
+          x.d[j] = a.d.data() + (i + j) * nb;
+          x.s[j] = a.s.data() + (i + j) * nb;
+          x.g[j] = sg + (i + j) * (k / G);
+        }
+        float out[4];
+        switch (n) {
+          case 4:
+            RowAny<4>(t, row, k, dec, x, out);
+            break;
+          case 3:
+            RowAny<3>(t, row, k, dec, x, out);
+            break;
+          case 2:
+            RowAny<2>(t, row, k, dec, x, out);
+            break;
+          default:
+            RowAny<1>(t, row, k, dec, x, out);
+        }
+        for (int j = 0; j < n; ++j) y[(i + j - i0) * ldy + r] = out[j];
       }
-      float out[4];
-      switch (n) {
-        case 4:
-          RowAny<4>(type, row, k, xq, xd, xs, out);
-          break;
-        case 3:
-          RowAny<3>(type, row, k, xq, xd, xs, out);
-          break;
-        case 2:
-          RowAny<2>(type, row, k, xq, xd, xs, out);
-          break;
-        default:
-          RowAny<1>(type, row, k, xq, xd, xs, out);
-      }
-      for (int j = 0; j < n; ++j) y[(i + j - i0) * ldy + r] = out[j];
     }
   }
+}
+
+void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, const Int8Acts* a, int64_t i0,
+                   int64_t i1, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const auto t = static_cast<TensorType>(type);
+#if HQEKV_VNNI
+  if (i1 - i0 >= kInt8PanelMinRows) return PanelRange(t, w, row_bytes, *a, i0, i1, r0, r1, y, ldy);
+#endif
+  RowRange(t, w, row_bytes, *a, i0, i1, r0, r1, y, ldy);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -365,8 +885,6 @@ void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, int64_t k, con
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include <algorithm>
-
 namespace hqekv::kernels {
 
 HWY_EXPORT(QuantizeBlocks);
@@ -378,30 +896,23 @@ void QuantizeActs(const float* x, int64_t m, int64_t k, Int8Acts* out) {
   out->q.resize(static_cast<size_t>(m * k));
   out->d.resize(static_cast<size_t>(m * k / 32));
   out->s.resize(static_cast<size_t>(m * k / 32));
-  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)(x, m * k / 32, out->q.data(), out->d.data(), out->s.data());
+  out->s16.resize(static_cast<size_t>(m * k / 16));
+  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)
+  (x, m * k / 32, out->q.data(), out->d.data(), out->s.data(), out->s16.data());
 }
 
 float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i) {
   float y = 0;
   HWY_DYNAMIC_DISPATCH(Int8RowsRange)
-  (static_cast<int>(t), static_cast<const uint8_t*>(row), 0, a.k, a.q.data(), a.d.data(),
-   a.s.data(), i, i + 1, 0, 1, &y, 1);
+  (static_cast<int>(t), static_cast<const uint8_t*>(row), 0, &a, i, i + 1, 0, 1, &y, 1);
   return y;
 }
 
 void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
               int64_t ldy) {
-  const auto fn = HWY_DYNAMIC_DISPATCH(Int8RowsRange);
-  const int64_t rb = RowBytes(w.type, w.k);
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  // Blocks of activation rows (~256 KiB of int8 values, a multiple of 4 rows)
-  // stay in L2 while this thread's weight rows pass over them; each weight
-  // row is read once per block and decoded once per 4 activation rows.
-  const int64_t mb = std::max<int64_t>(4, (256 << 10) / a.k / 4 * 4);
-  for (int64_t i0 = 0; i0 < a.m; i0 += mb) {
-    fn(static_cast<int>(w.type), base, rb, w.k, a.q.data(), a.d.data(), a.s.data(), i0,
-       std::min(a.m, i0 + mb), r0, r1, y + i0 * ldy, ldy);
-  }
+  HWY_DYNAMIC_DISPATCH(Int8RowsRange)
+  (static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), &a, 0, a.m,
+   r0, r1, y, ldy);
 }
 
 }  // namespace hqekv::kernels

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "core/half.h"
@@ -21,7 +22,23 @@ float LoadHalf(const uint8_t* p) {
 
 }  // namespace
 
-bool HasInt8Path(TensorType t) { return t == TensorType::kQ8_0 || t == TensorType::kQ4_K; }
+bool HasInt8Path(TensorType t) {
+  switch (t) {
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0:
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_0:
+    case TensorType::kQ5_1:
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
 void SetInt8Activations(bool on) { g_int8_acts.store(on, std::memory_order_relaxed); }
 bool Int8ActivationsEnabled() { return g_int8_acts.load(std::memory_order_relaxed); }
 
@@ -32,20 +49,23 @@ void QuantizeActsRef(const float* x, int64_t m, int64_t k, Int8Acts* out) {
   out->q.resize(static_cast<size_t>(m * k));
   out->d.resize(static_cast<size_t>(m * k / 32));
   out->s.resize(static_cast<size_t>(m * k / 32));
+  out->s16.resize(static_cast<size_t>(m * k / 16));
   for (int64_t b = 0; b < m * k / 32; ++b) {
     const float* xb = x + 32 * b;
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
     const float d = amax / 127.0f;
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    int sum = 0;
+    int sum[2] = {0, 0};
     for (int j = 0; j < 32; ++j) {
       const int q = static_cast<int>(std::lrintf(xb[j] * id));
       out->q[static_cast<size_t>(32 * b + j)] = static_cast<int8_t>(q);
-      sum += q;
+      sum[j / 16] += q;
     }
     out->d[static_cast<size_t>(b)] = d;
-    out->s[static_cast<size_t>(b)] = d * static_cast<float>(sum);
+    out->s[static_cast<size_t>(b)] = d * static_cast<float>(sum[0] + sum[1]);
+    out->s16[static_cast<size_t>(2 * b)] = d * static_cast<float>(sum[0]);
+    out->s16[static_cast<size_t>(2 * b + 1)] = d * static_cast<float>(sum[1]);
   }
 }
 
@@ -63,7 +83,13 @@ double DotInt8Ref(TensorType t, const void* row, const Int8Acts& a, int64_t i) {
     }
     return acc;
   }
-  HQEKV_DCHECK(t == TensorType::kQ4_K);
+  if (t != TensorType::kQ4_K) {
+    // The other types: w exactly as the fp32 oracle decodes it, times d * q.
+    std::vector<float> w(static_cast<size_t>(a.k));
+    DequantizeRowRef(t, row, a.k, w.data());
+    for (int64_t j = 0; j < a.k; ++j) acc += static_cast<double>(w[j]) * d[j / 32] * q[j];
+    return acc;
+  }
   for (int64_t sb = 0; sb < a.k / 256; ++sb, p += 144) {
     const double dw = LoadHalf(p), dmin = LoadHalf(p + 2);
     const uint8_t* sc = p + 4;

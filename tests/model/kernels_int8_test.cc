@@ -1,4 +1,4 @@
-// Int8-activation path (Q8_0 / Q4_K weights): SIMD == scalar oracle on every
+// Int8-activation path (every HasInt8Path weight type): SIMD == scalar oracle on every
 // x86 target this CPU runs (AVX-512 VNNI, AVX-512, AVX2, SSE4), its error
 // against the fp32-activation product within the quantization bound, the
 // matrix products routed through it, and the model-level effect (KL of the
@@ -55,9 +55,31 @@ std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> u(0.001f, 0.03f);
   for (auto& b : buf) b = static_cast<uint8_t>(byte(rng));
+  // Offsets of the fp16 scale and (second) min / offset fields of a block.
+  int scale_at = 0, min_at = -1;
+  switch (t) {
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_1:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+      min_at = 2;
+      break;
+    case TensorType::kQ6_K:
+      scale_at = 208;
+      break;
+    case TensorType::kQ3_K:
+      scale_at = 108;
+      break;
+    case TensorType::kQ2_K:
+      scale_at = 80;
+      min_at = 82;
+      break;
+    default:
+      break;
+  }
   for (size_t o = 0; o < buf.size(); o += BlockBytes(t)) {
-    PutHalf(buf.data() + o, u(rng));
-    if (t == TensorType::kQ4_K) PutHalf(buf.data() + o + 2, 0.3f * u(rng));
+    PutHalf(buf.data() + o + scale_at, u(rng));
+    if (min_at >= 0) PutHalf(buf.data() + o + min_at, 0.3f * u(rng));
   }
   return buf;
 }
@@ -76,7 +98,17 @@ std::vector<float> RandomActs(int64_t n, std::mt19937& rng) {
   return v;
 }
 
-constexpr TensorType kInt8Types[] = {TensorType::kQ8_0, TensorType::kQ4_K};
+constexpr TensorType kInt8Types[] = {
+    TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
+    TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+
+TEST(Int8Acts, HasInt8PathForTheIntegerBlockTypesOnly) {
+  for (TensorType t : kInt8Types) EXPECT_TRUE(HasInt8Path(t)) << TensorTypeName(t);
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kIQ4_NL,
+                       TensorType::kIQ4_XS}) {
+    EXPECT_FALSE(HasInt8Path(t)) << TensorTypeName(t);
+  }
+}
 
 TEST(Int8Acts, QuantizeEqualsOracleExactly) {
   std::mt19937 rng(11);
@@ -87,12 +119,20 @@ TEST(Int8Acts, QuantizeEqualsOracleExactly) {
   EXPECT_EQ(ref.q[33], -14);  // -14.5 -> -14 (nearest even)
   EXPECT_EQ(ref.q[34], -14);  // -13.5 -> -14
   EXPECT_EQ(ref.d[0], 0.0f);
+  ASSERT_EQ(ref.s16.size(), 2 * ref.s.size());
+  // Block 1 (d = 1): 127, then -14, -14, -12, -12, ..., -2, -2, 0 (sum 15 with
+  // the 127), then 0, 2, 2, 4, 4, ..., 14, 14, 16 (sum 128).
+  EXPECT_EQ(ref.d[1], 1.0f);
+  EXPECT_EQ(ref.s16[2], 15.0f);
+  EXPECT_EQ(ref.s16[3], 128.0f);
+  EXPECT_EQ(ref.s[1], 143.0f);
   EXPECT_GT(OnEachTarget([&] {
               Int8Acts got;
               QuantizeActs(x.data(), 3, 512, &got);
               EXPECT_EQ(got.q, ref.q);
               EXPECT_EQ(got.d, ref.d);
               EXPECT_EQ(got.s, ref.s);
+              EXPECT_EQ(got.s16, ref.s16);
             }),
             0);
 }
@@ -119,25 +159,39 @@ double AbsDotF32(TensorType t, const uint8_t* row, const float* x, int64_t k) {
 TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
   std::mt19937 rng(5);
   for (TensorType t : kInt8Types) {
-    for (int64_t k : {256, 768, 4096}) {
-      const int64_t n = 7, m = 6;
-      const auto w = RandomRows(t, n, k, rng);
-      const auto x = RandomActs(m * k, rng);
-      Int8Acts a;
-      QuantizeActsRef(x.data(), m, k, &a);
-      const WeightMatrix wm{t, w.data(), n, k};
-      OnEachTarget([&] {
-        std::vector<float> y(m * n, NAN);
-        Int8Rows(wm, a, 0, n, y.data(), n);  // rows in groups of 4 + 2
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = 0; r < n; ++r) {
-            const double ref = DotInt8Ref(t, wm.row(r), a, i);
-            const double tol = 2e-6 * AbsTerms(t, wm.row(r), a, i);
-            ASSERT_NEAR(y[i * n + r], ref, tol) << TensorTypeName(t) << " k=" << k << " i=" << i;
-            ASSERT_EQ(DotInt8(t, wm.row(r), a, i), y[i * n + r]);  // M=1 == M=4 kernel
+    // m = 6: row kernels (groups of 4 + 2); m = 13: on AVX-512 VNNI the panel
+    // kernel (tiles of 8 + 5 activation rows; 19 weight rows = a full and a
+    // masked panel; k = 4096 = 4 chunks of 1024).
+    // k = 96: an odd number of 32-value blocks (the fused AVX-512 kernels'
+    // two-block step leaves a tail block).
+    for (int64_t k : {96, 256, 768, 4096}) {
+      if (k % BlockSize(t) != 0) continue;
+      for (int64_t m : {6, 13}) {
+        const int64_t n = m == 6 ? 7 : 19;
+        const auto w = RandomRows(t, n, k, rng);
+        const auto x = RandomActs(m * k, rng);
+        Int8Acts a;
+        QuantizeActsRef(x.data(), m, k, &a);
+        const WeightMatrix wm{t, w.data(), n, k};
+        OnEachTarget([&] {
+          std::vector<float> y(m * n, NAN);
+          Int8Rows(wm, a, 0, n, y.data(), n);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < n; ++r) {
+              const double ref = DotInt8Ref(t, wm.row(r), a, i);
+              const double tol = 2e-6 * AbsTerms(t, wm.row(r), a, i);
+              ASSERT_NEAR(y[i * n + r], ref, tol)
+                  << TensorTypeName(t) << " k=" << k << " m=" << m << " i=" << i << " r=" << r;
+              const float one = DotInt8(t, wm.row(r), a, i);
+              if (m < kInt8PanelMinRows) {
+                ASSERT_EQ(one, y[i * n + r]);  // M=1 == M=4 row kernel
+              } else {
+                ASSERT_NEAR(one, ref, tol);
+              }
+            }
           }
-        }
-      });
+        });
+      }
     }
   }
 }
@@ -213,7 +267,7 @@ TEST(Int8Acts, MatVecAndMatMulTakeThePathWhenEnabled) {
       const int64_t n = 37, k = 2048;
       const auto wb = RandomRows(t, n, k, rng);
       const WeightMatrix w{t, wb.data(), n, k};
-      for (int64_t m : {1, 5, 9}) {
+      for (int64_t m : {1, 5, 20}) {
         const auto x = RandomActs(m * k, rng);
         Int8Acts a;
         QuantizeActsRef(x.data(), m, k, &a);
