@@ -1,6 +1,7 @@
 // SIMD weight kernels (Highway, compiled for every target, dispatched at run
-// time): fused dequantize-and-dot per block format, and the fp32 register-
-// blocked micro-kernel of the prefill GEMM. Oracles: kernels_ref.cc.
+// time): fused dequantize-and-dot per block format; MatVec / MatMul entry
+// points (the fp32 prefill GEMM itself is gemm_panel_hwy.cc, the int8 path
+// kernels_int8_hwy.cc). Oracles: kernels_ref.cc.
 #include <cstring>
 
 #include "core/half.h"
@@ -439,72 +440,6 @@ void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, i
   for (int64_t r = r0; r < r1; ++r) y[r] = DotAny(type, w + r * row_bytes, x, k);
 }
 
-// Y[i][col0 + r] (+)= dot(P[r][0, kc), X[i][0, kc)) for r < R (R <= 4 fp32
-// weight rows, ldp apart) and i < m (activation rows, ldx apart); `add`
-// accumulates (the caller splits k into chunks whose panel slice stays in L1).
-// Register block: 4 weight rows x 3 activation rows = 12 accumulators, 7
-// loads per 12 FMAs.
-void GemmPanel(const float* P, int64_t ldp, int R, const float* X, int64_t ldx, int64_t m,
-               int64_t kc, float* Y, int64_t ldy, int64_t col0, bool add) {
-  const DF df;
-  const int64_t N = hn::Lanes(df);
-  const int64_t kv = kc / N * N;
-  int64_t i = 0;
-  if (R == 4) {
-    const float *p0 = P, *p1 = P + ldp, *p2 = P + 2 * ldp, *p3 = P + 3 * ldp;
-    for (; i + 3 <= m; i += 3) {
-      const float* x0 = X + i * ldx;
-      const float* x1 = x0 + ldx;
-      const float* x2 = x1 + ldx;
-      auto a00 = hn::Zero(df), a01 = hn::Zero(df), a02 = hn::Zero(df);
-      auto a10 = hn::Zero(df), a11 = hn::Zero(df), a12 = hn::Zero(df);
-      auto a20 = hn::Zero(df), a21 = hn::Zero(df), a22 = hn::Zero(df);
-      auto a30 = hn::Zero(df), a31 = hn::Zero(df), a32 = hn::Zero(df);
-      for (int64_t c = 0; c < kv; c += N) {
-        const auto v0 = hn::LoadU(df, x0 + c), v1 = hn::LoadU(df, x1 + c);
-        const auto v2 = hn::LoadU(df, x2 + c);
-        const auto w0 = hn::LoadU(df, p0 + c), w1 = hn::LoadU(df, p1 + c);
-        a00 = hn::MulAdd(w0, v0, a00);
-        a01 = hn::MulAdd(w0, v1, a01);
-        a02 = hn::MulAdd(w0, v2, a02);
-        a10 = hn::MulAdd(w1, v0, a10);
-        a11 = hn::MulAdd(w1, v1, a11);
-        a12 = hn::MulAdd(w1, v2, a12);
-        const auto w2 = hn::LoadU(df, p2 + c), w3 = hn::LoadU(df, p3 + c);
-        a20 = hn::MulAdd(w2, v0, a20);
-        a21 = hn::MulAdd(w2, v1, a21);
-        a22 = hn::MulAdd(w2, v2, a22);
-        a30 = hn::MulAdd(w3, v0, a30);
-        a31 = hn::MulAdd(w3, v1, a31);
-        a32 = hn::MulAdd(w3, v2, a32);
-      }
-      float s[3][4] = {
-          {hn::GetLane(hn::SumOfLanes(df, a00)), hn::GetLane(hn::SumOfLanes(df, a10)),
-           hn::GetLane(hn::SumOfLanes(df, a20)), hn::GetLane(hn::SumOfLanes(df, a30))},
-          {hn::GetLane(hn::SumOfLanes(df, a01)), hn::GetLane(hn::SumOfLanes(df, a11)),
-           hn::GetLane(hn::SumOfLanes(df, a21)), hn::GetLane(hn::SumOfLanes(df, a31))},
-          {hn::GetLane(hn::SumOfLanes(df, a02)), hn::GetLane(hn::SumOfLanes(df, a12)),
-           hn::GetLane(hn::SumOfLanes(df, a22)), hn::GetLane(hn::SumOfLanes(df, a32))}};
-      const float* xs[3] = {x0, x1, x2};
-      for (int64_t c = kv; c < kc; ++c) {
-        for (int a = 0; a < 3; ++a)
-          for (int r = 0; r < 4; ++r) s[a][r] += P[r * ldp + c] * xs[a][c];
-      }
-      for (int a = 0; a < 3; ++a) {
-        float* y = Y + (i + a) * ldy + col0;
-        for (int r = 0; r < 4; ++r) y[r] = add ? y[r] + s[a][r] : s[a][r];
-      }
-    }
-  }
-  for (; i < m; ++i) {
-    for (int r = 0; r < R; ++r) {
-      const float d = DotF32(P + r * ldp, X + i * ldx, kc);
-      float& y = Y[i * ldy + col0 + r];
-      y = add ? y + d : d;
-    }
-  }
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::kernels
 HWY_AFTER_NAMESPACE();
@@ -514,6 +449,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "core/parallel.h"
+#include "model/gemm_panel.h"
 
 namespace hqekv::kernels {
 
@@ -522,7 +458,6 @@ HWY_EXPORT(DotAny);
 // Below this many multiply-adds a matrix product runs on the calling thread.
 constexpr int64_t kMinParallelMacs = 1 << 16;
 HWY_EXPORT(MatVecRows);
-HWY_EXPORT(GemmPanel);
 
 float Dot(TensorType t, const void* row, const float* x, int64_t k) {
   return HWY_DYNAMIC_DISPATCH(DotAny)(static_cast<int>(t), static_cast<const uint8_t*>(row), x, k);
@@ -606,31 +541,11 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
     if (w.n * w.k * m < kMinParallelMacs) return Int8Rows(w, a, 0, w.n, y, w.n);
     return ParallelFor(w.n, [&](int64_t r0, int64_t r1) { Int8Rows(w, a, r0, r1, y, w.n); });
   }
-  constexpr int R = 4;
-  const int64_t panels = (w.n + R - 1) / R;
-  // Activation rows per block: keep a block (mb x k fp32) within ~512 KiB so
-  // it stays in L2 while every panel of this thread passes over it.
-  const int64_t mb = std::clamp<int64_t>((512 << 10) / (w.k * 4), 8, 256);
-  // k chunk: a 4-row panel slice of 16 KiB stays in L1 across the block's rows.
-  constexpr int64_t kKc = 1024;
-  const auto gemm = HWY_DYNAMIC_DISPATCH(GemmPanel);
-  const auto dequant = HWY_DYNAMIC_DISPATCH(DequantizeRowAny);
+  // fp32-panel GEMM (gemm_panel_hwy.cc): threads take whole panels of rows.
+  const int64_t nr = GemmPanelRows();
+  const int64_t panels = (w.n + nr - 1) / nr;
   auto run = [&](int64_t p0, int64_t p1) {
-    thread_local std::vector<float> panel;
-    panel.resize(static_cast<size_t>(R * w.k));
-    for (int64_t i0 = 0; i0 < m; i0 += mb) {
-      const int64_t mi = std::min(mb, m - i0);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t r0 = p * R;
-        const int rows = static_cast<int>(std::min<int64_t>(R, w.n - r0));
-        for (int r = 0; r < rows; ++r)
-          dequant(static_cast<int>(w.type), w.row(r0 + r), w.k, panel.data() + r * w.k);
-        for (int64_t c0 = 0; c0 < w.k; c0 += kKc) {
-          gemm(panel.data() + c0, w.k, rows, x + i0 * w.k + c0, w.k, mi, std::min(kKc, w.k - c0),
-               y + i0 * w.n, w.n, r0, c0 > 0);
-        }
-      }
-    }
+    GemmPanelRange(w, x, m, p0 * nr, std::min(p1 * nr, w.n), y, w.n);
   };
   if (w.n * w.k * m < kMinParallelMacs) return run(0, panels);
   ParallelFor(panels, run);
