@@ -41,6 +41,12 @@ HWY_NOINLINE void Tile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT xp
   const DF df;
   const int64_t N = hn::Lanes(df);
   VF a[kRows], b[kRows];
+  // The output tile is read (or written) after the k loop; it is usually
+  // in L3 by then (Y is m x n fp32), so start fetching it now.
+  for (int i = 0; i < kRows; ++i) {
+    __builtin_prefetch(y + i * ldy, 1);
+    __builtin_prefetch(y + i * ldy + 2 * N - 1, 1);
+  }
   for (int i = 0; i < kRows; ++i) a[i] = b[i] = hn::Zero(df);
   for (int64_t c = 0; c < kc; ++c, p += 2 * N, xp += kRows) {
     const VF w0 = hn::LoadU(df, p), w1 = hn::LoadU(df, p + N);
@@ -74,6 +80,24 @@ HWY_NOINLINE void Tile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT xp
 void TileAny(int rows, const float* p, const float* xp, int64_t kc, float* y, int64_t ldy,
              int64_t cols, bool add) {
   switch (rows) {
+    case 14:
+      if constexpr (kMr >= 14) return Tile<14>(p, xp, kc, y, ldy, cols, add);
+      break;
+    case 13:
+      if constexpr (kMr >= 13) return Tile<13>(p, xp, kc, y, ldy, cols, add);
+      break;
+    case 12:
+      if constexpr (kMr >= 12) return Tile<12>(p, xp, kc, y, ldy, cols, add);
+      break;
+    case 11:
+      if constexpr (kMr >= 11) return Tile<11>(p, xp, kc, y, ldy, cols, add);
+      break;
+    case 10:
+      if constexpr (kMr >= 10) return Tile<10>(p, xp, kc, y, ldy, cols, add);
+      break;
+    case 9:
+      if constexpr (kMr >= 9) return Tile<9>(p, xp, kc, y, ldy, cols, add);
+      break;
     case 8:
       if constexpr (kMr >= 8) return Tile<8>(p, xp, kc, y, ldy, cols, add);
       break;
@@ -96,11 +120,85 @@ void TileAny(int rows, const float* p, const float* xp, int64_t kc, float* y, in
   HWY_ASSERT(false);
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// 16 values of a F32 / F16 / BF16 row from column c, as fp32 (F16 by the
+// hardware conversion, BF16 by a shift: both exact).
+template <TensorType kType>
+HWY_INLINE __m512 Load16(const uint8_t* row, int64_t c) {
+  if constexpr (kType == TensorType::kF32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c));
+    if constexpr (kType == TensorType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// p[c * ldp + i] = r[i][c] for a 16 x 16 block (rows r[0..16), 16 values
+// each): 32-bit then 64-bit interleaves within 128-bit lanes (4 x 4
+// transposes), then two rounds of 128-bit lane shuffles across the groups.
+HWY_INLINE void Transpose16Store(__m512 r[16], float* p, int64_t ldp) {
+  __m512 u[16];
+  for (int g = 0; g < 4; ++g) {
+    const __m512 t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+    const __m512 t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+    const __m512 t3 = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+    const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
+    const __m512d d2 = _mm512_castps_pd(t2), d3 = _mm512_castps_pd(t3);
+    // u[4g + j], 128-bit lane L = column 4L + j of rows 4g .. 4g + 3.
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(d0, d2));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d2));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(d1, d3));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(d1, d3));
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of each
+    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);  // lanes 1, 3
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    _mm512_storeu_ps(p + (j + 0) * ldp, _mm512_shuffle_f32x4(v0, w0, 0x88));
+    _mm512_storeu_ps(p + (j + 8) * ldp, _mm512_shuffle_f32x4(v0, w0, 0xdd));
+    _mm512_storeu_ps(p + (j + 4) * ldp, _mm512_shuffle_f32x4(v1, w1, 0x88));
+    _mm512_storeu_ps(p + (j + 12) * ldp, _mm512_shuffle_f32x4(v1, w1, 0xdd));
+  }
+}
+
+// Full 32-row panel of a float type, columns [k0, k0 + kc16) (kc16 % 16 == 0).
+template <TensorType kType>
+void PackFloatPanel512(const WeightMatrix& w, int64_t r0, int64_t k0, int64_t kc16, float* p) {
+  __m512 r[16];
+  for (int64_t c = 0; c < kc16; c += 16) {
+    for (int half = 0; half < 2; ++half) {
+      for (int j = 0; j < 16; ++j) r[j] = Load16<kType>(w.row(r0 + 16 * half + j), k0 + c);
+      Transpose16Store(r, p + c * 32 + 16 * half, 32);
+    }
+  }
+}
+#endif
+
 // P[c][j] = W[r0 + j][k0 + c] in fp32 for c < kc, j < rows; 0 for rows <= j <
 // NR. `tmp` holds the rows' slices converted row-major first (NR x kc).
 void PackPanel(const WeightMatrix& w, int64_t r0, int rows, int64_t k0, int64_t kc, float* tmp,
                float* p) {
   const int64_t nr = PanelRows();
+  int64_t c0 = 0;  // columns [0, c0) are packed by the AVX-512 transposes
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (rows == 32) {
+    const int64_t kc16 = kc / 16 * 16;
+    if (w.type == TensorType::kF16) {
+      PackFloatPanel512<TensorType::kF16>(w, r0, k0, kc16, p);
+      c0 = kc16;
+    } else if (w.type == TensorType::kBF16) {
+      PackFloatPanel512<TensorType::kBF16>(w, r0, k0, kc16, p);
+      c0 = kc16;
+    } else if (w.type == TensorType::kF32) {
+      PackFloatPanel512<TensorType::kF32>(w, r0, k0, kc16, p);
+      c0 = kc16;
+    }
+    if (c0 == kc) return;
+  }
+#endif
   const float* src = tmp;
   int64_t lds = kc;
   if (w.type == TensorType::kF32) {
@@ -110,7 +208,7 @@ void PackPanel(const WeightMatrix& w, int64_t r0, int rows, int64_t k0, int64_t 
     const int64_t off = RowBytes(w.type, k0);
     for (int j = 0; j < rows; ++j) DequantizeRow(w.type, w.row(r0 + j) + off, kc, tmp + j * kc);
   }
-  for (int64_t c = 0; c < kc; ++c) {
+  for (int64_t c = c0; c < kc; ++c) {
     float* pc = p + c * nr;
     for (int j = 0; j < rows; ++j) pc[j] = src[j * lds + c];
     for (int64_t j = rows; j < nr; ++j) pc[j] = 0.f;
