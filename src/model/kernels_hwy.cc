@@ -434,9 +434,89 @@ void DequantizeRowAny(int type, const uint8_t* p, int64_t k, float* out) {
   }
 }
 
+// N values of a F16 (kBf16 false, hardware conversion where the target has
+// it) or BF16 row from element i, as fp32.
+template <bool kBf16>
+HWY_INLINE hn::Vec<DF> LoadHalfRow(const uint8_t* row, int64_t i) {
+  const DF df;
+  if constexpr (kBf16) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const hn::Rebind<uint32_t, DF> d32;
+    const auto* w = reinterpret_cast<const uint16_t*>(row);
+    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, w + i))));
+  } else {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + i));
+  }
+}
+
+// y[j] = dot(row j, x) for kRows (<= 4) F16 / BF16 rows `row_bytes` apart:
+// every activation vector loaded once feeds kRows FMAs (at k = 14336 x is
+// 56 KiB, past L1, so a row at a time re-read it from L2 per row). Two
+// chains per row (even / odd vectors); the order of the sum does not depend
+// on kRows, so a row gives the same bits in any row group (MatVec and
+// MatVecMany split rows differently).
+template <bool kBf16, int kRows>
+HWY_INLINE void DotHalfRows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
+                            float* y) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  hn::Vec<DF> a[kRows], b[kRows];
+  for (int j = 0; j < kRows; ++j) a[j] = b[j] = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * N <= k; i += 2 * N) {
+    const auto x0 = hn::LoadU(df, x + i), x1 = hn::LoadU(df, x + i + N);
+    for (int j = 0; j < kRows; ++j) {
+      a[j] = hn::MulAdd(LoadHalfRow<kBf16>(w + j * row_bytes, i), x0, a[j]);
+      b[j] = hn::MulAdd(LoadHalfRow<kBf16>(w + j * row_bytes, i + N), x1, b[j]);
+    }
+  }
+  if (i + N <= k) {
+    const auto x0 = hn::LoadU(df, x + i);
+    for (int j = 0; j < kRows; ++j) {
+      a[j] = hn::MulAdd(LoadHalfRow<kBf16>(w + j * row_bytes, i), x0, a[j]);
+    }
+    i += N;
+  }
+  for (int j = 0; j < kRows; ++j) {
+    const uint8_t* row = w + j * row_bytes;
+    float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a[j], b[j])));
+    for (int64_t c = i; c < k; ++c) {
+      if constexpr (kBf16) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * c, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        s += f * x[c];
+      } else {
+        s += Half(row + 2 * c) * x[c];
+      }
+    }
+    y[j] = s;
+  }
+}
+
+template <bool kBf16>
+void MatVecHalfRows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t k, int64_t r0,
+                    int64_t r1, float* y) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) DotHalfRows<kBf16, 4>(w + r * row_bytes, row_bytes, x, k, y + r);
+  for (; r < r1; ++r) DotHalfRows<kBf16, 1>(w + r * row_bytes, row_bytes, x, k, y + r);
+}
+
 // y[r] = dot(row r, x) for r in [r0, r1).
 void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
                 int64_t r0, int64_t r1, float* y) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+  // (F16: native conversion only, as in DequantizeRowAny.)
+  if (static_cast<TensorType>(type) == TensorType::kF16) {
+    return MatVecHalfRows<false>(w, row_bytes, x, k, r0, r1, y);
+  }
+#endif
+  if (static_cast<TensorType>(type) == TensorType::kBF16) {
+    return MatVecHalfRows<true>(w, row_bytes, x, k, r0, r1, y);
+  }
   for (int64_t r = r0; r < r1; ++r) y[r] = DotAny(type, w + r * row_bytes, x, k);
 }
 

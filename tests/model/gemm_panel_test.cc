@@ -68,8 +68,8 @@ std::vector<float> RandomActs(int64_t size, std::mt19937& rng) {
 
 // The fp32 contract: |y - ref| <= 1e-5 sum_c |w_c x_c| + 1e-6 (each output
 // is a sum of <= kGemmKc-long fp32 chains; the oracle sums in double).
-void ExpectNearOracle(const WeightMatrix& w, const float* x, int64_t m, const float* y,
-                      int64_t ldy, int64_t r0, int64_t r1) {
+void ExpectNearOracle(const WeightMatrix& w, const float* x, int64_t m, const float* y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
   std::vector<float> ref(m * w.n), row(w.k);
   MatMulRef(w, x, m, ref.data());
   for (int64_t r = r0; r < r1; ++r) {
@@ -92,11 +92,8 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
       for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
         // (n, k): partial panels on every target; k tails below and above
         // one k block (256) and a multiple of it.
-        for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 37},
-                            {33, 256},
-                            {70, 300},
-                            {45, 528},
-                            {96, 771}}) {
+        for (auto [n, k] :
+             {std::pair<int64_t, int64_t>{7, 37}, {33, 256}, {70, 300}, {45, 528}, {96, 771}}) {
           auto wb = RandomFloatRows(t, n, k, rng);
           const WeightMatrix w{t, wb.data(), n, k};
           for (int64_t m : {2, 6, 9, 13, 17}) {
