@@ -130,6 +130,33 @@ TEST(GemmPanel, RangeWritesOnlyItsColumns) {
   });
 }
 
+// Decode GEMV of F16 / BF16 (8 or 4 rows per activation load, k tails):
+// MatVec == oracle on every target, and a row's bits do not depend on how the
+// rows are grouped (MatVecMany concatenates matrices, so its groups differ).
+TEST(GemmPanel, HalfMatVecEqualsOracleAndIsGroupingIndependent) {
+  std::mt19937 rng(13);
+  const int ran = ForEachTarget([&] {
+    for (TensorType t : {TensorType::kF16, TensorType::kBF16}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 37}, {13, 300}, {45, 771}}) {
+        auto wb = RandomFloatRows(t, n, k, rng), vb = RandomFloatRows(t, 3, k, rng);
+        const WeightMatrix w{t, wb.data(), n, k}, v{t, vb.data(), 3, k};
+        auto x = RandomActs(k, rng);
+        std::vector<float> y(n), yv(3), many_w(n), many_v(3);
+        MatVec(w, x.data(), y.data());
+        ExpectNearOracle(w, x.data(), 1, y.data(), n, 0, n);
+        // v first: w's rows start at row 3 of the concatenation.
+        MatVec(v, x.data(), yv.data());
+        const WeightMatrix* ws[2] = {&v, &w};
+        float* ys[2] = {many_v.data(), many_w.data()};
+        MatVecMany(ws, ys, 2, x.data());
+        for (int64_t r = 0; r < n; ++r) ASSERT_EQ(many_w[r], y[r]) << "r=" << r;
+        for (int64_t r = 0; r < 3; ++r) ASSERT_EQ(many_v[r], yv[r]) << "r=" << r;
+      }
+    }
+  });
+  EXPECT_GE(ran, 1);
+}
+
 // Sanity of the panel width the threads split by: two vectors of fp32.
 TEST(GemmPanel, PanelRowsIsTwoVectors) {
   const int64_t nr = GemmPanelRows();
