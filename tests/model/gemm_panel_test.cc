@@ -24,9 +24,10 @@ namespace {
 template <class Fn>
 int ForEachTarget(Fn fn) {
   int ran = 0;
+  const int64_t supported = hwy::SupportedTargets();
   for (int64_t t :
        {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((hwy::SupportedTargets() & t) == 0) continue;
+    if ((supported & t) == 0) continue;
     hwy::SetSupportedTargetsForTest(t);
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
     SCOPED_TRACE(hwy::TargetName(t));
