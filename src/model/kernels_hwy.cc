@@ -520,6 +520,112 @@ void MatVecHalfRows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t
   for (; r < r1; ++r) DotHalfRows<kBf16, 1>(w + r * row_bytes, row_bytes, x, k, y + r);
 }
 
+// Y[a][j] = dot(row j, x[a]) for kRows F16 / BF16 rows (row_bytes apart) and
+// kActs activation rows (ldx apart), written at y[a * ldy + j]: small-m
+// products (batched decode) in dot form, each weight vector converted once
+// for kActs FMAs; the panel GEMM's transposing pack costs about as much as
+// its FMAs at m <= 4.
+template <bool kBf16, int kRows, int kActs>
+HWY_INLINE void DotHalfActs(const uint8_t* w, int64_t row_bytes, const float* x, int64_t ldx,
+                            int64_t k, float* y, int64_t ldy) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  hn::Vec<DF> acc[kRows][kActs];
+  for (int j = 0; j < kRows; ++j)
+    for (int a = 0; a < kActs; ++a) acc[j][a] = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + N <= k; i += N) {
+    hn::Vec<DF> xv[kActs];
+    for (int a = 0; a < kActs; ++a) xv[a] = hn::LoadU(df, x + a * ldx + i);
+    for (int j = 0; j < kRows; ++j) {
+      __builtin_prefetch(w + j * row_bytes + 2 * i + 512);
+      const auto wv = LoadHalfRow<kBf16>(w + j * row_bytes, i);
+      for (int a = 0; a < kActs; ++a) acc[j][a] = hn::MulAdd(wv, xv[a], acc[j][a]);
+    }
+  }
+  for (int j = 0; j < kRows; ++j) {
+    const uint8_t* row = w + j * row_bytes;
+    for (int a = 0; a < kActs; ++a) {
+      float s = hn::GetLane(hn::SumOfLanes(df, acc[j][a]));
+      for (int64_t c = i; c < k; ++c) {
+        if constexpr (kBf16) {
+          uint16_t h;
+          std::memcpy(&h, row + 2 * c, 2);
+          const uint32_t bits = static_cast<uint32_t>(h) << 16;
+          float f;
+          std::memcpy(&f, &bits, 4);
+          s += f * x[a * ldx + c];
+        } else {
+          s += Half(row + 2 * c) * x[a * ldx + c];
+        }
+      }
+      y[a * ldy + j] = s;
+    }
+  }
+}
+
+// kRows weight rows x activation rows [a0, a0 + acts), acts <= 4.
+template <bool kBf16, int kRows>
+HWY_INLINE void DotHalfActsAny(int acts, const uint8_t* w, int64_t row_bytes, const float* x,
+                               int64_t k, float* y, int64_t ldy) {
+  switch (acts) {
+    case 1:
+      return DotHalfActs<kBf16, kRows, 1>(w, row_bytes, x, k, k, y, ldy);
+    case 2:
+      return DotHalfActs<kBf16, kRows, 2>(w, row_bytes, x, k, k, y, ldy);
+    case 3:
+      return DotHalfActs<kBf16, kRows, 3>(w, row_bytes, x, k, k, y, ldy);
+    default:
+      return DotHalfActs<kBf16, kRows, 4>(w, row_bytes, x, k, k, y, ldy);
+  }
+}
+
+// Rows [r0, r1) x all m activation rows: per group of 4 weight rows, the
+// activation rows in groups of 4 (the group's weights stay in L1 between).
+template <bool kBf16>
+void HalfSmallMRows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t k, int64_t m,
+                    int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    for (int64_t a = 0; a < m; a += 4) {
+      DotHalfActsAny<kBf16, 4>(static_cast<int>(std::min<int64_t>(4, m - a)), w + r * row_bytes,
+                               row_bytes, x + a * k, k, y + a * ldy + r, ldy);
+    }
+  }
+  for (; r < r1; ++r) {
+    for (int64_t a = 0; a < m; a += 4) {
+      DotHalfActsAny<kBf16, 1>(static_cast<int>(std::min<int64_t>(4, m - a)), w + r * row_bytes,
+                               row_bytes, x + a * k, k, y + a * ldy + r, ldy);
+    }
+  }
+}
+
+// Y = X W^T for 2 <= m <= kSmallM activation rows (k apart; y rows ldy
+// apart) and weight rows [r0, r1); false when the type / target has no such
+// kernel. Dot form beats the panel GEMM below ~40 rows on AVX-512 (F16,
+// 4096 x 14336, GFLOP/s dot / panel: m = 8: 62 / 31, 16: 72 / 53,
+// 32: 81 / 75, 48: 83 / 98), where packing the panels costs as much as
+// their FMAs.
+constexpr int64_t kSmallM = 32;
+bool MatMulSmallM(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
+                  int64_t m, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const auto t = static_cast<TensorType>(type);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+  const bool native_f16 = true;
+#else
+  const bool native_f16 = false;
+#endif
+  if (!(t == TensorType::kBF16 || (t == TensorType::kF16 && native_f16)) || m < 2 || m > kSmallM) {
+    return false;
+  }
+  if (t == TensorType::kBF16) {
+    HalfSmallMRows<true>(w, row_bytes, x, k, m, r0, r1, y, ldy);
+  } else {
+    HalfSmallMRows<false>(w, row_bytes, x, k, m, r0, r1, y, ldy);
+  }
+  return true;
+}
+
 // y[r] = dot(row r, x) for r in [r0, r1).
 void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
                 int64_t r0, int64_t r1, float* y) {
@@ -553,6 +659,7 @@ HWY_EXPORT(DotAny);
 // Below this many multiply-adds a matrix product runs on the calling thread.
 constexpr int64_t kMinParallelMacs = 1 << 16;
 HWY_EXPORT(MatVecRows);
+HWY_EXPORT(MatMulSmallM);
 
 float Dot(TensorType t, const void* row, const float* x, int64_t k) {
   return HWY_DYNAMIC_DISPATCH(DotAny)(static_cast<int>(t), static_cast<const uint8_t*>(row), x, k);
@@ -635,6 +742,22 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
     QuantizeActs(x, m, w.k, &a);
     if (w.n * w.k * m < kMinParallelMacs) return Int8Rows(w, a, 0, w.n, y, w.n);
     return ParallelFor(w.n, [&](int64_t r0, int64_t r1) { Int8Rows(w, a, r0, r1, y, w.n); });
+  }
+  // F16 / BF16 with m <= 32 (batched decode, short prompts): dot form, rows split across
+  // threads (a row range the kernel does not take returns false at once).
+  if (m <= 32) {
+    const auto small = HWY_DYNAMIC_DISPATCH(MatMulSmallM);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    const int64_t rb = RowBytes(w.type, w.k);
+    if (small(static_cast<int>(w.type), base, rb, x, w.k, m, 0, 0, y, w.n)) {
+      if (w.n * w.k * m < kMinParallelMacs) {
+        small(static_cast<int>(w.type), base, rb, x, w.k, m, 0, w.n, y, w.n);
+        return;
+      }
+      return ParallelFor(w.n, [&](int64_t r0, int64_t r1) {
+        small(static_cast<int>(w.type), base, rb, x, w.k, m, r0, r1, y, w.n);
+      });
+    }
   }
   // fp32-panel GEMM (gemm_panel_hwy.cc): threads take whole panels of rows.
   const int64_t nr = GemmPanelRows();

@@ -2,7 +2,9 @@
 // MatMulRef on every x86 target this CPU runs: float weight types, shapes
 // that leave partial panels (n % 32, n % 16, n % 8 != 0), partial activation
 // tiles (m % 8, m % 6 != 0) and k tails (k % 16 != 0, k > kGemmKc), one and
-// two threads. Block types go through the same kernel (kernels_test.cc).
+// two threads. F16 / BF16 with m <= 32 take the dot-form small-m kernel of
+// kernels_hwy.cc (m = 2..17 here), larger m the panel GEMM (33, 41). Block
+// types go through the panel GEMM too (kernels_test.cc).
 #include "model/gemm_panel.h"
 
 #include <gtest/gtest.h>
@@ -97,7 +99,7 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
              {std::pair<int64_t, int64_t>{7, 37}, {33, 256}, {70, 300}, {45, 528}, {96, 771}}) {
           auto wb = RandomFloatRows(t, n, k, rng);
           const WeightMatrix w{t, wb.data(), n, k};
-          for (int64_t m : {2, 6, 9, 13, 17}) {
+          for (int64_t m : {2, 3, 4, 6, 9, 13, 17, 33, 41}) {
             auto x = RandomActs(m * k, rng);
             std::vector<float> y(m * n, NAN);
             MatMul(w, x.data(), m, y.data());
