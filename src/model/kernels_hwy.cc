@@ -450,7 +450,22 @@ HWY_INLINE hn::Vec<DF> LoadHalfRow(const uint8_t* row, int64_t i) {
   }
 }
 
-// y[j] = dot(row j, x) for kRows (<= 4) F16 / BF16 rows `row_bytes` apart:
+// Value c of a F16 (kBf16 false) or BF16 row (the scalar tails).
+template <bool kBf16>
+HWY_INLINE float HalfValue(const uint8_t* row, int64_t c) {
+  if constexpr (kBf16) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * c, 2);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  } else {
+    return Half(row + 2 * c);
+  }
+}
+
+// y[j] = dot(row j, x) for kRows (<= 8) F16 / BF16 rows `row_bytes` apart:
 // every activation vector loaded once feeds kRows FMAs (at k = 14336 x is
 // 56 KiB, past L1, so a row at a time re-read it from L2 per row). Two
 // chains per row (even / odd vectors); the order of the sum does not depend
@@ -484,18 +499,7 @@ HWY_INLINE void DotHalfRows(const uint8_t* w, int64_t row_bytes, const float* x,
   for (int j = 0; j < kRows; ++j) {
     const uint8_t* row = w + j * row_bytes;
     float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a[j], b[j])));
-    for (int64_t c = i; c < k; ++c) {
-      if constexpr (kBf16) {
-        uint16_t h;
-        std::memcpy(&h, row + 2 * c, 2);
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        s += f * x[c];
-      } else {
-        s += Half(row + 2 * c) * x[c];
-      }
-    }
+    for (int64_t c = i; c < k; ++c) s += HalfValue<kBf16>(row, c) * x[c];
     y[j] = s;
   }
 }
@@ -547,18 +551,7 @@ HWY_INLINE void DotHalfActs(const uint8_t* w, int64_t row_bytes, const float* x,
     const uint8_t* row = w + j * row_bytes;
     for (int a = 0; a < kActs; ++a) {
       float s = hn::GetLane(hn::SumOfLanes(df, acc[j][a]));
-      for (int64_t c = i; c < k; ++c) {
-        if constexpr (kBf16) {
-          uint16_t h;
-          std::memcpy(&h, row + 2 * c, 2);
-          const uint32_t bits = static_cast<uint32_t>(h) << 16;
-          float f;
-          std::memcpy(&f, &bits, 4);
-          s += f * x[a * ldx + c];
-        } else {
-          s += Half(row + 2 * c) * x[a * ldx + c];
-        }
-      }
+      for (int64_t c = i; c < k; ++c) s += HalfValue<kBf16>(row, c) * x[a * ldx + c];
       y[a * ldy + j] = s;
     }
   }
