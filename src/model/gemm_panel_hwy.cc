@@ -80,24 +80,6 @@ HWY_NOINLINE void Tile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT xp
 void TileAny(int rows, const float* p, const float* xp, int64_t kc, float* y, int64_t ldy,
              int64_t cols, bool add) {
   switch (rows) {
-    case 14:
-      if constexpr (kMr >= 14) return Tile<14>(p, xp, kc, y, ldy, cols, add);
-      break;
-    case 13:
-      if constexpr (kMr >= 13) return Tile<13>(p, xp, kc, y, ldy, cols, add);
-      break;
-    case 12:
-      if constexpr (kMr >= 12) return Tile<12>(p, xp, kc, y, ldy, cols, add);
-      break;
-    case 11:
-      if constexpr (kMr >= 11) return Tile<11>(p, xp, kc, y, ldy, cols, add);
-      break;
-    case 10:
-      if constexpr (kMr >= 10) return Tile<10>(p, xp, kc, y, ldy, cols, add);
-      break;
-    case 9:
-      if constexpr (kMr >= 9) return Tile<9>(p, xp, kc, y, ldy, cols, add);
-      break;
     case 8:
       if constexpr (kMr >= 8) return Tile<8>(p, xp, kc, y, ldy, cols, add);
       break;
