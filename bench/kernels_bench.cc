@@ -7,7 +7,9 @@
 // config the median of `reps` calls; reported: min and median over rounds of
 // the calling thread's CPU time (robust to a time-shared machine), 1 thread.
 //
-//   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick] [--types Q8_0,Q4_0,...]
+//   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick] [--types F16,BF16,...]
+// (--types: the weight types to run; default Q8_0,Q4_K,F16. For types without
+// the int8 path old and new are the same kernel.)
 #include <immintrin.h>
 #include <time.h>
 
@@ -100,6 +102,13 @@ std::vector<uint8_t> RandomWeights(TensorType t, int64_t n, int64_t k) {
   }
   if (t == TensorType::kF16) {
     for (size_t i = 0; i < buf.size(); i += 2) PutHalf(buf.data() + i, 0.01f * ((i / 2) % 17 - 8));
+  } else if (t == TensorType::kBF16) {
+    for (size_t i = 0; i < buf.size(); i += 2) buf[i + 1] = 0x3c;  // |x| in [2^-7, 2^-6)
+  } else if (t == TensorType::kF32) {
+    for (size_t i = 0; i < buf.size(); i += 4) {
+      const float v = 0.01f * ((i / 4) % 17 - 8.f);
+      std::memcpy(buf.data() + i, &v, 4);
+    }
   } else {
     // Offsets of the block's fp16 scale and min (-1: none).
     const int scale_at = t == TensorType::kQ6_K   ? 208
@@ -130,23 +139,14 @@ int main(int argc, char** argv) {
   int rounds = 5, reps = 5;
   int64_t gemm_m = 512;
   bool quick = false;
-  std::vector<TensorType> types = {TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kF16};
+  std::string types = "Q8_0,Q4_K,F16";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--types" && i + 1 < argc) {  // e.g. --types Q8_0,Q4_0,Q6_K
-      types.clear();
-      const std::string list = std::string(",") + argv[++i] + ",";
-      for (TensorType t :
-           {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
-            TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ3_K, TensorType::kQ2_K}) {
-        if (list.find(std::string(",") + hqekv::TensorTypeName(t) + ",") != std::string::npos)
-          types.push_back(t);
-      }
-    }
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     if (a == "--gemm-m" && i + 1 < argc) gemm_m = std::atoll(argv[++i]);
     if (a == "--quick") quick = true;
+    if (a == "--types" && i + 1 < argc) types = argv[++i];
   }
   hqekv::SetNumThreads(1);
   const bool has512 = __builtin_cpu_supports("avx512f");
@@ -167,7 +167,11 @@ int main(int argc, char** argv) {
   };
   std::vector<Case> cases;
   const int64_t N = quick ? 4096 : 14336, K = 4096;
-  for (TensorType t : types) {
+  for (const auto& info : hqekv::kTensorTypes) {
+    const TensorType t = info.type;
+    if (("," + types + ",").find("," + std::string(hqekv::TensorTypeName(t)) + ",") ==
+        std::string::npos)
+      continue;
     cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
     cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
     cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});

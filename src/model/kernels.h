@@ -64,9 +64,10 @@ void MatVec(const WeightMatrix& w, const float* x, float* y);
 // ONE parallel pass over their rows (decode: q/k/v and gate/up share an
 // input; one pool wake-up instead of several).
 void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, const float* x);
-// Y[m][n] = X[m][k] W^T for m activation rows (batched prefill); blocked
-// GEMM: panels of weight rows are dequantized to fp32 once per block of
-// activation rows. m == 1 falls back to MatVec.
+// Y[m][n] = X[m][k] W^T for m activation rows (batched prefill). m == 1
+// falls back to MatVec; int8-path types see below; F16 / BF16 with m <= 32
+// take a dot-form kernel; everything else the outer-product GEMM over fp32
+// weight panels (model/gemm_panel.h).
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y);
 
 // Scalar reference of MatMul (double accumulation, no threads).

@@ -1,6 +1,7 @@
 // SIMD weight kernels (Highway, compiled for every target, dispatched at run
-// time): fused dequantize-and-dot per block format, and the fp32 register-
-// blocked micro-kernel of the prefill GEMM. Oracles: kernels_ref.cc.
+// time): fused dequantize-and-dot per block format; MatVec / MatMul entry
+// points (the fp32 prefill GEMM itself is gemm_panel_hwy.cc, the int8 path
+// kernels_int8_hwy.cc). Oracles: kernels_ref.cc.
 #include <cstring>
 
 #include "core/half.h"
@@ -433,76 +434,204 @@ void DequantizeRowAny(int type, const uint8_t* p, int64_t k, float* out) {
   }
 }
 
+// N values of a F16 (kBf16 false, hardware conversion where the target has
+// it) or BF16 row from element i, as fp32.
+template <bool kBf16>
+HWY_INLINE hn::Vec<DF> LoadHalfRow(const uint8_t* row, int64_t i) {
+  const DF df;
+  if constexpr (kBf16) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const hn::Rebind<uint32_t, DF> d32;
+    const auto* w = reinterpret_cast<const uint16_t*>(row);
+    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, w + i))));
+  } else {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + i));
+  }
+}
+
+// Value c of a F16 (kBf16 false) or BF16 row (the scalar tails).
+template <bool kBf16>
+HWY_INLINE float HalfValue(const uint8_t* row, int64_t c) {
+  if constexpr (kBf16) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * c, 2);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  } else {
+    return Half(row + 2 * c);
+  }
+}
+
+// y[j] = dot(row j, x) for kRows (<= 8) F16 / BF16 rows `row_bytes` apart:
+// every activation vector loaded once feeds kRows FMAs (at k = 14336 x is
+// 56 KiB, past L1, so a row at a time re-read it from L2 per row). Two
+// chains per row (even / odd vectors); the order of the sum does not depend
+// on kRows, so a row gives the same bits in any row group (MatVec and
+// MatVecMany split rows differently).
+template <bool kBf16, int kRows>
+HWY_INLINE void DotHalfRows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
+                            float* y) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  hn::Vec<DF> a[kRows], b[kRows];
+  for (int j = 0; j < kRows; ++j) a[j] = b[j] = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * N <= k; i += 2 * N) {
+    const auto x0 = hn::LoadU(df, x + i), x1 = hn::LoadU(df, x + i + N);
+    for (int j = 0; j < kRows; ++j) {
+      // Software prefetch 512 B ahead in each row: +17% at 4096 x 14336
+      // (the hardware prefetchers follow fewer streams this far ahead).
+      __builtin_prefetch(w + j * row_bytes + 2 * i + 512);
+      a[j] = hn::MulAdd(LoadHalfRow<kBf16>(w + j * row_bytes, i), x0, a[j]);
+      b[j] = hn::MulAdd(LoadHalfRow<kBf16>(w + j * row_bytes, i + N), x1, b[j]);
+    }
+  }
+  if (i + N <= k) {
+    const auto x0 = hn::LoadU(df, x + i);
+    for (int j = 0; j < kRows; ++j) {
+      a[j] = hn::MulAdd(LoadHalfRow<kBf16>(w + j * row_bytes, i), x0, a[j]);
+    }
+    i += N;
+  }
+  for (int j = 0; j < kRows; ++j) {
+    const uint8_t* row = w + j * row_bytes;
+    float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a[j], b[j])));
+    for (int64_t c = i; c < k; ++c) s += HalfValue<kBf16>(row, c) * x[c];
+    y[j] = s;
+  }
+}
+
+template <bool kBf16>
+void MatVecHalfRows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t k, int64_t r0,
+                    int64_t r1, float* y) {
+  // 8 rows x 2 chains on AVX-512 (32 registers), 4 rows elsewhere.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  constexpr int kRows = 8;
+#else
+  constexpr int kRows = 4;
+#endif
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) {
+    DotHalfRows<kBf16, kRows>(w + r * row_bytes, row_bytes, x, k, y + r);
+  }
+  if (kRows > 4 && r + 4 <= r1) {
+    DotHalfRows<kBf16, 4>(w + r * row_bytes, row_bytes, x, k, y + r);
+    r += 4;
+  }
+  for (; r < r1; ++r) DotHalfRows<kBf16, 1>(w + r * row_bytes, row_bytes, x, k, y + r);
+}
+
+// Y[a][j] = dot(row j, x[a]) for kRows F16 / BF16 rows (row_bytes apart) and
+// kActs activation rows (ldx apart), written at y[a * ldy + j]: small-m
+// products (batched decode) in dot form, each weight vector converted once
+// for kActs FMAs; the panel GEMM's transposing pack costs about as much as
+// its FMAs at m <= 4.
+template <bool kBf16, int kRows, int kActs>
+HWY_INLINE void DotHalfActs(const uint8_t* w, int64_t row_bytes, const float* x, int64_t ldx,
+                            int64_t k, float* y, int64_t ldy) {
+  const DF df;
+  const int64_t N = hn::Lanes(df);
+  hn::Vec<DF> acc[kRows][kActs];
+  for (int j = 0; j < kRows; ++j)
+    for (int a = 0; a < kActs; ++a) acc[j][a] = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + N <= k; i += N) {
+    hn::Vec<DF> xv[kActs];
+    for (int a = 0; a < kActs; ++a) xv[a] = hn::LoadU(df, x + a * ldx + i);
+    for (int j = 0; j < kRows; ++j) {
+      __builtin_prefetch(w + j * row_bytes + 2 * i + 512);
+      const auto wv = LoadHalfRow<kBf16>(w + j * row_bytes, i);
+      for (int a = 0; a < kActs; ++a) acc[j][a] = hn::MulAdd(wv, xv[a], acc[j][a]);
+    }
+  }
+  for (int j = 0; j < kRows; ++j) {
+    const uint8_t* row = w + j * row_bytes;
+    for (int a = 0; a < kActs; ++a) {
+      float s = hn::GetLane(hn::SumOfLanes(df, acc[j][a]));
+      for (int64_t c = i; c < k; ++c) s += HalfValue<kBf16>(row, c) * x[a * ldx + c];
+      y[a * ldy + j] = s;
+    }
+  }
+}
+
+// kRows weight rows x activation rows [a0, a0 + acts), acts <= 4.
+template <bool kBf16, int kRows>
+HWY_INLINE void DotHalfActsAny(int acts, const uint8_t* w, int64_t row_bytes, const float* x,
+                               int64_t k, float* y, int64_t ldy) {
+  switch (acts) {
+    case 1:
+      return DotHalfActs<kBf16, kRows, 1>(w, row_bytes, x, k, k, y, ldy);
+    case 2:
+      return DotHalfActs<kBf16, kRows, 2>(w, row_bytes, x, k, k, y, ldy);
+    case 3:
+      return DotHalfActs<kBf16, kRows, 3>(w, row_bytes, x, k, k, y, ldy);
+    default:
+      return DotHalfActs<kBf16, kRows, 4>(w, row_bytes, x, k, k, y, ldy);
+  }
+}
+
+// Rows [r0, r1) x all m activation rows: per group of 4 weight rows, the
+// activation rows in groups of 4 (the group's weights stay in L1 between).
+template <bool kBf16>
+void HalfSmallMRows(const uint8_t* w, int64_t row_bytes, const float* x, int64_t k, int64_t m,
+                    int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    for (int64_t a = 0; a < m; a += 4) {
+      DotHalfActsAny<kBf16, 4>(static_cast<int>(std::min<int64_t>(4, m - a)), w + r * row_bytes,
+                               row_bytes, x + a * k, k, y + a * ldy + r, ldy);
+    }
+  }
+  for (; r < r1; ++r) {
+    for (int64_t a = 0; a < m; a += 4) {
+      DotHalfActsAny<kBf16, 1>(static_cast<int>(std::min<int64_t>(4, m - a)), w + r * row_bytes,
+                               row_bytes, x + a * k, k, y + a * ldy + r, ldy);
+    }
+  }
+}
+
+// Y = X W^T for 2 <= m <= kSmallM activation rows (k apart; y rows ldy
+// apart) and weight rows [r0, r1); false when the type / target has no such
+// kernel. Dot form beats the panel GEMM below ~40 rows on AVX-512 (F16,
+// 4096 x 14336, GFLOP/s dot / panel: m = 8: 62 / 31, 16: 72 / 53,
+// 32: 81 / 75, 48: 83 / 98), where packing the panels costs as much as
+// their FMAs.
+constexpr int64_t kSmallM = 32;
+bool MatMulSmallM(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
+                  int64_t m, int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  const auto t = static_cast<TensorType>(type);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+  const bool native_f16 = true;
+#else
+  const bool native_f16 = false;
+#endif
+  if (!(t == TensorType::kBF16 || (t == TensorType::kF16 && native_f16)) || m < 2 || m > kSmallM) {
+    return false;
+  }
+  if (t == TensorType::kBF16) {
+    HalfSmallMRows<true>(w, row_bytes, x, k, m, r0, r1, y, ldy);
+  } else {
+    HalfSmallMRows<false>(w, row_bytes, x, k, m, r0, r1, y, ldy);
+  }
+  return true;
+}
+
 // y[r] = dot(row r, x) for r in [r0, r1).
 void MatVecRows(int type, const uint8_t* w, int64_t row_bytes, const float* x, int64_t k,
                 int64_t r0, int64_t r1, float* y) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM
+  // (F16: native conversion only, as in DequantizeRowAny.)
+  if (static_cast<TensorType>(type) == TensorType::kF16) {
+    return MatVecHalfRows<false>(w, row_bytes, x, k, r0, r1, y);
+  }
+#endif
+  if (static_cast<TensorType>(type) == TensorType::kBF16) {
+    return MatVecHalfRows<true>(w, row_bytes, x, k, r0, r1, y);
+  }
   for (int64_t r = r0; r < r1; ++r) y[r] = DotAny(type, w + r * row_bytes, x, k);
-}
-
-// Y[i][col0 + r] (+)= dot(P[r][0, kc), X[i][0, kc)) for r < R (R <= 4 fp32
-// weight rows, ldp apart) and i < m (activation rows, ldx apart); `add`
-// accumulates (the caller splits k into chunks whose panel slice stays in L1).
-// Register block: 4 weight rows x 3 activation rows = 12 accumulators, 7
-// loads per 12 FMAs.
-void GemmPanel(const float* P, int64_t ldp, int R, const float* X, int64_t ldx, int64_t m,
-               int64_t kc, float* Y, int64_t ldy, int64_t col0, bool add) {
-  const DF df;
-  const int64_t N = hn::Lanes(df);
-  const int64_t kv = kc / N * N;
-  int64_t i = 0;
-  if (R == 4) {
-    const float *p0 = P, *p1 = P + ldp, *p2 = P + 2 * ldp, *p3 = P + 3 * ldp;
-    for (; i + 3 <= m; i += 3) {
-      const float* x0 = X + i * ldx;
-      const float* x1 = x0 + ldx;
-      const float* x2 = x1 + ldx;
-      auto a00 = hn::Zero(df), a01 = hn::Zero(df), a02 = hn::Zero(df);
-      auto a10 = hn::Zero(df), a11 = hn::Zero(df), a12 = hn::Zero(df);
-      auto a20 = hn::Zero(df), a21 = hn::Zero(df), a22 = hn::Zero(df);
-      auto a30 = hn::Zero(df), a31 = hn::Zero(df), a32 = hn::Zero(df);
-      for (int64_t c = 0; c < kv; c += N) {
-        const auto v0 = hn::LoadU(df, x0 + c), v1 = hn::LoadU(df, x1 + c);
-        const auto v2 = hn::LoadU(df, x2 + c);
-        const auto w0 = hn::LoadU(df, p0 + c), w1 = hn::LoadU(df, p1 + c);
-        a00 = hn::MulAdd(w0, v0, a00);
-        a01 = hn::MulAdd(w0, v1, a01);
-        a02 = hn::MulAdd(w0, v2, a02);
-        a10 = hn::MulAdd(w1, v0, a10);
-        a11 = hn::MulAdd(w1, v1, a11);
-        a12 = hn::MulAdd(w1, v2, a12);
-        const auto w2 = hn::LoadU(df, p2 + c), w3 = hn::LoadU(df, p3 + c);
-        a20 = hn::MulAdd(w2, v0, a20);
-        a21 = hn::MulAdd(w2, v1, a21);
-        a22 = hn::MulAdd(w2, v2, a22);
-        a30 = hn::MulAdd(w3, v0, a30);
-        a31 = hn::MulAdd(w3, v1, a31);
-        a32 = hn::MulAdd(w3, v2, a32);
-      }
-      float s[3][4] = {
-          {hn::GetLane(hn::SumOfLanes(df, a00)), hn::GetLane(hn::SumOfLanes(df, a10)),
-           hn::GetLane(hn::SumOfLanes(df, a20)), hn::GetLane(hn::SumOfLanes(df, a30))},
-          {hn::GetLane(hn::SumOfLanes(df, a01)), hn::GetLane(hn::SumOfLanes(df, a11)),
-           hn::GetLane(hn::SumOfLanes(df, a21)), hn::GetLane(hn::SumOfLanes(df, a31))},
-          {hn::GetLane(hn::SumOfLanes(df, a02)), hn::GetLane(hn::SumOfLanes(df, a12)),
-           hn::GetLane(hn::SumOfLanes(df, a22)), hn::GetLane(hn::SumOfLanes(df, a32))}};
-      const float* xs[3] = {x0, x1, x2};
-      for (int64_t c = kv; c < kc; ++c) {
-        for (int a = 0; a < 3; ++a)
-          for (int r = 0; r < 4; ++r) s[a][r] += P[r * ldp + c] * xs[a][c];
-      }
-      for (int a = 0; a < 3; ++a) {
-        float* y = Y + (i + a) * ldy + col0;
-        for (int r = 0; r < 4; ++r) y[r] = add ? y[r] + s[a][r] : s[a][r];
-      }
-    }
-  }
-  for (; i < m; ++i) {
-    for (int r = 0; r < R; ++r) {
-      const float d = DotF32(P + r * ldp, X + i * ldx, kc);
-      float& y = Y[i * ldy + col0 + r];
-      y = add ? y + d : d;
-    }
-  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -514,6 +643,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "core/parallel.h"
+#include "model/gemm_panel.h"
 
 namespace hqekv::kernels {
 
@@ -522,7 +652,7 @@ HWY_EXPORT(DotAny);
 // Below this many multiply-adds a matrix product runs on the calling thread.
 constexpr int64_t kMinParallelMacs = 1 << 16;
 HWY_EXPORT(MatVecRows);
-HWY_EXPORT(GemmPanel);
+HWY_EXPORT(MatMulSmallM);
 
 float Dot(TensorType t, const void* row, const float* x, int64_t k) {
   return HWY_DYNAMIC_DISPATCH(DotAny)(static_cast<int>(t), static_cast<const uint8_t*>(row), x, k);
@@ -606,31 +736,27 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
     if (w.n * w.k * m < kMinParallelMacs) return Int8Rows(w, a, 0, w.n, y, w.n);
     return ParallelFor(w.n, [&](int64_t r0, int64_t r1) { Int8Rows(w, a, r0, r1, y, w.n); });
   }
-  constexpr int R = 4;
-  const int64_t panels = (w.n + R - 1) / R;
-  // Activation rows per block: keep a block (mb x k fp32) within ~512 KiB so
-  // it stays in L2 while every panel of this thread passes over it.
-  const int64_t mb = std::clamp<int64_t>((512 << 10) / (w.k * 4), 8, 256);
-  // k chunk: a 4-row panel slice of 16 KiB stays in L1 across the block's rows.
-  constexpr int64_t kKc = 1024;
-  const auto gemm = HWY_DYNAMIC_DISPATCH(GemmPanel);
-  const auto dequant = HWY_DYNAMIC_DISPATCH(DequantizeRowAny);
-  auto run = [&](int64_t p0, int64_t p1) {
-    thread_local std::vector<float> panel;
-    panel.resize(static_cast<size_t>(R * w.k));
-    for (int64_t i0 = 0; i0 < m; i0 += mb) {
-      const int64_t mi = std::min(mb, m - i0);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t r0 = p * R;
-        const int rows = static_cast<int>(std::min<int64_t>(R, w.n - r0));
-        for (int r = 0; r < rows; ++r)
-          dequant(static_cast<int>(w.type), w.row(r0 + r), w.k, panel.data() + r * w.k);
-        for (int64_t c0 = 0; c0 < w.k; c0 += kKc) {
-          gemm(panel.data() + c0, w.k, rows, x + i0 * w.k + c0, w.k, mi, std::min(kKc, w.k - c0),
-               y + i0 * w.n, w.n, r0, c0 > 0);
-        }
+  // F16 / BF16 with m <= 32 (batched decode, short prompts): dot form, rows split across
+  // threads (a row range the kernel does not take returns false at once).
+  if (m <= 32) {
+    const auto small = HWY_DYNAMIC_DISPATCH(MatMulSmallM);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    const int64_t rb = RowBytes(w.type, w.k);
+    if (small(static_cast<int>(w.type), base, rb, x, w.k, m, 0, 0, y, w.n)) {
+      if (w.n * w.k * m < kMinParallelMacs) {
+        small(static_cast<int>(w.type), base, rb, x, w.k, m, 0, w.n, y, w.n);
+        return;
       }
+      return ParallelFor(w.n, [&](int64_t r0, int64_t r1) {
+        small(static_cast<int>(w.type), base, rb, x, w.k, m, r0, r1, y, w.n);
+      });
     }
+  }
+  // fp32-panel GEMM (gemm_panel_hwy.cc): threads take whole panels of rows.
+  const int64_t nr = GemmPanelRows();
+  const int64_t panels = (w.n + nr - 1) / nr;
+  auto run = [&](int64_t p0, int64_t p1) {
+    GemmPanelRange(w, x, m, p0 * nr, std::min(p1 * nr, w.n), y, w.n);
   };
   if (w.n * w.k * m < kMinParallelMacs) return run(0, panels);
   ParallelFor(panels, run);
