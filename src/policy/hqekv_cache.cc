@@ -475,11 +475,11 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
     chunk_bytes[t] =
         tier == Tier::kEvicted ? 0 : UnitPlaneBytes(tier, tier) * units_per_layer_ + keep_bytes;
   }
-  // The room, with the kept chunks' share counted as part of it (the chunks
-  // evicted at earlier events too: the solve places them, PlanTiers keeps
-  // them evicted, so between two kept tiers the solve is the plain planes
-  // one) ...
-  const int64_t solve_room = planes_room + nb * keep_bytes;
+  // The room, with the live chunks' share counted as part of it (what
+  // `fixed` and `window` hold for them now; chunks evicted at earlier events
+  // hold none: counting theirs made the solve keep chunks the check after
+  // the plan then evicted for good) ...
+  const int64_t solve_room = planes_room + live * keep_bytes;
   const BudgetCounts bc = SolveBudgetCounts(nb, pinned_, chunk_bytes, solve_room, usable_);
   // ... and what the planes alone may hold once the plan's chunks are kept.
   int64_t kept = 0;
