@@ -167,11 +167,14 @@ std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, i
   return c;
 }
 
-bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts) {
-  for (int t = static_cast<int>(Tier::kU4); t < static_cast<int>(Tier::kEvicted); ++t) {
+bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts, TierMask usable) {
+  constexpr int kEv = static_cast<int>(Tier::kEvicted);
+  for (int t = static_cast<int>(Tier::kU4); t < kEv; ++t) {
     if ((*counts)[t] > 0) {
+      int w = t + 1;
+      while (w < kEv && !TierUsable(usable, w)) ++w;
       --(*counts)[t];
-      ++(*counts)[t + 1];
+      ++(*counts)[w];
       return true;
     }
   }

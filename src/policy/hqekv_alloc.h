@@ -53,11 +53,22 @@ double RoundHalfEven(double x);
 // which made 1-bit chunks at r1 = 0: fixed on purpose (issue 12).
 std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, int pinned_chunks);
 
+// The tiers a bits=B solve may use: bit t for Tier t (fp16 and evicted are
+// always usable). A tier left out is skipped, so the two tiers mixed are the
+// nearest usable ones (e.g. u4 and evicted on a small head_dim, where the
+// lower tiers cost more KL per byte saved than evicting: docs/ablations/tiers.md).
+using TierMask = uint8_t;
+inline constexpr TierMask kAllTiers = 0x1F;
+inline bool TierUsable(TierMask m, int t) {
+  return t == static_cast<int>(Tier::kF16) || t == static_cast<int>(Tier::kEvicted) ||
+         ((m >> t) & 1u) != 0;
+}
+
 // Moves one chunk of `counts` from the best non-empty quantized tier (u4, u2,
-// n1) to the next worse one (n1 -> evicted): the smallest step down in bytes
-// when a plan held more than its budget. False (counts unchanged) when every
-// quantized chunk is already evicted.
-bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts);
+// n1) to the next worse usable one (n1 -> evicted): the smallest step down in
+// bytes when a plan held more than its budget. False (counts unchanged) when
+// every quantized chunk is already evicted.
+bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts, TierMask usable = kAllTiers);
 
 // One compression event's plan for one ranking unit (a layer, or a KV head
 // with per_head=1). Inputs are per chunk, oldest first, over every chunk ever

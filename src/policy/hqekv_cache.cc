@@ -12,6 +12,11 @@
 namespace hqekv::policy {
 namespace {
 constexpr int kChunk = 32;  // G of the paper: chunk = quantization group = event period
+// layout=lean quantizes V per token only from this head_dim up (vgrouping=auto).
+constexpr int kLeanTokenGroupMin = 32;
+// layout=lean on a small head_dim: the chunk of the first tokens outranks the
+// rest (it is never evicted while another chunk can be).
+constexpr int kSmallHeadSink = 4;
 }  // namespace
 
 HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
@@ -92,10 +97,17 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   const std::string layout = spec.Text("layout");
   const bool lean = layout == "lean" || (layout == "auto" && spec.Has("bits"));
   const bool pow2 = (g.head_dim & (g.head_dim - 1)) == 0;
+  // Small heads (head_dim < 32, e.g. stories260K's 8): a per-token V group's
+  // fp16 scale and minimum cost 32 / head_dim bits per element and every
+  // quantized tier pays ~1.8 bits of chunk records, residual and state, so
+  // lean changes four defaults there, each measured on stories260K
+  // (docs/ablations/tiers.md, "Small heads"): V per channel, no rotation,
+  // the sink chunk kept, and the solver mixing u4 with eviction only.
+  const bool small = lean && g.head_dim < kLeanTokenGroupMin;
   c->m_ = spec.Int("m");
   c->pinned_ = lean && !spec.Given("fp16_chunks") ? 0 : spec.Int("fp16_chunks");
   c->per_head_ = spec.Int("per_head") != 0;
-  c->hadamard_ = lean && !spec.Given("hadamard") ? pow2 : spec.Int("hadamard") != 0;
+  c->hadamard_ = lean && !spec.Given("hadamard") ? pow2 && !small : spec.Int("hadamard") != 0;
   const std::string tiers = spec.Has("tiers") ? spec.Text("tiers") : (lean ? "u4/u3/u2" : "");
   if (!tiers.empty()) {
     auto tf = ParseTierFormats(tiers);
@@ -104,10 +116,24 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   }
   c->vgroup_ =
       lean && !spec.Given("vgroup") ? g.head_dim : std::min(spec.Int("vgroup"), g.head_dim);
+  {
+    // Per-token V groups of vgroup channels carry an fp16 scale and minimum
+    // each: 32 / vgroup bits per element (4 at head_dim 8, where a tier's
+    // metadata outweighs its codes); per channel over the chunk, 1 bit at
+    // any head_dim (docs/ablations/tiers.md, stories260K).
+    const std::string vg = spec.Text("vgrouping");
+    c->v_per_channel_ = vg == "chan" || (vg == "auto" && small);
+  }
+  {
+    const std::string mix = spec.Text("mix");
+    if (mix == "top" || (mix == "auto" && small && !spec.Has("tiers"))) {
+      c->usable_ = static_cast<TierMask>(1u << static_cast<int>(Tier::kU4));
+    }
+  }
   auto ranking = ParseRanking(spec.Text("ranking"));
   if (!ranking.ok()) return MakeError(where + ": " + ranking.message());
   c->ranking_ = *ranking;
-  c->sink_ = spec.Int("sink");
+  c->sink_ = small && !spec.Given("sink") ? kSmallHeadSink : spec.Int("sink");
   c->units_per_layer_ = c->per_head_ ? g.n_kv_heads : 1;
   {
     const double max_sum =
@@ -154,6 +180,8 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
       auto tf = ParseTierFormats("u8/u4/u3");
       if (!tf.ok()) return tf.error();
       c->tier_formats_ = *tf;
+      // The top-tier mix becomes u8 / u4 / evicted.
+      if (c->usable_ != kAllTiers) c->usable_ |= 1u << static_cast<int>(Tier::kU2);
       set_tier_bytes();
       b = c->model_.TierBits(n);
     }
@@ -199,7 +227,7 @@ quant::Format HqekvCache::TierFormat(Tier t, bool is_k) const {
   // formats of the three quantized slots come from tiers= (default u4/u2/n1).
   if (t == Tier::kF16 || t == Tier::kEvicted) return quant::F16();  // evicted: never stored
   quant::Format f = tier_formats_[static_cast<int>(t) - static_cast<int>(Tier::kU4)];
-  f.grouping = is_k ? quant::Grouping::kPerChannel : quant::Grouping::kPerToken;
+  f.grouping = is_k || v_per_channel_ ? quant::Grouping::kPerChannel : quant::Grouping::kPerToken;
   f.group = vgroup_;
   f.hadamard = hadamard_;
   return f;
@@ -429,13 +457,36 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   const int64_t page = static_cast<int64_t>(pool.page_bytes());
   const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64 : 32 * (room / page + 8);
   const int64_t planes_room = std::max<int64_t>(0, (room - table) / page * page);
-  *planes_room_out = planes_room;
+  // A kept chunk holds more than its planes: its chunk records, Range(V),
+  // tiers and window sums (`fixed` and `window` count them for every live
+  // chunk now), all freed when it is evicted. The solve charges them to the
+  // kept tiers so that eviction buys what it really frees (before: a prefill
+  // on stories260K, head_dim 8, evicted 27 of 48 chunks at bits=4.2 and
+  // held 3.2 bits).
+  int64_t live = 0;
+  for (const Unit& U : units_[layer]) live = std::max<int64_t>(live, U.tk.size());
+  const int64_t keep_bytes =
+      LiveChunkRecordBytes(model_.layout) +
+      units_per_layer_ * static_cast<int64_t>(kChunk + 2 * sizeof(f16_t) + 2 * sizeof(Tier) +
+                                              sizeof(f16_t) * kChunk);
   std::array<int64_t, kNumTiers> chunk_bytes{};
   for (int t = 0; t < kNumTiers; ++t) {
     const Tier tier = static_cast<Tier>(t);
-    chunk_bytes[t] = tier == Tier::kEvicted ? 0 : UnitPlaneBytes(tier, tier) * units_per_layer_;
+    chunk_bytes[t] =
+        tier == Tier::kEvicted ? 0 : UnitPlaneBytes(tier, tier) * units_per_layer_ + keep_bytes;
   }
-  const BudgetCounts bc = SolveBudgetCounts(nb, pinned_, chunk_bytes, planes_room);
+  // The room, with the live chunks' share counted as part of it (what
+  // `fixed` and `window` hold for them now; chunks evicted at earlier events
+  // hold none: counting theirs made the solve keep chunks the check after
+  // the plan then evicted for good) ...
+  const int64_t solve_room = planes_room + live * keep_bytes;
+  const BudgetCounts bc = SolveBudgetCounts(nb, pinned_, chunk_bytes, solve_room, usable_);
+  // ... and what the planes alone may hold once the plan's chunks are kept.
+  int64_t kept = 0;
+  for (int t = 0; t < static_cast<int>(Tier::kEvicted); ++t) kept += bc.counts[t];
+  const int64_t gone = nb - live;  // evicted at earlier events (no state left)
+  kept = std::min(kept, nb - std::max<int64_t>(gone, bc.counts[static_cast<int>(Tier::kEvicted)]));
+  *planes_room_out = std::max<int64_t>(0, planes_room + (live - kept) * keep_bytes);
   return bc;
 }
 
@@ -508,6 +559,7 @@ void HqekvCache::RaiseCounts(int layer, int64_t nb, const std::vector<ChunkScore
   for (int guard = 0; guard < 4 * nb + 8; ++guard) {
     bool raised = false;
     for (int t = static_cast<int>(Tier::kU4); t < kEv && !raised; ++t) {
+      if (!TierUsable(usable_, t)) continue;
       int w = t + 1;
       while (w <= kEv && (*counts)[w] == 0) ++w;
       if (w > kEv) continue;
@@ -671,7 +723,7 @@ Status HqekvCache::Compress(int layer) {
     // budget buys planes, not holes.
     if (!PackedTightly(layer)) store_->RepackLayer(layer);
     if (HoldsBudget(layer)) break;
-    if (!ShiftOneChunkDown(&counts)) {
+    if (!ShiftOneChunkDown(&counts, usable_)) {
       budget_below_ = true;
       break;
     }

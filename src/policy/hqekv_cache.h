@@ -173,6 +173,10 @@ class HqekvCache final : public StoreBackedCache {
                                              quant::Uniform(2, quant::Grouping::kPerToken),
                                              quant::Normal(1, quant::Grouping::kPerToken)};
   int vgroup_ = 32;
+  bool v_per_channel_ = false;  // vgrouping=chan: V quantized per channel like K
+  // bits=B: the tiers the solver mixes (layout=lean on a small head_dim: the
+  // best quantized tier and eviction only; docs/ablations/tiers.md).
+  TierMask usable_ = kAllTiers;
   Ranking ranking_ = Ranking::kPaper;
   int sink_ = 0;  // tokens of the attention sink whose chunks outrank the rest
   int units_per_layer_ = 1;

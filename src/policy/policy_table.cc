@@ -182,10 +182,19 @@ std::vector<PolicyInfo> BuildTable() {
         Int("vgroup", "32", 1, 4096,  // layout=lean: head_dim
             "V channels per per-token scale/minimum group (clamped to head_dim; must divide "
             "it): head_dim halves V's metadata at D = 64"),
+        Choice("vgrouping", "auto", {"auto", "tok", "chan"},
+               "V's quantization groups: tok = per token (vgroup channels, the paper's), chan = "
+               "per channel over the 32-token chunk (as K; 1 bit of metadata per element at "
+               "any head_dim); auto = chan under layout=lean when head_dim < 32 (a per-token "
+               "group's fp16 scale and minimum cost 32 / head_dim bits per element), else tok"),
+        Choice("mix", "auto", {"auto", "ladder", "top"},
+               "bits=B: tiers the solver mixes; ladder = two adjacent tiers (u4/u3, u3/u2, "
+               "u2/evicted); top = the best tier and eviction only (u8/u4 above all-u4); auto = "
+               "top under layout=lean when head_dim < 32 and tiers= is not given, else ladder"),
         Choice("ranking", "paper", {"paper", "random", "recency", "sink_recency", "pooled"},
                "chunk ranking (ablation): attention as the paper, a fixed random order, newest "
                "first, newest first with the sink kept, SnapKV-style max-pooled window votes"),
-        Int("sink", "0", 0, 1 << 20,
+        Int("sink", "0", 0, 1 << 20,  // layout=lean, head_dim < 32: 4
             "chunks holding one of the first `sink` tokens (the attention sink) outrank the rest; "
             "off by default: measured no better per byte (docs/ablations/importance.md)"),
         Choice("shipped", "1", {"0", "1"},

@@ -37,6 +37,10 @@ int64_t StoreOverheadBytes(const LayerLayout& l, int64_t live_chunks, int64_t re
   return records + residual + page + table + kHeaderBytes;
 }
 
+int64_t LiveChunkRecordBytes(const LayerLayout& l) {
+  return l.n_kv_heads * kChunkRecordBytes * 9 / 8;
+}
+
 double LayerBits(const LayerLayout& l, int64_t bytes, int64_t n) {
   if (n <= 0) return 0;
   return 8.0 * static_cast<double>(bytes) /
@@ -102,7 +106,8 @@ BudgetRatios SolveBudgetRatios(const HqekvCostModel& m, double budget, int64_t n
 }
 
 BudgetCounts SolveBudgetCounts(int64_t nb, int pinned,
-                               const std::array<int64_t, kNumTiers>& chunk_bytes, int64_t room) {
+                               const std::array<int64_t, kNumTiers>& chunk_bytes, int64_t room,
+                               TierMask usable) {
   BudgetCounts out;
   if (nb <= 0) return out;
   const int64_t p = std::min<int64_t>(std::max(pinned, 0), nb);
@@ -110,25 +115,34 @@ BudgetCounts SolveBudgetCounts(int64_t nb, int pinned,
   out.counts[0] = p;
   room -= p * chunk_bytes[0];
   constexpr int kU4 = static_cast<int>(Tier::kU4), kEv = static_cast<int>(Tier::kEvicted);
-  // Tiers u4, u2, n1, evicted: the first t whose all-t cost fits is the
-  // worse end of the segment [t - 1, t].
-  int t = kU4;
-  while (t <= kEv && rest * chunk_bytes[t] > room) ++t;
+  auto next_usable = [&](int t) {
+    while (t < kEv && !TierUsable(usable, t)) ++t;
+    return t;
+  };
+  // Usable tiers from u4 to evicted: the first t whose all-t cost fits is
+  // the worse end of the segment [previous usable tier, t].
+  const int first = next_usable(kU4);
+  int prev = -1, t = first;
+  while (t <= kEv && rest * chunk_bytes[t] > room) {
+    prev = t;
+    t = t == kEv ? kEv + 1 : next_usable(t + 1);
+  }
   if (t > kEv) {
     out.counts[kEv] = rest;
     out.below = true;
     return out;
   }
-  if (t == kU4) {
-    out.counts[kU4] = rest;
+  if (t == first) {
+    out.counts[t] = rest;
+    const int w = t == kEv ? kEv : next_usable(t + 1);
     out.above =
-        rest > 0 && room - rest * chunk_bytes[kU4] >= chunk_bytes[kU4] - chunk_bytes[kU4 + 1];
+        rest > 0 && t != kEv && room - rest * chunk_bytes[t] >= chunk_bytes[t] - chunk_bytes[w];
     return out;
   }
-  // k chunks in t - 1, rest - k in t: rest * b[t] + k * (b[t-1] - b[t]) <= room.
-  const int64_t step = chunk_bytes[t - 1] - chunk_bytes[t];
+  // k chunks in prev, rest - k in t: rest * b[t] + k * (b[prev] - b[t]) <= room.
+  const int64_t step = chunk_bytes[prev] - chunk_bytes[t];
   const int64_t k = step > 0 ? std::min(rest, (room - rest * chunk_bytes[t]) / step) : rest;
-  out.counts[t - 1] = k;
+  out.counts[prev] = k;
   out.counts[t] = rest - k;
   return out;
 }

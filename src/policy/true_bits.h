@@ -42,6 +42,11 @@ int64_t StreamPlaneBytes(const LayerLayout& l, const quant::Format& f);
 int64_t StoreOverheadBytes(const LayerLayout& l, int64_t live_chunks, int64_t residual_capacity,
                            int64_t plane_bytes);
 
+// Store bytes one live chunk holds outside its planes: its chunk records
+// (one per KV head, the record arrays growing by 1/8). Evicting the chunk
+// frees them at the next Compact.
+int64_t LiveChunkRecordBytes(const LayerLayout& l);
+
 // Bits per original element of `bytes` held by one layer after n tokens.
 double LayerBits(const LayerLayout& l, int64_t bytes, int64_t n);
 
@@ -85,8 +90,11 @@ struct BudgetCounts {
   std::array<int64_t, kNumTiers> counts{};
   bool below = false, above = false;
 };
+// usable: the tiers that may take chunks (TierMask); the segment then lies
+// between the two nearest usable tiers.
 BudgetCounts SolveBudgetCounts(int64_t nb, int pinned,
-                               const std::array<int64_t, kNumTiers>& chunk_bytes, int64_t room);
+                               const std::array<int64_t, kNumTiers>& chunk_bytes, int64_t room,
+                               TierMask usable = kAllTiers);
 
 // "[lo, hi] true bits per element at N tokens" for error messages.
 std::string AchievableRange(double lo, double hi, int64_t n);

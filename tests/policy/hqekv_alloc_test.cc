@@ -234,6 +234,13 @@ TEST(HqekvAlloc, ShiftOneChunkDownMovesTheBestQuantizedTier) {
   EXPECT_EQ(c, (Counts{0, 0, 0, 0, 5}));
   EXPECT_FALSE(ShiftOneChunkDown(&c));
   EXPECT_EQ(c, (Counts{0, 0, 0, 0, 5}));
+  // Tiers left out of the mask are skipped: u4 -> evicted.
+  const TierMask top = 1u << static_cast<int>(Tier::kU4);
+  c = {1, 2, 0, 0, 1};
+  ASSERT_TRUE(ShiftOneChunkDown(&c, top));
+  EXPECT_EQ(c, (Counts{1, 1, 0, 0, 2}));
+  EXPECT_FALSE(TierUsable(top, static_cast<int>(Tier::kU2)));
+  EXPECT_TRUE(TierUsable(top, static_cast<int>(Tier::kEvicted)));
 }
 
 }  // namespace

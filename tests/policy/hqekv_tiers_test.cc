@@ -94,6 +94,47 @@ TEST(HqekvTiers, BudgetsAboveAllU4UseTheWiderLeanTiers) {
             Planes(*AsHqekv(given), "u4:chan:had", "u4:tok:g=64:had"));
 }
 
+// head_dim < 32 (stories260K has 8): lean quantizes V per channel, does not
+// rotate, and the bits= solve mixes u4 with eviction only (never u3/u2), the
+// sink chunk kept; explicit keys win.
+TEST(HqekvTiers, SmallHeadsQuantizeVPerChannelAndMixU4WithEviction) {
+  auto c = MustMake("hqekv:bits=4.2", Geometry(8));
+  HqekvCache* h = AsHqekv(c);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+            Planes(*h, "u4:chan", "u4:chan"));
+  testing::Driver drv(c.get(), 3);
+  drv.Step(1024, true, false);
+  for (int l = 0; l < 2; ++l) {
+    const std::vector<Tier> k = h->k_tiers(l, 0), v = h->v_tiers(l, 0);
+    EXPECT_LT(static_cast<int64_t>(k.size()), h->chunks_compressed(l)) << "layer " << l;
+    EXPECT_GT(k.size(), 0u);
+    for (size_t i = 0; i < k.size(); ++i) {
+      EXPECT_EQ(k[i], Tier::kU4) << "layer " << l << " chunk " << i;
+      EXPECT_EQ(v[i], Tier::kU4) << "layer " << l << " chunk " << i;
+    }
+  }
+  // The sink: the chunk of position 0 is still held in every layer.
+  for (int l = 0; l < 2; ++l) {
+    std::vector<int32_t> pos;
+    h->store().KeptPositions(l, 0, &pos);
+    ASSERT_FALSE(pos.empty());
+    EXPECT_EQ(pos[0], 0) << "layer " << l;
+  }
+  auto ladder = MustMake("hqekv:bits=4.2,vgrouping=tok,hadamard=1,mix=ladder", Geometry(8));
+  EXPECT_EQ(AsHqekv(ladder)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+            Planes(*AsHqekv(ladder), "u4:chan:had", "u4:tok:g=8:had"));
+  testing::Driver drv2(ladder.get(), 3);
+  drv2.Step(1024, true, false);
+  bool lower = false;  // the ladder reaches u3 / u2 at this budget
+  for (Tier t : AsHqekv(ladder)->k_tiers(0, 0)) lower = lower || t == Tier::kU2 || t == Tier::kN1;
+  EXPECT_TRUE(lower);
+  // head_dim 32 and up keep V per token.
+  auto d32 = MustMake("hqekv:bits=4.2", Geometry(32));
+  EXPECT_EQ(AsHqekv(d32)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+            Planes(*AsHqekv(d32), "u4:chan:had", "u4:tok:g=32:had"));
+}
+
 TEST(HqekvTiers, BadTierListsGiveClearErrors) {
   const struct {
     const char* spec;

@@ -58,7 +58,7 @@ TEST(TrueBits, HqekvByteModelMatchesHeldBytes) {
          {"hqekv:ratios=0/1/0/0,fp16_chunks=0", "hqekv:ratios=1/0/0/0", "hqekv:ratios=0/0/1/0",
           "hqekv:ratios=0.3/0.5/0.2/0,layout=lean", "hqekv:ratios=0/1/0/0,tiers=u4/u3/u2,vgroup=64",
           "hqekv:ratios=0/0/0/1", "hqekv:ratios=0.4/0.4/0.1/0.1",
-          "hqekv:ratios=0.5/0.5/0/0,per_head=1"}) {
+          "hqekv:ratios=0.5/0.5/0/0,per_head=1", "hqekv:ratios=0.5/0/0/0.5,vgrouping=chan"}) {
       ExpectModelMatches(spec, d, 1024, 0);
       ExpectModelMatches(spec, d, 600, 0);
     }
@@ -230,6 +230,47 @@ TEST(TrueBits, SolveBudgetCountsFillsTheRoomWithTheBetterTier) {
   const BudgetCounts none = SolveBudgetCounts(10, 1, bytes, 4095);
   EXPECT_TRUE(none.below);
   EXPECT_EQ(none.counts[4], 9);
+}
+
+// usable = u4 and evicted only (mix=top): the solve mixes those two, never
+// u2 or n1, and keeps as many u4 chunks as fit.
+TEST(TrueBits, SolveBudgetCountsMixesOnlyTheUsableTiers) {
+  using Counts = std::array<int64_t, kNumTiers>;
+  const Counts bytes = {4096, 1000, 700, 300, 0};
+  const TierMask top = 1u << static_cast<int>(Tier::kU4);
+  for (int64_t room = 0; room <= 9 * 1000 + 1500; room += 53) {
+    SCOPED_TRACE(room);
+    const BudgetCounts b = SolveBudgetCounts(9, 0, bytes, room, top);
+    EXPECT_EQ(b.counts[2] + b.counts[3], 0);
+    EXPECT_EQ(b.counts[1] + b.counts[4], 9);
+    EXPECT_EQ(b.counts[1], std::min<int64_t>(9, room / 1000));
+    EXPECT_FALSE(b.below);
+    EXPECT_EQ(b.above, room - 9 * 1000 >= 1000);
+  }
+  // u4 and n1 usable: between all-u4 and all-n1 only those two.
+  const TierMask u4n1 = (1u << static_cast<int>(Tier::kU4)) | (1u << static_cast<int>(Tier::kN1));
+  const BudgetCounts m = SolveBudgetCounts(9, 0, bytes, 9 * 300 + 3 * 700, u4n1);
+  EXPECT_EQ(m.counts, (Counts{0, 3, 0, 6, 0}));
+}
+
+TEST(TrueBits, SmallHeadsHoldTheBudgetAfterPrefillAndDuringDecode) {
+  // head_dim 8 (stories260K's): the lean layout mixes u4 with eviction; the
+  // budget holds at every step, and after prefill it is spent (an eviction
+  // frees the chunk's records and state too, which the solve counts) up to
+  // kUnder and the next window's fp16 sums, which at 2 KV heads x D = 8 are
+  // 2 bytes per 32 elements of a token, 0.5 bit (7.30 after prefill at
+  // bits=8, where no chunk is evicted).
+  const KvGeometry g = Geometry(8, 2048);
+  const double window = 8.0 * 2 / (g.n_kv_heads * g.head_dim * 2);
+  for (double b : {3.4, 4.2, 5.4, 8.0}) {
+    char spec[64];
+    std::snprintf(spec, sizeof spec, "hqekv:bits=%g", b);
+    SCOPED_TRACE(spec);
+    const Trace t = RunTrace(spec, g, 1024, 160);
+    EXPECT_LE(t.worst, b + kOver);
+    EXPECT_GE(t.after_prefill, b - kUnder - window);
+    EXPECT_EQ(t.note, "");
+  }
 }
 
 // The end of a prefill + decode run lands within 3% of B (and under it at
