@@ -18,28 +18,12 @@
 #include "core/parallel.h"
 #include "hwy/targets.h"
 #include "model/kernels.h"
+#include "../simd_targets.h"
 
 namespace hqekv::kernels {
 namespace {
 
-// Runs fn() once per x86 target this CPU supports, dispatch forced to it.
-template <class Fn>
-int ForEachTarget(Fn fn) {
-  int ran = 0;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t t :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((supported & t) == 0) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    SCOPED_TRACE(hwy::TargetName(t));
-    fn();
-    ++ran;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  return ran;
-}
+using hqekv::test::OnEachTarget;
 
 // n rows of k random values (normal, sd 1) stored as type t.
 std::vector<uint8_t> RandomFloatRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
@@ -89,7 +73,7 @@ void ExpectNearOracle(const WeightMatrix& w, const float* x, int64_t m, const fl
 
 TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
   std::mt19937 rng(11);
-  const int ran = ForEachTarget([&] {
+  const int ran = OnEachTarget([&] {
     for (int threads : {1, 2}) {
       SetNumThreads(threads);
       for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
@@ -117,7 +101,7 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
 // written into a wider output (ldy > n): only its columns are touched.
 TEST(GemmPanel, RangeWritesOnlyItsColumns) {
   std::mt19937 rng(12);
-  ForEachTarget([&] {
+  OnEachTarget([&] {
     const int64_t n = 80, k = 290, m = 11, ldy = 100, r0 = 5, r1 = 61;
     auto wb = RandomFloatRows(TensorType::kF16, n, k, rng);
     const WeightMatrix w{TensorType::kF16, wb.data(), n, k};
@@ -138,7 +122,7 @@ TEST(GemmPanel, RangeWritesOnlyItsColumns) {
 // rows are grouped (MatVecMany concatenates matrices, so its groups differ).
 TEST(GemmPanel, HalfMatVecEqualsOracleAndIsGroupingIndependent) {
   std::mt19937 rng(13);
-  const int ran = ForEachTarget([&] {
+  const int ran = OnEachTarget([&] {
     for (TensorType t : {TensorType::kF16, TensorType::kBF16}) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 37}, {13, 300}, {45, 771}}) {
         auto wb = RandomFloatRows(t, n, k, rng), vb = RandomFloatRows(t, 3, k, rng);

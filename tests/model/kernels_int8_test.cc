@@ -20,28 +20,12 @@
 #include "model/llama.h"
 #include "policy/factory.h"
 #include "../temp_path.h"
+#include "../simd_targets.h"
 
 namespace hqekv::kernels {
 namespace {
 
-// Runs fn() once per x86 target this CPU supports, dispatch forced to it.
-template <class Fn>
-int OnEachTarget(Fn fn) {
-  const int64_t supported = hwy::SupportedTargets();
-  int ran = 0;
-  for (int64_t t :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((supported & t) == 0) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    SCOPED_TRACE(hwy::TargetName(t));
-    fn();
-    ++ran;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  return ran;
-}
+using hqekv::test::OnEachTarget;
 
 void PutHalf(uint8_t* p, float v) {
   const f16_t h = F32ToF16(v);

@@ -14,6 +14,7 @@
 
 #include "quant/format.h"
 #include "quant/internal.h"
+#include "../simd_targets.h"
 
 namespace hqekv::quant::testing {
 
@@ -76,24 +77,11 @@ inline float MaxAbs(const std::vector<float>& v) {
   return m;
 }
 
-// Runs fn(target) once per x86 SIMD target this CPU supports (AVX-512, AVX2,
-// SSE4), with dispatch forced to it, then restores the default. Returns how
-// many targets ran (0 on a CPU without them).
+// Runs fn(target) once per x86 SIMD target this CPU supports, dispatch
+// forced to it (tests/simd_targets.h); returns how many ran.
 template <class Fn>
 int RunOnEachTarget(Fn fn) {
-  const int64_t supported = hwy::SupportedTargets();  // before forcing any
-  int ran = 0;
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
-    if ((supported & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn(target);
-    ++ran;
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  return ran;
+  return hqekv::test::OnEachTarget(fn);
 }
 
 inline float Group16(const uint8_t* meta, int plane, int groups, int g) {

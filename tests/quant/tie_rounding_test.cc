@@ -356,18 +356,17 @@ TEST(QuantTies, NormalValuesOnTheCentreThresholdGoDown) {
   ExpectCodes(NormalCentreTies(Normal(4, Grouping::kPerToken, 8), 2, 16));  // scalar only
 }
 
-// The target loop itself: it must run every one of AVX-512 / AVX2 / SSE4
-// that this CPU supports (a loop that re-reads SupportedTargets() after
+// The target loop itself: it must run every one of AVX-512 VNNI / AVX-512 /
+// AVX2 / SSE4 that this CPU supports (a loop that re-reads SupportedTargets() after
 // forcing one target runs only the first).
 TEST(QuantTies, TargetLoopRunsEverySupportedTarget) {
   const int64_t supported = hwy::SupportedTargets();
   int want = 0;
-  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}})
-    want += (supported & t) != 0;
+  for (int64_t t : hqekv::test::kSimdTestTargets) want += (supported & t) != 0;
   int64_t seen = 0;
   EXPECT_EQ(testing::RunOnEachTarget([&](int64_t t) { seen |= t; }), want);
   EXPECT_EQ(hwy::SupportedTargets(), supported);  // dispatch restored
-  for (int64_t t : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}}) {
+  for (int64_t t : hqekv::test::kSimdTestTargets) {
     EXPECT_EQ((seen & t) != 0, (supported & t) != 0) << hwy::TargetName(t);
   }
 }
