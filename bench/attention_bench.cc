@@ -28,6 +28,10 @@ using hqekv::KvGeometry;
 constexpr int kHq = 32, kHk = 8, kD = 128;
 const char* const kSpecs[] = {"fp16",
                               "fp8",
+                              "fp8:format=e5m2",
+                              "int8",
+                              "llama:ctk=q8_0,ctv=q8_0",
+                              "llama:ctk=q4_0,ctv=q4_0",
                               "kivi:nominal_bits=2",
                               "kivi:nominal_bits=4",
                               "hqekv:nominal_bits=2",
@@ -158,7 +162,7 @@ int main(int argc, char** argv) {
   for (int n : kLengths) std::printf(" %10d", n);
   std::printf("   bits/original at %d\n", kLengths[2]);
   for (const char* spec : kSpecs) {
-    std::printf("%-16s", spec);
+    std::printf("%-26s", spec);
     for (int n : kLengths) {
       auto base = Times().find({"fp16", n}), t = Times().find({spec, n});
       if (base == Times().end() || t == Times().end()) {
