@@ -473,7 +473,7 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
 }
 
 // Softmax with -inf masking; exp by Highway's polynomial (<= 1 ulp).
-bool SoftmaxRowImpl(float* x, int n) {
+bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -482,6 +482,8 @@ bool SoftmaxRowImpl(float* x, int n) {
   for (; i + N <= n; i += N) mv = hn::Max(mv, hn::LoadU(df, x + i));
   float mx = hn::GetLane(hn::MaxOfLanes(df, mv));
   for (; i < n; ++i) mx = std::max(mx, x[i]);
+  if (max_out) *max_out = mx;
+  if (sum_out) *sum_out = 0.0f;
   if (mx == neg_inf) {
     std::fill(x, x + n, 0.0f);
     return false;
@@ -502,6 +504,7 @@ bool SoftmaxRowImpl(float* x, int n) {
     x[i] = x[i] == neg_inf ? 0.0f : std::exp(x[i] - mx);
     sum += x[i];
   }
+  if (sum_out) *sum_out = sum;
   const VF inv = hn::Set(df, 1.0f / sum);
   i = 0;
   for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), inv), df, x + i);
@@ -555,7 +558,12 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   for (int h = 0; h < m; ++h) AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
 }
 
-bool SoftmaxRow(float* x, int n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n); }
+bool SoftmaxRow(float* x, int n) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr);
+}
+bool SoftmaxRowStats(float* x, int n, float* max, float* sum) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum);
+}
 
 }  // namespace hqekv::quant
 #endif  // HWY_ONCE

@@ -49,6 +49,10 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 // per element), so the weights match the std::exp reference within ~1e-6
 // relative (ref::SoftmaxRow is the oracle).
 bool SoftmaxRow(float* x, int n);
+// The same, also returning the row's maximum and sum of exp(x - max) (before
+// the normalization; -inf and 0 when every entry is masked): what a split
+// softmax needs to merge rows normalized separately (store_attention.cc).
+bool SoftmaxRowStats(float* x, int n, float* max, float* sum);
 
 namespace ref {
 // Oracles: the single-query scalar reference (quant::ref::DotChunk /
