@@ -37,6 +37,7 @@ const char* const kSpecs[] = {"fp16",
                               "hqekv:nominal_bits=2",
                               "hqekv:nominal_bits=3.2"};
 const int kLengths[] = {4096, 16384, 32768};
+const char* const kThreadSpecs[] = {"fp16", "fp8", "kivi:nominal_bits=2", "hqekv:nominal_bits=2"};
 
 KvGeometry Geometry(int n) {
   KvGeometry g;
@@ -97,8 +98,8 @@ std::map<std::pair<std::string, int>, double>& Bits() {
   return t;
 }
 
-void BM_DecodeAttention(benchmark::State& state, std::string spec, int n) {
-  hqekv::SetNumThreads(1);
+void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int threads) {
+  hqekv::SetNumThreads(threads);
   std::string err;
   auto c = Build(spec, n, &err);
   if (!c) {
@@ -119,6 +120,13 @@ void BM_DecodeAttention(benchmark::State& state, std::string spec, int n) {
   state.counters["bits_per_original"] = st.bits_per_original();
   state.counters["MiB"] = static_cast<double>(st.bytes.total()) / (1 << 20);
   Bits()[{spec, n}] = st.bits_per_original();
+  hqekv::SetNumThreads(1);
+}
+
+// Wall time per step of the thread-count cases (DecodeAttentionThreads/<spec>/<n>/<threads>).
+std::map<std::pair<std::string, int>, double>& WallByThreads() {
+  static std::map<std::pair<std::string, int>, double> t;
+  return t;
 }
 
 // Records the mean CPU time per iteration of every run for the ratio table
@@ -132,6 +140,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
       // DecodeAttention/<spec>/<n>[/real_time]
       std::string name = r.benchmark_name();
       if (const auto rt = name.find("/real_time"); rt != std::string::npos) name.resize(rt);
+      if (name.rfind("DecodeAttentionThreads/", 0) == 0) {  // <spec>/<n>/<threads>
+        const auto t = name.rfind('/');
+        WallByThreads()[{name.substr(23, t - 23), std::atoi(name.c_str() + t + 1)}] =
+            r.GetAdjustedRealTime();
+        continue;
+      }
       const auto a = name.find('/'), b = name.rfind('/');
       if (a == std::string::npos || b <= a) continue;
       Times()[{name.substr(a + 1, b - a - 1), std::atoi(name.c_str() + b + 1)}] =
@@ -148,8 +162,19 @@ int main(int argc, char** argv) {
     for (const char* spec : kSpecs) {
       benchmark::RegisterBenchmark(
           ("DecodeAttention/" + std::string(spec) + "/" + std::to_string(n)).c_str(),
-          BM_DecodeAttention, std::string(spec), n)
+          BM_DecodeAttention, std::string(spec), n, 1)
           ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  // Threads: wall time (the work is spread over threads), 32K tokens.
+  for (const char* spec : kThreadSpecs) {
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(("DecodeAttentionThreads/" + std::string(spec) + "/" +
+                                    std::to_string(kLengths[2]) + "/" + std::to_string(threads))
+                                       .c_str(),
+                                   BM_DecodeAttention, std::string(spec), kLengths[2], threads)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
     }
   }
   benchmark::Initialize(&argc, argv);
@@ -173,6 +198,15 @@ int main(int argc, char** argv) {
     }
     auto b = Bits().find({spec, kLengths[2]});
     std::printf("   %.3f\n", b == Bits().end() ? 0.0 : b->second);
+  }
+  if (!WallByThreads().empty()) {
+    std::printf("\nWall time per token at %d, 1 thread / 2 threads (speedup)\n", kLengths[2]);
+    for (const char* spec : kThreadSpecs) {
+      const std::string key = std::string(spec) + "/" + std::to_string(kLengths[2]);
+      auto one = WallByThreads().find({key, 1}), two = WallByThreads().find({key, 2});
+      if (one == WallByThreads().end() || two == WallByThreads().end()) continue;
+      std::printf("%-26s %.3fx\n", spec, one->second / two->second);
+    }
   }
   benchmark::Shutdown();
   return 0;
