@@ -128,26 +128,10 @@ struct BlockRowDec {
   HWY_INLINE VF operator()(int t, int ch) const {
     const DF df;
     const DI di;
-    const DU du;
     const int k = t * per_row + ch / kBlockValues;
     const int j0 = ch % kBlockValues;
     const uint8_t* blk = codes + static_cast<size_t>(k) * kCodeBytes;
-    VI level;
-    if constexpr (kBits == 8) {
-      const hn::Rebind<int8_t, DI> d8;
-      level = hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(blk + j0)));
-    } else {
-      const hn::Rebind<uint8_t, DU> du8;
-      const VU b = hn::PromoteTo(du, hn::LoadU(du8, blk + (j0 & 15)));
-      VU c = j0 < 16 ? hn::And(b, hn::Set(du, 0xFu)) : hn::ShiftRight<4>(b);
-      if constexpr (kBits == 5) {
-        const VU shift = hn::Add(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(j0)));
-        const VU high =
-            hn::And(hn::Shr(hn::Set(du, Load32(masks + 4 * k)), shift), hn::Set(du, 1u));
-        c = hn::Or(c, hn::ShiftLeft<4>(high));
-      }
-      level = hn::BitCast(di, c);
-    }
+    const VI level = BlockCodes<kBits>(di, blk, kBits == 5 ? Load32(masks + 4 * k) : 0u, j0);
     const VF x = hn::ConvertTo(df, level);
     if constexpr (kMin || kZero != 0) return hn::MulAdd(x, hn::Set(df, d[k]), hn::Set(df, z[k]));
     return hn::Mul(x, hn::Set(df, d[k]));
