@@ -20,8 +20,8 @@
 // q4_0, q4_1, q5_0, q5_1) run full-width row kernels with the token / chunk
 // scale applied once per score and folded into the weights
 // (quant/multi_query_rows-inl.h; the llama.cpp blocks otherwise fall back to
-// quant/ggml_block_simd.cc's multi-query kernels). Hadamard formats work in the rotated domain exactly as DotChunk /
-// AxpyChunk do: the caller rotates q, and rotates the accumulator back.
+// quant/ggml_block_simd.cc's multi-query kernels). Hadamard formats work in the rotated domain
+// exactly as DotChunk / AxpyChunk do: the caller rotates q, and rotates the accumulator back.
 //
 // Tolerance against the single-query scalar reference (ref::DotChunkMulti,
 // the oracle; asserted by tests/quant/multi_query_test.cc): scores within
