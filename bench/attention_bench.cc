@@ -35,11 +35,16 @@ using hqekv::KvGeometry;
 constexpr int kHq = 32, kHk = 8, kD = 128;
 const char* const kSpecs[] = {"fp16",
                               "fp8",
+                              "fp8:format=e5m2",
+                              "int8",
+                              "llama:ctk=q8_0,ctv=q8_0",
+                              "llama:ctk=q4_0,ctv=q4_0",
                               "kivi:nominal_bits=2",
                               "kivi:nominal_bits=4",
                               "hqekv:nominal_bits=2",
                               "hqekv:nominal_bits=3.2"};
 const int kLengths[] = {4096, 16384, 32768};
+const char* const kThreadSpecs[] = {"fp16", "fp8", "kivi:nominal_bits=2", "hqekv:nominal_bits=2"};
 
 KvGeometry Geometry(int n) {
   KvGeometry g;
@@ -100,8 +105,8 @@ std::map<std::pair<std::string, int>, double>& Bits() {
   return t;
 }
 
-void BM_DecodeAttention(benchmark::State& state, std::string spec, int n) {
-  hqekv::SetNumThreads(1);
+void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int threads) {
+  hqekv::SetNumThreads(threads);
   std::string err;
   auto c = Build(spec, n, &err);
   if (!c) {
@@ -122,6 +127,13 @@ void BM_DecodeAttention(benchmark::State& state, std::string spec, int n) {
   state.counters["bits_per_original"] = st.bits_per_original();
   state.counters["MiB"] = static_cast<double>(st.bytes.total()) / (1 << 20);
   Bits()[{spec, n}] = st.bits_per_original();
+  hqekv::SetNumThreads(1);
+}
+
+// Wall time per step of the thread-count cases (DecodeAttentionThreads/<spec>/<n>/<threads>).
+std::map<std::pair<std::string, int>, double>& WallByThreads() {
+  static std::map<std::pair<std::string, int>, double> t;
+  return t;
 }
 
 // PrefillAttention/<spec>/<n>/<nq>/<path>/threads:<t>: the last nq queries of
@@ -183,6 +195,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
       // DecodeAttention/<spec>/<n>[/real_time]
       std::string name = r.benchmark_name();
       if (const auto rt = name.find("/real_time"); rt != std::string::npos) name.resize(rt);
+      if (name.rfind("DecodeAttentionThreads/", 0) == 0) {  // <spec>/<n>/<threads>
+        const auto t = name.rfind('/');
+        WallByThreads()[{name.substr(23, t - 23), std::atoi(name.c_str() + t + 1)}] =
+            r.GetAdjustedRealTime();
+        continue;
+      }
       const auto a = name.find('/'), b = name.rfind('/');
       if (a == std::string::npos || b <= a) continue;
       Times()[{name.substr(a + 1, b - a - 1), std::atoi(name.c_str() + b + 1)}] =
@@ -199,7 +217,7 @@ int main(int argc, char** argv) {
     for (const char* spec : kSpecs) {
       benchmark::RegisterBenchmark(
           ("DecodeAttention/" + std::string(spec) + "/" + std::to_string(n)).c_str(),
-          BM_DecodeAttention, std::string(spec), n)
+          BM_DecodeAttention, std::string(spec), n, 1)
           ->Unit(benchmark::kMicrosecond);
     }
   }
@@ -218,6 +236,17 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Threads: wall time (the work is spread over threads), 32K tokens.
+  for (const char* spec : kThreadSpecs) {
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(("DecodeAttentionThreads/" + std::string(spec) + "/" +
+                                    std::to_string(kLengths[2]) + "/" + std::to_string(threads))
+                                       .c_str(),
+                                   BM_DecodeAttention, std::string(spec), kLengths[2], threads)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+  }
   benchmark::Initialize(&argc, argv);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
@@ -228,7 +257,7 @@ int main(int argc, char** argv) {
   for (int n : kLengths) std::printf(" %10d", n);
   std::printf("   bits/original at %d\n", kLengths[2]);
   for (const char* spec : kSpecs) {
-    std::printf("%-16s", spec);
+    std::printf("%-26s", spec);
     for (int n : kLengths) {
       auto base = Times().find({"fp16", n}), t = Times().find({spec, n});
       if (base == Times().end() || t == Times().end()) {
@@ -239,6 +268,15 @@ int main(int argc, char** argv) {
     }
     auto b = Bits().find({spec, kLengths[2]});
     std::printf("   %.3f\n", b == Bits().end() ? 0.0 : b->second);
+  }
+  if (!WallByThreads().empty()) {
+    std::printf("\nWall time per token at %d, 1 thread / 2 threads (speedup)\n", kLengths[2]);
+    for (const char* spec : kThreadSpecs) {
+      const std::string key = std::string(spec) + "/" + std::to_string(kLengths[2]);
+      auto one = WallByThreads().find({key, 1}), two = WallByThreads().find({key, 2});
+      if (one == WallByThreads().end() || two == WallByThreads().end()) continue;
+      std::printf("%-26s %.3fx\n", spec, one->second / two->second);
+    }
   }
   benchmark::Shutdown();
   return 0;

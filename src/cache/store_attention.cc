@@ -55,33 +55,63 @@ HeadPlan Plan(const KvStore& store, int layer, int g) {
   return p;
 }
 
+// A part of one KV head's walk: live chunks [c0, c1) of its plan, the first
+// kept token of c0 at walk index j0, and the residual when `residual`.
+struct Span {
+  size_t c0 = 0, c1 = 0;
+  int j0 = 0;
+  bool residual = true;
+};
+Span WholeHead(const HeadPlan& p) { return Span{0, p.chunks.size(), 0, true}; }
+
+// What one span of a split head gives (one query): per query head, the
+// output normalized over the span's visible tokens ([group][D]), their max
+// score and sum of exp(score - max) (-inf / 0: none visible).
+struct SpanResult {
+  float* out = nullptr;
+  float* max = nullptr;
+  float* sum = nullptr;
+};
+
+// Row stride of a score buffer over n_kept tokens: padded so that the rows of
+// one group do not sit a power of two apart (cache-set conflicts).
+size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 8 + 8; }
+
 // Attention for every query head of KV head g. The `group` query heads that
 // share the KV head are processed together: each chunk's codes are decoded
 // once for all of them (quant::DotChunkMulti / AxpyChunkMulti), with one fp32
 // score row per query head in a [group][stride] buffer.
+//
+// Split decode (part != nullptr, n == 1): only `span` is walked, into the
+// caller's score rows `shared_scores` ([group][ScoreStride(n_kept)], the
+// span's columns), its softmax normalized over the span; the span's output and
+// softmax statistics go to *part, and neither out nor the sink is touched
+// (StoreAttention merges the spans).
 void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
                 const float* q, const int32_t* q_pos, int n, float* out, const AttentionSink* sink,
-                int first_sink_query) {
+                int first_sink_query, const Span& span = {}, float* shared_scores = nullptr,
+                const SpanResult* part = nullptr) {
   const int D = store.head_dim();
   const int n_kept = static_cast<int>(p.positions.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const quant::Format res_format = quant::F16();
   const ResidualView& r = p.residual;
   const int res_start = n_kept - r.n;  // walk index of the first residual token
-  // Row stride of the score buffer: padded so that the rows of one group do
-  // not sit a power of two apart (cache-set conflicts).
-  const size_t ss = (static_cast<size_t>(n_kept) + 7) / 8 * 8 + 8;
+  const size_t ss = ScoreStride(n_kept);
   const int max_T = std::max(p.max_T, 1);
+  const Span whole = WholeHead(p);
+  const Span& sp = part ? span : whole;
 
   // Per-thread buffers: kept across calls (a decode step calls this once per
   // layer and KV head; reallocating ~n_kept·group floats each time costs page
   // faults).
-  thread_local std::vector<float> qs, qr, scores, tmp, acc, acc_rot;
+  thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot;
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
   acc.resize(qs.size());
   acc_rot.resize(qs.size());
-  scores.resize(ss * group);
+  if (!shared_scores) own_scores.resize(ss * group);
+  float* const scores_base = shared_scores ? shared_scores : own_scores.data();
   tmp.resize(static_cast<size_t>(group) * max_T);
 
   for (int i = 0; i < n; ++i) {
@@ -98,19 +128,20 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     }
     auto fill_masked = [&](int j, int len) {
       for (int hh = 0; hh < group; ++hh) {
-        float* row = scores.data() + hh * ss + j;
+        float* row = scores_base + hh * ss + j;
         std::fill(row, row + len, kMasked);
       }
     };
     // Scores, walk order, one row per query head.
-    int j = 0;
-    const size_t n_chunks = p.chunks.size();
-    if (n_chunks > 0) PrefetchK(p.chunks[0], D);
-    for (size_t ci = 0; ci < n_chunks; ++ci) {
+    int j = sp.j0;
+    const size_t n_chunks = sp.c1;
+    const int r_span = sp.residual ? r_vis : 0;  // residual tokens this span reads
+    if (sp.c0 < n_chunks) PrefetchK(p.chunks[sp.c0], D);
+    for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
       if (ci + 1 < n_chunks) {
         PrefetchK(p.chunks[ci + 1], D);
-      } else {  // the residual comes next
+      } else if (sp.residual) {  // the residual comes next
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
       }
       const int kept = c.KeptCount();
@@ -121,15 +152,15 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, qk, D, group,
-                             scores.data() + j, ss);
+        quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, qk, D, group, scores_base + j,
+                             ss);
         j += kept;
         continue;
       }
       quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, qk, D, group, tmp.data(), c.T);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
-        float* row = scores.data() + hh * ss;
+        float* row = scores_base + hh * ss;
         int jj = j;
         for (int t = 0; t < c.T; ++t) {
           if (c.Kept(t)) row[jj++] = c.Position(t) <= qp ? src[t] : kMasked;
@@ -139,30 +170,39 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     }
     // The residual is an f16 "chunk" of r_vis tokens, read in pieces so that
     // kernels that dequantize a piece first keep it in cache.
-    for (int a = 0; a < r_vis; a += kResidualPiece) {
+    for (int a = 0; a < r_span; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);
       quant::DotChunkMulti(res_format,
                            reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
-                           nullptr, len, D, qs.data(), D, group, scores.data() + res_start + a, ss);
+                           nullptr, len, D, qs.data(), D, group, scores_base + res_start + a, ss);
     }
-    fill_masked(res_start + r_vis, r.n - r_vis);
+    if (sp.residual) fill_masked(res_start + r_vis, r.n - r_vis);
+    const int j_end = sp.residual ? n_kept : j;  // the span's columns: [sp.j0, j_end)
 
-    // One fp32 softmax per query head over every visible kept token.
+    // One fp32 softmax per query head over every visible kept token (of the
+    // span, when split).
     bool any = false;
-    for (int hh = 0; hh < group; ++hh)
-      any = quant::SoftmaxRow(scores.data() + hh * ss, n_kept) || any;
+    for (int hh = 0; hh < group; ++hh) {
+      if (part) {
+        any = quant::SoftmaxRowStats(scores_base + hh * ss + sp.j0, j_end - sp.j0, part->max + hh,
+                                     part->sum + hh) ||
+              any;
+      } else {
+        any = quant::SoftmaxRow(scores_base + hh * ss, n_kept) || any;
+      }
+    }
 
     // Weighted sum of values, read from their tiers (rows with nothing
     // visible have all-zero weights and get out = 0).
     std::fill(acc.begin(), acc.end(), 0.0f);
     if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
-    j = 0;
-    if (any && n_chunks > 0) PrefetchV(p.chunks[0], D);
-    for (size_t ci = 0; ci < n_chunks; ++ci) {
+    j = sp.j0;
+    if (any && sp.c0 < n_chunks) PrefetchV(p.chunks[sp.c0], D);
+    for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
       if (any && ci + 1 < n_chunks) {
         PrefetchV(p.chunks[ci + 1], D);
-      } else if (any) {
+      } else if (any && sp.residual) {
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
       }
       const int kept = c.KeptCount();
@@ -172,13 +212,13 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
-        quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, scores.data() + j, ss, group,
+        quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, scores_base + j, ss, group,
                               a, D);
         j += kept;
         continue;
       }
       for (int hh = 0; hh < group; ++hh) {
-        const float* row = scores.data() + hh * ss;
+        const float* row = scores_base + hh * ss;
         float* wt = tmp.data() + static_cast<size_t>(hh) * c.T;
         int jj = j;
         for (int t = 0; t < c.T; ++t) wt[t] = c.Kept(t) ? row[jj++] : 0.0f;
@@ -186,11 +226,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, tmp.data(), c.T, group, a, D);
       j += kept;
     }
-    for (int a = 0; any && a < r_vis; a += kResidualPiece) {
+    for (int a = 0; any && a < r_span; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);
-      quant::AxpyChunkMulti(
-          res_format, reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D), nullptr,
-          len, D, scores.data() + res_start + a, ss, group, acc.data(), D);
+      quant::AxpyChunkMulti(res_format,
+                            reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
+                            nullptr, len, D, scores_base + res_start + a, ss, group, acc.data(), D);
     }
     for (int hh = 0; hh < group; ++hh) {
       float* ah = acc.data() + static_cast<size_t>(hh) * D;
@@ -198,6 +238,10 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         float* rh = acc_rot.data() + static_cast<size_t>(hh) * D;
         quant::HadamardRotate(rh, D);
         for (int d = 0; d < D; ++d) ah[d] += rh[d];
+      }
+      if (part) {
+        std::copy(ah, ah + D, part->out + static_cast<size_t>(hh) * D);
+        continue;
       }
       const int h = g * group + hh;
       std::copy(ah, ah + D, out + (static_cast<size_t>(i) * n_q_heads + h) * D);
@@ -208,9 +252,129 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         row.q_head = h;
         row.q_pos = qp;
         row.n_kept = n_kept;
-        row.weights = scores.data() + hh * ss;
+        row.weights = scores_base + hh * ss;
         row.positions = p.positions.data();
         (*sink)(row);
+      }
+    }
+  }
+}
+
+// Spans per KV head for one StoreAttention call: 1 (no split) unless it is a
+// single decode query with too few KV heads to keep every thread busy (or the
+// options ask for a count). Each span keeps >= kMinSpanChunks chunks.
+constexpr size_t kMinSpanChunks = 8;
+int SpansPerHead(const std::vector<HeadPlan>& plans, int n, int64_t work,
+                 const StoreAttentionOptions& o) {
+  if (n != 1) return 1;
+  size_t max_chunks = 0;
+  for (const HeadPlan& p : plans) max_chunks = std::max(max_chunks, p.chunks.size());
+  int want = o.spans_per_head;
+  if (want <= 0) {
+    const int threads = NumThreads();
+    const int H = static_cast<int>(plans.size());
+    if (threads <= 1 || work < o.parallel_min_work) return 1;
+    want = (4 * threads + H - 1) / H;  // >= 4 tasks per thread: balance
+    want = std::min<int>(want, static_cast<int>(max_chunks / kMinSpanChunks));
+  }
+  return std::clamp<int>(want, 1, static_cast<int>(max_chunks) + 1);
+}
+
+// One decode query (n == 1) over KV heads × spans of chunks, in parallel; the
+// spans' softmaxes merged exactly: with m_s, l_s the max and exp-sum of span
+// s and M = max_s m_s, span s weighs c_s = l_s e^(m_s - M) / sum_r l_r
+// e^(m_r - M); out = sum_s c_s out_s, and span s's weights (normalized over
+// the span) are scaled by c_s before the sink sees the row.
+void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int spans, int group,
+                 int n_q_heads, const float* q, const int32_t* q_pos, float* out,
+                 const AttentionSink* sink, const StoreAttentionOptions& o, bool parallel) {
+  const int H = static_cast<int>(plans.size());
+  const int D = store.head_dim();
+  const int tasks = H * spans;
+  std::vector<Span> sp(tasks);
+  std::vector<size_t> row0(H + 1, 0);  // score rows of head g at row0[g]
+  for (int g = 0; g < H; ++g) {
+    const HeadPlan& p = plans[g];
+    const size_t nc = p.chunks.size();
+    size_t c = 0;
+    int j = 0;
+    for (int s = 0; s < spans; ++s) {
+      Span& x = sp[g * spans + s];
+      x.c0 = nc * s / spans;
+      x.c1 = nc * (s + 1) / spans;
+      for (; c < x.c0; ++c) j += p.chunks[c].KeptCount();
+      x.j0 = j;
+      x.residual = s == spans - 1;
+    }
+    row0[g + 1] = row0[g] + group * ScoreStride(static_cast<int>(p.positions.size()));
+  }
+  // Per call, on the calling thread: score rows, and per task the span's
+  // output [group][D], max [group] and sum [group].
+  // (Lambdas naming a thread_local see the running thread's copy: the
+  // workers use these pointers.)
+  thread_local std::vector<float> score_buf, part_buf;
+  score_buf.resize(row0[H]);
+  const size_t part_floats = static_cast<size_t>(group) * (D + 2);
+  part_buf.resize(part_floats * tasks);
+  float* const scores = score_buf.data();
+  float* const parts = part_buf.data();
+  auto result = [&](int t) {
+    float* b = parts + part_floats * t;
+    return SpanResult{b, b + static_cast<size_t>(group) * D,
+                      b + static_cast<size_t>(group) * D + group};
+  };
+  auto run = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int g = static_cast<int>(t) / spans;
+      const SpanResult r = result(static_cast<int>(t));
+      AttendHead(store, plans[g], g, group, n_q_heads, q, q_pos, 1, out, sink, o.first_sink_query,
+                 sp[t], scores + row0[g], &r);
+    }
+  };
+  if (parallel) {
+    ParallelFor(tasks, run);
+  } else {
+    run(0, tasks);
+  }
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  std::vector<float> c(spans);
+  for (int g = 0; g < H; ++g) {
+    const HeadPlan& p = plans[g];
+    const int n_kept = static_cast<int>(p.positions.size());
+    const size_t ss = ScoreStride(n_kept);
+    for (int hh = 0; hh < group; ++hh) {
+      float mx = neg_inf;
+      for (int s = 0; s < spans; ++s) {
+        const SpanResult r = result(g * spans + s);
+        if (r.sum[hh] > 0.0f) mx = std::max(mx, r.max[hh]);
+      }
+      float total = 0.0f;
+      for (int s = 0; s < spans; ++s) {
+        const SpanResult r = result(g * spans + s);
+        c[s] = r.sum[hh] > 0.0f ? r.sum[hh] * std::exp(r.max[hh] - mx) : 0.0f;
+        total += c[s];
+      }
+      const int h = g * group + hh;
+      float* oh = out + static_cast<size_t>(h) * D;
+      std::fill(oh, oh + D, 0.0f);
+      float* row = scores + row0[g] + hh * ss;
+      for (int s = 0; s < spans; ++s) {
+        const float cs = total > 0.0f ? c[s] / total : 0.0f;
+        const float* os = result(g * spans + s).out + static_cast<size_t>(hh) * D;
+        for (int d = 0; d < D; ++d) oh[d] += cs * os[d];
+        const int j1 = s + 1 < spans ? sp[g * spans + s + 1].j0 : n_kept;
+        for (int j = sp[g * spans + s].j0; j < j1; ++j) row[j] *= cs;
+      }
+      if (sink && *sink && 0 >= o.first_sink_query) {
+        AttentionRow ar;
+        ar.kv_head = g;
+        ar.query = 0;
+        ar.q_head = h;
+        ar.q_pos = q_pos[0];
+        ar.n_kept = n_kept;
+        ar.weights = row;
+        ar.positions = p.positions.data();
+        (*sink)(ar);
       }
     }
   }
@@ -239,6 +403,11 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   for (int g = 0; g < H; ++g) {
     plans[g] = Plan(store, layer, g);
     work += static_cast<int64_t>(plans[g].positions.size()) * n * group * store.head_dim();
+  }
+  if (const int spans = SpansPerHead(plans, n, work, options); spans > 1) {
+    AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, options,
+                work >= options.parallel_min_work);
+    return Status::Ok();
   }
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {

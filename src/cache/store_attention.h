@@ -15,7 +15,9 @@
 // format has `hadamard`, and the accumulator of chunks whose V format has it
 // is rotated back once at the end.
 //
-// KV heads run in parallel (core/parallel.h) when the work is large enough.
+// KV heads run in parallel (core/parallel.h) when the work is large enough; a
+// single decode query with fewer KV heads than that needs is also split
+// across spans of chunks (StoreAttentionOptions::spans_per_head).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,12 @@ struct StoreAttentionOptions {
   // Minimum number of (query head × kept token × D) multiply-adds before the
   // KV heads are spread over threads.
   int64_t parallel_min_work = int64_t{1} << 16;
+  // A single decode query (n == 1) may be split across (KV head × span of
+  // chunks) tasks, each a softmax over its span, merged exactly (within fp32
+  // rounding) afterwards: 0 = automatic (only when the KV heads alone cannot
+  // keep NumThreads() busy: about 4 tasks per thread, >= 8 chunks per span),
+  // >= 1 = this many spans per head (1: never split; tests use > 1).
+  int spans_per_head = 0;
 };
 
 // q: [n][n_q_heads][D] fp32 (RoPE applied); q_pos: [n]; out: [n][n_q_heads][D].

@@ -45,33 +45,12 @@ float FirstZeroIfZero(float r, const float* x) {
   return r;
 }
 
-// Codes (levels + zero; signed for q8_0) of N consecutive values j0.. of a block.
-template <int kBits>
-HWY_INLINE VI BlockCodes(const uint8_t* blk, uint32_t qh, int j0) {
-  const DI di;
-  const DU du;
-  if constexpr (kBits == 8) {
-    const hn::Rebind<int8_t, DI> d8;
-    return hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(blk + j0)));
-  } else {
-    const hn::Rebind<uint8_t, DU> du8;
-    const VU b = hn::PromoteTo(du, hn::LoadU(du8, blk + (j0 & 15)));
-    VU c = j0 < 16 ? hn::And(b, hn::Set(du, 0xFu)) : hn::ShiftRight<4>(b);
-    if constexpr (kBits == 5) {
-      const VU shift = hn::Add(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(j0)));
-      const VU high = hn::And(hn::Shr(hn::Set(du, qh), shift), hn::Set(du, 1u));
-      c = hn::Or(c, hn::ShiftLeft<4>(high));
-    }
-    return hn::BitCast(di, c);
-  }
-}
-
 // N reconstructed values j0.. of a block with scale d (and minimum m; q5:
 // high-bit mask qh).
 template <int kBits, bool kMin, int kZero>
 HWY_INLINE VF BlockValues(const uint8_t* blk, uint32_t qh, int j0, VF d, VF m) {
   const DF df;
-  VI level = BlockCodes<kBits>(blk, qh, j0);
+  VI level = BlockCodes<kBits>(DI(), blk, qh, j0);
   if constexpr (kZero != 0) level = hn::Sub(level, hn::Set(DI(), kZero));
   const VF x = hn::Mul(hn::ConvertTo(df, level), d);
   if constexpr (kMin) return hn::Add(x, m);

@@ -85,6 +85,7 @@ HWY_INLINE void ForHeadBlocks(int m, const Fn& fn) {
 HWY_AFTER_NAMESPACE();
 
 #include "quant/multi_query_wide-inl.h"
+#include "quant/multi_query_rows-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hqekv::quant {
@@ -447,6 +448,7 @@ bool DotMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, in
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
 #if HQEKV_WIDE_MULTI
+  if (DotRowsWideOk(f, codes, meta, T, D, q, qs, m, scores, ss)) return true;
   if (PerChannelWideOk(f, T, D))
     return DotPerChannelWide(f, codes, meta, D, q, qs, m, scores, ss), true;
 #endif
@@ -461,6 +463,7 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   const int N = static_cast<int>(hn::Lanes(DF()));
   if (N < 4) return false;
 #if HQEKV_WIDE_MULTI
+  if (AxpyRowsWideOk(f, codes, meta, T, D, w, ws, m, acc, as)) return true;
   if (PerTokenWideOk(f, D)) return AxpyPerTokenWide(f, codes, meta, T, D, w, ws, m, acc, as), true;
 #endif
   if (PerChannelMulti(f, T, D, N))
@@ -470,7 +473,7 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
 }
 
 // Softmax with -inf masking; exp by Highway's polynomial (<= 1 ulp).
-bool SoftmaxRowImpl(float* x, int n) {
+bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
   const DF df;
   const int N = static_cast<int>(hn::Lanes(df));
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -479,6 +482,8 @@ bool SoftmaxRowImpl(float* x, int n) {
   for (; i + N <= n; i += N) mv = hn::Max(mv, hn::LoadU(df, x + i));
   float mx = hn::GetLane(hn::MaxOfLanes(df, mv));
   for (; i < n; ++i) mx = std::max(mx, x[i]);
+  if (max_out) *max_out = mx;
+  if (sum_out) *sum_out = 0.0f;
   if (mx == neg_inf) {
     std::fill(x, x + n, 0.0f);
     return false;
@@ -499,6 +504,7 @@ bool SoftmaxRowImpl(float* x, int n) {
     x[i] = x[i] == neg_inf ? 0.0f : std::exp(x[i] - mx);
     sum += x[i];
   }
+  if (sum_out) *sum_out = sum;
   const VF inv = hn::Set(df, 1.0f / sum);
   i = 0;
   for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), inv), df, x + i);
@@ -520,11 +526,18 @@ HWY_EXPORT(SoftmaxRowImpl);
 namespace simd {
 bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
               const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
-  return HWY_DYNAMIC_DISPATCH(DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
+  if (HWY_DYNAMIC_DISPATCH(DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride))
+    return true;
+  // llama.cpp blocks without a full-width kernel: ggml_block_simd.cc's.
+  return IsGgmlBlock(f.kind) &&
+         DotMultiGgmlBlock(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
 }
 bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
-  return HWY_DYNAMIC_DISPATCH(AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
+  if (HWY_DYNAMIC_DISPATCH(AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride))
+    return true;
+  return IsGgmlBlock(f.kind) &&
+         AxpyMultiGgmlBlock(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
 }
 }  // namespace simd
 
@@ -545,7 +558,12 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   for (int h = 0; h < m; ++h) AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
 }
 
-bool SoftmaxRow(float* x, int n) { return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n); }
+bool SoftmaxRow(float* x, int n) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr);
+}
+bool SoftmaxRowStats(float* x, int n, float* max, float* sum) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum);
+}
 
 }  // namespace hqekv::quant
 #endif  // HWY_ONCE

@@ -16,8 +16,12 @@
 // T == 32 and bits 1/2/4; per-token V whose groups are whole vectors and
 // whose vectors hold >= 32 code bits) run full-width kernels instead
 // (quant/multi_query_wide-inl.h: 16 lanes on AVX-512, levels by one lane
-// permutation). Hadamard formats work in the rotated domain exactly as DotChunk /
-// AxpyChunk do: the caller rotates q, and rotates the accumulator back.
+// permutation), and int8, fp8 (E4M3 / E5M2) and the llama.cpp blocks (q8_0,
+// q4_0, q4_1, q5_0, q5_1) run full-width row kernels with the token / chunk
+// scale applied once per score and folded into the weights
+// (quant/multi_query_rows-inl.h; the llama.cpp blocks otherwise fall back to
+// quant/ggml_block_simd.cc's multi-query kernels). Hadamard formats work in the rotated domain
+// exactly as DotChunk / AxpyChunk do: the caller rotates q, and rotates the accumulator back.
 //
 // Tolerance against the single-query scalar reference (ref::DotChunkMulti,
 // the oracle; asserted by tests/quant/multi_query_test.cc): scores within
@@ -49,6 +53,10 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 // per element), so the weights match the std::exp reference within ~1e-6
 // relative (ref::SoftmaxRow is the oracle).
 bool SoftmaxRow(float* x, int n);
+// The same, also returning the row's maximum and sum of exp(x - max) (before
+// the normalization; -inf and 0 when every entry is masked): what a split
+// softmax needs to merge rows normalized separately (store_attention.cc).
+bool SoftmaxRowStats(float* x, int n, float* max, float* sum);
 
 namespace ref {
 // Oracles: the single-query scalar reference (quant::ref::DotChunk /

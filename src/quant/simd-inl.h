@@ -240,6 +240,28 @@ inline bool PerChannelFast(const Format& f, int T, int D, int N) {
          D % N == 0;
 }
 
+// llama.cpp block codes (level + zero; signed for q8_0) of the Lanes(di)
+// consecutive values j0.. of a block (layout: quant/internal.h); qh: the q5
+// high-bit mask. Shared by ggml_block_simd.cc and the multi-query kernels.
+template <int kBits, class DIT>
+HWY_INLINE hn::Vec<DIT> BlockCodes(DIT di, const uint8_t* blk, uint32_t qh, int j0) {
+  const hn::RebindToUnsigned<DIT> du;
+  if constexpr (kBits == 8) {
+    const hn::Rebind<int8_t, DIT> d8;
+    return hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(blk + j0)));
+  } else {
+    const hn::Rebind<uint8_t, decltype(du)> du8;
+    const auto b = hn::PromoteTo(du, hn::LoadU(du8, blk + (j0 & 15)));
+    auto c = j0 < 16 ? hn::And(b, hn::Set(du, 0xFu)) : hn::ShiftRight<4>(b);
+    if constexpr (kBits == 5) {
+      const auto shift = hn::Add(hn::Iota(du, 0), hn::Set(du, static_cast<uint32_t>(j0)));
+      const auto high = hn::And(hn::Shr(hn::Set(du, qh), shift), hn::Set(du, 1u));
+      c = hn::Or(c, hn::ShiftLeft<4>(high));
+    }
+    return hn::BitCast(di, c);
+  }
+}
+
 }  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant

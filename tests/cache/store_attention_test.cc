@@ -153,6 +153,47 @@ void CheckMix(const Mix& mix, int n_q_heads, int H, unsigned seed) {
   }
   // The first query sees nothing: output 0.
   for (int d = 0; d < D; ++d) EXPECT_EQ(out[d], 0.0f);
+
+  // Decode queries one at a time, split across spans of chunks (2 .. 7 per
+  // head: some spans empty, the residual in the last one; serial and on 2
+  // threads) == unsplit within fp32 rounding, outputs and sink weights.
+  const int saved_threads = NumThreads();
+  for (int i = 0; i < n; ++i) {
+    const float* qi = q.data() + static_cast<size_t>(i) * n_q_heads * D;
+    auto run = [&](int spans, bool parallel, std::vector<float>* o,
+                   std::vector<std::vector<float>>* w) {
+      SetNumThreads(parallel ? 2 : 1);
+      StoreAttentionOptions opt;
+      opt.spans_per_head = spans;
+      opt.parallel_min_work = parallel ? 0 : INT64_MAX;
+      o->assign(static_cast<size_t>(n_q_heads) * D, -7.0f);
+      w->assign(n_q_heads, {});
+      AttentionSink rows = [&](const AttentionRow& r) {
+        std::lock_guard<std::mutex> lock(mu);
+        (*w)[r.q_head].assign(r.weights, r.weights + r.n_kept);
+      };
+      ASSERT_TRUE(
+          StoreAttention(*s, layer, n_q_heads, qi, &q_pos[i], 1, o->data(), &rows, opt).ok());
+    };
+    std::vector<float> base_o, split_o;
+    std::vector<std::vector<float>> base_w, split_w;
+    run(1, false, &base_o, &base_w);
+    for (int spans : {2, 3, 7}) {
+      for (bool parallel : {false, true}) {
+        SCOPED_TRACE("query " + std::to_string(i) + " spans " + std::to_string(spans) +
+                     (parallel ? " parallel" : " serial"));
+        run(spans, parallel, &split_o, &split_w);
+        for (size_t e = 0; e < base_o.size(); ++e)
+          ASSERT_NEAR(split_o[e], base_o[e], 1e-5 * (1.0 + std::abs(base_o[e]))) << e;
+        for (int h = 0; h < n_q_heads; ++h) {
+          ASSERT_EQ(split_w[h].size(), base_w[h].size());
+          for (size_t j = 0; j < base_w[h].size(); ++j)
+            ASSERT_NEAR(split_w[h][j], base_w[h][j], 1e-6 + 1e-5 * base_w[h][j]) << h << " " << j;
+        }
+      }
+    }
+  }
+  SetNumThreads(saved_threads);
 }
 
 const std::vector<Mix>& Mixes() {

@@ -35,6 +35,9 @@ std::vector<Format> FormatsFor(int D) {
   for (int b : {2, 4, 8}) fs.push_back(Uniform(b, Grouping::kPerToken, std::min(16, D)));
   fs.push_back(Normal(2, Grouping::kPerToken, std::min(16, D)));
   for (int b : {1, 2}) fs.push_back(Normal(b, Grouping::kPerToken, std::min(32, D)));
+  // llama.cpp blocks (D a multiple of 32; Validate skips the others).
+  for (Kind k : {Kind::kQ8_0, Kind::kQ4_0, Kind::kQ4_1, Kind::kQ5_0, Kind::kQ5_1})
+    fs.push_back(GgmlBlock(k));
   for (Format f : {Uniform(2, Grouping::kPerChannel), Uniform(4, Grouping::kPerToken, 8),
                    Int8PerToken(), F16()}) {
     f.hadamard = true;
@@ -120,6 +123,60 @@ TEST(MultiQuery, DotAndAxpyMatchSingleQueryReferenceOnEveryTarget) {
   });
 }
 
+// The row-major 8-bit and llama.cpp-block kernels on codes no quantizer
+// writes (every byte value: fp8 NaN / inf codes, which decode clamped to the
+// largest finite value, int8 -128, random q5 high bits) against the oracle.
+TEST(MultiQuery, RowKernelsMatchReferenceOnArbitraryCodes) {
+  ForEachTarget([] {
+    std::mt19937 rng(23);
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> scale(0.01f, 2.0f);
+    int checked = 0;
+    for (const Format& f :
+         {Fp8E4M3(), Fp8E5M2(), Int8PerToken(), GgmlBlock(Kind::kQ8_0), GgmlBlock(Kind::kQ4_0),
+          GgmlBlock(Kind::kQ4_1), GgmlBlock(Kind::kQ5_0), GgmlBlock(Kind::kQ5_1)}) {
+      for (int D : {64, 128}) {
+        const int T = 32, m = 4;
+        SCOPED_TRACE(FormatName(f) + " D=" + std::to_string(D));
+        std::vector<uint8_t> codes(CodeBytes(f, T, D)), meta(MetaBytes(f, T, D));
+        for (size_t i = 0; i < codes.size(); ++i)
+          codes[i] = static_cast<uint8_t>(i < 256 ? i : byte(rng));
+        // Metadata: fp16 scales / minima in [0.01, 2) (random signs for
+        // minima), then random q5 masks: every 16-bit field a valid value.
+        for (size_t i = 0; i + 1 < meta.size(); i += 2) {
+          const float v = scale(rng) * ((i / 2) % 3 == 2 ? -1.0f : 1.0f);
+          StoreF16(F32ToF16(v), meta.data() + i);
+        }
+        if (f.kind == Kind::kQ5_0 || f.kind == Kind::kQ5_1) {
+          const BlockLayout lay = BlockLayoutOf(f.kind);
+          const size_t nb = static_cast<size_t>(T) * D / kBlockValues;
+          for (size_t i = lay.mask_offset(nb); i < meta.size(); ++i)
+            meta[i] = static_cast<uint8_t>(byte(rng));
+        }
+        std::vector<float> xhat(static_cast<size_t>(T) * D);
+        ref::DequantizeStored(f, codes.data(), meta.data(), T, D, xhat.data());
+        const float xmax = MaxAbs(xhat);
+        ASSERT_TRUE(std::isfinite(xmax));
+        const std::vector<float> q = Gaussian(m, D, 7, 0.5f);
+        std::vector<float> w = Gaussian(m, T, 8);
+        for (float& v : w) v = std::abs(v) / 8.0f;
+        std::vector<float> got(m * T), want(m * T);
+        DotChunkMulti(f, codes.data(), meta.data(), T, D, q.data(), D, m, got.data(), T);
+        ref::DotChunkMulti(f, codes.data(), meta.data(), T, D, q.data(), D, m, want.data(), T);
+        const double dtol = 1e-5 * D * xmax * MaxAbs(q);
+        for (int i = 0; i < m * T; ++i) ASSERT_NEAR(got[i], want[i], dtol) << "score " << i;
+        std::vector<float> ga(m * D, 0.5f), wa = ga;
+        AxpyChunkMulti(f, codes.data(), meta.data(), T, D, w.data(), T, m, ga.data(), D);
+        ref::AxpyChunkMulti(f, codes.data(), meta.data(), T, D, w.data(), T, m, wa.data(), D);
+        const double atol = 1e-5 * T * xmax * MaxAbs(w) + 1e-6;
+        for (int i = 0; i < m * D; ++i) ASSERT_NEAR(ga[i], wa[i], atol) << "acc " << i;
+        ++checked;
+      }
+    }
+    EXPECT_EQ(checked, 16);
+  });
+}
+
 // The multi-query result for row h does not depend on the other rows (a
 // broken register-blocking would mix heads): permuting rows permutes results.
 TEST(MultiQuery, RowsAreIndependent) {
@@ -148,9 +205,17 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
     std::vector<float> x(n);
     for (int i = 0; i < n; ++i) x[i] = (i % 5 == 3) ? ninf : nd(rng);
     if (n == 3) x[0] = 200.0f;  // far-apart scores: others underflow to ~0
-    std::vector<float> got = x, want = x;
+    std::vector<float> got = x, want = x, stats = x;
     const bool any = SoftmaxRow(got.data(), n);
     ASSERT_EQ(any, ref::SoftmaxRow(want.data(), n));
+    // The stats variant: same weights, and max / sum of exp(x - max).
+    float mx = 0.0f, sum_e = 0.0f;
+    ASSERT_EQ(SoftmaxRowStats(stats.data(), n, &mx, &sum_e), any);
+    EXPECT_EQ(stats, got);
+    EXPECT_EQ(mx, *std::max_element(x.begin(), x.end()));
+    double want_sum = 0.0;
+    for (float v : x) want_sum += v == ninf ? 0.0 : std::exp(static_cast<double>(v) - mx);
+    EXPECT_NEAR(sum_e, want_sum, 1e-5 * want_sum);
     float sum = 0.0f;
     for (int i = 0; i < n; ++i) {
       if (x[i] == ninf) {
@@ -164,6 +229,11 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
   std::vector<float> masked(13, ninf);
   EXPECT_FALSE(SoftmaxRow(masked.data(), 13));
   for (float v : masked) EXPECT_EQ(v, 0.0f);
+  std::vector<float> masked2(5, ninf);
+  float mx = 0.0f, sum_e = 1.0f;
+  EXPECT_FALSE(SoftmaxRowStats(masked2.data(), 5, &mx, &sum_e));
+  EXPECT_EQ(mx, ninf);
+  EXPECT_EQ(sum_e, 0.0f);
 }
 
 }  // namespace
