@@ -23,7 +23,11 @@
 namespace hqekv::kernels {
 namespace {
 
-using hqekv::test::OnEachTarget;
+// Every x86 target this CPU has, AVX-512 VNNI included (these kernels compile it).
+template <class Fn>
+int OnEachTarget(Fn fn) {
+  return hqekv::test::OnEachTarget(fn, hqekv::test::kSimdTestTargetsWithVnni);
+}
 
 // n rows of k random values (normal, sd 1) stored as type t.
 std::vector<uint8_t> RandomFloatRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {

@@ -25,7 +25,11 @@
 namespace hqekv::kernels {
 namespace {
 
-using hqekv::test::OnEachTarget;
+// Every x86 target this CPU has, AVX-512 VNNI included (these kernels compile it).
+template <class Fn>
+int OnEachTarget(Fn fn) {
+  return hqekv::test::OnEachTarget(fn, hqekv::test::kSimdTestTargetsWithVnni);
+}
 
 void PutHalf(uint8_t* p, float v) {
   const f16_t h = F32ToF16(v);

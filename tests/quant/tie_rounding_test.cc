@@ -356,8 +356,8 @@ TEST(QuantTies, NormalValuesOnTheCentreThresholdGoDown) {
   ExpectCodes(NormalCentreTies(Normal(4, Grouping::kPerToken, 8), 2, 16));  // scalar only
 }
 
-// The target loop itself: it must run every one of AVX-512 VNNI / AVX-512 /
-// AVX2 / SSE4 that this CPU supports (a loop that re-reads SupportedTargets() after
+// The target loop itself: it must run every one of AVX-512 / AVX2 / SSE4
+// that this CPU supports (a loop that re-reads SupportedTargets() after
 // forcing one target runs only the first).
 TEST(QuantTies, TargetLoopRunsEverySupportedTarget) {
   const int64_t supported = hwy::SupportedTargets();
