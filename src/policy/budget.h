@@ -29,7 +29,9 @@ struct EvictionBudget {
   // Bytes one layer may hold after n_seen tokens (kBits only; else -1).
   double LayerBytes(int64_t n_seen, int n_kv_heads, int D) const;
   // First estimate of the tokens one (layer, KV head) may keep after n_seen
-  // tokens. per_token_state: bytes of policy state per kept (head, token).
+  // tokens; for bits= an upper bound (fp16 K and V and the state only), which
+  // the caches trim to the exact bytes. per_token_state: bytes of policy
+  // state per kept (head, token).
   int64_t Tokens(int64_t n_seen, int D, int64_t per_token_state) const;
 };
 

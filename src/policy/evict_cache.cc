@@ -36,8 +36,14 @@ void EvictCache::FreeScores() {
     scores_.emplace_back(g_.n_kv_heads, cache::CountedVector<float>(StateAlloc<float>(l)));
 }
 
+// Exact capacity: a vector that doubles would hold up to twice the scores'
+// bytes between evictions, and FitBytes would evict tokens to pay for the
+// spare room (H2O at D = 8 ended ~8% under its bits= budget).
 void EvictCache::GrowScores(int layer, int n) {
-  for (auto& s : scores_[layer]) s.resize(s.size() + n, 0.0f);
+  for (auto& s : scores_[layer]) {
+    s.reserve(s.size() + n);
+    s.resize(s.size() + n, 0.0f);
+  }
 }
 
 void EvictCache::OnRow(int layer, const cache::AttentionRow& row) {

@@ -1,7 +1,8 @@
 // The eviction policies' own state in a KV state file (StoreBackedCache::
 // SavePolicy / LoadPolicy): each layer's budget outcome (for BudgetNote),
 // the attention scores per kept token (H2O's cumulative scores; SnapKV's
-// votes before its selection) and SnapKV's "selection done" flag.
+// votes before its selection) and SnapKV's "selection done" flag, per-layer
+// byte shares and last prompt positions.
 #include <memory>
 
 #include "policy/evict_cache.h"
@@ -59,6 +60,10 @@ Result<StoreBackedCache::Commit> EvictCache::LoadPolicy(cache::StateReader& r,
 void SnapKvCache::SavePolicy(cache::StateWriter& w) const {
   EvictCache::SavePolicy(w);
   w.Put<uint8_t>(selected_ ? 1 : 0);
+  for (int l = 0; l < g_.n_layers; ++l) {
+    w.Put(layer_share_[l]);
+    w.Put(prompt_end_[l]);
+  }
 }
 
 Result<StoreBackedCache::Commit> SnapKvCache::LoadPolicy(cache::StateReader& r,
@@ -66,9 +71,17 @@ Result<StoreBackedCache::Commit> SnapKvCache::LoadPolicy(cache::StateReader& r,
   HQEKV_ASSIGN_OR_RETURN(Commit base, EvictCache::LoadPolicy(r, store));
   uint8_t selected = 0;
   if (!r.Get(&selected) || selected > 1) return MakeError("SnapKV state: bad selection flag");
-  return Commit([this, base, selected] {
+  auto share = std::make_shared<std::vector<double>>(g_.n_layers);
+  auto end = std::make_shared<std::vector<int32_t>>(g_.n_layers);
+  for (int l = 0; l < g_.n_layers; ++l) {
+    if (!r.Get(&(*share)[l]) || !r.Get(&(*end)[l]) || !((*share)[l] >= 0) || (*end)[l] < -1)
+      return MakeError("SnapKV state: layer " + std::to_string(l) + ": bad budget share");
+  }
+  return Commit([this, base, selected, share, end] {
     base();
     selected_ = selected != 0;
+    layer_share_ = std::move(*share);
+    prompt_end_ = std::move(*end);
   });
 }
 

@@ -30,6 +30,8 @@ std::vector<int64_t> SnapKvCache::LayerKeeps(int64_t k) const {
 
 void SnapKvCache::ResetPolicy() {
   selected_ = false;
+  layer_share_.assign(g_.n_layers, 1.0);
+  prompt_end_.assign(g_.n_layers, -1);
   FreeVotes();
   status_.assign(g_.n_layers, LayerBudget{});
 }
@@ -64,6 +66,10 @@ std::string SnapKvCache::MinimumText() const {
 Status SnapKvCache::ChooseVictims(int layer, int head, const std::vector<int32_t>& pos,
                                   int64_t keep, std::vector<int32_t>* out_idx) {
   const int64_t n = static_cast<int64_t>(pos.size());
+  if (selected_) {
+    DecodeVictims(layer, pos, keep, out_idx);
+    return Status::Ok();
+  }
   // pooled_ holds the raw votes of the prompt prefix; the prompt's
   // positions are the first prompt_len kept ones at selection time.
   const std::vector<double> votes(pooled_[layer][head].begin(), pooled_[layer][head].end());
@@ -87,6 +93,27 @@ Status SnapKvCache::ChooseVictims(int layer, int head, const std::vector<int32_t
     ++j;
   }
   return Status::Ok();
+}
+
+void SnapKvCache::DecodeVictims(int layer, const std::vector<int32_t>& pos, int64_t keep,
+                                std::vector<int32_t>* out_idx) const {
+  const int64_t n = static_cast<int64_t>(pos.size());
+  int64_t excess = n - keep;
+  if (excess <= 0) return;
+  const int64_t outside = std::max<int64_t>(0, n - window_);  // walk indices [0, outside)
+  std::vector<char> out(n, 0);
+  // Decoded tokens first (oldest first), then the prompt's, oldest first.
+  for (int pass = 0; pass < 2 && excess > 0; ++pass) {
+    for (int64_t j = 0; j < outside && excess > 0; ++j) {
+      const bool decoded = pos[j] > prompt_end_[layer];
+      if (decoded == (pass == 0) && !out[j]) {
+        out[j] = 1;
+        --excess;
+      }
+    }
+  }
+  for (int64_t j = 0; j < n; ++j)
+    if (out[j]) out_idx->push_back(static_cast<int32_t>(j));
 }
 
 Status SnapKvCache::SelectPrompt() {
@@ -114,9 +141,13 @@ Status SnapKvCache::SelectPrompt() {
   }
   prompt_pos_.assign(g_.n_layers, std::vector<std::vector<int32_t>>(g_.n_kv_heads));
   for (int l = 0; l < g_.n_layers; ++l) {
+    // The layer's share of the byte budget, now and during decode.
+    layer_share_[l] = static_cast<double>(layer_keep[l]) / std::max(1.0, static_cast<double>(k));
+    if (!(L0 > w && k < L0)) layer_share_[l] = 1.0;
     for (int h = 0; h < g_.n_kv_heads; ++h) {
       std::vector<int32_t>& pp = prompt_pos_[l][h];
       store_->KeptPositions(l, h, &pp);
+      if (!pp.empty()) prompt_end_[l] = std::max(prompt_end_[l], pp.back());
       const int64_t L = static_cast<int64_t>(pp.size());
       const cache::CountedVector<float>& s = scores_[l][h];
       if (L <= w || static_cast<int64_t>(s.size()) != L) {
@@ -132,9 +163,7 @@ Status SnapKvCache::SelectPrompt() {
     status_[l].at_minimum = raised;
     if (bits && L0 > w) {
       // The layer's share of the total bytes: its budget relative to the mean.
-      const double mean = static_cast<double>(k);
-      const double target = budget_.LayerBytes(L0, g_.n_kv_heads, g_.head_dim) *
-                            static_cast<double>(layer_keep[l]) / std::max(1.0, mean);
+      const double target = budget_.LayerBytes(L0, g_.n_kv_heads, g_.head_dim) * layer_share_[l];
       std::vector<int64_t> keep(g_.n_kv_heads, layer_keep[l]);
       HQEKV_RETURN_IF_ERROR(FitBytes(l, target, MinKeep(L0), &keep));
     }
@@ -152,7 +181,18 @@ Status SnapKvCache::EndBatch(int n, bool is_prefill) {
       for (auto& s : layer) std::fill(s.begin(), s.end(), 0.0f);
     }
   }
-  for (int l = 0; l < g_.n_layers; ++l) HQEKV_RETURN_IF_ERROR(Tidy(l));
+  for (int l = 0; l < g_.n_layers; ++l) {
+    HQEKV_RETURN_IF_ERROR(Tidy(l));
+    if (!selected_ || budget_.kind != EvictionBudget::Kind::kBits) continue;
+    // bits=B holds at every point: trim the layer back to its share of the
+    // bytes of the tokens seen (the window stays: MinKeep).
+    const int64_t seen = store_->AppendedTokens(l);
+    std::vector<int64_t> keep(g_.n_kv_heads);
+    for (int h = 0; h < g_.n_kv_heads; ++h) keep[h] = store_->KeptTokens(l, h);
+    HQEKV_RETURN_IF_ERROR(
+        FitBytes(l, budget_.LayerBytes(seen, g_.n_kv_heads, g_.head_dim) * layer_share_[l],
+                 MinKeep(seen), &keep));
+  }
   return Status::Ok();
 }
 

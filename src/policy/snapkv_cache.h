@@ -2,8 +2,13 @@
 // prompt queries vote (attention summed over them and the KV head's query
 // heads), the votes are max-pooled with `kernel` (selection.h SnapKvSelect),
 // and each KV head keeps its top (budget - window) prefix tokens plus the
-// window. Decode tokens are appended unchanged. Budget: keep=f or bits=B of
-// the prompt (policy/budget.h); the window is the structural minimum.
+// window. Budget: keep=f or bits=B (policy/budget.h); the window is the
+// structural minimum. keep=f is a fraction of the prompt: decode tokens are
+// appended unchanged. bits=B is a byte budget at every point (docs/
+// policies.md): after every decode batch each layer is trimmed back to
+// B bits per element of the tokens seen (its share of it for PyramidKV),
+// evicting decoded tokens older than the newest `window` first, oldest
+// first (the prompt selection stays), then the oldest prompt tokens.
 // PyramidKV (pyramid_cache.h) derives from it and only changes how the
 // budget is split over the layers (LayerKeeps).
 #pragma once
@@ -20,7 +25,8 @@ class SnapKvCache : public EvictCache {
   static Result<std::unique_ptr<KvCache>> Create(const PolicySpec& spec, const KvGeometry& g,
                                                  const CacheContext& ctx);
 
-  // Prefill: the selection (SelectPrompt); afterwards only Tidy.
+  // Prefill: the selection (SelectPrompt); afterwards Tidy, and bits=B
+  // trims every layer back to its byte budget (DecodeVictims).
   Status EndBatch(int n, bool is_prefill) override;
 
  protected:
@@ -53,9 +59,20 @@ class SnapKvCache : public EvictCache {
   Status SelectPrompt();
   // Frees the scores, the votes and the prompt positions.
   void FreeVotes();
+  // Walk indices of the kept tokens to evict after the selection (bits=B
+  // decode): decoded tokens (position > prompt_end_) outside the newest
+  // window_ kept tokens, oldest first, then the oldest prompt tokens outside
+  // that window, until `keep` stay.
+  void DecodeVictims(int layer, const std::vector<int32_t>& pos, int64_t keep,
+                     std::vector<int32_t>* out_idx) const;
 
   int kernel_ = 7;
   bool selected_ = false;  // selection done for this request
+  // Set by the selection, saved with the state (evict_state.cc): per layer,
+  // its share of the bits=B bytes (PyramidKV: its token budget over the
+  // mean; else 1) and the last prompt position (-1: none).
+  std::vector<double> layer_share_;
+  std::vector<int32_t> prompt_end_;
   // [layer][kv head] -> raw votes of the prompt prefix and the prompt's
   // positions (during the selection only).
   // pooled_ is policy state (StateAlloc, counted); prompt_pos_ lives only
