@@ -94,9 +94,14 @@ Status KvStore::CheckLayerHead(int layer, int head, const char* op) const {
 namespace {
 // Grows a residual array geometrically (1/8) so that a policy that keeps many
 // tokens in the residual neither copies quadratically nor wastes 2x.
+// min_step 0: exactly `need` (no slack; a copy of the residual per append).
 template <class T>
 void GrowFor(CountedVector<T>& v, size_t need, size_t min_step) {
   if (need <= v.capacity()) return;
+  if (min_step == 0) {
+    v.reserve(need);
+    return;
+  }
   v.reserve(std::max(need, v.capacity() + std::max(min_step, v.capacity() / 8)));
 }
 
@@ -144,7 +149,7 @@ Status KvStore::Append(int layer, const float* k, const float* v, const int32_t*
   for (int h = 0; h < H; ++h) {
     Stream& s = L.streams[h];
     const size_t old = s.res_pos.size();
-    const size_t step = std::max(1, cfg_.residual_reserve);
+    const size_t step = std::max(0, cfg_.residual_reserve);
     GrowFor(s.res_pos, old + n, step);
     GrowFor(s.res_k, (old + n) * D, step * D);
     GrowFor(s.res_v, (old + n) * D, step * D);

@@ -81,9 +81,10 @@ struct KvStoreConfig {
   // residual (sealed or evicted) and used as the minimum growth step of
   // Append; -1 = G. G suits policies that seal every G tokens (no
   // reallocation per decode step). 0 keeps the residual arrays at their exact
-  // size (growth by 1/8 of the capacity): for policies whose budget is smaller
-  // than G fp16 tokens per head, e.g. eviction caches of small heads, the
-  // reserve would be most of the bytes they hold.
+  // size, also while they grow (a copy of the residual per Append): for
+  // policies whose budget is smaller than G fp16 tokens per head, e.g.
+  // eviction caches of small heads, the reserve (or a 1/8 growth step) would
+  // be a large part of the bytes they hold.
   int residual_reserve = -1;
 };
 

@@ -132,8 +132,11 @@ Status EvictCache::FitBytes(int layer, double target, int64_t floor_keep,
     st.held = FitHeldBytes(layer);
     st.met = held <= target;
     if (st.met) return Status::Ok();
+    // Tokens per head to evict, from a cost a quarter above the estimate:
+    // the bytes a token frees vary (records, pages), and evicting too many
+    // cannot be undone, so the fit approaches the target from above.
     const int64_t dec = std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil((held - target) / (g_.n_kv_heads * cost))));
+        1, static_cast<int64_t>(std::floor((held - target) / (g_.n_kv_heads * cost * 1.25))));
     bool progress = false;
     for (int h = 0; h < g_.n_kv_heads; ++h) {
       const int64_t kept = store_->KeptTokens(layer, h);

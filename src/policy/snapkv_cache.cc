@@ -161,13 +161,8 @@ Status SnapKvCache::SelectPrompt() {
     status_[l] = LayerBudget{};
     status_[l].met = !raised;
     status_[l].at_minimum = raised;
-    if (bits && L0 > w) {
-      // The layer's share of the total bytes: its budget relative to the mean.
-      const double target = budget_.LayerBytes(L0, g_.n_kv_heads, g_.head_dim) * layer_share_[l];
-      std::vector<int64_t> keep(g_.n_kv_heads, layer_keep[l]);
-      HQEKV_RETURN_IF_ERROR(FitBytes(l, target, MinKeep(L0), &keep));
-    }
   }
+  if (bits && L0 > w) HQEKV_RETURN_IF_ERROR(FitLayers(L0));
   // Votes and selection state are not needed after the prompt.
   FreeVotes();
   selected_ = true;
@@ -181,17 +176,43 @@ Status SnapKvCache::EndBatch(int n, bool is_prefill) {
       for (auto& s : layer) std::fill(s.begin(), s.end(), 0.0f);
     }
   }
-  for (int l = 0; l < g_.n_layers; ++l) {
-    HQEKV_RETURN_IF_ERROR(Tidy(l));
-    if (!selected_ || budget_.kind != EvictionBudget::Kind::kBits) continue;
-    // bits=B holds at every point: trim the layer back to its share of the
-    // bytes of the tokens seen (the window stays: MinKeep).
-    const int64_t seen = store_->AppendedTokens(l);
+  for (int l = 0; l < g_.n_layers; ++l) HQEKV_RETURN_IF_ERROR(Tidy(l));
+  // bits=B holds at every point: trim the layers back to the bytes of the
+  // tokens seen.
+  if (selected_ && budget_.kind == EvictionBudget::Kind::kBits)
+    HQEKV_RETURN_IF_ERROR(FitLayers(store_->AppendedTokens(0)));
+  return Status::Ok();
+}
+
+Status SnapKvCache::FitLayers(int64_t seen) {
+  const double total = budget_.LayerBytes(seen, g_.n_kv_heads, g_.head_dim);
+  auto fit = [&](int l, double target) {
     std::vector<int64_t> keep(g_.n_kv_heads);
     for (int h = 0; h < g_.n_kv_heads; ++h) keep[h] = store_->KeptTokens(l, h);
-    HQEKV_RETURN_IF_ERROR(
-        FitBytes(l, budget_.LayerBytes(seen, g_.n_kv_heads, g_.head_dim) * layer_share_[l],
-                 MinKeep(seen), &keep));
+    return FitBytes(l, target, MinKeep(seen), &keep);
+  };
+  // Each layer to its share; a layer held at its minimum (the window) above
+  // its share (PyramidKV's deepest layers at small budgets) spills the
+  // excess onto the others, in proportion to their shares.
+  double spill = 0, free_share = 0;
+  for (int l = 0; l < g_.n_layers; ++l) {
+    HQEKV_RETURN_IF_ERROR(fit(l, total * layer_share_[l]));
+    if (status_[l].met) {
+      free_share += layer_share_[l];
+    } else {
+      spill += static_cast<double>(status_[l].held) - status_[l].target;
+    }
+  }
+  if (spill <= 0 || free_share <= 0) return Status::Ok();
+  double held = 0;
+  for (int l = 0; l < g_.n_layers; ++l) {
+    if (status_[l].met)
+      HQEKV_RETURN_IF_ERROR(fit(l, total * layer_share_[l] * (1.0 - spill / (total * free_share))));
+    held += static_cast<double>(status_[l].held);
+  }
+  // The model's budget is met when the layers together fit it.
+  if (held <= total * g_.n_layers) {
+    for (LayerBudget& b : status_) b.met = true;
   }
   return Status::Ok();
 }

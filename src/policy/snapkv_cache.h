@@ -57,6 +57,10 @@ class SnapKvCache : public EvictCache {
  private:
   // The selection of every layer at the end of prefill.
   Status SelectPrompt();
+  // bits=B after seen tokens: every layer trimmed to its share of the bytes
+  // (FitBytes), the excess of layers held at their minimum taken from the
+  // others.
+  Status FitLayers(int64_t seen);
   // Frees the scores, the votes and the prompt positions.
   void FreeVotes();
   // Walk indices of the kept tokens to evict after the selection (bits=B
