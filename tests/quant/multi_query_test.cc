@@ -35,6 +35,10 @@ std::vector<Format> FormatsFor(int D) {
   for (int b : {2, 4, 8}) fs.push_back(Uniform(b, Grouping::kPerToken, std::min(16, D)));
   fs.push_back(Normal(2, Grouping::kPerToken, std::min(16, D)));
   for (int b : {1, 2}) fs.push_back(Normal(b, Grouping::kPerToken, std::min(32, D)));
+  // Groups of the whole head (HqeKV's lean layout): one weight per token and
+  // row in the wide kernels' affine fold, every vector of a block sharing it.
+  for (int b : {2, 4}) fs.push_back(Uniform(b, Grouping::kPerToken, D));
+  fs.push_back(Normal(1, Grouping::kPerToken, D));
   // llama.cpp blocks (D a multiple of 32; Validate skips the others).
   for (Kind k : {Kind::kQ8_0, Kind::kQ4_0, Kind::kQ4_1, Kind::kQ5_0, Kind::kQ5_1})
     fs.push_back(GgmlBlock(k));
