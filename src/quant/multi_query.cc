@@ -472,15 +472,19 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   return false;
 }
 
-// Softmax with -inf masking; exp by Highway's polynomial (<= 1 ulp).
+// Softmax with -inf masking; exp by Highway's polynomial (<= 1 ulp). Full
+// vector width (16 lanes on AVX-512): no code fetch here, so the 8-lane cap of
+// DF does not apply; the exp per lane is the same, only the sum's order moves.
 bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
-  const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
+  using DS = hn::ScalableTag<float>;
+  const DS ds;
+  using VS = hn::Vec<DS>;
+  const int N = static_cast<int>(hn::Lanes(ds));
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  VF mv = hn::Set(df, neg_inf);
+  VS mv = hn::Set(ds, neg_inf);
   int i = 0;
-  for (; i + N <= n; i += N) mv = hn::Max(mv, hn::LoadU(df, x + i));
-  float mx = hn::GetLane(hn::MaxOfLanes(df, mv));
+  for (; i + N <= n; i += N) mv = hn::Max(mv, hn::LoadU(ds, x + i));
+  float mx = hn::GetLane(hn::MaxOfLanes(ds, mv));
   for (; i < n; ++i) mx = std::max(mx, x[i]);
   if (max_out) *max_out = mx;
   if (sum_out) *sum_out = 0.0f;
@@ -488,26 +492,26 @@ bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
     std::fill(x, x + n, 0.0f);
     return false;
   }
-  const VF m = hn::Set(df, mx), ninf = hn::Set(df, neg_inf), lo = hn::Set(df, -100.0f);
-  VF sv = hn::Zero(df);
+  const VS m = hn::Set(ds, mx), ninf = hn::Set(ds, neg_inf), lo = hn::Set(ds, -100.0f);
+  VS sv = hn::Zero(ds);
   i = 0;
   for (; i + N <= n; i += N) {
-    const VF v = hn::LoadU(df, x + i);
+    const VS v = hn::LoadU(ds, x + i);
     // exp(-100) ~ 4e-44 is a denormal: as good as 0 next to exp(0) = 1, and
     // keeps the polynomial inside its range; masked lanes are exactly 0.
-    const VF e = hn::IfThenZeroElse(hn::Eq(v, ninf), hn::Exp(df, hn::Max(hn::Sub(v, m), lo)));
-    hn::StoreU(e, df, x + i);
+    const VS e = hn::IfThenZeroElse(hn::Eq(v, ninf), hn::Exp(ds, hn::Max(hn::Sub(v, m), lo)));
+    hn::StoreU(e, ds, x + i);
     sv = hn::Add(sv, e);
   }
-  float sum = Sum(df, sv);
+  float sum = hn::GetLane(hn::SumOfLanes(ds, sv));
   for (; i < n; ++i) {
     x[i] = x[i] == neg_inf ? 0.0f : std::exp(x[i] - mx);
     sum += x[i];
   }
   if (sum_out) *sum_out = sum;
-  const VF inv = hn::Set(df, 1.0f / sum);
+  const VS inv = hn::Set(ds, 1.0f / sum);
   i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), inv), df, x + i);
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(ds, x + i), inv), ds, x + i);
   for (; i < n; ++i) x[i] *= 1.0f / sum;
   return true;
 }

@@ -35,6 +35,10 @@ std::vector<Format> FormatsFor(int D) {
   for (int b : {2, 4, 8}) fs.push_back(Uniform(b, Grouping::kPerToken, std::min(16, D)));
   fs.push_back(Normal(2, Grouping::kPerToken, std::min(16, D)));
   for (int b : {1, 2}) fs.push_back(Normal(b, Grouping::kPerToken, std::min(32, D)));
+  // Groups of the whole head (HqeKV's lean layout): one weight per token and
+  // row in the wide kernels' affine fold, every vector of a block sharing it.
+  for (int b : {2, 4}) fs.push_back(Uniform(b, Grouping::kPerToken, D));
+  fs.push_back(Normal(1, Grouping::kPerToken, D));
   // llama.cpp blocks (D a multiple of 32; Validate skips the others).
   for (Kind k : {Kind::kQ8_0, Kind::kQ4_0, Kind::kQ4_1, Kind::kQ5_0, Kind::kQ5_1})
     fs.push_back(GgmlBlock(k));
@@ -196,44 +200,48 @@ TEST(MultiQuery, RowsAreIndependent) {
   }
 }
 
+// On every target: the vector body is 4, 8 or 16 lanes wide, so the sizes
+// cover an exact vector, a vector plus a tail and tails only.
 TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
-  const float ninf = -std::numeric_limits<float>::infinity();
-  std::mt19937 rng(17);
-  std::normal_distribution<float> nd(0.0f, 4.0f);
-  for (int n : {1, 3, 8, 9, 100, 1027}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    std::vector<float> x(n);
-    for (int i = 0; i < n; ++i) x[i] = (i % 5 == 3) ? ninf : nd(rng);
-    if (n == 3) x[0] = 200.0f;  // far-apart scores: others underflow to ~0
-    std::vector<float> got = x, want = x, stats = x;
-    const bool any = SoftmaxRow(got.data(), n);
-    ASSERT_EQ(any, ref::SoftmaxRow(want.data(), n));
-    // The stats variant: same weights, and max / sum of exp(x - max).
-    float mx = 0.0f, sum_e = 0.0f;
-    ASSERT_EQ(SoftmaxRowStats(stats.data(), n, &mx, &sum_e), any);
-    EXPECT_EQ(stats, got);
-    EXPECT_EQ(mx, *std::max_element(x.begin(), x.end()));
-    double want_sum = 0.0;
-    for (float v : x) want_sum += v == ninf ? 0.0 : std::exp(static_cast<double>(v) - mx);
-    EXPECT_NEAR(sum_e, want_sum, 1e-5 * want_sum);
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      if (x[i] == ninf) {
-        ASSERT_EQ(got[i], 0.0f) << i;  // masked: exactly 0
+  ForEachTarget([] {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    std::mt19937 rng(17);
+    std::normal_distribution<float> nd(0.0f, 4.0f);
+    for (int n : {1, 3, 8, 9, 15, 16, 17, 33, 100, 1027}) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      std::vector<float> x(n);
+      for (int i = 0; i < n; ++i) x[i] = (i % 5 == 3) ? ninf : nd(rng);
+      if (n == 3) x[0] = 200.0f;  // far-apart scores: others underflow to ~0
+      std::vector<float> got = x, want = x, stats = x;
+      const bool any = SoftmaxRow(got.data(), n);
+      ASSERT_EQ(any, ref::SoftmaxRow(want.data(), n));
+      // The stats variant: same weights, and max / sum of exp(x - max).
+      float mx = 0.0f, sum_e = 0.0f;
+      ASSERT_EQ(SoftmaxRowStats(stats.data(), n, &mx, &sum_e), any);
+      EXPECT_EQ(stats, got);
+      EXPECT_EQ(mx, *std::max_element(x.begin(), x.end()));
+      double want_sum = 0.0;
+      for (float v : x) want_sum += v == ninf ? 0.0 : std::exp(static_cast<double>(v) - mx);
+      EXPECT_NEAR(sum_e, want_sum, 1e-5 * want_sum);
+      float sum = 0.0f;
+      for (int i = 0; i < n; ++i) {
+        if (x[i] == ninf) {
+          ASSERT_EQ(got[i], 0.0f) << i;  // masked: exactly 0
+        }
+        ASSERT_NEAR(got[i], want[i], 4e-6f * want[i] + 1e-30f) << i;
+        sum += got[i];
       }
-      ASSERT_NEAR(got[i], want[i], 4e-6f * want[i] + 1e-30f) << i;
-      sum += got[i];
+      EXPECT_NEAR(sum, 1.0f, 1e-5f);
     }
-    EXPECT_NEAR(sum, 1.0f, 1e-5f);
-  }
-  std::vector<float> masked(13, ninf);
-  EXPECT_FALSE(SoftmaxRow(masked.data(), 13));
-  for (float v : masked) EXPECT_EQ(v, 0.0f);
-  std::vector<float> masked2(5, ninf);
-  float mx = 0.0f, sum_e = 1.0f;
-  EXPECT_FALSE(SoftmaxRowStats(masked2.data(), 5, &mx, &sum_e));
-  EXPECT_EQ(mx, ninf);
-  EXPECT_EQ(sum_e, 0.0f);
+    std::vector<float> masked(13, ninf);
+    EXPECT_FALSE(SoftmaxRow(masked.data(), 13));
+    for (float v : masked) EXPECT_EQ(v, 0.0f);
+    std::vector<float> masked2(5, ninf);
+    float mx = 0.0f, sum_e = 1.0f;
+    EXPECT_FALSE(SoftmaxRowStats(masked2.data(), 5, &mx, &sum_e));
+    EXPECT_EQ(mx, ninf);
+    EXPECT_EQ(sum_e, 0.0f);
+  });
 }
 
 }  // namespace
