@@ -12,7 +12,11 @@
 // (causal) over the plain fp16 / fp32 cache, tiled (Attend: blocks of query
 // rows × pages, quant/flash_attention.h) against the per-query path
 // (AttendPerQuery, the decode path that prefill used before), 1 thread by CPU
-// time and 2 threads by wall time (with every thread's CPU time).
+// time and 2 threads by wall time (with every thread's CPU time). The same
+// over compressed stores (kivi-2, hqekv-3.2; the prompt sealed by the
+// policy's compression event first): cache::StoreAttention tiled (each KV
+// head decoded once into fp32 tiles, cache/store_prefill_attention.h)
+// against its per-query path (StoreAttentionOptions::tiled_prefill = false).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -24,8 +28,10 @@
 #include <vector>
 
 #include "cache/plain_cache.h"
+#include "cache/store_attention.h"
 #include "core/parallel.h"
 #include "policy/factory.h"
+#include "policy/store_cache.h"
 
 namespace {
 
@@ -183,6 +189,40 @@ void BM_PrefillAttention(benchmark::State& state, std::string spec, int n, int n
                          benchmark::Counter::kIs1000);
 }
 
+// PrefillAttention/<spec>/<n>/<nq>/<path>/threads:<t> over a store-backed
+// cache: Build() fills and compresses it, then the last nq queries attend
+// through cache::StoreAttention (no sink: the attention alone).
+void BM_StorePrefillAttention(benchmark::State& state, std::string spec, int n, int nq, bool tiled,
+                              int threads) {
+  std::string err;
+  std::unique_ptr<KvCache> c = Build(spec, n, &err);
+  if (!c) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  auto* sc = dynamic_cast<hqekv::policy::StoreBackedCache*>(c.get());
+  if (!sc) {
+    state.SkipWithError("not a store-backed cache");
+    return;
+  }
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> q(static_cast<size_t>(nq) * kHq * kD), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  std::vector<int32_t> qpos(nq);
+  for (int i = 0; i < nq; ++i) qpos[i] = n - nq + i;
+  hqekv::cache::StoreAttentionOptions o;
+  o.tiled_prefill = tiled;
+  hqekv::SetNumThreads(threads);
+  for (auto _ : state) {
+    auto s = hqekv::cache::StoreAttention(sc->store(), 0, kHq, q.data(), qpos.data(), nq,
+                                          out.data(), nullptr, o);
+    benchmark::DoNotOptimize(out.data());
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+  }
+  hqekv::SetNumThreads(1);
+}
+
 // Records the mean CPU time per iteration of every run for the ratio table
 // (single-threaded, so CPU time is the work; wall time on a shared machine is
 // mostly waiting for a core).
@@ -232,6 +272,19 @@ int main(int argc, char** argv) {
                       ->Unit(benchmark::kMillisecond);
         // One thread: CPU time is the work. Two: wall time, with every
         // thread's CPU time beside it.
+        if (threads > 1) b->UseRealTime()->MeasureProcessCPUTime();
+      }
+    }
+  }
+  for (const char* spec : {"kivi:nominal_bits=2", "hqekv:nominal_bits=3.2"}) {
+    for (bool tiled : {false, true}) {
+      for (int threads : {1, 2}) {
+        const std::string name = "PrefillAttention/" + std::string(spec) + "/4096/512/" +
+                                 (tiled ? "tiled" : "perquery") +
+                                 "/threads:" + std::to_string(threads);
+        auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_StorePrefillAttention,
+                                               std::string(spec), 4096, 512, tiled, threads)
+                      ->Unit(benchmark::kMillisecond);
         if (threads > 1) b->UseRealTime()->MeasureProcessCPUTime();
       }
     }

@@ -15,13 +15,26 @@ bool UsePrefillAttention(const KvGeometry& g, int n) {
 void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv,
                       const int32_t* positions, const float* q, const int32_t* q_pos, int n,
                       float* out) {
-  const int HQ = g.n_q_heads, H = g.n_kv_heads, D = g.head_dim, group = HQ / H;
-  const int64_t tokens = kv.empty() ? 0 : kv[0].tokens;
+  PrefillAttentionHeads(g, 0, kv, std::vector<const int32_t*>(kv.size(), positions), q, q_pos, n,
+                        out);
+}
+
+void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant::KvTiles>& kv,
+                           const std::vector<const int32_t*>& positions, const float* q,
+                           const int32_t* q_pos, int n, float* out) {
+  const int HQ = g.n_q_heads, D = g.head_dim, group = HQ / g.n_kv_heads;
+  const int H = static_cast<int>(kv.size());
+  int64_t tokens = 0;  // the most any head holds (for the work estimate)
+  for (const quant::KvTiles& t : kv) tokens = std::max(tokens, t.tokens);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  // visible[i]: the held tokens query i sees (a prefix: positions increase).
-  std::vector<int64_t> visible(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    visible[i] = std::upper_bound(positions, positions + tokens, q_pos[i]) - positions;
+  // visible[h * n + i]: the held tokens of head h0 + h query i sees (a
+  // prefix: positions increase).
+  std::vector<int64_t> visible(static_cast<size_t>(n) * H);
+  for (int h = 0; h < H; ++h) {
+    const int32_t* p = positions[h];
+    for (int i = 0; i < n; ++i) {
+      visible[static_cast<size_t>(h) * n + i] = std::upper_bound(p, p + kv[h].tokens, q_pos[i]) - p;
+    }
   }
   // Rows of KV head h: r = i * group + j for query i, query head h * group + j.
   const int64_t rows = static_cast<int64_t>(n) * group;
@@ -35,7 +48,7 @@ void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv
     thread_local std::vector<float> qs, os;
     thread_local std::vector<int64_t> vis;
     for (int64_t task = b; task < e; ++task) {
-      const int h = static_cast<int>(task / blocks);
+      const int hk = static_cast<int>(task / blocks), h = h0 + hk;
       const int64_t k = task % blocks;
       const int64_t blk = (k % 2 == 0) ? k / 2 : blocks - 1 - k / 2;
       const int64_t r0 = blk * block, nr = std::min(block, rows - r0);
@@ -46,9 +59,9 @@ void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv
         const int64_t i = (r0 + r) / group, j = (r0 + r) % group;
         const float* src = q + (i * HQ + static_cast<int64_t>(h) * group + j) * D;
         for (int d = 0; d < D; ++d) qs[r * D + d] = src[d] * scale;
-        vis[r] = visible[i];
+        vis[r] = visible[static_cast<size_t>(hk) * n + i];
       }
-      quant::AttendRows(kv[h], qs.data(), D, static_cast<int>(nr), vis.data(), os.data(), D);
+      quant::AttendRows(kv[hk], qs.data(), D, static_cast<int>(nr), vis.data(), os.data(), D);
       for (int64_t r = 0; r < nr; ++r) {
         const int64_t i = (r0 + r) / group, j = (r0 + r) % group;
         std::copy(os.data() + r * D, os.data() + (r + 1) * D,

@@ -27,6 +27,14 @@ void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv
                       const int32_t* positions, const float* q, const int32_t* q_pos, int n,
                       float* out);
 
+// The same for KV heads [h0, h0 + kv.size()) of g only, each with its own
+// held tokens: kv[i] and positions[i] (kv[i].tokens of them) belong to KV head
+// h0 + i (a compressed store evicts per head). q and out keep the full
+// [n][n_q_heads][D] layout; rows of other heads are not touched.
+void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant::KvTiles>& kv,
+                           const std::vector<const int32_t*>& positions, const float* q,
+                           const int32_t* q_pos, int n, float* out);
+
 // True when a batch of n queries is big enough for the tiled path to beat the
 // per-query one (a block of rows is AttendRowsBlock() wide; fewer rows waste
 // lanes).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/store_prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
 #include "quant/multi_query.h"
@@ -403,6 +404,23 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   if (n < 0) return MakeError("StoreAttention: negative query count " + std::to_string(n));
   if (n == 0) return Status::Ok();
   if (!q || !q_pos || !out) return MakeError("StoreAttention: null q, q_pos or out");
+  if (const int t = StorePrefillQueries(store, n_q_heads, n, sink, options); t > 0) {
+    StorePrefillAttention(store, layer, n_q_heads, q, q_pos, t, out);
+    if (t == n) return Status::Ok();
+    // The rest (queries the sink records) per query, exactly as before: batch
+    // indices shifted back for the sink, and no split-decode of a lone query.
+    const size_t skip = static_cast<size_t>(t) * n_q_heads * store.head_dim();
+    const AttentionSink shifted = [sink, t](const AttentionRow& r) {
+      AttentionRow s = r;
+      s.query += t;
+      (*sink)(s);
+    };
+    StoreAttentionOptions rest = options;
+    rest.first_sink_query = 0;
+    rest.spans_per_head = 1;
+    return StoreAttention(store, layer, n_q_heads, q + skip, q_pos + t, n - t, out + skip, &shifted,
+                          rest);
+  }
   const int group = n_q_heads / H;
   std::vector<HeadPlan> plans(H);
   int64_t work = 0;

@@ -63,6 +63,10 @@ struct StoreAttentionOptions {
   // keep NumThreads() busy: about 4 tasks per thread, >= 8 chunks per span),
   // >= 1 = this many spans per head (1: never split; tests use > 1).
   int spans_per_head = 0;
+  // Prefill batches (>= 16 rows per KV head) without recorded weights take
+  // the tiled path of cache/store_prefill_attention.h; false keeps every
+  // query on the per-query path (its oracle in the tests and benchmarks).
+  bool tiled_prefill = true;
 };
 
 // q: [n][n_q_heads][D] fp32 (RoPE applied); q_pos: [n]; out: [n][n_q_heads][D].
