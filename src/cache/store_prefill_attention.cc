@@ -41,28 +41,29 @@ void Decode(const KvStore& store, int layer, int g, DecodedHead* d) {
   }
 }
 
+// The attention geometry of `store` read by n_q_heads query heads.
+KvGeometry GeometryOf(const KvStore& store, int n_q_heads) {
+  KvGeometry g;
+  g.n_layers = store.n_layers();
+  g.n_q_heads = n_q_heads;
+  g.n_kv_heads = store.n_kv_heads();
+  g.head_dim = store.head_dim();
+  return g;
+}
+
 }  // namespace
 
 int StorePrefillQueries(const KvStore& store, int n_q_heads, int n, const AttentionSink* sink,
                         const StoreAttentionOptions& options) {
   if (!options.tiled_prefill) return 0;
   const int tiled = (sink && *sink) ? std::clamp(options.first_sink_query, 0, n) : n;
-  KvGeometry g;
-  g.n_layers = store.n_layers();
-  g.n_q_heads = n_q_heads;
-  g.n_kv_heads = store.n_kv_heads();
-  g.head_dim = store.head_dim();
-  return UsePrefillAttention(g, tiled) ? tiled : 0;
+  return UsePrefillAttention(GeometryOf(store, n_q_heads), tiled) ? tiled : 0;
 }
 
 void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const float* q,
                            const int32_t* q_pos, int n, float* out) {
   const int H = store.n_kv_heads(), D = store.head_dim();
-  KvGeometry geo;
-  geo.n_layers = store.n_layers();
-  geo.n_q_heads = n_q_heads;
-  geo.n_kv_heads = H;
-  geo.head_dim = D;
+  const KvGeometry geo = GeometryOf(store, n_q_heads);
   int64_t max_tokens = 1;
   for (int g = 0; g < H; ++g) max_tokens = std::max(max_tokens, store.KeptTokens(layer, g));
   const int64_t head_bytes = 2 * max_tokens * D * static_cast<int64_t>(sizeof(float));
