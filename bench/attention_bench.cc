@@ -32,6 +32,7 @@
 #include "core/parallel.h"
 #include "policy/factory.h"
 #include "policy/store_cache.h"
+#include "bench_kv.h"
 
 namespace {
 
@@ -73,18 +74,9 @@ std::unique_ptr<KvCache> Build(const std::string& spec, int n, std::string* err)
   std::unique_ptr<KvCache> c = std::move(made).value();
   std::mt19937 rng(1234);
   std::normal_distribution<float> nd(0.f, 1.f);
-  const int block = 1024;
-  std::vector<float> k(static_cast<size_t>(block) * kHk * kD), v(k.size());
-  std::vector<int32_t> pos(block);
-  for (int b = 0; b < n; b += block) {
-    const int m = std::min(block, n - b);
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    for (int i = 0; i < m; ++i) pos[i] = b + i;
-    if (auto s = c->Append(0, k.data(), v.data(), pos.data(), m); !s.ok()) {
-      *err = s.message();
-      return nullptr;
-    }
+  if (auto s = hqekv::bench::AppendRandomTokens(*c, n, 1024, kHk * kD, rng, nd); !s.ok()) {
+    *err = s.message();
+    return nullptr;
   }
   const int nq = std::min(20, n);
   std::vector<float> q(static_cast<size_t>(nq) * kHq * kD), out(q.size());
@@ -160,12 +152,7 @@ void BM_PrefillAttention(benchmark::State& state, std::string spec, int n, int n
   }
   std::mt19937 rng(1234);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> k(static_cast<size_t>(n) * kHk * kD), v(k.size());
-  for (auto& x : k) x = nd(rng);
-  for (auto& x : v) x = nd(rng);
-  std::vector<int32_t> pos(n);
-  for (int i = 0; i < n; ++i) pos[i] = i;
-  if (auto s = c->Append(0, k.data(), v.data(), pos.data(), n); !s.ok()) {
+  if (auto s = hqekv::bench::AppendRandomTokens(*c, n, n, kHk * kD, rng, nd); !s.ok()) {
     state.SkipWithError(s.message().c_str());
     return;
   }

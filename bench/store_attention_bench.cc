@@ -27,6 +27,7 @@
 #include "cache/store_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
+#include "bench_kv.h"
 
 namespace {
 
@@ -83,16 +84,7 @@ std::unique_ptr<KvStore> BuildStore(const std::string& layout, int n) {
   std::unique_ptr<KvStore> s = std::move(made).value();
   std::mt19937 rng(1234);
   std::normal_distribution<float> nd(0.f, 1.f);
-  const int block = 1024;
-  std::vector<float> k(static_cast<size_t>(block) * kHk * kD), v(k.size());
-  std::vector<int32_t> pos(block);
-  for (int b = 0; b < n; b += block) {
-    const int m = std::min(block, n - b);
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    for (int i = 0; i < m; ++i) pos[i] = b + i;
-    if (!s->Append(0, k.data(), v.data(), pos.data(), m).ok()) return nullptr;
-  }
+  if (!hqekv::bench::AppendRandomTokens(*s, n, 1024, kHk * kD, rng, nd).ok()) return nullptr;
   const int chunks = (n - kResidual) / 32;
   std::mt19937 tier_rng(77);
   for (int c = 0; c < chunks; ++c) {
@@ -143,12 +135,7 @@ void BM_PlainFp16Decode(benchmark::State& state, int n) {
   auto c = std::move(made).value();
   std::mt19937 rng(1234);
   std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> k(static_cast<size_t>(n) * kHk * kD), v(k.size());
-  for (auto& x : k) x = nd(rng);
-  for (auto& x : v) x = nd(rng);
-  std::vector<int32_t> pos(n);
-  for (int i = 0; i < n; ++i) pos[i] = i;
-  if (!c->Append(0, k.data(), v.data(), pos.data(), n).ok()) {
+  if (!hqekv::bench::AppendRandomTokens(*c, n, n, kHk * kD, rng, nd).ok()) {
     state.SkipWithError("append failed");
     return;
   }
