@@ -60,6 +60,10 @@ int Bench(BenchArgs a) {
       [](const lm::BenchRow& r) {
         std::fprintf(stderr, "  %s t=%d %s d=%d: %.2f ± %.2f t/s\n", r.kv.c_str(), r.threads,
                      r.test.c_str(), r.depth, r.mean, r.sd);
+      },
+      [](const std::string& kv, int depth, double seconds, bool reused) {
+        std::fprintf(stderr, "  %s: filled depth %d in %.1f s (%s)\n", kv.c_str(), depth, seconds,
+                     reused ? "restored for every run" : "cannot be saved: filled again per run");
       });
   if (!rows.ok()) return Fail(rows.message());
   const std::string text = a.format == "json" ? lm::BenchJson(name, bytes, *rows)

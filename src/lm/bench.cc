@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,35 +30,75 @@ void MeanSd(BenchRow* r) {
   r->sd = n > 1 ? std::sqrt(ss / (n - 1)) : 0;
 }
 
-// One repetition: a fresh cache, `depth` tokens in it, then the timed part;
-// returns tokens/s of the timed part.
-Result<double> OneRun(LlamaModel& model, const CacheFactory& make_cache, const std::string& kv,
-                      int depth, bool prompt, int n, std::mt19937_64& rng) {
-  const int vocab = model.vocab_size();
-  const int total = depth + n;
-  if (total > model.config().max_ctx) {
-    return MakeError("bench: depth " + std::to_string(depth) + " + " + std::to_string(n) +
-                     " tokens exceed the model's context of " +
-                     std::to_string(model.config().max_ctx));
+// Random token ids in [3, vocab) and positions first..first+n-1.
+void RandomTokens(int vocab, int first, int n, std::mt19937_64& rng, std::vector<int32_t>* tok,
+                  std::vector<int32_t>* pos) {
+  tok->resize(n);
+  pos->resize(n);
+  for (int i = 0; i < n; ++i) {
+    (*tok)[i] = 3 + static_cast<int32_t>(rng() % static_cast<uint64_t>(std::max(1, vocab - 3)));
+    (*pos)[i] = first + i;
   }
-  HQEKV_ASSIGN_OR_RETURN(auto cache, make_cache(kv, model.CacheGeometry(total)));
-  std::vector<int32_t> tok(total), pos(total);
-  for (int i = 0; i < total; ++i) {
-    tok[i] = 3 + static_cast<int32_t>(rng() % static_cast<uint64_t>(std::max(1, vocab - 3)));
-    pos[i] = i;
-  }
-  std::vector<float> logits(vocab);
+}
+
+// A cache holding `depth` random tokens, made once per (spec, depth) and
+// restored before every run of every test and thread count at that depth:
+// the fill (minutes at depth 16384 on a 1B model) is paid once instead of
+// once per warm-up and repetition. Caches that cannot save their state are
+// filled again for every run instead (same measurement, slower).
+struct DepthFill {
+  int depth = 0;
+  int capacity = 0;   // depth + the longest test: the geometry every run uses
+  std::string state;  // KvCache::SaveState after the fill; empty = refill per run
+  bool saved = false;
+  double fill_seconds = 0;
+};
+
+Status Fill(LlamaModel& model, KvCache& cache, int depth, std::mt19937_64& rng) {
+  std::vector<int32_t> tok, pos;
   for (int a = 0; a < depth; a += kFillBatch) {
     const int len = std::min(kFillBatch, depth - a);
+    RandomTokens(model.vocab_size(), a, len, rng, &tok, &pos);
     HQEKV_RETURN_IF_ERROR(
-        model.Forward(&tok[a], &pos[a], len, *cache, Logits::kNone, nullptr, true));
+        model.Forward(tok.data(), pos.data(), len, cache, Logits::kNone, nullptr, true));
   }
+  return Status::Ok();
+}
+
+Result<DepthFill> MakeDepthFill(LlamaModel& model, const CacheFactory& make_cache,
+                                const std::string& kv, int depth, int capacity,
+                                std::mt19937_64& rng) {
+  DepthFill f;
+  f.depth = depth;
+  f.capacity = capacity;
+  HQEKV_ASSIGN_OR_RETURN(auto cache, make_cache(kv, model.CacheGeometry(capacity)));
+  const double t0 = Seconds();
+  HQEKV_RETURN_IF_ERROR(Fill(model, *cache, depth, rng));
+  f.fill_seconds = Seconds() - t0;
+  f.saved = cache->SaveState(&f.state).ok();
+  if (!f.saved) f.state.clear();
+  return f;
+}
+
+// One run: the filled cache (restored, or filled again), then the timed
+// part; returns tokens/s of the timed part.
+Result<double> OneRun(LlamaModel& model, const CacheFactory& make_cache, const std::string& kv,
+                      const DepthFill& fill, bool prompt, int n, std::mt19937_64& rng) {
+  HQEKV_ASSIGN_OR_RETURN(auto cache, make_cache(kv, model.CacheGeometry(fill.capacity)));
+  if (fill.saved) {
+    HQEKV_RETURN_IF_ERROR(cache->LoadState(fill.state));
+  } else {
+    HQEKV_RETURN_IF_ERROR(Fill(model, *cache, fill.depth, rng));
+  }
+  std::vector<int32_t> tok, pos;
+  RandomTokens(model.vocab_size(), fill.depth, n, rng, &tok, &pos);
+  std::vector<float> logits(model.vocab_size());
   const double t0 = Seconds();
   if (prompt) {
     HQEKV_RETURN_IF_ERROR(
-        model.Forward(&tok[depth], &pos[depth], n, *cache, Logits::kLast, logits.data(), true));
+        model.Forward(tok.data(), pos.data(), n, *cache, Logits::kLast, logits.data(), true));
   } else {
-    for (int i = depth; i < total; ++i) {
+    for (int i = 0; i < n; ++i) {
       HQEKV_RETURN_IF_ERROR(
           model.Forward(&tok[i], &pos[i], 1, *cache, Logits::kLast, logits.data(), false));
     }
@@ -92,19 +133,41 @@ std::string JsonString(const std::string& s) {
 
 Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
                                        const CacheFactory& make_cache,
-                                       const std::function<void(const BenchRow&)>& progress) {
+                                       const std::function<void(const BenchRow&)>& progress,
+                                       const FillProgress& filled) {
   if (c.reps < 1)
     return MakeError("bench: repetitions must be >= 1, got " + std::to_string(c.reps));
+  int longest = 0;  // the longest test: every run at a depth uses depth + longest of context
+  for (int n : c.pp) longest = std::max(longest, n);
+  for (int n : c.tg) longest = std::max(longest, n);
   for (int d : c.depths) {
     if (d < 0) return MakeError("bench: depth must be >= 0, got " + std::to_string(d));
+    if (d + longest > model.config().max_ctx) {
+      return MakeError("bench: depth " + std::to_string(d) + " + " + std::to_string(longest) +
+                       " tokens exceed the model's context of " +
+                       std::to_string(model.config().max_ctx));
+    }
+  }
+  for (int t : c.threads) {
+    if (t < 1) return MakeError("bench: thread count must be >= 1, got " + std::to_string(t));
   }
   std::mt19937_64 rng(c.seed);
   std::vector<BenchRow> rows;
   for (const std::string& kv : c.kv) {
+    // One fill per depth for this spec, made at the first thread count
+    // (with that many threads) and reused by the others.
+    std::map<int, DepthFill> fills;
     for (int t : c.threads) {
-      if (t < 1) return MakeError("bench: thread count must be >= 1, got " + std::to_string(t));
       SetNumThreads(t);
       for (int depth : c.depths) {
+        auto it = fills.find(depth);
+        if (it == fills.end()) {
+          HQEKV_ASSIGN_OR_RETURN(DepthFill f,
+                                 MakeDepthFill(model, make_cache, kv, depth, depth + longest, rng));
+          if (filled && depth > 0) filled(kv, depth, f.fill_seconds, f.saved);
+          it = fills.emplace(depth, std::move(f)).first;
+        }
+        const DepthFill& fill = it->second;
         for (int prompt = 1; prompt >= 0; --prompt) {
           for (int n : prompt ? c.pp : c.tg) {
             if (n <= 0) continue;
@@ -115,10 +178,10 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
             r.depth = depth;
             r.n_tokens = n;
             // One untimed warm-up run (page faults, pool start, caches).
-            HQEKV_RETURN_IF_ERROR(OneRun(model, make_cache, kv, depth, prompt == 1, n, rng));
+            HQEKV_RETURN_IF_ERROR(OneRun(model, make_cache, kv, fill, prompt == 1, n, rng));
             for (int rep = 0; rep < c.reps; ++rep) {
               HQEKV_ASSIGN_OR_RETURN(double tps,
-                                     OneRun(model, make_cache, kv, depth, prompt == 1, n, rng));
+                                     OneRun(model, make_cache, kv, fill, prompt == 1, n, rng));
               r.tok_per_s.push_back(tps);
             }
             MeanSd(&r);

@@ -36,11 +36,23 @@ struct BenchRow {
 using CacheFactory =
     std::function<Result<std::unique_ptr<KvCache>>(const std::string& spec, const KvGeometry& g)>;
 
+// Told when the cache of a spec has been filled to a depth > 0 (not timed):
+// seconds it took, and whether the filled state is kept in memory and
+// restored for every run (false: the cache kind cannot save its state, so
+// every run fills again).
+using FillProgress =
+    std::function<void(const std::string& kv, int depth, double seconds, bool reused)>;
+
 // Runs every (kv, threads, depth, test) cell; `progress` (may be empty) gets
 // each finished row. Sets the thread pool size as it goes (left at the last).
+// Every run at a depth starts from the same filled cache (random tokens,
+// filled once per spec and depth, saved with KvCache::SaveState and loaded
+// into a fresh cache), whose geometry has room for depth + the longest test;
+// the timed tokens are drawn anew for every run.
 Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
                                        const CacheFactory& make_cache,
-                                       const std::function<void(const BenchRow&)>& progress);
+                                       const std::function<void(const BenchRow&)>& progress,
+                                       const FillProgress& filled = {});
 
 // llama-bench-like markdown table, and a JSON array (one object per row).
 std::string BenchMarkdown(const std::string& model_name, int64_t weight_bytes,

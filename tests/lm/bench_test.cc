@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "io/model_source.h"
 #include "io/synthetic.h"
@@ -80,6 +81,30 @@ TEST_F(BenchTest, EveryCellMeasuredWithMeanAndSd) {
   EXPECT_NE(js.find("\"test\": \"tg4\", \"n_prompt\": 0, \"n_gen\": 4, \"depth\": 16"),
             std::string::npos)
       << js;
+}
+
+TEST_F(BenchTest, FillsEachDepthOncePerSpecAndRestoresIt) {
+  BenchConfig c;
+  c.pp = {4};
+  c.tg = {2};
+  c.depths = {0, 8, 24};
+  c.kv = {"fp16", "kivi:nominal_bits=2"};
+  c.threads = {1, 2};
+  c.reps = 2;
+  std::vector<std::string> fills;
+  auto rows = RunBench(*model_, c, kFactory, {},
+                       [&](const std::string& kv, int depth, double seconds, bool reused) {
+                         EXPECT_GE(seconds, 0.0);
+                         EXPECT_TRUE(reused) << kv;  // both kinds save their state
+                         fills.push_back(kv + "@" + std::to_string(depth));
+                       });
+  ASSERT_TRUE(rows.ok()) << rows.message();
+  // Depth 0 needs no fill; every other depth is filled once per spec,
+  // whatever the number of thread counts, tests and repetitions.
+  EXPECT_EQ(fills, (std::vector<std::string>{"fp16@8", "fp16@24", "kivi:nominal_bits=2@8",
+                                             "kivi:nominal_bits=2@24"}));
+  ASSERT_EQ(rows->size(), 2u * 2 * 3 * 2);
+  for (const BenchRow& r : *rows) EXPECT_EQ(r.tok_per_s.size(), 2u);
 }
 
 TEST_F(BenchTest, ErrorsNameTheProblem) {
