@@ -21,7 +21,7 @@ void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv
 
 void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant::KvTiles>& kv,
                            const std::vector<const int32_t*>& positions, const float* q,
-                           const int32_t* q_pos, int n, float* out) {
+                           const int32_t* q_pos, int n, float* out, const HeadColumnSums* cols) {
   const int HQ = g.n_q_heads, D = g.head_dim, group = HQ / g.n_kv_heads;
   const int H = static_cast<int>(kv.size());
   int64_t tokens = 0;  // the most any head holds (for the work estimate)
@@ -44,6 +44,12 @@ void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant:
   // (0, last, 1, last - 1, ...): causal blocks grow in cost with their
   // queries, and ParallelFor hands out contiguous task ranges, so each range
   // gets a balanced mix.
+  // Column sums: task k's partial sums over the head's tokens (summed rows:
+  // r >= first_query * group), added per head in block order afterwards.
+  const int64_t first_row =
+      cols ? static_cast<int64_t>(std::clamp(cols->first_query, 0, n)) * group : rows;
+  std::vector<std::vector<float>> partial;
+  if (cols) partial.resize(static_cast<size_t>(H) * blocks);
   auto run = [&](int64_t b, int64_t e) {
     thread_local std::vector<float> qs, os;
     thread_local std::vector<int64_t> vis;
@@ -61,7 +67,14 @@ void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant:
         for (int d = 0; d < D; ++d) qs[r * D + d] = src[d] * scale;
         vis[r] = visible[static_cast<size_t>(hk) * n + i];
       }
-      quant::AttendRows(kv[hk], qs.data(), D, static_cast<int>(nr), vis.data(), os.data(), D);
+      quant::ColumnSums cs;
+      if (cols && r0 + nr > first_row) {
+        std::vector<float>& p = partial[static_cast<size_t>(hk) * blocks + blk];
+        p.assign(static_cast<size_t>(kv[hk].tokens), 0.0f);
+        cs.sums = p.data();
+        cs.first_row = static_cast<int>(std::max<int64_t>(first_row - r0, 0));
+      }
+      quant::AttendRows(kv[hk], qs.data(), D, static_cast<int>(nr), vis.data(), os.data(), D, cs);
       for (int64_t r = 0; r < nr; ++r) {
         const int64_t i = (r0 + r) / group, j = (r0 + r) % group;
         std::copy(os.data() + r * D, os.data() + (r + 1) * D,
@@ -76,6 +89,14 @@ void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant:
     run(0, tasks);
   } else {
     ParallelFor(tasks, run);
+  }
+  if (!cols) return;
+  for (int hk = 0; hk < H; ++hk) {
+    float* sums = cols->sums[hk];
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const std::vector<float>& p = partial[static_cast<size_t>(hk) * blocks + blk];
+      for (size_t j = 0; j < p.size(); ++j) sums[j] += p[j];
+    }
   }
 }
 
