@@ -11,9 +11,11 @@
 // query i sees the kept tokens of position <= q_pos[i]; out = 0 when it sees
 // none), within quant::AttendRows' tolerance of the per-query path (the
 // scores are q · dequant(k) instead of the fused rotated-domain dot: fp32
-// rounding only). No attention weights come out: queries whose weights a
-// policy records (an AttentionSink) stay on the per-query path, so what the
-// policies see is bit-identical to before (StorePrefillQueries).
+// rounding only). No weight rows come out: queries whose rows a policy
+// records (an AttentionSink) stay on the per-query path, so what those
+// policies see is bit-identical to before (StorePrefillQueries); a policy that
+// only sums the rows per kept token (H2O, SnapKV) gets the sums from the
+// tiled kernel instead (AttentionColumnSink below).
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,9 @@
 // Causal mask: token j0 + t is visible to row r iff j0 + t < visible[r]
 // (an integer compare per lane; tiles every row sees skip nothing, tiles past
 // the block's last visible token are never read).
+// Column sums (ColumnSums): St is then the tile's slice of P[tiles][TT][RB],
+// m after each tile goes to mt[tiles][RB], and AddColumnSums rescales and
+// lane-sums them once the block is done.
 #include <algorithm>
 #include <cmath>
 #include <limits>
