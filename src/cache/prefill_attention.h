@@ -43,6 +43,10 @@ void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv
 struct HeadColumnSums {
   int first_query = 0;
   std::vector<float*> sums;  // [kv.size()]
+  // Tasks run in waves whose per-task sum buffers stay under this many floats
+  // (64 MiB; a long prompt would otherwise hold tasks × tokens floats). The
+  // sums do not depend on it (buffers are added in task order).
+  int64_t max_buffer_floats = int64_t{16} << 20;
 };
 void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant::KvTiles>& kv,
                            const std::vector<const int32_t*>& positions, const float* q,
