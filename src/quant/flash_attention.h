@@ -30,8 +30,9 @@
 // running max they were taken against ([tiles][TT][rows of a block] fp32:
 // 1 MiB per block at 4096 tokens, 64 rows) and, once a block's final max and
 // sum are known, adds sum_r P[t][r] exp(m_tile[r] - m[r]) / l[r]: no second
-// pass over K. Tolerance: |sums - ref| <= 1e-5 · (1 + max |q · k|) · ref[t]
-// + 1e-30 (summation order and exp rounding; the oracle sums rows in order).
+// pass over K. Tolerance: |sums - ref| <= 1e-5 · (1 + max |q · k|) · |ref[t]|
+// + 1e-30, ref[t] including what sums[t] held before the call (summation
+// order and exp rounding; the oracle adds the rows one by one, in order).
 //
 // Tolerance against ref::AttendRows (the scalar two-pass oracle: all scores,
 // std::exp softmax, then the weighted sum; asserted by
