@@ -17,6 +17,8 @@
 // policy's compression event first): cache::StoreAttention tiled (each KV
 // head decoded once into fp32 tiles, cache/store_prefill_attention.h)
 // against its per-query path (StoreAttentionOptions::tiled_prefill = false).
+// H2O (which records every prefill query): the tiled path with per-token
+// column sums against the per-query path with its rows summed by a sink.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -210,6 +212,43 @@ void BM_StorePrefillAttention(benchmark::State& state, std::string spec, int n, 
   hqekv::SetNumThreads(1);
 }
 
+// PrefillAttention/h2o:keep=1/<n>/<nq>/<path>/threads:<t>: H2O records every
+// prefill query. "columns" is the policy's Attend (tiled, the weights summed
+// per kept token by the kernel: EvictCache::OnColumns); "rows" what it did
+// before: StoreAttention per query with every weight row handed to a sink
+// that sums them (cache::AttentionSum, as EvictCache::OnRow). The store holds
+// the whole prompt (keep=1: nothing evicted), as during a prompt's prefill.
+void BM_H2oPrefillAttention(benchmark::State& state, int n, int nq, bool columns, int threads) {
+  std::string err;
+  std::unique_ptr<KvCache> c = Build("h2o:keep=1", n, &err);
+  if (!c) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  auto* sc = dynamic_cast<hqekv::policy::StoreBackedCache*>(c.get());
+  if (!sc) {
+    state.SkipWithError("not a store-backed cache");
+    return;
+  }
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> q(static_cast<size_t>(nq) * kHq * kD), out(q.size());
+  for (auto& x : q) x = nd(rng);
+  std::vector<int32_t> qpos(nq);
+  for (int i = 0; i < nq; ++i) qpos[i] = n - nq + i;
+  hqekv::cache::AttentionSum rows(kHk);
+  hqekv::SetNumThreads(threads);
+  for (auto _ : state) {
+    rows.Clear();
+    auto s = columns ? c->Attend(0, q.data(), qpos.data(), nq, out.data())
+                     : hqekv::cache::StoreAttention(sc->store(), 0, kHq, q.data(), qpos.data(), nq,
+                                                    out.data(), &rows.sink());
+    benchmark::DoNotOptimize(out.data());
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+  }
+  hqekv::SetNumThreads(1);
+}
+
 // Records the mean CPU time per iteration of every run for the ratio table
 // (single-threaded, so CPU time is the work; wall time on a shared machine is
 // mostly waiting for a core).
@@ -274,6 +313,17 @@ int main(int argc, char** argv) {
                       ->Unit(benchmark::kMillisecond);
         if (threads > 1) b->UseRealTime()->MeasureProcessCPUTime();
       }
+    }
+  }
+  for (bool columns : {false, true}) {
+    for (int threads : {1, 2}) {
+      const std::string name = std::string("PrefillAttention/h2o:keep=1/4096/512/") +
+                               (columns ? "columns" : "rows") +
+                               "/threads:" + std::to_string(threads);
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_H2oPrefillAttention, 4096, 512,
+                                             columns, threads)
+                    ->Unit(benchmark::kMillisecond);
+      if (threads > 1) b->UseRealTime()->MeasureProcessCPUTime();
     }
   }
   // Threads: wall time (the work is spread over threads), 32K tokens.

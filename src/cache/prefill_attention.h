@@ -31,9 +31,27 @@ void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv
 // held tokens: kv[i] and positions[i] (kv[i].tokens of them) belong to KV head
 // h0 + i (a compressed store evicts per head). q and out keep the full
 // [n][n_q_heads][D] layout; rows of other heads are not touched.
+//
+// With cols: cols->sums[i] ([kv[i].tokens] fp32, added to) also receives, per
+// held token j of KV head h0 + i, the softmax weights of queries
+// [cols->first_query, n) summed over those queries and the group's query
+// heads (what cache::AttentionSum makes of the per-query rows: H2O's
+// accumulated attention, SnapKV's window votes), within
+// quant::AttendRows' column-sum tolerance. Each (head, block of rows) task
+// sums into its own buffer; the buffers are added in block order, so the
+// sums too are independent of the thread count.
+struct HeadColumnSums {
+  int first_query = 0;
+  std::vector<float*> sums;  // [kv.size()]
+  // Tasks run in waves whose per-task sum buffers stay under this many floats
+  // (64 MiB; a long prompt would otherwise hold tasks × tokens floats). The
+  // sums do not depend on it (buffers are added in task order).
+  int64_t max_buffer_floats = int64_t{16} << 20;
+};
 void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant::KvTiles>& kv,
                            const std::vector<const int32_t*>& positions, const float* q,
-                           const int32_t* q_pos, int n, float* out);
+                           const int32_t* q_pos, int n, float* out,
+                           const HeadColumnSums* cols = nullptr);
 
 // True when a batch of n queries is big enough for the tiled path to beat the
 // per-query one (a block of rows is AttendRowsBlock() wide; fewer rows waste

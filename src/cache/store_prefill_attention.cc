@@ -61,7 +61,8 @@ int StorePrefillQueries(const KvStore& store, int n_q_heads, int n, const Attent
 }
 
 void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const float* q,
-                           const int32_t* q_pos, int n, float* out) {
+                           const int32_t* q_pos, int n, float* out,
+                           const AttentionColumnSink* columns, int first_summed) {
   const int H = store.n_kv_heads(), D = store.head_dim();
   const KvGeometry geo = GeometryOf(store, n_q_heads);
   int64_t max_tokens = 1;
@@ -71,6 +72,10 @@ void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const
   std::vector<DecodedHead> heads(batch);
   std::vector<quant::KvTiles> kv;
   std::vector<const int32_t*> positions;
+  const bool summing = columns && *columns;
+  std::vector<std::vector<float>> sums(summing ? batch : 0);
+  HeadColumnSums cols;
+  cols.first_query = std::clamp(first_summed, 0, n);
   for (int h0 = 0; h0 < H; h0 += batch) {
     const int nh = std::min(batch, H - h0);
     auto decode = [&](int64_t b, int64_t e) {
@@ -93,7 +98,25 @@ void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const
       kv[i].v = d.v_tiles.data();
       positions[i] = d.positions.data();
     }
-    PrefillAttentionHeads(geo, h0, kv, positions, q, q_pos, n, out);
+    if (!summing) {
+      PrefillAttentionHeads(geo, h0, kv, positions, q, q_pos, n, out);
+      continue;
+    }
+    cols.sums.assign(nh, nullptr);
+    for (int i = 0; i < nh; ++i) {
+      sums[i].assign(std::max<size_t>(heads[i].positions.size(), 1), 0.0f);
+      cols.sums[i] = sums[i].data();
+    }
+    PrefillAttentionHeads(geo, h0, kv, positions, q, q_pos, n, out, &cols);
+    for (int i = 0; i < nh; ++i) {
+      AttentionColumns c;
+      c.kv_head = h0 + i;
+      c.n_kept = static_cast<int>(heads[i].positions.size());
+      c.queries = n - cols.first_query;
+      c.sums = sums[i].data();
+      c.positions = heads[i].positions.data();
+      (*columns)(c);
+    }
   }
 }
 

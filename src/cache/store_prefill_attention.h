@@ -11,12 +11,15 @@
 // query i sees the kept tokens of position <= q_pos[i]; out = 0 when it sees
 // none), within quant::AttendRows' tolerance of the per-query path (the
 // scores are q · dequant(k) instead of the fused rotated-domain dot: fp32
-// rounding only). No attention weights come out: queries whose weights a
-// policy records (an AttentionSink) stay on the per-query path, so what the
-// policies see is bit-identical to before (StorePrefillQueries).
+// rounding only). No weight rows come out: queries whose rows a policy
+// records (an AttentionSink) stay on the per-query path, so what those
+// policies see is bit-identical to before (StorePrefillQueries); a policy that
+// only sums the rows per kept token (H2O, SnapKV) gets the sums from the
+// tiled kernel instead (AttentionColumnSink below).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "cache/kv_store.h"
 #include "cache/store_attention.h"
@@ -31,11 +34,30 @@ namespace hqekv::cache {
 int StorePrefillQueries(const KvStore& store, int n_q_heads, int n, const AttentionSink* sink,
                         const StoreAttentionOptions& options);
 
+// Per KV head, the attention weights of the recorded queries summed over
+// those queries and the query heads of the group, per kept token in walk order
+// (what AttentionSum makes of the per-query rows; all a policy that only adds
+// rows up needs: H2O's accumulated attention, SnapKV's window votes). Valid
+// only during the call.
+struct AttentionColumns {
+  int kv_head = 0;
+  int n_kept = 0;                      // KeptTokens(layer, kv_head)
+  int queries = 0;                     // recorded queries summed
+  const float* sums = nullptr;         // [n_kept]
+  const int32_t* positions = nullptr;  // [n_kept]
+};
+// Called once per KV head, on the calling thread.
+using AttentionColumnSink = std::function<void(const AttentionColumns&)>;
+
 // The tiled attention of queries [0, n) (arguments already checked by
 // StoreAttention: valid layer, n_q_heads a positive multiple of n_kv_heads,
 // non-null pointers, n > 0). KV heads are decoded a batch at a time so the
-// fp32 copy stays under ~64 MiB.
+// fp32 copy stays under ~64 MiB. With `columns`, the weights of queries
+// [first_summed, n) go to it summed per kept token (within
+// quant::AttendRows' column-sum tolerance of AttentionSum over the per-query
+// path's rows; independent of the thread count).
 void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const float* q,
-                           const int32_t* q_pos, int n, float* out);
+                           const int32_t* q_pos, int n, float* out,
+                           const AttentionColumnSink* columns = nullptr, int first_summed = 0);
 
 }  // namespace hqekv::cache

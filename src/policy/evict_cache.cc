@@ -52,6 +52,12 @@ void EvictCache::OnRow(int layer, const cache::AttentionRow& row) {
   for (int j = 0; j < row.n_kept; ++j) s[j] += row.weights[j];
 }
 
+void EvictCache::OnColumns(int layer, const cache::AttentionColumns& c) {
+  cache::CountedVector<float>& s = scores_[layer][c.kv_head];
+  if (static_cast<int>(s.size()) != c.n_kept) s.resize(c.n_kept, 0.0f);  // as OnRow
+  for (int j = 0; j < c.n_kept; ++j) s[j] += c.sums[j];
+}
+
 int64_t EvictCache::StateBytes(int layer) const {
   int64_t b = 0;
   for (const auto& s : scores_[layer]) b += static_cast<int64_t>(s.capacity() * sizeof(float));

@@ -82,6 +82,9 @@ class EvictCache : public StoreBackedCache {
   void ResetPolicy() override;
   // Adds every attention row to scores_ (H2O, SnapKV record rows).
   void OnRow(int layer, const cache::AttentionRow& row) override;
+  // The same sums from the tiled prefill path (one call per KV head).
+  bool RecordsSumsOnly() const override { return true; }
+  void OnColumns(int layer, const cache::AttentionColumns& columns) override;
   int64_t StateBytes(int layer) const override;
 
   // Evicts (layer, head) down to at most `keep` tokens by ChooseVictims.

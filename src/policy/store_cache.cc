@@ -76,6 +76,16 @@ Status StoreBackedCache::Attend(int layer, const float* q, const int32_t* q_pos,
   if (first >= n) {
     return cache::StoreAttention(*store_, layer, g_.n_q_heads, q, q_pos, n, out, nullptr, opt);
   }
+  if (RecordsSumsOnly() && q && q_pos && out &&
+      cache::StorePrefillQueries(*store_, g_.n_q_heads, n, nullptr, opt) == n) {
+    // Tiled prefill with the recorded rows summed per kept token.
+    const cache::AttentionColumnSink columns = [this, layer](const cache::AttentionColumns& c) {
+      OnColumns(layer, c);
+    };
+    cache::StorePrefillAttention(*store_, layer, g_.n_q_heads, q, q_pos, n, out, &columns, first);
+    OnAttended(layer, q_pos, n, first);
+    return Status::Ok();
+  }
   const cache::AttentionSink sink = [this, layer](const cache::AttentionRow& row) {
     OnRow(layer, row);
   };

@@ -17,6 +17,7 @@
 #include "cache/page_pool.h"
 #include "cache/state_io.h"
 #include "cache/store_attention.h"
+#include "cache/store_prefill_attention.h"
 
 namespace hqekv::policy {
 
@@ -82,6 +83,12 @@ class StoreBackedCache : public KvCache {
   virtual int FirstRecordedQuery(int layer, const int32_t* q_pos, int n) { return n; }
   // One attention row; called concurrently for different KV heads of a layer.
   virtual void OnRow(int layer, const cache::AttentionRow& row) {}
+  // True when OnRow only adds the rows up per kept token: a prefill batch
+  // big enough for the tiled path then stays on it and OnColumns gets the
+  // recorded rows' sums, one call per KV head (cache/store_prefill_attention.h),
+  // instead of OnRow per (query, query head).
+  virtual bool RecordsSumsOnly() const { return false; }
+  virtual void OnColumns(int layer, const cache::AttentionColumns& columns) {}
   // After the rows of a batch: which queries were recorded ([first, n)).
   virtual void OnAttended(int layer, const int32_t* q_pos, int n, int first) {}
   // Bytes of policy state held for one layer (bookkeeping), computed from

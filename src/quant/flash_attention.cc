@@ -16,6 +16,9 @@
 // Causal mask: token j0 + t is visible to row r iff j0 + t < visible[r]
 // (an integer compare per lane; tiles every row sees skip nothing, tiles past
 // the block's last visible token are never read).
+// Column sums (ColumnSums): St is then the tile's slice of P[tiles][TT][RB],
+// m after each tile goes to mt[tiles][RB], and AddColumnSums rescales and
+// lane-sums them once the block is done.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -185,16 +188,54 @@ void Softmax(float* HWY_RESTRICT St, int T, int64_t j0, bool masked, const int32
   }
 }
 
+// Column sums of one block (flash_attention.h): P holds every tile's
+// numerators [tiles][TT][RB], mt[tiles][RB] the running max each tile's P was
+// taken against, m / l the block's final max and sum; sel[r] = 1 for the
+// summed rows, 0 for the others (and the padding). Adds
+// sums[t] += sum_r P[t][r] exp(mt[r] - m[r]) / l[r] for t < tokens.
+void AddColumnSums(const float* HWY_RESTRICT P, const float* HWY_RESTRICT mt, int64_t tokens,
+                   int TT, const float* HWY_RESTRICT m, const float* HWY_RESTRICT l,
+                   const float* HWY_RESTRICT sel, size_t RB, float* HWY_RESTRICT sums) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF fmin = hn::Set(df, -std::numeric_limits<float>::max()), lo = hn::Set(df, -100.0f);
+  const VF zero = hn::Zero(df);
+  // 1 / l for the summed rows with something visible, else 0; the final max
+  // as a finite exponent base (-inf rows have l = 0 and P = 0).
+  VF inv[kRv], mf[kRv];
+  for (int v = 0; v < kRv; ++v) {
+    const VF lv = hn::Load(df, l + v * N);
+    const auto pos = hn::Gt(lv, zero);
+    inv[v] = hn::IfThenElseZero(
+        pos, hn::Div(hn::Load(df, sel + v * N), hn::IfThenElse(pos, lv, hn::Set(df, 1.0f))));
+    mf[v] = hn::Max(hn::Load(df, m + v * N), fmin);
+  }
+  for (int64_t j0 = 0, tile = 0; j0 < tokens; j0 += TT, ++tile) {
+    const int T = static_cast<int>(std::min<int64_t>(TT, tokens - j0));
+    VF f[kRv];
+    for (int v = 0; v < kRv; ++v) {
+      const VF mv = hn::Max(hn::Load(df, mt + tile * RB + v * N), fmin);
+      f[v] = hn::Mul(hn::Exp(df, hn::Max(hn::Sub(mv, mf[v]), lo)), inv[v]);
+    }
+    const float* Pt = P + tile * TT * RB;
+    for (int t = 0; t < T; ++t) {
+      VF acc = hn::Mul(hn::Load(df, Pt + t * RB), f[0]);
+      for (int v = 1; v < kRv; ++v) acc = hn::MulAdd(hn::Load(df, Pt + t * RB + v * N), f[v], acc);
+      sums[j0 + t] += hn::GetLane(hn::SumOfLanes(df, acc));
+    }
+  }
+}
+
 }  // namespace
 
 int AttendRowsBlockImpl() { return kRv * static_cast<int>(hn::Lanes(DF())); }
 
 void AttendRowsImpl(const KvTiles& kv, const float* q, size_t q_stride, int R,
-                    const int64_t* visible, float* out, size_t out_stride) {
+                    const int64_t* visible, float* out, size_t out_stride, const ColumnSums& cols) {
   const DF df;
   const size_t N = hn::Lanes(df), RB = kRv * N;
   const int D = kv.D, TT = kv.tile_tokens;
-  thread_local Scratch s_qt, s_ot, s_st, s_kb, s_vb, s_state;
+  thread_local Scratch s_qt, s_ot, s_st, s_kb, s_vb, s_state, s_pall, s_mt;
   thread_local std::vector<int32_t> cnt;
   float* Qt = s_qt.Get(static_cast<size_t>(D) * RB);
   float* Ot = s_ot.Get(static_cast<size_t>(D) * RB);
@@ -224,18 +265,36 @@ void AttendRowsImpl(const KvTiles& kv, const float* q, size_t q_stride, int R,
     std::fill(Ot, Ot + static_cast<size_t>(D) * RB, 0.0f);
     std::fill(m, m + RB, -std::numeric_limits<float>::infinity());
     std::fill(l, l + RB, 0.0f);
+    // Column sums: every tile's P and running max are kept for the block.
+    const bool summed = cols.sums != nullptr && r0 + rows > cols.first_row;
+    float *Pall = nullptr, *mt = nullptr;
+    if (summed) {
+      const size_t tiles = static_cast<size_t>((max_vis + TT - 1) / TT);
+      Pall = s_pall.Get(std::max<size_t>(tiles, 1) * TT * RB);
+      mt = s_mt.Get(std::max<size_t>(tiles, 1) * RB + RB);
+    }
     for (int64_t j0 = 0; j0 < max_vis; j0 += TT) {
       const int T = static_cast<int>(std::min<int64_t>(TT, max_vis - j0));
       const size_t tile = static_cast<size_t>(j0 / TT);
+      float* S = summed ? Pall + tile * TT * RB : St;
       const float* K = TileF32(kv, kv.k[tile], T, Kb);
       int t = 0;
-      for (; t + kTb <= T; t += kTb) Scores<kTb>(K + t * D, D, Qt, RB, St + t * RB);
-      for (; t < T; ++t) Scores<1>(K + t * D, D, Qt, RB, St + t * RB);
-      Softmax(St, T, j0, j0 + T > min_vis, cnt.data(), RB, m, l, a);
+      for (; t + kTb <= T; t += kTb) Scores<kTb>(K + t * D, D, Qt, RB, S + t * RB);
+      for (; t < T; ++t) Scores<1>(K + t * D, D, Qt, RB, S + t * RB);
+      Softmax(S, T, j0, j0 + T > min_vis, cnt.data(), RB, m, l, a);
+      if (summed) std::copy(m, m + RB, mt + tile * RB);
       const float* V = TileF32(kv, kv.v[tile], T, Vb);
       int d = 0;
-      for (; d + kDd <= D; d += kDd) Outputs<kDd>(V, D, d, T, St, a, RB, Ot);
-      for (; d < D; ++d) Outputs<1>(V, D, d, T, St, a, RB, Ot);
+      for (; d + kDd <= D; d += kDd) Outputs<kDd>(V, D, d, T, S, a, RB, Ot);
+      for (; d < D; ++d) Outputs<1>(V, D, d, T, S, a, RB, Ot);
+    }
+    if (summed) {
+      float* sel = mt + ((max_vis + TT - 1) / TT) * RB;  // the extra RB floats
+      for (size_t r = 0; r < RB; ++r) {
+        const int64_t row = r0 + static_cast<int64_t>(r);
+        sel[r] = (static_cast<int>(r) < rows && row >= cols.first_row) ? 1.0f : 0.0f;
+      }
+      AddColumnSums(Pall, mt, max_vis, TT, m, l, sel, RB, cols.sums);
     }
     for (int r = 0; r < rows; ++r) {
       const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
@@ -258,8 +317,8 @@ HWY_EXPORT(AttendRowsImpl);
 int AttendRowsBlock() { return HWY_DYNAMIC_DISPATCH(AttendRowsBlockImpl)(); }
 
 void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const int64_t* visible,
-                float* out, size_t out_stride) {
-  HWY_DYNAMIC_DISPATCH(AttendRowsImpl)(kv, q, q_stride, R, visible, out, out_stride);
+                float* out, size_t out_stride, const ColumnSums& cols) {
+  HWY_DYNAMIC_DISPATCH(AttendRowsImpl)(kv, q, q_stride, R, visible, out, out_stride, cols);
 }
 
 }  // namespace hqekv::quant

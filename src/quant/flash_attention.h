@@ -20,6 +20,20 @@
 // rescale factor) is one vector per lane group; exp by Highway's polynomial
 // (<= 1 ulp); fp16 tiles widened to fp32 once per (block, tile).
 //
+// Column sums (H2O's accumulated attention, SnapKV's window votes): when
+// cols.sums is set, also
+//
+//   cols.sums[t] += sum_{first_row <= r < R} w_r(t),  w_r(t) = softmax weight
+//                   row r gives token t (0 when t >= visible[r]),
+//
+// for t < max_r visible[r]. The kernel keeps every tile's numerators P and the
+// running max they were taken against ([tiles][TT][rows of a block] fp32:
+// 1 MiB per block at 4096 tokens, 64 rows) and, once a block's final max and
+// sum are known, adds sum_r P[t][r] exp(m_tile[r] - m[r]) / l[r]: no second
+// pass over K. Tolerance: |sums - ref| <= 1e-5 · (1 + max |q · k|) · |ref[t]|
+// + 1e-30, ref[t] including what sums[t] held before the call (summation
+// order and exp rounding; the oracle adds the rows one by one, in order).
+//
 // Tolerance against ref::AttendRows (the scalar two-pass oracle: all scores,
 // std::exp softmax, then the weighted sum; asserted by
 // tests/quant/flash_attention_test.cc on every compiled target):
@@ -44,6 +58,12 @@ struct KvTiles {
   const void* const* v = nullptr;  // same for V
 };
 
+// Where to add the column sums (see above); sums == nullptr: none.
+struct ColumnSums {
+  float* sums = nullptr;  // [max_r visible[r]] fp32, added to
+  int first_row = 0;      // rows [first_row, R) are summed
+};
+
 // Query rows each block of the SIMD kernel takes at once on this CPU (lanes
 // × row vectors): callers splitting rows into tasks use a multiple of it.
 int AttendRowsBlock();
@@ -51,12 +71,14 @@ int AttendRowsBlock();
 // out[r * out_stride + d] for r in [0, R), d in [0, D). Preconditions:
 // 0 <= visible[r] <= kv.tokens, D > 0.
 void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const int64_t* visible,
-                float* out, size_t out_stride);
+                float* out, size_t out_stride, const ColumnSums& cols = {});
 
 namespace ref {
-// The scalar oracle (two passes per row: scores, std::exp softmax, sum).
+// The scalar oracle (two passes per row: scores, std::exp softmax, sum; the
+// normalized weights of rows >= cols.first_row added to cols.sums in row
+// order).
 void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const int64_t* visible,
-                float* out, size_t out_stride);
+                float* out, size_t out_stride, const ColumnSums& cols = {});
 }  // namespace ref
 
 }  // namespace hqekv::quant

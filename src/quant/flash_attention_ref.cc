@@ -21,7 +21,7 @@ float At(const KvTiles& kv, const void* const* tiles, int64_t t, int d) {
 }  // namespace
 
 void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const int64_t* visible,
-                float* out, size_t out_stride) {
+                float* out, size_t out_stride, const ColumnSums& cols) {
   const int D = kv.D;
   std::vector<float> w;
   for (int r = 0; r < R; ++r) {
@@ -42,6 +42,7 @@ void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const
     for (int64_t t = 0; t < n; ++t) sum += (w[t] = std::exp(w[t] - mx));
     for (int64_t t = 0; t < n; ++t) {
       const float wt = w[t] / sum;
+      if (cols.sums && r >= cols.first_row) cols.sums[t] += wt;
       for (int d = 0; d < D; ++d) o[d] += wt * At(kv, kv.v, t, d);
     }
   }

@@ -132,6 +132,73 @@ TEST(PrefillAttention, SameResultOnOneAndTwoThreads) {
   EXPECT_EQ(one, two);  // each row is computed by one task, in a fixed order
 }
 
+// Column sums through PrefillAttentionHeads: one wave of tasks, one task per
+// wave and waves of a few tasks give bit-identical sums and outputs (buffers
+// are added in task order), and the sums match the scalar oracle's
+// (quant::ref::AttendRows over the same rows, added in row order).
+TEST(PrefillAttention, ColumnSumsDoNotDependOnTheWaves) {
+  const int H = 2, group = 4, D = 32, tokens = 300, n = 40, first = 10;
+  const KvGeometry g{1, H * group, H, D, 1 << 20};
+  std::mt19937 rng(21);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<std::vector<float>> k(H), v(H);
+  std::vector<std::vector<const void*>> kt(H), vt(H);
+  std::vector<quant::KvTiles> kv(H);
+  std::vector<int32_t> pos(tokens);
+  for (int t = 0; t < tokens; ++t) pos[t] = 1 + t + t / 3;  // gaps
+  for (int h = 0; h < H; ++h) {
+    k[h].resize(static_cast<size_t>(tokens) * D);
+    v[h].resize(k[h].size());
+    for (auto& x : k[h]) x = nd(rng);
+    for (auto& x : v[h]) x = nd(rng);
+    for (int t0 = 0; t0 < tokens; t0 += 32) {
+      kt[h].push_back(k[h].data() + static_cast<size_t>(t0) * D);
+      vt[h].push_back(v[h].data() + static_cast<size_t>(t0) * D);
+    }
+    kv[h] = quant::KvTiles{quant::KvRowType::kF32, D, 32, tokens, kt[h].data(), vt[h].data()};
+  }
+  std::vector<int32_t> qp(n);
+  for (int i = 0; i < n; ++i) qp[i] = pos[tokens - 1] * (i + 1) / n;
+  std::vector<float> q(static_cast<size_t>(n) * H * group * D);
+  for (auto& x : q) x = nd(rng);
+  std::vector<const int32_t*> positions(H, pos.data());
+  std::vector<float> want_sums, want_out;
+  for (int64_t budget : {int64_t{1} << 24, int64_t{1}, int64_t{600}}) {
+    SCOPED_TRACE(::testing::Message() << "budget " << budget);
+    std::vector<float> sums(static_cast<size_t>(H) * tokens, 0.25f), out(q.size(), -7.0f);
+    cache::HeadColumnSums cols;
+    cols.first_query = first;
+    cols.max_buffer_floats = budget;
+    for (int h = 0; h < H; ++h) cols.sums.push_back(sums.data() + static_cast<size_t>(h) * tokens);
+    cache::PrefillAttentionHeads(g, 0, kv, positions, q.data(), qp.data(), n, out.data(), &cols);
+    if (want_sums.empty()) {
+      want_sums = sums;
+      want_out = out;
+      continue;
+    }
+    EXPECT_EQ(sums, want_sums);
+    EXPECT_EQ(out, want_out);
+  }
+  // The oracle: rows (query, query head) of each KV head with i >= first.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  for (int h = 0; h < H; ++h) {
+    std::vector<float> ref(tokens, 0.25f), qs(D), o(D);
+    for (int i = first; i < n; ++i) {
+      const int64_t vis = std::upper_bound(pos.begin(), pos.end(), qp[i]) - pos.begin();
+      for (int j = 0; j < group; ++j) {
+        const float* src = &q[((static_cast<size_t>(i) * H + h) * group + j) * D];
+        for (int d = 0; d < D; ++d) qs[d] = src[d] * scale;
+        quant::ref::AttendRows(kv[h], qs.data(), D, 1, &vis, o.data(), D,
+                               quant::ColumnSums{ref.data(), 0});
+      }
+    }
+    for (int t = 0; t < tokens; ++t) {
+      const float got = want_sums[static_cast<size_t>(h) * tokens + t];
+      ASSERT_NEAR(got, ref[t], 1e-4 * (ref[t] + 0.25)) << "head " << h << " token " << t;
+    }
+  }
+}
+
 TEST(PrefillAttention, SmallBatchesTakeThePerQueryPath) {
   const KvGeometry g{1, 32, 8, 128, 4096};
   EXPECT_FALSE(cache::UsePrefillAttention(g, 1));  // decode

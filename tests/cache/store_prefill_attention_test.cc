@@ -210,6 +210,71 @@ TEST(StorePrefillAttention, RecordedQueriesAreBitIdenticalToPerQuery) {
   }
 }
 
+// StorePrefillAttention with column sums against AttentionSum over the
+// per-query path's rows (the policies' OnRow sums): every tier mix, groups
+// 1 / 4, all queries or the last ones recorded; outputs as without sums; the
+// sums per head add up to the number of recorded rows that see a token; 1
+// and 2 threads bit-identical.
+TEST(StorePrefillAttention, ColumnSumsMatchSummedPerQueryRows) {
+  unsigned seed = 40;
+  for (const Tiers& t : AllTiers()) {
+    for (int group : {1, 4}) {
+      for (int first : {0, 11}) {
+        SCOPED_TRACE(::testing::Message() << t.name << " group " << group << " first " << first);
+        const int H = 2, D = 64, n = 23;
+        const Case c = Build(t, H, group, D, n, ++seed);
+        const int HQ = c.n_q_heads;
+        AttentionSum rows(H);
+        const auto want_out = Attend(c, n, false, &rows.sink(), first);
+        std::map<int, std::vector<float>> got;
+        std::map<int, std::vector<int32_t>> got_pos;
+        const AttentionColumnSink sink = [&](const AttentionColumns& col) {
+          EXPECT_EQ(col.queries, n - first);
+          got[col.kv_head].assign(col.sums, col.sums + col.n_kept);
+          got_pos[col.kv_head].assign(col.positions, col.positions + col.n_kept);
+        };
+        std::vector<float> out(want_out.size(), -7.0f), plain(out.size(), -7.0f);
+        std::vector<float> sums_one;
+        for (int threads : {1, 2}) {
+          const int before = NumThreads();
+          SetNumThreads(threads);
+          StorePrefillAttention(*c.store, 1, HQ, c.q.data(), c.q_pos.data(), n, out.data(), &sink,
+                                first);
+          SetNumThreads(before);
+          std::vector<float> all;
+          for (int g = 0; g < H; ++g) all.insert(all.end(), got[g].begin(), got[g].end());
+          if (threads == 1) {
+            sums_one = all;
+          } else {
+            EXPECT_EQ(all, sums_one);
+          }
+        }
+        StorePrefillAttention(*c.store, 1, HQ, c.q.data(), c.q_pos.data(), n, plain.data());
+        EXPECT_EQ(out, plain);  // the sums do not change the outputs
+        const auto [max_v, max_s] = Scales(c, n);
+        for (int g = 0; g < H; ++g) {
+          ASSERT_EQ(got_pos[g], rows.positions(g));
+          ASSERT_EQ(got[g].size(), rows.sums(g).size());
+          double total = 0.0;
+          for (size_t j = 0; j < got[g].size(); ++j) {
+            const float w = rows.sums(g)[j];
+            ASSERT_NEAR(got[g][j], w, 1e-5 * (1.0 + max_s) * (w + 1e-3))
+                << "head " << g << " j " << j;
+            total += got[g][j];
+          }
+          // Every recorded (query, query head) row that sees a kept token adds 1.
+          std::vector<int32_t> kept;
+          c.store->KeptPositions(1, g, &kept);
+          int seeing = 0;
+          for (int i = first; i < n; ++i)
+            seeing += (!kept.empty() && kept[0] <= c.q_pos[i]) ? group : 0;
+          EXPECT_NEAR(total, seeing, 1e-4 * seeing);
+        }
+      }
+    }
+  }
+}
+
 TEST(StorePrefillAttention, IndependentOfThreadCount) {
   const Case c = Build(AllTiers()[4], 4, 4, 128, 40, 9);
   const int before = NumThreads();

@@ -75,5 +75,52 @@ TEST(StorePrefill, AttendMatchesPerQueryAfterCompression) {
   }
 }
 
+// H2O records every prefill query: a prompt attended in one batch (tiled, the
+// weights summed per kept token by the kernel, EvictCache::OnColumns) and the
+// same prompt attended 3 queries at a time (below the tiled threshold: per-query
+// rows, EvictCache::OnRow) give the same attention and, after the event, keep
+// the same tokens of every head.
+TEST(StorePrefill, H2oKeepsTheSameTokensWithColumnSums) {
+  for (int group : {1, 4}) {
+    SCOPED_TRACE(::testing::Message() << "group " << group);
+    const int D = 64, n = 300;
+    KvGeometry g = testing::SmallGeometry(1, 2 * group, 2, D);
+    g.max_ctx = 4096;
+    std::mt19937 rng(5 + group);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> k(static_cast<size_t>(n) * 2 * D), v(k.size());
+    std::vector<float> q(static_cast<size_t>(n) * g.n_q_heads * D);
+    for (float& x : k) x = nd(rng);
+    for (float& x : v) x = nd(rng);
+    for (float& x : q) x = 2.0f * nd(rng);  // peaked weights: clear winners
+    std::vector<int32_t> pos(n);
+    for (int i = 0; i < n; ++i) pos[i] = i;
+    std::vector<float> out[2];
+    std::vector<int32_t> kept[2][2];
+    for (int split = 0; split < 2; ++split) {
+      auto c = testing::MustMake("h2o:keep=0.3", g);
+      ASSERT_NE(c, nullptr);
+      ASSERT_TRUE(c->Append(0, k.data(), v.data(), pos.data(), n).ok());
+      out[split].resize(q.size());
+      const int step = split ? 3 : n;
+      const size_t row = static_cast<size_t>(g.n_q_heads) * D;
+      for (int i0 = 0; i0 < n; i0 += step) {
+        const int m = std::min(step, n - i0);
+        ASSERT_TRUE(
+            c->Attend(0, q.data() + i0 * row, pos.data() + i0, m, out[split].data() + i0 * row)
+                .ok());
+      }
+      ASSERT_TRUE(c->EndBatch(n, true).ok());
+      const auto& store = dynamic_cast<StoreBackedCache*>(c.get())->store();
+      for (int h = 0; h < 2; ++h) store.KeptPositions(0, h, &kept[split][h]);
+    }
+    for (size_t e = 0; e < out[0].size(); ++e) ASSERT_NEAR(out[0][e], out[1][e], 1e-4f) << e;
+    for (int h = 0; h < 2; ++h) {
+      EXPECT_LT(kept[0][h].size(), static_cast<size_t>(n));  // the event evicted
+      EXPECT_EQ(kept[0][h], kept[1][h]) << "head " << h;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hqekv::policy

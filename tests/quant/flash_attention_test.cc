@@ -85,6 +85,18 @@ double Check(const Case& c, std::mt19937& rng) {
   std::vector<float> got(static_cast<size_t>(c.R) * os, -7.0f), want(got.size(), -7.0f);
   AttendRows(head.tiles, q.data(), qs, c.R, vis.data(), got.data(), os);
   ref::AttendRows(head.tiles, q.data(), qs, c.R, vis.data(), want.data(), os);
+  // The same call with column sums of rows [R / 3, R) (added to a non-zero
+  // start): outputs bit-identical, sums within their tolerance of the oracle.
+  const int first_row = c.R / 3;
+  std::vector<float> got_cols(got.size(), -7.0f);
+  std::vector<float> sums(static_cast<size_t>(c.tokens) + 1, 0.5f), want_sums(sums);
+  AttendRows(head.tiles, q.data(), qs, c.R, vis.data(), got_cols.data(), os,
+             ColumnSums{sums.data(), first_row});
+  std::vector<float> unused(got.size());
+  ref::AttendRows(head.tiles, q.data(), qs, c.R, vis.data(), unused.data(), os,
+                  ColumnSums{want_sums.data(), first_row});
+  EXPECT_EQ(got_cols, got);
+  double smax_all = 0.0;
   double worst = 0.0;
   for (int r = 0; r < c.R; ++r) {
     // Largest |score| of the row bounds the exp error's effect.
@@ -99,6 +111,7 @@ double Check(const Case& c, std::mt19937& rng) {
       }
       smax = std::max(smax, std::fabs(s));
     }
+    if (r >= first_row) smax_all = std::max<double>(smax_all, smax);
     const double bound = 4e-6 * head.max_v * (1.0 + smax);
     for (int d = 0; d < c.D; ++d) {
       const double e = std::fabs(got[r * os + d] - want[r * os + d]);
@@ -109,6 +122,20 @@ double Check(const Case& c, std::mt19937& rng) {
     }
     // The stride gap is untouched.
     for (size_t d = c.D; d < os; ++d) EXPECT_EQ(got[r * os + d], -7.0f);
+  }
+  // Tokens no summed row sees keep their start value exactly; the entry past
+  // the last token is never touched.
+  int64_t summed_vis = 0;
+  for (int r = first_row; r < c.R; ++r) summed_vis = std::max(summed_vis, vis[r]);
+  for (int64_t t = 0; t <= c.tokens; ++t) {
+    if (t >= summed_vis) {
+      EXPECT_EQ(sums[t], 0.5f) << "token " << t;
+      continue;
+    }
+    const double w = want_sums[t] - 0.5;  // the oracle's sum for token t
+    const double bound = 1e-5 * (1.0 + smax_all) * (std::fabs(w) + 0.5) + 1e-30;
+    EXPECT_NEAR(sums[t], want_sums[t], bound) << "token " << t << " D " << c.D << " R " << c.R;
+    worst = std::max(worst, std::fabs(sums[t] - want_sums[t]) / bound);
   }
   return worst;
 }
