@@ -8,8 +8,10 @@
 // the calling thread's CPU time (robust to a time-shared machine), 1 thread.
 //
 //   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick] [--types F16,BF16,...]
+//                 [--ops gemv,gemm] [--no-old]
 // (--types: the weight types to run; default Q8_0,Q4_K,F16. For types without
-// the int8 path old and new are the same kernel.)
+// the int8 path old and new are the same kernel. --ops: which products to
+// run (default both); --no-old: skip the fp32-activation path.)
 #include <immintrin.h>
 #include <time.h>
 
@@ -139,7 +141,8 @@ int main(int argc, char** argv) {
   int rounds = 5, reps = 5;
   int64_t gemm_m = 512;
   bool quick = false;
-  std::string types = "Q8_0,Q4_K,F16";
+  std::string types = "Q8_0,Q4_K,F16", ops = "gemv,gemm";
+  bool run_old = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
@@ -147,6 +150,8 @@ int main(int argc, char** argv) {
     if (a == "--gemm-m" && i + 1 < argc) gemm_m = std::atoll(argv[++i]);
     if (a == "--quick") quick = true;
     if (a == "--types" && i + 1 < argc) types = argv[++i];
+    if (a == "--ops" && i + 1 < argc) ops = argv[++i];
+    if (a == "--no-old") run_old = false;
   }
   hqekv::SetNumThreads(1);
   const bool has512 = __builtin_cpu_supports("avx512f");
@@ -172,9 +177,13 @@ int main(int argc, char** argv) {
     if (("," + types + ",").find("," + std::string(hqekv::TensorTypeName(t)) + ",") ==
         std::string::npos)
       continue;
-    cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
-    cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
-    cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});
+    if (ops.find("gemv") != std::string::npos) {
+      cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
+      cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
+    }
+    if (ops.find("gemm") != std::string::npos) {
+      cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});
+    }
   }
   for (Case& c : cases) {
     c.w = RandomWeights(c.t, c.n, c.k);
@@ -192,7 +201,7 @@ int main(int argc, char** argv) {
     for (Case& c : cases) {
       const kn::WeightMatrix w{c.t, c.w.data(), c.n, c.k};
       const int cr = c.name == "gemm" ? 1 : reps;
-      for (int on = 0; on < 2; ++on) {
+      for (int on = run_old ? 0 : 1; on < 2; ++on) {
         kn::SetInt8Activations(on == 1);
         (on ? c.t_new : c.t_old)
             .push_back(TimeIt([&] { kn::MatMul(w, c.x.data(), c.m, c.y.data()); }, cr));
@@ -214,7 +223,8 @@ int main(int argc, char** argv) {
   std::printf("| op | type | n x k (m) | old | new (min / median) | new/old | new vs limit |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (Case& c : cases) {
-    const Stats so = Summarize(c.t_old), sn = Summarize(c.t_new);
+    const Stats sn = Summarize(c.t_new);
+    const Stats so = c.t_old.empty() ? sn : Summarize(c.t_old);
     const double bytes = static_cast<double>(c.w.size());
     if (c.name == "gemv") {
       std::printf(

@@ -21,6 +21,7 @@
 //
 // A row kernel takes M <= 4 activation rows at once so that a weight block is
 // loaded and decoded once for M rows (the prefill GEMM); decode uses M = 1.
+// The fused row kernels prefetch the weight stream kPrefetchBytes ahead.
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -63,6 +64,17 @@ namespace hn = hwy::HWY_NAMESPACE;
 #endif
 
 #include "model/kernels_int8_decode-inl.h"
+
+// Software prefetch of the weight stream (row kernels: decode), kPrefetchBytes
+// ahead, one per 64 bytes (a step's bytes). The row kernels' work per byte
+// keeps the out-of-order window from running far enough ahead on its own:
+// measured (bench_kernels, 14336x4096 and 4096x14336 GEMV) +25-60% for every
+// type; 2048, 3072 and 4096 bytes within noise of each other, 512 and 1024
+// lower. Rows are contiguous, so it runs on into the next row.
+constexpr int kPrefetchBytes = 3072;
+HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
+  for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
+}
 
 // Quantizes m*k/32 blocks of 32 values (see Int8Acts).
 void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* s, float* s16) {
@@ -142,6 +154,7 @@ void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float*
   __m256 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, p += 34) {
+    PrefetchAhead(p, 34);
     const __m256i w = Load32(p + 2);
     const __m256i aw = _mm256_abs_epi8(w);
     const float dw = HalfAt(p);
@@ -174,6 +187,7 @@ void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const fl
   const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, p += 68) {
+    PrefetchAhead(p, 68);
     const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(p + 2)), Load32(p + 36), 1);
     const __mmask64 neg = _mm512_movepi8_mask(w);
     const __m512i aw = _mm512_abs_epi8(w);
@@ -234,6 +248,7 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   const __m256i m4 = _mm256_set1_epi8(0x0F);
 #endif
   for (int64_t sb = 0; sb < nsb; ++sb, p += kFive ? 176 : 144) {
+    PrefetchAhead(p, kFive ? 176 : 144);
     const uint8_t* qs = p + (kFive ? 48 : 16);
     const __m256i qh = kFive ? Load32(p + 16) : _mm256_setzero_si256();
     uint64_t sc, mn;
@@ -373,6 +388,7 @@ void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const f
   const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, p += 2 * bb) {
+    PrefetchAhead(p, 2 * bb);
     const __m512i u = LegacyCodes2<T>(p);
     const __m128 a2 = HalfPair(p, bb);
     const __m128 b2 = has_min ? HalfPair(p + 2, bb) : a2;
@@ -495,6 +511,7 @@ void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
                           2));
   }
   for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
+    PrefetchAhead(p, BlockBytes(T));
     __m512i u[4];
     __m512 a, b;
     K16Block<T>(p, u, &a, &b);
