@@ -8,8 +8,13 @@
 // the calling thread's CPU time (robust to a time-shared machine), 1 thread.
 //
 //   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick] [--types F16,BF16,...]
+//                 [--ops gemv,gemm] [--no-old] [--cold]
 // (--types: the weight types to run; default Q8_0,Q4_K,F16. For types without
-// the int8 path old and new are the same kernel.)
+// the int8 path old and new are the same kernel. --ops: which products to
+// run (default both); --no-old: skip the fp32-activation path; --cold: before
+// every timed GEMV call, read a 512 MiB buffer (untimed) so that the weights
+// come from DRAM, not from a last-level cache that holds them (this machine's
+// L3 is 260 MiB: a warm 14336 x 4096 matrix of any type fits).)
 #include <immintrin.h>
 #include <time.h>
 
@@ -41,10 +46,12 @@ double MedianOf(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median CPU seconds of `reps` calls.
-double TimeIt(const std::function<void()>& fn, int reps) {
+// Median CPU seconds of `reps` calls; `before` (untimed) runs before each.
+double TimeIt(const std::function<void()>& fn, int reps,
+              const std::function<void()>& before = nullptr) {
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
+    if (before) before();
     const double t0 = ThreadSeconds();
     fn();
     t.push_back(ThreadSeconds() - t0);
@@ -63,6 +70,23 @@ void ReadAll(const std::vector<float>& a) {
   float t = 0;
   for (float x : s) t += x;
   g_sink = t;
+}
+
+// The same read with 512-bit loads and a software prefetch 3 KiB ahead (what
+// the GEMV kernels do): one core's read bandwidth without the plain loop's
+// limit of the hardware prefetcher alone (the stricter limit).
+__attribute__((target("avx512f"))) void ReadAllPrefetch(const std::vector<float>& a) {
+  __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                 _mm512_setzero_ps()};
+  const size_t n = a.size() / 64 * 64;
+  for (size_t i = 0; i < n; i += 64) {
+    for (int c = 0; c < 4; ++c) {
+      __builtin_prefetch(a.data() + i + 768 + 16 * c);
+      s[c] = _mm512_add_ps(s[c], _mm512_loadu_ps(a.data() + i + 16 * c));
+    }
+  }
+  g_sink =
+      _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
 }
 
 __attribute__((target("avx512f,fma"))) void FmaPeak512(int64_t iters) {
@@ -139,7 +163,8 @@ int main(int argc, char** argv) {
   int rounds = 5, reps = 5;
   int64_t gemm_m = 512;
   bool quick = false;
-  std::string types = "Q8_0,Q4_K,F16";
+  std::string types = "Q8_0,Q4_K,F16", ops = "gemv,gemm";
+  bool run_old = true, cold = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
@@ -147,15 +172,20 @@ int main(int argc, char** argv) {
     if (a == "--gemm-m" && i + 1 < argc) gemm_m = std::atoll(argv[++i]);
     if (a == "--quick") quick = true;
     if (a == "--types" && i + 1 < argc) types = argv[++i];
+    if (a == "--ops" && i + 1 < argc) ops = argv[++i];
+    if (a == "--no-old") run_old = false;
+    if (a == "--cold") cold = true;
   }
   hqekv::SetNumThreads(1);
   const bool has512 = __builtin_cpu_supports("avx512f");
 
   // Limits: read 256 MiB, memcpy 128 MiB, FMA 12 independent chains.
   std::vector<float> big((quick ? 32 : 64) << 20, 1.0f), dst(big.size() / 2);
+  std::vector<float> evict(cold ? 128 << 20 : 0, 1.0f);  // 512 MiB
+  const std::function<void()> flush = [&] { ReadAll(evict); };
   const int64_t fma_iters = 20'000'000;
   const int lanes = has512 ? 16 : 8;
-  std::vector<double> t_read, t_copy, t_fma;
+  std::vector<double> t_read, t_read_pf, t_copy, t_fma;
 
   struct Case {
     std::string name;
@@ -172,9 +202,13 @@ int main(int argc, char** argv) {
     if (("," + types + ",").find("," + std::string(hqekv::TensorTypeName(t)) + ",") ==
         std::string::npos)
       continue;
-    cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
-    cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
-    cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});
+    if (ops.find("gemv") != std::string::npos) {
+      cases.push_back({"gemv", t, N, K, 1, {}, {}, {}, {}, {}});
+      cases.push_back({"gemv", t, K, N, 1, {}, {}, {}, {}, {}});
+    }
+    if (ops.find("gemm") != std::string::npos) {
+      cases.push_back({"gemm", t, N, K, gemm_m, {}, {}, {}, {}, {}});
+    }
   }
   for (Case& c : cases) {
     c.w = RandomWeights(c.t, c.n, c.k);
@@ -187,15 +221,17 @@ int main(int argc, char** argv) {
 
   for (int r = 0; r < rounds; ++r) {
     t_read.push_back(TimeIt([&] { ReadAll(big); }, reps));
+    if (has512) t_read_pf.push_back(TimeIt([&] { ReadAllPrefetch(big); }, reps));
     t_copy.push_back(TimeIt([&] { std::memcpy(dst.data(), big.data(), dst.size() * 4); }, reps));
     t_fma.push_back(TimeIt([&] { has512 ? FmaPeak512(fma_iters) : FmaPeak256(fma_iters); }, reps));
     for (Case& c : cases) {
       const kn::WeightMatrix w{c.t, c.w.data(), c.n, c.k};
       const int cr = c.name == "gemm" ? 1 : reps;
-      for (int on = 0; on < 2; ++on) {
+      for (int on = run_old ? 0 : 1; on < 2; ++on) {
         kn::SetInt8Activations(on == 1);
         (on ? c.t_new : c.t_old)
-            .push_back(TimeIt([&] { kn::MatMul(w, c.x.data(), c.m, c.y.data()); }, cr));
+            .push_back(TimeIt([&] { kn::MatMul(w, c.x.data(), c.m, c.y.data()); }, cr,
+                              cold && c.name == "gemv" ? flush : nullptr));
       }
     }
     std::fprintf(stderr, "round %d/%d done\n", r + 1, rounds);
@@ -204,24 +240,29 @@ int main(int argc, char** argv) {
 
   const Stats sr = Summarize(t_read), sc = Summarize(t_copy), sf = Summarize(t_fma);
   const double read_gbs = big.size() * 4 / sr.min / 1e9;
+  const double read_pf_gbs =
+      t_read_pf.empty() ? read_gbs : big.size() * 4 / Summarize(t_read_pf).min / 1e9;
   const double copy_gbs = dst.size() * 4 / sc.min / 1e9;
   const double fma_gflops = 2.0 * lanes * 12 * fma_iters / sf.min / 1e9;
-  std::printf("# bench_kernels: 1 thread, CPU time, %d interleaved rounds x median of %d calls\n",
-              rounds, reps);
+  std::printf("# bench_kernels: 1 thread, CPU time, %d interleaved rounds x median of %d calls%s\n",
+              rounds, reps, cold ? ", GEMV weights evicted before each call (--cold)" : "");
   std::printf(
-      "limits (best round): read %.1f GB/s, memcpy %.1f GB/s, fp32 FMA %.0f GFLOP/s (%d-bit)\n\n",
-      read_gbs, copy_gbs, fma_gflops, lanes * 32);
+      "limits (best round): read %.1f GB/s (with sw prefetch %.1f), memcpy %.1f GB/s, fp32 FMA "
+      "%.0f GFLOP/s (%d-bit)\n\n",
+      read_gbs, read_pf_gbs, copy_gbs, fma_gflops, lanes * 32);
   std::printf("| op | type | n x k (m) | old | new (min / median) | new/old | new vs limit |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (Case& c : cases) {
-    const Stats so = Summarize(c.t_old), sn = Summarize(c.t_new);
+    const Stats sn = Summarize(c.t_new);
+    const Stats so = c.t_old.empty() ? sn : Summarize(c.t_old);
     const double bytes = static_cast<double>(c.w.size());
     if (c.name == "gemv") {
       std::printf(
-          "| gemv | %s | %lldx%lld | %.1f GB/s | %.1f / %.1f GB/s | %.2fx | %.2f of read |\n",
+          "| gemv | %s | %lldx%lld | %.1f GB/s | %.1f / %.1f GB/s | %.2fx | %.2f of read (%.2f of "
+          "read-pf) |\n",
           hqekv::TensorTypeName(c.t), (long long)c.n, (long long)c.k, bytes / so.min / 1e9,
           bytes / sn.min / 1e9, bytes / sn.med / 1e9, so.min / sn.min,
-          bytes / sn.min / 1e9 / read_gbs);
+          bytes / sn.min / 1e9 / read_gbs, bytes / sn.min / 1e9 / read_pf_gbs);
     } else {
       const double flop = 2.0 * c.n * c.k * c.m;
       std::printf(

@@ -82,9 +82,14 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
       SetNumThreads(threads);
       for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
         // (n, k): partial panels on every target; k tails below and above
-        // one k block (256) and a multiple of it.
-        for (auto [n, k] :
-             {std::pair<int64_t, int64_t>{7, 37}, {33, 256}, {70, 300}, {45, 528}, {96, 771}}) {
+        // one k block (kGemmKc = 1024) and two blocks plus a tail.
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 37},
+                            {33, 256},
+                            {70, 300},
+                            {45, 528},
+                            {96, 771},
+                            {21, 1100},
+                            {40, 2100}}) {
           auto wb = RandomFloatRows(t, n, k, rng);
           const WeightMatrix w{t, wb.data(), n, k};
           for (int64_t m : {2, 3, 4, 6, 9, 13, 17, 33, 41}) {
