@@ -432,6 +432,10 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
                           rest);
   }
   const int group = n_q_heads / H;
+  // Int8 query on decode steps only: prefill batches keep the fp32-query
+  // kernels (the per-query path is the tiled prefill's oracle).
+  StoreAttentionOptions opts = options;
+  opts.int8_query = options.int8_query && n == 1;
   std::vector<HeadPlan> plans(H);
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
@@ -439,14 +443,14 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
     work += static_cast<int64_t>(plans[g].positions.size()) * n * group * store.head_dim();
   }
   if (const int spans = SpansPerHead(plans, n, work, options); spans > 1) {
-    AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, options,
+    AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, opts,
                 work >= options.parallel_min_work);
     return Status::Ok();
   }
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
       AttendHead(store, plans[g], static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
-                 options.first_sink_query, options.int8_query);
+                 options.first_sink_query, opts.int8_query);
     }
   };
   if (H > 1 && work >= options.parallel_min_work) {

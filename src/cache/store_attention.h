@@ -67,11 +67,13 @@ struct StoreAttentionOptions {
   // the tiled path of cache/store_prefill_attention.h; false keeps every
   // query on the per-query path (its oracle in the tests and benchmarks).
   bool tiled_prefill = true;
-  // Scores of per-channel K chunks with integer levels (KIVI / HqeKV tiers:
-  // u1/u2/u3/u4, n1) by quant::DotChunkMultiInt8Query where this CPU has it
+  // Decode steps (n == 1): scores of per-channel K chunks with integer levels
+  // (KIVI / HqeKV tiers: u1/u2/u3/u4, n1) by quant::DotChunkMultiInt8Query
+  // where this CPU has it
   // (the query rounded to int8 per chunk, VNNI dots; scores move by at most
   // half a query step per code, quant/multi_query.h); false: the fp32-query
-  // kernels everywhere (the oracle path).
+  // kernels everywhere (the oracle path). Batches of n > 1 queries always
+  // use the fp32-query kernels.
   bool int8_query = true;
 };
 

@@ -53,7 +53,8 @@ namespace {
 // Per-thread int8 query rows [m][D] and per-row scale / offset.
 struct Q8Scratch {
   std::vector<int8_t> qi;
-  std::vector<float> qa, sq, off;
+  std::vector<float> qa;  // [D] (generic D)
+  std::vector<float> sq, off;
 };
 Q8Scratch& Q8Buffers() {
   thread_local Q8Scratch s;
@@ -136,46 +137,88 @@ HWY_INLINE void DotPass(const uint8_t* codes, int D, const int8_t* qi, __m512i a
   }
 }
 
+// The chunk's per-channel multiplier a and offset b of channels [d, d + 16)
+// (normal-1 folded into an affine map of the code, as AffineFromPlanes with
+// a fused multiply-add).
+HWY_INLINE void AffineAt(const uint8_t* meta, int D, int d, bool n1, __m512* a, __m512* b) {
+  *a = _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(d))));
+  *b = _mm512_cvtph_ps(_mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(meta + 2 * (static_cast<size_t>(D) + d))));
+  if (n1) {
+    const float c1 = kNormalCentres1[1];
+    *b = _mm512_fnmadd_ps(_mm512_set1_ps(c1), *a, *b);
+    *a = _mm512_mul_ps(_mm512_set1_ps(2.0f * c1), *a);
+  }
+}
+
+// Lanes that are NaN or +-inf (vfpclassps: QNaN 0x01, +inf 0x08, -inf 0x10,
+// SNaN 0x80).
+HWY_INLINE __mmask16 NonFinite(__m512 v) { return _mm512_fpclass_ps_mask(v, 0x99); }
+
+// Row h's scale and int8 codes from its qa vectors (qa(v): vector v; amax:
+// max |qa| by lane).
+template <class QA>
+HWY_INLINE void StoreRow(const QA& qa, int nv, __m512 amax, float* sq, int8_t* qi) {
+  const float mx = _mm512_reduce_max_ps(amax);
+  *sq = mx > 0.0f ? mx / 127.0f : 0.0f;
+  const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
+  for (int v = 0; v < nv; ++v) {
+    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(qa(v), inv));  // MXCSR: half to even
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qi + 16 * v), _mm512_cvtepi32_epi8(r));
+  }
+}
+
 // Rounds qa[h] = q[h]·a to int8 per row (scale amax/127), off[h] = q[h]·b.
 // False when some qa is not finite (then nothing is written to the scores).
-bool QuantizeRows(const uint8_t* meta, int D, int kind_n1, const float* q, size_t qs, int m,
+// kV > 0: D = 16·kV, a, b and one row's qa held in registers (a and b decoded
+// once per chunk); kV == 0: any D (a multiple of 16), through scratch.
+template <int kV>
+bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs, int m,
                   Q8Scratch& s) {
   s.qi.resize(static_cast<size_t>(m) * D);
-  s.qa.resize(static_cast<size_t>(D));
   s.sq.resize(m);
   s.off.resize(m);
-  const float c1 = kNormalCentres1[1];
-  for (int h = 0; h < m; ++h) {
-    const float* qh = q + h * qs;
-    __m512 amax = _mm512_setzero_ps(), chk = _mm512_setzero_ps(), off = _mm512_setzero_ps();
-    for (int d = 0; d < D; d += 16) {
-      __m512 a = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(d))));
-      __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(meta + 2 * (static_cast<size_t>(D) + d))));
-      if (kind_n1) {  // normal-1 as an affine map of the code (AffineFromPlanes, fused)
-        b = _mm512_fnmadd_ps(_mm512_set1_ps(c1), a, b);
-        a = _mm512_mul_ps(_mm512_set1_ps(2.0f * c1), a);
+  __mmask16 bad = 0;
+  if constexpr (kV > 0) {
+    __m512 a[kV], b[kV], qa[kV];
+    for (int v = 0; v < kV; ++v) AffineAt(meta, D, 16 * v, n1, &a[v], &b[v]);
+    for (int h = 0; h < m; ++h) {
+      const float* qh = q + h * qs;
+      __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+      for (int v = 0; v < kV; ++v) {
+        const __m512 qv = _mm512_loadu_ps(qh + 16 * v);
+        qa[v] = _mm512_mul_ps(qv, a[v]);
+        bad |= NonFinite(qa[v]);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(qa[v]));
+        off = _mm512_fmadd_ps(qv, b[v], off);
       }
-      const __m512 qv = _mm512_loadu_ps(qh + d);
-      const __m512 qa = _mm512_mul_ps(qv, a);
-      _mm512_storeu_ps(s.qa.data() + d, qa);
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(qa));
-      chk = _mm512_add_ps(chk, qa);
-      off = _mm512_fmadd_ps(qv, b, off);
+      s.off[h] = _mm512_reduce_add_ps(off);
+      StoreRow([&](int v) { return qa[v]; }, kV, amax, &s.sq[h],
+               s.qi.data() + static_cast<size_t>(h) * D);
     }
-    if (!std::isfinite(_mm512_reduce_add_ps(chk))) return false;
-    const float mx = _mm512_reduce_max_ps(amax);
-    s.off[h] = _mm512_reduce_add_ps(off);
-    s.sq[h] = mx > 0.0f ? mx / 127.0f : 0.0f;
-    const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
-    int8_t* qi = s.qi.data() + static_cast<size_t>(h) * D;
-    for (int d = 0; d < D; d += 16) {
-      const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(s.qa.data() + d), inv));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qi + d), _mm512_cvtepi32_epi8(r));
+  } else {
+    s.qa.resize(static_cast<size_t>(D));
+    float* qa = s.qa.data();
+    for (int h = 0; h < m; ++h) {
+      const float* qh = q + h * qs;
+      __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+      for (int d = 0; d < D; d += 16) {
+        __m512 a, b;
+        AffineAt(meta, D, d, n1, &a, &b);
+        const __m512 qv = _mm512_loadu_ps(qh + d);
+        const __m512 x = _mm512_mul_ps(qv, a);
+        _mm512_storeu_ps(qa + d, x);
+        bad |= NonFinite(x);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
+        off = _mm512_fmadd_ps(qv, b, off);
+      }
+      s.off[h] = _mm512_reduce_add_ps(off);
+      StoreRow([&](int v) { return _mm512_loadu_ps(qa + 16 * v); }, D / 16, amax, &s.sq[h],
+               s.qi.data() + static_cast<size_t>(h) * D);
     }
   }
-  return true;
+  return bad == 0;
 }
 
 template <int kBits>
@@ -219,7 +262,11 @@ bool DotInt8QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta
 #if HQEKV_Q8_VNNI
   if (!Int8QueryApplies(f, T, D) || D % 16 != 0) return false;
   Q8Scratch& s = Q8Buffers();
-  if (!QuantizeRows(meta, D, f.kind == Kind::kNormal, q, qs, m, s)) return false;
+  const bool n1 = f.kind == Kind::kNormal;
+  const bool ok = D == 128  ? QuantizeRows<8>(meta, D, n1, q, qs, m, s)
+                  : D == 64 ? QuantizeRows<4>(meta, D, n1, q, qs, m, s)
+                            : QuantizeRows<0>(meta, D, n1, q, qs, m, s);
+  if (!ok) return false;
   const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
   switch (bits) {
     case 1:
