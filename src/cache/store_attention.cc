@@ -41,9 +41,9 @@ void PrefetchV(const ChunkView& c, int D) {
 // Scores of one chunk's K for `group` query rows: the int8-query kernel when
 // asked for and available, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
-          bool int8_query) {
-  if (int8_query && quant::DotChunkMultiInt8Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
-                                                  group, scores, ss)) {
+          bool int16_query) {
+  if (int16_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                                    group, scores, ss)) {
     return;
   }
   quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
@@ -107,7 +107,7 @@ size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 
 // (StoreAttention merges the spans).
 void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
                 const float* q, const int32_t* q_pos, int n, float* out, const AttentionSink* sink,
-                int first_sink_query, bool int8_query, const Span& span = {},
+                int first_sink_query, bool int16_query, const Span& span = {},
                 float* shared_scores = nullptr, const SpanResult* part = nullptr) {
   const int D = store.head_dim();
   const int n_kept = static_cast<int>(p.positions.size());
@@ -170,11 +170,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        DotK(c, D, qk, group, scores_base + j, ss, int8_query);
+        DotK(c, D, qk, group, scores_base + j, ss, int16_query);
         j += kept;
         continue;
       }
-      DotK(c, D, qk, group, tmp.data(), c.T, int8_query);
+      DotK(c, D, qk, group, tmp.data(), c.T, int16_query);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
         float* row = scores_base + hh * ss;
@@ -345,7 +345,7 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int s
       const int g = static_cast<int>(t) / spans;
       const SpanResult r = result(static_cast<int>(t));
       AttendHead(store, plans[g], g, group, n_q_heads, q, q_pos, 1, out, sink, o.first_sink_query,
-                 o.int8_query, sp[t], scores + row0[g], &r);
+                 o.int16_query, sp[t], scores + row0[g], &r);
     }
   };
   if (parallel) {
@@ -435,7 +435,7 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   // Int8 query on decode steps only: prefill batches keep the fp32-query
   // kernels (the per-query path is the tiled prefill's oracle).
   StoreAttentionOptions opts = options;
-  opts.int8_query = options.int8_query && n == 1;
+  opts.int16_query = options.int16_query && n == 1;
   std::vector<HeadPlan> plans(H);
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
@@ -450,7 +450,7 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
       AttendHead(store, plans[g], static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
-                 options.first_sink_query, opts.int8_query);
+                 options.first_sink_query, opts.int16_query);
     }
   };
   if (H > 1 && work >= options.parallel_min_work) {

@@ -25,10 +25,10 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   }
 }
 
-bool DotChunkMultiInt8Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                            int D, const float* q, size_t q_stride, int m, float* scores,
-                            size_t s_stride) {
-  if (m <= 0 || !Int8QueryApplies(f, T, D)) return false;
+bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* q, size_t q_stride, int m, float* scores,
+                             size_t s_stride) {
+  if (m <= 0 || !Int16QueryApplies(f, T, D)) return false;
   const size_t n = static_cast<size_t>(T) * D;
   std::vector<uint8_t> code(n);  // per-channel order: code[d·T + t]
   if (f.kind == Kind::kUniform3) {
@@ -49,7 +49,7 @@ bool DotChunkMultiInt8Query(const Format& f, const uint8_t* codes, const uint8_t
       a[d] = 2.0f * c * a[d];
     }
   }
-  std::vector<int8_t> qi(static_cast<size_t>(m) * D);
+  std::vector<int16_t> qi(static_cast<size_t>(m) * D);
   for (int h = 0; h < m; ++h) {  // every row quantized before any score is written
     const float* qh = q + h * q_stride;
     float amax = 0.0f;
@@ -61,10 +61,10 @@ bool DotChunkMultiInt8Query(const Format& f, const uint8_t* codes, const uint8_t
       o += static_cast<double>(qh[d]) * b[d];
     }
     off[h] = static_cast<float>(o);
-    sq[h] = amax > 0.0f ? amax / 127.0f : 0.0f;
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    sq[h] = amax > 0.0f ? amax / 32767.0f : 0.0f;
+    const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
     for (int d = 0; d < D; ++d) {
-      qi[static_cast<size_t>(h) * D + d] = static_cast<int8_t>(std::nearbyint(qa[d] * inv));
+      qi[static_cast<size_t>(h) * D + d] = static_cast<int16_t>(std::nearbyint(qa[d] * inv));
     }
   }
   for (int h = 0; h < m; ++h) {

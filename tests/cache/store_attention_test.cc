@@ -281,14 +281,14 @@ TEST(StoreAttention, PrefillOverLongResidualMatchesReference) {
     ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])));
 }
 
-// Decode steps score per-channel K chunks with an int8 query
-// (StoreAttentionOptions::int8_query, quant::DotChunkMultiInt8Query) where
+// Decode steps score per-channel K chunks with an int16 query
+// (StoreAttentionOptions::int16_query, quant::DotChunkMultiInt16Query) where
 // the CPU has the kernel. With it off, decode matches the fp64 reference as
 // before; with it on, outputs stay close to the fp32-query ones (empirical
-// bound: 2% of max|v̂| here, measured 0.3%; each score moves by a sum of D
+// bound: 2e-4 of max|v̂| here, measured 1.5e-5; each score moves by a sum of D
 // independent query roundings of at most half a step; the model-level check
 // is in docs/performance.md) and prefill batches are unchanged.
-TEST(StoreAttention, DecodeInt8QueryStaysCloseToTheFp32Query) {
+TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
   const int D = 128, H = 2, nq = 8, n = 32 * 10 + 5;
   KvStoreConfig cfg;
   cfg.n_layers = 1;
@@ -301,16 +301,14 @@ TEST(StoreAttention, DecodeInt8QueryStaysCloseToTheFp32Query) {
   const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
   ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
   ASSERT_TRUE(s->Seal(0, kAllHeads, 32 * 10, quant::F16(), quant::F16()).ok());
-  const Format kf[] = {quant::Uniform(2, Grouping::kPerChannel),
-                       quant::Uniform(4, Grouping::kPerChannel),
-                       quant::Uniform3(Grouping::kPerChannel),
-                       quant::Normal(1, Grouping::kPerChannel),
-                       quant::Uniform(1, Grouping::kPerChannel),
-                       Had(quant::Uniform(2, Grouping::kPerChannel))};
+  const Format kf[] = {
+      quant::Uniform(2, Grouping::kPerChannel), quant::Uniform(4, Grouping::kPerChannel),
+      quant::Uniform3(Grouping::kPerChannel),   quant::Normal(1, Grouping::kPerChannel),
+      quant::Uniform(1, Grouping::kPerChannel), Had(quant::Uniform(2, Grouping::kPerChannel))};
   for (int c = 0; c < s->NumChunks(0, 0); ++c) {
-    ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, kf[c % 6],
-                                  quant::Uniform(2, Grouping::kPerToken, 32))
-                    .ok());
+    ASSERT_TRUE(
+        s->SetChunkFormat(0, kAllHeads, c, kf[c % 6], quant::Uniform(2, Grouping::kPerToken, 32))
+            .ok());
   }
   float max_v = 0.0f;
   for (int g = 0; g < H; ++g) {
@@ -322,7 +320,7 @@ TEST(StoreAttention, DecodeInt8QueryStaysCloseToTheFp32Query) {
   const auto q = Gaussian(static_cast<size_t>(nq) * D, rng);
   const int32_t qp = n;
   StoreAttentionOptions on, off;
-  off.int8_query = false;
+  off.int16_query = false;
   std::vector<float> a(q.size()), b(q.size());
   ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, a.data(), nullptr, on).ok());
   ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, b.data(), nullptr, off).ok());
@@ -332,12 +330,12 @@ TEST(StoreAttention, DecodeInt8QueryStaysCloseToTheFp32Query) {
   float worst = 0.0f;
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_NEAR(b[i], ref[i], 2e-5 * (1 + std::abs(ref[i]))) << i;
-    ASSERT_NEAR(a[i], b[i], 0.02f * max_v) << i;
+    ASSERT_NEAR(a[i], b[i], 2e-4f * max_v) << i;
     worst = std::max(worst, std::abs(a[i] - b[i]));
   }
-  if (quant::DotChunkMultiInt8Query(kf[0], s->Chunk(0, 0, 0).k_codes, s->Chunk(0, 0, 0).k_meta,
-                                    32, D, q.data(), D, 1, a.data(), 32)) {
-    EXPECT_GT(worst, 0.0f) << "the int8 query never ran";
+  if (quant::DotChunkMultiInt16Query(kf[0], s->Chunk(0, 0, 0).k_codes, s->Chunk(0, 0, 0).k_meta, 32,
+                                     D, q.data(), D, 1, a.data(), 32)) {
+    EXPECT_GT(worst, 0.0f) << "the int16 query never ran";
   }
   // A batch of 2 queries keeps the fp32 query: bit-identical either way.
   const std::vector<int32_t> qp2 = {n - 1, n};

@@ -1,8 +1,8 @@
-// Int8-query scores (quant/multi_query.h, DotChunkMultiInt8Query) against
-// their scalar oracle (ref::DotChunkMultiInt8Query: the same integer math) on
+// Int16-query scores (quant/multi_query.h, DotChunkMultiInt16Query) against
+// their scalar oracle (ref::DotChunkMultiInt16Query: the same integer math) on
 // every x86 target this CPU runs, AVX-512 VNNI included; and the oracle
 // against the fp32-query reference (ref::DotChunkMulti) within the rounding
-// of the int8 query.
+// of the int16 query.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@ using testing::Gaussian;
 
 constexpr int kT = 32;
 
-std::vector<Format> Int8QueryFormats() {
+std::vector<Format> Int16QueryFormats() {
   std::vector<Format> fs;
   for (int b : {1, 2, 4}) fs.push_back(Uniform(b, Grouping::kPerChannel));
   fs.push_back(Uniform3(Grouping::kPerChannel));
@@ -54,12 +54,12 @@ void AffineOf(const Format& f, const std::vector<uint8_t>& meta, int D, std::vec
   }
 }
 
-TEST(MultiQueryInt8Query, MatchesOracleOnEveryTarget) {
+TEST(MultiQueryInt16Query, MatchesOracleOnEveryTarget) {
   int simd_ran = 0, cases = 0;
   const int targets = test::OnEachTarget(
       [&](int64_t target) {
         for (int D : {8, 16, 64, 96, 128}) {
-          for (const Format& f : Int8QueryFormats()) {
+          for (const Format& f : Int16QueryFormats()) {
             SCOPED_TRACE(FormatName(f) + " D=" + std::to_string(D));
             const uint32_t seed = static_cast<uint32_t>(7 * D + f.bits);
             const Encoded e = Encode(f, Gaussian(kT, D, seed), kT, D, /*reference=*/false);
@@ -70,10 +70,10 @@ TEST(MultiQueryInt8Query, MatchesOracleOnEveryTarget) {
               const size_t qs = D + 3, ss = kT + 5;
               const std::vector<float> q = Gaussian(m, static_cast<int>(qs), seed + m, 0.3f);
               std::vector<float> want(m * ss, -7.0f), got(m * ss, -7.0f);
-              ASSERT_TRUE(ref::DotChunkMultiInt8Query(f, e.codes.data(), e.meta.data(), kT, D,
-                                                      q.data(), qs, m, want.data(), ss));
-              if (!DotChunkMultiInt8Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), qs, m,
-                                          got.data(), ss)) {
+              ASSERT_TRUE(ref::DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D,
+                                                       q.data(), qs, m, want.data(), ss));
+              if (!DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), qs, m,
+                                           got.data(), ss)) {
                 // Declined: nothing written. Only AVX3_DL has the kernel.
                 EXPECT_TRUE(target != HWY_AVX3_DL || D % 16 != 0);
                 for (float v : got) ASSERT_EQ(v, -7.0f);
@@ -111,11 +111,11 @@ TEST(MultiQueryInt8Query, MatchesOracleOnEveryTarget) {
 }
 
 // The oracle's integer math against the fp32-query reference: each score
-// moves by at most sq/2 · sum_d code[d][t] (sq = max|q·a| / 127), plus fp32
+// moves by at most sq/2 · sum_d code[d][t] (sq = max|q·a| / 32767), plus fp32
 // rounding of the reference's sum.
-TEST(MultiQueryInt8Query, OracleIsWithinTheQueryRoundingOfTheFp32Reference) {
+TEST(MultiQueryInt16Query, OracleIsWithinTheQueryRoundingOfTheFp32Reference) {
   for (int D : {16, 128}) {
-    for (const Format& f : Int8QueryFormats()) {
+    for (const Format& f : Int16QueryFormats()) {
       SCOPED_TRACE(FormatName(f) + " D=" + std::to_string(D));
       const Encoded e = Encode(f, Gaussian(kT, D, 11u + D), kT, D, /*reference=*/true);
       std::vector<float> a, b;
@@ -126,8 +126,8 @@ TEST(MultiQueryInt8Query, OracleIsWithinTheQueryRoundingOfTheFp32Reference) {
       const std::vector<float> q = Gaussian(m, D, 5u + D, 0.3f);
       std::vector<float> fp(m * kT), i8(m * kT);
       ref::DotChunkMulti(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D, m, fp.data(), kT);
-      ASSERT_TRUE(ref::DotChunkMultiInt8Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D,
-                                              m, i8.data(), kT));
+      ASSERT_TRUE(ref::DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D,
+                                               m, i8.data(), kT));
       double worst = 0.0;
       for (int h = 0; h < m; ++h) {
         float amax = 0.0f;
@@ -136,25 +136,25 @@ TEST(MultiQueryInt8Query, OracleIsWithinTheQueryRoundingOfTheFp32Reference) {
         for (int t = 0; t < kT; ++t) {
           qx = 0.0;
           for (int d = 0; d < D; ++d) qx += std::abs(q[h * D + d] * xhat[t * D + d]);
-          const double bound = amax / 127.0 / 2.0 * CodeMax(f) * D + 1e-5 * qx + 1e-6;
+          const double bound = amax / 32767.0 / 2.0 * CodeMax(f) * D + 1e-5 * qx + 1e-6;
           const double err = std::abs(fp[h * kT + t] - i8[h * kT + t]);
           ASSERT_LE(err, bound) << "h=" << h << " t=" << t;
           worst = std::max(worst, err / bound);
         }
       }
-      EXPECT_GT(worst, 0.0) << "int8 query changed nothing: the test would not see a bug";
+      EXPECT_GT(worst, 0.0) << "int16 query changed nothing: the test would not see a bug";
     }
   }
 }
 
-TEST(MultiQueryInt8Query, DeclinesOtherFormatsShapesAndNonFiniteQueries) {
-  EXPECT_FALSE(Int8QueryApplies(Uniform(2, Grouping::kPerToken, 32), kT, 128));
-  EXPECT_FALSE(Int8QueryApplies(Uniform(8, Grouping::kPerChannel), kT, 128));
-  EXPECT_FALSE(Int8QueryApplies(Normal(2, Grouping::kPerChannel), kT, 128));
-  EXPECT_FALSE(Int8QueryApplies(Int8PerToken(), kT, 128));
-  EXPECT_FALSE(Int8QueryApplies(Uniform(2, Grouping::kPerChannel), 16, 128));
-  EXPECT_TRUE(Int8QueryApplies(Uniform(2, Grouping::kPerChannel), kT, 128));
-  EXPECT_TRUE(Int8QueryApplies(Uniform3(Grouping::kPerChannel), kT, 128));
+TEST(MultiQueryInt16Query, DeclinesOtherFormatsShapesAndNonFiniteQueries) {
+  EXPECT_FALSE(Int16QueryApplies(Uniform(2, Grouping::kPerToken, 32), kT, 128));
+  EXPECT_FALSE(Int16QueryApplies(Uniform(8, Grouping::kPerChannel), kT, 128));
+  EXPECT_FALSE(Int16QueryApplies(Normal(2, Grouping::kPerChannel), kT, 128));
+  EXPECT_FALSE(Int16QueryApplies(Int8PerToken(), kT, 128));
+  EXPECT_FALSE(Int16QueryApplies(Uniform(2, Grouping::kPerChannel), 16, 128));
+  EXPECT_TRUE(Int16QueryApplies(Uniform(2, Grouping::kPerChannel), kT, 128));
+  EXPECT_TRUE(Int16QueryApplies(Uniform3(Grouping::kPerChannel), kT, 128));
   const Format f = Uniform(2, Grouping::kPerChannel);
   const int D = 64;
   const Encoded e = Encode(f, Gaussian(kT, D, 3u), kT, D, /*reference=*/false);
@@ -164,18 +164,18 @@ TEST(MultiQueryInt8Query, DeclinesOtherFormatsShapesAndNonFiniteQueries) {
     std::vector<float> s(kT, -7.0f);
     test::OnEachTarget(
         [&] {
-          EXPECT_FALSE(DotChunkMultiInt8Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D,
-                                              1, s.data(), kT));
+          EXPECT_FALSE(DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D,
+                                               1, s.data(), kT));
         },
         test::kSimdTestTargetsWithVnni);
-    EXPECT_FALSE(ref::DotChunkMultiInt8Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D,
-                                             1, s.data(), kT));
+    EXPECT_FALSE(ref::DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D,
+                                              1, s.data(), kT));
     for (float v : s) EXPECT_EQ(v, -7.0f);
   }
   // A zero query: every score is the offset, exactly 0.
   std::vector<float> zero(D, 0.0f), s(kT, -7.0f);
-  ASSERT_TRUE(ref::DotChunkMultiInt8Query(f, e.codes.data(), e.meta.data(), kT, D, zero.data(), D,
-                                          1, s.data(), kT));
+  ASSERT_TRUE(ref::DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D, zero.data(), D,
+                                           1, s.data(), kT));
   for (float v : s) EXPECT_EQ(v, 0.0f);
 }
 

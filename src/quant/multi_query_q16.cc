@@ -1,9 +1,12 @@
-// Int8-query scores over per-channel K chunks (quant/multi_query.h,
-// DotChunkMultiInt8Query): the query times the chunk's per-channel scale is
-// rounded to int8 once per chunk and head, then dotted with the unsigned
-// codes by vpdpbusd (64 byte products per instruction against 16 fp32 FMAs).
-// Oracle: ref::DotChunkMultiInt8Query (multi_query_ref.cc), the same integer
-// math in scalar code.
+// Int16-query scores over per-channel K chunks (quant/multi_query.h,
+// DotChunkMultiInt16Query): the query times the chunk's per-channel scale is
+// rounded to int16 once per chunk and head, then dotted with the codes by
+// vpdpwssd (32 products per instruction against 16 fp32 FMAs, and the code
+// decode shared by the GQA group's rows). Oracle: ref::DotChunkMultiInt16Query
+// (multi_query_ref.cc), the same integer math in scalar code. Why 16 bits, not
+// 8: an int8 query (vpdpbusd, 64 products per instruction) moved refmodel-4l's
+// next-token distributions by KL 1.7e-3 against the fp32 query (kivi-2), over
+// the 1e-4 budget; int16 rounds 258x finer (docs/performance.md, wave 6).
 //
 // Kernel on the AVX3_DL target only (AVX-512 VNNI + VBMI, compiled in here:
 // HWY_WANT_AVX3_DL; GCC, as model/kernels_int8_hwy.cc, because Highway 1.0's
@@ -11,13 +14,14 @@
 // and the caller keeps the fp32-query kernels of multi_query.cc.
 //
 // Layout (quant/README.md, per-channel T = 32): channel d's 32 codes of b
-// bits are 4b bytes at byte 4b·d, token t at bit t·b. vpdpbusd sums 4
-// adjacent byte products into one int32 lane, so a lane must hold one
-// token's codes of 4 channels: per 64-byte load (16/b channels), one vpermb
-// per output vector (16 tokens × 4 channels) gathers the bytes that hold
-// each token's codes, one vpmultishiftqb moves each code to bit 0 of its byte
-// and an AND clears the bits above (u3: the 1-bit high plane the same way,
-// moved to bit 2 and OR-ed in). Shapes: T == 32, D a multiple of 16, <= 4096.
+// bits are 4b bytes at byte 4b·d, token t at bit t·b. vpdpwssd sums 2
+// adjacent 16-bit products into one int32 lane, so a lane must hold one
+// token's codes of 2 channels: per 64-byte load (16/b channels), one vpermb
+// per output vector (16 tokens × 2 channels) puts the byte that holds each
+// code in the low byte of its word, one vpmultishiftqb moves the code to bit
+// 0 and an AND clears everything else (u3: the 1-bit high plane the same way,
+// moved to bit 2 and OR-ed in). Shapes: T == 32, D a multiple of 16, <= 4096
+// (so |sum| <= 32767 · 15 · 4096 < 2^31).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -29,7 +33,7 @@
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "quant/multi_query_q8.cc"
+#define HWY_TARGET_INCLUDE "quant/multi_query_q16.cc"
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 
@@ -37,49 +41,50 @@
 #include "quant/multi_query.h"
 
 HWY_BEFORE_NAMESPACE();
-#undef HQEKV_Q8_VNNI
+#undef HQEKV_Q16_VNNI
 #if HWY_TARGET == HWY_AVX3_DL && !HWY_COMPILER_CLANG
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
-#define HQEKV_Q8_VNNI 1
+#define HQEKV_Q16_VNNI 1
 #else
-#define HQEKV_Q8_VNNI 0
+#define HQEKV_Q16_VNNI 0
 #endif
 namespace hqekv::quant {
 namespace HWY_NAMESPACE {
 namespace {
 
-#if HQEKV_Q8_VNNI
-// Per-thread int8 query rows [m][D] and per-row scale / offset.
-struct Q8Scratch {
-  std::vector<int8_t> qi;
+#if HQEKV_Q16_VNNI
+// Per-thread int16 query rows [m][D] and per-row scale / offset.
+struct Q16Scratch {
+  std::vector<int16_t> qi;
   std::vector<float> qa;  // [D] (generic D)
   std::vector<float> sq, off;
 };
-Q8Scratch& Q8Buffers() {
-  thread_local Q8Scratch s;
+Q16Scratch& Q16Buffers() {
+  thread_local Q16Scratch s;
   return s;
 }
 
-// vpermb control for the output vector of channel quad `quad` (of the 16/b
-// channels in a 64-byte load) and token half `half`: byte 4j + c takes the
-// byte holding token 16·half + j of channel 4·quad + c.
-__m512i PermControl(int bits, int quad, int half) {
+// vpermb control for the output vector of channel pair `pair` (of the 16/b
+// channels in a 64-byte load) and token half `half`: word 2j + k (bytes
+// 4j + 2k, 4j + 2k + 1) takes the byte holding token 16·half + j of channel
+// 2·pair + k (the high byte is cleared by the AND after the shift).
+__m512i PermControl(int bits, int pair, int half) {
   alignas(64) uint8_t c[64];
   for (int i = 0; i < 64; ++i) {
-    const int t = 16 * half + i / 4, ch = 4 * quad + i % 4;
+    const int t = 16 * half + i / 4, ch = 2 * pair + (i % 4) / 2;
     c[i] = static_cast<uint8_t>(ch * 4 * bits + t * bits / 8);
   }
   return _mm512_load_si512(c);
 }
 // vpmultishiftqb control: byte i takes the 8 bits of its qword from the code
-// of token j = i / 4 (bit (t·b) mod 8 of byte i mod 8), minus `to` so that
-// the code lands at bit `to` (the field wraps around the qword).
+// of token j = i / 4 (bit (t·b) mod 8 of the even byte of its word), minus
+// `to` so that the code lands at bit `to` (the field wraps around the qword).
 __m512i ShiftControl(int bits, int to) {
   alignas(64) uint8_t c[64];
   for (int i = 0; i < 64; ++i) {
     const int t = i / 4;  // the same for both halves: (16 + t)·b ≡ t·b mod 8
-    c[i] = static_cast<uint8_t>((8 * (i % 8) + (t * bits) % 8 - to) & 63);
+    c[i] = static_cast<uint8_t>((8 * (i % 8 & ~1) + (t * bits) % 8 - to) & 63);
   }
   return _mm512_load_si512(c);
 }
@@ -87,25 +92,25 @@ __m512i ShiftControl(int bits, int to) {
 // acc[h][half] += codes · qi[h] for MB rows over channels [0, D).
 // kBits: 1, 2, 4, or 3 (u3: low plane at codes, high plane at codes + 8·D).
 template <int MB, int kBits>
-HWY_INLINE void DotPass(const uint8_t* codes, int D, const int8_t* qi, __m512i acc[MB][2]) {
+HWY_INLINE void DotPass(const uint8_t* codes, int D, const int16_t* qi, __m512i acc[MB][2]) {
   constexpr int kLoadBits = kBits == 3 ? 2 : kBits;  // the low plane for u3
   constexpr int kCh = 16 / kLoadBits;                // channels per 64-byte load
-  constexpr int kQuads = kCh / 4;
+  constexpr int kQuads = kCh / 2;                    // channel pairs per load
   __m512i perm[kQuads][2];
   for (int qd = 0; qd < kQuads; ++qd) {
     for (int h = 0; h < 2; ++h) perm[qd][h] = PermControl(kLoadBits, qd, h);
   }
   const __m512i shift = ShiftControl(kLoadBits, 0);
-  const __m512i mask = _mm512_set1_epi8(static_cast<char>((1 << kLoadBits) - 1));
+  const __m512i mask = _mm512_set1_epi16((1 << kLoadBits) - 1);
   [[maybe_unused]] __m512i hperm[kQuads][2], hshift, hmask;
   if constexpr (kBits == 3) {
     // The high plane: 8 channels are 32 bytes, at the first half of a
-    // 1-bit load whose quads are the same channels.
+    // 1-bit load whose pairs are the same channels.
     for (int qd = 0; qd < kQuads; ++qd) {
       for (int h = 0; h < 2; ++h) hperm[qd][h] = PermControl(1, qd, h);
     }
     hshift = ShiftControl(1, 2);
-    hmask = _mm512_set1_epi8(4);
+    hmask = _mm512_set1_epi16(4);
   }
   const uint8_t* high = codes + static_cast<size_t>(8) * D;
   for (int d0 = 0; d0 < D; d0 += kCh) {
@@ -116,7 +121,7 @@ HWY_INLINE void DotPass(const uint8_t* codes, int D, const int8_t* qi, __m512i a
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high + static_cast<size_t>(d0) * 4)));
     }
     for (int qd = 0; qd < kQuads; ++qd) {
-      const int ch = d0 + 4 * qd;
+      const int ch = d0 + 2 * qd;
       for (int half = 0; half < 2; ++half) {
         __m512i x = _mm512_and_si512(
             _mm512_multishift_epi64_epi8(shift, _mm512_permutexvar_epi8(perm[qd][half], src)),
@@ -128,9 +133,9 @@ HWY_INLINE void DotPass(const uint8_t* codes, int D, const int8_t* qi, __m512i a
           x = _mm512_or_si512(x, hx);
         }
         for (int h = 0; h < MB; ++h) {
-          int32_t q4;
-          std::memcpy(&q4, qi + static_cast<size_t>(h) * D + ch, 4);
-          acc[h][half] = _mm512_dpbusd_epi32(acc[h][half], x, _mm512_set1_epi32(q4));
+          int32_t q2;  // channels ch, ch + 1 of row h
+          std::memcpy(&q2, qi + static_cast<size_t>(h) * D + ch, 4);
+          acc[h][half] = _mm512_dpwssd_epi32(acc[h][half], x, _mm512_set1_epi32(q2));
         }
       }
     }
@@ -156,26 +161,26 @@ HWY_INLINE void AffineAt(const uint8_t* meta, int D, int d, bool n1, __m512* a, 
 // SNaN 0x80).
 HWY_INLINE __mmask16 NonFinite(__m512 v) { return _mm512_fpclass_ps_mask(v, 0x99); }
 
-// Row h's scale and int8 codes from its qa vectors (qa(v): vector v; amax:
+// Row h's scale and int16 codes from its qa vectors (qa(v): vector v; amax:
 // max |qa| by lane).
 template <class QA>
-HWY_INLINE void StoreRow(const QA& qa, int nv, __m512 amax, float* sq, int8_t* qi) {
+HWY_INLINE void StoreRow(const QA& qa, int nv, __m512 amax, float* sq, int16_t* qi) {
   const float mx = _mm512_reduce_max_ps(amax);
-  *sq = mx > 0.0f ? mx / 127.0f : 0.0f;
-  const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 127.0f / mx : 0.0f);
+  *sq = mx > 0.0f ? mx / 32767.0f : 0.0f;
+  const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
   for (int v = 0; v < nv; ++v) {
     const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(qa(v), inv));  // MXCSR: half to even
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(qi + 16 * v), _mm512_cvtepi32_epi8(r));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 16 * v), _mm512_cvtepi32_epi16(r));
   }
 }
 
-// Rounds qa[h] = q[h]·a to int8 per row (scale amax/127), off[h] = q[h]·b.
+// Rounds qa[h] = q[h]·a to int16 per row (scale amax/32767), off[h] = q[h]·b.
 // False when some qa is not finite (then nothing is written to the scores).
 // kV > 0: D = 16·kV, a, b and one row's qa held in registers (a and b decoded
 // once per chunk); kV == 0: any D (a multiple of 16), through scratch.
 template <int kV>
 bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs, int m,
-                  Q8Scratch& s) {
+                  Q16Scratch& s) {
   s.qi.resize(static_cast<size_t>(m) * D);
   s.sq.resize(m);
   s.off.resize(m);
@@ -222,7 +227,7 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
 }
 
 template <int kBits>
-void DotRows(const uint8_t* codes, int D, const Q8Scratch& s, int m, float* scores, size_t ss) {
+void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* scores, size_t ss) {
   for (int h0 = 0; h0 < m; h0 += 4) {
     auto pass = [&](auto mb_c) {
       constexpr int MB = decltype(mb_c)::value;
@@ -253,15 +258,15 @@ void DotRows(const uint8_t* codes, int D, const Q8Scratch& s, int m, float* scor
     }
   }
 }
-#endif  // HQEKV_Q8_VNNI
+#endif  // HQEKV_Q16_VNNI
 
 }  // namespace
 
-bool DotInt8QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                      const float* q, size_t qs, int m, float* scores, size_t ss) {
-#if HQEKV_Q8_VNNI
-  if (!Int8QueryApplies(f, T, D) || D % 16 != 0) return false;
-  Q8Scratch& s = Q8Buffers();
+bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* q, size_t qs, int m, float* scores, size_t ss) {
+#if HQEKV_Q16_VNNI
+  if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return false;
+  Q16Scratch& s = Q16Buffers();
   const bool n1 = f.kind == Kind::kNormal;
   const bool ok = D == 128  ? QuantizeRows<8>(meta, D, n1, q, qs, m, s)
                   : D == 64 ? QuantizeRows<4>(meta, D, n1, q, qs, m, s)
@@ -292,16 +297,16 @@ bool DotInt8QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta
 
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
-#if HQEKV_Q8_VNNI
+#if HQEKV_Q16_VNNI
 #pragma GCC pop_options
 #endif
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace hqekv::quant {
-HWY_EXPORT(DotInt8QueryImpl);
+HWY_EXPORT(DotInt16QueryImpl);
 
-bool Int8QueryApplies(const Format& f, int T, int D) {
+bool Int16QueryApplies(const Format& f, int T, int D) {
   const bool integer_levels = f.kind == Kind::kUniform || f.kind == Kind::kUniform3 ||
                               (f.kind == Kind::kNormal && f.bits == 1);
   const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
@@ -309,12 +314,12 @@ bool Int8QueryApplies(const Format& f, int T, int D) {
          bits <= 4 && D > 0 && D % 4 == 0 && D <= 4096;
 }
 
-bool DotChunkMultiInt8Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                            int D, const float* q, size_t q_stride, int m, float* scores,
-                            size_t s_stride) {
-  if (m <= 0 || !Int8QueryApplies(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotInt8QueryImpl)(f, codes, meta, T, D, q, q_stride, m, scores,
-                                                s_stride);
+bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* q, size_t q_stride, int m, float* scores,
+                             size_t s_stride) {
+  if (m <= 0 || !Int16QueryApplies(f, T, D)) return false;
+  return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, codes, meta, T, D, q, q_stride, m, scores,
+                                                 s_stride);
 }
 
 }  // namespace hqekv::quant
