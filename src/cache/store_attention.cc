@@ -38,6 +38,17 @@ void PrefetchV(const ChunkView& c, int D) {
   PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
 }
 
+// Scores of one chunk's K for `group` query rows: the int8-query kernel when
+// asked for and available, else the fp32-query one.
+void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
+          bool int16_query) {
+  if (int16_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                                    group, scores, ss)) {
+    return;
+  }
+  quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
+}
+
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
@@ -96,8 +107,8 @@ size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 
 // (StoreAttention merges the spans).
 void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
                 const float* q, const int32_t* q_pos, int n, float* out, const AttentionSink* sink,
-                int first_sink_query, const Span& span = {}, float* shared_scores = nullptr,
-                const SpanResult* part = nullptr) {
+                int first_sink_query, bool int16_query, const Span& span = {},
+                float* shared_scores = nullptr, const SpanResult* part = nullptr) {
   const int D = store.head_dim();
   const int n_kept = static_cast<int>(p.positions.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -159,12 +170,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, qk, D, group, scores_base + j,
-                             ss);
+        DotK(c, D, qk, group, scores_base + j, ss, int16_query);
         j += kept;
         continue;
       }
-      quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, qk, D, group, tmp.data(), c.T);
+      DotK(c, D, qk, group, tmp.data(), c.T, int16_query);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
         float* row = scores_base + hh * ss;
@@ -335,7 +345,7 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int s
       const int g = static_cast<int>(t) / spans;
       const SpanResult r = result(static_cast<int>(t));
       AttendHead(store, plans[g], g, group, n_q_heads, q, q_pos, 1, out, sink, o.first_sink_query,
-                 sp[t], scores + row0[g], &r);
+                 o.int16_query, sp[t], scores + row0[g], &r);
     }
   };
   if (parallel) {
@@ -422,6 +432,10 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
                           rest);
   }
   const int group = n_q_heads / H;
+  // Int8 query on decode steps only: prefill batches keep the fp32-query
+  // kernels (the per-query path is the tiled prefill's oracle).
+  StoreAttentionOptions opts = options;
+  opts.int16_query = options.int16_query && n == 1;
   std::vector<HeadPlan> plans(H);
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
@@ -429,14 +443,14 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
     work += static_cast<int64_t>(plans[g].positions.size()) * n * group * store.head_dim();
   }
   if (const int spans = SpansPerHead(plans, n, work, options); spans > 1) {
-    AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, options,
+    AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, opts,
                 work >= options.parallel_min_work);
     return Status::Ok();
   }
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
       AttendHead(store, plans[g], static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
-                 options.first_sink_query);
+                 options.first_sink_query, opts.int16_query);
     }
   };
   if (H > 1 && work >= options.parallel_min_work) {

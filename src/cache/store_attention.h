@@ -67,6 +67,14 @@ struct StoreAttentionOptions {
   // the tiled path of cache/store_prefill_attention.h; false keeps every
   // query on the per-query path (its oracle in the tests and benchmarks).
   bool tiled_prefill = true;
+  // Decode steps (n == 1): scores of per-channel K chunks with integer levels
+  // (KIVI / HqeKV tiers: u1/u2/u3/u4, n1) by quant::DotChunkMultiInt16Query
+  // where this CPU has it
+  // (the query rounded to int16 per chunk, VNNI dots; scores move by at most
+  // half a query step per code, quant/multi_query.h); false: the fp32-query
+  // kernels everywhere (the oracle path). Batches of n > 1 queries always
+  // use the fp32-query kernels.
+  bool int16_query = true;
 };
 
 // q: [n][n_q_heads][D] fp32 (RoPE applied); q_pos: [n]; out: [n][n_q_heads][D].

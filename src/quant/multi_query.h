@@ -47,6 +47,27 @@ void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, i
 void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 
+// Int16-query scores (decode attention over KIVI / HqeKV K chunks): for
+// per-channel chunks with T == 32 whose levels are the integer codes
+// (uniform 1/2/4 bits, u3, normal-1; Int16QueryApplies), row h of the query
+// times the chunk's per-channel multiplier a[d] is rounded to int16 once:
+//   qa[d] = q[h][d]·a[d] (fp32), amax = max_d |qa[d]|, sq = amax / 32767,
+//   qi[d] = round_half_even(qa[d] · (32767 / amax)) (all 0 when amax == 0),
+//   scores[h][t] = fma(float(sum_d qi[d]·code[d][t]), sq, sum_d q[h][d]·b[d])
+// (the integer sum is exact in int32, D <= 4096; float() rounds it to
+// nearest even; b the per-channel offset). Returns false, writing
+// nothing, when this CPU has no such kernel (AVX-512 VNNI + VBMI, GCC builds),
+// the format / shape does not apply (also D not a multiple of 16), or some
+// qa is not finite: the caller then uses DotChunkMulti.
+// Oracle: ref::DotChunkMultiInt16Query, the same math in scalar code; they
+// differ only in the order of the fp32 offset sum sum_d q·b (tolerance: 1e-6
+// of sum_d |q·b| plus 1e-6 of |sq·sum|). Against DotChunkMulti (fp32 query) the
+// scores move by at most sq/2 · sum_d code[d][t] (the query's rounding).
+bool Int16QueryApplies(const Format& f, int T, int D);
+bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* q, size_t q_stride, int m, float* scores,
+                             size_t s_stride);
+
 // Softmax of one row of n fp32 scores in place: entries equal to -inf are
 // masked (weight exactly 0); the others get exp(x - max) / sum. Returns false
 // (and writes all zeros) when every entry is masked. Highway exp (<= 1 ulp
@@ -65,6 +86,12 @@ void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, i
                    const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
 void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+// The int16-query math of DotChunkMultiInt16Query (scalar; offset summed in
+// double). False, writing nothing, when !Int16QueryApplies or a qa is not
+// finite.
+bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* q, size_t q_stride, int m, float* scores,
+                             size_t s_stride);
 // std::exp softmax with the same masking contract as quant::SoftmaxRow.
 bool SoftmaxRow(float* x, int n);
 }  // namespace ref

@@ -1,7 +1,10 @@
 // Scalar oracles of the multi-query kernels: the single-query scalar
 // reference once per row, and a std::exp softmax.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "quant/internal.h"
 #include "quant/multi_query.h"
@@ -20,6 +23,59 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   for (int h = 0; h < m; ++h) {
     ref::AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
   }
+}
+
+bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* q, size_t q_stride, int m, float* scores,
+                             size_t s_stride) {
+  if (m <= 0 || !Int16QueryApplies(f, T, D)) return false;
+  const size_t n = static_cast<size_t>(T) * D;
+  std::vector<uint8_t> code(n);  // per-channel order: code[d·T + t]
+  if (f.kind == Kind::kUniform3) {
+    std::vector<uint8_t> high(n);
+    UnpackCodes(codes, n, 2, code.data());
+    UnpackCodes(codes + Split3LowBytes(n), n, 1, high.data());
+    for (size_t i = 0; i < n; ++i) code[i] = static_cast<uint8_t>(code[i] + 4 * high[i]);
+  } else {
+    UnpackCodes(codes, n, f.bits, code.data());
+  }
+  std::vector<float> a(D), b(D), qa(D), sq(m), off(m);
+  for (int d = 0; d < D; ++d) {
+    a[d] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(d)));
+    b[d] = F16ToF32(LoadF16(meta + 2 * (static_cast<size_t>(D) + d)));
+    if (f.kind == Kind::kNormal) {  // normal-1: level = code, as AffineFromPlanes (fused)
+      const float c = kNormalCentres1[1];
+      b[d] = std::fma(-c, a[d], b[d]);
+      a[d] = 2.0f * c * a[d];
+    }
+  }
+  std::vector<int16_t> qi(static_cast<size_t>(m) * D);
+  for (int h = 0; h < m; ++h) {  // every row quantized before any score is written
+    const float* qh = q + h * q_stride;
+    float amax = 0.0f;
+    double o = 0.0;
+    for (int d = 0; d < D; ++d) {
+      qa[d] = qh[d] * a[d];
+      if (!std::isfinite(qa[d])) return false;
+      amax = std::max(amax, std::abs(qa[d]));
+      o += static_cast<double>(qh[d]) * b[d];
+    }
+    off[h] = static_cast<float>(o);
+    sq[h] = amax > 0.0f ? amax / 32767.0f : 0.0f;
+    const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+    for (int d = 0; d < D; ++d) {
+      qi[static_cast<size_t>(h) * D + d] = static_cast<int16_t>(std::nearbyint(qa[d] * inv));
+    }
+  }
+  for (int h = 0; h < m; ++h) {
+    for (int t = 0; t < T; ++t) {
+      int32_t sum = 0;
+      for (int d = 0; d < D; ++d)
+        sum += qi[static_cast<size_t>(h) * D + d] * code[static_cast<size_t>(d) * T + t];
+      scores[h * s_stride + t] = std::fma(static_cast<float>(sum), sq[h], off[h]);
+    }
+  }
+  return true;
 }
 
 bool SoftmaxRow(float* x, int n) {

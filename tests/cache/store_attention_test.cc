@@ -10,6 +10,7 @@
 
 #include "core/parallel.h"
 #include "quant/format.h"
+#include "quant/multi_query.h"
 
 namespace hqekv::cache {
 namespace {
@@ -278,6 +279,71 @@ TEST(StoreAttention, PrefillOverLongResidualMatchesReference) {
   Reference(*s, 0, nq, q, pos, &ref, &ref_w);
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])));
+}
+
+// Decode steps score per-channel K chunks with an int16 query
+// (StoreAttentionOptions::int16_query, quant::DotChunkMultiInt16Query) where
+// the CPU has the kernel. With it off, decode matches the fp64 reference as
+// before; with it on, outputs stay close to the fp32-query ones (empirical
+// bound: 2e-4 of max|v̂| here, measured 1.5e-5; each score moves by a sum of D
+// independent query roundings of at most half a step; the model-level check
+// is in docs/performance.md) and prefill batches are unchanged.
+TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
+  const int D = 128, H = 2, nq = 8, n = 32 * 10 + 5;
+  KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = H;
+  cfg.head_dim = D;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::mt19937 rng(21);
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i;
+  const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
+  ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 32 * 10, quant::F16(), quant::F16()).ok());
+  const Format kf[] = {
+      quant::Uniform(2, Grouping::kPerChannel), quant::Uniform(4, Grouping::kPerChannel),
+      quant::Uniform3(Grouping::kPerChannel),   quant::Normal(1, Grouping::kPerChannel),
+      quant::Uniform(1, Grouping::kPerChannel), Had(quant::Uniform(2, Grouping::kPerChannel))};
+  for (int c = 0; c < s->NumChunks(0, 0); ++c) {
+    ASSERT_TRUE(
+        s->SetChunkFormat(0, kAllHeads, c, kf[c % 6], quant::Uniform(2, Grouping::kPerToken, 32))
+            .ok());
+  }
+  float max_v = 0.0f;
+  for (int g = 0; g < H; ++g) {
+    const int64_t m = s->KeptTokens(0, g);
+    std::vector<float> kk(m * D), vv(m * D);
+    s->DequantizeKept(0, g, kk.data(), vv.data());
+    for (float x : vv) max_v = std::max(max_v, std::abs(x));
+  }
+  const auto q = Gaussian(static_cast<size_t>(nq) * D, rng);
+  const int32_t qp = n;
+  StoreAttentionOptions on, off;
+  off.int16_query = false;
+  std::vector<float> a(q.size()), b(q.size());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, a.data(), nullptr, on).ok());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, b.data(), nullptr, off).ok());
+  std::vector<double> ref;
+  std::vector<std::vector<double>> ref_w;
+  Reference(*s, 0, nq, q, {qp}, &ref, &ref_w);
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(b[i], ref[i], 2e-5 * (1 + std::abs(ref[i]))) << i;
+    ASSERT_NEAR(a[i], b[i], 2e-4f * max_v) << i;
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  }
+  if (quant::DotChunkMultiInt16Query(kf[0], s->Chunk(0, 0, 0).k_codes, s->Chunk(0, 0, 0).k_meta, 32,
+                                     D, q.data(), D, 1, a.data(), 32)) {
+    EXPECT_GT(worst, 0.0f) << "the int16 query never ran";
+  }
+  // A batch of 2 queries keeps the fp32 query: bit-identical either way.
+  const std::vector<int32_t> qp2 = {n - 1, n};
+  const auto q2 = Gaussian(static_cast<size_t>(2) * nq * D, rng);
+  std::vector<float> a2(q2.size()), b2(q2.size());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q2.data(), qp2.data(), 2, a2.data(), nullptr, on).ok());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q2.data(), qp2.data(), 2, b2.data(), nullptr, off).ok());
+  EXPECT_EQ(a2, b2);
 }
 
 TEST(StoreAttention, SinkSkipsEarlyQueries) {

@@ -1,0 +1,326 @@
+// Int16-query scores over per-channel K chunks (quant/multi_query.h,
+// DotChunkMultiInt16Query): the query times the chunk's per-channel scale is
+// rounded to int16 once per chunk and head, then dotted with the codes by
+// vpdpwssd (32 products per instruction against 16 fp32 FMAs, and the code
+// decode shared by the GQA group's rows). Oracle: ref::DotChunkMultiInt16Query
+// (multi_query_ref.cc), the same integer math in scalar code. Why 16 bits, not
+// 8: an int8 query (vpdpbusd, 64 products per instruction) moved refmodel-4l's
+// next-token distributions by KL 1.7e-3 against the fp32 query (kivi-2), over
+// the 1e-4 budget; int16 rounds 258x finer (docs/performance.md, wave 6).
+//
+// Kernel on the AVX3_DL target only (AVX-512 VNNI + VBMI, compiled in here:
+// HWY_WANT_AVX3_DL; GCC, as model/kernels_int8_hwy.cc, because Highway 1.0's
+// target string for it names avxvnni): every other target reports "no kernel"
+// and the caller keeps the fp32-query kernels of multi_query.cc.
+//
+// Layout (quant/README.md, per-channel T = 32): channel d's 32 codes of b
+// bits are 4b bytes at byte 4b·d, token t at bit t·b. vpdpwssd sums 2
+// adjacent 16-bit products into one int32 lane, so a lane must hold one
+// token's codes of 2 channels: per 64-byte load (16/b channels), one vpermb
+// per output vector (16 tokens × 2 channels) puts the byte that holds each
+// code in the low byte of its word, one vpmultishiftqb moves the code to bit
+// 0 and an AND clears everything else (u3: the 1-bit high plane the same way,
+// moved to bit 2 and OR-ed in). Shapes: T == 32, D a multiple of 16, <= 4096
+// (so |sum| <= 32767 · 15 · 4096 < 2^31).
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "quant/simd_targets.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/multi_query_q16.cc"
+#include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
+#include <hwy/highway.h>
+
+#include "quant/internal.h"
+#include "quant/multi_query.h"
+
+HWY_BEFORE_NAMESPACE();
+#undef HQEKV_Q16_VNNI
+#if HWY_TARGET == HWY_AVX3_DL && !HWY_COMPILER_CLANG
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+#define HQEKV_Q16_VNNI 1
+#else
+#define HQEKV_Q16_VNNI 0
+#endif
+namespace hqekv::quant {
+namespace HWY_NAMESPACE {
+namespace {
+
+#if HQEKV_Q16_VNNI
+// Per-thread int16 query rows [m][D] and per-row scale / offset.
+struct Q16Scratch {
+  std::vector<int16_t> qi;
+  std::vector<float> qa;  // [D] (generic D)
+  std::vector<float> sq, off;
+};
+Q16Scratch& Q16Buffers() {
+  thread_local Q16Scratch s;
+  return s;
+}
+
+// vpermb control for the output vector of channel pair `pair` (of the 16/b
+// channels in a 64-byte load) and token half `half`: word 2j + k (bytes
+// 4j + 2k, 4j + 2k + 1) takes the byte holding token 16·half + j of channel
+// 2·pair + k (the high byte is cleared by the AND after the shift).
+__m512i PermControl(int bits, int pair, int half) {
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 64; ++i) {
+    const int t = 16 * half + i / 4, ch = 2 * pair + (i % 4) / 2;
+    c[i] = static_cast<uint8_t>(ch * 4 * bits + t * bits / 8);
+  }
+  return _mm512_load_si512(c);
+}
+// vpmultishiftqb control: byte i takes the 8 bits of its qword from the code
+// of token j = i / 4 (bit (t·b) mod 8 of the even byte of its word), minus
+// `to` so that the code lands at bit `to` (the field wraps around the qword).
+__m512i ShiftControl(int bits, int to) {
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 64; ++i) {
+    const int t = i / 4;  // the same for both halves: (16 + t)·b ≡ t·b mod 8
+    c[i] = static_cast<uint8_t>((8 * (i % 8 & ~1) + (t * bits) % 8 - to) & 63);
+  }
+  return _mm512_load_si512(c);
+}
+
+// acc[h][half] += codes · qi[h] for MB rows over channels [0, D).
+// kBits: 1, 2, 4, or 3 (u3: low plane at codes, high plane at codes + 8·D).
+template <int MB, int kBits>
+HWY_INLINE void DotPass(const uint8_t* codes, int D, const int16_t* qi, __m512i acc[MB][2]) {
+  constexpr int kLoadBits = kBits == 3 ? 2 : kBits;  // the low plane for u3
+  constexpr int kCh = 16 / kLoadBits;                // channels per 64-byte load
+  constexpr int kQuads = kCh / 2;                    // channel pairs per load
+  __m512i perm[kQuads][2];
+  for (int qd = 0; qd < kQuads; ++qd) {
+    for (int h = 0; h < 2; ++h) perm[qd][h] = PermControl(kLoadBits, qd, h);
+  }
+  const __m512i shift = ShiftControl(kLoadBits, 0);
+  const __m512i mask = _mm512_set1_epi16((1 << kLoadBits) - 1);
+  [[maybe_unused]] __m512i hperm[kQuads][2], hshift, hmask;
+  if constexpr (kBits == 3) {
+    // The high plane: 8 channels are 32 bytes, at the first half of a
+    // 1-bit load whose pairs are the same channels.
+    for (int qd = 0; qd < kQuads; ++qd) {
+      for (int h = 0; h < 2; ++h) hperm[qd][h] = PermControl(1, qd, h);
+    }
+    hshift = ShiftControl(1, 2);
+    hmask = _mm512_set1_epi16(4);
+  }
+  const uint8_t* high = codes + static_cast<size_t>(8) * D;
+  for (int d0 = 0; d0 < D; d0 += kCh) {
+    const __m512i src = _mm512_loadu_si512(codes + static_cast<size_t>(d0) * 4 * kLoadBits);
+    [[maybe_unused]] __m512i hsrc;
+    if constexpr (kBits == 3) {
+      hsrc = _mm512_castsi256_si512(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high + static_cast<size_t>(d0) * 4)));
+    }
+    for (int qd = 0; qd < kQuads; ++qd) {
+      const int ch = d0 + 2 * qd;
+      for (int half = 0; half < 2; ++half) {
+        __m512i x = _mm512_and_si512(
+            _mm512_multishift_epi64_epi8(shift, _mm512_permutexvar_epi8(perm[qd][half], src)),
+            mask);
+        if constexpr (kBits == 3) {
+          const __m512i hx = _mm512_and_si512(
+              _mm512_multishift_epi64_epi8(hshift, _mm512_permutexvar_epi8(hperm[qd][half], hsrc)),
+              hmask);
+          x = _mm512_or_si512(x, hx);
+        }
+        for (int h = 0; h < MB; ++h) {
+          int32_t q2;  // channels ch, ch + 1 of row h
+          std::memcpy(&q2, qi + static_cast<size_t>(h) * D + ch, 4);
+          acc[h][half] = _mm512_dpwssd_epi32(acc[h][half], x, _mm512_set1_epi32(q2));
+        }
+      }
+    }
+  }
+}
+
+// The chunk's per-channel multiplier a and offset b of channels [d, d + 16)
+// (normal-1 folded into an affine map of the code, as AffineFromPlanes with
+// a fused multiply-add).
+HWY_INLINE void AffineAt(const uint8_t* meta, int D, int d, bool n1, __m512* a, __m512* b) {
+  *a = _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(d))));
+  *b = _mm512_cvtph_ps(_mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(meta + 2 * (static_cast<size_t>(D) + d))));
+  if (n1) {
+    const float c1 = kNormalCentres1[1];
+    *b = _mm512_fnmadd_ps(_mm512_set1_ps(c1), *a, *b);
+    *a = _mm512_mul_ps(_mm512_set1_ps(2.0f * c1), *a);
+  }
+}
+
+// Lanes that are NaN or +-inf (vfpclassps: QNaN 0x01, +inf 0x08, -inf 0x10,
+// SNaN 0x80).
+HWY_INLINE __mmask16 NonFinite(__m512 v) { return _mm512_fpclass_ps_mask(v, 0x99); }
+
+// Row h's scale and int16 codes from its qa vectors (qa(v): vector v; amax:
+// max |qa| by lane).
+template <class QA>
+HWY_INLINE void StoreRow(const QA& qa, int nv, __m512 amax, float* sq, int16_t* qi) {
+  const float mx = _mm512_reduce_max_ps(amax);
+  *sq = mx > 0.0f ? mx / 32767.0f : 0.0f;
+  const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
+  for (int v = 0; v < nv; ++v) {
+    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(qa(v), inv));  // MXCSR: half to even
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 16 * v), _mm512_cvtepi32_epi16(r));
+  }
+}
+
+// Rounds qa[h] = q[h]·a to int16 per row (scale amax/32767), off[h] = q[h]·b.
+// False when some qa is not finite (then nothing is written to the scores).
+// kV > 0: D = 16·kV, a, b and one row's qa held in registers (a and b decoded
+// once per chunk); kV == 0: any D (a multiple of 16), through scratch.
+template <int kV>
+bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs, int m,
+                  Q16Scratch& s) {
+  s.qi.resize(static_cast<size_t>(m) * D);
+  s.sq.resize(m);
+  s.off.resize(m);
+  __mmask16 bad = 0;
+  if constexpr (kV > 0) {
+    __m512 a[kV], b[kV], qa[kV];
+    for (int v = 0; v < kV; ++v) AffineAt(meta, D, 16 * v, n1, &a[v], &b[v]);
+    for (int h = 0; h < m; ++h) {
+      const float* qh = q + h * qs;
+      __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+      for (int v = 0; v < kV; ++v) {
+        const __m512 qv = _mm512_loadu_ps(qh + 16 * v);
+        qa[v] = _mm512_mul_ps(qv, a[v]);
+        bad |= NonFinite(qa[v]);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(qa[v]));
+        off = _mm512_fmadd_ps(qv, b[v], off);
+      }
+      s.off[h] = _mm512_reduce_add_ps(off);
+      StoreRow([&](int v) { return qa[v]; }, kV, amax, &s.sq[h],
+               s.qi.data() + static_cast<size_t>(h) * D);
+    }
+  } else {
+    s.qa.resize(static_cast<size_t>(D));
+    float* qa = s.qa.data();
+    for (int h = 0; h < m; ++h) {
+      const float* qh = q + h * qs;
+      __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+      for (int d = 0; d < D; d += 16) {
+        __m512 a, b;
+        AffineAt(meta, D, d, n1, &a, &b);
+        const __m512 qv = _mm512_loadu_ps(qh + d);
+        const __m512 x = _mm512_mul_ps(qv, a);
+        _mm512_storeu_ps(qa + d, x);
+        bad |= NonFinite(x);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
+        off = _mm512_fmadd_ps(qv, b, off);
+      }
+      s.off[h] = _mm512_reduce_add_ps(off);
+      StoreRow([&](int v) { return _mm512_loadu_ps(qa + 16 * v); }, D / 16, amax, &s.sq[h],
+               s.qi.data() + static_cast<size_t>(h) * D);
+    }
+  }
+  return bad == 0;
+}
+
+template <int kBits>
+void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* scores, size_t ss) {
+  for (int h0 = 0; h0 < m; h0 += 4) {
+    auto pass = [&](auto mb_c) {
+      constexpr int MB = decltype(mb_c)::value;
+      __m512i acc[MB][2];
+      for (int h = 0; h < MB; ++h) acc[h][0] = acc[h][1] = _mm512_setzero_si512();
+      DotPass<MB, kBits>(codes, D, s.qi.data() + static_cast<size_t>(h0) * D, acc);
+      for (int h = 0; h < MB; ++h) {
+        const __m512 sq = _mm512_set1_ps(s.sq[h0 + h]), off = _mm512_set1_ps(s.off[h0 + h]);
+        for (int half = 0; half < 2; ++half) {
+          _mm512_storeu_ps(scores + (h0 + h) * ss + 16 * half,
+                           _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][half]), sq, off));
+        }
+      }
+    };
+    switch (std::min(4, m - h0)) {
+      case 1:
+        pass(std::integral_constant<int, 1>());
+        break;
+      case 2:
+        pass(std::integral_constant<int, 2>());
+        break;
+      case 3:
+        pass(std::integral_constant<int, 3>());
+        break;
+      default:
+        pass(std::integral_constant<int, 4>());
+        break;
+    }
+  }
+}
+#endif  // HQEKV_Q16_VNNI
+
+}  // namespace
+
+bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* q, size_t qs, int m, float* scores, size_t ss) {
+#if HQEKV_Q16_VNNI
+  if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return false;
+  Q16Scratch& s = Q16Buffers();
+  const bool n1 = f.kind == Kind::kNormal;
+  const bool ok = D == 128  ? QuantizeRows<8>(meta, D, n1, q, qs, m, s)
+                  : D == 64 ? QuantizeRows<4>(meta, D, n1, q, qs, m, s)
+                            : QuantizeRows<0>(meta, D, n1, q, qs, m, s);
+  if (!ok) return false;
+  const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
+  switch (bits) {
+    case 1:
+      DotRows<1>(codes, D, s, m, scores, ss);
+      break;
+    case 2:
+      DotRows<2>(codes, D, s, m, scores, ss);
+      break;
+    case 3:
+      DotRows<3>(codes, D, s, m, scores, ss);
+      break;
+    default:
+      DotRows<4>(codes, D, s, m, scores, ss);
+      break;
+  }
+  return true;
+#else
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
+      (void)ss;
+  return false;
+#endif
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hqekv::quant
+#if HQEKV_Q16_VNNI
+#pragma GCC pop_options
+#endif
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hqekv::quant {
+HWY_EXPORT(DotInt16QueryImpl);
+
+bool Int16QueryApplies(const Format& f, int T, int D) {
+  const bool integer_levels = f.kind == Kind::kUniform || f.kind == Kind::kUniform3 ||
+                              (f.kind == Kind::kNormal && f.bits == 1);
+  const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
+  return integer_levels && f.grouping == Grouping::kPerChannel && T == 32 && bits >= 1 &&
+         bits <= 4 && D > 0 && D % 4 == 0 && D <= 4096;
+}
+
+bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* q, size_t q_stride, int m, float* scores,
+                             size_t s_stride) {
+  if (m <= 0 || !Int16QueryApplies(f, T, D)) return false;
+  return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, codes, meta, T, D, q, q_stride, m, scores,
+                                                 s_stride);
+}
+
+}  // namespace hqekv::quant
+#endif  // HWY_ONCE
