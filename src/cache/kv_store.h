@@ -88,6 +88,8 @@ struct KvStoreConfig {
   int residual_reserve = -1;
 };
 
+struct ChunkExtra;  // kv_store_records.h
+
 // Pass as `head` to apply an operation to every KV head of the layer.
 inline constexpr int kAllHeads = -1;
 
@@ -224,17 +226,18 @@ class KvStore {
   explicit KvStore(const KvStoreConfig& cfg);
   Status CheckLayerHead(int layer, int head, const char* op) const;
   Status SealOne(Layer& L, Stream& s, int n, const quant::Format& kf, const quant::Format& vf);
-  Status ConvertOne(Layer& L, ChunkRec& c, bool is_k, const quant::Format& f);
+  Status ConvertOne(Layer& L, const Stream& s, ChunkRec& c, bool is_k, const quant::Format& f);
   void EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c);
-  bool AllocChunk(Layer& L, const quant::Format& kf, const quant::Format& vf, ChunkRec* c);
-  void FreeChunk(Layer& L, ChunkRec* c);
+  bool AllocChunk(Layer& L, const quant::Format& kf, const quant::Format& vf, ChunkRec* c,
+                  uint64_t kept, ChunkExtra* extra);
+  void FreeChunk(Layer& L, Stream& s, ChunkRec* c);
   Status CompactOne(Layer& L, Stream& s);
   void RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                   CountedVector<ChunkRec>& out);
   void ShrinkResidual(Stream& s) const;
   // Moves every live block of the layer to fresh, tightly filled pages.
   void RepackPool(Layer& L);
-  ChunkView View(const Layer& L, const ChunkRec& c) const;
+  ChunkView View(const Layer& L, const Stream& s, const ChunkRec& c) const;
   Status LoadLayer(int l, StateReader& r);
 
   KvStoreConfig cfg_;
