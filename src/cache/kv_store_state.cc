@@ -125,6 +125,7 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
   int64_t newest = -1;  // largest position seen in any stream
   // Every unit of the pool must belong to exactly one referenced block.
   std::vector<uint64_t> seen(L.pool.page_slots(), 0);
+  int64_t requested = 0, blocks = 0;  // what the references add up to
   for (Stream& s : L.streams) {
     if (!r.GetVector(&s.chunks, CapLimit<ChunkRec>(r, 64)) ||
         !r.GetVector(&s.extras, CapLimit<ChunkExtra>(r, 64)) ||
@@ -165,6 +166,8 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
         if (L.WordIsBlock(ch, w, D, &bytes)) {
           if (!L.pool.Holds(ch.ref(w), bytes) || !L.pool.MarkUnits(ch.ref(w), bytes, &seen))
             return MakeError(where + "a chunk's block lies outside the pool or overlaps another");
+          requested += static_cast<int64_t>(bytes);
+          ++blocks;
         } else if (bytes == 0 && ch.ref(w).valid()) {  // no metadata: no block
           return MakeError(where + "bad chunk record");
         }
@@ -186,6 +189,8 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
         const size_t bytes = static_cast<size_t>(T) * sizeof(int32_t);
         if (!L.pool.Holds(e->positions, bytes) || !L.pool.MarkUnits(e->positions, bytes, &seen))
           return MakeError(where + "a chunk's position list lies outside the pool");
+        requested += static_cast<int64_t>(bytes);
+        ++blocks;
         const auto* ps = reinterpret_cast<const int32_t*>(L.pool.Data(e->positions));
         if (ps[0] != ch.pos0) return MakeError(where + "positions out of order");
         for (int t = 1; t < T; ++t) {
@@ -206,7 +211,8 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
     if (kept != s.kept_in_chunks) return MakeError(where + "kept-token count disagrees");
     newest = std::max(newest, last);
   }
-  if (!L.pool.OccupancyMatches(seen))
+  if (!L.pool.OccupancyMatches(seen) || requested != L.pool.requested_bytes() ||
+      blocks != L.pool.live_blocks())
     return MakeError(where + "pool blocks that no chunk references");
   uint8_t has_last = 0;
   if (!r.Get(&L.appended) || !r.Get(&has_last) || !r.Get(&L.last_pos) || has_last > 1)
