@@ -28,7 +28,8 @@
 //   chunks with holes keep their holes (their codes share scales across
 //   tokens) until they are fully evicted.
 // - Original positions are preserved: a chunk stores its first position and,
-//   only when its positions are not consecutive, an explicit int32 list.
+//   only when its positions are not consecutive, an explicit int32 list (in
+//   the stream's side table).
 //
 // Walk order of a stream = chunks in order, kept slots in slot order, then the
 // residual; it is ascending by original position. Attention weights and
@@ -40,8 +41,11 @@
 //   payload     = codes of every live chunk (K + V; evicted slots of a
 //                 partially kept chunk are still held, hence counted)
 //   metadata    = scales / minima / means / stds of every live chunk
-//   bookkeeping = chunk records (formats, first position, kept bitmask, block
-//                 refs), explicit position lists, residual positions, the
+//   bookkeeping = chunk records (24 bytes: first position, kept bitmask of
+//                 slots 0..31, four 27-bit block refs carrying T, formats
+//                 and flags; see kv_store_records.h), the streams' side
+//                 tables (explicit position lists, kept bits of slots
+//                 32..63), residual positions, the
 //                 page pool's page table, pool slack (page bytes not given to
 //                 any block: partially used pages, cached empty pages, block
 //                 rounding), per-layer object headers
