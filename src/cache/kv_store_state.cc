@@ -112,7 +112,8 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
   std::string why;
   if (!L.pool.LoadState(r, &why)) return MakeError(where + why);
   uint64_t n_formats = 0, cap = 0;
-  if (!r.Get(&n_formats) || !r.Get(&cap) || n_formats > Layer::kMaxFormats || n_formats > cap || cap > 512)
+  if (!r.Get(&n_formats) || !r.Get(&cap) || n_formats > Layer::kMaxFormats || n_formats > cap ||
+      cap > 512)
     return MakeError(where + "bad format table");
   L.formats.reserve(cap);
   for (uint64_t i = 0; i < n_formats; ++i) {
