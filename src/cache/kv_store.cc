@@ -730,6 +730,8 @@ Status KvStore::CompactOne(Layer& L, Stream& s) {
   }
   if (out.capacity() > out.size() + out.size() / 4 + 4) out.shrink_to_fit();
   s.chunks.swap(out);
+  // The side table shrinks like the records (evicted chunks left its entries).
+  if (s.extras.capacity() > s.extras.size() + s.extras.size() / 4 + 4) s.extras.shrink_to_fit();
   return Status::Ok();
 }
 
