@@ -219,6 +219,10 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
   if (!r.Get(&L.appended) || !r.Get(&has_last) || !r.Get(&L.last_pos) || has_last > 1)
     return MakeError(where + "truncated");
   L.has_last = has_last != 0;
+  // Positions are distinct int32 values: at most 2^32 tokens were appended
+  // (a larger count would overflow the element counts of Stats()).
+  if (L.appended < 0 || L.appended > (int64_t{1} << 32) || (L.appended > 0) != L.has_last)
+    return MakeError(where + "appended-token count out of range");
   for (const Stream& s : L.streams) {
     if (s.kept_in_chunks + static_cast<int64_t>(s.res_pos.size()) > L.appended)
       return MakeError(where + "more tokens kept than appended");
