@@ -730,8 +730,10 @@ Status KvStore::CompactOne(Layer& L, Stream& s) {
   }
   if (out.capacity() > out.size() + out.size() / 4 + 4) out.shrink_to_fit();
   s.chunks.swap(out);
-  // The side table shrinks like the records (evicted chunks left its entries).
-  if (s.extras.capacity() > s.extras.size() + s.extras.size() / 4 + 4) s.extras.shrink_to_fit();
+  // The side table holds no spare entries after an event: they are rare, and
+  // an eviction cache at its minimum (sinks + newest: one explicit chunk per
+  // head) would otherwise hold more in spare entries than in its record.
+  if (s.extras.capacity() > s.extras.size()) s.extras.shrink_to_fit();
   return Status::Ok();
 }
 
