@@ -28,7 +28,7 @@
 
 namespace hqekv {
 
-inline constexpr uint32_t kKvStateVersion = 1;
+inline constexpr uint32_t kKvStateVersion = 2;  // 2: 24-byte store chunk records
 
 struct KvStateMeta {
   std::string model_identity;  // ModelSource::identity of the model that filled the cache

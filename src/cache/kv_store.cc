@@ -202,43 +202,59 @@ Status KvStore::Seal(int layer, int head, int n, const Format& kf, const Format&
   return Status::Ok();
 }
 
-// Allocates K and V planes (formats kf, vf) and, when c->explicit_pos, the
-// position list of chunk c (T set). False, with nothing allocated, on OOM.
-bool KvStore::AllocChunk(Layer& L, const Format& kf, const Format& vf, ChunkRec* c) {
-  const int D = cfg_.head_dim, T = c->T;
-  if (!L.AllocPlanes(kf, T, D, &c->k)) return false;
-  if (!L.AllocPlanes(vf, T, D, &c->v)) {
-    L.FreePlanes(kf, T, D, &c->k);
+// Allocates K and V planes (formats kf, vf) of chunk c (pos0, T and the
+// explicit flag set) and, when c is explicit, its position list block; *extra
+// is its side-table entry (kept_hi from `kept`), which the caller adds when
+// Stream::HasExtra(*c). Sets c's kept mask. False, nothing allocated, on OOM.
+bool KvStore::AllocChunk(Layer& L, const Format& kf, const Format& vf, ChunkRec* c, uint64_t kept,
+                         ChunkExtra* extra) {
+  const int D = cfg_.head_dim, T = c->T();
+  if (!L.AllocPlane(c, true, kf, D)) return false;
+  if (!L.AllocPlane(c, false, vf, D)) {
+    L.FreePlane(c, true, kf, D);
     return false;
   }
-  if (c->explicit_pos) {
-    c->pos = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
-    if (!c->pos.valid()) {
-      L.FreePlanes(kf, T, D, &c->k);
-      L.FreePlanes(vf, T, D, &c->v);
+  *extra = ChunkExtra{};
+  extra->pos0 = c->pos0;
+  if (c->explicit_pos()) {
+    extra->positions = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
+    if (!extra->positions.valid()) {
+      L.FreePlane(c, true, kf, D);
+      L.FreePlane(c, false, vf, D);
       return false;
     }
   }
+  c->kept_lo = static_cast<uint32_t>(kept);
+  extra->kept_hi = T > 32 ? static_cast<uint32_t>(kept >> 32) : 0;
   return true;
 }
 
-// Frees every block of chunk c (planes and positions).
-void KvStore::FreeChunk(Layer& L, ChunkRec* c) {
+// Frees every block of chunk c of stream s (planes, positions, extra entry).
+void KvStore::FreeChunk(Layer& L, Stream& s, ChunkRec* c) {
   const int D = cfg_.head_dim;
-  L.FreePlanes(L.Fmt(c->k_fmt), c->T, D, &c->k);
-  L.FreePlanes(L.Fmt(c->v_fmt), c->T, D, &c->v);
-  if (c->explicit_pos) L.pool.Free(c->pos, static_cast<size_t>(c->T) * sizeof(int32_t));
-  c->pos = BlockRef{};
-  c->explicit_pos = 0;
+  if (Stream::HasExtra(*c)) {
+    if (const ChunkExtra* e = s.FindExtra(c->pos0)) {
+      if (e->positions.valid())
+        L.pool.Free(e->positions, static_cast<size_t>(c->T()) * sizeof(int32_t));
+      s.RemoveExtra(c->pos0);
+    }
+  }
+  L.FreePlane(c, true, L.Fmt(c->k_fmt()), D);
+  L.FreePlane(c, false, L.Fmt(c->v_fmt()), D);
+  c->set_explicit_pos(false);
+  c->kept_lo = 0;
 }
 
 Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Format& vf) {
   const int D = cfg_.head_dim, G = cfg_.chunk;
   const int kfi = L.FormatIndex(kf), vfi = L.FormatIndex(vf);
-  if (kfi < 0 || vfi < 0) return MakeError("KvStore::Seal: more than 256 distinct formats");
+  if (kfi < 0 || vfi < 0) {
+    return MakeError("KvStore::Seal: more than " + std::to_string(Layer::kMaxFormats) +
+                     " distinct formats in one layer");
+  }
   std::vector<float> kbuf(static_cast<size_t>(G) * D), vbuf(kbuf.size());
-  // Records grow by 1/8 (push_back's doubling would hold up to 56 bytes of
-  // spare records per chunk, 0.1 bit per element at D = 64).
+  // Records grow by 1/8 (push_back's doubling would hold up to 24 bytes of
+  // spare records per chunk, 0.375 bit per element at D = 8).
   GrowFor(s.chunks, s.chunks.size() + (n + G - 1) / G, 4);
   int sealed = 0;
   Status result = Status::Ok();
@@ -249,24 +265,28 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
     for (int t = 1; t < T; ++t) contiguous = contiguous && pos[t] == pos[0] + t;
     ChunkRec c;
     c.pos0 = pos[0];
-    c.T = static_cast<uint8_t>(T);
-    c.k_fmt = static_cast<uint8_t>(kfi);
-    c.v_fmt = static_cast<uint8_t>(vfi);
-    c.explicit_pos = contiguous ? 0 : 1;
-    c.kept = T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1);
-    if (!AllocChunk(L, kf, vf, &c)) {
+    c.set_T(T);
+    c.set_fmt(true, static_cast<uint32_t>(kfi));
+    c.set_fmt(false, static_cast<uint32_t>(vfi));
+    c.set_explicit_pos(!contiguous);
+    ChunkExtra extra;
+    if (!AllocChunk(L, kf, vf, &c, T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1), &extra)) {
       result = MakeError("KvStore::Seal: out of memory");
       break;
     }
-    if (!contiguous) std::memcpy(L.pool.Data(c.pos), pos, static_cast<size_t>(T) * sizeof(int32_t));
+    if (!contiguous) {
+      std::memcpy(L.pool.Data(extra.positions), pos, static_cast<size_t>(T) * sizeof(int32_t));
+    }
+    if (Stream::HasExtra(c)) s.AddExtra(extra);
     const size_t base = static_cast<size_t>(sealed) * D;
     for (size_t i = 0; i < static_cast<size_t>(T) * D; ++i) {
       kbuf[i] = F16ToF32(s.res_k[base + i]);
       vbuf[i] = F16ToF32(s.res_v[base + i]);
     }
-    quant::QuantizeChunk(kf, kbuf.data(), T, D, L.Codes(c.k), L.Meta(c.k));
-    quant::QuantizeChunk(vf, vbuf.data(), T, D, L.Codes(c.v), L.Meta(c.v));
-    s.chunks.push_back(c);
+    s.chunks.push_back(c);  // inline metadata is written into the stored record
+    ChunkRec& sc = s.chunks.back();
+    quant::QuantizeChunk(kf, kbuf.data(), T, D, L.Codes(sc, true), L.Meta(sc, true, D));
+    quant::QuantizeChunk(vf, vbuf.data(), T, D, L.Codes(sc, false), L.Meta(sc, false, D));
     s.kept_in_chunks += T;
     sealed += T;
   }
@@ -290,12 +310,12 @@ Status KvStore::SetChunkFormat(int layer, int head, int c, const Format& kf, con
       return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " + std::to_string(c) +
                        " out of range [0, " + std::to_string(chunks.size()) + ")");
     }
-    if (chunks[c].kept == 0) {
+    if (!chunks[c].live()) {
       return MakeError("KvStore::SetChunkFormat: " + At(layer, h) + ": chunk " + std::to_string(c) +
                        " is evicted");
     }
     for (const Format* f : {&kf, &vf}) {
-      Status st = quant::Validate(*f, chunks[c].T, cfg_.head_dim);
+      Status st = quant::Validate(*f, chunks[c].T(), cfg_.head_dim);
       if (!st.ok()) {
         return MakeError("KvStore::SetChunkFormat: format " + quant::FormatName(*f) +
                          " cannot hold chunk " + std::to_string(c) + " of " + At(layer, h) + ": " +
@@ -304,54 +324,57 @@ Status KvStore::SetChunkFormat(int layer, int head, int c, const Format& kf, con
     }
   }
   for (int h = h0; h < h1; ++h) {
-    ChunkRec& rec = L.streams[h].chunks[c];
-    HQEKV_RETURN_IF_ERROR(ConvertOne(L, rec, true, kf));
-    HQEKV_RETURN_IF_ERROR(ConvertOne(L, rec, false, vf));
+    Stream& s = L.streams[h];
+    HQEKV_RETURN_IF_ERROR(ConvertOne(L, s, s.chunks[c], true, kf));
+    HQEKV_RETURN_IF_ERROR(ConvertOne(L, s, s.chunks[c], false, vf));
   }
   return Status::Ok();
 }
 
-Status KvStore::ConvertOne(Layer& L, ChunkRec& c, bool is_k, const Format& f) {
-  uint8_t& idx = is_k ? c.k_fmt : c.v_fmt;
-  Planes& planes = is_k ? c.k : c.v;
-  const Format old = L.Fmt(idx);
+Status KvStore::ConvertOne(Layer& L, const Stream& s, ChunkRec& c, bool is_k, const Format& f) {
+  const Format old = L.Fmt(c.fmt(is_k));
   if (SameFormat(old, f)) return Status::Ok();
   const int fi = L.FormatIndex(f);
-  if (fi < 0) return MakeError("KvStore::SetChunkFormat: more than 256 distinct formats");
-  const int T = c.T, D = cfg_.head_dim;
+  if (fi < 0) {
+    return MakeError("KvStore::SetChunkFormat: more than " + std::to_string(Layer::kMaxFormats) +
+                     " distinct formats in one layer");
+  }
+  const int T = c.T(), D = cfg_.head_dim;
+  const uint64_t kept = s.Kept(c);
   std::vector<float> x(static_cast<size_t>(T) * D);
-  quant::DequantizeChunk(old, L.Codes(planes), L.Meta(planes), T, D, x.data());
+  quant::DequantizeChunk(old, L.Codes(c, is_k), L.Meta(c, is_k, D), T, D, x.data());
   // Evicted slots take the value of the nearest kept slot, so that they do
   // not stretch the range of the groups they share with kept tokens.
   for (int t = 0; t < T; ++t) {
-    if ((c.kept >> t) & 1u) continue;
+    if ((kept >> t) & 1u) continue;
     int src = -1;
     for (int dist = 1; dist < T && src < 0; ++dist) {
-      if (t - dist >= 0 && ((c.kept >> (t - dist)) & 1u))
+      if (t - dist >= 0 && ((kept >> (t - dist)) & 1u))
         src = t - dist;
-      else if (t + dist < T && ((c.kept >> (t + dist)) & 1u))
+      else if (t + dist < T && ((kept >> (t + dist)) & 1u))
         src = t + dist;
     }
     if (src >= 0)
       std::memcpy(&x[static_cast<size_t>(t) * D], &x[static_cast<size_t>(src) * D],
                   D * sizeof(float));
   }
-  Planes fresh;
-  if (!L.AllocPlanes(f, T, D, &fresh)) return MakeError("KvStore::SetChunkFormat: out of memory");
-  quant::QuantizeChunk(f, x.data(), T, D, L.Codes(fresh), L.Meta(fresh));
-  L.FreePlanes(old, T, D, &planes);
-  planes = fresh;
-  idx = static_cast<uint8_t>(fi);
+  // The new plane goes into a copy of the record (its inline metadata too);
+  // the other plane's words are carried over unchanged.
+  ChunkRec fresh = c;
+  fresh.set_fmt(is_k, static_cast<uint32_t>(fi));
+  if (!L.AllocPlane(&fresh, is_k, f, D)) return MakeError("KvStore::SetChunkFormat: out of memory");
+  quant::QuantizeChunk(f, x.data(), T, D, L.Codes(fresh, is_k), L.Meta(fresh, is_k, D));
+  L.FreePlane(&c, is_k, old, D);
+  c = fresh;
   return Status::Ok();
 }
 
 // ---- eviction ------------------------------------------------------------------
 
 void KvStore::EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c) {
-  if (!c.k.codes.valid()) return;  // already a tombstone
-  s.kept_in_chunks -= __builtin_popcountll(c.kept);
-  FreeChunk(L, &c);
-  c.kept = 0;
+  if (!c.live()) return;  // already a tombstone
+  s.kept_in_chunks -= __builtin_popcountll(s.Kept(c));
+  FreeChunk(L, s, &c);
 }
 
 Status KvStore::EvictChunk(int layer, int head, int c) {
@@ -406,16 +429,16 @@ Status KvStore::EvictTokens(int layer, int head, const int32_t* positions, int n
       if (it != s.chunks.begin()) {
         const ChunkRec& c = *(it - 1);
         const int ci = static_cast<int>(it - 1 - s.chunks.begin());
-        if (c.kept == 0) {
+        if (!c.live()) {
           // tombstone: nothing kept here (and p lies in no earlier chunk)
-        } else if (c.explicit_pos) {
-          const auto* ps = reinterpret_cast<const int32_t*>(L.pool.Data(c.pos));
-          const int32_t* f = std::lower_bound(ps, ps + c.T, p);
-          if (f != ps + c.T && *f == p) loc = TokenLoc{ci, static_cast<int>(f - ps)};
-        } else if (p - c.pos0 < c.T) {
+        } else if (c.explicit_pos()) {
+          const int32_t* ps = L.Positions(s, c);
+          const int32_t* f = std::lower_bound(ps, ps + c.T(), p);
+          if (f != ps + c.T() && *f == p) loc = TokenLoc{ci, static_cast<int>(f - ps)};
+        } else if (p - c.pos0 < c.T()) {
           loc = TokenLoc{ci, p - c.pos0};
         }
-        if (loc.chunk >= 0 && !((c.kept >> loc.index) & 1u)) loc = TokenLoc{};
+        if (loc.chunk >= 0 && !((s.Kept(c) >> loc.index) & 1u)) loc = TokenLoc{};
       }
       if (loc.chunk < 0) {
         auto f = std::lower_bound(s.res_pos.begin(), s.res_pos.end(), p);
@@ -436,9 +459,12 @@ Status KvStore::EvictTokens(int layer, int head, const int32_t* positions, int n
     for (const TokenLoc& loc : locs[h - h0]) {
       if (loc.chunk >= 0) {
         ChunkRec& c = s.chunks[loc.chunk];
-        c.kept &= ~(uint64_t{1} << loc.index);
+        s.SetKept(c, s.Kept(c) & ~(uint64_t{1} << loc.index));
         --s.kept_in_chunks;
-        if (c.kept == 0) EvictWholeChunk(L, s, c);  // frees the storage; popcount is 0 now
+        if (s.Kept(c) == 0)
+          EvictWholeChunk(
+              L, s,
+              c);  // frees the storage; popcount is 0 now  // frees the storage; popcount is 0 now
       } else {
         if (drop_res.empty()) drop_res.assign(s.res_pos.size(), 0);
         drop_res[loc.index] = 1;
@@ -487,17 +513,17 @@ Status KvStore::Compact(int layer, int head) {
   if (L.pool.SparseTable()) {
     std::vector<uint32_t> remap;
     L.pool.CompactTable(&remap);
-    auto fix = [&remap](BlockRef& b) {
-      if (b.valid() && !b.is_inline()) b.page = remap[b.page];
-    };
+    // Pages move whole: units (and a plane's metadata unit) stay.
+    auto fix = [&remap](BlockRef b) { return b.valid() ? BlockRef{remap[b.page()], b.unit()} : b; };
     for (Stream& s : L.streams) {
       for (ChunkRec& c : s.chunks) {
-        fix(c.k.codes);
-        fix(c.k.meta);
-        fix(c.v.codes);
-        fix(c.v.meta);
-        fix(c.pos);
+        if (!c.live()) continue;
+        for (int w = 0; w < 4; ++w) {
+          size_t bytes = 0;
+          if (L.WordIsBlock(c, w, cfg_.head_dim, &bytes)) c.set_ref(w, fix(c.ref(w)));
+        }
       }
+      for (ChunkExtra& e : s.extras) e.positions = fix(e.positions);
     }
   }
   return Status::Ok();
@@ -508,22 +534,24 @@ void KvStore::RepackLayer(int layer) { RepackPool(*layers_[layer]); }
 void KvStore::RepackPool(Layer& L) {
   const int D = cfg_.head_dim;
   struct Move {
-    BlockRef* ref;
+    ChunkRec* chunk;  // a chunk's word, or (nullptr) an extra's position list
+    int word;
+    ChunkExtra* extra;
     size_t bytes;
   };
   std::vector<Move> moves;
   for (Stream& s : L.streams) {
     for (ChunkRec& c : s.chunks) {
-      if (c.kept == 0) continue;
-      const Format& kf = L.Fmt(c.k_fmt);
-      const Format& vf = L.Fmt(c.v_fmt);
-      moves.push_back({&c.k.codes, quant::CodeBytes(kf, c.T, D)});
-      moves.push_back({&c.v.codes, quant::CodeBytes(vf, c.T, D)});
-      if (c.k.meta.valid() && !c.k.meta.is_inline())
-        moves.push_back({&c.k.meta, quant::MetaBytes(kf, c.T, D)});
-      if (c.v.meta.valid() && !c.v.meta.is_inline())
-        moves.push_back({&c.v.meta, quant::MetaBytes(vf, c.T, D)});
-      if (c.explicit_pos) moves.push_back({&c.pos, static_cast<size_t>(c.T) * sizeof(int32_t)});
+      if (!c.live()) continue;
+      for (int w = 0; w < 4; ++w) {
+        size_t bytes = 0;
+        if (L.WordIsBlock(c, w, D, &bytes)) moves.push_back({&c, w, nullptr, bytes});
+      }
+      if (c.explicit_pos()) {
+        ChunkExtra* e = s.FindExtra(c.pos0);
+        if (e && e->positions.valid())
+          moves.push_back({nullptr, 0, e, static_cast<size_t>(c.T()) * sizeof(int32_t)});
+      }
     }
   }
   // Largest first: every run stays aligned and the pages fill in order.
@@ -536,8 +564,14 @@ void KvStore::RepackPool(Layer& L) {
     if (!to[i].valid()) return;  // out of memory: keep the old layout (fresh frees itself)
   }
   for (size_t i = 0; i < moves.size(); ++i) {
-    std::memcpy(fresh.Data(to[i]), L.pool.Data(*moves[i].ref), moves[i].bytes);
-    *moves[i].ref = to[i];
+    const Move& m = moves[i];
+    const BlockRef from = m.chunk ? m.chunk->ref(m.word) : m.extra->positions;
+    std::memcpy(fresh.Data(to[i]), L.pool.Data(from), m.bytes);
+    if (m.chunk) {
+      m.chunk->set_ref(m.word, to[i]);
+    } else {
+      m.extra->positions = to[i];
+    }
   }
   L.pool.Swap(fresh);  // the old pages go with `fresh`
 }
@@ -550,21 +584,22 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                          CountedVector<ChunkRec>& out) {
   const int D = cfg_.head_dim, G = cfg_.chunk;
   const ChunkRec& first = s.chunks[span.front()];
-  const Format& kf = L.Fmt(first.k_fmt);
-  const Format& vf = L.Fmt(first.v_fmt);
+  const Format& kf = L.Fmt(first.k_fmt());
+  const Format& vf = L.Fmt(first.v_fmt());
   std::vector<float> kx, vx, krows, vrows;
   std::vector<int32_t> prow;
   for (size_t x : span) {
     const ChunkRec& d = s.chunks[x];
-    kx.resize(static_cast<size_t>(d.T) * D);
+    const int T = d.T();
+    const uint64_t kept = s.Kept(d);
+    kx.resize(static_cast<size_t>(T) * D);
     vx.resize(kx.size());
     // Lossless formats: dequantize / quantize round-trips bit-exactly.
-    quant::DequantizeChunk(kf, L.Codes(d.k), L.Meta(d.k), d.T, D, kx.data());
-    quant::DequantizeChunk(vf, L.Codes(d.v), L.Meta(d.v), d.T, D, vx.data());
-    const auto* ps =
-        d.explicit_pos ? reinterpret_cast<const int32_t*>(L.pool.Data(d.pos)) : nullptr;
-    for (int t = 0; t < d.T; ++t) {
-      if (!((d.kept >> t) & 1u)) continue;
+    quant::DequantizeChunk(kf, L.Codes(d, true), L.Meta(d, true, D), T, D, kx.data());
+    quant::DequantizeChunk(vf, L.Codes(d, false), L.Meta(d, false, D), T, D, vx.data());
+    const int32_t* ps = L.Positions(s, d);
+    for (int t = 0; t < T; ++t) {
+      if (!((kept >> t) & 1u)) continue;
       krows.insert(krows.end(), kx.begin() + static_cast<size_t>(t) * D,
                    kx.begin() + static_cast<size_t>(t + 1) * D);
       vrows.insert(vrows.end(), vx.begin() + static_cast<size_t>(t) * D,
@@ -574,6 +609,7 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
   }
   const int total = static_cast<int>(prow.size());
   std::vector<ChunkRec> fresh;
+  std::vector<ChunkExtra> fresh_extra;  // added once the old chunks' entries are gone
   bool oom = false;
   for (int start = 0; start < total; start += G) {
     const int T = std::min(G, total - start);
@@ -581,35 +617,45 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
     for (int t = 1; t < T; ++t) contiguous = contiguous && prow[start + t] == prow[start] + t;
     ChunkRec n;
     n.pos0 = prow[start];
-    n.T = static_cast<uint8_t>(T);
-    n.k_fmt = first.k_fmt;
-    n.v_fmt = first.v_fmt;
-    n.explicit_pos = contiguous ? 0 : 1;
-    n.kept = T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1);
-    if (!AllocChunk(L, kf, vf, &n)) {
+    n.set_T(T);
+    n.set_fmt(true, first.k_fmt());
+    n.set_fmt(false, first.v_fmt());
+    n.set_explicit_pos(!contiguous);
+    ChunkExtra extra;
+    if (!AllocChunk(L, kf, vf, &n, T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1), &extra)) {
       oom = true;
       break;
     }
-    quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.k),
-                         L.Meta(n.k));
-    quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n.v),
-                         L.Meta(n.v));
-    if (!contiguous)
-      std::memcpy(L.pool.Data(n.pos), &prow[start], static_cast<size_t>(T) * sizeof(int32_t));
+    // Lossless formats have no metadata: nothing is written into the record.
+    quant::QuantizeChunk(kf, krows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n, true),
+                         L.Meta(n, true, D));
+    quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n, false),
+                         L.Meta(n, false, D));
+    if (!contiguous) {
+      std::memcpy(L.pool.Data(extra.positions), &prow[start],
+                  static_cast<size_t>(T) * sizeof(int32_t));
+    }
     fresh.push_back(n);
+    fresh_extra.push_back(extra);
   }
   if (oom) {  // keep the old chunks, drop the partial rebuild
-    for (ChunkRec& n : fresh) {
-      s.kept_in_chunks += n.T;  // EvictWholeChunk subtracts it again
-      EvictWholeChunk(L, s, n);
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      ChunkRec& n = fresh[i];
+      L.FreePlane(&n, true, kf, D);
+      L.FreePlane(&n, false, vf, D);
+      if (fresh_extra[i].positions.valid())
+        L.pool.Free(fresh_extra[i].positions, static_cast<size_t>(n.T()) * sizeof(int32_t));
     }
     for (size_t x : span) out.push_back(s.chunks[x]);
     return;
   }
   for (size_t x : span) {
     ChunkRec& d = s.chunks[x];
-    s.kept_in_chunks += __builtin_popcountll(d.kept);  // moved, not evicted
+    s.kept_in_chunks += __builtin_popcountll(s.Kept(d));  // moved, not evicted
     EvictWholeChunk(L, s, d);
+  }
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    if (Stream::HasExtra(fresh[i])) s.AddExtra(fresh_extra[i]);
   }
   out.insert(out.end(), fresh.begin(), fresh.end());
 }
@@ -626,19 +672,19 @@ Status KvStore::CompactOne(Layer& L, Stream& s) {
   CountedVector<ChunkRec> out(s.chunks.get_allocator());
   out.reserve(s.chunks.size());
   auto holey = [&](const ChunkRec& c) {
-    const uint64_t full = c.T == 64 ? ~uint64_t{0} : ((uint64_t{1} << c.T) - 1);
-    return c.kept != full;
+    const uint64_t full = c.T() == 64 ? ~uint64_t{0} : ((uint64_t{1} << c.T()) - 1);
+    return s.Kept(c) != full;
   };
-  auto ragged = [&](const ChunkRec& c) { return holey(c) || c.T != G; };
+  auto ragged = [&](const ChunkRec& c) { return holey(c) || c.T() != G; };
   std::vector<size_t> run, span;
   size_t i = 0;
   while (i < s.chunks.size()) {
     const ChunkRec& c = s.chunks[i];
-    if (c.kept == 0) {
+    if (!c.live()) {
       ++i;
       continue;
     }
-    if (!IsLossless(L.Fmt(c.k_fmt)) || !IsLossless(L.Fmt(c.v_fmt))) {
+    if (!IsLossless(L.Fmt(c.k_fmt())) || !IsLossless(L.Fmt(c.v_fmt()))) {
       out.push_back(c);
       ++i;
       continue;
@@ -648,8 +694,8 @@ Status KvStore::CompactOne(Layer& L, Stream& s) {
     size_t j = i;
     for (; j < s.chunks.size(); ++j) {
       const ChunkRec& d = s.chunks[j];
-      if (d.kept == 0) continue;
-      if (d.k_fmt != c.k_fmt || d.v_fmt != c.v_fmt) break;
+      if (!d.live()) continue;
+      if (d.k_fmt() != c.k_fmt() || d.v_fmt() != c.v_fmt()) break;
       run.push_back(j);
     }
     size_t n_ragged = 0, n_holey = 0;
@@ -684,6 +730,10 @@ Status KvStore::CompactOne(Layer& L, Stream& s) {
   }
   if (out.capacity() > out.size() + out.size() / 4 + 4) out.shrink_to_fit();
   s.chunks.swap(out);
+  // The side table holds no spare entries after an event: they are rare, and
+  // an eviction cache at its minimum (sinks + newest: one explicit chunk per
+  // head) would otherwise hold more in spare entries than in its record.
+  if (s.extras.capacity() > s.extras.size()) s.extras.shrink_to_fit();
   return Status::Ok();
 }
 
@@ -693,27 +743,28 @@ int KvStore::NumChunks(int layer, int head) const {
   return static_cast<int>(layers_[layer]->streams[head].chunks.size());
 }
 
-ChunkView KvStore::View(const Layer& L, const ChunkRec& c) const {
+ChunkView KvStore::View(const Layer& L, const Stream& s, const ChunkRec& c) const {
+  const int D = cfg_.head_dim;
   ChunkView v;
-  v.T = c.T;
-  v.kept = c.kept;
+  v.T = c.T();
+  v.kept = s.Kept(c);
   v.pos0 = c.pos0;
-  v.k_format = L.Fmt(c.k_fmt);
-  v.v_format = L.Fmt(c.v_fmt);
-  if (c.explicit_pos && c.pos.valid())
-    v.positions = reinterpret_cast<const int32_t*>(L.pool.Data(c.pos));
-  if (c.k.codes.valid()) {
-    v.k_codes = L.Codes(c.k);
-    v.k_meta = L.Meta(c.k);
-    v.v_codes = L.Codes(c.v);
-    v.v_meta = L.Meta(c.v);
+  v.k_format = L.Fmt(c.k_fmt());
+  v.v_format = L.Fmt(c.v_fmt());
+  if (c.live()) {
+    v.positions = L.Positions(s, c);
+    v.k_codes = L.Codes(c, true);
+    v.k_meta = L.Meta(c, true, D);
+    v.v_codes = L.Codes(c, false);
+    v.v_meta = L.Meta(c, false, D);
   }
   return v;
 }
 
 ChunkView KvStore::Chunk(int layer, int head, int c) const {
   const Layer& L = *layers_[layer];
-  return View(L, L.streams[head].chunks[c]);
+  const Stream& s = L.streams[head];
+  return View(L, s, s.chunks[c]);
 }
 
 ResidualView KvStore::Residual(int layer, int head) const {
@@ -739,8 +790,8 @@ void KvStore::KeptPositions(int layer, int head, std::vector<int32_t>* out) cons
   const Stream& s = L.streams[head];
   out->reserve(KeptTokens(layer, head));
   for (const ChunkRec& c : s.chunks) {
-    if (c.kept == 0) continue;
-    const ChunkView v = View(L, c);
+    if (!c.live()) continue;
+    const ChunkView v = View(L, s, c);
     for (int t = 0; t < v.T; ++t) {
       if (v.Kept(t)) out->push_back(v.Position(t));
     }
@@ -812,27 +863,25 @@ KvStats KvStore::Stats() const {
     for (const Format& f : L.formats) names.push_back(quant::FormatName(f));
     KvBytes& b = ls.bytes;
     for (const Stream& s : L.streams) {
-      b.bookkeeping += CapacityBytes(s.chunks) + CapacityBytes(s.res_pos);
+      b.bookkeeping += CapacityBytes(s.chunks) + CapacityBytes(s.res_pos) + CapacityBytes(s.extras);
       b.residual += CapacityBytes(s.res_k) + CapacityBytes(s.res_v);
       for (const ChunkRec& c : s.chunks) {
-        if (c.kept == 0) continue;
-        const Format& kf = L.Fmt(c.k_fmt);
-        const Format& vf = L.Fmt(c.v_fmt);
-        b.payload +=
-            static_cast<int64_t>(quant::CodeBytes(kf, c.T, D) + quant::CodeBytes(vf, c.T, D));
-        b.metadata +=
-            static_cast<int64_t>(quant::MetaBytes(kf, c.T, D) + quant::MetaBytes(vf, c.T, D));
-        // Inline metadata is part of the record's bytes (counted above in
-        // bookkeeping): it moves to metadata, the total stays exact.
-        for (const Planes* p : {&c.k, &c.v}) {
-          if (p->meta.is_inline()) {
-            b.bookkeeping -= static_cast<int64_t>(quant::MetaBytes(p == &c.k ? kf : vf, c.T, D));
-          }
+        if (!c.live()) continue;
+        const int T = c.T();
+        const Format& kf = L.Fmt(c.k_fmt());
+        const Format& vf = L.Fmt(c.v_fmt());
+        b.payload += static_cast<int64_t>(quant::CodeBytes(kf, T, D) + quant::CodeBytes(vf, T, D));
+        for (const Format* f : {&kf, &vf}) {
+          const int64_t meta = static_cast<int64_t>(quant::MetaBytes(*f, T, D));
+          b.metadata += meta;
+          // Inline metadata is part of the record's bytes (counted above in
+          // bookkeeping): it moves to metadata, the total stays exact.
+          if (Layer::MetaInline(meta)) b.bookkeeping -= meta;
         }
-        if (c.explicit_pos) b.bookkeeping += static_cast<int64_t>(c.T) * sizeof(int32_t);
-        const int kept = __builtin_popcountll(c.kept);
-        ls.k_tiers[names[c.k_fmt]] += kept;
-        ls.v_tiers[names[c.v_fmt]] += kept;
+        if (c.explicit_pos()) b.bookkeeping += static_cast<int64_t>(T) * sizeof(int32_t);
+        const int kept = __builtin_popcountll(s.Kept(c));
+        ls.k_tiers[names[c.k_fmt()]] += kept;
+        ls.v_tiers[names[c.v_fmt()]] += kept;
       }
       const int64_t res = static_cast<int64_t>(s.res_pos.size());
       if (res) {

@@ -28,7 +28,8 @@
 //   chunks with holes keep their holes (their codes share scales across
 //   tokens) until they are fully evicted.
 // - Original positions are preserved: a chunk stores its first position and,
-//   only when its positions are not consecutive, an explicit int32 list.
+//   only when its positions are not consecutive, an explicit int32 list (in
+//   the stream's side table).
 //
 // Walk order of a stream = chunks in order, kept slots in slot order, then the
 // residual; it is ascending by original position. Attention weights and
@@ -40,8 +41,11 @@
 //   payload     = codes of every live chunk (K + V; evicted slots of a
 //                 partially kept chunk are still held, hence counted)
 //   metadata    = scales / minima / means / stds of every live chunk
-//   bookkeeping = chunk records (formats, first position, kept bitmask, block
-//                 refs), explicit position lists, residual positions, the
+//   bookkeeping = chunk records (24 bytes: first position, kept bitmask of
+//                 slots 0..31, four 27-bit block refs carrying T, formats
+//                 and flags; see kv_store_records.h), the streams' side
+//                 tables (explicit position lists, kept bits of slots
+//                 32..63), residual positions, the
 //                 page pool's page table, pool slack (page bytes not given to
 //                 any block: partially used pages, cached empty pages, block
 //                 rounding), per-layer object headers
@@ -87,6 +91,8 @@ struct KvStoreConfig {
   // be a large part of the bytes they hold.
   int residual_reserve = -1;
 };
+
+struct ChunkExtra;  // kv_store_records.h
 
 // Pass as `head` to apply an operation to every KV head of the layer.
 inline constexpr int kAllHeads = -1;
@@ -224,17 +230,18 @@ class KvStore {
   explicit KvStore(const KvStoreConfig& cfg);
   Status CheckLayerHead(int layer, int head, const char* op) const;
   Status SealOne(Layer& L, Stream& s, int n, const quant::Format& kf, const quant::Format& vf);
-  Status ConvertOne(Layer& L, ChunkRec& c, bool is_k, const quant::Format& f);
+  Status ConvertOne(Layer& L, const Stream& s, ChunkRec& c, bool is_k, const quant::Format& f);
   void EvictWholeChunk(Layer& L, Stream& s, ChunkRec& c);
-  bool AllocChunk(Layer& L, const quant::Format& kf, const quant::Format& vf, ChunkRec* c);
-  void FreeChunk(Layer& L, ChunkRec* c);
+  bool AllocChunk(Layer& L, const quant::Format& kf, const quant::Format& vf, ChunkRec* c,
+                  uint64_t kept, ChunkExtra* extra);
+  void FreeChunk(Layer& L, Stream& s, ChunkRec* c);
   Status CompactOne(Layer& L, Stream& s);
   void RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                   CountedVector<ChunkRec>& out);
   void ShrinkResidual(Stream& s) const;
   // Moves every live block of the layer to fresh, tightly filled pages.
   void RepackPool(Layer& L);
-  ChunkView View(const Layer& L, const ChunkRec& c) const;
+  ChunkView View(const Layer& L, const Stream& s, const ChunkRec& c) const;
   Status LoadLayer(int l, StateReader& r);
 
   KvStoreConfig cfg_;

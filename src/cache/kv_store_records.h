@@ -3,6 +3,8 @@
 // use outside the store.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "cache/kv_store.h"
@@ -14,34 +16,121 @@ namespace hqekv::cache {
 
 using quant::Format;
 
-// K (or V) of one chunk: the codes and the metadata in two separate pool
-// blocks (two planes, as quant/ lays them out). With D and G powers of two
-// both sizes are powers of two, so pages are filled without gaps.
-struct Planes {
-  BlockRef codes, meta;  // meta invalid when the format has none
+// One chunk record: 24 bytes (0.375 bit per K and V element of a 32-token
+// chunk at head_dim 8, 0.047 at 64; the earlier record had 56).
+// - Four 32-bit words, one per block: K codes, K metadata, V codes, V
+//   metadata. Bits 0..26 of a word are the block's BlockRef (page + unit) or,
+//   for a metadata plane of <= 3 bytes (fp8's one fp16 scale), the metadata
+//   itself (inline: no pool unit, which would be 16-128 bytes). Bits 27..31
+//   of the four words together hold the 20-bit header: T - 1 (6 bits), the
+//   explicit-positions flag, K and V format indices (6 bits each).
+// - The kept mask of slots 0..31 is here; slots 32..63 of a chunk longer than
+//   32 tokens (config.chunk > 32) and explicit position lists (rare) live in
+//   the stream's side table, keyed by pos0.
+// Codes and metadata stay separate blocks of their own sizes (powers of two
+// for D and G powers of two), so pages fill without gaps.
+struct KvStore::ChunkRec {
+  static_assert(std::endian::native == std::endian::little, "inline metadata: low bytes first");
+  enum Word { kKCodes = 0, kKMeta = 1, kVCodes = 2, kVMeta = 3 };
+  static constexpr uint32_t kRefMask = (uint32_t{1} << BlockRef::kBits) - 1;
+  static constexpr size_t kInlineMetaBytes = 3;
+
+  int32_t pos0 = 0;
+  uint32_t kept_lo = 0;  // bit t = slot t kept (t < 32)
+  uint32_t w[4] = {BlockRef::kNone, BlockRef::kNone, BlockRef::kNone, BlockRef::kNone};
+
+  // Header fields (spread over the words' top 5 bits).
+  uint32_t header() const {
+    uint32_t h = 0;
+    for (int i = 0; i < 4; ++i) h |= (w[i] >> BlockRef::kBits) << (5 * i);
+    return h;
+  }
+  void set_header(uint32_t h) {
+    for (int i = 0; i < 4; ++i)
+      w[i] = (w[i] & kRefMask) | (((h >> (5 * i)) & 31u) << BlockRef::kBits);
+  }
+  void set_field(int shift, int bits, uint32_t v) {
+    const uint32_t m = ((1u << bits) - 1) << shift;
+    set_header((header() & ~m) | ((v << shift) & m));
+  }
+  int T() const { return static_cast<int>(header() & 63u) + 1; }
+  void set_T(int t) { set_field(0, 6, static_cast<uint32_t>(t - 1)); }
+  bool explicit_pos() const { return (header() >> 6) & 1u; }
+  void set_explicit_pos(bool e) { set_field(6, 1, e ? 1 : 0); }
+  uint32_t fmt(bool is_k) const { return (header() >> (is_k ? 7 : 13)) & 63u; }
+  void set_fmt(bool is_k, uint32_t f) { set_field(is_k ? 7 : 13, 6, f); }
+  uint32_t k_fmt() const { return fmt(true); }
+  uint32_t v_fmt() const { return fmt(false); }
+
+  BlockRef ref(int word) const { return BlockRef::FromId(w[word] & kRefMask); }
+  void set_ref(int word, BlockRef b) { w[word] = (w[word] & ~kRefMask) | (b.id & kRefMask); }
+  // Inline metadata: the low bytes of the word (little-endian).
+  uint8_t* inline_meta(int word) { return reinterpret_cast<uint8_t*>(&w[word]); }
+  const uint8_t* inline_meta(int word) const { return reinterpret_cast<const uint8_t*>(&w[word]); }
+  // A live chunk always holds its K codes block; a tombstone holds nothing.
+  bool live() const { return ref(kKCodes).valid(); }
 };
 
-// One chunk record: 56 bytes.
-struct KvStore::ChunkRec {
+// The rare parts of a chunk: explicit positions and the kept mask of slots
+// 32..63. One entry per live chunk that has either, sorted by pos0.
+struct ChunkExtra {
   int32_t pos0 = 0;
-  uint8_t T = 0;
-  uint8_t k_fmt = 0, v_fmt = 0;  // indices into Layer::formats
-  uint8_t explicit_pos = 0;      // 1: `pos` holds int32[T] positions
-  uint64_t kept = 0;
-  Planes k, v;
-  BlockRef pos;
+  uint32_t kept_hi = 0;  // slots 32..63 (chunks of more than 32 slots)
+  BlockRef positions;    // int32[T] in a pool block, or invalid
 };
 
 struct KvStore::Stream {
+  static_assert(sizeof(ChunkRec) == 24, "the byte model (policy/true_bits.cc) charges 24 bytes");
   explicit Stream(int64_t* counter)
       : chunks(CountedAllocator<ChunkRec>(counter)),
         res_k(CountedAllocator<f16_t>(counter)),
         res_v(CountedAllocator<f16_t>(counter)),
-        res_pos(CountedAllocator<int32_t>(counter)) {}
+        res_pos(CountedAllocator<int32_t>(counter)),
+        extras(CountedAllocator<ChunkExtra>(counter)) {}
   CountedVector<ChunkRec> chunks;
   CountedVector<f16_t> res_k, res_v;  // [n][D]
   CountedVector<int32_t> res_pos;     // [n]
+  // Extras of the live chunks that have explicit positions or > 32 slots.
+  CountedVector<ChunkExtra> extras;
   int64_t kept_in_chunks = 0;
+
+  static bool HasExtra(const ChunkRec& c) { return c.explicit_pos() || c.T() > 32; }
+  // The entry of chunk pos0, or nullptr.
+  const ChunkExtra* FindExtra(int32_t pos0) const {
+    auto it = std::lower_bound(extras.begin(), extras.end(), pos0,
+                               [](const ChunkExtra& e, int32_t p) { return e.pos0 < p; });
+    return it != extras.end() && it->pos0 == pos0 ? &*it : nullptr;
+  }
+  ChunkExtra* FindExtra(int32_t pos0) {
+    return const_cast<ChunkExtra*>(static_cast<const Stream*>(this)->FindExtra(pos0));
+  }
+  void AddExtra(const ChunkExtra& x) {
+    auto it = std::lower_bound(extras.begin(), extras.end(), x.pos0,
+                               [](const ChunkExtra& e, int32_t p) { return e.pos0 < p; });
+    // Grows by 1/8 (they are rare; doubling would hold spare entries).
+    if (extras.size() == extras.capacity()) {
+      const size_t i = it - extras.begin();
+      extras.reserve(extras.size() + extras.size() / 8 + 2);
+      it = extras.begin() + i;
+    }
+    extras.insert(it, x);
+  }
+  void RemoveExtra(int32_t pos0) {
+    const ChunkExtra* e = FindExtra(pos0);
+    if (e) extras.erase(extras.begin() + (e - extras.data()));
+  }
+  uint64_t Kept(const ChunkRec& c) const {
+    if (c.T() <= 32 || !c.live()) return c.kept_lo;
+    const ChunkExtra* e = FindExtra(c.pos0);
+    return c.kept_lo | (e ? uint64_t{e->kept_hi} << 32 : 0);
+  }
+  // For a live chunk of > 32 slots the extra entry must exist (AddExtra).
+  void SetKept(ChunkRec& c, uint64_t m) {
+    c.kept_lo = static_cast<uint32_t>(m);
+    if (c.T() > 32) {
+      if (ChunkExtra* e = FindExtra(c.pos0)) e->kept_hi = static_cast<uint32_t>(m >> 32);
+    }
+  }
 };
 
 struct KvStore::Layer {
@@ -60,46 +149,81 @@ struct KvStore::Layer {
   bool has_last = false;
   int32_t last_pos = 0;
 
-  const Format& Fmt(uint8_t i) const { return formats[i]; }
-  // Allocates the planes of a T-token chunk in format f; false (nothing
-  // allocated) when out of memory.
-  bool AllocPlanes(const Format& f, int T, int D, Planes* p) {
+  const Format& Fmt(uint32_t i) const { return formats[i]; }
+  // Metadata of <= 3 bytes lives in the record's metadata word.
+  static bool MetaInline(size_t meta) { return meta > 0 && meta <= ChunkRec::kInlineMetaBytes; }
+  static int CodesWord(bool is_k) { return is_k ? ChunkRec::kKCodes : ChunkRec::kVCodes; }
+  static int MetaWord(bool is_k) { return is_k ? ChunkRec::kKMeta : ChunkRec::kVMeta; }
+  // Allocates the K or V plane of chunk c (T set) in format f, recorded in c;
+  // false (nothing allocated) when out of memory.
+  bool AllocPlane(ChunkRec* c, bool is_k, const Format& f, int D) {
+    const int T = c->T();
     const size_t code = quant::CodeBytes(f, T, D), meta = quant::MetaBytes(f, T, D);
-    p->codes = pool.Allocate(code);
-    if (meta == 0) {
-      p->meta = BlockRef{};
-    } else if (meta <= BlockRef::kInlineBytes) {
-      p->meta = BlockRef{BlockRef::kInline, 0};
-    } else {
-      p->meta = pool.Allocate(meta);
+    const BlockRef cb = pool.Allocate(code);
+    if (!cb.valid()) return false;
+    BlockRef mb;
+    if (meta > 0 && !MetaInline(meta)) {
+      mb = pool.Allocate(meta);
+      if (!mb.valid()) {
+        pool.Free(cb, code);
+        return false;
+      }
     }
-    if (p->codes.valid() && (meta == 0 || p->meta.valid())) return true;
-    FreePlanes(f, T, D, p);
-    return false;
+    c->set_ref(CodesWord(is_k), cb);
+    c->set_ref(MetaWord(is_k), mb);  // inline: filled by the quantizer
+    return true;
   }
-  void FreePlanes(const Format& f, int T, int D, Planes* p) {
-    pool.Free(p->codes, quant::CodeBytes(f, T, D));
-    if (!p->meta.is_inline()) pool.Free(p->meta, quant::MetaBytes(f, T, D));
-    *p = Planes{};
+  void FreePlane(ChunkRec* c, bool is_k, const Format& f, int D) {
+    const int T = c->T();
+    const size_t code = quant::CodeBytes(f, T, D), meta = quant::MetaBytes(f, T, D);
+    pool.Free(c->ref(CodesWord(is_k)), code);
+    if (meta > 0 && !MetaInline(meta)) pool.Free(c->ref(MetaWord(is_k)), meta);
+    c->set_ref(CodesWord(is_k), BlockRef{});
+    c->set_ref(MetaWord(is_k), BlockRef{});
+  }
+  const uint8_t* Codes(const ChunkRec& c, bool is_k) const {
+    return pool.Data(c.ref(CodesWord(is_k)));
   }
   // Inline metadata lives in the record itself (valid until the record moves).
-  uint8_t* Codes(const Planes& p) { return pool.Data(p.codes); }
-  uint8_t* Meta(const Planes& p) {
-    if (p.meta.is_inline())
-      return const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(&p.meta.offset));
-    return p.meta.valid() ? pool.Data(p.meta) : nullptr;
+  const uint8_t* Meta(const ChunkRec& c, bool is_k, int D) const {
+    const size_t meta = quant::MetaBytes(Fmt(c.fmt(is_k)), c.T(), D);
+    if (meta == 0) return nullptr;
+    if (MetaInline(meta)) return c.inline_meta(MetaWord(is_k));
+    return pool.Data(c.ref(MetaWord(is_k)));
   }
-  const uint8_t* Codes(const Planes& p) const { return pool.Data(p.codes); }
-  const uint8_t* Meta(const Planes& p) const {
-    if (p.meta.is_inline()) return reinterpret_cast<const uint8_t*>(&p.meta.offset);
-    return p.meta.valid() ? pool.Data(p.meta) : nullptr;
+  // True when `word` of live chunk c references a pool block (of *bytes):
+  // codes always, metadata unless absent or inline.
+  bool WordIsBlock(const ChunkRec& c, int word, int D, size_t* bytes) const {
+    const bool is_k = word == ChunkRec::kKCodes || word == ChunkRec::kKMeta;
+    const Format& f = Fmt(c.fmt(is_k));
+    if (word == CodesWord(is_k)) {
+      *bytes = quant::CodeBytes(f, c.T(), D);
+      return true;
+    }
+    *bytes = quant::MetaBytes(f, c.T(), D);
+    return *bytes > 0 && !MetaInline(*bytes);
   }
-  // Index of f in the format table, adding it (at most 256 distinct formats).
+  // Explicit positions of chunk c of stream s: int32[T], or nullptr = pos0 + t.
+  const int32_t* Positions(const Stream& s, const ChunkRec& c) const {
+    if (!c.explicit_pos()) return nullptr;
+    const ChunkExtra* e = s.FindExtra(c.pos0);
+    return e && e->positions.valid() ? reinterpret_cast<const int32_t*>(pool.Data(e->positions))
+                                     : nullptr;
+  }
+  uint8_t* Codes(ChunkRec& c, bool is_k) {
+    return const_cast<uint8_t*>(static_cast<const Layer*>(this)->Codes(c, is_k));
+  }
+  uint8_t* Meta(ChunkRec& c, bool is_k, int D) {
+    return const_cast<uint8_t*>(static_cast<const Layer*>(this)->Meta(c, is_k, D));
+  }
+  // Index of f in the format table, adding it (at most kMaxFormats distinct
+  // formats: the record keeps 6-bit indices).
+  static constexpr int kMaxFormats = 64;
   int FormatIndex(const Format& f) {
     for (size_t i = 0; i < formats.size(); ++i) {
       if (SameFormat(formats[i], f)) return static_cast<int>(i);
     }
-    if (formats.size() >= 256) return -1;
+    if (formats.size() >= kMaxFormats) return -1;
     formats.push_back(f);
     return static_cast<int>(formats.size() - 1);
   }

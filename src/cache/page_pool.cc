@@ -103,9 +103,9 @@ void PagePool::RemovePartial(uint32_t page) {
   pages_[page].partial = kNil;
 }
 
-int PagePool::FindRun(const Page& p, int k, int* run_len) const {
+int PagePool::FindRun(uint64_t used, int k, int* run_len) const {
   // r bit i set = units i..i+k-1 are all free.
-  const uint64_t free = ~p.used & all_units_;
+  const uint64_t free = ~used & all_units_;
   uint64_t r = free;
   for (int s = 1; s < k && r; ++s) r &= free >> s;
   // Aligned to the largest power of two dividing k: power-of-two blocks as
@@ -131,65 +131,97 @@ int PagePool::FindRun(const Page& p, int k, int* run_len) const {
   return best;
 }
 
-BlockRef PagePool::Allocate(size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  const int k = static_cast<int>((bytes + unit_ - 1) / unit_);
-  if (k > units_) {  // dedicated allocation, unit-rounded
-    const size_t size = static_cast<size_t>(k) * unit_;
-    uint8_t* data = SystemAlloc(size);
-    if (!data) return BlockRef{};
-    const uint32_t s = NewPageSlot();
-    Page& p = pages_[s];
-    p = Page{};
-    p.data = data;
-    p.bytes = static_cast<uint32_t>(size);
-    requested_bytes_ += static_cast<int64_t>(bytes);
-    ++live_blocks_;
-    return BlockRef{s, 0};
-  }
+namespace {
+uint64_t RunMask(int unit, int k) {
+  return (k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit;
+}
+}  // namespace
+
+int32_t PagePool::NewDedicated(size_t size) {
+  // Every slot must fit a BlockRef (free slots are below the table's size).
+  if (pages_.size() >= BlockRef::kMaxPages && free_slots_.empty()) return kNil;
+  uint8_t* data = SystemAlloc(size);
+  if (!data) return kNil;
+  const uint32_t s = NewPageSlot();
+  pages_[s] = Page{};
+  pages_[s].data = data;
+  pages_[s].bytes = static_cast<uint32_t>(size);
+  return static_cast<int32_t>(s);
+}
+
+int32_t PagePool::PickPage(int k, int* u) {
   // Best fit: the tightest free run among the partial pages, then the
   // fullest page, so holes are filled and long runs stay whole.
   int32_t page = kNil;
-  int unit = -1, best_len = 65, best_used = -1;
+  int best_len = 65, best_used = -1;
   const int n = static_cast<int>(partial_.size());
   for (int i = n - 1; i >= 0 && i >= n - kMaxPartialScan; --i) {
     const Page& p = pages_[partial_[i]];
     int len = 0;
-    const int u = FindRun(p, k, &len);
-    if (u < 0) continue;
+    const int a = FindRun(p.used, k, &len);
+    if (a < 0) continue;
     const int used = __builtin_popcountll(p.used);
     if (len < best_len || (len == best_len && used > best_used)) {
       page = static_cast<int32_t>(partial_[i]);
-      unit = u;
+      *u = a;
       best_len = len;
       best_used = used;
     }
   }
-  if (page == kNil) {
-    uint32_t s;
-    if (!cached_.empty()) {
-      s = cached_.back();
-      cached_.pop_back();
-    } else {
-      uint8_t* data = SystemAlloc(page_bytes_);
-      if (!data) return BlockRef{};
-      s = NewPageSlot();
-      pages_[s] = Page{};
-      pages_[s].data = data;
-      pages_[s].bytes = static_cast<uint32_t>(page_bytes_);
-    }
-    ++pages_in_use_;
-    AddPartial(s);
-    page = static_cast<int32_t>(s);
-    unit = 0;
+  if (page != kNil) return page;
+  uint32_t s;
+  if (!cached_.empty()) {
+    s = cached_.back();
+    cached_.pop_back();
+  } else {
+    const int32_t d = NewDedicated(page_bytes_);  // a shared page: same allocation
+    if (d == kNil) return kNil;
+    s = static_cast<uint32_t>(d);
   }
+  ++pages_in_use_;
+  AddPartial(s);
+  *u = 0;
+  return static_cast<int32_t>(s);
+}
+
+void PagePool::MarkUsed(uint32_t page, int unit, int k) {
   Page& p = pages_[page];
-  const uint64_t run = (k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit;
-  p.used |= run;
-  if (p.used == all_units_) RemovePartial(static_cast<uint32_t>(page));
+  p.used |= RunMask(unit, k);
+  if (p.used == all_units_) RemovePartial(page);
+}
+
+BlockRef PagePool::Allocate(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  const int k = Units(bytes);
+  int32_t page;
+  int unit = 0;
+  if (k > units_) {  // dedicated allocation, unit-rounded
+    page = NewDedicated(static_cast<size_t>(k) * unit_);
+  } else {
+    page = PickPage(k, &unit);
+    if (page != kNil) MarkUsed(static_cast<uint32_t>(page), unit, k);
+  }
+  if (page == kNil) return BlockRef{};
   requested_bytes_ += static_cast<int64_t>(bytes);
   ++live_blocks_;
-  return BlockRef{static_cast<uint32_t>(page), static_cast<uint32_t>(unit * unit_)};
+  return BlockRef{static_cast<uint32_t>(page), static_cast<uint32_t>(unit)};
+}
+
+void PagePool::ReleaseUnits(uint32_t page, int unit, int k) {
+  Page& p = pages_[page];
+  const bool was_full = p.used == all_units_;
+  p.used &= ~RunMask(unit, k);
+  if (was_full) AddPartial(page);
+  if (p.used != 0) return;
+  // Empty page: cache it or give it back.
+  RemovePartial(page);
+  --pages_in_use_;
+  if (static_cast<int>(cached_.size()) < max_cached_) {
+    cached_.push_back(page);
+  } else {
+    SystemFree(p.data, p.bytes);
+    ReleaseSlot(page);
+  }
 }
 
 void PagePool::Free(BlockRef b, size_t bytes) {
@@ -197,27 +229,13 @@ void PagePool::Free(BlockRef b, size_t bytes) {
   if (bytes == 0) bytes = 1;
   requested_bytes_ -= static_cast<int64_t>(bytes);
   --live_blocks_;
-  Page& p = pages_[b.page];
+  Page& p = pages_[b.page()];
   if (Dedicated(p)) {
     SystemFree(p.data, p.bytes);
-    ReleaseSlot(b.page);
+    ReleaseSlot(b.page());
     return;
   }
-  const int k = static_cast<int>((bytes + unit_ - 1) / unit_);
-  const int unit = static_cast<int>(b.offset / unit_);
-  const bool was_full = p.used == all_units_;
-  p.used &= ~((k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit);
-  if (was_full) AddPartial(b.page);
-  if (p.used != 0) return;
-  // Empty page: cache it or give it back.
-  RemovePartial(b.page);
-  --pages_in_use_;
-  if (static_cast<int>(cached_.size()) < max_cached_) {
-    cached_.push_back(b.page);
-  } else {
-    SystemFree(p.data, p.bytes);
-    ReleaseSlot(b.page);
-  }
+  ReleaseUnits(b.page(), static_cast<int>(b.unit()), Units(bytes));
 }
 
 void PagePool::ReleaseCached() {

@@ -65,19 +65,30 @@ int64_t CapacityBytes(const CountedVector<T>& v) {
   return static_cast<int64_t>(v.capacity() * sizeof(T));
 }
 
-// Handle of one block: page slot + byte offset inside the page. 8 bytes, the
-// store keeps these instead of pointers so that chunk records stay small.
+// Handle of one block: page slot and unit inside the page in one 27-bit
+// value, so that the store's chunk record packs four of them, with its
+// header bits, into 16 bytes (an earlier ref was a page + byte offset pair of
+// 8 bytes). A dedicated block is unit 0 of its own slot.
 struct BlockRef {
-  static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
-  // Not a pool block: up to 4 bytes of data held in `offset` itself (the
-  // store keeps a chunk's tiny metadata, e.g. fp8's one fp16 scale, so
-  // instead of a 64-byte pool unit).
-  static constexpr uint32_t kInline = kNone - 1;
-  static constexpr size_t kInlineBytes = sizeof(uint32_t);
-  uint32_t page = kNone;
-  uint32_t offset = 0;
-  bool valid() const { return page != kNone; }
-  bool is_inline() const { return page == kInline; }
+  static constexpr int kUnitBits = 6;  // 64 units per page
+  static constexpr int kBits = 27;
+  static constexpr uint32_t kNone = (uint32_t{1} << kBits) - 1;
+  // Page slots are < kMaxPages: 2M pages per pool (2 GiB of 1 KiB pages,
+  // 16 GiB of 8 KiB pages); past it Allocate reports out of memory.
+  static constexpr uint32_t kMaxPages = kNone >> kUnitBits;
+  uint32_t id = kNone;
+
+  BlockRef() = default;
+  BlockRef(uint32_t page, uint32_t unit) : id(page << kUnitBits | unit) {}
+  static BlockRef FromId(uint32_t id) {
+    BlockRef b;
+    b.id = id;
+    return b;
+  }
+  bool valid() const { return id != kNone; }
+  uint32_t page() const { return id >> kUnitBits; }
+  uint32_t unit() const { return id & ((1u << kUnitBits) - 1); }
+  bool operator==(const BlockRef& o) const { return id == o.id; }
 };
 
 class PagePool {
@@ -96,8 +107,8 @@ class PagePool {
   // `bytes` must be the value passed to Allocate for this block.
   void Free(BlockRef b, size_t bytes);
 
-  uint8_t* Data(BlockRef b) { return pages_[b.page].data + b.offset; }
-  const uint8_t* Data(BlockRef b) const { return pages_[b.page].data + b.offset; }
+  uint8_t* Data(BlockRef b) { return pages_[b.page()].data + b.unit() * unit_; }
+  const uint8_t* Data(BlockRef b) const { return pages_[b.page()].data + b.unit() * unit_; }
 
   size_t page_bytes() const { return page_bytes_; }
   size_t unit_bytes() const { return unit_; }
@@ -132,8 +143,16 @@ class PagePool {
   // same bytes and places later blocks where the saved one would. False,
   // with the reason in *why, on a short or inconsistent input.
   bool LoadState(StateReader& r, std::string* why);
-  // True when b (not inline) is a block of at least `bytes` inside a live page.
+  // True when b is a block of at least `bytes` inside a live page.
   bool Holds(BlockRef b, size_t bytes) const;
+  // Marks the units of block b in `seen`, one
+  // mask per page slot (sized by the caller to the slot count, all 0); false
+  // when a unit is marked twice. With OccupancyMatches afterwards, a loaded
+  // store proves that its references cover the pool exactly (no block shared
+  // by two chunks, none lost), so later frees cannot corrupt the pool.
+  bool MarkUnits(BlockRef b, size_t bytes, std::vector<uint64_t>* seen) const;
+  bool OccupancyMatches(const std::vector<uint64_t>& seen) const;
+  size_t page_slots() const { return pages_.size(); }
 
   // The unit of a pool of `page_bytes` pages (as the constructor rounds it).
   static size_t UnitFor(size_t page_bytes);
@@ -157,9 +176,21 @@ class PagePool {
   void AddPartial(uint32_t page);
   void RemovePartial(uint32_t page);
   void ReleaseSlot(uint32_t page);
-  // First unit of a free aligned run of k units in page p, or -1; the one
-  // inside the shortest maximal free run (its length in *run_len).
-  int FindRun(const Page& p, int k, int* run_len) const;
+  // First unit of a free aligned run of k units in a page whose used units
+  // are `used`, or -1; the one inside the shortest maximal free run (its
+  // length in *run_len).
+  int FindRun(uint64_t used, int k, int* run_len) const;
+  int Units(size_t bytes) const { return static_cast<int>((bytes + unit_ - 1) / unit_); }
+  // A page with a free run of `k` units (its first unit in *u): the tightest
+  // fit among the partial pages, then the fullest, else a cached or new
+  // page. kNil when out of memory.
+  int32_t PickPage(int k, int* u);
+  void MarkUsed(uint32_t page, int unit, int k);
+  // Clears k units from `unit` of shared page `page`; an emptied page is
+  // cached or given back.
+  void ReleaseUnits(uint32_t page, int unit, int k);
+  // A dedicated page of `size` bytes; kNil when out of memory.
+  int32_t NewDedicated(size_t size);
 
   size_t page_bytes_;
   size_t unit_;

@@ -10,6 +10,10 @@
 namespace hqekv::cache {
 namespace {
 
+uint64_t RunMask(int unit, int k) {
+  return (k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit;
+}
+
 // Calls f(first_unit, n_units) for every maximal run of set bits of `used`.
 template <class F>
 void ForEachRun(uint64_t used, F&& f) {
@@ -63,7 +67,8 @@ bool PagePool::LoadState(StateReader& r, std::string* why) {
   if (!r.Get(&page_bytes) || !r.Get(&size) || !r.Get(&cap)) return bad("truncated");
   if (page_bytes != page_bytes_) return bad("another page size");
   // 16 bytes per entry in the input; the table grows by 1/8 + 8.
-  if (size > r.remaining() / 16 || size > cap || cap > 2 * size + 64) return bad("bad page table");
+  if (size > r.remaining() / 16 || size > cap || cap > 2 * size + 64 || size > BlockRef::kMaxPages)
+    return bad("bad page table");
   pages_.reserve(cap);
   pages_.resize(size);
   for (Page& p : pages_) {
@@ -122,15 +127,41 @@ bool PagePool::LoadState(StateReader& r, std::string* why) {
 }
 
 bool PagePool::Holds(BlockRef b, size_t bytes) const {
-  if (!b.valid() || b.is_inline() || b.page >= pages_.size()) return false;
-  const Page& p = pages_[b.page];
-  if (p.bytes == 0 || !p.data || b.offset > p.bytes || bytes > p.bytes - b.offset) return false;
-  if (Dedicated(p)) return b.offset == 0;
-  if (b.offset % unit_) return false;
-  const size_t u0 = b.offset / unit_,
-               u1 = (b.offset + std::max<size_t>(bytes, 1) + unit_ - 1) / unit_;
+  if (!b.valid() || b.page() >= pages_.size()) return false;
+  const Page& p = pages_[b.page()];
+  const size_t offset = b.unit() * unit_;
+  if (p.bytes == 0 || !p.data || offset > p.bytes || bytes > p.bytes - offset) return false;
+  if (Dedicated(p)) return b.unit() == 0;
+  const size_t u0 = b.unit(), u1 = u0 + Units(std::max<size_t>(bytes, 1));
   for (size_t u = u0; u < u1; ++u) {
     if (!((p.used >> u) & 1u)) return false;
+  }
+  return true;
+}
+
+bool PagePool::MarkUnits(BlockRef b, size_t bytes, std::vector<uint64_t>* seen) const {
+  // Callers check Holds first: b lies in a live page.
+  const Page& p = pages_[b.page()];
+  uint64_t& s = (*seen)[b.page()];
+  const uint64_t run = Dedicated(p)
+                           ? ~uint64_t{0}
+                           : RunMask(static_cast<int>(b.unit()), Units(std::max<size_t>(bytes, 1)));
+  if (s & run) return false;
+  s |= run;
+  return true;
+}
+
+bool PagePool::OccupancyMatches(const std::vector<uint64_t>& seen) const {
+  if (seen.size() != pages_.size()) return false;
+  for (size_t i = 0; i < pages_.size(); ++i) {
+    const Page& p = pages_[i];
+    if (p.bytes == 0) {
+      if (seen[i]) return false;
+    } else if (Dedicated(p)) {
+      if (seen[i] != ~uint64_t{0}) return false;  // every dedicated block referenced once
+    } else if (seen[i] != p.used) {
+      return false;
+    }
   }
   return true;
 }

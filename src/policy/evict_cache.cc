@@ -133,20 +133,37 @@ Status EvictCache::FitBytes(int layer, double target, int64_t floor_keep,
   const double cost = Fp16TokenCost(g_.head_dim, PerTokenStateBytes());
   LayerBudget& st = status_[layer];
   st.target = target;
-  for (int iter = 0; iter < 256; ++iter) {
+  for (int iter = 0; iter < 256 + 9 * g_.n_kv_heads; ++iter) {  // coarse, then fine steps
     const double held = static_cast<double>(FitHeldBytes(layer));
     st.held = FitHeldBytes(layer);
     st.met = held <= target;
     if (st.met) return Status::Ok();
     // Tokens per head to evict, from a cost a quarter above the estimate:
     // the bytes a token frees vary (records, pages), and evicting too many
-    // cannot be undone, so the fit approaches the target from above.
-    const int64_t dec = std::max<int64_t>(
-        1, static_cast<int64_t>(std::floor((held - target) / (g_.n_kv_heads * cost * 1.25))));
+    // cannot be undone, so the fit approaches the target from above. Within
+    // 8 such tokens per head of it, one token of one head (the one holding
+    // the most) at a time: one token can free several times `cost` (a whole
+    // chunk and its record, a block's rounding), and a last step of a few
+    // tokens in every head overshot by 3% at D = 8.
+    const int64_t dec =
+        static_cast<int64_t>(std::floor((held - target) / (g_.n_kv_heads * cost * 1.25)));
+    const bool fine = dec <= 8;
+    int only = -1;  // fine: the head to evict from
+    if (fine) {
+      int64_t most = -1;
+      for (int h = 0; h < g_.n_kv_heads; ++h) {
+        const int64_t kept = std::min((*keep)[h], store_->KeptTokens(layer, h));
+        if (kept > floor_keep && kept > most) {
+          most = kept;
+          only = h;
+        }
+      }
+    }
     bool progress = false;
     for (int h = 0; h < g_.n_kv_heads; ++h) {
+      if (fine && h != only) continue;
       const int64_t kept = store_->KeptTokens(layer, h);
-      const int64_t want = std::max(floor_keep, std::min((*keep)[h], kept) - dec);
+      const int64_t want = std::max(floor_keep, std::min((*keep)[h], kept) - (fine ? 1 : dec));
       if (want < kept) {
         (*keep)[h] = want;
         HQEKV_RETURN_IF_ERROR(EvictHead(layer, h, want));

@@ -20,7 +20,7 @@ int64_t PlacedPlaneBytes(const LayerLayout& l, const quant::Format& kf, const qu
   for (const quant::Format* f : {&kf, &vf}) {
     for (size_t bytes :
          {quant::CodeBytes(*f, l.chunk, l.head_dim), quant::MetaBytes(*f, l.chunk, l.head_dim)}) {
-      if (bytes <= 4) continue;  // inline in the chunk record (metadata) or nothing
+      if (bytes <= 3) continue;  // inline in the chunk record (metadata <= 3 bytes) or nothing
       const int64_t c = (static_cast<int64_t>(bytes) + u - 1) / u;
       int64_t a = 1;
       while (2 * a <= c) a *= 2;

@@ -6,7 +6,7 @@
 namespace hqekv::policy {
 namespace {
 
-constexpr int64_t kChunkRecordBytes = 56;  // KvStore::ChunkRec
+constexpr int64_t kChunkRecordBytes = 24;  // KvStore::ChunkRec (kv_store_records.h)
 constexpr int64_t kPageEntryBytes = 24;    // PagePool::Page
 constexpr int64_t kHeaderBytes = 1024;     // Layer object, format table, stream headers
 
@@ -18,7 +18,7 @@ int64_t StreamPlaneBytes(const LayerLayout& l, const quant::Format& f) {
   const int64_t u = static_cast<int64_t>(l.unit_bytes);
   int64_t b = RoundUp(static_cast<int64_t>(quant::CodeBytes(f, l.chunk, l.head_dim)), u);
   const int64_t meta = static_cast<int64_t>(quant::MetaBytes(f, l.chunk, l.head_dim));
-  if (meta > 4) b += RoundUp(meta, u);  // <= 4 bytes: inline in the chunk record
+  if (meta > 3) b += RoundUp(meta, u);  // <= 3 bytes: inline in the chunk record
   return b * l.n_kv_heads;
 }
 

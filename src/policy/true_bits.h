@@ -5,7 +5,7 @@
 //
 // The model counts what the store and the policy hold, as upper bounds where
 // the layout varies: chunk planes rounded to the pool's units, chunk records
-// (56 bytes, capacity growing by 1/8), the fp16 residual with its reserve,
+// (24 bytes, capacity growing by 1/8), the fp16 residual with its reserve,
 // one partly filled page, the page table, per-layer headers, and the policy's
 // own state. tests/policy/true_bits_test.cc checks it against the bytes the
 // caches really hold (within 1%).

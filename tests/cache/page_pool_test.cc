@@ -90,8 +90,8 @@ TEST(PagePool, FreedSpaceIsReusedAcrossSizeClasses) {
   // Same class: a freed block is handed out again, no new page.
   pool.Free(b[5], 512);
   const BlockRef again = pool.Allocate(512);
-  EXPECT_EQ(again.page, b[5].page);
-  EXPECT_EQ(again.offset, b[5].offset);
+  EXPECT_EQ(again.page(), b[5].page());
+  EXPECT_EQ(again.unit(), b[5].unit());
   EXPECT_EQ(pool.held_bytes(), peak);
 }
 
