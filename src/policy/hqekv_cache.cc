@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
+#include "core/check.h"
 #include "policy/profile.h"
 #include "policy/selection.h"
 #include "policy/true_bits.h"
@@ -195,6 +197,33 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
     }
     c->ratios_.assign(g.n_layers, SolveBudgetRatios(c->model_, c->true_bits_, n).ratios);
   }
+  {
+    // select=token: H2O's choice of tokens, stored at the quantized tiers
+    // (docs/ablations/tiers.md, "Token selection"). auto: small heads, where
+    // whole-chunk eviction lost to h2o at every budget.
+    const std::string sel = spec.Text("select");
+    c->token_select_ = sel == "token" || (sel == "auto" && small && c->true_bits_ > 0 &&
+                                          !c->per_head_ && !spec.Given("ranking"));
+    if (c->token_select_ && c->true_bits_ <= 0) {
+      return MakeError(where +
+                       ": select=token needs bits=B (it keeps the tokens that fit B true bits); "
+                       "ratios=, profile= and nominal_bits= place whole chunks");
+    }
+    if (c->token_select_ && c->per_head_) {
+      return MakeError(where +
+                       ": select=token needs per_head=0 (every KV head keeps the same tokens, "
+                       "so the chunks stay aligned across heads)");
+    }
+    c->recent_ = spec.Int("recent");
+    if (c->token_select_) {
+      // The sums are cumulative over every query of the sequence (at most
+      // max_ctx of them, each row summing to 1 per query head).
+      const double max_sum = static_cast<double>(g.max_ctx) * g.n_q_heads;
+      int shift = 0;
+      while (shift < 24 && max_sum * std::ldexp(1.0, shift + 1) <= 32768.0) ++shift;
+      c->sum_scale_ = static_cast<float>(std::ldexp(1.0, shift));
+    }
+  }
   c->ResetPolicy();
   return std::unique_ptr<KvCache>(std::move(c));
 }
@@ -274,6 +303,12 @@ void HqekvCache::AppendRanges(Unit& U, const std::vector<double>& range) {
 // the window, and the prompt queries that will still be among the last m of
 // the NEXT event (when fewer than m decode steps separate them) go to `next`.
 int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
+  if (token_select_) {
+    // Every query adds to the cumulative sums (H2O's score); no positions kept.
+    cur_from_[layer] = 0;
+    next_from_[layer] = n;
+    return 0;
+  }
   const int r_end = store_->ResidualSize(layer, 0);
   const bool event = r_end >= kChunk;
   const int C = event ? r_end - r_end % kChunk : 0;
@@ -323,6 +358,7 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
 }
 
 void HqekvCache::OnAttended(int layer, const int32_t* q_pos, int n, int first) {
+  if (token_select_) return;  // cumulative raw sums: the query positions are not needed
   for (Unit& u : units_[layer]) {
     for (int i = first; i < n; ++i) {
       if (i >= cur_from_[layer]) u.cur_q.push_back(q_pos[i]);
@@ -374,6 +410,7 @@ int64_t HqekvCache::UnitPlaneBytes(Tier k, Tier v) const {
 }
 
 int64_t HqekvCache::TokensToWindow(int layer) const {
+  if (token_select_) return 1;  // the sums are always open
   // FirstRecordedQuery: a decode query is recorded once the residual
   // (counting its own token) reaches 33 - m tokens.
   const int64_t r0 = store_->ResidualSize(layer, 0);
@@ -503,8 +540,12 @@ ChunkScores HqekvCache::UnitScores(int layer, int u) const {
   const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
   // min_count = m: the window mean (issue 12: dividing the newest tokens'
   // sums by the few queries that see them ranked the newest chunk first).
+  // select=token: the cumulative sums themselves (H2O's score).
   const std::vector<double> a =
-      NormalizeImportance(sum, cpos, std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()), m_);
+      token_select_
+          ? sum
+          : NormalizeImportance(sum, cpos, std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()),
+                                m_);
   std::vector<double> vrange(nc);
   for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
   std::vector<int32_t> pos0(live);
@@ -647,8 +688,11 @@ Status HqekvCache::ApplyCounts(int layer, int u, int64_t nb,
 
 Status HqekvCache::Compress(int layer) {
   const int r = store_->ResidualSize(layer, 0);
-  if (r < kChunk) return Status::Ok();
-  const int C = r - r % kChunk;
+  if (r < kChunk + (token_select_ ? recent_ : 0)) return Status::Ok();
+  int C = r - r % kChunk;
+  if (token_select_) {
+    HQEKV_ASSIGN_OR_RETURN(C, SelectTokens(layer));
+  }
   const int D = g_.head_dim;
   const int new_chunks = C / kChunk;
 
@@ -699,9 +743,10 @@ Status HqekvCache::Compress(int layer) {
       Unit& U = units_[layer][u];
       // The first pass compacts the sums carried to the next event (`next`),
       // which then become the open window; later passes compact that.
-      HQEKV_RETURN_IF_ERROR(
-          ApplyCounts(layer, u, nb, counts, &scores[u], pass == 0 ? &U.next : &U.cur, &changed));
-      if (pass == 0) {
+      // select=token: the cumulative sums (`cur`) stay open.
+      HQEKV_RETURN_IF_ERROR(ApplyCounts(layer, u, nb, counts, &scores[u],
+                                        pass == 0 && !token_select_ ? &U.next : &U.cur, &changed));
+      if (pass == 0 && !token_select_) {
         // The window is spent: its sums leave memory until the next one opens.
         const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
         U.next.shrink_to_fit();
@@ -729,6 +774,16 @@ Status HqekvCache::Compress(int layer) {
     }
   }
   if (true_bits_ > 0) table_bytes_[layer] = store_->Pool(layer).table_bytes();
+  if (token_select_) {
+    // Exact per-chunk state: an event seals a chunk or two, and the doubling
+    // of insert / push_back would hold up to twice the state until the next.
+    for (Unit& U : units_[layer]) {
+      U.tk.shrink_to_fit();
+      U.tv.shrink_to_fit();
+      U.range.shrink_to_fit();
+      U.range_max.shrink_to_fit();
+    }
+  }
   if (true_bits_ > 0) {
     const int64_t rest = nb - counts[0];
     if (rest > 0) {
@@ -738,6 +793,106 @@ Status HqekvCache::Compress(int layer) {
     }
   }
   return Status::Ok();
+}
+
+int64_t HqekvCache::TokenPlanBytes(int layer, int64_t s, int64_t r_left) const {
+  const int64_t H = g_.n_kv_heads, D = g_.head_dim;
+  const int64_t res_token = 4 * D + 4;  // one residual token of one head: fp16 K and V, int32 pos
+  const cache::PagePool& pool = store_->Pool(layer);
+  const int64_t res_cap = store_->Stats().layers[layer].bytes.residual / (4 * D * H);
+  int64_t window = 0;
+  for (const Unit& U : units_[layer]) {
+    window += static_cast<int64_t>(sizeof(f16_t)) *
+                  static_cast<int64_t>(U.cur.capacity() + U.next.capacity()) +
+              static_cast<int64_t>(sizeof(int32_t)) *
+                  static_cast<int64_t>(U.cur_q.capacity() + U.next_q.capacity());
+  }
+  // Chunk records, position lists, Range(V), tiers, headers: as held now.
+  const int64_t fixed = LayerAllocatedBytes(layer) - pool.held_bytes() - pool.table_bytes() -
+                        res_cap * H * res_token - window;
+  // A sealed chunk of the cheapest tier the solve may keep (the solve raises
+  // tiers with what is left): its planes in the pool, its records and int32
+  // position list per head (the kept tokens are not consecutive), Range(V)
+  // and tiers.
+  Tier cheap = Tier::kU4;
+  for (Tier t : {Tier::kU2, Tier::kN1}) {
+    if (TierUsable(usable_, static_cast<int>(t))) cheap = t;
+  }
+  const int64_t planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_;
+  const int64_t records = LiveChunkRecordBytes(model_.layout) + H * kChunk * 4 +
+                          units_per_layer_ * (kChunk + sizeof(f16_t) + 2 * sizeof(Tier));
+  const int64_t page = static_cast<int64_t>(pool.page_bytes());
+  const int64_t pool_after = (PlaneBytesHeld(layer) + s * planes + page - 1) / page * page;
+  const int64_t table = std::max<int64_t>(table_bytes_[layer], pool.table_bytes()) + 64 +
+                        32 * (s * planes / page + 2);
+  int64_t live = 0;
+  for (const Unit& U : units_[layer]) live = std::max<int64_t>(live, U.tk.size());
+  // The open sums over every kept token (room for a chunk more, as OnRow
+  // reserves), and the solve's allowance for query positions.
+  const int64_t sums = units_per_layer_ * static_cast<int64_t>(sizeof(f16_t)) *
+                           ((live + s) * kChunk + r_left + kChunk) +
+                       static_cast<int64_t>(sizeof(int32_t)) * 2 * m_;
+  const int64_t residual = H * (r_left + model_.layout.residual_reserve) * res_token;
+  return fixed + s * records + pool_after + table + sums + residual;
+}
+
+Result<int> HqekvCache::SelectTokens(int layer) {
+  HQEKV_DCHECK(units_per_layer_ == 1);
+  Unit& U = units_[layer][0];
+  const cache::ResidualView rv = store_->Residual(layer, 0);
+  const int r = rv.n;
+  const int64_t nc = static_cast<int64_t>(U.tk.size()) * kChunk;  // sealed kept tokens
+  HQEKV_DCHECK(store_->KeptTokens(layer, 0) == nc + r);
+  const int W = std::min(recent_, r);
+  const int cand = r - W;  // the oldest residual tokens are judged
+  const int64_t n = store_->AppendedTokens(layer);
+  const int64_t budget = static_cast<int64_t>(
+      std::floor(true_bits_ * static_cast<double>(n) * g_.n_kv_heads * g_.head_dim * 2 / 8.0));
+  // As many whole chunks as fit, then as many residual survivors (< 32).
+  int64_t s = cand / kChunk;
+  while (s > 0 && TokenPlanBytes(layer, s, W) > budget) --s;
+  int64_t x = std::min<int64_t>(kChunk - 1, cand - s * kChunk);
+  while (x > 0 && TokenPlanBytes(layer, s, W + x) > budget) --x;
+  // Scores: the cumulative attention sums; the sink's tokens first.
+  std::vector<double> score(cand, 0.0);
+  int n_sink = 0;
+  for (int j = 0; j < cand; ++j) {
+    const size_t i = static_cast<size_t>(nc + j);
+    score[j] = i < U.cur.size() ? F16ToF32(U.cur[i]) : 0.0;
+    if (rv.positions[j] < sink_) {
+      score[j] = std::numeric_limits<double>::infinity();
+      ++n_sink;
+    }
+  }
+  const int64_t keep = std::max<int64_t>(s * kChunk + x, std::min(n_sink, cand));
+  std::vector<int> order(cand);
+  for (int j = 0; j < cand; ++j) order[j] = j;
+  // Highest score first; ties keep the older token.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return score[a] > score[b]; });
+  std::vector<char> kept(r, 1);
+  for (int64_t k = keep; k < cand; ++k) kept[order[k]] = 0;
+  std::vector<int32_t> victims;
+  for (int j = 0; j < cand; ++j) {
+    if (!kept[j]) victims.push_back(rv.positions[j]);
+  }
+  if (!victims.empty()) {
+    HQEKV_RETURN_IF_ERROR(store_->EvictTokens(layer, cache::kAllHeads, victims.data(),
+                                              static_cast<int>(victims.size())));
+    // The sums follow the kept tokens (walk order), with room for a chunk more.
+    Vec<f16_t> win(StateAlloc<char>(layer));
+    const size_t have = U.cur.size();
+    win.reserve(static_cast<size_t>(nc + r) - victims.size() + kChunk);
+    for (size_t i = 0; i < std::min<size_t>(have, static_cast<size_t>(nc)); ++i)
+      win.push_back(U.cur[i]);
+    for (int j = 0; j < r && static_cast<size_t>(nc + j) < have; ++j) {
+      if (kept[j]) win.push_back(U.cur[static_cast<size_t>(nc + j)]);
+    }
+    U.cur.swap(win);
+  }
+  // The oldest survivors fill whole chunks (keep >= s * 32 of them are older
+  // than the recent tokens).
+  return static_cast<int>(std::min<int64_t>(s * kChunk, keep / kChunk * kChunk));
 }
 
 }  // namespace hqekv::policy

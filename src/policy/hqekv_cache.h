@@ -68,6 +68,8 @@ class HqekvCache final : public StoreBackedCache {
     return {units_[layer][unit].tv.begin(), units_[layer][unit].tv.end()};
   }
   int64_t chunks_compressed(int layer) const { return compressed_chunks_[layer]; }
+  // select=token (or auto on a small head_dim): events evict residual tokens.
+  bool token_select() const { return token_select_; }
   // The byte model behind bits= (tests compare it with the bytes held).
   const HqekvCostModel& cost_model() const { return model_; }
   int pinned_chunks() const { return pinned_; }
@@ -119,6 +121,16 @@ class HqekvCache final : public StoreBackedCache {
   // *changed is set when a chunk changed tier.
   Status ApplyCounts(int layer, int u, int64_t nb, const std::array<int64_t, kNumTiers>& counts,
                      ChunkScores* sc, Vec<f16_t>* window, bool* changed);
+  // select=token, at an event of `layer` (per_head=0): evicts the
+  // lowest-scored residual tokens (cumulative attention sums, the sink kept,
+  // the newest recent_ not judged) so that what the layer holds after
+  // sealing fits bits=B, and returns the tokens to seal now (a multiple of
+  // 32: the oldest kept ones; the other survivors wait in the residual).
+  Result<int> SelectTokens(int layer);
+  // select=token: bytes of `layer` after sealing s more chunks of the
+  // cheapest usable tier and keeping r_left residual tokens, from the bytes
+  // held now (the pool packed in whole pages, as SolveEventCounts plans).
+  int64_t TokenPlanBytes(int layer, int64_t s, int64_t r_left) const;
   // bits=B: chunk planes of (K or V) tier t for one chunk of one ranking unit.
   int64_t UnitPlaneBytes(Tier k, Tier v) const;
   // bits=B: bytes the layer's window sums grow by before the next event (the
@@ -178,6 +190,10 @@ class HqekvCache final : public StoreBackedCache {
   // best quantized tier and eviction only; docs/ablations/tiers.md).
   TierMask usable_ = kAllTiers;
   Ranking ranking_ = Ranking::kPaper;
+  // select=token: token-level eviction in the residual before sealing (the
+  // window sums then stay open and cumulative: every query is recorded).
+  bool token_select_ = false;
+  int recent_ = 8;  // select=token: newest residual tokens not judged
   int sink_ = 0;  // tokens of the attention sink whose chunks outrank the rest
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
