@@ -21,8 +21,12 @@ constexpr int kLeanTokenGroupMin = 32;
 constexpr int kSmallHeadSink = 4;
 }  // namespace
 
-HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
-    : StoreBackedCache(g, std::move(describe), 2, true) {}
+HqekvCache::HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve)
+    : StoreBackedCache(g, std::move(describe), 2, true, [&] {
+        StoreTuning t;
+        t.residual_reserve = residual_reserve;
+        return t;
+      }()) {}
 
 Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
                                                     const KvGeometry& g, const CacheContext& ctx) {
@@ -89,7 +93,30 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
                      ": decouple=1 (separate K and V eviction sets) is not supported: "
                      "the KV store evicts K and V of a token together");
   }
-  std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical()));
+  // select=token (docs/ablations/tiers.md, "Token selection"): H2O's
+  // choice of tokens, stored at the quantized tiers. auto: small heads, where
+  // whole-chunk eviction lost to h2o at every budget. The residual then
+  // holds no spare room (it never holds more than 32 + recent tokens, and the
+  // reserve cost ~0.3 bit per element at head_dim 8).
+  const bool lean_spec = spec.Text("layout") == "lean" ||
+                         (spec.Text("layout") == "auto" && spec.Has("bits"));
+  const bool by_bits = spec.Has("bits") && ratios.empty();
+  const std::string sel = spec.Text("select");
+  const bool token = sel == "token" || (sel == "auto" && lean_spec && g.head_dim < 32 && by_bits &&
+                                        spec.Int("per_head") == 0 && !spec.Given("ranking"));
+  if (token && !by_bits) {
+    return MakeError(where +
+                     ": select=token needs bits=B (it keeps the tokens that fit B true bits); "
+                     "ratios=, profile= and nominal_bits= place whole chunks");
+  }
+  if (token && spec.Int("per_head") != 0) {
+    return MakeError(where +
+                     ": select=token needs per_head=0 (every KV head keeps the same tokens, "
+                     "so the chunks stay aligned across heads)");
+  }
+  std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical(), token ? 0 : -1));
+  c->token_select_ = token;
+  c->recent_ = spec.Int("recent");
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->ratios_ = std::move(ratios);
   // layout=lean (the default for bits=B): the tiers that measured best per
@@ -198,23 +225,6 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
     c->ratios_.assign(g.n_layers, SolveBudgetRatios(c->model_, c->true_bits_, n).ratios);
   }
   {
-    // select=token: H2O's choice of tokens, stored at the quantized tiers
-    // (docs/ablations/tiers.md, "Token selection"). auto: small heads, where
-    // whole-chunk eviction lost to h2o at every budget.
-    const std::string sel = spec.Text("select");
-    c->token_select_ = sel == "token" || (sel == "auto" && small && c->true_bits_ > 0 &&
-                                          !c->per_head_ && !spec.Given("ranking"));
-    if (c->token_select_ && c->true_bits_ <= 0) {
-      return MakeError(where +
-                       ": select=token needs bits=B (it keeps the tokens that fit B true bits); "
-                       "ratios=, profile= and nominal_bits= place whole chunks");
-    }
-    if (c->token_select_ && c->per_head_) {
-      return MakeError(where +
-                       ": select=token needs per_head=0 (every KV head keeps the same tokens, "
-                       "so the chunks stay aligned across heads)");
-    }
-    c->recent_ = spec.Int("recent");
     if (c->token_select_) {
       // The sums are cumulative over every query of the sequence (at most
       // max_ctx of them, each row summing to 1 per query head).
@@ -337,6 +347,26 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
   if (!c && !nx) return;
   Unit& u = units_[layer][per_head_ ? row.kv_head : 0];
   std::lock_guard<std::mutex> lock(mu_[layer]);
+  if (token_select_) {
+    // Sealed tokens (whole kept chunks, walk order first) into the fp16
+    // sums, residual tokens into the fp32 ones.
+    const int nc = std::min<int>(row.n_kept, static_cast<int>(u.tk.size()) * kChunk);
+    const int nr = row.n_kept - nc;
+    if (static_cast<int>(u.cur.size()) < nc) {
+      if (static_cast<int>(u.cur.capacity()) < nc) u.cur.reserve(nc + kChunk);
+      u.cur.resize(nc, F32ToF16(0.0f));
+    }
+    if (static_cast<int>(u.rsum.size()) < nr) {
+      if (static_cast<int>(u.rsum.capacity()) < nr) u.rsum.reserve(nr + kChunk);
+      u.rsum.resize(nr, 0.0f);
+    }
+    for (int j = 0; j < nc; ++j) {
+      if (row.weights[j] != 0.0f)
+        u.cur[j] = F32ToF16(F16ToF32(u.cur[j]) + sum_scale_ * row.weights[j]);
+    }
+    for (int j = 0; j < nr; ++j) u.rsum[j] += row.weights[nc + j];
+    return;
+  }
   // Summed over the query heads of the unit (all Hq of the layer by default,
   // as the reference does) in fp16 as the reference does (B14): 2 bytes per
   // kept token while the window is open (fp32 sums cost 0.06 bits per
@@ -375,6 +405,7 @@ int64_t HqekvCache::StateBytes(int layer) const {
     b += static_cast<int64_t>(u.range_max.capacity()) * sizeof(f16_t);
     b += static_cast<int64_t>(u.cur.capacity() + u.next.capacity()) * sizeof(f16_t);
     b += static_cast<int64_t>(u.cur_q.capacity() + u.next_q.capacity()) * sizeof(int32_t);
+    b += static_cast<int64_t>(u.rsum.capacity()) * sizeof(float);
   }
   return b;
 }
@@ -420,6 +451,19 @@ int64_t HqekvCache::TokensToWindow(int layer) const {
 int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
   const int64_t r0 = store_->ResidualSize(layer, 0);
   int64_t grow = 0;
+  if (token_select_) {
+    // fp16 sums of the sealed tokens (fixed until the next event), fp32 sums
+    // of the residual tokens (one more per step); both grow by a chunk.
+    for (const Unit& U : units_[layer]) {
+      const int64_t sealed = static_cast<int64_t>(U.tk.size()) * kChunk;
+      const int64_t cap = static_cast<int64_t>(U.cur.capacity());
+      if (cap < sealed) grow += static_cast<int64_t>(sizeof(f16_t)) * (sealed + kChunk - cap);
+      const int64_t rcap = static_cast<int64_t>(U.rsum.capacity());
+      if (rcap < r0 + ahead)
+        grow += static_cast<int64_t>(sizeof(float)) * (r0 + ahead + kChunk - rcap);
+    }
+    return grow;
+  }
   for (const Unit& U : units_[layer]) {
     // OnRow: the sums grow to the kept tokens at the first recorded row,
     // reserving a chunk more; OnAttended: one query position per step, by
@@ -437,6 +481,14 @@ int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
 bool HqekvCache::HoldsBudget(int layer) const {
   const int64_t n = store_->AppendedTokens(layer);
   const int64_t held = LayerAllocatedBytes(layer);
+  if (token_select_) {
+    // No residual reserve: the next decode step adds one fp16 token per
+    // head (and its sums) before the next event can evict.
+    const int64_t steps = 1;
+    const int64_t grow = steps * g_.n_kv_heads * (4 * g_.head_dim + 4) + WindowGrowth(layer, steps);
+    return LayerBits(model_.layout, held, n) <= true_bits_ &&
+           LayerBits(model_.layout, held + grow, n + steps) <= true_bits_;
+  }
   const int64_t ahead = TokensToWindow(layer);
   const double now = LayerBits(model_.layout, held, n);
   const double peak = LayerBits(model_.layout, held + WindowGrowth(layer, ahead), n + ahead);
@@ -451,10 +503,31 @@ int64_t HqekvCache::PlaneBytesHeld(int layer) const {
   return planes;
 }
 
+int64_t HqekvCache::TokenPositionBytes(int layer) const {
+  const int64_t unit = static_cast<int64_t>(store_->Pool(layer).unit_bytes());
+  return g_.n_kv_heads * ((kChunk * 4 + unit - 1) / unit * unit);
+}
+
+int64_t HqekvCache::PositionBytesHeld(int layer) const {
+  // Explicit position lists (select=token seals tokens that are not
+  // consecutive): int32 per slot, one pool block per chunk and head.
+  if (!token_select_) return 0;
+  const int64_t unit = static_cast<int64_t>(store_->Pool(layer).unit_bytes());
+  int64_t b = 0;
+  for (int h = 0; h < g_.n_kv_heads; ++h) {
+    for (int c = 0; c < store_->NumChunks(layer, h); ++c) {
+      const cache::ChunkView v = store_->Chunk(layer, h, c);
+      if (v.live() && v.positions) b += (v.T * 4 + unit - 1) / unit * unit;
+    }
+  }
+  return b;
+}
+
 bool HqekvCache::PackedTightly(int layer) const {
-  // A tight pack holds the planes in whole pages: only the last one has room.
+  // A tight pack holds the planes (and position lists) in whole pages: only
+  // the last one has room.
   const int64_t page = static_cast<int64_t>(store_->Pool(layer).page_bytes());
-  const int64_t planes = PlaneBytesHeld(layer);
+  const int64_t planes = PlaneBytesHeld(layer) + PositionBytesHeld(layer);
   return store_->Pool(layer).held_bytes() <= (planes + page - 1) / page * page;
 }
 
@@ -493,7 +566,10 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   // event plus an entry or two (before the first: 32 bytes per page).
   const int64_t page = static_cast<int64_t>(pool.page_bytes());
   const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64 : 32 * (room / page + 8);
-  const int64_t planes_room = std::max<int64_t>(0, (room - table) / page * page);
+  // select=token: the position lists share the pool with the planes; a
+  // kept chunk's list counts with its records below.
+  const int64_t pos_held = PositionBytesHeld(layer);
+  const int64_t planes_room = std::max<int64_t>(0, (room - table - pos_held) / page * page);
   // A kept chunk holds more than its planes: its chunk records, Range(V),
   // tiers and window sums (`fixed` and `window` count them for every live
   // chunk now), all freed when it is evicted. The solve charges them to the
@@ -503,7 +579,7 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   int64_t live = 0;
   for (const Unit& U : units_[layer]) live = std::max<int64_t>(live, U.tk.size());
   const int64_t keep_bytes =
-      LiveChunkRecordBytes(model_.layout) +
+      LiveChunkRecordBytes(model_.layout) + (token_select_ ? TokenPositionBytes(layer) : 0) +
       units_per_layer_ * static_cast<int64_t>(kChunk + 2 * sizeof(f16_t) + 2 * sizeof(Tier) +
                                               sizeof(f16_t) * kChunk);
   std::array<int64_t, kNumTiers> chunk_bytes{};
@@ -688,10 +764,14 @@ Status HqekvCache::ApplyCounts(int layer, int u, int64_t nb,
 
 Status HqekvCache::Compress(int layer) {
   const int r = store_->ResidualSize(layer, 0);
-  if (r < kChunk + (token_select_ ? recent_ : 0)) return Status::Ok();
+  // select=token: an event at every step that leaves a residual token
+  // older than the recent ones (H2O's per-step eviction, in the residual);
+  // the chunk plan runs when chunks are sealed or the budget is not held.
+  if (r < (token_select_ ? recent_ + 1 : kChunk)) return Status::Ok();
   int C = r - r % kChunk;
   if (token_select_) {
     HQEKV_ASSIGN_OR_RETURN(C, SelectTokens(layer));
+    if (C == 0 && HoldsBudget(layer)) return Status::Ok();
   }
   const int D = g_.head_dim;
   const int new_chunks = C / kChunk;
@@ -795,9 +875,10 @@ Status HqekvCache::Compress(int layer) {
   return Status::Ok();
 }
 
-int64_t HqekvCache::TokenPlanBytes(int layer, int64_t s, int64_t r_left) const {
+HqekvCache::TokenBase HqekvCache::TokenPlanBase(int layer) const {
+  TokenBase b;
   const int64_t H = g_.n_kv_heads, D = g_.head_dim;
-  const int64_t res_token = 4 * D + 4;  // one residual token of one head: fp16 K and V, int32 pos
+  b.res_token = H * (4 * D + 4);  // one residual token, every head: fp16 K and V, int32 pos
   const cache::PagePool& pool = store_->Pool(layer);
   const int64_t res_cap = store_->Stats().layers[layer].bytes.residual / (4 * D * H);
   int64_t window = 0;
@@ -805,11 +886,12 @@ int64_t HqekvCache::TokenPlanBytes(int layer, int64_t s, int64_t r_left) const {
     window += static_cast<int64_t>(sizeof(f16_t)) *
                   static_cast<int64_t>(U.cur.capacity() + U.next.capacity()) +
               static_cast<int64_t>(sizeof(int32_t)) *
-                  static_cast<int64_t>(U.cur_q.capacity() + U.next_q.capacity());
+                  static_cast<int64_t>(U.cur_q.capacity() + U.next_q.capacity()) +
+              static_cast<int64_t>(sizeof(float)) * static_cast<int64_t>(U.rsum.capacity());
   }
   // Chunk records, position lists, Range(V), tiers, headers: as held now.
-  const int64_t fixed = LayerAllocatedBytes(layer) - pool.held_bytes() - pool.table_bytes() -
-                        res_cap * H * res_token - window;
+  b.fixed = LayerAllocatedBytes(layer) - pool.held_bytes() - pool.table_bytes() -
+            res_cap * b.res_token - window;
   // A sealed chunk of the cheapest tier the solve may keep (the solve raises
   // tiers with what is left): its planes in the pool, its records and int32
   // position list per head (the kept tokens are not consecutive), Range(V)
@@ -818,22 +900,27 @@ int64_t HqekvCache::TokenPlanBytes(int layer, int64_t s, int64_t r_left) const {
   for (Tier t : {Tier::kU2, Tier::kN1}) {
     if (TierUsable(usable_, static_cast<int>(t))) cheap = t;
   }
-  const int64_t planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_;
-  const int64_t records = LiveChunkRecordBytes(model_.layout) + H * kChunk * 4 +
-                          units_per_layer_ * (kChunk + sizeof(f16_t) + 2 * sizeof(Tier));
-  const int64_t page = static_cast<int64_t>(pool.page_bytes());
-  const int64_t pool_after = (PlaneBytesHeld(layer) + s * planes + page - 1) / page * page;
-  const int64_t table = std::max<int64_t>(table_bytes_[layer], pool.table_bytes()) + 64 +
-                        32 * (s * planes / page + 2);
-  int64_t live = 0;
-  for (const Unit& U : units_[layer]) live = std::max<int64_t>(live, U.tk.size());
-  // The open sums over every kept token (room for a chunk more, as OnRow
-  // reserves), and the solve's allowance for query positions.
-  const int64_t sums = units_per_layer_ * static_cast<int64_t>(sizeof(f16_t)) *
-                           ((live + s) * kChunk + r_left + kChunk) +
-                       static_cast<int64_t>(sizeof(int32_t)) * 2 * m_;
-  const int64_t residual = H * (r_left + model_.layout.residual_reserve) * res_token;
-  return fixed + s * records + pool_after + table + sums + residual;
+  b.planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_ + TokenPositionBytes(layer);
+  b.records = LiveChunkRecordBytes(model_.layout) +
+              units_per_layer_ * (kChunk + sizeof(f16_t) + 2 * sizeof(Tier));
+  b.page = static_cast<int64_t>(pool.page_bytes());
+  b.planes_held = PlaneBytesHeld(layer) + PositionBytesHeld(layer);
+  b.table = std::max<int64_t>(table_bytes_[layer], pool.table_bytes()) + 64;
+  for (const Unit& U : units_[layer]) b.live = std::max<int64_t>(b.live, U.tk.size());
+  return b;
+}
+
+int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t r_left,
+                                   int64_t res_tokens) const {
+  const int64_t pool_after = (b.planes_held + s * b.planes + b.page - 1) / b.page * b.page;
+  const int64_t table = b.table + 32 * (s * b.planes / b.page + 2);
+  // The open sums (SelectTokens leaves room for a chunk more in each), and
+  // the solve's allowance for query positions.
+  const int64_t sums =
+      units_per_layer_ * (static_cast<int64_t>(sizeof(f16_t)) * ((b.live + s + 1) * kChunk) +
+                          static_cast<int64_t>(sizeof(float)) * (r_left + kChunk)) +
+      static_cast<int64_t>(sizeof(int32_t)) * 2 * m_;
+  return b.fixed + s * b.records + pool_after + table + sums + res_tokens * b.res_token;
 }
 
 Result<int> HqekvCache::SelectTokens(int layer) {
@@ -846,19 +933,30 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   const int W = std::min(recent_, r);
   const int cand = r - W;  // the oldest residual tokens are judged
   const int64_t n = store_->AppendedTokens(layer);
-  const int64_t budget = static_cast<int64_t>(
-      std::floor(true_bits_ * static_cast<double>(n) * g_.n_kv_heads * g_.head_dim * 2 / 8.0));
+  auto budget = [&](int64_t tokens) {
+    return static_cast<int64_t>(std::floor(true_bits_ * static_cast<double>(tokens) *
+                                           g_.n_kv_heads * g_.head_dim * 2 / 8.0));
+  };
+  // Fits now, and after the next step's token (the next event can evict).
+  const TokenBase base = TokenPlanBase(layer);
+  auto fits = [&](int64_t s, int64_t r_left) {
+    return TokenPlanBytes(base, s, r_left, r_left) <= budget(n) &&
+           TokenPlanBytes(base, s, r_left + 1, r_left + 1) <= budget(n + 1);
+  };
+  if (getenv("TOKDBG") && layer == 1)
+    fprintf(stderr, "n=%lld r=%d held=%lld plan0=%lld budget=%lld\n", (long long)n, r,
+            (long long)LayerAllocatedBytes(layer), (long long)TokenPlanBytes(base, 0, r, r),
+            (long long)budget(n));
   // As many whole chunks as fit, then as many residual survivors (< 32).
   int64_t s = cand / kChunk;
-  while (s > 0 && TokenPlanBytes(layer, s, W) > budget) --s;
+  while (s > 0 && !fits(s, W)) --s;
   int64_t x = std::min<int64_t>(kChunk - 1, cand - s * kChunk);
-  while (x > 0 && TokenPlanBytes(layer, s, W + x) > budget) --x;
+  while (x > 0 && !fits(s, W + x)) --x;
   // Scores: the cumulative attention sums; the sink's tokens first.
   std::vector<double> score(cand, 0.0);
   int n_sink = 0;
   for (int j = 0; j < cand; ++j) {
-    const size_t i = static_cast<size_t>(nc + j);
-    score[j] = i < U.cur.size() ? F16ToF32(U.cur[i]) : 0.0;
+    score[j] = static_cast<size_t>(j) < U.rsum.size() ? U.rsum[j] : 0.0;
     if (rv.positions[j] < sink_) {
       score[j] = std::numeric_limits<double>::infinity();
       ++n_sink;
@@ -879,20 +977,30 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   if (!victims.empty()) {
     HQEKV_RETURN_IF_ERROR(store_->EvictTokens(layer, cache::kAllHeads, victims.data(),
                                               static_cast<int>(victims.size())));
-    // The sums follow the kept tokens (walk order), with room for a chunk more.
-    Vec<f16_t> win(StateAlloc<char>(layer));
-    const size_t have = U.cur.size();
-    win.reserve(static_cast<size_t>(nc + r) - victims.size() + kChunk);
-    for (size_t i = 0; i < std::min<size_t>(have, static_cast<size_t>(nc)); ++i)
-      win.push_back(U.cur[i]);
-    for (int j = 0; j < r && static_cast<size_t>(nc + j) < have; ++j) {
-      if (kept[j]) win.push_back(U.cur[static_cast<size_t>(nc + j)]);
-    }
-    U.cur.swap(win);
   }
   // The oldest survivors fill whole chunks (keep >= s * 32 of them are older
-  // than the recent tokens).
-  return static_cast<int>(std::min<int64_t>(s * kChunk, keep / kChunk * kChunk));
+  // than the recent tokens); their residual sums move to the fp16 chunk sums.
+  const int C = static_cast<int>(std::min<int64_t>(s * kChunk, keep / kChunk * kChunk));
+  const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
+  Vec<f16_t> sealed(alloc);
+  Vec<float> rest(alloc);
+  sealed.reserve(static_cast<size_t>(nc + C + kChunk));
+  rest.reserve(static_cast<size_t>(r - static_cast<int>(victims.size()) - C + kChunk));
+  sealed.assign(U.cur.begin(), U.cur.begin() + std::min<size_t>(U.cur.size(), nc));
+  sealed.resize(static_cast<size_t>(nc), F32ToF16(0.0f));
+  int moved = 0;
+  for (int j = 0; j < r; ++j) {
+    if (!kept[j]) continue;
+    const float v = static_cast<size_t>(j) < U.rsum.size() ? U.rsum[j] : 0.0f;
+    if (moved++ < C) {
+      sealed.push_back(F32ToF16(std::min(sum_scale_ * v, 32768.0f)));
+    } else {
+      rest.push_back(v);
+    }
+  }
+  U.cur.swap(sealed);
+  U.rsum.swap(rest);
+  return C;
 }
 
 }  // namespace hqekv::policy

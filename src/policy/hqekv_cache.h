@@ -94,19 +94,34 @@ class HqekvCache final : public StoreBackedCache {
   using Vec = cache::CountedVector<T>;
   struct Unit {
     explicit Unit(const cache::CountedAllocator<char>& a)
-        : tk(a), tv(a), range(a), range_max(a), cur(a), next(a), cur_q(a), next_q(a) {}
+        : tk(a),
+          tv(a),
+          range(a),
+          range_max(a),
+          cur(a),
+          next(a),
+          cur_q(a),
+          next_q(a),
+          rsum(a) {}
     Vec<Tier> tk, tv;            // per live chunk, store chunk order
     Vec<uint8_t> range;          // Range(V) per compressed kept token (walk order),
                                  // in 1/255 of its chunk's range_max
     Vec<f16_t> range_max;        // per live chunk: the largest Range(V) of its tokens
     Vec<f16_t> cur, next;        // attention sums over kept tokens (walk order)
     Vec<int32_t> cur_q, next_q;  // positions of the queries summed
+    // select=token: cumulative attention sums of the residual tokens
+    // (residual order), in fp32: a prefill's 1536 rows summed in fp16 lose
+    // the small weights once a sum is large. `cur` then spans only the
+    // sealed tokens (fp16, for the whole-chunk ranking).
+    Vec<float> rsum;
   };
   // Range(V) of compressed kept token i of U (walk order).
   static float RangeOf(const Unit& U, int i);
   // Appends the Range(V) of whole chunks (range.size() a multiple of 32).
   static void AppendRanges(Unit& U, const std::vector<double>& range);
-  HqekvCache(const KvGeometry& g, std::string describe);
+  // residual_reserve: the store's spare residual tokens (-1: a chunk).
+  HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve);
+
   quant::Format TierFormat(Tier t, bool is_k) const;
   // tiers=A/B/C: the formats of the u4 / u2 / n1 tier slots (kind and bits;
   // grouping and group come from TierFormat).
@@ -127,10 +142,22 @@ class HqekvCache final : public StoreBackedCache {
   // sealing fits bits=B, and returns the tokens to seal now (a multiple of
   // 32: the oldest kept ones; the other survivors wait in the residual).
   Result<int> SelectTokens(int layer);
-  // select=token: bytes of `layer` after sealing s more chunks of the
-  // cheapest usable tier and keeping r_left residual tokens, from the bytes
-  // held now (the pool packed in whole pages, as SolveEventCounts plans).
-  int64_t TokenPlanBytes(int layer, int64_t s, int64_t r_left) const;
+  // select=token: what a plan's bytes are built from, measured once per event.
+  struct TokenBase {
+    int64_t fixed = 0;        // bytes outside the pool, residual and sums
+    int64_t res_token = 0;    // one residual token, every KV head
+    int64_t planes = 0;       // planes of one chunk of the cheapest usable tier
+    int64_t records = 0;      // records, position lists and state of one chunk
+    int64_t page = 0;         // pool page
+    int64_t planes_held = 0;  // planes of the live chunks
+    int64_t table = 0;        // page table (+ an entry or two)
+    int64_t live = 0;         // live chunks
+  };
+  TokenBase TokenPlanBase(int layer) const;
+  // Bytes of the layer after sealing s more chunks and keeping r_left
+  // residual tokens, res_tokens of them held (the pool packed in whole
+  // pages, as SolveEventCounts plans).
+  int64_t TokenPlanBytes(const TokenBase& b, int64_t s, int64_t r_left, int64_t res_tokens) const;
   // bits=B: chunk planes of (K or V) tier t for one chunk of one ranking unit.
   int64_t UnitPlaneBytes(Tier k, Tier v) const;
   // bits=B: bytes the layer's window sums grow by before the next event (the
@@ -159,6 +186,10 @@ class HqekvCache final : public StoreBackedCache {
                    int64_t planes_room, std::array<int64_t, kNumTiers>* counts) const;
   // Planes of the layer's live chunks (the byte model's block sizes).
   int64_t PlaneBytesHeld(int layer) const;
+  // select=token: pool bytes of the explicit position lists of the live
+  // chunks (0 in chunk mode: its chunks are consecutive), and of one chunk.
+  int64_t PositionBytesHeld(int layer) const;
+  int64_t TokenPositionBytes(int layer) const;
   // True when the layer's pool holds its planes in whole pages (no holes
   // but the last page's free room).
   bool PackedTightly(int layer) const;
