@@ -98,8 +98,8 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   // whole-chunk eviction lost to h2o at every budget. The residual then
   // holds no spare room (it never holds more than 32 + recent tokens, and the
   // reserve cost ~0.3 bit per element at head_dim 8).
-  const bool lean_spec = spec.Text("layout") == "lean" ||
-                         (spec.Text("layout") == "auto" && spec.Has("bits"));
+  const bool lean_spec =
+      spec.Text("layout") == "lean" || (spec.Text("layout") == "auto" && spec.Has("bits"));
   const bool by_bits = spec.Has("bits") && ratios.empty();
   const std::string sel = spec.Text("select");
   const bool token = sel == "token" || (sel == "auto" && lean_spec && g.head_dim < 32 && by_bits &&
@@ -116,6 +116,7 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   }
   std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical(), token ? 0 : -1));
   c->token_select_ = token;
+  c->token_per_head_ = getenv("TOKLAYER") == nullptr;  // TEMP
   c->recent_ = spec.Int("recent");
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->ratios_ = std::move(ratios);
@@ -136,7 +137,10 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   c->m_ = spec.Int("m");
   c->pinned_ = lean && !spec.Given("fp16_chunks") ? 0 : spec.Int("fp16_chunks");
   c->per_head_ = spec.Int("per_head") != 0;
-  c->hadamard_ = lean && !spec.Given("hadamard") ? pow2 && !small : spec.Int("hadamard") != 0;
+  // select=token keeps the rotation on small heads (measured: lower KL on
+  // two of three texts at 3.4 and 4.2 bits, docs/ablations/tiers.md).
+  c->hadamard_ =
+      lean && !spec.Given("hadamard") ? pow2 && (!small || token) : spec.Int("hadamard") != 0;
   const std::string tiers = spec.Has("tiers") ? spec.Text("tiers") : (lean ? "u4/u3/u2" : "");
   if (!tiers.empty()) {
     auto tf = ParseTierFormats(tiers);
@@ -352,19 +356,21 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
     // sums, residual tokens into the fp32 ones.
     const int nc = std::min<int>(row.n_kept, static_cast<int>(u.tk.size()) * kChunk);
     const int nr = row.n_kept - nc;
+    // rsum: [residual token][selection head].
+    const int Hs = TokenHeads(), hs = Hs == 1 ? 0 : row.kv_head;
     if (static_cast<int>(u.cur.size()) < nc) {
       if (static_cast<int>(u.cur.capacity()) < nc) u.cur.reserve(nc + kChunk);
       u.cur.resize(nc, F32ToF16(0.0f));
     }
-    if (static_cast<int>(u.rsum.size()) < nr) {
-      if (static_cast<int>(u.rsum.capacity()) < nr) u.rsum.reserve(nr + kChunk);
-      u.rsum.resize(nr, 0.0f);
+    if (static_cast<int>(u.rsum.size()) < nr * Hs) {
+      if (static_cast<int>(u.rsum.capacity()) < nr * Hs) u.rsum.reserve((nr + kChunk) * Hs);
+      u.rsum.resize(static_cast<size_t>(nr) * Hs, 0.0f);
     }
     for (int j = 0; j < nc; ++j) {
       if (row.weights[j] != 0.0f)
         u.cur[j] = F32ToF16(F16ToF32(u.cur[j]) + sum_scale_ * row.weights[j]);
     }
-    for (int j = 0; j < nr; ++j) u.rsum[j] += row.weights[nc + j];
+    for (int j = 0; j < nr; ++j) u.rsum[static_cast<size_t>(j) * Hs + hs] += row.weights[nc + j];
     return;
   }
   // Summed over the query heads of the unit (all Hq of the layer by default,
@@ -458,9 +464,9 @@ int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
       const int64_t sealed = static_cast<int64_t>(U.tk.size()) * kChunk;
       const int64_t cap = static_cast<int64_t>(U.cur.capacity());
       if (cap < sealed) grow += static_cast<int64_t>(sizeof(f16_t)) * (sealed + kChunk - cap);
-      const int64_t rcap = static_cast<int64_t>(U.rsum.capacity());
-      if (rcap < r0 + ahead)
-        grow += static_cast<int64_t>(sizeof(float)) * (r0 + ahead + kChunk - rcap);
+      const int64_t rcap = static_cast<int64_t>(U.rsum.capacity()), Hs = TokenHeads();
+      if (rcap < (r0 + ahead) * Hs)
+        grow += static_cast<int64_t>(sizeof(float)) * ((r0 + ahead + kChunk) * Hs - rcap);
     }
     return grow;
   }
@@ -618,10 +624,9 @@ ChunkScores HqekvCache::UnitScores(int layer, int u) const {
   // sums by the few queries that see them ranked the newest chunk first).
   // select=token: the cumulative sums themselves (H2O's score).
   const std::vector<double> a =
-      token_select_
-          ? sum
-          : NormalizeImportance(sum, cpos, std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()),
-                                m_);
+      token_select_ ? sum
+                    : NormalizeImportance(sum, cpos,
+                                          std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()), m_);
   std::vector<double> vrange(nc);
   for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
   std::vector<int32_t> pos0(live);
@@ -813,7 +818,8 @@ Status HqekvCache::Compress(int layer) {
     counts = bc.counts;
     RaiseCounts(layer, nb, scores, planes_room, &counts);
     budget_below_ = budget_below_ || bc.below;
-    budget_above_ = budget_above_ || bc.above;
+    // select=token spends the room on tokens (SelectTokens), not on tiers.
+    budget_above_ = budget_above_ || (bc.above && !token_select_);
   } else {
     counts = AllocateChunks(nb, ratios_[layer], pinned_);
   }
@@ -918,7 +924,7 @@ int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t r_left
   // the solve's allowance for query positions.
   const int64_t sums =
       units_per_layer_ * (static_cast<int64_t>(sizeof(f16_t)) * ((b.live + s + 1) * kChunk) +
-                          static_cast<int64_t>(sizeof(float)) * (r_left + kChunk)) +
+                          static_cast<int64_t>(sizeof(float)) * (r_left + kChunk) * TokenHeads()) +
       static_cast<int64_t>(sizeof(int32_t)) * 2 * m_;
   return b.fixed + s * b.records + pool_after + table + sums + res_tokens * b.res_token;
 }
@@ -943,59 +949,75 @@ Result<int> HqekvCache::SelectTokens(int layer) {
     return TokenPlanBytes(base, s, r_left, r_left) <= budget(n) &&
            TokenPlanBytes(base, s, r_left + 1, r_left + 1) <= budget(n + 1);
   };
-  if (getenv("TOKDBG") && layer == 1)
-    fprintf(stderr, "n=%lld r=%d held=%lld plan0=%lld budget=%lld\n", (long long)n, r,
-            (long long)LayerAllocatedBytes(layer), (long long)TokenPlanBytes(base, 0, r, r),
-            (long long)budget(n));
   // As many whole chunks as fit, then as many residual survivors (< 32).
   int64_t s = cand / kChunk;
   while (s > 0 && !fits(s, W)) --s;
   int64_t x = std::min<int64_t>(kChunk - 1, cand - s * kChunk);
   while (x > 0 && !fits(s, W + x)) --x;
-  // Scores: the cumulative attention sums; the sink's tokens first.
-  std::vector<double> score(cand, 0.0);
-  int n_sink = 0;
-  for (int j = 0; j < cand; ++j) {
-    score[j] = static_cast<size_t>(j) < U.rsum.size() ? U.rsum[j] : 0.0;
-    if (rv.positions[j] < sink_) {
-      score[j] = std::numeric_limits<double>::infinity();
-      ++n_sink;
+  // Per selection head (every KV head, or the layer): scores are the
+  // cumulative attention sums, the sink's tokens first; the same count kept
+  // in every head, so the residuals (and the chunks sealed) stay aligned.
+  const int Hs = TokenHeads();
+  const int64_t keep0 = s * kChunk + x;
+  int64_t keep = keep0;
+  std::vector<std::vector<int>> kept_idx(Hs);  // per selection head: kept residual indices
+  for (int hs = 0; hs < Hs; ++hs) {
+    const cache::ResidualView rh = store_->Residual(layer, Hs == 1 ? 0 : hs);
+    std::vector<double> score(cand, 0.0);
+    int n_sink = 0;
+    for (int j = 0; j < cand; ++j) {
+      const size_t i = static_cast<size_t>(j) * Hs + hs;
+      score[j] = i < U.rsum.size() ? U.rsum[i] : 0.0;
+      if (rh.positions[j] < sink_) {
+        score[j] = std::numeric_limits<double>::infinity();
+        ++n_sink;
+      }
+    }
+    keep = std::max<int64_t>(keep0, std::min(n_sink, cand));
+    std::vector<int> order(cand);
+    for (int j = 0; j < cand; ++j) order[j] = j;
+    // Highest score first; ties keep the older token.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return score[a] > score[b]; });
+    std::vector<char> kept(r, 1);
+    for (int64_t k = keep; k < cand; ++k) kept[order[k]] = 0;
+    std::vector<int32_t> victims;
+    for (int j = 0; j < r; ++j) {
+      if (kept[j]) {
+        kept_idx[hs].push_back(j);
+      } else {
+        victims.push_back(rh.positions[j]);
+      }
+    }
+    if (!victims.empty()) {
+      HQEKV_RETURN_IF_ERROR(store_->EvictTokens(layer, Hs == 1 ? cache::kAllHeads : hs,
+                                                victims.data(),
+                                                static_cast<int>(victims.size())));
     }
   }
-  const int64_t keep = std::max<int64_t>(s * kChunk + x, std::min(n_sink, cand));
-  std::vector<int> order(cand);
-  for (int j = 0; j < cand; ++j) order[j] = j;
-  // Highest score first; ties keep the older token.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return score[a] > score[b]; });
-  std::vector<char> kept(r, 1);
-  for (int64_t k = keep; k < cand; ++k) kept[order[k]] = 0;
-  std::vector<int32_t> victims;
-  for (int j = 0; j < cand; ++j) {
-    if (!kept[j]) victims.push_back(rv.positions[j]);
-  }
-  if (!victims.empty()) {
-    HQEKV_RETURN_IF_ERROR(store_->EvictTokens(layer, cache::kAllHeads, victims.data(),
-                                              static_cast<int>(victims.size())));
-  }
   // The oldest survivors fill whole chunks (keep >= s * 32 of them are older
-  // than the recent tokens); their residual sums move to the fp16 chunk sums.
+  // than the recent tokens); their sums (over the heads) move to the fp16
+  // chunk sums, the others stay.
   const int C = static_cast<int>(std::min<int64_t>(s * kChunk, keep / kChunk * kChunk));
+  const int left = static_cast<int>(kept_idx[0].size());
   const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
   Vec<f16_t> sealed(alloc);
   Vec<float> rest(alloc);
   sealed.reserve(static_cast<size_t>(nc + C + kChunk));
-  rest.reserve(static_cast<size_t>(r - static_cast<int>(victims.size()) - C + kChunk));
+  rest.reserve(static_cast<size_t>(left - C + kChunk) * Hs);
   sealed.assign(U.cur.begin(), U.cur.begin() + std::min<size_t>(U.cur.size(), nc));
   sealed.resize(static_cast<size_t>(nc), F32ToF16(0.0f));
-  int moved = 0;
-  for (int j = 0; j < r; ++j) {
-    if (!kept[j]) continue;
-    const float v = static_cast<size_t>(j) < U.rsum.size() ? U.rsum[j] : 0.0f;
-    if (moved++ < C) {
+  auto old_sum = [&](int hs, int t) {
+    const size_t i = static_cast<size_t>(kept_idx[hs][t]) * Hs + hs;
+    return i < U.rsum.size() ? U.rsum[i] : 0.0f;
+  };
+  for (int t = 0; t < left; ++t) {
+    if (t < C) {
+      float v = 0;
+      for (int hs = 0; hs < Hs; ++hs) v += old_sum(hs, t);
       sealed.push_back(F32ToF16(std::min(sum_scale_ * v, 32768.0f)));
     } else {
-      rest.push_back(v);
+      for (int hs = 0; hs < Hs; ++hs) rest.push_back(old_sum(hs, t));
     }
   }
   U.cur.swap(sealed);

@@ -94,25 +94,18 @@ class HqekvCache final : public StoreBackedCache {
   using Vec = cache::CountedVector<T>;
   struct Unit {
     explicit Unit(const cache::CountedAllocator<char>& a)
-        : tk(a),
-          tv(a),
-          range(a),
-          range_max(a),
-          cur(a),
-          next(a),
-          cur_q(a),
-          next_q(a),
-          rsum(a) {}
+        : tk(a), tv(a), range(a), range_max(a), cur(a), next(a), cur_q(a), next_q(a), rsum(a) {}
     Vec<Tier> tk, tv;            // per live chunk, store chunk order
     Vec<uint8_t> range;          // Range(V) per compressed kept token (walk order),
                                  // in 1/255 of its chunk's range_max
     Vec<f16_t> range_max;        // per live chunk: the largest Range(V) of its tokens
     Vec<f16_t> cur, next;        // attention sums over kept tokens (walk order)
     Vec<int32_t> cur_q, next_q;  // positions of the queries summed
-    // select=token: cumulative attention sums of the residual tokens
-    // (residual order), in fp32: a prefill's 1536 rows summed in fp16 lose
-    // the small weights once a sum is large. `cur` then spans only the
-    // sealed tokens (fp16, for the whole-chunk ranking).
+    // select=token: cumulative attention sums of the residual tokens,
+    // [residual token][KV head] (each head keeps its own tokens), in fp32:
+    // a prefill's 1536 rows summed in fp16 lose the small weights once a sum
+    // is large. `cur` then spans only the sealed tokens (fp16, summed over
+    // the heads, for the whole-chunk ranking).
     Vec<float> rsum;
   };
   // Range(V) of compressed kept token i of U (walk order).
@@ -224,8 +217,11 @@ class HqekvCache final : public StoreBackedCache {
   // select=token: token-level eviction in the residual before sealing (the
   // window sums then stay open and cumulative: every query is recorded).
   bool token_select_ = false;
+  bool token_per_head_ = true;  // select=token: each KV head keeps its own tokens
+  // select=token: heads whose sums pick tokens separately (KV heads, or 1).
+  int TokenHeads() const { return token_per_head_ ? g_.n_kv_heads : 1; }
   int recent_ = 8;  // select=token: newest residual tokens not judged
-  int sink_ = 0;  // tokens of the attention sink whose chunks outrank the rest
+  int sink_ = 0;    // tokens of the attention sink whose chunks outrank the rest
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)

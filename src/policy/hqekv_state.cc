@@ -97,7 +97,7 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
                 U.range_max.size() == U.tk.size() &&
                 U.range.size() == static_cast<size_t>(live) * kChunk && U.cur.size() <= kept &&
                 U.next.size() <= kept && live <= st->compressed[l] &&
-                U.rsum.size() <= static_cast<size_t>(store.ResidualSize(l, h0));
+                U.rsum.size() <= static_cast<size_t>(store.ResidualSize(l, h0)) * g_.n_kv_heads;
       for (size_t c = 0; ok && c < U.tk.size(); ++c)
         ok = U.tk[c] <= Tier::kN1 && U.tv[c] <= Tier::kN1;
       if (!ok) return MakeError(where + "tiers, ranges or windows do not match the store");
