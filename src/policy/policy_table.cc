@@ -203,7 +203,7 @@ std::vector<PolicyInfo> BuildTable() {
                "before the survivors are sealed into full quantized chunks, whole chunks only "
                "when over B; auto = token when head_dim < 32 under layout=lean, else chunk "
                "(docs/ablations/tiers.md, \"Token selection\")"),
-        Int("recent", "32", 0, 1024,
+        Int("recent", "48", 0, 1024,
             "select=token: the newest residual tokens kept unjudged at an event (their "
             "attention sums are still small)"),
         Choice("shipped", "1", {"0", "1"},

@@ -40,6 +40,11 @@ TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOnly) {
   auto forced = MustMake("hqekv:bits=4.2,select=token", SmallGeometry(2, 4, 2, 64));
   ASSERT_NE(forced, nullptr);
   EXPECT_TRUE(AsHqekv(forced.get())->token_select());
+  // Above the all-u4 cost every token fits: auto keeps whole chunks (u8/u4).
+  auto high = MustMake("hqekv:bits=8", Stories());
+  ASSERT_NE(high, nullptr);
+  EXPECT_FALSE(AsHqekv(high.get())->token_select());
+  EXPECT_EQ(high->Describe(), "hqekv:bits=8");
   // Fixed ratios place whole chunks (auto stays chunk).
   auto ratios = MustMake("hqekv:ratios=0.5/0/0/0.5", Stories());
   ASSERT_NE(ratios, nullptr);
