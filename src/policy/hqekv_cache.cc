@@ -165,7 +165,10 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   auto ranking = ParseRanking(spec.Text("ranking"));
   if (!ranking.ok()) return MakeError(where + ": " + ranking.message());
   c->ranking_ = *ranking;
-  c->sink_ = small && !spec.Given("sink") ? kSmallHeadSink : spec.Int("sink");
+  // select=token: no sink by default (its cumulative sums keep the sink's
+  // tokens anyway; measured 0.053 vs 0.057 KL on WikiText-2 at 3.4 bits,
+  // docs/ablations/tiers.md).
+  c->sink_ = small && !token && !spec.Given("sink") ? kSmallHeadSink : spec.Int("sink");
   c->units_per_layer_ = c->per_head_ ? g.n_kv_heads : 1;
   {
     const double max_sum =
@@ -578,7 +581,12 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   // event repacks when they are not) and the page table, as after the last
   // event plus an entry or two (before the first: 32 bytes per page).
   const int64_t page = static_cast<int64_t>(pool.page_bytes());
-  const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64 : 32 * (room / page + 8);
+  // (select=token: the table as held now, over this event's fp16 chunks, an
+  // upper bound; the first event's estimate cost a chunk or two at 1.5k
+  // tokens on stories260K.)
+  const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64
+                        : token_select_         ? pool.table_bytes() + 64
+                                                : 32 * (room / page + 8);
   // select=token: the position lists share the pool with the planes; a
   // kept chunk's list counts with its records below.
   const int64_t pos_held = PositionBytesHeld(layer);
@@ -802,10 +810,27 @@ Status HqekvCache::Compress(int layer) {
     }
     Unit& U = units_[layer][u];
     AppendRanges(U, range);
-    U.tk.insert(U.tk.end(), new_chunks, Tier::kF16);
-    U.tv.insert(U.tv.end(), new_chunks, Tier::kF16);
+    // select=token seals at the best quantized tier at once: fp16 chunks
+    // would fill the pool (and its page table, which the plan's solve then
+    // counts) with twice the planes the plan keeps.
+    const Tier t0 = token_select_ ? Tier::kU4 : Tier::kF16;
+    U.tk.insert(U.tk.end(), new_chunks, t0);
+    U.tv.insert(U.tv.end(), new_chunks, t0);
   }
-  HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, C, quant::F16(), quant::F16()));
+  if (token_select_) {
+    // Exact per-chunk state (SelectTokens planned it so): an event seals a
+    // chunk at a time, and the doubling of insert / push_back would hold up
+    // to twice the state.
+    for (Unit& U : units_[layer]) {
+      U.tk.shrink_to_fit();
+      U.tv.shrink_to_fit();
+      U.range.shrink_to_fit();
+      U.range_max.shrink_to_fit();
+    }
+  }
+  HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, C,
+                                     token_select_ ? TierFormat(Tier::kU4, true) : quant::F16(),
+                                     token_select_ ? TierFormat(Tier::kU4, false) : quant::F16()));
   compressed_chunks_[layer] += new_chunks;
   const int64_t nb = compressed_chunks_[layer];
   std::vector<ChunkScores> scores(units_per_layer_);
@@ -867,16 +892,6 @@ Status HqekvCache::Compress(int layer) {
     }
   }
   if (true_bits_ > 0) table_bytes_[layer] = store_->Pool(layer).table_bytes();
-  if (token_select_) {
-    // Exact per-chunk state: an event seals a chunk or two, and the doubling
-    // of insert / push_back would hold up to twice the state until the next.
-    for (Unit& U : units_[layer]) {
-      U.tk.shrink_to_fit();
-      U.tv.shrink_to_fit();
-      U.range.shrink_to_fit();
-      U.range_max.shrink_to_fit();
-    }
-  }
   if (true_bits_ > 0) {
     const int64_t rest = nb - counts[0];
     if (rest > 0) {

@@ -91,7 +91,7 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
           !r.GetVector(&U.range, cap_tokens) || !r.GetVector(&U.range_max, cap_chunks) ||
           !r.GetVector(&U.cur, cap_tokens) || !r.GetVector(&U.next, cap_tokens) ||
           !r.GetVector(&U.cur_q, cap_tokens) || !r.GetVector(&U.next_q, cap_tokens) ||
-          !r.GetVector(&U.rsum, cap_tokens))
+          !r.GetVector(&U.rsum, cap_tokens * static_cast<uint64_t>(g_.n_kv_heads)))
         return MakeError(where + "truncated or oversized");
       bool ok = static_cast<int>(U.tk.size()) == live && U.tv.size() == U.tk.size() &&
                 U.range_max.size() == U.tk.size() &&
