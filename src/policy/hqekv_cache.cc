@@ -111,8 +111,8 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   }
   if (token && spec.Int("per_head") != 0) {
     return MakeError(where +
-                     ": select=token needs per_head=0 (every KV head keeps the same tokens, "
-                     "so the chunks stay aligned across heads)");
+                     ": select=token needs per_head=0 (each KV head keeps its own tokens, as "
+                     "many as the others, so the chunks stay aligned across heads)");
   }
   std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical(), token ? 0 : -1));
   c->token_select_ = token;

@@ -199,10 +199,11 @@ std::vector<PolicyInfo> BuildTable() {
             "off by default: measured no better per byte (docs/ablations/importance.md)"),
         Choice("select", "auto", {"auto", "chunk", "token"},
                "bits=B: what an event evicts; chunk = whole 32-token chunks (the paper's); "
-               "token = the residual's lowest-scored tokens by cumulative attention (as H2O) "
-               "before the survivors are sealed into full quantized chunks, whole chunks only "
-               "when over B; auto = token when head_dim < 32 under layout=lean, else chunk "
-               "(docs/ablations/tiers.md, \"Token selection\")"),
+               "token = each KV head's lowest-scored residual tokens by cumulative attention "
+               "(as H2O) before the survivors are sealed into full quantized chunks, whole "
+               "chunks only when over B; auto = token when head_dim < 32 under layout=lean and "
+               "B is below the all-u4 cost, else chunk (docs/ablations/tiers.md, \"Token "
+               "selection\")"),
         Int("recent", "48", 0, 1024,
             "select=token: the newest residual tokens kept unjudged at an event (their "
             "attention sums are still small)"),
