@@ -928,7 +928,8 @@ HqekvCache::TokenBase HqekvCache::TokenPlanBase(int layer) const {
   for (Tier t : {Tier::kU2, Tier::kN1}) {
     if (TierUsable(usable_, static_cast<int>(t))) cheap = t;
   }
-  b.planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_ + TokenPositionBytes(layer);
+  b.planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_;
+  b.list = TokenPositionBytes(layer) / H;
   b.records = LiveChunkRecordBytes(model_.layout) +
               units_per_layer_ * (kChunk + sizeof(f16_t) + 2 * sizeof(Tier));
   b.page = static_cast<int64_t>(pool.page_bytes());
@@ -938,9 +939,10 @@ HqekvCache::TokenBase HqekvCache::TokenPlanBase(int layer) const {
   return b;
 }
 
-int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t r_left,
+int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t lists, int64_t r_left,
                                    int64_t res_tokens) const {
-  const int64_t pool_after = (b.planes_held + s * b.planes + b.page - 1) / b.page * b.page;
+  const int64_t pool_after =
+      (b.planes_held + s * b.planes + lists * b.list + b.page - 1) / b.page * b.page;
   const int64_t table = b.table + 32 * (s * b.planes / b.page + 2);
   // The open sums (SelectTokens leaves room for a chunk more in each), and
   // the solve's allowance for query positions.
@@ -967,47 +969,79 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   };
   // Fits now, and after the next step's token (the next event can evict).
   const TokenBase base = TokenPlanBase(layer);
+  // Per selection head (every KV head, or the layer): the candidates ranked
+  // by their cumulative attention sums, the sink's tokens first; the same
+  // count is kept in every head, so the residuals (and the chunks sealed)
+  // stay aligned.
+  const int Hs = TokenHeads();
+  std::vector<std::vector<int>> rank(Hs, std::vector<int>(cand));
+  std::vector<const int32_t*> posh(Hs);
+  int n_sink = 0;
+  for (int hs = 0; hs < Hs; ++hs) {
+    posh[hs] = store_->Residual(layer, Hs == 1 ? 0 : hs).positions;
+    std::vector<double> score(cand, 0.0);
+    n_sink = 0;
+    for (int j = 0; j < cand; ++j) {
+      const size_t i = static_cast<size_t>(j) * Hs + hs;
+      score[j] = i < U.rsum.size() ? U.rsum[i] : 0.0;
+      if (posh[hs][j] < sink_) {
+        score[j] = std::numeric_limits<double>::infinity();
+        ++n_sink;
+      }
+    }
+    std::vector<int> order(cand);
+    for (int j = 0; j < cand; ++j) order[j] = j;
+    // Highest score first; ties keep the older token.
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
+    for (int k = 0; k < cand; ++k) rank[hs][order[k]] = k;
+  }
+  auto keep_of = [&](int64_t s, int64_t x) {
+    return std::max<int64_t>(s * kChunk + x, std::min(n_sink, cand));
+  };
+  // Position lists the s sealed chunks need (a chunk whose kept positions
+  // are consecutive stores none), over the heads.
+  auto lists = [&](int64_t s, int64_t x) {
+    const int64_t keep = keep_of(s, x);
+    int64_t n_lists = 0;
+    for (int hs = 0; hs < Hs; ++hs) {
+      int64_t taken = 0;
+      int in_chunk = 0;
+      bool consecutive = true;
+      int32_t prev = 0;
+      for (int j = 0; j < r && taken < s * kChunk; ++j) {
+        if (j < cand && rank[hs][j] >= keep) continue;
+        if (in_chunk > 0 && posh[hs][j] != prev + 1) consecutive = false;
+        prev = posh[hs][j];
+        ++taken;
+        if (++in_chunk == kChunk) {
+          n_lists += consecutive ? 0 : (Hs == 1 ? g_.n_kv_heads : 1);
+          in_chunk = 0;
+          consecutive = true;
+        }
+      }
+    }
+    return n_lists;
+  };
+  // Fits now, and after the next step's token (the next event can evict).
   auto fits = [&](int64_t s, int64_t r_left) {
-    return TokenPlanBytes(base, s, r_left, r_left) <= budget(n) &&
-           TokenPlanBytes(base, s, r_left + 1, r_left + 1) <= budget(n + 1);
+    const int64_t l = lists(s, r_left - W);
+    return TokenPlanBytes(base, s, l, r_left, r_left) <= budget(n) &&
+           TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= budget(n + 1);
   };
   // As many whole chunks as fit, then as many residual survivors (< 32).
   int64_t s = cand / kChunk;
   while (s > 0 && !fits(s, W)) --s;
   int64_t x = std::min<int64_t>(kChunk - 1, cand - s * kChunk);
   while (x > 0 && !fits(s, W + x)) --x;
-  // Per selection head (every KV head, or the layer): scores are the
-  // cumulative attention sums, the sink's tokens first; the same count kept
-  // in every head, so the residuals (and the chunks sealed) stay aligned.
-  const int Hs = TokenHeads();
-  const int64_t keep0 = s * kChunk + x;
-  int64_t keep = keep0;
+  const int64_t keep = keep_of(s, x);
   std::vector<std::vector<int>> kept_idx(Hs);  // per selection head: kept residual indices
   for (int hs = 0; hs < Hs; ++hs) {
-    const cache::ResidualView rh = store_->Residual(layer, Hs == 1 ? 0 : hs);
-    std::vector<double> score(cand, 0.0);
-    int n_sink = 0;
-    for (int j = 0; j < cand; ++j) {
-      const size_t i = static_cast<size_t>(j) * Hs + hs;
-      score[j] = i < U.rsum.size() ? U.rsum[i] : 0.0;
-      if (rh.positions[j] < sink_) {
-        score[j] = std::numeric_limits<double>::infinity();
-        ++n_sink;
-      }
-    }
-    keep = std::max<int64_t>(keep0, std::min(n_sink, cand));
-    std::vector<int> order(cand);
-    for (int j = 0; j < cand; ++j) order[j] = j;
-    // Highest score first; ties keep the older token.
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
-    std::vector<char> kept(r, 1);
-    for (int64_t k = keep; k < cand; ++k) kept[order[k]] = 0;
     std::vector<int32_t> victims;
     for (int j = 0; j < r; ++j) {
-      if (kept[j]) {
+      if (j >= cand || rank[hs][j] < keep) {
         kept_idx[hs].push_back(j);
       } else {
-        victims.push_back(rh.positions[j]);
+        victims.push_back(posh[hs][j]);
       }
     }
     if (!victims.empty()) {

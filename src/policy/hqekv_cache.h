@@ -140,6 +140,7 @@ class HqekvCache final : public StoreBackedCache {
     int64_t fixed = 0;        // bytes outside the pool, residual and sums
     int64_t res_token = 0;    // one residual token, every KV head
     int64_t planes = 0;       // planes of one chunk of the cheapest usable tier
+    int64_t list = 0;         // one head's int32 position list of a chunk (pool block)
     int64_t records = 0;      // records, position lists and state of one chunk
     int64_t page = 0;         // pool page
     int64_t planes_held = 0;  // planes of the live chunks
@@ -147,10 +148,12 @@ class HqekvCache final : public StoreBackedCache {
     int64_t live = 0;         // live chunks
   };
   TokenBase TokenPlanBase(int layer) const;
-  // Bytes of the layer after sealing s more chunks and keeping r_left
-  // residual tokens, res_tokens of them held (the pool packed in whole
-  // pages, as SolveEventCounts plans).
-  int64_t TokenPlanBytes(const TokenBase& b, int64_t s, int64_t r_left, int64_t res_tokens) const;
+  // Bytes of the layer after sealing s more chunks (`lists` position lists
+  // among them, over the heads) and keeping r_left residual tokens,
+  // res_tokens of them held (the pool packed in whole pages, as
+  // SolveEventCounts plans).
+  int64_t TokenPlanBytes(const TokenBase& b, int64_t s, int64_t lists, int64_t r_left,
+                         int64_t res_tokens) const;
   // bits=B: chunk planes of (K or V) tier t for one chunk of one ranking unit.
   int64_t UnitPlaneBytes(Tier k, Tier v) const;
   // bits=B: bytes the layer's window sums grow by before the next event (the
