@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
+#include "core/check.h"
 #include "policy/profile.h"
 #include "policy/selection.h"
 #include "policy/true_bits.h"
@@ -19,8 +21,12 @@ constexpr int kLeanTokenGroupMin = 32;
 constexpr int kSmallHeadSink = 4;
 }  // namespace
 
-HqekvCache::HqekvCache(const KvGeometry& g, std::string describe)
-    : StoreBackedCache(g, std::move(describe), 2, true) {}
+HqekvCache::HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve)
+    : StoreBackedCache(g, std::move(describe), 2, true, [&] {
+        StoreTuning t;
+        t.residual_reserve = residual_reserve;
+        return t;
+      }()) {}
 
 Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
                                                     const KvGeometry& g, const CacheContext& ctx) {
@@ -87,7 +93,30 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
                      ": decouple=1 (separate K and V eviction sets) is not supported: "
                      "the KV store evicts K and V of a token together");
   }
-  std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical()));
+  // select=token (docs/ablations/tiers.md, "Token selection"): H2O's
+  // choice of tokens, stored at the quantized tiers. auto: small heads, where
+  // whole-chunk eviction lost to h2o at every budget. The residual then
+  // holds no spare room (it never holds more than 32 + recent tokens, and the
+  // reserve cost ~0.3 bit per element at head_dim 8).
+  const bool lean_spec =
+      spec.Text("layout") == "lean" || (spec.Text("layout") == "auto" && spec.Has("bits"));
+  const bool by_bits = spec.Has("bits") && ratios.empty();
+  const std::string sel = spec.Text("select");
+  const bool token = sel == "token" || (sel == "auto" && lean_spec && g.head_dim < 32 && by_bits &&
+                                        spec.Int("per_head") == 0 && !spec.Given("ranking"));
+  if (token && !by_bits) {
+    return MakeError(where +
+                     ": select=token needs bits=B (it keeps the tokens that fit B true bits); "
+                     "ratios=, profile= and nominal_bits= place whole chunks");
+  }
+  if (token && spec.Int("per_head") != 0) {
+    return MakeError(where +
+                     ": select=token needs per_head=0 (each KV head keeps its own tokens, as "
+                     "many as the others, so the chunks stay aligned across heads)");
+  }
+  std::unique_ptr<HqekvCache> c(new HqekvCache(g, shown.Canonical(), token ? 0 : -1));
+  c->token_select_ = token;
+  c->recent_ = spec.Int("recent");
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->ratios_ = std::move(ratios);
   // layout=lean (the default for bits=B): the tiers that measured best per
@@ -107,7 +136,10 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   c->m_ = spec.Int("m");
   c->pinned_ = lean && !spec.Given("fp16_chunks") ? 0 : spec.Int("fp16_chunks");
   c->per_head_ = spec.Int("per_head") != 0;
-  c->hadamard_ = lean && !spec.Given("hadamard") ? pow2 && !small : spec.Int("hadamard") != 0;
+  // select=token keeps the rotation on small heads (measured: lower KL on
+  // two of three texts at 3.4 and 4.2 bits, docs/ablations/tiers.md).
+  c->hadamard_ =
+      lean && !spec.Given("hadamard") ? pow2 && (!small || token) : spec.Int("hadamard") != 0;
   const std::string tiers = spec.Has("tiers") ? spec.Text("tiers") : (lean ? "u4/u3/u2" : "");
   if (!tiers.empty()) {
     auto tf = ParseTierFormats(tiers);
@@ -133,7 +165,10 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   auto ranking = ParseRanking(spec.Text("ranking"));
   if (!ranking.ok()) return MakeError(where + ": " + ranking.message());
   c->ranking_ = *ranking;
-  c->sink_ = small && !spec.Given("sink") ? kSmallHeadSink : spec.Int("sink");
+  // select=token: no sink by default (its cumulative sums keep the sink's
+  // tokens anyway; measured 0.053 vs 0.057 KL on WikiText-2 at 3.4 bits,
+  // docs/ablations/tiers.md).
+  c->sink_ = small && !token && !spec.Given("sink") ? kSmallHeadSink : spec.Int("sink");
   c->units_per_layer_ = c->per_head_ ? g.n_kv_heads : 1;
   {
     const double max_sum =
@@ -182,6 +217,14 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
       c->tier_formats_ = *tf;
       // The top-tier mix becomes u8 / u4 / evicted.
       if (c->usable_ != kAllTiers) c->usable_ |= 1u << static_cast<int>(Tier::kU2);
+      if (token && sel == "auto") {
+        // Every token fits at u4: nothing to select, and the whole-chunk
+        // ranking picks the u8 chunks better (stories260K at 8 bits: KL
+        // 0.0058 / 0.0044 / 0.0041 vs 0.0104 / 0.0044 / 0.0051 with tokens).
+        PolicySpec chunk = user_spec;
+        chunk.values["select"] = "chunk";
+        return Create(chunk, g, ctx);
+      }
       set_tier_bytes();
       b = c->model_.TierBits(n);
     }
@@ -194,6 +237,16 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
                        " fp16 chunks, the fp16 residual and the bookkeeping are the floor)");
     }
     c->ratios_.assign(g.n_layers, SolveBudgetRatios(c->model_, c->true_bits_, n).ratios);
+  }
+  {
+    if (c->token_select_) {
+      // The sums are cumulative over every query of the sequence (at most
+      // max_ctx of them, each row summing to 1 per query head).
+      const double max_sum = static_cast<double>(g.max_ctx) * g.n_q_heads;
+      int shift = 0;
+      while (shift < 24 && max_sum * std::ldexp(1.0, shift + 1) <= 32768.0) ++shift;
+      c->sum_scale_ = static_cast<float>(std::ldexp(1.0, shift));
+    }
   }
   c->ResetPolicy();
   return std::unique_ptr<KvCache>(std::move(c));
@@ -274,6 +327,12 @@ void HqekvCache::AppendRanges(Unit& U, const std::vector<double>& range) {
 // the window, and the prompt queries that will still be among the last m of
 // the NEXT event (when fewer than m decode steps separate them) go to `next`.
 int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
+  if (token_select_) {
+    // Every query adds to the cumulative sums (H2O's score); no positions kept.
+    cur_from_[layer] = 0;
+    next_from_[layer] = n;
+    return 0;
+  }
   const int r_end = store_->ResidualSize(layer, 0);
   const bool event = r_end >= kChunk;
   const int C = event ? r_end - r_end % kChunk : 0;
@@ -302,6 +361,28 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
   if (!c && !nx) return;
   Unit& u = units_[layer][per_head_ ? row.kv_head : 0];
   std::lock_guard<std::mutex> lock(mu_[layer]);
+  if (token_select_) {
+    // Sealed tokens (whole kept chunks, walk order first) into the fp16
+    // sums, residual tokens into the fp32 ones.
+    const int nc = std::min<int>(row.n_kept, static_cast<int>(u.tk.size()) * kChunk);
+    const int nr = row.n_kept - nc;
+    // rsum: [residual token][selection head].
+    const int Hs = TokenHeads(), hs = Hs == 1 ? 0 : row.kv_head;
+    if (static_cast<int>(u.cur.size()) < nc) {
+      if (static_cast<int>(u.cur.capacity()) < nc) u.cur.reserve(nc + kChunk);
+      u.cur.resize(nc, F32ToF16(0.0f));
+    }
+    if (static_cast<int>(u.rsum.size()) < nr * Hs) {
+      if (static_cast<int>(u.rsum.capacity()) < nr * Hs) u.rsum.reserve((nr + kChunk) * Hs);
+      u.rsum.resize(static_cast<size_t>(nr) * Hs, 0.0f);
+    }
+    for (int j = 0; j < nc; ++j) {
+      if (row.weights[j] != 0.0f)
+        u.cur[j] = F32ToF16(F16ToF32(u.cur[j]) + sum_scale_ * row.weights[j]);
+    }
+    for (int j = 0; j < nr; ++j) u.rsum[static_cast<size_t>(j) * Hs + hs] += row.weights[nc + j];
+    return;
+  }
   // Summed over the query heads of the unit (all Hq of the layer by default,
   // as the reference does) in fp16 as the reference does (B14): 2 bytes per
   // kept token while the window is open (fp32 sums cost 0.06 bits per
@@ -323,6 +404,7 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
 }
 
 void HqekvCache::OnAttended(int layer, const int32_t* q_pos, int n, int first) {
+  if (token_select_) return;  // cumulative raw sums: the query positions are not needed
   for (Unit& u : units_[layer]) {
     for (int i = first; i < n; ++i) {
       if (i >= cur_from_[layer]) u.cur_q.push_back(q_pos[i]);
@@ -339,6 +421,7 @@ int64_t HqekvCache::StateBytes(int layer) const {
     b += static_cast<int64_t>(u.range_max.capacity()) * sizeof(f16_t);
     b += static_cast<int64_t>(u.cur.capacity() + u.next.capacity()) * sizeof(f16_t);
     b += static_cast<int64_t>(u.cur_q.capacity() + u.next_q.capacity()) * sizeof(int32_t);
+    b += static_cast<int64_t>(u.rsum.capacity()) * sizeof(float);
   }
   return b;
 }
@@ -374,6 +457,7 @@ int64_t HqekvCache::UnitPlaneBytes(Tier k, Tier v) const {
 }
 
 int64_t HqekvCache::TokensToWindow(int layer) const {
+  if (token_select_) return 1;  // the sums are always open
   // FirstRecordedQuery: a decode query is recorded once the residual
   // (counting its own token) reaches 33 - m tokens.
   const int64_t r0 = store_->ResidualSize(layer, 0);
@@ -383,6 +467,19 @@ int64_t HqekvCache::TokensToWindow(int layer) const {
 int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
   const int64_t r0 = store_->ResidualSize(layer, 0);
   int64_t grow = 0;
+  if (token_select_) {
+    // fp16 sums of the sealed tokens (fixed until the next event), fp32 sums
+    // of the residual tokens (one more per step); both grow by a chunk.
+    for (const Unit& U : units_[layer]) {
+      const int64_t sealed = static_cast<int64_t>(U.tk.size()) * kChunk;
+      const int64_t cap = static_cast<int64_t>(U.cur.capacity());
+      if (cap < sealed) grow += static_cast<int64_t>(sizeof(f16_t)) * (sealed + kChunk - cap);
+      const int64_t rcap = static_cast<int64_t>(U.rsum.capacity()), Hs = TokenHeads();
+      if (rcap < (r0 + ahead) * Hs)
+        grow += static_cast<int64_t>(sizeof(float)) * ((r0 + ahead + kChunk) * Hs - rcap);
+    }
+    return grow;
+  }
   for (const Unit& U : units_[layer]) {
     // OnRow: the sums grow to the kept tokens at the first recorded row,
     // reserving a chunk more; OnAttended: one query position per step, by
@@ -400,6 +497,14 @@ int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
 bool HqekvCache::HoldsBudget(int layer) const {
   const int64_t n = store_->AppendedTokens(layer);
   const int64_t held = LayerAllocatedBytes(layer);
+  if (token_select_) {
+    // No residual reserve: the next decode step adds one fp16 token per
+    // head (and its sums) before the next event can evict.
+    const int64_t steps = 1;
+    const int64_t grow = steps * g_.n_kv_heads * (4 * g_.head_dim + 4) + WindowGrowth(layer, steps);
+    return LayerBits(model_.layout, held, n) <= true_bits_ &&
+           LayerBits(model_.layout, held + grow, n + steps) <= true_bits_;
+  }
   const int64_t ahead = TokensToWindow(layer);
   const double now = LayerBits(model_.layout, held, n);
   const double peak = LayerBits(model_.layout, held + WindowGrowth(layer, ahead), n + ahead);
@@ -414,10 +519,31 @@ int64_t HqekvCache::PlaneBytesHeld(int layer) const {
   return planes;
 }
 
+int64_t HqekvCache::TokenPositionBytes(int layer) const {
+  const int64_t unit = static_cast<int64_t>(store_->Pool(layer).unit_bytes());
+  return g_.n_kv_heads * ((kChunk * 4 + unit - 1) / unit * unit);
+}
+
+int64_t HqekvCache::PositionBytesHeld(int layer) const {
+  // Explicit position lists (select=token seals tokens that are not
+  // consecutive): int32 per slot, one pool block per chunk and head.
+  if (!token_select_) return 0;
+  const int64_t unit = static_cast<int64_t>(store_->Pool(layer).unit_bytes());
+  int64_t b = 0;
+  for (int h = 0; h < g_.n_kv_heads; ++h) {
+    for (int c = 0; c < store_->NumChunks(layer, h); ++c) {
+      const cache::ChunkView v = store_->Chunk(layer, h, c);
+      if (v.live() && v.positions) b += (v.T * 4 + unit - 1) / unit * unit;
+    }
+  }
+  return b;
+}
+
 bool HqekvCache::PackedTightly(int layer) const {
-  // A tight pack holds the planes in whole pages: only the last one has room.
+  // A tight pack holds the planes (and position lists) in whole pages: only
+  // the last one has room.
   const int64_t page = static_cast<int64_t>(store_->Pool(layer).page_bytes());
-  const int64_t planes = PlaneBytesHeld(layer);
+  const int64_t planes = PlaneBytesHeld(layer) + PositionBytesHeld(layer);
   return store_->Pool(layer).held_bytes() <= (planes + page - 1) / page * page;
 }
 
@@ -455,8 +581,16 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   // event repacks when they are not) and the page table, as after the last
   // event plus an entry or two (before the first: 32 bytes per page).
   const int64_t page = static_cast<int64_t>(pool.page_bytes());
-  const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64 : 32 * (room / page + 8);
-  const int64_t planes_room = std::max<int64_t>(0, (room - table) / page * page);
+  // (select=token: the table as held now, over this event's fp16 chunks, an
+  // upper bound; the first event's estimate cost a chunk or two at 1.5k
+  // tokens on stories260K.)
+  const int64_t table = table_bytes_[layer] > 0 ? table_bytes_[layer] + 64
+                        : token_select_         ? pool.table_bytes() + 64
+                                                : 32 * (room / page + 8);
+  // select=token: the position lists share the pool with the planes; a
+  // kept chunk's list counts with its records below.
+  const int64_t pos_held = PositionBytesHeld(layer);
+  const int64_t planes_room = std::max<int64_t>(0, (room - table - pos_held) / page * page);
   // A kept chunk holds more than its planes: its chunk records, Range(V),
   // tiers and window sums (`fixed` and `window` count them for every live
   // chunk now), all freed when it is evicted. The solve charges them to the
@@ -466,7 +600,7 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   int64_t live = 0;
   for (const Unit& U : units_[layer]) live = std::max<int64_t>(live, U.tk.size());
   const int64_t keep_bytes =
-      LiveChunkRecordBytes(model_.layout) +
+      LiveChunkRecordBytes(model_.layout) + (token_select_ ? TokenPositionBytes(layer) : 0) +
       units_per_layer_ * static_cast<int64_t>(kChunk + 2 * sizeof(f16_t) + 2 * sizeof(Tier) +
                                               sizeof(f16_t) * kChunk);
   std::array<int64_t, kNumTiers> chunk_bytes{};
@@ -503,8 +637,11 @@ ChunkScores HqekvCache::UnitScores(int layer, int u) const {
   const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
   // min_count = m: the window mean (issue 12: dividing the newest tokens'
   // sums by the few queries that see them ranked the newest chunk first).
+  // select=token: the cumulative sums themselves (H2O's score).
   const std::vector<double> a =
-      NormalizeImportance(sum, cpos, std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()), m_);
+      token_select_ ? sum
+                    : NormalizeImportance(sum, cpos,
+                                          std::vector<int32_t>(U.cur_q.begin(), U.cur_q.end()), m_);
   std::vector<double> vrange(nc);
   for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
   std::vector<int32_t> pos0(live);
@@ -647,8 +784,15 @@ Status HqekvCache::ApplyCounts(int layer, int u, int64_t nb,
 
 Status HqekvCache::Compress(int layer) {
   const int r = store_->ResidualSize(layer, 0);
-  if (r < kChunk) return Status::Ok();
-  const int C = r - r % kChunk;
+  // select=token: an event at every step that leaves a residual token
+  // older than the recent ones (H2O's per-step eviction, in the residual);
+  // the chunk plan runs when chunks are sealed or the budget is not held.
+  if (r < (token_select_ ? recent_ + 1 : kChunk)) return Status::Ok();
+  int C = r - r % kChunk;
+  if (token_select_) {
+    HQEKV_ASSIGN_OR_RETURN(C, SelectTokens(layer));
+    if (C == 0 && HoldsBudget(layer)) return Status::Ok();
+  }
   const int D = g_.head_dim;
   const int new_chunks = C / kChunk;
 
@@ -666,10 +810,27 @@ Status HqekvCache::Compress(int layer) {
     }
     Unit& U = units_[layer][u];
     AppendRanges(U, range);
-    U.tk.insert(U.tk.end(), new_chunks, Tier::kF16);
-    U.tv.insert(U.tv.end(), new_chunks, Tier::kF16);
+    // select=token seals at the best quantized tier at once: fp16 chunks
+    // would fill the pool (and its page table, which the plan's solve then
+    // counts) with twice the planes the plan keeps.
+    const Tier t0 = token_select_ ? Tier::kU4 : Tier::kF16;
+    U.tk.insert(U.tk.end(), new_chunks, t0);
+    U.tv.insert(U.tv.end(), new_chunks, t0);
   }
-  HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, C, quant::F16(), quant::F16()));
+  if (token_select_) {
+    // Exact per-chunk state (SelectTokens planned it so): an event seals a
+    // chunk at a time, and the doubling of insert / push_back would hold up
+    // to twice the state.
+    for (Unit& U : units_[layer]) {
+      U.tk.shrink_to_fit();
+      U.tv.shrink_to_fit();
+      U.range.shrink_to_fit();
+      U.range_max.shrink_to_fit();
+    }
+  }
+  HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, C,
+                                     token_select_ ? TierFormat(Tier::kU4, true) : quant::F16(),
+                                     token_select_ ? TierFormat(Tier::kU4, false) : quant::F16()));
   compressed_chunks_[layer] += new_chunks;
   const int64_t nb = compressed_chunks_[layer];
   std::vector<ChunkScores> scores(units_per_layer_);
@@ -689,7 +850,8 @@ Status HqekvCache::Compress(int layer) {
     counts = bc.counts;
     RaiseCounts(layer, nb, scores, planes_room, &counts);
     budget_below_ = budget_below_ || bc.below;
-    budget_above_ = budget_above_ || bc.above;
+    // select=token spends the room on tokens (SelectTokens), not on tiers.
+    budget_above_ = budget_above_ || (bc.above && !token_select_);
   } else {
     counts = AllocateChunks(nb, ratios_[layer], pinned_);
   }
@@ -699,9 +861,10 @@ Status HqekvCache::Compress(int layer) {
       Unit& U = units_[layer][u];
       // The first pass compacts the sums carried to the next event (`next`),
       // which then become the open window; later passes compact that.
-      HQEKV_RETURN_IF_ERROR(
-          ApplyCounts(layer, u, nb, counts, &scores[u], pass == 0 ? &U.next : &U.cur, &changed));
-      if (pass == 0) {
+      // select=token: the cumulative sums (`cur`) stay open.
+      HQEKV_RETURN_IF_ERROR(ApplyCounts(layer, u, nb, counts, &scores[u],
+                                        pass == 0 && !token_select_ ? &U.next : &U.cur, &changed));
+      if (pass == 0 && !token_select_) {
         // The window is spent: its sums leave memory until the next one opens.
         const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
         U.next.shrink_to_fit();
@@ -738,6 +901,182 @@ Status HqekvCache::Compress(int layer) {
     }
   }
   return Status::Ok();
+}
+
+HqekvCache::TokenBase HqekvCache::TokenPlanBase(int layer) const {
+  TokenBase b;
+  const int64_t H = g_.n_kv_heads, D = g_.head_dim;
+  b.res_token = H * (4 * D + 4);  // one residual token, every head: fp16 K and V, int32 pos
+  const cache::PagePool& pool = store_->Pool(layer);
+  const int64_t res_cap = store_->Stats().layers[layer].bytes.residual / (4 * D * H);
+  int64_t window = 0;
+  for (const Unit& U : units_[layer]) {
+    window += static_cast<int64_t>(sizeof(f16_t)) *
+                  static_cast<int64_t>(U.cur.capacity() + U.next.capacity()) +
+              static_cast<int64_t>(sizeof(int32_t)) *
+                  static_cast<int64_t>(U.cur_q.capacity() + U.next_q.capacity()) +
+              static_cast<int64_t>(sizeof(float)) * static_cast<int64_t>(U.rsum.capacity());
+  }
+  // Chunk records, position lists, Range(V), tiers, headers: as held now.
+  b.fixed = LayerAllocatedBytes(layer) - pool.held_bytes() - pool.table_bytes() -
+            res_cap * b.res_token - window;
+  // A sealed chunk of the cheapest tier the solve may keep (the solve raises
+  // tiers with what is left): its planes in the pool, its records and int32
+  // position list per head (the kept tokens are not consecutive), Range(V)
+  // and tiers.
+  Tier cheap = Tier::kU4;
+  for (Tier t : {Tier::kU2, Tier::kN1}) {
+    if (TierUsable(usable_, static_cast<int>(t))) cheap = t;
+  }
+  b.planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_;
+  b.list = TokenPositionBytes(layer) / H;
+  b.records = LiveChunkRecordBytes(model_.layout) +
+              units_per_layer_ * (kChunk + sizeof(f16_t) + 2 * sizeof(Tier));
+  b.page = static_cast<int64_t>(pool.page_bytes());
+  b.planes_held = PlaneBytesHeld(layer) + PositionBytesHeld(layer);
+  b.table = std::max<int64_t>(table_bytes_[layer], pool.table_bytes()) + 64;
+  for (const Unit& U : units_[layer]) b.live = std::max<int64_t>(b.live, U.tk.size());
+  return b;
+}
+
+int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t lists, int64_t r_left,
+                                   int64_t res_tokens) const {
+  const int64_t pool_after =
+      (b.planes_held + s * b.planes + lists * b.list + b.page - 1) / b.page * b.page;
+  const int64_t table = b.table + 32 * (s * b.planes / b.page + 2);
+  // The open sums (SelectTokens leaves room for a chunk more in each), and
+  // the solve's allowance for query positions.
+  const int64_t sums =
+      units_per_layer_ * (static_cast<int64_t>(sizeof(f16_t)) * ((b.live + s + 1) * kChunk) +
+                          static_cast<int64_t>(sizeof(float)) * (r_left + kChunk) * TokenHeads()) +
+      static_cast<int64_t>(sizeof(int32_t)) * 2 * m_;
+  return b.fixed + s * b.records + pool_after + table + sums + res_tokens * b.res_token;
+}
+
+Result<int> HqekvCache::SelectTokens(int layer) {
+  HQEKV_DCHECK(units_per_layer_ == 1);
+  Unit& U = units_[layer][0];
+  const cache::ResidualView rv = store_->Residual(layer, 0);
+  const int r = rv.n;
+  const int64_t nc = static_cast<int64_t>(U.tk.size()) * kChunk;  // sealed kept tokens
+  HQEKV_DCHECK(store_->KeptTokens(layer, 0) == nc + r);
+  const int W = std::min(recent_, r);
+  const int cand = r - W;  // the oldest residual tokens are judged
+  const int64_t n = store_->AppendedTokens(layer);
+  auto budget = [&](int64_t tokens) {
+    return static_cast<int64_t>(std::floor(true_bits_ * static_cast<double>(tokens) *
+                                           g_.n_kv_heads * g_.head_dim * 2 / 8.0));
+  };
+  // Fits now, and after the next step's token (the next event can evict).
+  const TokenBase base = TokenPlanBase(layer);
+  // Per selection head (every KV head, or the layer): the candidates ranked
+  // by their cumulative attention sums, the sink's tokens first; the same
+  // count is kept in every head, so the residuals (and the chunks sealed)
+  // stay aligned.
+  const int Hs = TokenHeads();
+  std::vector<std::vector<int>> rank(Hs, std::vector<int>(cand));
+  std::vector<const int32_t*> posh(Hs);
+  int n_sink = 0;
+  for (int hs = 0; hs < Hs; ++hs) {
+    posh[hs] = store_->Residual(layer, Hs == 1 ? 0 : hs).positions;
+    std::vector<double> score(cand, 0.0);
+    n_sink = 0;
+    for (int j = 0; j < cand; ++j) {
+      const size_t i = static_cast<size_t>(j) * Hs + hs;
+      score[j] = i < U.rsum.size() ? U.rsum[i] : 0.0;
+      if (posh[hs][j] < sink_) {
+        score[j] = std::numeric_limits<double>::infinity();
+        ++n_sink;
+      }
+    }
+    std::vector<int> order(cand);
+    for (int j = 0; j < cand; ++j) order[j] = j;
+    // Highest score first; ties keep the older token.
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
+    for (int k = 0; k < cand; ++k) rank[hs][order[k]] = k;
+  }
+  auto keep_of = [&](int64_t s, int64_t x) {
+    return std::max<int64_t>(s * kChunk + x, std::min(n_sink, cand));
+  };
+  // Position lists the s sealed chunks need (a chunk whose kept positions
+  // are consecutive stores none), over the heads.
+  auto lists = [&](int64_t s, int64_t x) {
+    const int64_t keep = keep_of(s, x);
+    int64_t n_lists = 0;
+    for (int hs = 0; hs < Hs; ++hs) {
+      int64_t taken = 0;
+      int in_chunk = 0;
+      bool consecutive = true;
+      int32_t prev = 0;
+      for (int j = 0; j < r && taken < s * kChunk; ++j) {
+        if (j < cand && rank[hs][j] >= keep) continue;
+        if (in_chunk > 0 && posh[hs][j] != prev + 1) consecutive = false;
+        prev = posh[hs][j];
+        ++taken;
+        if (++in_chunk == kChunk) {
+          n_lists += consecutive ? 0 : (Hs == 1 ? g_.n_kv_heads : 1);
+          in_chunk = 0;
+          consecutive = true;
+        }
+      }
+    }
+    return n_lists;
+  };
+  // Fits now, and after the next step's token (the next event can evict).
+  auto fits = [&](int64_t s, int64_t r_left) {
+    const int64_t l = lists(s, r_left - W);
+    return TokenPlanBytes(base, s, l, r_left, r_left) <= budget(n) &&
+           TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= budget(n + 1);
+  };
+  // As many whole chunks as fit, then as many residual survivors (< 32).
+  int64_t s = cand / kChunk;
+  while (s > 0 && !fits(s, W)) --s;
+  int64_t x = std::min<int64_t>(kChunk - 1, cand - s * kChunk);
+  while (x > 0 && !fits(s, W + x)) --x;
+  const int64_t keep = keep_of(s, x);
+  std::vector<std::vector<int>> kept_idx(Hs);  // per selection head: kept residual indices
+  for (int hs = 0; hs < Hs; ++hs) {
+    std::vector<int32_t> victims;
+    for (int j = 0; j < r; ++j) {
+      if (j >= cand || rank[hs][j] < keep) {
+        kept_idx[hs].push_back(j);
+      } else {
+        victims.push_back(posh[hs][j]);
+      }
+    }
+    if (!victims.empty()) {
+      HQEKV_RETURN_IF_ERROR(store_->EvictTokens(layer, Hs == 1 ? cache::kAllHeads : hs,
+                                                victims.data(), static_cast<int>(victims.size())));
+    }
+  }
+  // The oldest survivors fill whole chunks (keep >= s * 32 of them are older
+  // than the recent tokens); their sums (over the heads) move to the fp16
+  // chunk sums, the others stay.
+  const int C = static_cast<int>(std::min<int64_t>(s * kChunk, keep / kChunk * kChunk));
+  const int left = static_cast<int>(kept_idx[0].size());
+  const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
+  Vec<f16_t> sealed(alloc);
+  Vec<float> rest(alloc);
+  sealed.reserve(static_cast<size_t>(nc + C + kChunk));
+  rest.reserve(static_cast<size_t>(left - C + kChunk) * Hs);
+  sealed.assign(U.cur.begin(), U.cur.begin() + std::min<size_t>(U.cur.size(), nc));
+  sealed.resize(static_cast<size_t>(nc), F32ToF16(0.0f));
+  auto old_sum = [&](int hs, int t) {
+    const size_t i = static_cast<size_t>(kept_idx[hs][t]) * Hs + hs;
+    return i < U.rsum.size() ? U.rsum[i] : 0.0f;
+  };
+  for (int t = 0; t < left; ++t) {
+    if (t < C) {
+      float v = 0;
+      for (int hs = 0; hs < Hs; ++hs) v += old_sum(hs, t);
+      sealed.push_back(F32ToF16(std::min(sum_scale_ * v, 32768.0f)));
+    } else {
+      for (int hs = 0; hs < Hs; ++hs) rest.push_back(old_sum(hs, t));
+    }
+  }
+  U.cur.swap(sealed);
+  U.rsum.swap(rest);
+  return C;
 }
 
 }  // namespace hqekv::policy

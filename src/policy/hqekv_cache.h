@@ -68,6 +68,8 @@ class HqekvCache final : public StoreBackedCache {
     return {units_[layer][unit].tv.begin(), units_[layer][unit].tv.end()};
   }
   int64_t chunks_compressed(int layer) const { return compressed_chunks_[layer]; }
+  // select=token (or auto on a small head_dim): events evict residual tokens.
+  bool token_select() const { return token_select_; }
   // The byte model behind bits= (tests compare it with the bytes held).
   const HqekvCostModel& cost_model() const { return model_; }
   int pinned_chunks() const { return pinned_; }
@@ -92,19 +94,27 @@ class HqekvCache final : public StoreBackedCache {
   using Vec = cache::CountedVector<T>;
   struct Unit {
     explicit Unit(const cache::CountedAllocator<char>& a)
-        : tk(a), tv(a), range(a), range_max(a), cur(a), next(a), cur_q(a), next_q(a) {}
+        : tk(a), tv(a), range(a), range_max(a), cur(a), next(a), cur_q(a), next_q(a), rsum(a) {}
     Vec<Tier> tk, tv;            // per live chunk, store chunk order
     Vec<uint8_t> range;          // Range(V) per compressed kept token (walk order),
                                  // in 1/255 of its chunk's range_max
     Vec<f16_t> range_max;        // per live chunk: the largest Range(V) of its tokens
     Vec<f16_t> cur, next;        // attention sums over kept tokens (walk order)
     Vec<int32_t> cur_q, next_q;  // positions of the queries summed
+    // select=token: cumulative attention sums of the residual tokens,
+    // [residual token][KV head] (each head keeps its own tokens), in fp32:
+    // a prefill's 1536 rows summed in fp16 lose the small weights once a sum
+    // is large. `cur` then spans only the sealed tokens (fp16, summed over
+    // the heads, for the whole-chunk ranking).
+    Vec<float> rsum;
   };
   // Range(V) of compressed kept token i of U (walk order).
   static float RangeOf(const Unit& U, int i);
   // Appends the Range(V) of whole chunks (range.size() a multiple of 32).
   static void AppendRanges(Unit& U, const std::vector<double>& range);
-  HqekvCache(const KvGeometry& g, std::string describe);
+  // residual_reserve: the store's spare residual tokens (-1: a chunk).
+  HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve);
+
   quant::Format TierFormat(Tier t, bool is_k) const;
   // tiers=A/B/C: the formats of the u4 / u2 / n1 tier slots (kind and bits;
   // grouping and group come from TierFormat).
@@ -119,6 +129,31 @@ class HqekvCache final : public StoreBackedCache {
   // *changed is set when a chunk changed tier.
   Status ApplyCounts(int layer, int u, int64_t nb, const std::array<int64_t, kNumTiers>& counts,
                      ChunkScores* sc, Vec<f16_t>* window, bool* changed);
+  // select=token, at an event of `layer` (per_head=0): evicts the
+  // lowest-scored residual tokens (cumulative attention sums, the sink kept,
+  // the newest recent_ not judged) so that what the layer holds after
+  // sealing fits bits=B, and returns the tokens to seal now (a multiple of
+  // 32: the oldest kept ones; the other survivors wait in the residual).
+  Result<int> SelectTokens(int layer);
+  // select=token: what a plan's bytes are built from, measured once per event.
+  struct TokenBase {
+    int64_t fixed = 0;        // bytes outside the pool, residual and sums
+    int64_t res_token = 0;    // one residual token, every KV head
+    int64_t planes = 0;       // planes of one chunk of the cheapest usable tier
+    int64_t list = 0;         // one head's int32 position list of a chunk (pool block)
+    int64_t records = 0;      // records, position lists and state of one chunk
+    int64_t page = 0;         // pool page
+    int64_t planes_held = 0;  // planes of the live chunks
+    int64_t table = 0;        // page table (+ an entry or two)
+    int64_t live = 0;         // live chunks
+  };
+  TokenBase TokenPlanBase(int layer) const;
+  // Bytes of the layer after sealing s more chunks (`lists` position lists
+  // among them, over the heads) and keeping r_left residual tokens,
+  // res_tokens of them held (the pool packed in whole pages, as
+  // SolveEventCounts plans).
+  int64_t TokenPlanBytes(const TokenBase& b, int64_t s, int64_t lists, int64_t r_left,
+                         int64_t res_tokens) const;
   // bits=B: chunk planes of (K or V) tier t for one chunk of one ranking unit.
   int64_t UnitPlaneBytes(Tier k, Tier v) const;
   // bits=B: bytes the layer's window sums grow by before the next event (the
@@ -147,6 +182,10 @@ class HqekvCache final : public StoreBackedCache {
                    int64_t planes_room, std::array<int64_t, kNumTiers>* counts) const;
   // Planes of the layer's live chunks (the byte model's block sizes).
   int64_t PlaneBytesHeld(int layer) const;
+  // select=token: pool bytes of the explicit position lists of the live
+  // chunks (0 in chunk mode: its chunks are consecutive), and of one chunk.
+  int64_t PositionBytesHeld(int layer) const;
+  int64_t TokenPositionBytes(int layer) const;
   // True when the layer's pool holds its planes in whole pages (no holes
   // but the last page's free room).
   bool PackedTightly(int layer) const;
@@ -178,7 +217,15 @@ class HqekvCache final : public StoreBackedCache {
   // best quantized tier and eviction only; docs/ablations/tiers.md).
   TierMask usable_ = kAllTiers;
   Ranking ranking_ = Ranking::kPaper;
-  int sink_ = 0;  // tokens of the attention sink whose chunks outrank the rest
+  // select=token: token-level eviction in the residual before sealing (the
+  // window sums then stay open and cumulative: every query is recorded).
+  bool token_select_ = false;
+  // select=token: heads whose sums pick tokens separately. Every KV head
+  // keeps its own tokens (measured: 1.3-1.8x lower KL than one choice per
+  // layer on stories260K, docs/ablations/tiers.md); 1 would pick per layer.
+  int TokenHeads() const { return g_.n_kv_heads; }
+  int recent_ = 8;  // select=token: newest residual tokens not judged
+  int sink_ = 0;    // tokens of the attention sink whose chunks outrank the rest
   int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)

@@ -4,7 +4,8 @@
 // budget flags, the chunks compressed so far, the pool-table bytes the
 // bits= solver measured at the last event, and per unit the K/V tier of
 // every live chunk, Range(V) of every compressed token and the open
-// importance windows (sums and query positions), each with its capacity.
+// importance windows (sums and query positions) and, with select=token, the
+// residual tokens' fp32 sums, each with its capacity.
 #include <memory>
 
 #include "policy/hqekv_cache.h"
@@ -32,6 +33,7 @@ void HqekvCache::SavePolicy(cache::StateWriter& w) const {
       w.PutVector(u.next);
       w.PutVector(u.cur_q);
       w.PutVector(u.next_q);
+      w.PutVector(u.rsum);
     }
   }
 }
@@ -88,12 +90,14 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
       if (!r.GetVector(&U.tk, cap_chunks) || !r.GetVector(&U.tv, cap_chunks) ||
           !r.GetVector(&U.range, cap_tokens) || !r.GetVector(&U.range_max, cap_chunks) ||
           !r.GetVector(&U.cur, cap_tokens) || !r.GetVector(&U.next, cap_tokens) ||
-          !r.GetVector(&U.cur_q, cap_tokens) || !r.GetVector(&U.next_q, cap_tokens))
+          !r.GetVector(&U.cur_q, cap_tokens) || !r.GetVector(&U.next_q, cap_tokens) ||
+          !r.GetVector(&U.rsum, cap_tokens * static_cast<uint64_t>(g_.n_kv_heads)))
         return MakeError(where + "truncated or oversized");
       bool ok = static_cast<int>(U.tk.size()) == live && U.tv.size() == U.tk.size() &&
                 U.range_max.size() == U.tk.size() &&
                 U.range.size() == static_cast<size_t>(live) * kChunk && U.cur.size() <= kept &&
-                U.next.size() <= kept && live <= st->compressed[l];
+                U.next.size() <= kept && live <= st->compressed[l] &&
+                U.rsum.size() <= static_cast<size_t>(store.ResidualSize(l, h0)) * g_.n_kv_heads;
       for (size_t c = 0; ok && c < U.tk.size(); ++c)
         ok = U.tk[c] <= Tier::kN1 && U.tv[c] <= Tier::kN1;
       if (!ok) return MakeError(where + "tiers, ranges or windows do not match the store");

@@ -197,6 +197,16 @@ std::vector<PolicyInfo> BuildTable() {
         Int("sink", "0", 0, 1 << 20,  // layout=lean, head_dim < 32: 4
             "chunks holding one of the first `sink` tokens (the attention sink) outrank the rest; "
             "off by default: measured no better per byte (docs/ablations/importance.md)"),
+        Choice("select", "auto", {"auto", "chunk", "token"},
+               "bits=B: what an event evicts; chunk = whole 32-token chunks (the paper's); "
+               "token = each KV head's lowest-scored residual tokens by cumulative attention "
+               "(as H2O) before the survivors are sealed into full quantized chunks, whole "
+               "chunks only when over B; auto = token when head_dim < 32 under layout=lean and "
+               "B is below the all-u4 cost, else chunk (docs/ablations/tiers.md, \"Token "
+               "selection\")"),
+        Int("recent", "48", 0, 1024,
+            "select=token: the newest residual tokens kept unjudged at an event (their "
+            "attention sums are still small)"),
         Choice("shipped", "1", {"0", "1"},
                "bits=B on a model with a profile shipped for B (profiles/<model>/"
                "hqekv-<B>-true.json, checked against the model): use its ratios and tier "

@@ -96,9 +96,11 @@ TEST(HqekvTiers, BudgetsAboveAllU4UseTheWiderLeanTiers) {
 
 // head_dim < 32 (stories260K has 8): lean quantizes V per channel, does not
 // rotate, and the bits= solve mixes u4 with eviction only (never u3/u2), the
-// sink chunk kept; explicit keys win.
+// sink chunk kept; explicit keys win. (select=chunk: the small-head
+// default is now select=token, which evicts tokens, not chunks; its own
+// tests are in hqekv_token_test.cc.)
 TEST(HqekvTiers, SmallHeadsQuantizeVPerChannelAndMixU4WithEviction) {
-  auto c = MustMake("hqekv:bits=4.2", Geometry(8));
+  auto c = MustMake("hqekv:bits=4.2,select=chunk", Geometry(8));
   HqekvCache* h = AsHqekv(c);
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
