@@ -178,28 +178,52 @@ void BM_PrefillAttention(benchmark::State& state, std::string spec, int n, int n
                          benchmark::Counter::kIs1000);
 }
 
+// A store-backed cache of `spec` filled with n tokens (Build), and the last
+// nq queries of the prompt: q [nq][kHq][kD] random normal (seed 99), positions
+// n - nq .. n - 1. Null (the benchmark skipped with the reason) when the spec
+// fails or is not store-backed.
+struct PrefillCase {
+  std::unique_ptr<KvCache> cache;
+  hqekv::policy::StoreBackedCache* sc = nullptr;
+  std::vector<float> q, out;
+  std::vector<int32_t> qpos;
+};
+
+std::unique_ptr<PrefillCase> MakePrefillCase(benchmark::State& state, const std::string& spec,
+                                             int n, int nq) {
+  auto pc = std::make_unique<PrefillCase>();
+  std::string err;
+  pc->cache = Build(spec, n, &err);
+  if (!pc->cache) {
+    state.SkipWithError(err.c_str());
+    return nullptr;
+  }
+  pc->sc = dynamic_cast<hqekv::policy::StoreBackedCache*>(pc->cache.get());
+  if (!pc->sc) {
+    state.SkipWithError("not a store-backed cache");
+    return nullptr;
+  }
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  pc->q.resize(static_cast<size_t>(nq) * kHq * kD);
+  pc->out.resize(pc->q.size());
+  for (auto& x : pc->q) x = nd(rng);
+  pc->qpos.resize(nq);
+  for (int i = 0; i < nq; ++i) pc->qpos[i] = n - nq + i;
+  return pc;
+}
+
 // PrefillAttention/<spec>/<n>/<nq>/<path>/threads:<t> over a store-backed
 // cache: Build() fills and compresses it, then the last nq queries attend
 // through cache::StoreAttention (no sink: the attention alone).
 void BM_StorePrefillAttention(benchmark::State& state, std::string spec, int n, int nq, bool tiled,
                               int threads) {
-  std::string err;
-  std::unique_ptr<KvCache> c = Build(spec, n, &err);
-  if (!c) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  auto* sc = dynamic_cast<hqekv::policy::StoreBackedCache*>(c.get());
-  if (!sc) {
-    state.SkipWithError("not a store-backed cache");
-    return;
-  }
-  std::mt19937 rng(99);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> q(static_cast<size_t>(nq) * kHq * kD), out(q.size());
-  for (auto& x : q) x = nd(rng);
-  std::vector<int32_t> qpos(nq);
-  for (int i = 0; i < nq; ++i) qpos[i] = n - nq + i;
+  auto pc = MakePrefillCase(state, spec, n, nq);
+  if (!pc) return;
+  auto* sc = pc->sc;
+  std::vector<float>& q = pc->q;
+  std::vector<float>& out = pc->out;
+  std::vector<int32_t>& qpos = pc->qpos;
   hqekv::cache::StoreAttentionOptions o;
   o.tiled_prefill = tiled;
   hqekv::SetNumThreads(threads);
@@ -219,28 +243,17 @@ void BM_StorePrefillAttention(benchmark::State& state, std::string spec, int n, 
 // that sums them (cache::AttentionSum, as EvictCache::OnRow). The store holds
 // the whole prompt (keep=1: nothing evicted), as during a prompt's prefill.
 void BM_H2oPrefillAttention(benchmark::State& state, int n, int nq, bool columns, int threads) {
-  std::string err;
-  std::unique_ptr<KvCache> c = Build("h2o:keep=1", n, &err);
-  if (!c) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  auto* sc = dynamic_cast<hqekv::policy::StoreBackedCache*>(c.get());
-  if (!sc) {
-    state.SkipWithError("not a store-backed cache");
-    return;
-  }
-  std::mt19937 rng(99);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> q(static_cast<size_t>(nq) * kHq * kD), out(q.size());
-  for (auto& x : q) x = nd(rng);
-  std::vector<int32_t> qpos(nq);
-  for (int i = 0; i < nq; ++i) qpos[i] = n - nq + i;
+  auto pc = MakePrefillCase(state, "h2o:keep=1", n, nq);
+  if (!pc) return;
+  auto* sc = pc->sc;
+  std::vector<float>& q = pc->q;
+  std::vector<float>& out = pc->out;
+  std::vector<int32_t>& qpos = pc->qpos;
   hqekv::cache::AttentionSum rows(kHk);
   hqekv::SetNumThreads(threads);
   for (auto _ : state) {
     rows.Clear();
-    auto s = columns ? c->Attend(0, q.data(), qpos.data(), nq, out.data())
+    auto s = columns ? pc->cache->Attend(0, q.data(), qpos.data(), nq, out.data())
                      : hqekv::cache::StoreAttention(sc->store(), 0, kHq, q.data(), qpos.data(), nq,
                                                     out.data(), &rows.sink());
     benchmark::DoNotOptimize(out.data());
