@@ -494,6 +494,15 @@ int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
   return grow;
 }
 
+int64_t HqekvCache::BudgetBytes(int64_t tokens) const {
+  return static_cast<int64_t>(
+      std::floor(true_bits_ * static_cast<double>(tokens) * g_.n_kv_heads * g_.head_dim * 2 / 8.0));
+}
+
+int64_t HqekvCache::ResidualTokenBytes() const {
+  return static_cast<int64_t>(g_.n_kv_heads) * (4 * g_.head_dim + 4);
+}
+
 bool HqekvCache::HoldsBudget(int layer) const {
   const int64_t n = store_->AppendedTokens(layer);
   const int64_t held = LayerAllocatedBytes(layer);
@@ -501,7 +510,7 @@ bool HqekvCache::HoldsBudget(int layer) const {
     // No residual reserve: the next decode step adds one fp16 token per
     // head (and its sums) before the next event can evict.
     const int64_t steps = 1;
-    const int64_t grow = steps * g_.n_kv_heads * (4 * g_.head_dim + 4) + WindowGrowth(layer, steps);
+    const int64_t grow = steps * ResidualTokenBytes() + WindowGrowth(layer, steps);
     return LayerBits(model_.layout, held, n) <= true_bits_ &&
            LayerBits(model_.layout, held + grow, n + steps) <= true_bits_;
   }
@@ -572,11 +581,7 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
             std::max<int64_t>(kept + kChunk, static_cast<int64_t>(U.next.capacity())) +
         static_cast<int64_t>(sizeof(int32_t)) * 2 * (static_cast<int64_t>(U.next_q.size()) + m_);
   }
-  auto budget_bytes = [&](int64_t tokens) {
-    return static_cast<int64_t>(std::floor(true_bits_ * static_cast<double>(tokens) *
-                                           g_.n_kv_heads * g_.head_dim * 2 / 8.0));
-  };
-  const int64_t room = std::min(budget_bytes(n), budget_bytes(n + ahead) - window) - fixed;
+  const int64_t room = std::min(BudgetBytes(n), BudgetBytes(n + ahead) - window) - fixed;
   // The pool after the plan: the planes packed tightly in whole pages (the
   // event repacks when they are not) and the page table, as after the last
   // event plus an entry or two (before the first: 32 bytes per page).
@@ -906,7 +911,7 @@ Status HqekvCache::Compress(int layer) {
 HqekvCache::TokenBase HqekvCache::TokenPlanBase(int layer) const {
   TokenBase b;
   const int64_t H = g_.n_kv_heads, D = g_.head_dim;
-  b.res_token = H * (4 * D + 4);  // one residual token, every head: fp16 K and V, int32 pos
+  b.res_token = ResidualTokenBytes();
   const cache::PagePool& pool = store_->Pool(layer);
   const int64_t res_cap = store_->Stats().layers[layer].bytes.residual / (4 * D * H);
   int64_t window = 0;
@@ -963,10 +968,6 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   const int W = std::min(recent_, r);
   const int cand = r - W;  // the oldest residual tokens are judged
   const int64_t n = store_->AppendedTokens(layer);
-  auto budget = [&](int64_t tokens) {
-    return static_cast<int64_t>(std::floor(true_bits_ * static_cast<double>(tokens) *
-                                           g_.n_kv_heads * g_.head_dim * 2 / 8.0));
-  };
   // Fits now, and after the next step's token (the next event can evict).
   const TokenBase base = TokenPlanBase(layer);
   // Per selection head (every KV head, or the layer): the candidates ranked
@@ -1025,8 +1026,8 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   // Fits now, and after the next step's token (the next event can evict).
   auto fits = [&](int64_t s, int64_t r_left) {
     const int64_t l = lists(s, r_left - W);
-    return TokenPlanBytes(base, s, l, r_left, r_left) <= budget(n) &&
-           TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= budget(n + 1);
+    return TokenPlanBytes(base, s, l, r_left, r_left) <= BudgetBytes(n) &&
+           TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= BudgetBytes(n + 1);
   };
   // As many whole chunks as fit, then as many residual survivors (< 32).
   int64_t s = cand / kChunk;

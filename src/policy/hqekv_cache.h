@@ -186,6 +186,11 @@ class HqekvCache final : public StoreBackedCache {
   // chunks (0 in chunk mode: its chunks are consecutive), and of one chunk.
   int64_t PositionBytesHeld(int layer) const;
   int64_t TokenPositionBytes(int layer) const;
+  // Bytes the budget allows a layer after `tokens` appended tokens:
+  // floor(true_bits × tokens × H_kv × D × 2 / 8).
+  int64_t BudgetBytes(int64_t tokens) const;
+  // One residual token in every KV head: fp16 K and V plus its int32 position.
+  int64_t ResidualTokenBytes() const;
   // True when the layer's pool holds its planes in whole pages (no holes
   // but the last page's free room).
   bool PackedTightly(int layer) const;
