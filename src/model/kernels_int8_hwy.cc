@@ -240,8 +240,9 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   __m256 mins[M];
   for (int i = 0; i < M; ++i) mins[i] = _mm256_setzero_ps();
 #if HQEKV_INT8_512
-  __m512 acc512[M];
-  for (int i = 0; i < M; ++i) acc512[i] = _mm512_setzero_ps();
+  __m512 acc512[M][4];  // one per 64-value vector (no FMA chain within a super-block)
+  for (int i = 0; i < M; ++i)
+    for (int g = 0; g < 4; ++g) acc512[i][g] = _mm512_setzero_ps();
 #else
   __m256 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
@@ -280,7 +281,7 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
       for (int i = 0; i < M; ++i) {
         const __m512i x = _mm512_loadu_si512(xq[i] + 256 * sb + 64 * g);
         const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(scale[i]));
-        acc512[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(wv, x)), sv, acc512[i]);
+        acc512[i][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(wv, x)), sv, acc512[i][g]);
       }
     }
 #else
@@ -305,7 +306,9 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   }
 #if HQEKV_INT8_512
   for (int i = 0; i < M; ++i) {
-    out[i] = _mm512_reduce_add_ps(acc512[i]) - HorizontalSum(mins[i]);
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc512[i][0], acc512[i][1]),
+                                   _mm512_add_ps(acc512[i][2], acc512[i][3]));
+    out[i] = _mm512_reduce_add_ps(s) - HorizontalSum(mins[i]);
   }
 #else
   for (int i = 0; i < M; ++i) out[i] = HorizontalSum(_mm256_sub_ps(acc[i], mins[i]));
@@ -454,8 +457,9 @@ HWY_INLINE __m128i ScalesQ3K(const uint8_t* s) {
 }
 
 // The 16-value-group K-quants (Q6_K, Q3_K, Q2_K): codes of a super-block in 4
-// vectors of 64 values, A and B of its 16 groups. Q6_K / Q3_K return b = A
-// (B = K16Centre * A, applied once per row).
+// vectors of 64 contiguous values (vector j: values 64j..64j+63, 32-value
+// blocks 2j and 2j + 1, 16-value groups 4j..4j+3), A and B of its 16 groups.
+// Q6_K / Q3_K return b = A (B = K16Centre * A, applied once per row).
 template <TensorType T>
 constexpr float K16Centre() {
   return T == TensorType::kQ6_K ? -32.0f : T == TensorType::kQ3_K ? -4.0f : 1.0f;
@@ -470,20 +474,29 @@ HWY_INLINE void K16Block(const uint8_t* p, __m512i* u, __m512* a, __m512* b) {
                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))));
     *b = *a;
   } else {
-    // Q3_K / Q2_K: the 64 bytes of 2-bit fields in one vector; shift s (0, 2,
-    // 4, 6) gives the codes of values 32s.. (first 32 bytes) and 128 + 32s..
-    // (last 32): u[s] holds 32-value blocks s and s + 4 (K16Paired).
-    const __m512i qs = _mm512_loadu_si512(p + (T == TensorType::kQ3_K ? 32 : 16));
+    // Q3_K / Q2_K: 2-bit field s (shift 2s) of qs byte l is value 32s + l
+    // (bytes 0..31) or 128 + 32s + l (bytes 32..63). Vector j takes one
+    // 32-byte half (j / 2) in both 256-bit halves and shifts the low half by
+    // 4 (j % 2) and the high half by 4 (j % 2) + 2: values in order, so the
+    // activations are read as they are stored (one 64-byte load per vector).
+    const uint8_t* qs = p + (T == TensorType::kQ3_K ? 32 : 16);
     const __m512i m3 = _mm512_set1_epi8(3);
-    for (int j = 0; j < 4; ++j) u[j] = _mm512_and_si512(_mm512_srli_epi16(qs, 2 * j), m3);
+    const __m512i cnt0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i cnt1 = _mm512_add_epi16(cnt0, _mm512_set1_epi16(4));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_broadcast_i64x4(Load32(qs + 32 * h));
+      u[2 * h] = _mm512_and_si512(_mm512_srlv_epi16(q, cnt0), m3);
+      u[2 * h + 1] = _mm512_and_si512(_mm512_srlv_epi16(q, cnt1), m3);
+    }
     if constexpr (T == TensorType::kQ3_K) {
-      // hmask bit g of byte l: the third bit of value 32g + l.
+      // hmask bit g of byte l: the third bit of value 32g + l (vector j: bits
+      // 2j in the low half, 2j + 1 in the high half).
       const __m512i hm = _mm512_broadcast_i64x4(Load32(p));
       const __m512i four = _mm512_set1_epi8(4);
       for (int j = 0; j < 4; ++j) {
         const __m512i sel =
-            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(1 << j)),
-                               _mm256_set1_epi8(static_cast<char>(1 << (j + 4))), 1);
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(1 << (2 * j))),
+                               _mm256_set1_epi8(static_cast<char>(1 << (2 * j + 1))), 1);
         u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(hm, sel), u[j], four);
       }
       *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)),
@@ -501,35 +514,24 @@ HWY_INLINE void K16Block(const uint8_t* p, __m512i* u, __m512* a, __m512* b) {
   }
 }
 
-// Q3_K / Q2_K vectors pair 32-value blocks j and j + 4 of a super-block
-// (Q6_K: blocks 2j and 2j + 1, contiguous).
-template <TensorType T>
-constexpr bool K16Paired() {
-  return T != TensorType::kQ6_K;
-}
-
+// One fp32 accumulator per 64-value vector of a super-block (4 per activation
+// row), so that the FMAs of a super-block do not wait on each other (one
+// accumulator: 4 dependent FMAs = 16 cycles per super-block, the limit of
+// Q2_K / Q3_K at 84 / 110 bytes). The same order for every M (decode == the
+// M = 4 prefill kernel, bit for bit).
 template <TensorType T, int M>
 void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
                 const float* const* xs16, float* out) {
-  __m512 acc[M], off[M];
-  for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
+  __m512 acc[M][4], off[M];
+  for (int i = 0; i < M; ++i) {
+    off[i] = _mm512_setzero_ps();
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
   // Group g (16 values) uses block scale dx[g / 2]; vector j covers groups 4j..4j+3.
   const __m512i dx_of_group = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  // Lane l of vector j: group 4j + l / 4 (Q6_K), or 2j + l / 4 (l < 8) and
-  // 8 + 2j + (l - 8) / 4 (paired).
+  // Lane l of vector j: group 4j + l / 4.
   const __m512i lane4 =
       _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2);
-  __m512i group_of_lane[4];
-  for (int j = 0; j < 4; ++j) {
-    group_of_lane[j] =
-        K16Paired<T>()
-            ? _mm512_add_epi32(
-                  _mm512_set_epi32(8 + 2 * j - 2, 8 + 2 * j - 2, 8 + 2 * j - 2, 8 + 2 * j - 2,
-                                   8 + 2 * j - 2, 8 + 2 * j - 2, 8 + 2 * j - 2, 8 + 2 * j - 2,
-                                   2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j),
-                  lane4)
-            : _mm512_add_epi32(_mm512_set1_epi32(4 * j), lane4);
-  }
   for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
     PrefetchAhead(p, BlockBytes(T));
     __m512i u[4];
@@ -540,19 +542,19 @@ void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
           a, _mm512_permutexvar_ps(dx_of_group,
                                    _mm512_castps256_ps512(_mm256_loadu_ps(xd[i] + 8 * sb))));
       off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      const int8_t* xs = xq[i] + 256 * sb;
       for (int j = 0; j < 4; ++j) {
-        const int8_t* xs = xq[i] + 256 * sb;
-        const __m512i x = K16Paired<T>()
-                              ? _mm512_inserti64x4(_mm512_castsi256_si512(Load32(xs + 32 * j)),
-                                                   Load32(xs + 128 + 32 * j), 1)
-                              : _mm512_loadu_si512(xs + 64 * j);
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u[j], x)),
-                                 _mm512_permutexvar_ps(group_of_lane[j], ax), acc[i]);
+        const __m512i x = _mm512_loadu_si512(xs + 64 * j);
+        const __m512i gl = _mm512_add_epi32(_mm512_set1_epi32(4 * j), lane4);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DotUS512(u[j], x)),
+                                    _mm512_permutexvar_ps(gl, ax), acc[i][j]);
       }
     }
   }
   for (int i = 0; i < M; ++i) {
-    out[i] = _mm512_reduce_add_ps(acc[i]) + K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
+                                   _mm512_add_ps(acc[i][2], acc[i][3]));
+    out[i] = _mm512_reduce_add_ps(s) + K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
   }
 }
 #endif  // HQEKV_INT8_512
