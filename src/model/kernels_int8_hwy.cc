@@ -22,6 +22,8 @@
 // A row kernel takes M <= 4 activation rows at once so that a weight block is
 // loaded and decoded once for M rows (the prefill GEMM); decode uses M = 1.
 // The fused row kernels prefetch the weight stream kPrefetchBytes ahead.
+// Q2_K / Q3_K row kernels read a group-major copy of the activation codes
+// (RowK16GM_512: one integer accumulator per super-block, made per call).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -456,10 +458,9 @@ HWY_INLINE __m128i ScalesQ3K(const uint8_t* s) {
   return _mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo));
 }
 
-// The 16-value-group K-quants (Q6_K, Q3_K, Q2_K): codes of a super-block in 4
-// vectors of 64 contiguous values (vector j: values 64j..64j+63, 32-value
-// blocks 2j and 2j + 1, 16-value groups 4j..4j+3), A and B of its 16 groups.
-// Q6_K / Q3_K return b = A (B = K16Centre * A, applied once per row).
+// The 16-value-group K-quants: Q6_K below, Q3_K / Q2_K in group-major order
+// further down. K16Centre: B = K16Centre * A for Q6_K / Q3_K (applied once
+// per row); Q2_K's B = -dmin * min is returned as dmin * min.
 template <TensorType T>
 constexpr float K16Centre() {
   return T == TensorType::kQ6_K ? -32.0f : T == TensorType::kQ3_K ? -4.0f : -1.0f;
@@ -467,18 +468,13 @@ constexpr float K16Centre() {
 
 #if HQEKV_VNNI
 // GFNI (every AVX-512 VNNI CPU so far has it; checked at run time): one
-// vgf2p8affineqb per vector extracts a bit field of every byte, in place of a
-// shift and a mask. Matrix row 7 - i selects the source bit of result bit i.
+// vgf2p8affineqb per vector extracts a bit field of every byte (a different
+// one per 64-bit lane), in place of a shift and a mask. Matrix row 7 - i
+// selects the source bit of result bit i.
 constexpr uint64_t BitsTo(int src, int dst, int n) {
   uint64_t m = 0;
   for (int i = 0; i < n; ++i) m |= uint64_t{1} << (src + i) << (8 * (7 - dst - i));
   return m;
-}
-// Low 256-bit half from bits (s0, n) to bit d, high half from bits (s1, n).
-HWY_INLINE __m512i Extract2(__m512i v, int s0, int s1, int d, int n) {
-  const __m512i m = _mm512_inserti64x4(_mm512_set1_epi64(static_cast<int64_t>(BitsTo(s0, d, n))),
-                                       _mm256_set1_epi64x(static_cast<int64_t>(BitsTo(s1, d, n))), 1);
-  return _mm512_gf2p8affine_epi64_epi8(v, m, 0);
 }
 inline bool HasGfni() {
   static const bool has = __builtin_cpu_supports("gfni");
@@ -488,82 +484,21 @@ inline bool HasGfni() {
 constexpr bool HasGfni() { return false; }
 #endif
 
-template <TensorType T, bool kGfni>
-HWY_INLINE void K16Block(const uint8_t* p, __m512i* u, __m512* a, __m512* b) {
-  if constexpr (T == TensorType::kQ6_K) {
-    Q6KCodes(p, u);
-    *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 208)),
-                       _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))));
-    *b = *a;
-  } else {
-    // Q3_K / Q2_K: 2-bit field s (shift 2s) of qs byte l is value 32s + l
-    // (bytes 0..31) or 128 + 32s + l (bytes 32..63). Vector j takes one
-    // 32-byte half (j / 2) in both 256-bit halves and shifts the low half by
-    // 4 (j % 2) and the high half by 4 (j % 2) + 2: values in order, so the
-    // activations are read as they are stored (one 64-byte load per vector).
-    const uint8_t* qs = p + (T == TensorType::kQ3_K ? 32 : 16);
-    if constexpr (kGfni) {
-#if HQEKV_VNNI
-      for (int h = 0; h < 2; ++h) {
-        const __m512i q = _mm512_broadcast_i64x4(Load32(qs + 32 * h));
-        u[2 * h] = Extract2(q, 0, 2, 0, 2);
-        u[2 * h + 1] = Extract2(q, 4, 6, 0, 2);
-      }
-#endif
-    } else {
-      const __m512i m3 = _mm512_set1_epi8(3);
-      const __m512i cnt0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-      const __m512i cnt1 = _mm512_add_epi16(cnt0, _mm512_set1_epi16(4));
-      for (int h = 0; h < 2; ++h) {
-        const __m512i q = _mm512_broadcast_i64x4(Load32(qs + 32 * h));
-        u[2 * h] = _mm512_and_si512(_mm512_srlv_epi16(q, cnt0), m3);
-        u[2 * h + 1] = _mm512_and_si512(_mm512_srlv_epi16(q, cnt1), m3);
-      }
-    }
-    if constexpr (T == TensorType::kQ3_K) {
-      // hmask bit g of byte l: the third bit of value 32g + l (vector j: bits
-      // 2j in the low half, 2j + 1 in the high half).
-      const __m512i hm = _mm512_broadcast_i64x4(Load32(p));
-      if constexpr (kGfni) {
-#if HQEKV_VNNI
-        for (int j = 0; j < 4; ++j) {
-          u[j] = _mm512_or_si512(u[j], Extract2(hm, 2 * j, 2 * j + 1, 2, 1));
-        }
-#endif
-      } else {
-        const __m512i four = _mm512_set1_epi8(4);
-        for (int j = 0; j < 4; ++j) {
-          const __m512i sel =
-              _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(1 << (2 * j))),
-                                 _mm256_set1_epi8(static_cast<char>(1 << (2 * j + 1))), 1);
-          u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(hm, sel), u[j], four);
-        }
-      }
-      *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)),
-                         _mm512_cvtepi32_ps(_mm512_sub_epi32(
-                             _mm512_cvtepu8_epi32(ScalesQ3K(p + 96)), _mm512_set1_epi32(32))));
-      *b = *a;
-    } else {
-      static_assert(T == TensorType::kQ2_K);
-      // d and dmin in one conversion; B = -dmin * min (K16Centre = -1).
-      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(U32At(p + 80))));
-      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      *a = _mm512_mul_ps(_mm512_broadcastss_ps(dd),
-                         _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
-      *b = _mm512_mul_ps(_mm512_broadcastss_ps(_mm_movehdup_ps(dd)),
-                         _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
-    }
-  }
+// Q6_K: codes of a super-block in 4 vectors of 64 contiguous values (vector
+// j: values 64j..64j+63, groups 4j..4j+3), A of its 16 groups.
+HWY_INLINE void Q6KBlock(const uint8_t* p, __m512i* u, __m512* a) {
+  Q6KCodes(p, u);
+  *a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 208)),
+                     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))));
 }
 
-// One fp32 accumulator per 64-value vector of a super-block (4 per activation
-// row), so that the FMAs of a super-block do not wait on each other (one
-// accumulator: 4 dependent FMAs = 16 cycles per super-block, the limit of
-// Q2_K / Q3_K at 84 / 110 bytes). The same order for every M (decode == the
-// M = 4 prefill kernel, bit for bit).
-template <TensorType T, int M, bool kGfni = false>
-void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+// Q6_K rows. One fp32 accumulator per 64-value vector of a super-block (4 per
+// activation row), so that the FMAs of a super-block do not wait on each
+// other (one accumulator: 4 dependent FMAs, 16 cycles per super-block). The
+// same order for every M (decode == the M = 4 prefill kernel, bit for bit).
+template <int M>
+void RowQ6K_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
                 const float* const* xs16, float* out) {
   __m512 acc[M][4], off[M];
   for (int i = 0; i < M; ++i) {
@@ -575,16 +510,16 @@ void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
   // Lane l of vector j: group 4j + l / 4.
   const __m512i lane4 =
       _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2);
-  for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
-    PrefetchAhead(p, BlockBytes(T));
+  for (int64_t sb = 0; sb < nsb; ++sb, p += 210) {
+    PrefetchAhead(p, 210);
     __m512i u[4];
-    __m512 a, b;
-    K16Block<T, kGfni>(p, u, &a, &b);
+    __m512 a;
+    Q6KBlock(p, u, &a);
     for (int i = 0; i < M; ++i) {
       const __m512 ax = _mm512_mul_ps(
           a, _mm512_permutexvar_ps(dx_of_group,
                                    _mm512_castps256_ps512(_mm256_loadu_ps(xd[i] + 8 * sb))));
-      off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      off[i] = _mm512_fmadd_ps(a, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
       const int8_t* xs = xq[i] + 256 * sb;
       for (int j = 0; j < 4; ++j) {
         const __m512i x = _mm512_loadu_si512(xs + 64 * j);
@@ -597,8 +532,126 @@ void RowK16_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
   for (int i = 0; i < M; ++i) {
     const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
                                    _mm512_add_ps(acc[i][2], acc[i][3]));
-    out[i] = _mm512_reduce_add_ps(s) + K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
+    out[i] = _mm512_reduce_add_ps(s) + K16Centre<TensorType::kQ6_K>() * _mm512_reduce_add_ps(off[i]);
   }
+}
+
+// ---- group-major Q2_K / Q3_K (GEMV) ----
+// Vector j (j < 4) of a super-block holds, in int32 lane g, values
+// 16g + 4j .. 16g + 4j + 3: four values of 16-value group g. So every vector
+// has the same per-lane scale (group g's A times its block's dx), the integer
+// dot products of a super-block accumulate in one register (vpdpbusd), and
+// one convert and one FMA per super-block apply the scales (instead of one
+// per vector plus a permute of the scales). The weight codes get there by one
+// dword permute per vector (lane g: qs dword 8 (g / 8) + 4 (g % 2) + j, 2-bit
+// field (g / 2) % 4; Q3_K hmask dword 4 (g % 2) + j, bit g / 2); the
+// activations are read from a copy in the same order (GroupMajorActs).
+template <TensorType T>
+constexpr bool K16GroupMajor() {
+  return T == TensorType::kQ2_K || T == TensorType::kQ3_K;
+}
+
+// Activation codes of rows [0, m) (k each) in group-major order: in every
+// 256 values, 4-byte word 16j + g = word 4g + j of the row.
+void GroupMajorActs(const int8_t* q, int64_t m, int64_t k, int8_t* out) {
+  const int64_t words = m * k / 4;
+  for (int64_t b = 0; b < words; b += 64) {
+    for (int j = 0; j < 4; ++j) {
+      for (int g = 0; g < 16; ++g) {
+        std::memcpy(out + 4 * (b + 16 * j + g), q + 4 * (b + 4 * g + j), 4);
+      }
+    }
+  }
+}
+
+HWY_INLINE __m512i DotAcc512(__m512i acc, __m512i u, __m512i s) {
+#if HQEKV_VNNI
+  return _mm512_dpbusd_epi32(acc, u, s);
+#else
+  return _mm512_add_epi32(acc, DotUS512(u, s));
+#endif
+}
+
+// out[i] = Q2_K / Q3_K row p . activation row i (group-major codes xq), i < M.
+template <TensorType T, int M, bool kGfni = false>
+void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+                  const float* const* xs16, float* out) {
+  static_assert(K16GroupMajor<T>());
+  __m512 acc[M], off[M];
+  for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
+  const __m512i dx_of_group = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i one = _mm512_set1_epi32(1);
+  // qs dword of lane g in vector 0: 8 (g / 8) + 4 (g % 2); hmask: 4 (g % 2).
+  const __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(lane, one), 2);
+  const __m512i q0 =
+      _mm512_add_epi32(h0, _mm512_slli_epi32(_mm512_srli_epi32(lane, 3), 3));
+  // 2-bit field of lane g: shift 2 ((g / 2) % 4); hmask bit g / 2 of each byte.
+  const __m512i shift = _mm512_slli_epi32(
+      _mm512_and_si512(_mm512_srli_epi32(lane, 1), _mm512_set1_epi32(3)), 1);
+  const __m512i hbit = _mm512_sllv_epi32(_mm512_set1_epi32(0x01010101), _mm512_srli_epi32(lane, 1));
+  const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  constexpr int qs_at = T == TensorType::kQ3_K ? 32 : 16;
+  for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
+    PrefetchAhead(p, BlockBytes(T));
+    const __m512i qs = _mm512_loadu_si512(p + qs_at);
+    __m512i u[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i idx = _mm512_add_epi32(q0, _mm512_set1_epi32(j));
+      if constexpr (kGfni) {
+#if HQEKV_VNNI
+        // qword m (lanes 2m, 2m + 1): field m % 4.
+        const __m512i mat = _mm512_set_epi64(
+            static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
+            static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)),
+            static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
+            static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)));
+        u[j] = _mm512_gf2p8affine_epi64_epi8(_mm512_permutexvar_epi32(idx, qs), mat, 0);
+#endif
+      } else {
+        u[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, qs), shift), m3);
+      }
+    }
+    __m512 a, b;
+    if constexpr (T == TensorType::kQ3_K) {
+      const __m512i hm = _mm512_castsi256_si512(Load32(p));
+      for (int j = 0; j < 4; ++j) {
+        const __m512i hj = _mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(j)), hm);
+        u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(hj, hbit), u[j], four);
+      }
+      a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)),
+                        _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(ScalesQ3K(p + 96)),
+                                                            _mm512_set1_epi32(32))));
+      b = a;
+    } else {
+      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(U32At(p + 80))));
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      a = _mm512_mul_ps(_mm512_broadcastss_ps(dd),
+                        _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
+      b = _mm512_mul_ps(_mm512_broadcastss_ps(_mm_movehdup_ps(dd)),
+                        _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m512 ax = _mm512_mul_ps(
+          a, _mm512_permutexvar_ps(dx_of_group,
+                                   _mm512_castps256_ps512(_mm256_loadu_ps(xd[i] + 8 * sb))));
+      off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      const int8_t* xs = xq[i] + 256 * sb;
+      __m512i s0 = DotAcc512(_mm512_setzero_si512(), u[0], _mm512_loadu_si512(xs));
+      __m512i s1 = DotAcc512(_mm512_setzero_si512(), u[1], _mm512_loadu_si512(xs + 64));
+      s0 = DotAcc512(s0, u[2], _mm512_loadu_si512(xs + 128));
+      s1 = DotAcc512(s1, u[3], _mm512_loadu_si512(xs + 192));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), ax, acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    out[i] = _mm512_reduce_add_ps(acc[i]) + K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
+  }
+}
+#else
+template <TensorType T>
+constexpr bool K16GroupMajor() {
+  return false;
 }
 #endif  // HQEKV_INT8_512
 
@@ -891,18 +944,19 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
   } else if (t == TensorType::kQ5_1) {
     RowLegacy512<TensorType::kQ5_1, M>(row, k / 32, x.q, x.d, x.s, out);
   } else if (t == TensorType::kQ6_K) {
-    RowK16_512<TensorType::kQ6_K, M>(row, k / 256, x.q, x.d, x.g, out);
+    RowQ6K_512<M>(row, k / 256, x.q, x.d, x.g, out);
   } else if (t == TensorType::kQ3_K) {
     if (HasGfni()) {
-      RowK16_512<TensorType::kQ3_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.d, x.g, out);
+      RowK16GM_512<TensorType::kQ3_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.d, x.g, out);
     } else {
-      RowK16_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.d, x.g, out);
+      RowK16GM_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.d, x.g, out);
     }
   } else if (t == TensorType::kQ2_K) {
-    // (GFNI measured slower than shift + mask for Q2_K's codes: 4.6-5.0 vs
-    // 3.8-4.2 ns per super-block, L2-resident rows; faster for Q3_K, where it
-    // also places the hmask bits: 4.9 vs 5.2-5.4.)
-    RowK16_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.d, x.g, out);
+    if (HasGfni()) {
+      RowK16GM_512<TensorType::kQ2_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.d, x.g, out);
+    } else {
+      RowK16GM_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.d, x.g, out);
+    }
 #endif
   } else if (Int8Group(t) == 32) {
     RowDecoded<M, 32>(dec.u.data(), dec.A.data(), dec.B.data(), k, x.q, x.d, x.g, out);
@@ -926,6 +980,19 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
     dec.B.resize(static_cast<size_t>(k / G));
   }
   const float* sg = G == 32 ? a.s.data() : a.s16.data();
+  // Q2_K / Q3_K kernels read the activation codes in group-major order: a
+  // copy of rows [i0, i1) (k bytes each, once per call).
+  const int8_t* q = a.q.data();
+  int64_t q_first = 0;
+#if HQEKV_INT8_512
+  if (t == TensorType::kQ2_K || t == TensorType::kQ3_K) {
+    thread_local std::vector<int8_t> gm;
+    gm.resize(static_cast<size_t>((i1 - i0) * k));
+    GroupMajorActs(a.q_row(i0), i1 - i0, k, gm.data());
+    q = gm.data();
+    q_first = i0;
+  }
+#endif
   const int64_t mb = std::max<int64_t>(4, (256 << 10) / k / 4 * 4);
   for (int64_t ib = i0; ib < i1; ib += mb) {
     const int64_t ie = std::min(i1, ib + mb);
@@ -936,7 +1003,7 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
         const int n = static_cast<int>(std::min<int64_t>(4, ie - i));
         ActRows x;
         for (int j = 0; j < n; ++j) {
-          x.q[j] = a.q.data() + (i + j) * k;
+          x.q[j] = q + (i + j - q_first) * k;
           x.d[j] = a.d.data() + (i + j) * nb;
           x.s[j] = a.s.data() + (i + j) * nb;
           x.g[j] = sg + (i + j) * (k / G);
