@@ -530,9 +530,10 @@ void RowQ6K_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
     }
   }
   for (int i = 0; i < M; ++i) {
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
-                                   _mm512_add_ps(acc[i][2], acc[i][3]));
-    out[i] = _mm512_reduce_add_ps(s) + K16Centre<TensorType::kQ6_K>() * _mm512_reduce_add_ps(off[i]);
+    const __m512 s =
+        _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]), _mm512_add_ps(acc[i][2], acc[i][3]));
+    out[i] =
+        _mm512_reduce_add_ps(s) + K16Centre<TensorType::kQ6_K>() * _mm512_reduce_add_ps(off[i]);
   }
 }
 
@@ -584,11 +585,10 @@ void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const 
   const __m512i one = _mm512_set1_epi32(1);
   // qs dword of lane g in vector 0: 8 (g / 8) + 4 (g % 2); hmask: 4 (g % 2).
   const __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(lane, one), 2);
-  const __m512i q0 =
-      _mm512_add_epi32(h0, _mm512_slli_epi32(_mm512_srli_epi32(lane, 3), 3));
+  const __m512i q0 = _mm512_add_epi32(h0, _mm512_slli_epi32(_mm512_srli_epi32(lane, 3), 3));
   // 2-bit field of lane g: shift 2 ((g / 2) % 4); hmask bit g / 2 of each byte.
-  const __m512i shift = _mm512_slli_epi32(
-      _mm512_and_si512(_mm512_srli_epi32(lane, 1), _mm512_set1_epi32(3)), 1);
+  const __m512i shift =
+      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(lane, 1), _mm512_set1_epi32(3)), 1);
   const __m512i hbit = _mm512_sllv_epi32(_mm512_set1_epi32(0x01010101), _mm512_srli_epi32(lane, 1));
   const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
   constexpr int qs_at = T == TensorType::kQ3_K ? 32 : 16;

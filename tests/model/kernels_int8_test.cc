@@ -184,6 +184,50 @@ TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
   }
 }
 
+// Q2_K / Q3_K (the group-major row kernels: weight codes permuted within a
+// super-block, activations read from a transposed copy): with unit fp16
+// scales and integer activations of block maximum 127 (so d = 1, q = x),
+// every product and partial sum is an integer below 2^24, so every kernel
+// (decode M = 1, row kernels M = 4 and 2, the GEMM panels) must equal the
+// oracle exactly, whatever its summation order; random quant bytes reach
+// every code, hmask bit and 4/6-bit scale, including the extremes.
+TEST(Int8Acts, LowBitKQuantsExactOnIntegerProducts) {
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> byte(0, 255), val(-127, 127);
+  for (TensorType t : {TensorType::kQ2_K, TensorType::kQ3_K}) {
+    const int64_t k = 512;
+    for (int64_t m : {1, 6, 13}) {
+      const int64_t n = 5;
+      std::vector<uint8_t> w(n * RowBytes(t, k));
+      for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+      for (size_t o = 0; o < w.size(); o += BlockBytes(t)) {
+        PutHalf(w.data() + o + (t == TensorType::kQ2_K ? 80 : 108), 1.0f);
+        if (t == TensorType::kQ2_K) PutHalf(w.data() + o + 82, 1.0f);
+      }
+      std::vector<float> x(m * k);
+      for (int64_t j = 0; j < m * k; ++j) {
+        x[j] = j % 32 == 5 ? (j % 64 == 5 ? 127.0f : -127.0f) : static_cast<float>(val(rng));
+      }
+      Int8Acts a;
+      QuantizeActsRef(x.data(), m, k, &a);
+      ASSERT_EQ(a.d[0], 1.0f);
+      const WeightMatrix wm{t, w.data(), n, k};
+      OnEachTarget([&] {
+        std::vector<float> y(m * n, NAN);
+        Int8Rows(wm, a, 0, n, y.data(), n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = 0; r < n; ++r) {
+            const double ref = DotInt8Ref(t, wm.row(r), a, i);
+            ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
+                << TensorTypeName(t) << " m=" << m << " i=" << i << " r=" << r;
+            ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
+          }
+        }
+      });
+    }
+  }
+}
+
 // The int8 product differs from the fp32-activation one by at most the
 // activation rounding: sum_j |w_j| d_x / 2 per block.
 // The SIMD row decoder (GEMM panels, embedding rows) is bit-identical to the
