@@ -29,6 +29,25 @@ std::string At(int layer, int head) {
   return "layer " + std::to_string(layer) + ", head " + std::to_string(head);
 }
 
+// True when T ascending positions span at most 65536 (uint16 offsets from the
+// first hold them: a narrow list, 2 bytes a slot instead of 4).
+bool NarrowSpan(const int32_t* pos, int T) {
+  return static_cast<int64_t>(pos[T - 1]) - pos[0] <= 65535;
+}
+
+// Writes an explicit list of T ascending positions to dst: uint16 offsets
+// from the first (narrow) or int32 positions.
+void WritePositions(bool narrow, const int32_t* pos, int T, uint8_t* dst) {
+  if (!narrow) {
+    std::memcpy(dst, pos, static_cast<size_t>(T) * sizeof(int32_t));
+    return;
+  }
+  for (int t = 0; t < T; ++t) {
+    const uint16_t off = static_cast<uint16_t>(pos[t] - pos[0]);
+    std::memcpy(dst + 2 * static_cast<size_t>(t), &off, sizeof(off));
+  }
+}
+
 }  // namespace
 
 KvStore::KvStore(const KvStoreConfig& cfg) : cfg_(cfg) {}
@@ -217,7 +236,7 @@ bool KvStore::AllocChunk(Layer& L, const Format& kf, const Format& vf, ChunkRec*
   *extra = ChunkExtra{};
   extra->pos0 = c->pos0;
   if (c->explicit_pos()) {
-    extra->positions = L.pool.Allocate(static_cast<size_t>(T) * sizeof(int32_t));
+    extra->positions = L.pool.Allocate(c->position_bytes());
     if (!extra->positions.valid()) {
       L.FreePlane(c, true, kf, D);
       L.FreePlane(c, false, vf, D);
@@ -234,14 +253,14 @@ void KvStore::FreeChunk(Layer& L, Stream& s, ChunkRec* c) {
   const int D = cfg_.head_dim;
   if (Stream::HasExtra(*c)) {
     if (const ChunkExtra* e = s.FindExtra(c->pos0)) {
-      if (e->positions.valid())
-        L.pool.Free(e->positions, static_cast<size_t>(c->T()) * sizeof(int32_t));
+      if (e->positions.valid()) L.pool.Free(e->positions, c->position_bytes());
       s.RemoveExtra(c->pos0);
     }
   }
   L.FreePlane(c, true, L.Fmt(c->k_fmt()), D);
   L.FreePlane(c, false, L.Fmt(c->v_fmt()), D);
   c->set_explicit_pos(false);
+  c->set_narrow_pos(false);
   c->kept_lo = 0;
 }
 
@@ -269,14 +288,13 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
     c.set_fmt(true, static_cast<uint32_t>(kfi));
     c.set_fmt(false, static_cast<uint32_t>(vfi));
     c.set_explicit_pos(!contiguous);
+    c.set_narrow_pos(!contiguous && NarrowSpan(pos, T));
     ChunkExtra extra;
     if (!AllocChunk(L, kf, vf, &c, T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1), &extra)) {
       result = MakeError("KvStore::Seal: out of memory");
       break;
     }
-    if (!contiguous) {
-      std::memcpy(L.pool.Data(extra.positions), pos, static_cast<size_t>(T) * sizeof(int32_t));
-    }
+    if (!contiguous) WritePositions(c.narrow_pos(), pos, T, L.pool.Data(extra.positions));
     if (Stream::HasExtra(c)) s.AddExtra(extra);
     const size_t base = static_cast<size_t>(sealed) * D;
     for (size_t i = 0; i < static_cast<size_t>(T) * D; ++i) {
@@ -432,9 +450,17 @@ Status KvStore::EvictTokens(int layer, int head, const int32_t* positions, int n
         if (!c.live()) {
           // tombstone: nothing kept here (and p lies in no earlier chunk)
         } else if (c.explicit_pos()) {
-          const int32_t* ps = L.Positions(s, c);
-          const int32_t* f = std::lower_bound(ps, ps + c.T(), p);
-          if (f != ps + c.T() && *f == p) loc = TokenLoc{ci, static_cast<int>(f - ps)};
+          const PositionList ps = L.Positions(s, c);
+          int lo = 0, hi = c.T();  // the first slot whose position is >= p
+          while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (ps[mid] < p) {
+              lo = mid + 1;
+            } else {
+              hi = mid;
+            }
+          }
+          if (lo < c.T() && ps[lo] == p) loc = TokenLoc{ci, lo};
         } else if (p - c.pos0 < c.T()) {
           loc = TokenLoc{ci, p - c.pos0};
         }
@@ -549,8 +575,7 @@ void KvStore::RepackPool(Layer& L) {
       }
       if (c.explicit_pos()) {
         ChunkExtra* e = s.FindExtra(c.pos0);
-        if (e && e->positions.valid())
-          moves.push_back({nullptr, 0, e, static_cast<size_t>(c.T()) * sizeof(int32_t)});
+        if (e && e->positions.valid()) moves.push_back({nullptr, 0, e, c.position_bytes()});
       }
     }
   }
@@ -597,14 +622,14 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
     // Lossless formats: dequantize / quantize round-trips bit-exactly.
     quant::DequantizeChunk(kf, L.Codes(d, true), L.Meta(d, true, D), T, D, kx.data());
     quant::DequantizeChunk(vf, L.Codes(d, false), L.Meta(d, false, D), T, D, vx.data());
-    const int32_t* ps = L.Positions(s, d);
+    const PositionList ps = L.Positions(s, d);
     for (int t = 0; t < T; ++t) {
       if (!((kept >> t) & 1u)) continue;
       krows.insert(krows.end(), kx.begin() + static_cast<size_t>(t) * D,
                    kx.begin() + static_cast<size_t>(t + 1) * D);
       vrows.insert(vrows.end(), vx.begin() + static_cast<size_t>(t) * D,
                    vx.begin() + static_cast<size_t>(t + 1) * D);
-      prow.push_back(ps ? ps[t] : d.pos0 + t);
+      prow.push_back(ps[t]);
     }
   }
   const int total = static_cast<int>(prow.size());
@@ -621,6 +646,7 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
     n.set_fmt(true, first.k_fmt());
     n.set_fmt(false, first.v_fmt());
     n.set_explicit_pos(!contiguous);
+    n.set_narrow_pos(!contiguous && NarrowSpan(&prow[start], T));
     ChunkExtra extra;
     if (!AllocChunk(L, kf, vf, &n, T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1), &extra)) {
       oom = true;
@@ -631,10 +657,7 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                          L.Meta(n, true, D));
     quant::QuantizeChunk(vf, vrows.data() + static_cast<size_t>(start) * D, T, D, L.Codes(n, false),
                          L.Meta(n, false, D));
-    if (!contiguous) {
-      std::memcpy(L.pool.Data(extra.positions), &prow[start],
-                  static_cast<size_t>(T) * sizeof(int32_t));
-    }
+    if (!contiguous) WritePositions(n.narrow_pos(), &prow[start], T, L.pool.Data(extra.positions));
     fresh.push_back(n);
     fresh_extra.push_back(extra);
   }
@@ -644,7 +667,7 @@ void KvStore::RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
       L.FreePlane(&n, true, kf, D);
       L.FreePlane(&n, false, vf, D);
       if (fresh_extra[i].positions.valid())
-        L.pool.Free(fresh_extra[i].positions, static_cast<size_t>(n.T()) * sizeof(int32_t));
+        L.pool.Free(fresh_extra[i].positions, n.position_bytes());
     }
     for (size_t x : span) out.push_back(s.chunks[x]);
     return;
@@ -878,7 +901,7 @@ KvStats KvStore::Stats() const {
           // bookkeeping): it moves to metadata, the total stays exact.
           if (Layer::MetaInline(meta)) b.bookkeeping -= meta;
         }
-        if (c.explicit_pos()) b.bookkeeping += static_cast<int64_t>(T) * sizeof(int32_t);
+        b.bookkeeping += static_cast<int64_t>(c.position_bytes());
         const int kept = __builtin_popcountll(s.Kept(c));
         ls.k_tiers[names[c.k_fmt()]] += kept;
         ls.v_tiers[names[c.v_fmt()]] += kept;

@@ -28,8 +28,9 @@
 //   chunks with holes keep their holes (their codes share scales across
 //   tokens) until they are fully evicted.
 // - Original positions are preserved: a chunk stores its first position and,
-//   only when its positions are not consecutive, an explicit int32 list (in
-//   the stream's side table).
+//   only when its positions are not consecutive, an explicit list (in the
+//   stream's side table): uint16 offsets from the first position when the
+//   chunk spans at most 65536 positions, else int32 positions.
 //
 // Walk order of a stream = chunks in order, kept slots in slot order, then the
 // residual; it is ascending by original position. Attention weights and
@@ -99,11 +100,29 @@ inline constexpr int kAllHeads = -1;
 
 // Read-only view of one chunk of one (layer, KV head). Pointers stay valid
 // until the next mutation of that layer.
+// The explicit positions of a chunk: int32[T] (`wide`) or, when the chunk
+// spans at most 65536 positions, uint16 offsets from pos0 (`offsets`, half
+// the bytes); neither = consecutive positions pos0 + t.
+struct PositionList {
+  int32_t pos0 = 0;
+  const int32_t* wide = nullptr;
+  const uint16_t* offsets = nullptr;
+
+  bool explicit_list() const { return wide || offsets; }
+  int32_t operator[](int t) const {
+    return wide ? wide[t] : offsets ? pos0 + static_cast<int32_t>(offsets[t]) : pos0 + t;
+  }
+  // Bytes the list holds for T slots.
+  size_t bytes(int T) const {
+    return wide ? 4 * static_cast<size_t>(T) : offsets ? 2 * static_cast<size_t>(T) : 0;
+  }
+};
+
 struct ChunkView {
-  int T = 0;                           // slots (tokens sealed into the chunk)
-  uint64_t kept = 0;                   // bit t set = slot t kept; 0 = tombstone
-  int32_t pos0 = 0;                    // original position of slot 0
-  const int32_t* positions = nullptr;  // [T] explicit positions, or nullptr = pos0 + t
+  int T = 0;               // slots (tokens sealed into the chunk)
+  uint64_t kept = 0;       // bit t set = slot t kept; 0 = tombstone
+  int32_t pos0 = 0;        // original position of slot 0
+  PositionList positions;  // explicit positions, or none (pos0 + t)
   quant::Format k_format, v_format;
   const uint8_t* k_codes =
       nullptr;                      // quant::CodeBytes(k_format, T, D) bytes (nullptr if tombstone)
@@ -113,7 +132,7 @@ struct ChunkView {
 
   bool live() const { return kept != 0; }
   bool Kept(int t) const { return (kept >> t) & 1u; }
-  int32_t Position(int t) const { return positions ? positions[t] : pos0 + t; }
+  int32_t Position(int t) const { return positions[t]; }
   int KeptCount() const { return __builtin_popcountll(kept); }
 };
 

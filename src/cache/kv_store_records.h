@@ -23,7 +23,10 @@ using quant::Format;
 //   for a metadata plane of <= 3 bytes (fp8's one fp16 scale), the metadata
 //   itself (inline: no pool unit, which would be 16-128 bytes). Bits 27..31
 //   of the four words together hold the 20-bit header: T - 1 (6 bits), the
-//   explicit-positions flag, K and V format indices (6 bits each).
+//   explicit-positions flag, K and V format indices (6 bits each), and the
+//   narrow-positions flag (bit 19: the explicit list is uint16 offsets from
+//   pos0, 2 bytes a slot instead of 4; set whenever the chunk spans at most
+//   65536 positions).
 // - The kept mask of slots 0..31 is here; slots 32..63 of a chunk longer than
 //   32 tokens (config.chunk > 32) and explicit position lists (rare) live in
 //   the stream's side table, keyed by pos0.
@@ -57,6 +60,12 @@ struct KvStore::ChunkRec {
   void set_T(int t) { set_field(0, 6, static_cast<uint32_t>(t - 1)); }
   bool explicit_pos() const { return (header() >> 6) & 1u; }
   void set_explicit_pos(bool e) { set_field(6, 1, e ? 1 : 0); }
+  bool narrow_pos() const { return (header() >> 19) & 1u; }
+  void set_narrow_pos(bool e) { set_field(19, 1, e ? 1 : 0); }
+  // Bytes of the explicit position list (0 without one).
+  size_t position_bytes() const {
+    return explicit_pos() ? static_cast<size_t>(T()) * (narrow_pos() ? 2 : 4) : 0;
+  }
   uint32_t fmt(bool is_k) const { return (header() >> (is_k ? 7 : 13)) & 63u; }
   void set_fmt(bool is_k, uint32_t f) { set_field(is_k ? 7 : 13, 6, f); }
   uint32_t k_fmt() const { return fmt(true); }
@@ -203,12 +212,20 @@ struct KvStore::Layer {
     *bytes = quant::MetaBytes(f, c.T(), D);
     return *bytes > 0 && !MetaInline(*bytes);
   }
-  // Explicit positions of chunk c of stream s: int32[T], or nullptr = pos0 + t.
-  const int32_t* Positions(const Stream& s, const ChunkRec& c) const {
-    if (!c.explicit_pos()) return nullptr;
+  // Explicit positions of chunk c of stream s (none: pos0 + t).
+  PositionList Positions(const Stream& s, const ChunkRec& c) const {
+    PositionList p;
+    p.pos0 = c.pos0;
+    if (!c.explicit_pos()) return p;
     const ChunkExtra* e = s.FindExtra(c.pos0);
-    return e && e->positions.valid() ? reinterpret_cast<const int32_t*>(pool.Data(e->positions))
-                                     : nullptr;
+    if (!e || !e->positions.valid()) return p;
+    const uint8_t* d = pool.Data(e->positions);
+    if (c.narrow_pos()) {
+      p.offsets = reinterpret_cast<const uint16_t*>(d);
+    } else {
+      p.wide = reinterpret_cast<const int32_t*>(d);
+    }
+    return p;
   }
   uint8_t* Codes(ChunkRec& c, bool is_k) {
     return const_cast<uint8_t*>(static_cast<const Layer*>(this)->Codes(c, is_k));

@@ -14,8 +14,9 @@ namespace hqekv::cache {
 namespace {
 
 // The last byte is the store's format version: 2 = 24-byte chunk records
-// (32-bit block refs, one per plane, explicit positions in a side table).
-constexpr char kTag[8] = {'K', 'V', 'S', 'T', 'O', 'R', 'E', '2'};
+// (32-bit block refs, one per plane, explicit positions in a side table);
+// 3 = the same with uint16 position offsets where a chunk spans <= 65536.
+constexpr char kTag[8] = {'K', 'V', 'S', 'T', 'O', 'R', 'E', '3'};
 
 // A quant::Format field by field (the struct has padding).
 struct FormatRec {
@@ -87,7 +88,8 @@ Result<std::unique_ptr<KvStore>> KvStore::LoadState(const KvStoreConfig& config,
   if (tag[7] != kTag[7]) {
     return MakeError(std::string("KV store state: store format version ") + tag[7] +
                      ", this build reads version " + kTag[7] +
-                     " (24-byte chunk records); save the cache again with this build");
+                     " (24-byte chunk records, 16-bit position lists); save the cache again"
+                     " with this build");
   }
   int32_t v[6];
   uint64_t page_bytes = 0;
@@ -155,7 +157,7 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
         for (int w = 0; w < 4; ++w) {
           if (ch.ref(w).valid()) return MakeError(where + "an evicted chunk holds storage");
         }
-        if (ch.kept_lo || ch.explicit_pos())
+        if (ch.kept_lo || ch.explicit_pos() || ch.narrow_pos())
           return MakeError(where + "an evicted chunk holds storage");
         last = ch.pos0;
         continue;
@@ -184,15 +186,16 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
       const uint64_t slots = T == 64 ? ~uint64_t{0} : (uint64_t{1} << T) - 1;
       if (kept_mask == 0 || (kept_mask & ~slots) || (e && T <= 32 && e->kept_hi))
         return MakeError(where + "bad chunk record");
-      if (e && e->positions.valid() != ch.explicit_pos())
+      if ((e && e->positions.valid() != ch.explicit_pos()) ||
+          (ch.narrow_pos() && !ch.explicit_pos()))
         return MakeError(where + "bad chunk record");
       if (ch.explicit_pos()) {
-        const size_t bytes = static_cast<size_t>(T) * sizeof(int32_t);
+        const size_t bytes = ch.position_bytes();
         if (!L.pool.Holds(e->positions, bytes) || !L.pool.MarkUnits(e->positions, bytes, &seen))
           return MakeError(where + "a chunk's position list lies outside the pool");
         requested += static_cast<int64_t>(bytes);
         ++blocks;
-        const auto* ps = reinterpret_cast<const int32_t*>(L.pool.Data(e->positions));
+        const PositionList ps = L.Positions(s, ch);
         if (ps[0] != ch.pos0) return MakeError(where + "positions out of order");
         for (int t = 1; t < T; ++t) {
           if (ps[t] <= ps[t - 1]) return MakeError(where + "positions out of order");

@@ -295,6 +295,7 @@ void HqekvCache::ResetPolicy() {
     units_.emplace_back(units_per_layer_, Unit(StateAlloc<char>(l)));
   compressed_chunks_.assign(g_.n_layers, 0);
   table_bytes_.assign(g_.n_layers, 0);
+  token_room_.assign(g_.n_layers, 0);
   budget_below_ = budget_above_ = false;
   cur_from_.assign(g_.n_layers, 0);
   next_from_.assign(g_.n_layers, 0);
@@ -523,26 +524,46 @@ bool HqekvCache::HoldsBudget(int layer) const {
 int64_t HqekvCache::PlaneBytesHeld(int layer) const {
   int64_t planes = 0;
   for (const Unit& U : units_[layer]) {
-    for (size_t c = 0; c < U.tk.size(); ++c) planes += UnitPlaneBytes(U.tk[c], U.tv[c]);
+    for (size_t c = 0; c < U.tk.size(); ++c) {
+      if (token_select_ && U.tk[c] == Tier::kF16) {
+        // Partly downgraded (DowngradeSealedUntilHeld): per head and plane.
+        for (int h = 0; h < g_.n_kv_heads; ++h) {
+          const cache::ChunkView v = store_->Chunk(layer, h, static_cast<int>(c));
+          const Tier kt = v.k_format.kind == quant::Kind::kF16 ? Tier::kF16 : Tier::kU4;
+          const Tier vt = v.v_format.kind == quant::Kind::kF16 ? Tier::kF16 : Tier::kU4;
+          planes +=
+              (k_bytes_[static_cast<int>(kt)] + v_bytes_[static_cast<int>(vt)]) / g_.n_kv_heads;
+        }
+        continue;
+      }
+      planes += UnitPlaneBytes(U.tk[c], U.tv[c]);
+    }
   }
   return planes;
 }
 
+int64_t HqekvCache::ListBlockBytes(int64_t unit, int64_t slots, int64_t span) {
+  const int64_t bytes = slots * (span <= 65535 ? 2 : 4);
+  return (bytes + unit - 1) / unit * unit;
+}
+
 int64_t HqekvCache::TokenPositionBytes(int layer) const {
   const int64_t unit = static_cast<int64_t>(store_->Pool(layer).unit_bytes());
-  return g_.n_kv_heads * ((kChunk * 4 + unit - 1) / unit * unit);
+  return g_.n_kv_heads * ListBlockBytes(unit, kChunk, 0);
 }
 
 int64_t HqekvCache::PositionBytesHeld(int layer) const {
   // Explicit position lists (select=token seals tokens that are not
-  // consecutive): int32 per slot, one pool block per chunk and head.
+  // consecutive): uint16 offsets (int32 past a 65536-position span) per
+  // slot, one pool block per chunk and head.
   if (!token_select_) return 0;
   const int64_t unit = static_cast<int64_t>(store_->Pool(layer).unit_bytes());
   int64_t b = 0;
   for (int h = 0; h < g_.n_kv_heads; ++h) {
     for (int c = 0; c < store_->NumChunks(layer, h); ++c) {
       const cache::ChunkView v = store_->Chunk(layer, h, c);
-      if (v.live() && v.positions) b += (v.T * 4 + unit - 1) / unit * unit;
+      const int64_t bytes = v.live() ? static_cast<int64_t>(v.positions.bytes(v.T)) : 0;
+      b += (bytes + unit - 1) / unit * unit;
     }
   }
   return b;
@@ -796,10 +817,30 @@ Status HqekvCache::Compress(int layer) {
   int C = r - r % kChunk;
   if (token_select_) {
     HQEKV_ASSIGN_OR_RETURN(C, SelectTokens(layer));
-    if (C == 0 && HoldsBudget(layer)) return Status::Ok();
+    if (C == 0) {
+      // The plan counted the fp16 chunks at u4: they pay for the tokens kept.
+      HQEKV_ASSIGN_OR_RETURN(const bool held, DowngradeSealedUntilHeld(layer));
+      if (held) return Status::Ok();
+    }
   }
   const int D = g_.head_dim;
   const int new_chunks = C / kChunk;
+  // select=token: a seal turns 32 fp16 residual tokens per head into a u4
+  // chunk and frees ~27 bytes per token and head at once (5% of a layer's
+  // budget at D = 8 and 3.4 bits), which the next steps' tokens take ~25
+  // steps to fill again. The newest chunks keep their exact fp16 values in
+  // those bytes and go to u4 (the same codes as sealing at u4) as soon as the
+  // tokens need them: the layer stays near B instead of in that sawtooth.
+  int f16_chunks = 0;
+  if (token_select_ && new_chunks > 0) {
+    const int64_t extra =
+        (UnitPlaneBytes(Tier::kF16, Tier::kF16) - UnitPlaneBytes(Tier::kU4, Tier::kU4)) *
+        units_per_layer_;
+    if (extra > 0) {
+      f16_chunks = static_cast<int>(
+          std::min<int64_t>(new_chunks, std::max<int64_t>(0, token_room_[layer]) / extra));
+    }
+  }
 
   // Range(V) of the tokens compressed now, from their exact fp16 V.
   std::vector<float> vrow(D);
@@ -819,8 +860,10 @@ Status HqekvCache::Compress(int layer) {
     // would fill the pool (and its page table, which the plan's solve then
     // counts) with twice the planes the plan keeps.
     const Tier t0 = token_select_ ? Tier::kU4 : Tier::kF16;
-    U.tk.insert(U.tk.end(), new_chunks, t0);
-    U.tv.insert(U.tv.end(), new_chunks, t0);
+    U.tk.insert(U.tk.end(), new_chunks - f16_chunks, t0);
+    U.tv.insert(U.tv.end(), new_chunks - f16_chunks, t0);
+    U.tk.insert(U.tk.end(), f16_chunks, Tier::kF16);
+    U.tv.insert(U.tv.end(), f16_chunks, Tier::kF16);
   }
   if (token_select_) {
     // Exact per-chunk state (SelectTokens planned it so): an event seals a
@@ -833,10 +876,26 @@ Status HqekvCache::Compress(int layer) {
       U.range_max.shrink_to_fit();
     }
   }
-  HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, C,
-                                     token_select_ ? TierFormat(Tier::kU4, true) : quant::F16(),
-                                     token_select_ ? TierFormat(Tier::kU4, false) : quant::F16()));
+  const int c_u4 = C - f16_chunks * kChunk;
+  if (c_u4 > 0) {
+    HQEKV_RETURN_IF_ERROR(store_->Seal(
+        layer, cache::kAllHeads, c_u4, token_select_ ? TierFormat(Tier::kU4, true) : quant::F16(),
+        token_select_ ? TierFormat(Tier::kU4, false) : quant::F16()));
+  }
+  if (f16_chunks > 0) {
+    HQEKV_RETURN_IF_ERROR(
+        store_->Seal(layer, cache::kAllHeads, f16_chunks * kChunk, quant::F16(), quant::F16()));
+  }
   compressed_chunks_[layer] += new_chunks;
+  if (token_select_) {
+    // Held: the plan fit (the chunk solve below only evicts whole chunks
+    // when the layer is over B).
+    HQEKV_ASSIGN_OR_RETURN(const bool held, DowngradeSealedUntilHeld(layer));
+    if (held) {
+      table_bytes_[layer] = store_->Pool(layer).table_bytes();
+      return Status::Ok();
+    }
+  }
   const int64_t nb = compressed_chunks_[layer];
   std::vector<ChunkScores> scores(units_per_layer_);
   for (int u = 0; u < units_per_layer_; ++u) scores[u] = UnitScores(layer, u);
@@ -934,20 +993,25 @@ HqekvCache::TokenBase HqekvCache::TokenPlanBase(int layer) const {
     if (TierUsable(usable_, static_cast<int>(t))) cheap = t;
   }
   b.planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_;
-  b.list = TokenPositionBytes(layer) / H;
+  b.unit = static_cast<int64_t>(pool.unit_bytes());
   b.records = LiveChunkRecordBytes(model_.layout) +
               units_per_layer_ * (kChunk + sizeof(f16_t) + 2 * sizeof(Tier));
   b.page = static_cast<int64_t>(pool.page_bytes());
-  b.planes_held = PlaneBytesHeld(layer) + PositionBytesHeld(layer);
+  // fp16 chunks at their u4 planes: they go to u4 before a token is evicted.
+  b.planes_held = PositionBytesHeld(layer);
+  for (const Unit& U : units_[layer]) {
+    for (size_t c = 0; c < U.tk.size(); ++c)
+      b.planes_held += UnitPlaneBytes(std::max(U.tk[c], Tier::kU4), std::max(U.tv[c], Tier::kU4));
+  }
   b.table = std::max<int64_t>(table_bytes_[layer], pool.table_bytes()) + 64;
   for (const Unit& U : units_[layer]) b.live = std::max<int64_t>(b.live, U.tk.size());
   return b;
 }
 
-int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t lists, int64_t r_left,
-                                   int64_t res_tokens) const {
+int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t list_bytes,
+                                   int64_t r_left, int64_t res_tokens) const {
   const int64_t pool_after =
-      (b.planes_held + s * b.planes + lists * b.list + b.page - 1) / b.page * b.page;
+      (b.planes_held + s * b.planes + list_bytes + b.page - 1) / b.page * b.page;
   const int64_t table = b.table + 32 * (s * b.planes / b.page + 2);
   // The open sums (SelectTokens leaves room for a chunk more in each), and
   // the solve's allowance for query positions.
@@ -999,29 +1063,34 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   auto keep_of = [&](int64_t s, int64_t x) {
     return std::max<int64_t>(s * kChunk + x, std::min(n_sink, cand));
   };
-  // Position lists the s sealed chunks need (a chunk whose kept positions
-  // are consecutive stores none), over the heads.
+  // Pool bytes of the position lists the s sealed chunks need (a chunk
+  // whose kept positions are consecutive stores none; the others uint16
+  // offsets, or int32 past a 65536-position span), over the heads.
   auto lists = [&](int64_t s, int64_t x) {
     const int64_t keep = keep_of(s, x);
-    int64_t n_lists = 0;
+    int64_t bytes = 0;
     for (int hs = 0; hs < Hs; ++hs) {
       int64_t taken = 0;
       int in_chunk = 0;
       bool consecutive = true;
-      int32_t prev = 0;
+      int32_t first = 0, prev = 0;
       for (int j = 0; j < r && taken < s * kChunk; ++j) {
         if (j < cand && rank[hs][j] >= keep) continue;
+        if (in_chunk == 0) first = posh[hs][j];
         if (in_chunk > 0 && posh[hs][j] != prev + 1) consecutive = false;
         prev = posh[hs][j];
         ++taken;
         if (++in_chunk == kChunk) {
-          n_lists += consecutive ? 0 : (Hs == 1 ? g_.n_kv_heads : 1);
+          if (!consecutive) {
+            bytes += (Hs == 1 ? g_.n_kv_heads : 1) *
+                     ListBlockBytes(base.unit, kChunk, static_cast<int64_t>(prev) - first);
+          }
           in_chunk = 0;
           consecutive = true;
         }
       }
     }
-    return n_lists;
+    return bytes;
   };
   // Fits now, and after the next step's token (the next event can evict).
   auto fits = [&](int64_t s, int64_t r_left) {
@@ -1035,6 +1104,12 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   int64_t x = std::min<int64_t>(kChunk - 1, cand - s * kChunk);
   while (x > 0 && !fits(s, W + x)) --x;
   const int64_t keep = keep_of(s, x);
+  {
+    const int64_t l = lists(s, x);
+    token_room_[layer] =
+        std::min(BudgetBytes(n) - TokenPlanBytes(base, s, l, W + x, W + x),
+                 BudgetBytes(n + 1) - TokenPlanBytes(base, s, l, W + x + 1, W + x + 1));
+  }
   std::vector<std::vector<int>> kept_idx(Hs);  // per selection head: kept residual indices
   for (int hs = 0; hs < Hs; ++hs) {
     std::vector<int32_t> victims;
@@ -1078,6 +1153,34 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   U.cur.swap(sealed);
   U.rsum.swap(rest);
   return C;
+}
+
+Result<bool> HqekvCache::DowngradeSealedUntilHeld(int layer) {
+  HQEKV_DCHECK(units_per_layer_ == 1);
+  Unit& U = units_[layer][0];
+  // One plane of one head at a time (K, then V; ~1/8 of the chunk's fp16
+  // bytes, a token or two): a whole chunk at once left the bytes it freed
+  // beyond what the step's token needed unused, 4-6% of B for ~20 steps.
+  const quant::Format k4 = TierFormat(Tier::kU4, true), v4 = TierFormat(Tier::kU4, false);
+  for (size_t c = 0; c < U.tk.size(); ++c) {
+    if (U.tk[c] != Tier::kF16) continue;
+    for (int h = 0; h < g_.n_kv_heads; ++h) {
+      for (int plane = 0; plane < 2; ++plane) {
+        if (HoldsBudget(layer)) return true;
+        const cache::ChunkView v = store_->Chunk(layer, h, static_cast<int>(c));
+        const bool k_f16 = v.k_format.kind == quant::Kind::kF16;
+        const bool v_f16 = v.v_format.kind == quant::Kind::kF16;
+        if (plane == 0 ? !k_f16 : !v_f16) continue;
+        // Re-quantized from the exact fp16 values: the codes a u4 seal makes.
+        HQEKV_RETURN_IF_ERROR(store_->SetChunkFormat(layer, h, static_cast<int>(c),
+                                                     k_f16 ? k4 : v.k_format,
+                                                     plane == 1 || !v_f16 ? v4 : v.v_format));
+        if (!PackedTightly(layer)) store_->RepackLayer(layer);
+      }
+    }
+    U.tk[c] = U.tv[c] = Tier::kU4;
+  }
+  return HoldsBudget(layer);
 }
 
 }  // namespace hqekv::policy

@@ -135,12 +135,15 @@ class HqekvCache final : public StoreBackedCache {
   // sealing fits bits=B, and returns the tokens to seal now (a multiple of
   // 32: the oldest kept ones; the other survivors wait in the residual).
   Result<int> SelectTokens(int layer);
+  // select=token: fp16 chunks (sealed with bytes a seal frees, see Compress)
+  // go to u4, oldest first, until the layer holds B; none left: false.
+  Result<bool> DowngradeSealedUntilHeld(int layer);
   // select=token: what a plan's bytes are built from, measured once per event.
   struct TokenBase {
     int64_t fixed = 0;        // bytes outside the pool, residual and sums
     int64_t res_token = 0;    // one residual token, every KV head
     int64_t planes = 0;       // planes of one chunk of the cheapest usable tier
-    int64_t list = 0;         // one head's int32 position list of a chunk (pool block)
+    int64_t unit = 0;         // pool unit (a position list takes whole units)
     int64_t records = 0;      // records, position lists and state of one chunk
     int64_t page = 0;         // pool page
     int64_t planes_held = 0;  // planes of the live chunks
@@ -148,11 +151,11 @@ class HqekvCache final : public StoreBackedCache {
     int64_t live = 0;         // live chunks
   };
   TokenBase TokenPlanBase(int layer) const;
-  // Bytes of the layer after sealing s more chunks (`lists` position lists
-  // among them, over the heads) and keeping r_left residual tokens,
+  // Bytes of the layer after sealing s more chunks (their position lists
+  // take list_bytes of the pool, over the heads) and keeping r_left residual tokens,
   // res_tokens of them held (the pool packed in whole pages, as
   // SolveEventCounts plans).
-  int64_t TokenPlanBytes(const TokenBase& b, int64_t s, int64_t lists, int64_t r_left,
+  int64_t TokenPlanBytes(const TokenBase& b, int64_t s, int64_t list_bytes, int64_t r_left,
                          int64_t res_tokens) const;
   // bits=B: chunk planes of (K or V) tier t for one chunk of one ranking unit.
   int64_t UnitPlaneBytes(Tier k, Tier v) const;
@@ -183,9 +186,14 @@ class HqekvCache final : public StoreBackedCache {
   // Planes of the layer's live chunks (the byte model's block sizes).
   int64_t PlaneBytesHeld(int layer) const;
   // select=token: pool bytes of the explicit position lists of the live
-  // chunks (0 in chunk mode: its chunks are consecutive), and of one chunk.
+  // chunks (0 in chunk mode: its chunks are consecutive), and of one chunk
+  // in every head (uint16 offsets: a chunk spans <= 65536 positions unless
+  // its survivors waited that long in the residual).
   int64_t PositionBytesHeld(int layer) const;
   int64_t TokenPositionBytes(int layer) const;
+  // Pool bytes of one head's explicit list of `slots` positions spanning
+  // `span` (last - first): uint16 offsets up to 65535, else int32; whole units.
+  static int64_t ListBlockBytes(int64_t unit, int64_t slots, int64_t span);
   // Bytes the budget allows a layer after `tokens` appended tokens:
   // floor(true_bits × tokens × H_kv × D × 2 / 8).
   int64_t BudgetBytes(int64_t tokens) const;
@@ -235,6 +243,9 @@ class HqekvCache final : public StoreBackedCache {
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)
   std::vector<int64_t> table_bytes_;        // [layer] the pool's tables after the last event
+  // select=token: bytes the last SelectTokens plan left under B (now and
+  // after the next step), which the chunks sealed now may hold in fp16.
+  std::vector<int64_t> token_room_;  // [layer]
   // Queries of the current batch from these indices on go to `cur` / `next`
   // ([layer]; the batch size when none): both sets are suffixes of the batch.
   std::vector<int> cur_from_, next_from_;

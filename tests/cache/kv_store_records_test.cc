@@ -162,6 +162,64 @@ TEST(KvStoreRecords, SlotsPast32AndExplicitPositionsSurviveRepack) {
   ExpectExact(*s);
 }
 
+// Explicit position lists are uint16 offsets from the chunk's first position
+// (2 bytes a slot) unless the chunk spans more than 65536 positions (int32):
+// found, evicted from, repacked and saved like the int32 lists, and counted.
+TEST(KvStoreRecords, PositionListsAreUint16OffsetsUnlessAChunkSpansMore) {
+  std::vector<int32_t> narrow = Range(0, 64, 2);  // span 62
+  std::vector<int32_t> wide = Range(100, 116);    // span 69915
+  for (int32_t p : Range(70000, 70016)) wide.push_back(p);
+  std::vector<int32_t> all = narrow;
+  all.insert(all.end(), wide.begin(), wide.end());
+  const Format u4k = quant::Uniform(4, Grouping::kPerChannel);
+  const Format u4v = quant::Uniform(4, Grouping::kPerToken, 8);
+  auto s = Make(1, 1, 8, 32);
+  Append(*s, 0, all, 5);
+  ASSERT_TRUE(s->Seal(0, 0, 64, u4k, u4v).ok());
+  auto plain = Make(1, 1, 8, 32);  // the same chunks at consecutive positions
+  Append(*plain, 0, Range(0, 64), 5);
+  ASSERT_TRUE(plain->Seal(0, 0, 64, u4k, u4v).ok());
+  const ChunkView c0 = s->Chunk(0, 0, 0), c1 = s->Chunk(0, 0, 1);
+  EXPECT_NE(c0.positions.offsets, nullptr);
+  EXPECT_EQ(c0.positions.wide, nullptr);
+  EXPECT_EQ(c0.positions.bytes(32), 64u);
+  EXPECT_NE(c1.positions.wide, nullptr);
+  EXPECT_EQ(c1.positions.offsets, nullptr);
+  EXPECT_EQ(c1.positions.bytes(32), 128u);
+  EXPECT_FALSE(plain->Chunk(0, 0, 0).positions.explicit_list());
+  // The lists' bytes in the pool and in the bookkeeping bucket.
+  EXPECT_EQ(s->Pool(0).requested_bytes(), plain->Pool(0).requested_bytes() + 64 + 128);
+  ExpectExact(*s);
+  std::vector<int32_t> pos;
+  s->KeptPositions(0, 0, &pos);
+  EXPECT_EQ(pos, all);
+  for (int t = 0; t < 32; ++t) {
+    EXPECT_EQ(c0.Position(t), narrow[t]);
+    EXPECT_EQ(c1.Position(t), wide[t]);
+  }
+  // Evicted by position from either kind of list.
+  const std::vector<int32_t> gone = {4, 62, 107, 70003};
+  ASSERT_TRUE(s->EvictTokens(0, 0, gone.data(), static_cast<int>(gone.size())).ok());
+  s->KeptPositions(0, 0, &pos);
+  for (int32_t p : gone) EXPECT_EQ(std::count(pos.begin(), pos.end(), p), 0) << p;
+  EXPECT_EQ(pos.size(), all.size() - gone.size());
+  const Snapshot before = Take(*s);
+  s->RepackLayer(0);
+  EXPECT_EQ(Take(*s), before);
+  ExpectExact(*s);
+  // Saved and loaded: the same positions, bytes and list kinds.
+  std::string bytes;
+  StateWriter w(&bytes);
+  s->SaveState(w);
+  StateReader r(bytes);
+  auto loaded = KvStore::LoadState(s->config(), r);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(Take(*loaded.value()), before);
+  EXPECT_EQ(loaded.value()->LayerHeldBytes(0), s->LayerHeldBytes(0));
+  EXPECT_NE(loaded.value()->Chunk(0, 0, 0).positions.offsets, nullptr);
+  EXPECT_NE(loaded.value()->Chunk(0, 0, 1).positions.wide, nullptr);
+}
+
 TEST(KvStoreRecords, StateRoundTripsAndContinuesIdentically) {
   auto a = Busy();
   std::string bytes;

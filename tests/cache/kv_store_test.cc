@@ -310,7 +310,7 @@ TEST(KvStore, CompactRepacksTokenEvictedFp16Chunks) {
   s->DequantizeKept(0, 0, k.data(), v.data());
   for (int j = 0; j < 32; ++j) {
     EXPECT_EQ(pos[j], 2 * j);
-    EXPECT_NE(s->Chunk(0, 0, j / G).positions, nullptr);  // non-consecutive now
+    EXPECT_TRUE(s->Chunk(0, 0, j / G).positions.explicit_list());  // non-consecutive now
     for (int d = 0; d < D; ++d) {
       EXPECT_EQ(k[j * D + d], RoundF16(Val(0, 0, 2 * j, d, false)));
       EXPECT_EQ(v[j * D + d], RoundF16(Val(0, 0, 2 * j, d, true)));

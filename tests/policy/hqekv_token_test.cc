@@ -67,12 +67,15 @@ TEST(HqekvToken, BadSettingsAreErrors) {
 }
 
 // A 512-token prompt and 1024 decoded tokens (twice the prompt), every step
-// checked: <= B + 0.01 true bits per original element, and the end close
-// under B (what fits is kept). Sealing 32 residual tokens into a u4 chunk
-// frees ~19 bytes per token and head at once (fp16 + position vs codes,
-// scales, record, position list), 3-4% of a layer's budget at 1536 tokens
-// and 3.4-4.2 bits, which the next steps' tokens fill again: the end lies
-// within that sawtooth, so 5% here.
+// checked: <= B + 0.01 true bits per original element, and every step of the
+// second half close under B (what fits is kept). Sealing 32 residual tokens
+// into a u4 chunk frees ~27 bytes per token and head at once (fp16 K, V,
+// position and sum vs codes, scales, record, uint16 position), 5% of a
+// layer's budget at 3.4 bits, which the next ~25 steps' tokens fill again;
+// the sealed chunks hold those bytes in fp16 until the tokens need them.
+// Before, the cache dropped 4-6% under B after every seal and a run's end
+// (ppl's 1536 + 511 tokens) fell 3.5-4% under B at 3.4 bits on stories260K:
+// out of the Pareto study's ±3% window.
 TEST(HqekvToken, HeadDim8HoldsTheBudgetOverALongDecode) {
   for (double b : {3.4, 4.2, 5.4}) {
     char spec[64];
@@ -83,15 +86,19 @@ TEST(HqekvToken, HeadDim8HoldsTheBudgetOverALongDecode) {
     ASSERT_TRUE(AsHqekv(c.get())->token_select());
     Driver d(c.get(), 7);
     d.Step(512, true, false);
-    double worst = c->Stats().bits_per_original();
+    double worst = c->Stats().bits_per_original(), low = worst;
     for (int i = 0; i < 1024; ++i) {
       d.Step(1, false, false);
-      worst = std::max(worst, c->Stats().bits_per_original());
+      const double bits = c->Stats().bits_per_original();
+      worst = std::max(worst, bits);
+      if (i >= 512) low = std::min(low, bits);
     }
     const double end = c->Stats().bits_per_original();
-    std::printf("%s: worst %.3f end %.3f bits/original\n", spec, worst, end);
+    std::printf("%s: worst %.3f lowest of the second half %.3f end %.3f bits/original\n", spec,
+                worst, low, end);
     EXPECT_LE(worst, b + 0.01);
-    EXPECT_GE(end, b * 0.95);
+    EXPECT_GE(low, b * 0.965);
+    EXPECT_GE(end, b * 0.965);
     EXPECT_EQ(c->BudgetNote(), "");
     // Tokens were evicted (the budget binds) and the sealed chunks are u4.
     const KvStats st = c->Stats();
