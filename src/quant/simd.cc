@@ -801,6 +801,50 @@ void AxpyUniform3PerToken(const Format& f, const uint8_t* codes, const uint8_t* 
   }
 }
 
+// AxpyUniform3PerToken for m rows (query heads sharing the chunk): each code
+// vector is fetched once and applied to every row with exactly the
+// single-row operations, in the same order per row, so the result is
+// bit-identical to m AxpyUniform3PerToken calls (only the code fetches and
+// the affine planes are shared). Rows in blocks of kU3Rows.
+constexpr int kU3Rows = 8;
+void AxpyMultiUniform3PerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                               int D, const float* w, size_t ws, int m, float* acc, size_t as) {
+  const DF df;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const int g = f.group, gpt = D / g, groups = T * gpt;
+  const size_t n = NumCodes(T, D);
+  float* a = Scratch(0, static_cast<size_t>(groups));
+  float* b = Scratch(1, static_cast<size_t>(groups));
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, groups, a, b);
+  const VU sh2 = LaneShifts(du, 2), sh1 = LaneShifts(du, 1);
+  const VU m2 = hn::Set(du, 3u), m1 = hn::Set(du, 1u);
+  float wa[kU3Rows], wb[kU3Rows];
+  for (int h0 = 0; h0 < m; h0 += kU3Rows) {
+    const int mb = std::min(kU3Rows, m - h0);
+    size_t pos = 0;
+    for (int t = 0; t < T; ++t) {
+      for (int k = 0; k < gpt; ++k) {
+        const int gi = t * gpt + k;
+        for (int h = 0; h < mb; ++h) {
+          const float wt = w[static_cast<size_t>(h0 + h) * ws + t];
+          wa[h] = wt * a[gi];
+          wb[h] = wt * b[gi];
+        }
+        for (int j = 0; j < g; j += N, pos += N) {
+          const VF c = hn::ConvertTo(df, FetchSplit3(du, codes, n, pos, N, sh2, sh1, m2, m1));
+          for (int h = 0; h < mb; ++h) {
+            float* o = acc + static_cast<size_t>(h0 + h) * as + k * g + j;
+            hn::StoreU(
+                hn::Add(hn::MulAdd(c, hn::Set(df, wa[h]), hn::LoadU(df, o)), hn::Set(df, wb[h])),
+                df, o);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Per channel (T = 32): channel d's low words at 8d, high word at lo_bytes + 4d.
 // Lanes over channels: code of token t = low word t / 16 bits 2(t % 16) | high
 // bit t << 2.
@@ -1361,6 +1405,19 @@ bool AxpyF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int
   return false;
 }
 
+// Multi-row u3 axpy: per-token only (per channel: false, the caller runs the
+// rows one by one).
+bool AxpyMultiUniform3Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                           const float* w, size_t ws, int m, float* acc, size_t as) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (!HasVectors() || f.kind != Kind::kUniform3 || f.grouping != Grouping::kPerToken ||
+      !Uniform3Fast(f, T, D, N)) {
+    return false;
+  }
+  AxpyMultiUniform3PerToken(f, codes, meta, T, D, w, ws, m, acc, as);
+  return true;
+}
+
 }  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
@@ -1401,6 +1458,14 @@ HQEKV_QUANT_EXPORT_FAMILY(Fp8)
 HQEKV_QUANT_EXPORT_FAMILY(F16)
 HQEKV_QUANT_EXPORT_FAMILY(Uniform3)
 #undef HQEKV_QUANT_EXPORT_FAMILY
+
+HWY_EXPORT(AxpyMultiUniform3Impl);
+bool simd::AxpyMultiUniform3(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* w, size_t w_stride, int m, float* acc,
+                             size_t a_stride) {
+  return HWY_DYNAMIC_DISPATCH(AxpyMultiUniform3Impl)(f, codes, meta, T, D, w, w_stride, m, acc,
+                                                     a_stride);
+}
 
 HWY_EXPORT(HadamardRowsImpl);
 bool simd::HadamardRows(float* x, int T, int D) {
