@@ -32,8 +32,9 @@ using hqekv::KvGeometry;
 constexpr int kHq = 32, kHk = 8, kD = 64;
 constexpr int kSteps = 64;       // decode steps per iteration
 constexpr int kIterations = 16;  // fixed: the cache grows by kSteps per iteration
-const char* const kSpecs[] = {"fp16",          "kivi:nominal_bits=2", "hqekv:bits=3.4",
-                              "hqekv:nominal_bits=3.2", "h2o:keep=0.25", "snapkv:keep=0.25"};
+const char* const kSpecs[] = {"fp16",           "kivi:nominal_bits=2",
+                              "hqekv:bits=3.4", "hqekv:nominal_bits=3.2",
+                              "h2o:keep=0.25",  "snapkv:keep=0.25"};
 const int kLengths[] = {4096, 16384};
 
 std::map<std::pair<std::string, int>, double>& Times() {
