@@ -43,7 +43,7 @@ constexpr int kHeads = 4;  // query rows per pass
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr int kVecs = 4;  // 32 vector registers
 #else
-constexpr int kVecs = 2;  // 16 vector registers
+constexpr int kVecs = 2;    // 16 vector registers
 #endif
 // Per-channel passes walk a chunk's 32 / N token vectors (N = 4 or 8 lanes)
 // kVecs at a time.
@@ -80,29 +80,6 @@ HWY_INLINE void ForHeadBlocks(int m, const Fn& fn) {
 }
 
 }  // namespace
-// fp16 sums += scale * w, F16C conversions (round to nearest even, as
-// core/half.h); false on targets without them (the caller runs the oracle).
-bool AccumulateF16Impl(uint16_t* sums, const float* w, float scale, int n) {
-#if HQEKV_HW_F16
-  using DS = hn::ScalableTag<float>;
-  const DS ds;
-  const hn::Rebind<hwy::float16_t, DS> dh;
-  const int N = static_cast<int>(hn::Lanes(ds));
-  const auto sv = hn::Set(ds, scale);
-  auto* p = reinterpret_cast<hwy::float16_t*>(sums);
-  int j = 0;
-  for (; j + N <= n; j += N) {
-    const auto x =
-        hn::Add(hn::PromoteTo(ds, hn::LoadU(dh, p + j)), hn::Mul(sv, hn::LoadU(ds, w + j)));
-    hn::StoreU(hn::DemoteTo(dh, x), dh, p + j);
-  }
-  if (j < n) ref::AccumulateF16(sums + j, w + j, scale, n - j);
-  return true;
-#else
-  return false;
-#endif
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
@@ -537,6 +514,29 @@ bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
   for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(ds, x + i), inv), ds, x + i);
   for (; i < n; ++i) x[i] *= 1.0f / sum;
   return true;
+}
+
+// fp16 sums += scale * w, F16C conversions (round to nearest even, as
+// core/half.h); false on targets without them (the caller runs the oracle).
+bool AccumulateF16Impl(uint16_t* sums, const float* w, float scale, int n) {
+#if HQEKV_HW_F16
+  using DS = hn::ScalableTag<float>;
+  const DS ds;
+  const hn::Rebind<hwy::float16_t, DS> dh;
+  const int N = static_cast<int>(hn::Lanes(ds));
+  const auto sv = hn::Set(ds, scale);
+  auto* p = reinterpret_cast<hwy::float16_t*>(sums);
+  int j = 0;
+  for (; j + N <= n; j += N) {
+    const auto x =
+        hn::Add(hn::PromoteTo(ds, hn::LoadU(dh, p + j)), hn::Mul(sv, hn::LoadU(ds, w + j)));
+    hn::StoreU(hn::DemoteTo(dh, x), dh, p + j);
+  }
+  if (j < n) ref::AccumulateF16(sums + j, w + j, scale, n - j);
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace HWY_NAMESPACE
