@@ -10,6 +10,7 @@
 #include "policy/profile.h"
 #include "policy/selection.h"
 #include "policy/true_bits.h"
+#include "quant/multi_query.h"
 
 namespace hqekv::policy {
 namespace {
@@ -377,10 +378,7 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
       if (static_cast<int>(u.rsum.capacity()) < nr * Hs) u.rsum.reserve((nr + kChunk) * Hs);
       u.rsum.resize(static_cast<size_t>(nr) * Hs, 0.0f);
     }
-    for (int j = 0; j < nc; ++j) {
-      if (row.weights[j] != 0.0f)
-        u.cur[j] = F32ToF16(F16ToF32(u.cur[j]) + sum_scale_ * row.weights[j]);
-    }
+    quant::AccumulateF16(u.cur.data(), row.weights, sum_scale_, nc);
     for (int j = 0; j < nr; ++j) u.rsum[static_cast<size_t>(j) * Hs + hs] += row.weights[nc + j];
     return;
   }
@@ -396,11 +394,9 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
       if (static_cast<int>(acc->capacity()) < row.n_kept) acc->reserve(row.n_kept + kChunk);
       acc->resize(row.n_kept, F32ToF16(0.0f));
     }
-    for (int j = 0; j < row.n_kept; ++j) {
-      if (row.weights[j] != 0.0f) {
-        (*acc)[j] = F32ToF16(F16ToF32((*acc)[j]) + sum_scale_ * row.weights[j]);
-      }
-    }
+    // (Vectorized, bit-identical to the scalar fp16 loop; adding a zero
+    // weight leaves a sum unchanged.)
+    quant::AccumulateF16(acc->data(), row.weights, sum_scale_, row.n_kept);
   }
 }
 

@@ -185,10 +185,18 @@ std::vector<int32_t> H2oEvict(const std::vector<double>& scores, int64_t keep_to
   recent = std::min(recent, keep_total);
   const int64_t old = n - recent;  // candidates: [0, old)
   const int64_t heavy = keep_total - recent;
+  if (heavy >= old) return evicted;
   std::vector<int32_t> idx(old);
   std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return scores[a] > scores[b]; });
-  evicted.assign(idx.begin() + std::min(heavy, old), idx.end());
+  // The `heavy` best by (score descending, older first): a strict total
+  // order, so the kept set is unique and a partial selection (linear time;
+  // a decode step evicts about one token of thousands) picks exactly the set
+  // a full stable sort by score would.
+  auto better = [&](int32_t a, int32_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  };
+  std::nth_element(idx.begin(), idx.begin() + heavy, idx.end(), better);
+  evicted.assign(idx.begin() + heavy, idx.end());
   std::sort(evicted.begin(), evicted.end());
   return evicted;
 }

@@ -84,7 +84,7 @@ constexpr FormatTraits kTable[] = {
     {Kind::kUniform3, "u3", false, "uniform 3-bit quantization", 3, Bits({3}), true, true,
      Split3CodeBytes, GroupPlanesMeta, ref::QuantizeUniform3, ref::DequantizeUniform3,
      simd::QuantizeUniform3, simd::DequantizeUniform3, simd::DotUniform3, simd::AxpyUniform3,
-     nullptr, nullptr, 0},
+     nullptr, simd::AxpyMultiUniform3, 0},
     {Kind::kQ8_0, "q8_0", false, "llama.cpp q8_0", 8, Bits({8}), false, true,
      GgmlBlockCodes, GgmlBlockMeta, ref::QuantizeGgmlBlock, ref::DequantizeGgmlBlock,
      simd::QuantizeGgmlBlock, simd::DequantizeGgmlBlock, simd::DotGgmlBlock, simd::AxpyGgmlBlock,

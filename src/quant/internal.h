@@ -302,6 +302,11 @@ bool DotMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* met
 bool AxpyMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                         const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 
+// Uniform3 per-token axpy for m rows (quant/simd.cc): bit-identical to m
+// single-row Axpy calls (the codes are fetched once for every row).
+bool AxpyMultiUniform3(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+
 // HadamardRotate on each of T rows of x[T][D], bit-identical to it.
 bool HadamardRows(float* x, int T, int D);
 }  // namespace simd

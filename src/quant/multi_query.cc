@@ -516,6 +516,29 @@ bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
   return true;
 }
 
+// fp16 sums += scale * w, F16C conversions (round to nearest even, as
+// core/half.h); false on targets without them (the caller runs the oracle).
+bool AccumulateF16Impl(uint16_t* sums, const float* w, float scale, int n) {
+#if HQEKV_HW_F16
+  using DS = hn::ScalableTag<float>;
+  const DS ds;
+  const hn::Rebind<hwy::float16_t, DS> dh;
+  const int N = static_cast<int>(hn::Lanes(ds));
+  const auto sv = hn::Set(ds, scale);
+  auto* p = reinterpret_cast<hwy::float16_t*>(sums);
+  int j = 0;
+  for (; j + N <= n; j += N) {
+    const auto x =
+        hn::Add(hn::PromoteTo(ds, hn::LoadU(dh, p + j)), hn::Mul(sv, hn::LoadU(ds, w + j)));
+    hn::StoreU(hn::DemoteTo(dh, x), dh, p + j);
+  }
+  if (j < n) ref::AccumulateF16(sums + j, w + j, scale, n - j);
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
@@ -526,6 +549,7 @@ namespace hqekv::quant {
 HWY_EXPORT(DotMultiImpl);
 HWY_EXPORT(AxpyMultiImpl);
 HWY_EXPORT(SoftmaxRowImpl);
+HWY_EXPORT(AccumulateF16Impl);
 
 namespace simd {
 bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
@@ -564,6 +588,13 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 
 bool SoftmaxRow(float* x, int n) {
   return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr);
+}
+
+void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
+  if (n <= 0) return;
+  if (!HWY_DYNAMIC_DISPATCH(AccumulateF16Impl)(sums, w, scale, n)) {
+    ref::AccumulateF16(sums, w, scale, n);
+  }
 }
 bool SoftmaxRowStats(float* x, int n, float* max, float* sum) {
   return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum);

@@ -79,6 +79,15 @@ bool SoftmaxRow(float* x, int n);
 // softmax needs to merge rows normalized separately (store_attention.cc).
 bool SoftmaxRowStats(float* x, int n, float* max, float* sum);
 
+// Attention-row sums in fp16 (HqeKV's importance window, 2 bytes per kept
+// token): for j in [0, n),
+//   sums[j] = F32ToF16(F16ToF32(sums[j]) + scale * w[j])
+// (core/half.h: round to nearest even), bit-identical to that scalar loop
+// (ref::AccumulateF16, the oracle): F16C conversions on AVX2 / AVX-512, the
+// oracle on other targets. `scale` must be a power of two (scale * w[j] is
+// then exact, so FMA or not gives the same sum).
+void AccumulateF16(uint16_t* sums, const float* w, float scale, int n);
+
 namespace ref {
 // Oracles: the single-query scalar reference (quant::ref::DotChunk /
 // AxpyChunk), called once per row.
@@ -94,6 +103,8 @@ bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_
                              size_t s_stride);
 // std::exp softmax with the same masking contract as quant::SoftmaxRow.
 bool SoftmaxRow(float* x, int n);
+// The scalar loop of quant::AccumulateF16.
+void AccumulateF16(uint16_t* sums, const float* w, float scale, int n);
 }  // namespace ref
 
 }  // namespace hqekv::quant

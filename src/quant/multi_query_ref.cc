@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/half.h"
 #include "quant/internal.h"
 #include "quant/multi_query.h"
 
@@ -94,6 +95,10 @@ bool SoftmaxRow(float* x, int n) {
   const float inv = 1.0f / sum;  // sum >= 1: the maximum contributes exp(0)
   for (int i = 0; i < n; ++i) x[i] *= inv;
   return true;
+}
+
+void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
+  for (int j = 0; j < n; ++j) sums[j] = F32ToF16(F16ToF32(sums[j]) + scale * w[j]);
 }
 
 }  // namespace hqekv::quant::ref

@@ -801,6 +801,108 @@ void AxpyUniform3PerToken(const Format& f, const uint8_t* codes, const uint8_t* 
   }
 }
 
+// AxpyUniform3PerToken for m rows (query heads sharing the chunk): every
+// element of every row gets exactly the single-row operations, in the same
+// token order (acc = (code * (w a) + acc) + w b, the scalars w a and w b
+// rounded as there), so the result is bit-identical to m
+// AxpyUniform3PerToken calls. Only the work around them is shared and
+// reordered: the affine planes are read once, the accumulators of MB rows x
+// VB vectors stay in registers over the chunk's tokens, and each code
+// vector (up to 16 lanes, read by GetBits) is decoded once per MB rows.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kU3Vecs = 4;  // 32 vector registers: 4 rows x 4 vectors of accumulators
+#else
+constexpr int kU3Vecs = 2;
+#endif
+constexpr int kU3Rows = 4;
+
+template <class DFT, int MB, int VB>
+void AxpyUniform3Block(const uint8_t* codes, size_t lo_bytes, size_t hi_bytes, int T, int D, int g,
+                       int gpt, const float* wa, const float* wb, int d0, float* const* rows) {
+  HQEKV_QUANT_TAGS(DFT);
+  const DF df;
+  const DU du;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const VU sh2 = LaneShifts(du, 2), sh1 = LaneShifts(du, 1);
+  const VU m2 = hn::Set(du, 3u), m1 = hn::Set(du, 1u);
+  VF acc[MB][VB];
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < VB; ++v) acc[h][v] = hn::LoadU(df, rows[h] + d0 + v * N);
+  }
+  for (int t = 0; t < T; ++t) {
+    for (int v = 0; v < VB; ++v) {
+      const int d = d0 + v * N;
+      const size_t pos = static_cast<size_t>(t) * D + d;
+      const VU lo = hn::And(hn::Set(du, GetBits(codes, lo_bytes, 2 * pos, 2 * N)) >> sh2, m2);
+      const VU hi = hn::And(hn::Set(du, GetBits(codes + lo_bytes, hi_bytes, pos, N)) >> sh1, m1);
+      const VF c = hn::ConvertTo(df, hn::BitCast(DI(), hn::Or(lo, hn::ShiftLeft<2>(hi))));
+      const size_t gi = (static_cast<size_t>(t) * gpt + d / g) * MB;
+      for (int h = 0; h < MB; ++h) {
+        acc[h][v] =
+            hn::Add(hn::MulAdd(c, hn::Set(df, wa[gi + h]), acc[h][v]), hn::Set(df, wb[gi + h]));
+      }
+    }
+  }
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < VB; ++v) hn::StoreU(acc[h][v], df, rows[h] + d0 + v * N);
+  }
+}
+
+template <class DFT, int MB>
+void AxpyUniform3Rows(const uint8_t* codes, size_t lo_bytes, size_t hi_bytes, int T, int D, int g,
+                      int gpt, const float* wa, const float* wb, float* const* rows) {
+  const int N = static_cast<int>(hn::Lanes(DFT()));
+  int d0 = 0;
+  for (; d0 + kU3Vecs * N <= D; d0 += kU3Vecs * N) {
+    AxpyUniform3Block<DFT, MB, kU3Vecs>(codes, lo_bytes, hi_bytes, T, D, g, gpt, wa, wb, d0, rows);
+  }
+  for (; d0 < D; d0 += N) {
+    AxpyUniform3Block<DFT, MB, 1>(codes, lo_bytes, hi_bytes, T, D, g, gpt, wa, wb, d0, rows);
+  }
+}
+
+template <class DFT>
+void AxpyMultiUniform3PerToken(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                               int D, const float* w, size_t ws, int m, float* acc, size_t as) {
+  static_assert(hn::MaxLanes(DFT()) <= 16, "2 bits x N codes must fit one 32-bit word");
+  const int g = f.group, gpt = D / g, groups = T * gpt;
+  const size_t n = NumCodes(T, D);
+  const size_t lo_bytes = Split3LowBytes(n), hi_bytes = (n + 7) / 8;
+  float* a = Scratch(0, static_cast<size_t>(groups));
+  float* b = Scratch(1, static_cast<size_t>(groups));
+  AffineFromPlanes<Offset::kRoundTwice>(f, meta, groups, a, b);
+  // Per group and row: w a and w b, as the single-row kernel rounds them.
+  float* wa = Scratch(2, static_cast<size_t>(groups) * kU3Rows);
+  float* wb = Scratch(3, static_cast<size_t>(groups) * kU3Rows);
+  for (int h0 = 0; h0 < m; h0 += kU3Rows) {
+    const int mb = std::min(kU3Rows, m - h0);
+    float* rows[kU3Rows];
+    for (int h = 0; h < mb; ++h) rows[h] = acc + static_cast<size_t>(h0 + h) * as;
+    for (int gi = 0; gi < groups; ++gi) {
+      const int t = gi / gpt;
+      for (int h = 0; h < mb; ++h) {
+        const float wt = w[static_cast<size_t>(h0 + h) * ws + t];
+        wa[static_cast<size_t>(gi) * mb + h] = wt * a[gi];
+        wb[static_cast<size_t>(gi) * mb + h] = wt * b[gi];
+      }
+    }
+    switch (mb) {
+      case 1:
+        AxpyUniform3Rows<DFT, 1>(codes, lo_bytes, hi_bytes, T, D, g, gpt, wa, wb, rows);
+        break;
+      case 2:
+        AxpyUniform3Rows<DFT, 2>(codes, lo_bytes, hi_bytes, T, D, g, gpt, wa, wb, rows);
+        break;
+      case 3:
+        AxpyUniform3Rows<DFT, 3>(codes, lo_bytes, hi_bytes, T, D, g, gpt, wa, wb, rows);
+        break;
+      default:
+        AxpyUniform3Rows<DFT, kU3Rows>(codes, lo_bytes, hi_bytes, T, D, g, gpt, wa, wb, rows);
+        break;
+    }
+  }
+}
+
 // Per channel (T = 32): channel d's low words at 8d, high word at lo_bytes + 4d.
 // Lanes over channels: code of token t = low word t / 16 bits 2(t % 16) | high
 // bit t << 2.
@@ -1361,6 +1463,24 @@ bool AxpyF16Impl(const Format&, const uint8_t* codes, const uint8_t*, int T, int
   return false;
 }
 
+// Multi-row u3 axpy: per-token only (per channel: false, the caller runs the
+// rows one by one).
+bool AxpyMultiUniform3Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                           const float* w, size_t ws, int m, float* acc, size_t as) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  if (!HasVectors() || f.kind != Kind::kUniform3 || f.grouping != Grouping::kPerToken ||
+      !Uniform3Fast(f, T, D, N)) {
+    return false;
+  }
+  using D16 = hn::CappedTag<float, 16>;  // 32 bits of 2-bit codes per vector at most
+  if (Uniform3Fast(f, T, D, static_cast<int>(hn::Lanes(D16())))) {
+    AxpyMultiUniform3PerToken<D16>(f, codes, meta, T, D, w, ws, m, acc, as);
+  } else {
+    AxpyMultiUniform3PerToken<DF>(f, codes, meta, T, D, w, ws, m, acc, as);
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
@@ -1401,6 +1521,14 @@ HQEKV_QUANT_EXPORT_FAMILY(Fp8)
 HQEKV_QUANT_EXPORT_FAMILY(F16)
 HQEKV_QUANT_EXPORT_FAMILY(Uniform3)
 #undef HQEKV_QUANT_EXPORT_FAMILY
+
+HWY_EXPORT(AxpyMultiUniform3Impl);
+bool simd::AxpyMultiUniform3(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* w, size_t w_stride, int m, float* acc,
+                             size_t a_stride) {
+  return HWY_DYNAMIC_DISPATCH(AxpyMultiUniform3Impl)(f, codes, meta, T, D, w, w_stride, m, acc,
+                                                     a_stride);
+}
 
 HWY_EXPORT(HadamardRowsImpl);
 bool simd::HadamardRows(float* x, int T, int D) {

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <random>
+#include <vector>
 
 namespace hqekv::policy {
 namespace {
@@ -156,6 +159,36 @@ TEST(Selection, H2oKeepsRecentAndHeavy) {
   EXPECT_EQ(H2oEvict({1, 1, 1, 1}, 3, 1), (std::vector<int32_t>{2}));
   // No heavy budget: only the recent window survives.
   EXPECT_EQ(H2oEvict({5, 5, 5, 5}, 2, 2), (std::vector<int32_t>{0, 1}));
+}
+
+// H2oEvict selects the heavy set in linear time; the oracle is its
+// definition, a stable sort by score (descending) of the candidates, on
+// scores with many ties and every keep / recent split of small sizes.
+TEST(Selection, H2oEvictMatchesTheStableSortDefinition) {
+  std::mt19937 rng(7);
+  int cases = 0;
+  for (int n : {1, 2, 5, 17, 64, 301}) {
+    std::uniform_int_distribution<int> level(0, n < 20 ? 3 : 40);  // ties
+    std::vector<double> s(n);
+    for (double& x : s) x = level(rng) * 0.25;
+    for (int64_t keep = 0; keep <= n + 1; keep += std::max(1, n / 7)) {
+      for (int64_t recent : {int64_t{0}, int64_t{1}, keep / 2, keep}) {
+        std::vector<int32_t> want;
+        if (n > keep) {
+          const int64_t r = std::min(recent, keep), old = n - r, heavy = keep - r;
+          std::vector<int32_t> idx(old);
+          std::iota(idx.begin(), idx.end(), 0);
+          std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return s[a] > s[b]; });
+          want.assign(idx.begin() + std::min(heavy, old), idx.end());
+          std::sort(want.begin(), want.end());
+        }
+        ASSERT_EQ(H2oEvict(s, keep, recent), want)
+            << "n=" << n << " keep=" << keep << " recent=" << recent;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_GT(cases, 100);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "quant/internal.h"
 #include "quant_test_util.h"
 
@@ -39,6 +40,10 @@ std::vector<Format> FormatsFor(int D) {
   // row in the wide kernels' affine fold, every vector of a block sharing it.
   for (int b : {2, 4}) fs.push_back(Uniform(b, Grouping::kPerToken, D));
   fs.push_back(Normal(1, Grouping::kPerToken, D));
+  // u3 per token (the multi-row axpy of quant/simd.cc): the store's group and
+  // the lean layout's whole head.
+  fs.push_back(Uniform3(Grouping::kPerToken, std::min(32, D)));
+  fs.push_back(Uniform3(Grouping::kPerToken, D));
   // llama.cpp blocks (D a multiple of 32; Validate skips the others).
   for (Kind k : {Kind::kQ8_0, Kind::kQ4_0, Kind::kQ4_1, Kind::kQ5_0, Kind::kQ5_1})
     fs.push_back(GgmlBlock(k));
@@ -241,6 +246,99 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
     EXPECT_FALSE(SoftmaxRowStats(masked2.data(), 5, &mx, &sum_e));
     EXPECT_EQ(mx, ninf);
     EXPECT_EQ(sum_e, 0.0f);
+  });
+}
+
+// u3 per-token V (HqeKV's lean tiers): the multi-row axpy shares the code
+// fetches between rows but must give every row exactly what the single-row
+// kernel gives it (decode attention's output does not depend on how many
+// query heads share a KV head), also with Hadamard and strided rows.
+TEST(MultiQuery, Uniform3AxpyRowsAreBitIdenticalToSingleRowCalls) {
+  int ran = 0;
+  ForEachTarget([&] {
+    for (int D : {8, 64, 128}) {
+      for (int g : {8, 32, D}) {
+        if (g > D) continue;
+        for (bool had : {false, true}) {
+          Format f = Uniform3(Grouping::kPerToken, g);
+          f.hadamard = had;
+          for (int T : {7, 32}) {
+            if (!Validate(f, T, D).ok()) continue;
+            SCOPED_TRACE(FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D));
+            const Encoded e = Encode(f, Gaussian(T, D, 31 + D + g), T, D, false);
+            for (int m : {1, 3, 4, 8, 9}) {
+              const size_t ws = T + 3, as = D + 5;
+              std::vector<float> w = Gaussian(m, static_cast<int>(ws), 41 + m);
+              for (float& v : w) v = std::abs(v) / 8.0f;
+              w[0] = 0.0f;  // a zero weight: the row's values still pass through the kernel
+              const std::vector<float> acc0 = Gaussian(m, static_cast<int>(as), 51 + m);
+              std::vector<float> multi = acc0, single = acc0;
+              AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), ws, m, multi.data(),
+                             as);
+              for (int h = 0; h < m; ++h) {
+                AxpyChunk(f, e.codes.data(), e.meta.data(), T, D, w.data() + h * ws,
+                          single.data() + h * as);
+              }
+              for (size_t i = 0; i < multi.size(); ++i) {
+                ASSERT_EQ(multi[i], single[i]) << "m=" << m << " at " << i;
+              }
+              ++ran;
+            }
+          }
+        }
+      }
+    }
+  });
+  EXPECT_GT(ran, 100);
+}
+
+// fp16 sums (HqeKV's importance window): the vector kernel equals the scalar
+// loop bit for bit on every target, through ties (round to nearest even),
+// subnormal sums and weights, zero weights, overflow to inf and tails of
+// every length; and a few sums checked by hand.
+TEST(MultiQuery, AccumulateF16MatchesTheScalarLoopBitForBit) {
+  ForEachTarget([] {
+    std::mt19937 rng(61);
+    std::uniform_int_distribution<int> bits(0, 0x7BFF);  // finite non-negative fp16
+    std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+    for (float scale : {1.0f, 1024.0f, 65536.0f * 16.0f}) {
+      for (int n : {1, 3, 8, 15, 16, 17, 31, 33, 100, 1027}) {
+        SCOPED_TRACE("scale=" + std::to_string(scale) + " n=" + std::to_string(n));
+        std::vector<uint16_t> sums(n);
+        std::vector<float> w(n);
+        for (int j = 0; j < n; ++j) {
+          sums[j] = static_cast<uint16_t>(j % 7 == 0 ? j % 1024 : bits(rng));  // subnormals too
+          switch (j % 5) {
+            case 0:
+              w[j] = 0.0f;
+              break;
+            case 1:
+              w[j] = uni(rng) * 1e-9f;
+              break;  // sums that barely move
+            case 2:
+              w[j] = 1e-40f;
+              break;  // an fp32 subnormal weight
+            default:
+              w[j] = uni(rng);
+          }
+        }
+        std::vector<uint16_t> got = sums, want = sums;
+        AccumulateF16(got.data(), w.data(), scale, n);
+        ref::AccumulateF16(want.data(), w.data(), scale, n);
+        for (int j = 0; j < n; ++j) ASSERT_EQ(got[j], want[j]) << j;
+      }
+    }
+    // By hand: 1 + 2^-11 is a tie between 1 and 1 + 2^-10: even (1) wins;
+    // 1 + 3·2^-11 rounds up to 1 + 2^-9; 65504 + 16 (a tie with 65536)
+    // overflows to inf; 0 + 2^-25 (half the smallest subnormal) ties to 0.
+    std::vector<uint16_t> s = {F32ToF16(1.0f), F32ToF16(1.0f), F32ToF16(65504.0f), 0};
+    const std::vector<float> w = {std::ldexp(1.0f, -11), 3 * std::ldexp(1.0f, -11), 16.0f,
+                                  std::ldexp(1.0f, -25)};
+    AccumulateF16(s.data(), w.data(), 1.0f, 4);
+    EXPECT_EQ(s[0], F32ToF16(1.0f));
+    EXPECT_EQ(F16ToF32(s[1]), 1.0f + std::ldexp(1.0f, -9));
+    EXPECT_EQ(s[2], 0x7C00);  // +inf
+    EXPECT_EQ(s[3], 0);
   });
 }
 
