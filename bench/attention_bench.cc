@@ -104,6 +104,35 @@ std::map<std::pair<std::string, int>, double>& Bits() {
   static std::map<std::pair<std::string, int>, double> t;
   return t;
 }
+// True bytes of each cache (KvStats::bytes.total()), for the bandwidth table.
+std::map<std::pair<std::string, int>, double>& Bytes() {
+  static std::map<std::pair<std::string, int>, double> t;
+  return t;
+}
+
+// ReadBandwidth: one core's read bandwidth in this run (bytes/s, CPU time),
+// the limit a decode step that only streams the cache's true bytes would
+// reach: a 256 MiB buffer summed in 64-bit words, 8 chains, software
+// prefetch 3 KiB ahead (issue 15 target 3: >= 0.6 of it at 16K-32K).
+double& ReadBytesPerSecond() {
+  static double b = 0;
+  return b;
+}
+void BM_ReadBandwidth(benchmark::State& state) {
+  std::vector<uint64_t> buf((size_t{256} << 20) / sizeof(uint64_t));
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
+  uint64_t total = 0;
+  for (auto _ : state) {
+    uint64_t s[8] = {};
+    for (size_t i = 0; i < buf.size(); i += 8) {
+      __builtin_prefetch(buf.data() + i + 384);
+      for (int j = 0; j < 8; ++j) s[j] += buf[i + j];
+    }
+    for (uint64_t x : s) total += x;
+  }
+  benchmark::DoNotOptimize(total);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * buf.size() * 8);
+}
 
 void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int threads) {
   hqekv::SetNumThreads(threads);
@@ -127,6 +156,7 @@ void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int th
   state.counters["bits_per_original"] = st.bits_per_original();
   state.counters["MiB"] = static_cast<double>(st.bytes.total()) / (1 << 20);
   Bits()[{spec, n}] = st.bits_per_original();
+  Bytes()[{spec, n}] = static_cast<double>(st.bytes.total());
   hqekv::SetNumThreads(1);
 }
 
@@ -270,6 +300,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+      if (r.benchmark_name() == "ReadBandwidth") {
+        ReadBytesPerSecond() = r.counters.at("bytes_per_second");
+        continue;
+      }
       if (r.benchmark_name().rfind("DecodeAttention/", 0) != 0) continue;
       // DecodeAttention/<spec>/<n>[/real_time]
       std::string name = r.benchmark_name();
@@ -292,6 +326,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Unit(benchmark::kMillisecond);
   for (int n : kLengths) {
     for (const char* spec : kSpecs) {
       benchmark::RegisterBenchmark(
@@ -371,6 +406,26 @@ int main(int argc, char** argv) {
     }
     auto b = Bits().find({spec, kLengths[2]});
     std::printf("   %.3f\n", b == Bits().end() ? 0.0 : b->second);
+  }
+  if (ReadBytesPerSecond() > 0) {
+    std::printf(
+        "\nTrue bytes of the cache read per second of decode CPU time (GB/s), and as a fraction "
+        "of the read bandwidth of this run (%.2f GB/s)\n",
+        ReadBytesPerSecond() / 1e9);
+    for (const char* spec : kSpecs) {
+      std::printf("%-26s", spec);
+      for (int n : kLengths) {
+        auto t = Times().find({spec, n});
+        auto b = Bytes().find({spec, n});
+        if (t == Times().end() || b == Bytes().end()) {
+          std::printf(" %16s", "-");
+        } else {
+          const double gbs = b->second / (t->second * 1e-6) / 1e9;  // CPU time in us
+          std::printf(" %6.2f (%5.3fx)", gbs, gbs * 1e9 / ReadBytesPerSecond());
+        }
+      }
+      std::printf("\n");
+    }
   }
   if (!WallByThreads().empty()) {
     std::printf("\nWall time per token at %d, 1 thread / 2 threads (speedup)\n", kLengths[2]);

@@ -52,13 +52,20 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
+  // Kept slots of each chunk: counted once here (the library is built for
+  // baseline x86-64, where a popcount is a libgcc call; the passes below
+  // would count every chunk 2-3 times).
+  std::vector<int> kept;
   ResidualView residual;
-  std::vector<int32_t> positions;  // [n_kept]
+  int n_kept = 0;
+  // [n_kept], only when a sink will see the rows: walking every kept slot
+  // costs ~3% of a decode step at 32K (a push_back per token).
+  std::vector<int32_t> positions;
   bool k_hadamard = false, v_hadamard = false;
   int max_T = 0;
 };
 
-HeadPlan Plan(const KvStore& store, int layer, int g) {
+HeadPlan Plan(const KvStore& store, int layer, int g, bool with_positions) {
   HeadPlan p;
   for (int c = 0; c < store.NumChunks(layer, g); ++c) {
     ChunkView v = store.Chunk(layer, g, c);
@@ -67,9 +74,12 @@ HeadPlan Plan(const KvStore& store, int layer, int g) {
     p.v_hadamard = p.v_hadamard || v.v_format.hadamard;
     p.max_T = std::max(p.max_T, v.T);
     p.chunks.push_back(v);
+    const uint64_t all = v.T >= 64 ? ~uint64_t{0} : (uint64_t{1} << v.T) - 1;
+    p.kept.push_back(v.kept == all ? v.T : v.KeptCount());
   }
   p.residual = store.Residual(layer, g);
-  store.KeptPositions(layer, g, &p.positions);
+  p.n_kept = static_cast<int>(store.KeptTokens(layer, g));
+  if (with_positions) store.KeptPositions(layer, g, &p.positions);
   return p;
 }
 
@@ -110,7 +120,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
                 int first_sink_query, bool int16_query, const Span& span = {},
                 float* shared_scores = nullptr, const SpanResult* part = nullptr) {
   const int D = store.head_dim();
-  const int n_kept = static_cast<int>(p.positions.size());
+  const int n_kept = p.n_kept;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const quant::Format res_format = quant::F16();
   const ResidualView& r = p.residual;
@@ -123,7 +133,8 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   // Per-thread buffers: kept across calls (a decode step calls this once per
   // layer and KV head; reallocating ~n_kept·group floats each time costs page
   // faults).
-  thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot;
+  thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
+  row_sum.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
   acc.resize(qs.size());
@@ -162,7 +173,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       if (ci + 1 == n_chunks && sp.residual) {  // the residual comes next
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
       }
-      const int kept = c.KeptCount();
+      const int kept = p.kept[ci];
       if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
         fill_masked(j, kept);
         j += kept;
@@ -197,13 +208,18 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     const int j_end = sp.residual ? n_kept : j;  // the span's columns: [sp.j0, j_end)
 
     // One fp32 softmax per query head over every visible kept token (of the
-    // span, when split).
+    // span, when split). Rows no sink reads stay unnormalized (exp(s - max)):
+    // the output is scaled by 1 / sum once instead (one pass less per row).
     bool any = false;
+    const bool recorded = sink && *sink && i >= first_sink_query;
+    const bool unnormalized = !part && !recorded;
     for (int hh = 0; hh < group; ++hh) {
       if (part) {
         any = quant::SoftmaxRowStats(scores_base + hh * ss + sp.j0, j_end - sp.j0, part->max + hh,
                                      part->sum + hh) ||
               any;
+      } else if (unnormalized) {
+        any = quant::SoftmaxRowUnnormalized(scores_base + hh * ss, n_kept, &row_sum[hh]) || any;
       } else {
         any = quant::SoftmaxRow(scores_base + hh * ss, n_kept) || any;
       }
@@ -222,7 +238,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       if (any && ci + 1 == n_chunks && sp.residual) {
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
       }
-      const int kept = c.KeptCount();
+      const int kept = p.kept[ci];
       if (!any || c.pos0 > qp) {
         j += kept;
         continue;
@@ -261,8 +277,14 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         continue;
       }
       const int h = g * group + hh;
-      std::copy(ah, ah + D, out + (static_cast<size_t>(i) * n_q_heads + h) * D);
-      if (sink && *sink && i >= first_sink_query) {
+      float* oh = out + (static_cast<size_t>(i) * n_q_heads + h) * D;
+      if (unnormalized) {
+        const float inv = row_sum[hh] > 0.0f ? 1.0f / row_sum[hh] : 0.0f;
+        for (int d = 0; d < D; ++d) oh[d] = ah[d] * inv;
+      } else {
+        std::copy(ah, ah + D, oh);
+      }
+      if (recorded) {
         AttentionRow row;
         row.kv_head = g;
         row.query = i;
@@ -319,11 +341,11 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int s
       Span& x = sp[g * spans + s];
       x.c0 = nc * s / spans;
       x.c1 = nc * (s + 1) / spans;
-      for (; c < x.c0; ++c) j += p.chunks[c].KeptCount();
+      for (; c < x.c0; ++c) j += p.kept[c];
       x.j0 = j;
       x.residual = s == spans - 1;
     }
-    row0[g + 1] = row0[g] + group * ScoreStride(static_cast<int>(p.positions.size()));
+    row0[g + 1] = row0[g] + group * ScoreStride(p.n_kept);
   }
   // Per call, on the calling thread: score rows, and per task the span's
   // output [group][D], max [group] and sum [group].
@@ -357,7 +379,7 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int s
   std::vector<float> c(spans);
   for (int g = 0; g < H; ++g) {
     const HeadPlan& p = plans[g];
-    const int n_kept = static_cast<int>(p.positions.size());
+    const int n_kept = p.n_kept;
     const size_t ss = ScoreStride(n_kept);
     for (int hh = 0; hh < group; ++hh) {
       float mx = neg_inf;
@@ -439,8 +461,8 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   std::vector<HeadPlan> plans(H);
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
-    plans[g] = Plan(store, layer, g);
-    work += static_cast<int64_t>(plans[g].positions.size()) * n * group * store.head_dim();
+    plans[g] = Plan(store, layer, g, sink && *sink);
+    work += static_cast<int64_t>(plans[g].n_kept) * n * group * store.head_dim();
   }
   if (const int spans = SpansPerHead(plans, n, work, options); spans > 1) {
     AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, opts,

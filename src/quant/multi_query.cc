@@ -475,7 +475,7 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
 // Softmax with -inf masking; exp by Highway's polynomial (<= 1 ulp). Full
 // vector width (16 lanes on AVX-512): no code fetch here, so the 8-lane cap of
 // DF does not apply; the exp per lane is the same, only the sum's order moves.
-bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
+bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out, bool normalize) {
   using DS = hn::ScalableTag<float>;
   const DS ds;
   using VS = hn::Vec<DS>;
@@ -509,6 +509,7 @@ bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out) {
     sum += x[i];
   }
   if (sum_out) *sum_out = sum;
+  if (!normalize) return true;
   const VS inv = hn::Set(ds, 1.0f / sum);
   i = 0;
   for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(ds, x + i), inv), ds, x + i);
@@ -587,7 +588,7 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 }
 
 bool SoftmaxRow(float* x, int n) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr);
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr, true);
 }
 
 void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
@@ -597,7 +598,10 @@ void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
   }
 }
 bool SoftmaxRowStats(float* x, int n, float* max, float* sum) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum);
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum, true);
+}
+bool SoftmaxRowUnnormalized(float* x, int n, float* sum) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, sum, false);
 }
 
 }  // namespace hqekv::quant

@@ -78,6 +78,12 @@ bool SoftmaxRow(float* x, int n);
 // the normalization; -inf and 0 when every entry is masked): what a split
 // softmax needs to merge rows normalized separately (store_attention.cc).
 bool SoftmaxRowStats(float* x, int n, float* max, float* sum);
+// The same without the normalization: x[i] = exp(x[i] - max) (0 where
+// masked) and *sum their sum (0 when every entry is masked: returns false,
+// all zeros). A caller that only needs sum_j w_j v_j scales that once by
+// 1 / sum instead of every weight (store_attention.cc, no sink): one pass
+// over the row less. Oracle: ref::SoftmaxRow times the sum.
+bool SoftmaxRowUnnormalized(float* x, int n, float* sum);
 
 // Attention-row sums in fp16 (HqeKV's importance window, 2 bytes per kept
 // token): for j in [0, n),

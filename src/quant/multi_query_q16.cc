@@ -174,6 +174,21 @@ HWY_INLINE void StoreRow(const QA& qa, int nv, __m512 amax, float* sq, int16_t* 
   }
 }
 
+// The 16 lanes of each of v[0..3] combined by op (max or add; any order),
+// in lanes 0..3: pairs interleaved, then 64-bit halves, then the 128-bit
+// blocks folded.
+template <class Op>
+HWY_INLINE __m128 Reduce4(const __m512 v[4], const Op& op) {
+  const __m512 a01 = op(_mm512_unpacklo_ps(v[0], v[1]), _mm512_unpackhi_ps(v[0], v[1]));
+  const __m512 a23 = op(_mm512_unpacklo_ps(v[2], v[3]), _mm512_unpackhi_ps(v[2], v[3]));
+  const __m512d d01 = _mm512_castps_pd(a01), d23 = _mm512_castps_pd(a23);
+  const __m512 x = op(_mm512_castpd_ps(_mm512_unpacklo_pd(d01, d23)),
+                      _mm512_castpd_ps(_mm512_unpackhi_pd(d01, d23)));
+  const __m512 y = op(x, _mm512_shuffle_f32x4(x, x, 0x4E));  // blocks 2,3 onto 0,1
+  const __m512 z = op(y, _mm512_shuffle_f32x4(y, y, 0xB1));  // block 1 onto 0
+  return _mm512_castps512_ps128(z);
+}
+
 // Rounds qa[h] = q[h]·a to int16 per row (scale amax/32767), off[h] = q[h]·b.
 // False when some qa is not finite (then nothing is written to the scores).
 // kV > 0: D = 16·kV, a, b and one row's qa held in registers (a and b decoded
@@ -186,21 +201,49 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
   s.off.resize(m);
   __mmask16 bad = 0;
   if constexpr (kV > 0) {
-    __m512 a[kV], b[kV], qa[kV];
+    // Blocks of up to 4 rows: their maxima and offsets reduced together
+    // (Reduce4: one transpose-and-fold instead of two horizontal reductions
+    // per row), their scales by one 4-lane division; qa in a stack buffer.
+    __m512 a[kV], b[kV];
     for (int v = 0; v < kV; ++v) AffineAt(meta, D, 16 * v, n1, &a[v], &b[v]);
-    for (int h = 0; h < m; ++h) {
-      const float* qh = q + h * qs;
-      __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
-      for (int v = 0; v < kV; ++v) {
-        const __m512 qv = _mm512_loadu_ps(qh + 16 * v);
-        qa[v] = _mm512_mul_ps(qv, a[v]);
-        bad |= NonFinite(qa[v]);
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(qa[v]));
-        off = _mm512_fmadd_ps(qv, b[v], off);
+    alignas(64) float qa[4][16 * kV];
+    alignas(16) float mx[4], inv[4];
+    for (int h0 = 0; h0 < m; h0 += 4) {
+      const int mb = std::min(4, m - h0);
+      __m512 amax[4], off[4];
+      for (int h = 0; h < 4; ++h) amax[h] = off[h] = _mm512_setzero_ps();
+      for (int h = 0; h < mb; ++h) {
+        const float* qh = q + (h0 + h) * qs;
+        for (int v = 0; v < kV; ++v) {
+          const __m512 qv = _mm512_loadu_ps(qh + 16 * v);
+          const __m512 x = _mm512_mul_ps(qv, a[v]);
+          _mm512_store_ps(qa[h] + 16 * v, x);
+          bad |= NonFinite(x);
+          amax[h] = _mm512_max_ps(amax[h], _mm512_abs_ps(x));
+          off[h] = _mm512_fmadd_ps(qv, b[v], off[h]);
+        }
       }
-      s.off[h] = _mm512_reduce_add_ps(off);
-      StoreRow([&](int v) { return qa[v]; }, kV, amax, &s.sq[h],
-               s.qi.data() + static_cast<size_t>(h) * D);
+      const __m128 m4 = Reduce4(amax, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
+      const __m128 o4 = Reduce4(off, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+      // sq = amax / 32767 and the rounding multiplier 32767 / amax (0 for an
+      // all-zero row), as StoreRow.
+      const __m128 pos = _mm_cmpgt_ps(m4, _mm_setzero_ps());
+      const __m128 k = _mm_set1_ps(32767.0f);
+      const __m128 sq4 = _mm_and_ps(pos, _mm_div_ps(m4, k));
+      _mm_store_ps(mx, sq4);
+      _mm_store_ps(inv, _mm_and_ps(pos, _mm_div_ps(k, m4)));
+      alignas(16) float o[4];
+      _mm_store_ps(o, o4);
+      for (int h = 0; h < mb; ++h) {
+        s.sq[h0 + h] = mx[h];
+        s.off[h0 + h] = o[h];
+        const __m512 iv = _mm512_set1_ps(inv[h]);
+        int16_t* qi = s.qi.data() + static_cast<size_t>(h0 + h) * D;
+        for (int v = 0; v < kV; ++v) {
+          const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(qa[h] + 16 * v), iv));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 16 * v), _mm512_cvtepi32_epi16(r));
+        }
+      }
     }
   } else {
     s.qa.resize(static_cast<size_t>(D));

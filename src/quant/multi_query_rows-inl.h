@@ -63,39 +63,50 @@ struct Int8RowDec {
   HWY_INLINE float Scale(int t) const { return s[t]; }
 };
 
-// fp8 -> float through fp16 bits. kE4M3: (mag << 7) | (sign << 15) is the
-// fp16 of value · 2^-8; E5M2: code << 8 is the fp16 of the value. Pair
-// decodes 2N codes with one set of 16-bit operations (half the work per value
-// of two single decodes).
+// fp8 -> float through fp16 bits. kE4M3: the byte sign-extended to 16 bits
+// and shifted left by 7, bit 14 (a copy of the sign) cleared, is the fp16 of
+// value · 2^-8 (sign at bit 15); E5M2: code << 8 is the fp16 of the value.
+// Magnitudes above the largest finite code (NaN / inf) are clamped to it
+// without splitting off the sign: a signed 16-bit min clamps the positive
+// codes (the negative ones are below any positive), an unsigned min the
+// negative ones (0x8000 | mag, above every positive). 4-5 operations per 2N
+// codes (7 with the sign taken apart). Pair decodes 2N codes with one set of
+// 16-bit operations (half the work per value of two single decodes).
 template <bool kE4M3>
 struct Fp8RowDec {
   HQEKV_QUANT_TAGS(DW);
   const uint8_t* codes;
   int D;
   float s;  // chunk scale (E4M3: times 2^8)
-  // fp16 bits of the codes in lanes of 16 bits.
+  // fp16 bits of the n codes at p (n = lanes of D16).
   template <class D16>
-  static HWY_INLINE hn::Vec<D16> Bits(D16 d16, hn::Vec<D16> c) {
-    constexpr int kShift = kE4M3 ? 7 : 8;
+  static HWY_INLINE hn::Vec<D16> Bits(D16 d16, const uint8_t* p) {
+    const hn::RebindToSigned<D16> di16;
     constexpr uint16_t kMaxMag = kE4M3 ? (0x7E << 7) : (0x7B << 8);
-    const auto mag = hn::Min(hn::And(hn::ShiftLeft<kShift>(c), hn::Set(d16, 0x7F << kShift)),
-                             hn::Set(d16, kMaxMag));
-    return hn::Or(mag, hn::And(hn::ShiftLeft<8>(c), hn::Set(d16, 0x8000)));
+    hn::Vec<D16> x;
+    if constexpr (kE4M3) {
+      const hn::Rebind<int8_t, D16> d8;
+      const auto c =
+          hn::BitCast(d16, hn::PromoteTo(di16, hn::LoadU(d8, reinterpret_cast<const int8_t*>(p))));
+      x = hn::And(hn::ShiftLeft<7>(c), hn::Set(d16, 0xBF80));
+    } else {
+      const hn::Rebind<uint8_t, D16> d8;
+      x = hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(d8, p)));
+    }
+    x = hn::BitCast(d16,
+                    hn::Min(hn::BitCast(di16, x), hn::Set(di16, static_cast<int16_t>(kMaxMag))));
+    return hn::Min(x, hn::Set(d16, static_cast<uint16_t>(0x8000 | kMaxMag)));
   }
   HWY_INLINE VF operator()(int t, int d) const {
     const hn::Rebind<uint16_t, DF> d16;
-    const hn::Rebind<uint8_t, DF> d8;
     const hn::Rebind<hwy::float16_t, DF> dh;
-    const auto c = hn::PromoteTo(d16, hn::LoadU(d8, codes + static_cast<size_t>(t) * D + d));
-    return hn::PromoteTo(DF(), hn::BitCast(dh, Bits(d16, c)));
+    return hn::PromoteTo(DF(), hn::BitCast(dh, Bits(d16, codes + static_cast<size_t>(t) * D + d)));
   }
   HWY_INLINE void Pair(int t, int d, VF* x0, VF* x1) const {
     const hn::Repartition<uint16_t, DF> d16;  // 2N lanes
-    const hn::Rebind<uint8_t, decltype(d16)> d8;
     const hn::Rebind<hwy::float16_t, DF> dh;
     const hn::Half<decltype(d16)> d16h;
-    const auto b =
-        Bits(d16, hn::PromoteTo(d16, hn::LoadU(d8, codes + static_cast<size_t>(t) * D + d)));
+    const auto b = Bits(d16, codes + static_cast<size_t>(t) * D + d);
     *x0 = hn::PromoteTo(DF(), hn::BitCast(dh, hn::LowerHalf(d16h, b)));
     *x1 = hn::PromoteTo(DF(), hn::BitCast(dh, hn::UpperHalf(d16h, b)));
   }

@@ -54,7 +54,8 @@ template <int kBits, int kWidth>
 struct WideFetch {
   HQEKV_QUANT_TAGS(DW);
   using Idx = decltype(hn::IndicesFromVec(DU(), hn::Zero(DU())));
-  static_assert(kWidth == 32 || kWidth == 64 || kWidth == 128, "fetch width");
+  static_assert(kWidth == 8 || kWidth == 16 || kWidth == 32 || kWidth == 64 || kWidth == 128,
+                "fetch width");
   VU shift;
   Idx idx;
   WideFetch() = default;
@@ -69,7 +70,11 @@ struct WideFetch {
   HWY_INLINE VU operator()(const uint8_t* p) const {
     const DU du;
     VU w;
-    if constexpr (kWidth == 32) {
+    if constexpr (kWidth < 32) {  // 1-bit codes: 8 or 16 lanes, 1 or 2 bytes
+      uint32_t x = 0;
+      std::memcpy(&x, p, kWidth / 8);
+      w = hn::Set(du, x);
+    } else if constexpr (kWidth == 32) {
       w = hn::Set(du, Load32(p));
     } else if constexpr (kWidth == 64) {
       const hn::Repartition<uint64_t, DU> d64;
@@ -251,11 +256,12 @@ void DotPerChannelWide(const Format& f, const uint8_t* codes, const uint8_t* met
 // ------------------------------------------------- V per-token groups
 
 // Token t's codes are D·b / 8 bytes at t·D·b / 8; the vector of N channels
-// from d is the N·b bits (32, 64 or 128: whole bytes inside the chunk) at
-// byte d·b / 8 of the row. Each vector lies inside one group.
+// from d is the N·b bits (8 or 16 for 1-bit codes, else 32, 64 or 128: whole
+// bytes inside the chunk) at byte d·b / 8 of the row. Each vector lies inside
+// one group. (1-bit V, HqeKV's n1 tier, ran the 8-lane kernels before.)
 inline bool PerTokenWideOk(const Format& f, int D) {
   return IsGrouped(f) && f.grouping == Grouping::kPerToken &&
-         (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && kWideLanes * f.bits >= 32 &&
+         (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && kWideLanes * f.bits >= 8 &&
          f.group % kWideLanes == 0 && D % f.group == 0;
 }
 
@@ -314,7 +320,7 @@ void AxpyPerTokenWide(const Format& f, const uint8_t* codes, const uint8_t* meta
     WithCodes(f, [&](auto bits_c, auto table_c) {
       constexpr int kBits = decltype(bits_c)::value;
       constexpr bool kTable = decltype(table_c)::value;
-      if constexpr (N * kBits >= 32) {
+      if constexpr (N * kBits >= 8) {
         int d0 = 0;
         for (; d0 + kVecs * N <= D; d0 += kVecs * N) {
           AxpyPerTokenWideBlock<mb, kVecs, kBits, kTable>(codes, lv, a, b, gpt, f.group, T, D, wh,

@@ -228,6 +228,17 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
       double want_sum = 0.0;
       for (float v : x) want_sum += v == ninf ? 0.0 : std::exp(static_cast<double>(v) - mx);
       EXPECT_NEAR(sum_e, want_sum, 1e-5 * want_sum);
+      // The unnormalized variant: exp(x - max) with the same sum; weights
+      // times the sum are the reference's within its tolerance.
+      std::vector<float> raw = x;
+      float raw_sum = 0.0f;
+      ASSERT_EQ(SoftmaxRowUnnormalized(raw.data(), n, &raw_sum), any);
+      EXPECT_EQ(raw_sum, sum_e);
+      for (int i = 0; i < n; ++i) {
+        if (x[i] == ninf) ASSERT_EQ(raw[i], 0.0f) << i;
+        ASSERT_NEAR(raw[i] / raw_sum, want[i], 4e-6f * want[i] + 1e-30f) << i;
+        ASSERT_EQ(raw[i] * (1.0f / raw_sum), got[i]) << i;  // the same rounding as normalized
+      }
       float sum = 0.0f;
       for (int i = 0; i < n; ++i) {
         if (x[i] == ninf) {
@@ -246,6 +257,11 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
     EXPECT_FALSE(SoftmaxRowStats(masked2.data(), 5, &mx, &sum_e));
     EXPECT_EQ(mx, ninf);
     EXPECT_EQ(sum_e, 0.0f);
+    std::vector<float> masked3(21, ninf);
+    sum_e = 1.0f;
+    EXPECT_FALSE(SoftmaxRowUnnormalized(masked3.data(), 21, &sum_e));
+    EXPECT_EQ(sum_e, 0.0f);
+    for (float v : masked3) EXPECT_EQ(v, 0.0f);
   });
 }
 
