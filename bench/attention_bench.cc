@@ -35,8 +35,13 @@
 #include "policy/factory.h"
 #include "policy/store_cache.h"
 #include "bench_kv.h"
+#include "ratio_table.h"
 
 namespace {
+
+using hqekv::bench::PrintRatioCells;
+using hqekv::bench::SplitLabelLength;
+using hqekv::bench::Times;
 
 using hqekv::KvCache;
 using hqekv::KvGeometry;
@@ -96,10 +101,6 @@ std::unique_ptr<KvCache> Build(const std::string& spec, int n, std::string* err)
   return c;
 }
 
-std::map<std::pair<std::string, int>, double>& Times() {
-  static std::map<std::pair<std::string, int>, double> t;
-  return t;
-}
 std::map<std::pair<std::string, int>, double>& Bits() {
   static std::map<std::pair<std::string, int>, double> t;
   return t;
@@ -314,10 +315,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
             r.GetAdjustedRealTime();
         continue;
       }
-      const auto a = name.find('/'), b = name.rfind('/');
-      if (a == std::string::npos || b <= a) continue;
-      Times()[{name.substr(a + 1, b - a - 1), std::atoi(name.c_str() + b + 1)}] =
-          r.GetAdjustedCPUTime();
+      std::string spec;
+      int n = 0;
+      if (!SplitLabelLength(name, &spec, &n)) continue;
+      Times()[{spec, n}] = r.GetAdjustedCPUTime();
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -396,14 +397,7 @@ int main(int argc, char** argv) {
   std::printf("   bits/original at %d\n", kLengths[2]);
   for (const char* spec : kSpecs) {
     std::printf("%-26s", spec);
-    for (int n : kLengths) {
-      auto base = Times().find({"fp16", n}), t = Times().find({spec, n});
-      if (base == Times().end() || t == Times().end()) {
-        std::printf(" %10s", "-");
-      } else {
-        std::printf(" %9.3fx", t->second / base->second);
-      }
-    }
+    PrintRatioCells("fp16", spec, kLengths);
     auto b = Bits().find({spec, kLengths[2]});
     std::printf("   %.3f\n", b == Bits().end() ? 0.0 : b->second);
   }

@@ -23,8 +23,13 @@
 #include "core/parallel.h"
 #include "policy/factory.h"
 #include "bench_kv.h"
+#include "ratio_table.h"
 
 namespace {
+
+using hqekv::bench::PrintRatioCells;
+using hqekv::bench::SplitLabelLength;
+using hqekv::bench::Times;
 
 using hqekv::KvCache;
 using hqekv::KvGeometry;
@@ -36,11 +41,6 @@ const char* const kSpecs[] = {"fp16",           "kivi:nominal_bits=2",
                               "hqekv:bits=3.4", "hqekv:nominal_bits=3.2",
                               "h2o:keep=0.25",  "snapkv:keep=0.25"};
 const int kLengths[] = {4096, 16384};
-
-std::map<std::pair<std::string, int>, double>& Times() {
-  static std::map<std::pair<std::string, int>, double> t;
-  return t;
-}
 
 void BM_DecodeStep(benchmark::State& state, std::string spec, int n) {
   KvGeometry g;
@@ -106,10 +106,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
       // DecodeStep/<spec>/<n>/iterations:<k>
       std::string name = r.benchmark_name();
       if (const auto it = name.find("/iterations:"); it != std::string::npos) name.resize(it);
-      const auto a = name.find('/'), b = name.rfind('/');
-      if (a == std::string::npos || b <= a) continue;
-      Times()[{name.substr(a + 1, b - a - 1), std::atoi(name.c_str() + b + 1)}] =
-          r.GetAdjustedCPUTime() / kSteps;
+      std::string spec;
+      int n = 0;
+      if (!SplitLabelLength(name, &spec, &n)) continue;
+      Times()[{spec, n}] = r.GetAdjustedCPUTime() / kSteps;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -139,14 +139,7 @@ int main(int argc, char** argv) {
   std::printf("\n");
   for (const char* spec : kSpecs) {
     std::printf("%-26s", spec);
-    for (int n : kLengths) {
-      auto base = Times().find({"fp16", n}), t = Times().find({spec, n});
-      if (base == Times().end() || t == Times().end()) {
-        std::printf(" %10s", "-");
-      } else {
-        std::printf(" %9.3fx", t->second / base->second);
-      }
-    }
+    PrintRatioCells("fp16", spec, kLengths);
     std::printf("\n");
   }
   benchmark::Shutdown();

@@ -28,8 +28,12 @@
 #include "core/parallel.h"
 #include "quant/format.h"
 #include "bench_kv.h"
+#include "ratio_table.h"
 
 namespace {
+
+using hqekv::bench::PrintRatioCells;
+using hqekv::bench::Times;
 
 using hqekv::cache::KvStore;
 using hqekv::quant::Format;
@@ -93,11 +97,6 @@ std::unique_ptr<KvStore> BuildStore(const std::string& layout, int n) {
     if (t.evict && !s->EvictChunk(0, hqekv::cache::kAllHeads, c).ok()) return nullptr;
   }
   return s;
-}
-
-std::map<std::pair<std::string, int>, double>& Times() {
-  static std::map<std::pair<std::string, int>, double> t;
-  return t;
 }
 
 void BM_StoreDecode(benchmark::State& state, std::string layout, int n) {
@@ -193,14 +192,7 @@ int main(int argc, char** argv) {
   for (const char* l : kLayouts) rows.push_back(l);
   for (const std::string& l : rows) {
     std::printf("%-12s", l.c_str());
-    for (int n : kLengths) {
-      auto base = Times().find({"f16", n}), t = Times().find({l, n});
-      if (base == Times().end() || t == Times().end()) {
-        std::printf(" %10s", "-");
-      } else {
-        std::printf(" %9.3fx", t->second / base->second);
-      }
-    }
+    PrintRatioCells("f16", l, kLengths);
     std::printf("\n");
   }
   std::printf("%-12s", "f16 ms");
