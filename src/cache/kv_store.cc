@@ -32,7 +32,8 @@ std::string At(int layer, int head) {
 // True when T ascending positions span at most 65536 (uint16 offsets from the
 // first hold them: a narrow list, 2 bytes a slot instead of 4).
 bool NarrowSpan(const int32_t* pos, int T) {
-  return static_cast<int64_t>(pos[T - 1]) - pos[0] <= 65535;
+  return ExplicitListBytes(T, static_cast<int64_t>(pos[T - 1]) - pos[0]) ==
+         2 * static_cast<size_t>(T);
 }
 
 // Writes an explicit list of T ascending positions to dst: uint16 offsets

@@ -118,6 +118,13 @@ struct PositionList {
   }
 };
 
+// Bytes of an explicit list of T positions spanning `span` (last - first):
+// uint16 offsets up to a span of 65535, else int32. The one rule the store
+// writes lists by and a policy plans their bytes by.
+inline constexpr size_t ExplicitListBytes(int T, int64_t span) {
+  return static_cast<size_t>(T) * (span <= 65535 ? 2 : 4);
+}
+
 struct ChunkView {
   int T = 0;               // slots (tokens sealed into the chunk)
   uint64_t kept = 0;       // bit t set = slot t kept; 0 = tombstone

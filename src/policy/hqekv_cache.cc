@@ -539,7 +539,7 @@ int64_t HqekvCache::PlaneBytesHeld(int layer) const {
 }
 
 int64_t HqekvCache::ListBlockBytes(int64_t unit, int64_t slots, int64_t span) {
-  const int64_t bytes = slots * (span <= 65535 ? 2 : 4);
+  const auto bytes = static_cast<int64_t>(cache::ExplicitListBytes(static_cast<int>(slots), span));
   return (bytes + unit - 1) / unit * unit;
 }
 
