@@ -140,7 +140,12 @@ struct ChunkView {
   bool live() const { return kept != 0; }
   bool Kept(int t) const { return (kept >> t) & 1u; }
   int32_t Position(int t) const { return positions[t]; }
-  int KeptCount() const { return __builtin_popcountll(kept); }
+  int KeptCount() const {
+    // Every slot kept is the common case, and a popcount is a libgcc call in
+    // the baseline-x86-64 library.
+    const uint64_t all = T >= 64 ? ~uint64_t{0} : (uint64_t{1} << T) - 1;
+    return kept == all ? T : __builtin_popcountll(kept);
+  }
 };
 
 // The residual of one (layer, KV head): n tokens, fp16, oldest first.

@@ -52,9 +52,8 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
-  // Kept slots of each chunk: counted once here (the library is built for
-  // baseline x86-64, where a popcount is a libgcc call; the passes below
-  // would count every chunk 2-3 times).
+  // Kept slots of each chunk, counted once here (the passes below would
+  // count every chunk 2-3 times).
   std::vector<int> kept;
   ResidualView residual;
   int n_kept = 0;
@@ -74,8 +73,7 @@ HeadPlan Plan(const KvStore& store, int layer, int g, bool with_positions) {
     p.v_hadamard = p.v_hadamard || v.v_format.hadamard;
     p.max_T = std::max(p.max_T, v.T);
     p.chunks.push_back(v);
-    const uint64_t all = v.T >= 64 ? ~uint64_t{0} : (uint64_t{1} << v.T) - 1;
-    p.kept.push_back(v.kept == all ? v.T : v.KeptCount());
+    p.kept.push_back(v.KeptCount());
   }
   p.residual = store.Residual(layer, g);
   p.n_kept = static_cast<int>(store.KeptTokens(layer, g));
