@@ -29,7 +29,6 @@
 #endif
 #include <algorithm>
 #include <cstring>
-#include <cstdlib>
 #include <vector>
 
 #include "core/half.h"
@@ -75,10 +74,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // type; 2048, 3072 and 4096 bytes within noise of each other, 512 and 1024
 // lower. Rows are contiguous, so it runs on into the next row.
 constexpr int kPrefetchBytes = 3072;
-static const int g_pf_knob = getenv("HQEKV_PF") ? atoi(getenv("HQEKV_PF")) : kPrefetchBytes;
 HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
-  const int pf = g_pf_knob;
-  for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + pf + c);
+  for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
 }
 
 // Quantizes m*k/32 blocks of 32 values (see Int8Acts).
@@ -549,7 +546,7 @@ void RowQ6K_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
 // row): vector h (h < 2) holds blocks 2h, 2h + 1 as (qs of 2h, qs of 2h, qs of
 // 2h + 1, qs of 2h + 1) per 128-bit lane, whose low nibbles (lanes 0, 2) and
 // high nibbles (lanes 1, 3) are values 0..15 and 16..31 of each block: one
-// bit-field extract per vector. A third permute gathers the 4 fp16 scales (and
+// GFNI bit-field extract per vector (a different field per 64-bit lane). A third permute gathers the 4 fp16 scales (and
 // Q4_1 / Q5_1 mins). Half the vector operations per byte of RowLegacy512,
 // which was compute-bound (~22 GB/s against a 28-31 GB/s read).
 
@@ -612,7 +609,7 @@ constexpr Idx64 LegacyScaleIndex() {
 
 HWY_INLINE __m512i LoadIdx(const Idx64& i) { return _mm512_load_si512(i.b); }
 
-template <TensorType T, int M, bool kGfni>
+template <TensorType T, int M>
 void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
                     const float* const* xs, float* out) {
   constexpr int bb = BlockBytes(T);
@@ -629,8 +626,7 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
       static_cast<int64_t>(BitsTo(0, 0, 4)), static_cast<int64_t>(BitsTo(0, 0, 4)),
       static_cast<int64_t>(BitsTo(4, 0, 4)), static_cast<int64_t>(BitsTo(4, 0, 4)),
       static_cast<int64_t>(BitsTo(0, 0, 4)), static_cast<int64_t>(BitsTo(0, 0, 4)));
-  const __m512i cnt = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);  // the same by shifts
-  const __m512i m4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(0x10);
+  const __m512i b16 = _mm512_set1_epi8(0x10);
   const __m512i pair01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i pair23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   __m512 acc0[M], acc1[M];
@@ -648,14 +644,8 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
     asm("" : "+v"(v0), "+v"(v1));
     const __m512i q0 = _mm512_permutex2var_epi8(v0, iq0, v1);
     const __m512i q1 = _mm512_permutex2var_epi8(v0, iq1, v1);
-    __m512i w0, w1;
-    if constexpr (kGfni) {
-      w0 = _mm512_gf2p8affine_epi64_epi8(q0, mat, 0);
-      w1 = _mm512_gf2p8affine_epi64_epi8(q1, mat, 0);
-    } else {
-      w0 = _mm512_and_si512(_mm512_srlv_epi16(q0, cnt), m4);
-      w1 = _mm512_and_si512(_mm512_srlv_epi16(q1, cnt), m4);
-    }
+    __m512i w0 = _mm512_gf2p8affine_epi64_epi8(q0, mat, 0);
+    __m512i w1 = _mm512_gf2p8affine_epi64_epi8(q1, mat, 0);
     if constexpr (five) {
       const __m512i bit = LoadIdx(kBit);
       const __m512i h0 = _mm512_permutex2var_epi8(v0, LoadIdx(kQh0), v1);
@@ -1058,23 +1048,13 @@ struct ActRows {
 };
 
 #if HQEKV_INT8_512
-// Legacy rows: four blocks per step where AVX-512 VBMI + VNNI are compiled
-// in (HQEKV_LEGACY4=0 selects the two-block kernel, for measurements).
-inline bool UseLegacy4() {
-  static const bool on = [] {
-    const char* e = std::getenv("HQEKV_LEGACY4");
-    return !(e && e[0] == '0');
-  }();
-  return on;
-}
+// Legacy rows: four blocks per step on the AVX3_DL target (AVX-512 VBMI +
+// VNNI) when the CPU has GFNI (every such CPU so far), else two per step.
 template <TensorType T, int M>
 void RowLegacy(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
                const float* const* xs, float* out) {
 #if HQEKV_VNNI
-  if (UseLegacy4()) {
-    if (HasGfni()) return RowLegacy4_512<T, M, true>(p, nb, xq, xd, xs, out);
-    return RowLegacy4_512<T, M, false>(p, nb, xq, xd, xs, out);
-  }
+  if (HasGfni()) return RowLegacy4_512<T, M>(p, nb, xq, xd, xs, out);
 #endif
   RowLegacy512<T, M>(p, nb, xq, xd, xs, out);
 }

@@ -151,8 +151,9 @@ TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
     // kernel (tiles of 8 + 5 activation rows; 19 weight rows = a full and a
     // masked panel; k = 4096 = 4 chunks of 1024).
     // k = 96: an odd number of 32-value blocks (the fused AVX-512 kernels'
-    // two-block step leaves a tail block).
-    for (int64_t k : {96, 256, 768, 4096}) {
+    // two-block step leaves a tail block); k = 224 and 416: the AVX-512 VNNI
+    // legacy kernels' four-block step leaves 3 and 1 blocks.
+    for (int64_t k : {96, 224, 256, 416, 768, 4096}) {
       if (k % BlockSize(t) != 0) continue;
       for (int64_t m : {6, 13}) {
         const int64_t n = m == 6 ? 7 : 19;
@@ -224,6 +225,55 @@ TEST(Int8Acts, LowBitKQuantsExactOnIntegerProducts) {
           }
         }
       });
+    }
+  }
+}
+
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 (AVX-512 VNNI: four blocks per step, codes and
+// scales gathered by byte permutes; AVX-512: two blocks; the tail blocks):
+// with unit fp16 scales, integer mins and integer activations of block
+// maximum 127, every product and partial sum is an integer below 2^24, so
+// every kernel (decode M = 1, row kernels M = 4 and 2, the GEMM panels) must
+// equal the oracle exactly; random bytes reach every code and 5th bit.
+TEST(Int8Acts, LegacyBlocksExactOnIntegerProducts) {
+  std::mt19937 rng(37);
+  std::uniform_int_distribution<int> byte(0, 255), val(-127, 127), mn(-20, 20);
+  for (TensorType t :
+       {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1}) {
+    const bool has_min = t == TensorType::kQ4_1 || t == TensorType::kQ5_1;
+    for (int64_t k : {128, 224, 416, 1024}) {
+      for (int64_t m : {1, 6, 13}) {
+        const int64_t n = 5;
+        std::vector<uint8_t> w(n * RowBytes(t, k));
+        for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+        for (size_t o = 0; o < w.size(); o += BlockBytes(t)) {
+          PutHalf(w.data() + o, 1.0f);
+          if (has_min) PutHalf(w.data() + o + 2, static_cast<float>(mn(rng)));
+        }
+        std::vector<float> x(m * k);
+        for (int64_t j = 0; j < m * k; ++j) {
+          x[j] = j % 32 == 7 ? (j % 64 == 7 ? 127.0f : -127.0f) : static_cast<float>(val(rng));
+        }
+        Int8Acts a;
+        QuantizeActsRef(x.data(), m, k, &a);
+        ASSERT_EQ(a.d[0], 1.0f);
+        const WeightMatrix wm{t, w.data(), n, k};
+        EXPECT_GT(OnEachTarget(
+                      [&] {
+                        std::vector<float> y(m * n, NAN);
+                        Int8Rows(wm, a, 0, n, y.data(), n);
+                        for (int64_t i = 0; i < m; ++i) {
+                          for (int64_t r = 0; r < n; ++r) {
+                            const double ref = DotInt8Ref(t, wm.row(r), a, i);
+                            ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
+                                << TensorTypeName(t) << " k=" << k << " m=" << m << " i=" << i
+                                << " r=" << r;
+                            ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
+                          }
+                        }
+                      }),
+                  0);
+      }
     }
   }
 }
