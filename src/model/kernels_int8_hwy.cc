@@ -78,6 +78,24 @@ HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
   for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
 }
 
+#if HQEKV_VNNI
+// GFNI (every AVX-512 VNNI CPU so far has it; checked at run time): one
+// vgf2p8affineqb per vector extracts a bit field of every byte (a different
+// one per 64-bit lane), in place of a shift and a mask. Matrix row 7 - i
+// selects the source bit of result bit i.
+constexpr uint64_t BitsTo(int src, int dst, int n) {
+  uint64_t m = 0;
+  for (int i = 0; i < n; ++i) m |= uint64_t{1} << (src + i) << (8 * (7 - dst - i));
+  return m;
+}
+inline bool HasGfni() {
+  static const bool has = __builtin_cpu_supports("gfni");
+  return has;
+}
+#else
+constexpr bool HasGfni() { return false; }
+#endif
+
 // Quantizes m*k/32 blocks of 32 values (see Int8Acts).
 void QuantizeBlocks(const float* x, int64_t blocks, int8_t* q, float* d, float* s, float* s16) {
   const hn::CappedTag<float, 16> df;
@@ -236,7 +254,12 @@ HWY_INLINE __m256 BytesToFloats(uint64_t v) {
 
 // out[i] = Q4_K (kFive: Q5_K, 176 B, codes + the qh bits) row p (nsb
 // super-blocks) . activation row i, i < M.
-template <int M, bool kFive = false>
+// kGfni (AVX-512 VNNI + GFNI): the 32 code bytes of 64 values are broadcast
+// to both halves of a vector and one vgf2p8affineqb takes the low nibbles in
+// the low half and the high nibbles in the high half (Q5_K: a second one puts
+// the qh bits 2g / 2g + 1 at bit 4), instead of a shift, an insert and a mask
+// (Q5_K: 7 more operations for the 5th bits).
+template <int M, bool kFive = false, bool kGfni = false>
 void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
              const float* const* xs, float* out) {
   __m256 mins[M];
@@ -267,15 +290,37 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
     // One vector per 64 values: low nibbles (sub-block 2g) in the low half,
     // high nibbles (2g + 1) in the high half, against 64 contiguous q.
     for (int g = 0; g < 4; ++g) {
-      const __m256i qv = Load32(qs + 32 * g);
-      __m512i wv = _mm512_and_si512(
-          _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1),
-          _mm512_set1_epi8(0x0F));
-      if constexpr (kFive) {  // 5th bits: qh bit 2g (low half), 2g + 1 (high half)
-        wv = _mm512_or_si512(
-            wv, _mm512_slli_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(Bits32(qh, 2 * g, 1)),
-                                                     Bits32(qh, 2 * g + 1, 1), 1),
-                                  4));
+      __m512i wv;
+#if HQEKV_VNNI
+      if constexpr (kGfni) {
+        const auto half = [](uint64_t lo, uint64_t hi) {
+          return _mm512_set_epi64(static_cast<int64_t>(hi), static_cast<int64_t>(hi),
+                                  static_cast<int64_t>(hi), static_cast<int64_t>(hi),
+                                  static_cast<int64_t>(lo), static_cast<int64_t>(lo),
+                                  static_cast<int64_t>(lo), static_cast<int64_t>(lo));
+        };
+        wv = _mm512_gf2p8affine_epi64_epi8(_mm512_broadcast_i64x4(Load32(qs + 32 * g)),
+                                           half(BitsTo(0, 0, 4), BitsTo(4, 0, 4)), 0);
+        if constexpr (kFive) {
+          wv = _mm512_or_si512(
+              wv, _mm512_gf2p8affine_epi64_epi8(_mm512_broadcast_i64x4(qh),
+                                                half(BitsTo(2 * g, 4, 1), BitsTo(2 * g + 1, 4, 1)),
+                                                0));
+        }
+      } else
+#endif
+      {
+        const __m256i qv = Load32(qs + 32 * g);
+        wv = _mm512_and_si512(
+            _mm512_inserti64x4(_mm512_castsi256_si512(qv), _mm256_srli_epi16(qv, 4), 1),
+            _mm512_set1_epi8(0x0F));
+        if constexpr (kFive) {  // 5th bits: qh bit 2g (low half), 2g + 1 (high half)
+          wv = _mm512_or_si512(
+              wv, _mm512_slli_epi16(
+                      _mm512_inserti64x4(_mm512_castsi256_si512(Bits32(qh, 2 * g, 1)),
+                                         Bits32(qh, 2 * g + 1, 1), 1),
+                      4));
+        }
       }
       const __m512i idx = _mm512_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
                                            2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g, 2 * g, 2 * g,
@@ -466,23 +511,6 @@ constexpr float K16Centre() {
   return T == TensorType::kQ6_K ? -32.0f : T == TensorType::kQ3_K ? -4.0f : -1.0f;
 }
 
-#if HQEKV_VNNI
-// GFNI (every AVX-512 VNNI CPU so far has it; checked at run time): one
-// vgf2p8affineqb per vector extracts a bit field of every byte (a different
-// one per 64-bit lane), in place of a shift and a mask. Matrix row 7 - i
-// selects the source bit of result bit i.
-constexpr uint64_t BitsTo(int src, int dst, int n) {
-  uint64_t m = 0;
-  for (int i = 0; i < n; ++i) m |= uint64_t{1} << (src + i) << (8 * (7 - dst - i));
-  return m;
-}
-inline bool HasGfni() {
-  static const bool has = __builtin_cpu_supports("gfni");
-  return has;
-}
-#else
-constexpr bool HasGfni() { return false; }
-#endif
 
 // Q6_K: codes of a super-block in 4 vectors of 64 contiguous values (vector
 // j: values 64j..64j+63, groups 4j..4j+3), A of its 16 groups.
@@ -1092,9 +1120,15 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
     RowQ8_0<M>(row, k / 32, x.q, x.d, out);
 #endif
   } else if (t == TensorType::kQ4_K) {
+#if HQEKV_VNNI
+    if (HasGfni()) return RowQ4_K<M, false, true>(row, k / 256, x.q, x.d, x.s, out);
+#endif
     RowQ4_K<M>(row, k / 256, x.q, x.d, x.s, out);
 #if HQEKV_INT8_X86
   } else if (t == TensorType::kQ5_K) {
+#if HQEKV_VNNI
+    if (HasGfni()) return RowQ4_K<M, true, true>(row, k / 256, x.q, x.d, x.s, out);
+#endif
     RowQ4_K<M, true>(row, k / 256, x.q, x.d, x.s, out);
 #endif
 #if HQEKV_INT8_512
