@@ -750,6 +750,49 @@ HWY_INLINE __m512i DotAcc512(__m512i acc, __m512i u, __m512i s) {
 #endif
 }
 
+#if HQEKV_VNNI
+// Q3_K codes (0..7) of a super-block in group-major order with GFNI: the
+// third bits are merged into the code bytes before the permute. qs dword D
+// (half h = D / 8) holds fields s = 0..3 of groups 8h + 2s + (D % 8) / 4, whose
+// third bits are bits 4h + s of hmask dword D % 8 (the 32 hmask bytes
+// broadcast to both halves put that dword at D). qa = fields 0, 1 with their
+// third bits at bits 4, 5; qb = fields 2, 3 (bits 4..7) with theirs at 0, 1.
+// Vector j then takes each lane from qa or qb (one two-table vpermt2d) and one
+// affine per 64-bit lane assembles the 3-bit code: 2 operations per vector
+// instead of 5 (the separate hmask permute, bit test and masked add).
+HWY_INLINE void Q3KCodesGfni(__m512i qs, const uint8_t* p, __m512i* u) {
+  const auto halves = [](uint64_t lo, uint64_t hi) {
+    return _mm512_set_epi64(static_cast<int64_t>(hi), static_cast<int64_t>(hi),
+                            static_cast<int64_t>(hi), static_cast<int64_t>(hi),
+                            static_cast<int64_t>(lo), static_cast<int64_t>(lo),
+                            static_cast<int64_t>(lo), static_cast<int64_t>(lo));
+  };
+  const __m512i hm = _mm512_broadcast_i64x4(Load32(p));
+  const __m512i ha = _mm512_gf2p8affine_epi64_epi8(hm, halves(BitsTo(0, 4, 2), BitsTo(4, 4, 2)), 0);
+  const __m512i hb = _mm512_gf2p8affine_epi64_epi8(hm, halves(BitsTo(2, 0, 2), BitsTo(6, 0, 2)), 0);
+  // (qs & 0x0F) | ha and (qs & 0xF0) | hb (ternary logic 0xEC: A & C | B).
+  const __m512i qa = _mm512_ternarylogic_epi32(qs, ha, _mm512_set1_epi8(0x0F), 0xEC);
+  const __m512i qb = _mm512_ternarylogic_epi32(qs, hb, _mm512_set1_epi8(static_cast<char>(0xF0)), 0xEC);
+  // qword m (lanes 2m, 2m + 1): field s = m % 4 from qa (s < 2) or qb.
+  const __m512i mat = _mm512_set_epi64(
+      static_cast<int64_t>(BitsTo(6, 0, 2) | BitsTo(1, 2, 1)),
+      static_cast<int64_t>(BitsTo(4, 0, 2) | BitsTo(0, 2, 1)),
+      static_cast<int64_t>(BitsTo(2, 0, 2) | BitsTo(5, 2, 1)),
+      static_cast<int64_t>(BitsTo(0, 0, 2) | BitsTo(4, 2, 1)),
+      static_cast<int64_t>(BitsTo(6, 0, 2) | BitsTo(1, 2, 1)),
+      static_cast<int64_t>(BitsTo(4, 0, 2) | BitsTo(0, 2, 1)),
+      static_cast<int64_t>(BitsTo(2, 0, 2) | BitsTo(5, 2, 1)),
+      static_cast<int64_t>(BitsTo(0, 0, 2) | BitsTo(4, 2, 1)));
+  // Lane g of vector 0: dword 8 (g / 8) + 4 (g % 2) of qa (+ 16: of qb when
+  // (g / 2) % 4 >= 2).
+  const __m512i idx0 = _mm512_set_epi32(28, 24, 28, 24, 12, 8, 12, 8, 20, 16, 20, 16, 4, 0, 4, 0);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i src = _mm512_permutex2var_epi32(qa, _mm512_add_epi32(idx0, _mm512_set1_epi32(j)), qb);
+    u[j] = _mm512_gf2p8affine_epi64_epi8(src, mat, 0);
+  }
+}
+#endif
+
 // out[i] = Q2_K / Q3_K row p . activation row i (group-major codes xq), i < M.
 template <TensorType T, int M, bool kGfni = false>
 void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
@@ -773,6 +816,11 @@ void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const 
     PrefetchAhead(p, BlockBytes(T));
     const __m512i qs = _mm512_loadu_si512(p + qs_at);
     __m512i u[4];
+#if HQEKV_VNNI
+    if constexpr (kGfni && T == TensorType::kQ3_K) {
+      Q3KCodesGfni(qs, p, u);
+    } else
+#endif
     for (int j = 0; j < 4; ++j) {
       const __m512i idx = _mm512_add_epi32(q0, _mm512_set1_epi32(j));
       if constexpr (kGfni) {
@@ -792,7 +840,7 @@ void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const 
     __m512 a, b;
     if constexpr (T == TensorType::kQ3_K) {
       const __m512i hm = _mm512_castsi256_si512(Load32(p));
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < 4 && !kGfni; ++j) {
         const __m512i hj = _mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(j)), hm);
         u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(hj, hbit), u[j], four);
       }
