@@ -14,7 +14,9 @@
 // run (default both); --no-old: skip the fp32-activation path; --cold: before
 // every timed GEMV call, read a 512 MiB buffer (untimed) so that the weights
 // come from DRAM, not from a last-level cache that holds them (this machine's
-// L3 is 260 MiB: a warm 14336 x 4096 matrix of any type fits).)
+// L3 is 260 MiB: a warm 14336 x 4096 matrix of any type fits); with --cold
+// the limits add "cold read": the prefetching read of a 128 MiB buffer after
+// the same eviction, i.e. the DRAM read rate the cold GEMVs compete with.)
 #include <immintrin.h>
 #include <time.h>
 
@@ -185,7 +187,10 @@ int main(int argc, char** argv) {
   const std::function<void()> flush = [&] { ReadAll(evict); };
   const int64_t fma_iters = 20'000'000;
   const int lanes = has512 ? 16 : 8;
-  std::vector<double> t_read, t_read_pf, t_copy, t_fma;
+  std::vector<double> t_read, t_read_pf, t_copy, t_fma, t_read_cold;
+  std::vector<float> cold_buf(cold ? 32 << 20 : 0, 1.0f);  // 128 MiB
+  const std::function<void(const std::vector<float>&)> read_pf =
+      [&](const std::vector<float>& v) { has512 ? ReadAllPrefetch(v) : ReadAll(v); };
 
   struct Case {
     std::string name;
@@ -224,6 +229,7 @@ int main(int argc, char** argv) {
     if (has512) t_read_pf.push_back(TimeIt([&] { ReadAllPrefetch(big); }, reps));
     t_copy.push_back(TimeIt([&] { std::memcpy(dst.data(), big.data(), dst.size() * 4); }, reps));
     t_fma.push_back(TimeIt([&] { has512 ? FmaPeak512(fma_iters) : FmaPeak256(fma_iters); }, reps));
+    if (cold) t_read_cold.push_back(TimeIt([&] { read_pf(cold_buf); }, reps, flush));
     for (Case& c : cases) {
       const kn::WeightMatrix w{c.t, c.w.data(), c.n, c.k};
       const int cr = c.name == "gemm" ? 1 : reps;
@@ -246,10 +252,14 @@ int main(int argc, char** argv) {
   const double fma_gflops = 2.0 * lanes * 12 * fma_iters / sf.min / 1e9;
   std::printf("# bench_kernels: 1 thread, CPU time, %d interleaved rounds x median of %d calls%s\n",
               rounds, reps, cold ? ", GEMV weights evicted before each call (--cold)" : "");
+  const double read_cold_gbs =
+      t_read_cold.empty() ? 0.0 : cold_buf.size() * 4 / Summarize(t_read_cold).min / 1e9;
   std::printf(
       "limits (best round): read %.1f GB/s (with sw prefetch %.1f), memcpy %.1f GB/s, fp32 FMA "
-      "%.0f GFLOP/s (%d-bit)\n\n",
+      "%.0f GFLOP/s (%d-bit)",
       read_gbs, read_pf_gbs, copy_gbs, fma_gflops, lanes * 32);
+  if (cold) std::printf(", cold read (after eviction, sw prefetch) %.1f GB/s", read_cold_gbs);
+  std::printf("\n\n");
   std::printf("| op | type | n x k (m) | old | new (min / median) | new/old | new vs limit |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (Case& c : cases) {
@@ -259,10 +269,12 @@ int main(int argc, char** argv) {
     if (c.name == "gemv") {
       std::printf(
           "| gemv | %s | %lldx%lld | %.1f GB/s | %.1f / %.1f GB/s | %.2fx | %.2f of read (%.2f of "
-          "read-pf) |\n",
+          "read-pf",
           hqekv::TensorTypeName(c.t), (long long)c.n, (long long)c.k, bytes / so.min / 1e9,
           bytes / sn.min / 1e9, bytes / sn.med / 1e9, so.min / sn.min,
           bytes / sn.min / 1e9 / read_gbs, bytes / sn.min / 1e9 / read_pf_gbs);
+      if (cold) std::printf(", %.2f of cold read", bytes / sn.min / 1e9 / read_cold_gbs);
+      std::printf(") |\n");
     } else {
       const double flop = 2.0 * c.n * c.k * c.m;
       std::printf(
