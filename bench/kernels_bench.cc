@@ -189,8 +189,9 @@ int main(int argc, char** argv) {
   const int lanes = has512 ? 16 : 8;
   std::vector<double> t_read, t_read_pf, t_copy, t_fma, t_read_cold;
   std::vector<float> cold_buf(cold ? 32 << 20 : 0, 1.0f);  // 128 MiB
-  const std::function<void(const std::vector<float>&)> read_pf =
-      [&](const std::vector<float>& v) { has512 ? ReadAllPrefetch(v) : ReadAll(v); };
+  const std::function<void(const std::vector<float>&)> read_pf = [&](const std::vector<float>& v) {
+    has512 ? ReadAllPrefetch(v) : ReadAll(v);
+  };
 
   struct Case {
     std::string name;

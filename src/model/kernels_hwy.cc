@@ -489,8 +489,8 @@ HWY_INLINE void DotHalfRows(const uint8_t* w, int64_t row_bytes, const float* x,
   constexpr int64_t kAhead = 1024;
   for (; i + 2 * N <= k; i += 2 * N) {
     const auto x0 = hn::LoadU(df, x + i), x1 = hn::LoadU(df, x + i + N);
-    const int64_t pf = 2 * i + kAhead < row_bytes ? 2 * i + kAhead
-                                                   : 2 * i + kAhead + (kRows - 1) * row_bytes;
+    const int64_t pf =
+        2 * i + kAhead < row_bytes ? 2 * i + kAhead : 2 * i + kAhead + (kRows - 1) * row_bytes;
     for (int j = 0; j < kRows; ++j) {
       __builtin_prefetch(w + j * row_bytes + pf);
       a[j] = hn::MulAdd(LoadHalfRow<kBf16>(w + j * row_bytes, i), x0, a[j]);

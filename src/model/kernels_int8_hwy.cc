@@ -302,10 +302,9 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
         wv = _mm512_gf2p8affine_epi64_epi8(_mm512_broadcast_i64x4(Load32(qs + 32 * g)),
                                            half(BitsTo(0, 0, 4), BitsTo(4, 0, 4)), 0);
         if constexpr (kFive) {
-          wv = _mm512_or_si512(
-              wv, _mm512_gf2p8affine_epi64_epi8(_mm512_broadcast_i64x4(qh),
-                                                half(BitsTo(2 * g, 4, 1), BitsTo(2 * g + 1, 4, 1)),
-                                                0));
+          wv = _mm512_or_si512(wv, _mm512_gf2p8affine_epi64_epi8(
+                                       _mm512_broadcast_i64x4(qh),
+                                       half(BitsTo(2 * g, 4, 1), BitsTo(2 * g + 1, 4, 1)), 0));
         }
       } else
 #endif
@@ -316,10 +315,9 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
             _mm512_set1_epi8(0x0F));
         if constexpr (kFive) {  // 5th bits: qh bit 2g (low half), 2g + 1 (high half)
           wv = _mm512_or_si512(
-              wv, _mm512_slli_epi16(
-                      _mm512_inserti64x4(_mm512_castsi256_si512(Bits32(qh, 2 * g, 1)),
-                                         Bits32(qh, 2 * g + 1, 1), 1),
-                      4));
+              wv, _mm512_slli_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(Bits32(qh, 2 * g, 1)),
+                                                       Bits32(qh, 2 * g + 1, 1), 1),
+                                    4));
         }
       }
       const __m512i idx = _mm512_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
@@ -511,7 +509,6 @@ constexpr float K16Centre() {
   return T == TensorType::kQ6_K ? -32.0f : T == TensorType::kQ3_K ? -4.0f : -1.0f;
 }
 
-
 // Q6_K: codes of a super-block in 4 vectors of 64 contiguous values (vector
 // j: values 64j..64j+63, groups 4j..4j+3), A of its 16 groups.
 HWY_INLINE void Q6KBlock(const uint8_t* p, __m512i* u, __m512* a) {
@@ -574,8 +571,8 @@ void RowQ6K_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
 // row): vector h (h < 2) holds blocks 2h, 2h + 1 as (qs of 2h, qs of 2h, qs of
 // 2h + 1, qs of 2h + 1) per 128-bit lane, whose low nibbles (lanes 0, 2) and
 // high nibbles (lanes 1, 3) are values 0..15 and 16..31 of each block: one
-// GFNI bit-field extract per vector (a different field per 64-bit lane). A third permute gathers the 4 fp16 scales (and
-// Q4_1 / Q5_1 mins). Half the vector operations per byte of RowLegacy512,
+// GFNI bit-field extract per vector (a different field per 64-bit lane). A third permute gathers
+// the 4 fp16 scales (and Q4_1 / Q5_1 mins). Half the vector operations per byte of RowLegacy512,
 // which was compute-bound (~22 GB/s against a 28-31 GB/s read).
 
 // Where byte o of the 4-block span is in (v0, v1) as a vpermt2b index.
@@ -602,7 +599,8 @@ constexpr Idx64 LegacyQsIndex(int h) {
   Idx64 r{};
   for (int c = 0; c < 4; ++c)
     for (int i = 0; i < 16; ++i)
-      r.b[16 * c + i] = SpanIndex(BlockBytes(T), (2 * h + c / 2) * BlockBytes(T) + LegacyQsAt<T>() + i);
+      r.b[16 * c + i] =
+          SpanIndex(BlockBytes(T), (2 * h + c / 2) * BlockBytes(T) + LegacyQsAt<T>() + i);
   return r;
 }
 // Q5_*: byte (c, i) of vector h <- the qh byte holding the 5th bit of value
@@ -612,14 +610,15 @@ constexpr Idx64 LegacyQhIndex(int h) {
   Idx64 r{};
   for (int c = 0; c < 4; ++c)
     for (int i = 0; i < 16; ++i)
-      r.b[16 * c + i] = SpanIndex(
-          BlockBytes(T), (2 * h + c / 2) * BlockBytes(T) + LegacyQhAt<T>() + (i + 16 * (c % 2)) / 8);
+      r.b[16 * c + i] = SpanIndex(BlockBytes(T), (2 * h + c / 2) * BlockBytes(T) + LegacyQhAt<T>() +
+                                                     (i + 16 * (c % 2)) / 8);
   return r;
 }
 constexpr Idx64 LegacyBitMask() {
   Idx64 r{};
   for (int c = 0; c < 4; ++c)
-    for (int i = 0; i < 16; ++i) r.b[16 * c + i] = static_cast<uint8_t>(1u << ((i + 16 * (c % 2)) % 8));
+    for (int i = 0; i < 16; ++i)
+      r.b[16 * c + i] = static_cast<uint8_t>(1u << ((i + 16 * (c % 2)) % 8));
   return r;
 }
 // Bytes 0..7: the 4 fp16 d; 8..15: the 4 fp16 m (Q4_1 / Q5_1; else d again).
@@ -681,7 +680,8 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
       w0 = _mm512_mask_add_epi8(w0, _mm512_test_epi8_mask(h0, bit), w0, b16);  // bit 4 is 0
       w1 = _mm512_mask_add_epi8(w1, _mm512_test_epi8_mask(h1, bit), w1, b16);
     }
-    const __m256 dm = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi8(v0, isc, v1)));
+    const __m256 dm =
+        _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi8(v0, isc, v1)));
     const __m128 d4 = _mm256_castps256_ps128(dm);
     const __m128 o4 = has_min ? _mm256_extractf128_ps(dm, 1) : d4;
     for (int i = 0; i < M; ++i) {
@@ -772,22 +772,23 @@ HWY_INLINE void Q3KCodesGfni(__m512i qs, const uint8_t* p, __m512i* u) {
   const __m512i hb = _mm512_gf2p8affine_epi64_epi8(hm, halves(BitsTo(2, 0, 2), BitsTo(6, 0, 2)), 0);
   // (qs & 0x0F) | ha and (qs & 0xF0) | hb (ternary logic 0xEC: A & C | B).
   const __m512i qa = _mm512_ternarylogic_epi32(qs, ha, _mm512_set1_epi8(0x0F), 0xEC);
-  const __m512i qb = _mm512_ternarylogic_epi32(qs, hb, _mm512_set1_epi8(static_cast<char>(0xF0)), 0xEC);
+  const __m512i qb =
+      _mm512_ternarylogic_epi32(qs, hb, _mm512_set1_epi8(static_cast<char>(0xF0)), 0xEC);
   // qword m (lanes 2m, 2m + 1): field s = m % 4 from qa (s < 2) or qb.
-  const __m512i mat = _mm512_set_epi64(
-      static_cast<int64_t>(BitsTo(6, 0, 2) | BitsTo(1, 2, 1)),
-      static_cast<int64_t>(BitsTo(4, 0, 2) | BitsTo(0, 2, 1)),
-      static_cast<int64_t>(BitsTo(2, 0, 2) | BitsTo(5, 2, 1)),
-      static_cast<int64_t>(BitsTo(0, 0, 2) | BitsTo(4, 2, 1)),
-      static_cast<int64_t>(BitsTo(6, 0, 2) | BitsTo(1, 2, 1)),
-      static_cast<int64_t>(BitsTo(4, 0, 2) | BitsTo(0, 2, 1)),
-      static_cast<int64_t>(BitsTo(2, 0, 2) | BitsTo(5, 2, 1)),
-      static_cast<int64_t>(BitsTo(0, 0, 2) | BitsTo(4, 2, 1)));
+  const __m512i mat = _mm512_set_epi64(static_cast<int64_t>(BitsTo(6, 0, 2) | BitsTo(1, 2, 1)),
+                                       static_cast<int64_t>(BitsTo(4, 0, 2) | BitsTo(0, 2, 1)),
+                                       static_cast<int64_t>(BitsTo(2, 0, 2) | BitsTo(5, 2, 1)),
+                                       static_cast<int64_t>(BitsTo(0, 0, 2) | BitsTo(4, 2, 1)),
+                                       static_cast<int64_t>(BitsTo(6, 0, 2) | BitsTo(1, 2, 1)),
+                                       static_cast<int64_t>(BitsTo(4, 0, 2) | BitsTo(0, 2, 1)),
+                                       static_cast<int64_t>(BitsTo(2, 0, 2) | BitsTo(5, 2, 1)),
+                                       static_cast<int64_t>(BitsTo(0, 0, 2) | BitsTo(4, 2, 1)));
   // Lane g of vector 0: dword 8 (g / 8) + 4 (g % 2) of qa (+ 16: of qb when
   // (g / 2) % 4 >= 2).
   const __m512i idx0 = _mm512_set_epi32(28, 24, 28, 24, 12, 8, 12, 8, 20, 16, 20, 16, 4, 0, 4, 0);
   for (int j = 0; j < 4; ++j) {
-    const __m512i src = _mm512_permutex2var_epi32(qa, _mm512_add_epi32(idx0, _mm512_set1_epi32(j)), qb);
+    const __m512i src =
+        _mm512_permutex2var_epi32(qa, _mm512_add_epi32(idx0, _mm512_set1_epi32(j)), qb);
     u[j] = _mm512_gf2p8affine_epi64_epi8(src, mat, 0);
   }
 }
@@ -821,22 +822,22 @@ void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const 
       Q3KCodesGfni(qs, p, u);
     } else
 #endif
-    for (int j = 0; j < 4; ++j) {
-      const __m512i idx = _mm512_add_epi32(q0, _mm512_set1_epi32(j));
-      if constexpr (kGfni) {
+      for (int j = 0; j < 4; ++j) {
+        const __m512i idx = _mm512_add_epi32(q0, _mm512_set1_epi32(j));
+        if constexpr (kGfni) {
 #if HQEKV_VNNI
-        // qword m (lanes 2m, 2m + 1): field m % 4.
-        const __m512i mat = _mm512_set_epi64(
-            static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
-            static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)),
-            static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
-            static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)));
-        u[j] = _mm512_gf2p8affine_epi64_epi8(_mm512_permutexvar_epi32(idx, qs), mat, 0);
+          // qword m (lanes 2m, 2m + 1): field m % 4.
+          const __m512i mat = _mm512_set_epi64(
+              static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
+              static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)),
+              static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
+              static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)));
+          u[j] = _mm512_gf2p8affine_epi64_epi8(_mm512_permutexvar_epi32(idx, qs), mat, 0);
 #endif
-      } else {
-        u[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, qs), shift), m3);
+        } else {
+          u[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, qs), shift), m3);
+        }
       }
-    }
     __m512 a, b;
     if constexpr (T == TensorType::kQ3_K) {
       const __m512i hm = _mm512_castsi256_si512(Load32(p));

@@ -258,20 +258,19 @@ TEST(Int8Acts, LegacyBlocksExactOnIntegerProducts) {
         QuantizeActsRef(x.data(), m, k, &a);
         ASSERT_EQ(a.d[0], 1.0f);
         const WeightMatrix wm{t, w.data(), n, k};
-        EXPECT_GT(OnEachTarget(
-                      [&] {
-                        std::vector<float> y(m * n, NAN);
-                        Int8Rows(wm, a, 0, n, y.data(), n);
-                        for (int64_t i = 0; i < m; ++i) {
-                          for (int64_t r = 0; r < n; ++r) {
-                            const double ref = DotInt8Ref(t, wm.row(r), a, i);
-                            ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
-                                << TensorTypeName(t) << " k=" << k << " m=" << m << " i=" << i
-                                << " r=" << r;
-                            ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
-                          }
-                        }
-                      }),
+        EXPECT_GT(OnEachTarget([&] {
+                    std::vector<float> y(m * n, NAN);
+                    Int8Rows(wm, a, 0, n, y.data(), n);
+                    for (int64_t i = 0; i < m; ++i) {
+                      for (int64_t r = 0; r < n; ++r) {
+                        const double ref = DotInt8Ref(t, wm.row(r), a, i);
+                        ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
+                            << TensorTypeName(t) << " k=" << k << " m=" << m << " i=" << i
+                            << " r=" << r;
+                        ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
+                      }
+                    }
+                  }),
                   0);
       }
     }
