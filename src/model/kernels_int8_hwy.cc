@@ -24,6 +24,8 @@
 // The fused row kernels prefetch the weight stream kPrefetchBytes ahead.
 // Q2_K / Q3_K row kernels read a group-major copy of the activation codes
 // (RowK16GM_512: one integer accumulator per super-block, made per call).
+// On AVX-512 VNNI with GFNI the legacy types take four blocks per step, their
+// codes gathered by byte permutes in the activations' order (RowLegacy4_512).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -366,18 +368,25 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
 // two 32-value blocks per vector (lanes 0..7 and 8..15), the 16-value-group
 // K-quants four vectors of 64 values (4 groups of 16, 4 int32 lanes each) per super-block.
 
+// Byte offsets of a legacy block's codes (qs) and 5th bits (qh, Q5_*).
+template <TensorType T>
+constexpr int LegacyQsAt() {
+  return T == TensorType::kQ4_0 ? 2 : T == TensorType::kQ4_1 ? 4 : T == TensorType::kQ5_0 ? 6 : 8;
+}
+template <TensorType T>
+constexpr int LegacyQhAt() {
+  return T == TensorType::kQ5_0 ? 2 : 4;
+}
+
 // The 32 codes of legacy block p: nibbles (value j low, j + 16 high), the
 // 5th bits (Q5_*) from qh through a byte mask.
 template <TensorType T>
 HWY_INLINE __m256i LegacyCodes(const uint8_t* p) {
-  constexpr int qs_at = T == TensorType::kQ4_0   ? 2
-                        : T == TensorType::kQ4_1 ? 4
-                        : T == TensorType::kQ5_0 ? 6
-                                                 : 8;
+  constexpr int qs_at = LegacyQsAt<T>();
   const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_at));
   __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
   if constexpr (T == TensorType::kQ5_0 || T == TensorType::kQ5_1) {
-    const uint32_t qh = U32At(p + (T == TensorType::kQ5_0 ? 2 : 4));
+    const uint32_t qh = U32At(p + LegacyQhAt<T>());
     u = _mm256_or_si256(u, _mm256_and_si256(_mm256_movm_epi8(qh), _mm256_set1_epi8(0x10)));
   }
   return u;
@@ -400,10 +409,7 @@ HWY_INLINE void LegacyAB(const uint8_t* p, float* a, float* b) {
 template <TensorType T>
 HWY_INLINE __m512i LegacyCodes2(const uint8_t* p) {
   constexpr int bb = BlockBytes(T);
-  constexpr int qs_at = T == TensorType::kQ4_0   ? 2
-                        : T == TensorType::kQ4_1 ? 4
-                        : T == TensorType::kQ5_0 ? 6
-                                                 : 8;
+  constexpr int qs_at = LegacyQsAt<T>();
   const __m256i qs = _mm256_inserti128_si256(
       _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_at))),
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bb + qs_at)), 1);
@@ -412,7 +418,7 @@ HWY_INLINE __m512i LegacyCodes2(const uint8_t* p) {
                        _mm512_set1_epi8(0x0F));
   __m512i u = _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0));
   if constexpr (T == TensorType::kQ5_0 || T == TensorType::kQ5_1) {
-    constexpr int qh_at = T == TensorType::kQ5_0 ? 2 : 4;
+    constexpr int qh_at = LegacyQhAt<T>();
     const uint64_t qh = U32At(p + qh_at) | (static_cast<uint64_t>(U32At(p + bb + qh_at)) << 32);
     u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(qh, _mm512_set1_epi8(0x10)));
   }
@@ -571,22 +577,14 @@ void RowQ6K_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
 // row): vector h (h < 2) holds blocks 2h, 2h + 1 as (qs of 2h, qs of 2h, qs of
 // 2h + 1, qs of 2h + 1) per 128-bit lane, whose low nibbles (lanes 0, 2) and
 // high nibbles (lanes 1, 3) are values 0..15 and 16..31 of each block: one
-// GFNI bit-field extract per vector (a different field per 64-bit lane). A third permute gathers
-// the 4 fp16 scales (and Q4_1 / Q5_1 mins). Half the vector operations per byte of RowLegacy512,
-// which was compute-bound (~22 GB/s against a 28-31 GB/s read).
+// GFNI bit-field extract per vector (a different field per 64-bit lane). A
+// third permute gathers the 4 fp16 scales (and Q4_1 / Q5_1 mins). Half the
+// vector operations per byte of RowLegacy512, which was compute-bound (~22
+// GB/s against a 28-31 GB/s read).
 
 // Where byte o of the 4-block span is in (v0, v1) as a vpermt2b index.
 constexpr uint8_t SpanIndex(int bb, int o) {
   return static_cast<uint8_t>(o < 64 ? o : 64 + (o - (4 * bb - 64)));
-}
-
-template <TensorType T>
-constexpr int LegacyQsAt() {
-  return T == TensorType::kQ4_0 ? 2 : T == TensorType::kQ4_1 ? 4 : T == TensorType::kQ5_0 ? 6 : 8;
-}
-template <TensorType T>
-constexpr int LegacyQhAt() {
-  return T == TensorType::kQ5_0 ? 2 : 4;
 }
 
 struct Idx64 {
