@@ -301,6 +301,227 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
     }
   }
 }
+
+// ------------------------------------------ V per-token, int16 weights
+
+// Per-thread scratch of the value kernel: the chunk's affine map transposed
+// to [group column][T], and per row the int16 weights [g][T] (token pairs
+// adjacent: one 32-bit word per pair), their scale and offset per column.
+struct W16Scratch {
+  std::vector<float> a, b;  // [T·gpt] as stored (token-major), then [gpt][T]
+  std::vector<float> at, bt;
+  std::vector<int16_t> wi;  // [MB][gpt][T]
+  std::vector<float> sw, off;  // [MB][gpt]
+};
+W16Scratch& W16Buffers() {
+  thread_local W16Scratch s;
+  return s;
+}
+
+// vpermb control for output vector v of a channel set (16 channels from
+// channel 16v of the set; the set's bytes of token 2p at byte 0 of the
+// source, of token 2p + 1 at byte 32): word 2j + s takes the byte holding
+// channel 16v + j of token s.
+__m512i PairPermControl(int bits, int v) {
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 64; ++i) {
+    const int j = i / 4, s = (i % 4) / 2;
+    c[i] = static_cast<uint8_t>(32 * s + (16 * v + j) * bits / 8);
+  }
+  return _mm512_load_si512(c);
+}
+// vpmultishiftqb control: the even byte of word 2j + s takes the 8 bits of
+// its qword from bit ((16v + j)·b) mod 8 of itself (the code to bit 0); the
+// odd byte reads itself (cleared by the AND after).
+__m512i PairShiftControl(int bits, int v) {
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 64; ++i) {
+    const int j = i / 4;
+    const int own = 8 * (i % 8);
+    c[i] = static_cast<uint8_t>(i % 2 == 0 ? (own + ((16 * v + j) * bits) % 8) & 63 : own);
+  }
+  return _mm512_load_si512(c);
+}
+
+// acc[h][set + 16v + lane] += sum over token pairs of the int16 weights of
+// row h (group of the vector) times the codes, for MB rows and NV vectors of
+// one channel set (NV·16 channels, NV·2·b bytes per token <= 32), then the
+// scale and offset applied once: acc += fma(float(sum), sw, off).
+template <int MB, int NV, int kBits>
+HWY_INLINE void AxpyPass(const uint8_t* codes, int T, int D, int set, int group,
+                         const W16Scratch& s, float* acc, size_t as) {
+  constexpr int kSetBytes = NV * 16 * kBits / 8;
+  static_assert(kSetBytes <= 32, "a channel set's bytes of one token fit 256 bits");
+  const int gpt = D / group;
+  const size_t row_bytes = static_cast<size_t>(D) * kBits / 8;
+  const __mmask32 load_mask = kSetBytes == 32 ? ~__mmask32{0} : (__mmask32{1} << kSetBytes) - 1;
+  __m512i perm[NV], shift[NV];
+  for (int v = 0; v < NV; ++v) {
+    perm[v] = PairPermControl(kBits, v);
+    shift[v] = PairShiftControl(kBits, v);
+  }
+  const __m512i mask = _mm512_set1_epi16(static_cast<int16_t>((1 << kBits) - 1));
+  int gv[NV];
+  for (int v = 0; v < NV; ++v) gv[v] = (set + 16 * v) / group;
+  __m512i sum[MB][NV];
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < NV; ++v) sum[h][v] = _mm512_setzero_si512();
+  }
+  const uint8_t* row = codes + static_cast<size_t>(set) * kBits / 8;
+  const int32_t* w32 = reinterpret_cast<const int32_t*>(s.wi.data());
+  const size_t wrow = static_cast<size_t>(gpt) * T / 2;  // words per row
+  for (int p = 0; p < T / 2; ++p, row += 2 * row_bytes) {
+    const __m512i src = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_maskz_loadu_epi8(load_mask, row)),
+        _mm256_maskz_loadu_epi8(load_mask, row + row_bytes), 1);
+    for (int v = 0; v < NV; ++v) {
+      __m512i x = _mm512_permutexvar_epi8(perm[v], src);
+      if constexpr (kBits < 8) {
+        x = _mm512_and_si512(_mm512_multishift_epi64_epi8(shift[v], x), mask);
+      } else {
+        x = _mm512_and_si512(x, mask);
+      }
+      for (int h = 0; h < MB; ++h) {
+        const int32_t wp = w32[h * wrow + static_cast<size_t>(gv[v]) * (T / 2) + p];
+        sum[h][v] = _mm512_dpwssd_epi32(sum[h][v], x, _mm512_set1_epi32(wp));
+      }
+    }
+  }
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < NV; ++v) {
+      const size_t gi = static_cast<size_t>(h) * gpt + gv[v];
+      float* dst = acc + h * as + set + 16 * v;
+      const __m512 y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][v]), _mm512_set1_ps(s.sw[gi]),
+                                       _mm512_set1_ps(s.off[gi]));
+      _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_loadu_ps(dst), y));
+    }
+  }
+}
+
+// Rounds u[t] = w[h][t]·a[t][g] to int16 per row h and group column g
+// (scale max_t |u| / 32767), off[h][g] = sum_t w[h][t]·b[t][g]. False when
+// some u is not finite.
+bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scratch& s) {
+  __mmask16 bad = 0;
+  s.wi.resize(static_cast<size_t>(mb) * gpt * T);
+  s.sw.resize(static_cast<size_t>(mb) * gpt);
+  s.off.resize(s.sw.size());
+  const int nv = T / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (T % 16)) - 1u);
+  for (int h = 0; h < mb; ++h) {
+    const float* wh = w + h * ws;
+    for (int g = 0; g < gpt; ++g) {
+      const float* ag = s.at.data() + static_cast<size_t>(g) * T;
+      const float* bg = s.bt.data() + static_cast<size_t>(g) * T;
+      __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+      alignas(64) float u[256];
+      for (int v = 0; v <= nv; ++v) {
+        const __mmask16 k = v < nv ? __mmask16{0xFFFF} : tail;
+        if (k == 0) break;  // T % 16 == 0 (Int16WeightsApply): never a tail
+        const __m512 wv = _mm512_maskz_loadu_ps(k, wh + 16 * v);
+        const __m512 x = _mm512_mul_ps(wv, _mm512_maskz_loadu_ps(k, ag + 16 * v));
+        _mm512_store_ps(u + 16 * v, x);
+        bad |= NonFinite(x);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
+        off = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(k, bg + 16 * v), off);
+      }
+      const size_t gi = static_cast<size_t>(h) * gpt + g;
+      s.off[gi] = _mm512_reduce_add_ps(off);
+      StoreRow([&](int v) { return _mm512_load_ps(u + 16 * v); }, (T + 15) / 16, amax, &s.sw[gi],
+               s.wi.data() + gi * T);
+    }
+  }
+  return bad == 0;
+}
+
+// The chunk's affine map, [T][gpt] as stored -> [gpt][T] (normal-1 folded,
+// as AffineFromPlanes with a fused multiply-add).
+void TransposeAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
+  const int groups = T * gpt;
+  s.a.resize(groups + 16);
+  s.b.resize(groups + 16);
+  s.at.resize(groups + 16);
+  s.bt.resize(groups + 16);
+  int i = 0;
+  for (; i + 16 <= groups; i += 16) {
+    __m512 a = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(i))));
+    __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(meta + 2 * (static_cast<size_t>(groups) + i))));
+    if (n1) {
+      const float c1 = kNormalCentres1[1];
+      b = _mm512_fnmadd_ps(_mm512_set1_ps(c1), a, b);
+      a = _mm512_mul_ps(_mm512_set1_ps(2.0f * c1), a);
+    }
+    _mm512_storeu_ps(s.a.data() + i, a);
+    _mm512_storeu_ps(s.b.data() + i, b);
+  }
+  for (; i < groups; ++i) {
+    float a = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(i)));
+    float b = F16ToF32(LoadF16(meta + 2 * (static_cast<size_t>(groups) + i)));
+    if (n1) {
+      b = std::fma(-kNormalCentres1[1], a, b);
+      a = 2.0f * kNormalCentres1[1] * a;
+    }
+    s.a[i] = a;
+    s.b[i] = b;
+  }
+  if (gpt == 1) {
+    std::copy(s.a.begin(), s.a.begin() + groups, s.at.begin());
+    std::copy(s.b.begin(), s.b.begin() + groups, s.bt.begin());
+    return;
+  }
+  for (int t = 0; t < T; ++t) {
+    for (int g = 0; g < gpt; ++g) {
+      s.at[static_cast<size_t>(g) * T + t] = s.a[static_cast<size_t>(t) * gpt + g];
+      s.bt[static_cast<size_t>(g) * T + t] = s.b[static_cast<size_t>(t) * gpt + g];
+    }
+  }
+}
+
+template <int kBits>
+bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group, bool n1,
+              const float* w, size_t ws, int m, float* acc, size_t as) {
+  W16Scratch& s = W16Buffers();
+  const int gpt = D / group;
+  TransposeAffine(meta, T, gpt, n1, s);
+  // Channel sets: 64 channels (32 for 8-bit codes: 32 bytes per token).
+  constexpr int kSetVecs = kBits == 8 ? 2 : 4;
+  for (int h0 = 0; h0 < m; h0 += 4) {
+    const int mb = std::min(4, m - h0);
+    if (!QuantizeWeights(T, gpt, w + h0 * ws, ws, mb, s)) return false;
+  }
+  // Every row's weights are checked before any accumulator is written: the
+  // caller falls back to the fp32 kernel on false.
+  for (int h0 = 0; h0 < m; h0 += 4) {
+    const int mb = std::min(4, m - h0);
+    if (h0 > 0 || mb != m) QuantizeWeights(T, gpt, w + h0 * ws, ws, mb, s);
+    auto pass = [&](auto mb_c) {
+      constexpr int MB = decltype(mb_c)::value;
+      float* ah = acc + h0 * as;
+      int set = 0;
+      for (; set + 16 * kSetVecs <= D; set += 16 * kSetVecs) {
+        AxpyPass<MB, kSetVecs, kBits>(codes, T, D, set, group, s, ah, as);
+      }
+      for (; set < D; set += 16) AxpyPass<MB, 1, kBits>(codes, T, D, set, group, s, ah, as);
+    };
+    switch (mb) {
+      case 1:
+        pass(std::integral_constant<int, 1>());
+        break;
+      case 2:
+        pass(std::integral_constant<int, 2>());
+        break;
+      case 3:
+        pass(std::integral_constant<int, 3>());
+        break;
+      default:
+        pass(std::integral_constant<int, 4>());
+        break;
+    }
+  }
+  return true;
+}
 #endif  // HQEKV_Q16_VNNI
 
 }  // namespace
@@ -338,6 +559,28 @@ bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* met
 #endif
 }
 
+bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                          int D, const float* w, size_t ws, int m, float* acc, size_t as) {
+#if HQEKV_Q16_VNNI
+  if (!Int16WeightsApply(f, T, D)) return false;
+  const bool n1 = f.kind == Kind::kNormal;
+  switch (f.bits) {
+    case 1:
+      return AxpyRows<1>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+    case 2:
+      return AxpyRows<2>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+    case 4:
+      return AxpyRows<4>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+    default:
+      return AxpyRows<8>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+  }
+#else
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
+      (void)as;
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 #if HQEKV_Q16_VNNI
@@ -348,6 +591,23 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::quant {
 HWY_EXPORT(DotInt16QueryImpl);
+HWY_EXPORT(AxpyInt16WeightsImpl);
+
+bool Int16WeightsApply(const Format& f, int T, int D) {
+  const bool integer_levels =
+      f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits == 1);
+  return integer_levels && f.grouping == Grouping::kPerToken &&
+         (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && T > 0 && T % 16 == 0 &&
+         T <= 256 && f.group > 0 && f.group % 16 == 0 && D % f.group == 0 && D <= 4096;
+}
+
+bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                                int D, const float* w, size_t w_stride, int m, float* acc,
+                                size_t a_stride) {
+  if (m <= 0 || !Int16WeightsApply(f, T, D)) return false;
+  return HWY_DYNAMIC_DISPATCH(AxpyInt16WeightsImpl)(f, codes, meta, T, D, w, w_stride, m, acc,
+                                                    a_stride);
+}
 
 bool Int16QueryApplies(const Format& f, int T, int D) {
   const bool integer_levels = f.kind == Kind::kUniform || f.kind == Kind::kUniform3 ||
