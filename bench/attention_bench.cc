@@ -167,8 +167,7 @@ __attribute__((target("avx512f,avx512vnni"), noipa)) int DpwssdChains(int64_t it
 }
 void BM_ComputePeak(benchmark::State& state, bool int16) {
   __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f") ||
-      (int16 && !__builtin_cpu_supports("avx512vnni"))) {
+  if (!__builtin_cpu_supports("avx512f") || (int16 && !__builtin_cpu_supports("avx512vnni"))) {
     state.SkipWithError("no AVX-512 (VNNI) on this CPU");
     return;
   }
@@ -180,9 +179,9 @@ void BM_ComputePeak(benchmark::State& state, bool int16) {
       benchmark::DoNotOptimize(FmaChains(kIters));
     }
   }
-  state.counters["MAC/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * kIters * 12 * (int16 ? 32 : 16),
-      benchmark::Counter::kIsRate);
+  state.counters["MAC/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kIters * 12 * (int16 ? 32 : 16),
+                         benchmark::Counter::kIsRate);
 }
 #endif
 

@@ -53,8 +53,8 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 // kernel when asked for and available, else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
            bool int16_weights) {
-  if (int16_weights && quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D,
-                                                         w, ws, group, acc, D)) {
+  if (int16_weights && quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w,
+                                                         ws, group, acc, D)) {
     return;
   }
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);

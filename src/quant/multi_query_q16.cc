@@ -315,10 +315,10 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
 
 // Per-thread scratch of the value kernel.
 struct W16Scratch {
-  std::vector<float> a, b;  // [T·gpt + 16] the chunk's affine map as stored (token-major)
-  std::vector<float> wt;    // [T][4] the weight rows of a block of <= 4, transposed
-  std::vector<float> u;     // [T][16·nb] w·a per token and (row, group) combo
-  std::vector<int32_t> pw;  // [T/2][16·nb] int16 weights of tokens 2p, 2p + 1 per combo
+  std::vector<float> a, b;     // [T·gpt + 16] the chunk's affine map as stored (token-major)
+  std::vector<float> wt;       // [T][4] the weight rows of a block of <= 4, transposed
+  std::vector<float> u;        // [T][16·nb] w·a per token and (row, group) combo
+  std::vector<int32_t> pw;     // [T/2][16·nb] int16 weights of tokens 2p, 2p + 1 per combo
   std::vector<float> sw, off;  // [16·nb] scale and offset per combo
 };
 W16Scratch& W16Buffers() {
@@ -379,9 +379,9 @@ HWY_INLINE void AxpyPass(const uint8_t* codes, int T, int D, int set, int group,
   const float* const sw = s.sw.data();
   const float* const offs = s.off.data();
   for (int p = 0; p < T / 2; ++p, row += 2 * row_bytes, pw += stride) {
-    const __m512i src = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_maskz_loadu_epi8(load_mask, row)),
-        _mm256_maskz_loadu_epi8(load_mask, row + row_bytes), 1);
+    const __m512i src =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(load_mask, row)),
+                           _mm256_maskz_loadu_epi8(load_mask, row + row_bytes), 1);
     __m512i wv[MB];
     for (int v = 0; v < NV; ++v) {
       __m512i x = _mm512_permutexvar_epi8(perm[v], src);
@@ -455,16 +455,16 @@ bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scrat
   // j + 4L + k (j a multiple of 16) at wt + 4j + 16k + 4L.
   for (int j = 0; j < T; j += 16) {
     __m512 r[4];
-    for (int h = 0; h < 4; ++h) r[h] = h < mb ? _mm512_loadu_ps(w + h * ws + j) : _mm512_setzero_ps();
+    for (int h = 0; h < 4; ++h)
+      r[h] = h < mb ? _mm512_loadu_ps(w + h * ws + j) : _mm512_setzero_ps();
     const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
     const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
     const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
     const __m512d d2 = _mm512_castps_pd(t2), d3 = _mm512_castps_pd(t3);
     // x[k] holds token j + 4L + k in 128-bit block L.
-    const __m512 x[4] = {_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d2)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d2)),
-                         _mm512_castpd_ps(_mm512_unpacklo_pd(d1, d3)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(d1, d3))};
+    const __m512 x[4] = {
+        _mm512_castpd_ps(_mm512_unpacklo_pd(d0, d2)), _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d2)),
+        _mm512_castpd_ps(_mm512_unpacklo_pd(d1, d3)), _mm512_castpd_ps(_mm512_unpackhi_pd(d1, d3))};
     for (int k = 0; k < 4; ++k) _mm512_storeu_ps(wt_base + 4 * j + 16 * k, x[k]);
   }
   __m512 chk = _mm512_setzero_ps();
@@ -477,8 +477,8 @@ bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scrat
     }
     const __m512i idx_a = _mm512_load_si512(ia), idx_w = _mm512_load_si512(iw);
     const int c0 = 16 * k;
-    const __mmask16 live = static_cast<__mmask16>(
-        combos - c0 >= 16 ? 0xFFFFu : (1u << (combos - c0)) - 1u);
+    const __mmask16 live =
+        static_cast<__mmask16>(combos - c0 >= 16 ? 0xFFFFu : (1u << (combos - c0)) - 1u);
     __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
     float* u = u_base + c0;
     for (int t = 0; t < T; ++t, u += stride) {
@@ -603,8 +603,8 @@ bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* met
 #endif
 }
 
-bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                          int D, const float* w, size_t ws, int m, float* acc, size_t as) {
+bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t ws, int m, float* acc, size_t as) {
 #if HQEKV_Q16_VNNI
   if (!Int16WeightsApply(f, T, D)) return false;
   const bool n1 = f.kind == Kind::kNormal;
@@ -638,8 +638,7 @@ HWY_EXPORT(DotInt16QueryImpl);
 HWY_EXPORT(AxpyInt16WeightsImpl);
 
 bool Int16WeightsApply(const Format& f, int T, int D) {
-  const bool integer_levels =
-      f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits == 1);
+  const bool integer_levels = f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits == 1);
   return integer_levels && f.grouping == Grouping::kPerToken &&
          (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && T > 0 && T % 16 == 0 &&
          T <= 256 && f.group > 0 && f.group % 16 == 0 && D % f.group == 0 && D <= 4096 &&

@@ -368,12 +368,10 @@ TEST(StoreAttention, DecodeInt16WeightsStayCloseToTheFp32Weights) {
   const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
   ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
   ASSERT_TRUE(s->Seal(0, kAllHeads, 32 * 12, quant::F16(), quant::F16()).ok());
-  const Format vf[] = {quant::Uniform(2, Grouping::kPerToken, 32),
-                       quant::Uniform(4, Grouping::kPerToken, 32),
-                       quant::Uniform(1, Grouping::kPerToken, 32),
-                       quant::Normal(1, Grouping::kPerToken, 32),
-                       quant::Uniform(8, Grouping::kPerToken, 128),
-                       Had(quant::Uniform(2, Grouping::kPerToken, 64))};
+  const Format vf[] = {
+      quant::Uniform(2, Grouping::kPerToken, 32),  quant::Uniform(4, Grouping::kPerToken, 32),
+      quant::Uniform(1, Grouping::kPerToken, 32),  quant::Normal(1, Grouping::kPerToken, 32),
+      quant::Uniform(8, Grouping::kPerToken, 128), Had(quant::Uniform(2, Grouping::kPerToken, 64))};
   for (int c = 0; c < s->NumChunks(0, 0); ++c) {
     ASSERT_TRUE(
         s->SetChunkFormat(0, kAllHeads, c, quant::Uniform(2, Grouping::kPerChannel), vf[c % 6])

@@ -74,8 +74,8 @@ TEST(MultiQueryInt16Weights, MatchesOracleOnEveryTarget) {
             for (int group : {16, 32, 64}) {
               if (D % group != 0) continue;
               for (const Format& f : Int16WeightFormats(group)) {
-                SCOPED_TRACE(FormatName(f) + " T=" + std::to_string(T) +
-                             " D=" + std::to_string(D) + " group=" + std::to_string(group));
+                SCOPED_TRACE(FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
+                             " group=" + std::to_string(group));
                 const uint32_t seed = static_cast<uint32_t>(7 * D + f.bits + T + group);
                 const Encoded e = Encode(f, Gaussian(T, D, seed), T, D, /*reference=*/false);
                 const size_t groups = static_cast<size_t>(T) * (D / group);
