@@ -20,6 +20,9 @@
 // H2O (which records every prefill query): the tiled path with per-token
 // column sums against the per-query path with its rows summed by a sink.
 #include <benchmark/benchmark.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +137,53 @@ void BM_ReadBandwidth(benchmark::State& state) {
   benchmark::DoNotOptimize(total);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * buf.size() * 8);
 }
+
+// Compute peaks of this core in this run (issue 15 target 3's arithmetic
+// bound): multiply-adds per second of 512-bit fp32 FMAs (16 per instruction)
+// and of vpdpwssd (int16 pairs, 32 per instruction: the KIVI / HqeKV decode
+// kernels, quant/multi_query_q16.cc), 12 independent chains each. One
+// decode step at 32K (8 KV heads x 4 query heads x 32768 tokens x D = 128,
+// K dot + V axpy) is 268 M multiply-adds.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx512f,fma"), noipa)) float FmaChains(int64_t iters) {
+  __m512 a[12];
+  for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_ps(1.0f + j * 1e-3f);
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 12; ++j) a[j] = _mm512_fmadd_ps(a[j], m, c);
+  __m512 t = a[0];
+  for (int j = 1; j < 12; ++j) t = _mm512_add_ps(t, a[j]);
+  return _mm512_reduce_add_ps(t);
+}
+__attribute__((target("avx512f,avx512vnni"), noipa)) int DpwssdChains(int64_t iters) {
+  __m512i a[12];
+  for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_epi32(j);
+  const __m512i x = _mm512_set1_epi16(3), y = _mm512_set1_epi16(-3);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 12; ++j) a[j] = _mm512_dpwssd_epi32(a[j], x, y);
+  __m512i t = a[0];
+  for (int j = 1; j < 12; ++j) t = _mm512_add_epi32(t, a[j]);
+  return _mm512_reduce_add_epi32(t);
+}
+void BM_ComputePeak(benchmark::State& state, bool int16) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || (int16 && !__builtin_cpu_supports("avx512vnni"))) {
+    state.SkipWithError("no AVX-512 (VNNI) on this CPU");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  for (auto _ : state) {
+    if (int16) {
+      benchmark::DoNotOptimize(DpwssdChains(kIters));
+    } else {
+      benchmark::DoNotOptimize(FmaChains(kIters));
+    }
+  }
+  state.counters["MAC/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kIters * 12 * (int16 ? 32 : 16),
+                         benchmark::Counter::kIsRate);
+}
+#endif
 
 void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int threads) {
   hqekv::SetNumThreads(threads);
@@ -328,6 +378,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Unit(benchmark::kMillisecond);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  benchmark::RegisterBenchmark("ComputePeak/fp32_fma", BM_ComputePeak, false)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("ComputePeak/int16_vpdpwssd", BM_ComputePeak, true)
+      ->Unit(benchmark::kMillisecond);
+#endif
   for (int n : kLengths) {
     for (const char* spec : kSpecs) {
       benchmark::RegisterBenchmark(

@@ -49,6 +49,17 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
   quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
 }
 
+// The chunk's V times `group` weight rows added to acc: the int16-weight
+// kernel when asked for and available, else the fp32-weight one.
+void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
+           bool int16_weights) {
+  if (int16_weights && quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w,
+                                                         ws, group, acc, D)) {
+    return;
+  }
+  quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);
+}
+
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
@@ -115,7 +126,7 @@ size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 
 // (StoreAttention merges the spans).
 void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
                 const float* q, const int32_t* q_pos, int n, float* out, const AttentionSink* sink,
-                int first_sink_query, bool int16_query, const Span& span = {},
+                int first_sink_query, bool int16_query, bool int16_weights, const Span& span = {},
                 float* shared_scores = nullptr, const SpanResult* part = nullptr) {
   const int D = store.head_dim();
   const int n_kept = p.n_kept;
@@ -243,8 +254,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
-        quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, scores_base + j, ss, group,
-                              a, D);
+        AxpyV(c, D, scores_base + j, ss, group, a, int16_weights);
         j += kept;
         continue;
       }
@@ -254,7 +264,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         int jj = j;
         for (int t = 0; t < c.T; ++t) wt[t] = c.Kept(t) ? row[jj++] : 0.0f;
       }
-      quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, tmp.data(), c.T, group, a, D);
+      AxpyV(c, D, tmp.data(), c.T, group, a, int16_weights);
       j += kept;
     }
     for (int a = 0; any && a < r_span; a += kResidualPiece) {
@@ -365,7 +375,7 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int s
       const int g = static_cast<int>(t) / spans;
       const SpanResult r = result(static_cast<int>(t));
       AttendHead(store, plans[g], g, group, n_q_heads, q, q_pos, 1, out, sink, o.first_sink_query,
-                 o.int16_query, sp[t], scores + row0[g], &r);
+                 o.int16_query, o.int16_weights, sp[t], scores + row0[g], &r);
     }
   };
   if (parallel) {
@@ -456,6 +466,7 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   // kernels (the per-query path is the tiled prefill's oracle).
   StoreAttentionOptions opts = options;
   opts.int16_query = options.int16_query && n == 1;
+  opts.int16_weights = options.int16_weights && n == 1;
   std::vector<HeadPlan> plans(H);
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
@@ -470,7 +481,7 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
       AttendHead(store, plans[g], static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
-                 options.first_sink_query, opts.int16_query);
+                 options.first_sink_query, opts.int16_query, opts.int16_weights);
     }
   };
   if (H > 1 && work >= options.parallel_min_work) {

@@ -75,6 +75,14 @@ struct StoreAttentionOptions {
   // kernels everywhere (the oracle path). Batches of n > 1 queries always
   // use the fp32-query kernels.
   bool int16_query = true;
+  // Decode steps (n == 1): values of per-token V chunks with integer levels
+  // (KIVI / HqeKV tiers: u1/u2/u4/u8, n1; T a multiple of 16) by
+  // quant::AxpyChunkMultiInt16Weights where this CPU has it (each weight row
+  // times the group multiplier rounded to int16 per chunk and group, VNNI
+  // dots over token pairs; each output moves by at most half a weight step
+  // per code, quant/multi_query.h); false: the fp32-weight kernels (the
+  // oracle path). Batches of n > 1 queries always use the fp32 kernels.
+  bool int16_weights = true;
 };
 
 // q: [n][n_q_heads][D] fp32 (RoPE applied); q_pos: [n]; out: [n][n_q_heads][D].

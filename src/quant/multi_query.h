@@ -68,6 +68,30 @@ bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_
                              int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride);
 
+// Int16-weight value accumulation (decode attention over KIVI / HqeKV V
+// chunks): for per-token chunks whose levels are the integer codes (uniform
+// 1/2/4/8 bits, normal-1; Int16WeightsApply: T a multiple of 16 up to 256,
+// groups of whole 16-channel vectors), each row's weights times the group's
+// multiplier are rounded to int16 once per chunk, row and group column g:
+//   u[t] = w[h][t]·a[t][g] (fp32), umax = max_t |u[t]|, su = umax / 32767,
+//   ui[t] = round_half_even(u[t] · (32767 / umax)) (all 0 when umax == 0),
+//   acc[h][d] += fma(float(sum_t ui[t]·code[t][d]), su, sum_t w[h][t]·b[t][g])
+// for d in group g (the integer sum is exact in int32: T <= 256, codes <=
+// 255; b the group's offset). Two tokens' codes share an int32 lane, so one
+// vpdpwssd does 32 multiply-adds where the fp32 kernel does 16, and the
+// group's affine map leaves the per-token loop. Returns false, writing
+// nothing, when this CPU has no such kernel (AVX-512 VNNI + VBMI, GCC
+// builds), the format / shape does not apply, or some u is not finite: the
+// caller then uses AxpyChunkMulti.
+// Oracle: ref::AxpyChunkMultiInt16Weights (the same math, offset summed in
+// double); they differ only in the order of the fp32 offset sum (tolerance
+// 1e-6 of sum_t |w·b| plus 1e-6 of |su·sum|). Against AxpyChunkMulti (fp32
+// weights) each accumulator moves by at most su/2 · sum_t code[t][d].
+bool Int16WeightsApply(const Format& f, int T, int D);
+bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                                int D, const float* w, size_t w_stride, int m, float* acc,
+                                size_t a_stride);
+
 // Softmax of one row of n fp32 scores in place: entries equal to -inf are
 // masked (weight exactly 0); the others get exp(x - max) / sum. Returns false
 // (and writes all zeros) when every entry is masked. Highway exp (<= 1 ulp
@@ -107,6 +131,12 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                              int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride);
+// The int16-weight math of AxpyChunkMultiInt16Weights (scalar; offset
+// summed in double). False, writing nothing, when !Int16WeightsApply or a u
+// is not finite.
+bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                                int D, const float* w, size_t w_stride, int m, float* acc,
+                                size_t a_stride);
 // std::exp softmax with the same masking contract as quant::SoftmaxRow.
 bool SoftmaxRow(float* x, int n);
 // The scalar loop of quant::AccumulateF16.

@@ -65,6 +65,15 @@ Q16Scratch& Q16Buffers() {
   return s;
 }
 
+// acc += the int16 pair products of x and y (vpdpwssd), in place: through
+// the intrinsic GCC copied the value kernel's accumulators to other
+// registers and back around each instruction (2 extra moves per product
+// vector, seen in perf; the K kernel's loop is measured faster with the
+// intrinsic, which folds the broadcast, so it keeps it).
+HWY_INLINE void DpWssd(__m512i& acc, __m512i x, __m512i y) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(y));
+}
+
 // vpermb control for the output vector of channel pair `pair` (of the 16/b
 // channels in a 64-byte load) and token half `half`: word 2j + k (bytes
 // 4j + 2k, 4j + 2k + 1) takes the byte holding token 16·half + j of channel
@@ -301,6 +310,262 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
     }
   }
 }
+
+// ------------------------------------------ V per-token, int16 weights
+
+// Per-thread scratch of the value kernel.
+struct W16Scratch {
+  std::vector<float> a, b;     // [T·gpt + 16] the chunk's affine map as stored (token-major)
+  std::vector<float> wt;       // [T][4] the weight rows of a block of <= 4, transposed
+  std::vector<float> u;        // [T][16·nb] w·a per token and (row, group) combo
+  std::vector<int32_t> pw;     // [T/2][16·nb] int16 weights of tokens 2p, 2p + 1 per combo
+  std::vector<float> sw, off;  // [16·nb] scale and offset per combo
+};
+W16Scratch& W16Buffers() {
+  thread_local W16Scratch s;
+  return s;
+}
+
+// vpermb control for output vector v of a channel set (16 channels from
+// channel 16v of the set; the set's bytes of token 2p at byte 0 of the
+// source, of token 2p + 1 at byte 32): word 2j + s takes the byte holding
+// channel 16v + j of token s.
+__m512i PairPermControl(int bits, int v) {
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 64; ++i) {
+    const int j = i / 4, s = (i % 4) / 2;
+    c[i] = static_cast<uint8_t>(32 * s + (16 * v + j) * bits / 8);
+  }
+  return _mm512_load_si512(c);
+}
+// vpmultishiftqb control: the even byte of word 2j + s takes the 8 bits of
+// its qword from bit (j·b) mod 8 of itself (the code to bit 0; the same for
+// every vector v, 16·b being a multiple of 8); the odd byte reads itself
+// (both cleared above the code by the AND after).
+__m512i PairShiftControl(int bits) {
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 64; ++i) {
+    const int j = i / 4;
+    const int own = 8 * (i % 8);
+    c[i] = static_cast<uint8_t>(i % 2 == 0 ? (own + (j * bits) % 8) & 63 : own);
+  }
+  return _mm512_load_si512(c);
+}
+
+// acc[h][set + 16v + lane] += sum over token pairs of the int16 weights of
+// combo (h, group of the vector) times the codes, for MB rows and NV
+// vectors of one channel set (NV·16 channels, NV·2·b bytes per token <= 32),
+// then the scale and offset applied once: acc += fma(float(sum), sw, off).
+template <int MB, int NV, int kBits, bool kPairShare>
+HWY_INLINE void AxpyPass(const uint8_t* codes, int T, int D, int set, int group, int stride,
+                         const W16Scratch& s, float* acc, size_t as) {
+  constexpr int kSetBytes = NV * 16 * kBits / 8;
+  static_assert(kSetBytes <= 32, "a channel set's bytes of one token fit 256 bits");
+  const size_t row_bytes = static_cast<size_t>(D) * kBits / 8;
+  const __mmask32 load_mask = kSetBytes == 32 ? ~__mmask32{0} : (__mmask32{1} << kSetBytes) - 1;
+  __m512i perm[NV];
+  for (int v = 0; v < NV; ++v) perm[v] = PairPermControl(kBits, v);
+  const __m512i shift = PairShiftControl(kBits);
+  const __m512i mask = _mm512_set1_epi16(static_cast<int16_t>((1 << kBits) - 1));
+  // Combo of (row h, group g) is 4g + h: a vector's 4 rows are adjacent words.
+  int base[NV];
+  for (int v = 0; v < NV; ++v) base[v] = 4 * ((set + 16 * v) / group);
+  __m512i sum[MB][NV];
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < NV; ++v) sum[h][v] = _mm512_setzero_si512();
+  }
+  const uint8_t* row = codes + static_cast<size_t>(set) * kBits / 8;
+  const int32_t* pw = s.pw.data();
+  const float* const sw = s.sw.data();
+  const float* const offs = s.off.data();
+  for (int p = 0; p < T / 2; ++p, row += 2 * row_bytes, pw += stride) {
+    const __m512i src =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(load_mask, row)),
+                           _mm256_maskz_loadu_epi8(load_mask, row + row_bytes), 1);
+    __m512i wv[MB];
+    for (int v = 0; v < NV; ++v) {
+      __m512i x = _mm512_permutexvar_epi8(perm[v], src);
+      if constexpr (kBits < 8) x = _mm512_multishift_epi64_epi8(shift, x);
+      x = _mm512_and_si512(x, mask);
+      if (!kPairShare || v % 2 == 0) {  // kPairShare: vectors 2i, 2i + 1 in one group
+        for (int h = 0; h < MB; ++h) wv[h] = _mm512_set1_epi32(pw[base[v] + h]);
+      }
+      for (int h = 0; h < MB; ++h) DpWssd(sum[h][v], x, wv[h]);
+    }
+  }
+  for (int h = 0; h < MB; ++h) {
+    for (int v = 0; v < NV; ++v) {
+      const int c = base[v] + h;
+      float* dst = acc + h * as + set + 16 * v;
+      const __m512 y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][v]), _mm512_set1_ps(sw[c]),
+                                       _mm512_set1_ps(offs[c]));
+      _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_loadu_ps(dst), y));
+    }
+  }
+}
+
+// The chunk's affine map [T·gpt] as stored (normal-1 folded, as
+// AffineFromPlanes with a fused multiply-add).
+void LoadAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
+  const int groups = T * gpt;
+  s.a.resize(groups + 16);
+  s.b.resize(groups + 16);
+  float* const pa = s.a.data();
+  float* const pb = s.b.data();
+  for (int i = 0; i < groups; i += 16) {  // T·gpt is a multiple of 16 (T is)
+    __m512 a = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(i))));
+    __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(meta + 2 * (static_cast<size_t>(groups) + i))));
+    if (n1) {
+      const float c1 = kNormalCentres1[1];
+      b = _mm512_fnmadd_ps(_mm512_set1_ps(c1), a, b);
+      a = _mm512_mul_ps(_mm512_set1_ps(2.0f * c1), a);
+    }
+    _mm512_storeu_ps(pa + i, a);
+    _mm512_storeu_ps(pb + i, b);
+  }
+}
+
+// Rounds u = w[h][t]·a[t][g] to int16 per combo c = 4g + h of mb <= 4
+// rows (scale max_t |u| / 32767), off[c] = sum_t w[h][t]·b[t][g]. Lanes
+// over combos (16 per vector, nb vectors), so the maxima and offsets are
+// plain vertical operations per token. The pair words of tokens 2p, 2p + 1
+// go to pw[p·16·nb + c]. False when some u is not finite.
+bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scratch& s) {
+  const int combos = 4 * gpt;  // rows mb..3 have zero weights
+  const int nb = (combos + 15) / 16;
+  const int stride = 16 * nb;
+  s.wt.resize(static_cast<size_t>(T) * 4);
+  s.u.resize(static_cast<size_t>(T) * stride);
+  s.pw.resize(static_cast<size_t>(T / 2) * stride);
+  s.sw.resize(stride);
+  s.off.resize(stride);
+  // Raw pointers: through the thread_local scratch the compiler re-reads the
+  // TLS address (a call) inside the loops and spills every vector.
+  float* const wt_base = s.wt.data();
+  const float* const a_base = s.a.data();
+  const float* const b_base = s.b.data();
+  float* const u_base = s.u.data();
+  int32_t* const pw_base = s.pw.data();
+  float* const sw_base = s.sw.data();
+  float* const off_base = s.off.data();
+  // w[h][t] for h < 4 as 4 adjacent floats per token (rows >= mb zero): 4x4
+  // transposes inside each 128-bit block, 16 tokens at a time; token
+  // j + 4L + k (j a multiple of 16) at wt + 4j + 16k + 4L.
+  for (int j = 0; j < T; j += 16) {
+    __m512 r[4];
+    for (int h = 0; h < 4; ++h)
+      r[h] = h < mb ? _mm512_loadu_ps(w + h * ws + j) : _mm512_setzero_ps();
+    const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+    const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
+    const __m512d d2 = _mm512_castps_pd(t2), d3 = _mm512_castps_pd(t3);
+    // x[k] holds token j + 4L + k in 128-bit block L.
+    const __m512 x[4] = {
+        _mm512_castpd_ps(_mm512_unpacklo_pd(d0, d2)), _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d2)),
+        _mm512_castpd_ps(_mm512_unpacklo_pd(d1, d3)), _mm512_castpd_ps(_mm512_unpackhi_pd(d1, d3))};
+    for (int k = 0; k < 4; ++k) _mm512_storeu_ps(wt_base + 4 * j + 16 * k, x[k]);
+  }
+  __m512 chk = _mm512_setzero_ps();
+  for (int k = 0; k < nb; ++k) {
+    alignas(64) int32_t ia[16], iw[16];
+    for (int i = 0; i < 16; ++i) {
+      const int c = 16 * k + i;
+      ia[i] = i / 4;  // group 4k + i / 4, loaded from a + t·gpt + 4k
+      iw[i] = c % 4;
+    }
+    const __m512i idx_a = _mm512_load_si512(ia), idx_w = _mm512_load_si512(iw);
+    const int c0 = 16 * k;
+    const __mmask16 live =
+        static_cast<__mmask16>(combos - c0 >= 16 ? 0xFFFFu : (1u << (combos - c0)) - 1u);
+    __m512 amax = _mm512_setzero_ps(), off = _mm512_setzero_ps();
+    float* u = u_base + c0;
+    for (int t = 0; t < T; ++t, u += stride) {
+      const int tj = t & ~15, tl = t & 15;
+      const float* wt = wt_base + 4 * tj + 16 * (tl & 3) + 4 * (tl >> 2);
+      const __m512 wv =
+          _mm512_maskz_permutexvar_ps(live, idx_w, _mm512_castps128_ps512(_mm_loadu_ps(wt)));
+      const size_t base = static_cast<size_t>(t) * gpt + 4 * k;
+      const __m512 av = _mm512_permutexvar_ps(idx_a, _mm512_loadu_ps(a_base + base));
+      const __m512 bv = _mm512_permutexvar_ps(idx_a, _mm512_loadu_ps(b_base + base));
+      const __m512 x = _mm512_mul_ps(wv, av);
+      _mm512_storeu_ps(u, x);
+      chk = _mm512_fmadd_ps(x, _mm512_setzero_ps(), chk);  // NaN once some x is not finite
+      amax = _mm512_range_ps(amax, x, 0x0B);               // max |.|, sign cleared
+      off = _mm512_fmadd_ps(wv, bv, off);
+    }
+    const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ);
+    const __m512 k32767 = _mm512_set1_ps(32767.0f);
+    _mm512_storeu_ps(sw_base + c0, _mm512_maskz_div_ps(pos, amax, k32767));
+    _mm512_storeu_ps(off_base + c0, off);
+    const __m512 inv = _mm512_maskz_div_ps(pos, k32767, amax);
+    const float* uu = u_base + c0;
+    int32_t* pw = pw_base + c0;
+    for (int p = 0; p < T / 2; ++p, uu += 2 * stride, pw += stride) {
+      const __m512i r0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(uu), inv));
+      const __m512i r1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(uu + stride), inv));
+      // low half: token 2p, high half: token 2p + 1 (MXCSR: half to even)
+      const __m512i word = _mm512_mask_blend_epi16(0xAAAAAAAAu, r0, _mm512_slli_epi32(r1, 16));
+      _mm512_storeu_si512(pw, word);
+    }
+  }
+  return _mm512_fpclass_ps_mask(chk, 0x99) == 0;
+}
+
+template <int kBits>
+bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group, bool n1,
+              const float* w, size_t ws, int m, float* acc, size_t as) {
+  W16Scratch& s = W16Buffers();
+  const int gpt = D / group;
+  LoadAffine(meta, T, gpt, n1, s);
+  // Channel sets: 64 channels (32 for 8-bit codes: 32 bytes per token).
+  constexpr int kSetVecs = kBits == 8 ? 2 : 4;
+  // Every row's weights are checked before any accumulator is written (the
+  // caller falls back to the fp32 kernel on false); for m <= 4 the one
+  // block's quantization is kept.
+  for (int h0 = 0; h0 < m; h0 += 4) {
+    if (!QuantizeWeights(T, gpt, w + h0 * ws, ws, std::min(4, m - h0), s)) return false;
+  }
+  for (int h0 = 0; h0 < m; h0 += 4) {
+    const int mb = std::min(4, m - h0);
+    if (m > 4) QuantizeWeights(T, gpt, w + h0 * ws, ws, mb, s);
+    const int stride = 16 * ((4 * gpt + 15) / 16);
+    auto pass = [&](auto mb_c) {
+      constexpr int MB = decltype(mb_c)::value;
+      float* ah = acc + h0 * as;
+      int set = 0;
+      // Sets start at multiples of 32 channels: with group % 32 == 0 each
+      // pair of vectors lies in one group and shares its weight broadcasts.
+      const bool share = group % 32 == 0;
+      for (; set + 16 * kSetVecs <= D; set += 16 * kSetVecs) {
+        if (share) {
+          AxpyPass<MB, kSetVecs, kBits, true>(codes, T, D, set, group, stride, s, ah, as);
+        } else {
+          AxpyPass<MB, kSetVecs, kBits, false>(codes, T, D, set, group, stride, s, ah, as);
+        }
+      }
+      for (; set < D; set += 16) {
+        AxpyPass<MB, 1, kBits, false>(codes, T, D, set, group, stride, s, ah, as);
+      }
+    };
+    switch (mb) {
+      case 1:
+        pass(std::integral_constant<int, 1>());
+        break;
+      case 2:
+        pass(std::integral_constant<int, 2>());
+        break;
+      case 3:
+        pass(std::integral_constant<int, 3>());
+        break;
+      default:
+        pass(std::integral_constant<int, 4>());
+        break;
+    }
+  }
+  return true;
+}
 #endif  // HQEKV_Q16_VNNI
 
 }  // namespace
@@ -338,6 +603,28 @@ bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* met
 #endif
 }
 
+bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t ws, int m, float* acc, size_t as) {
+#if HQEKV_Q16_VNNI
+  if (!Int16WeightsApply(f, T, D)) return false;
+  const bool n1 = f.kind == Kind::kNormal;
+  switch (f.bits) {
+    case 1:
+      return AxpyRows<1>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+    case 2:
+      return AxpyRows<2>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+    case 4:
+      return AxpyRows<4>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+    default:
+      return AxpyRows<8>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+  }
+#else
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
+      (void)as;
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 #if HQEKV_Q16_VNNI
@@ -348,6 +635,23 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::quant {
 HWY_EXPORT(DotInt16QueryImpl);
+HWY_EXPORT(AxpyInt16WeightsImpl);
+
+bool Int16WeightsApply(const Format& f, int T, int D) {
+  const bool integer_levels = f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits == 1);
+  return integer_levels && f.grouping == Grouping::kPerToken &&
+         (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && T > 0 && T % 16 == 0 &&
+         T <= 256 && f.group > 0 && f.group % 16 == 0 && D % f.group == 0 && D <= 4096 &&
+         D / f.group <= 16;
+}
+
+bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                                int D, const float* w, size_t w_stride, int m, float* acc,
+                                size_t a_stride) {
+  if (m <= 0 || !Int16WeightsApply(f, T, D)) return false;
+  return HWY_DYNAMIC_DISPATCH(AxpyInt16WeightsImpl)(f, codes, meta, T, D, w, w_stride, m, acc,
+                                                    a_stride);
+}
 
 bool Int16QueryApplies(const Format& f, int T, int D) {
   const bool integer_levels = f.kind == Kind::kUniform || f.kind == Kind::kUniform3 ||

@@ -79,6 +79,60 @@ bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_
   return true;
 }
 
+bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                                int D, const float* w, size_t w_stride, int m, float* acc,
+                                size_t a_stride) {
+  if (m <= 0 || !Int16WeightsApply(f, T, D)) return false;
+  const size_t n = static_cast<size_t>(T) * D;
+  std::vector<uint8_t> code(n);  // per-token order: code[t·D + d]
+  UnpackCodes(codes, n, f.bits, code.data());
+  const int gpt = D / f.group;
+  const size_t groups = static_cast<size_t>(T) * gpt;
+  std::vector<float> a(groups), b(groups);  // [t·gpt + g]
+  for (size_t i = 0; i < groups; ++i) {
+    a[i] = F16ToF32(LoadF16(meta + 2 * i));
+    b[i] = F16ToF32(LoadF16(meta + 2 * (groups + i)));
+    if (f.kind == Kind::kNormal) {  // normal-1: level = code, as AffineFromPlanes (fused)
+      const float c = kNormalCentres1[1];
+      b[i] = std::fma(-c, a[i], b[i]);
+      a[i] = 2.0f * c * a[i];
+    }
+  }
+  // Every row and column quantized before any accumulator is written.
+  std::vector<int16_t> wi(static_cast<size_t>(m) * gpt * T);
+  std::vector<float> su(static_cast<size_t>(m) * gpt), off(su.size());
+  for (int h = 0; h < m; ++h) {
+    const float* wh = w + h * w_stride;
+    for (int g = 0; g < gpt; ++g) {
+      std::vector<float> u(T);
+      float umax = 0.0f;
+      double o = 0.0;
+      for (int t = 0; t < T; ++t) {
+        u[t] = wh[t] * a[static_cast<size_t>(t) * gpt + g];
+        if (!std::isfinite(u[t])) return false;
+        umax = std::max(umax, std::abs(u[t]));
+        o += static_cast<double>(wh[t]) * b[static_cast<size_t>(t) * gpt + g];
+      }
+      const size_t gi = static_cast<size_t>(h) * gpt + g;
+      off[gi] = static_cast<float>(o);
+      su[gi] = umax > 0.0f ? umax / 32767.0f : 0.0f;
+      const float inv = umax > 0.0f ? 32767.0f / umax : 0.0f;
+      for (int t = 0; t < T; ++t) {
+        wi[gi * T + t] = static_cast<int16_t>(std::nearbyint(u[t] * inv));
+      }
+    }
+  }
+  for (int h = 0; h < m; ++h) {
+    for (int d = 0; d < D; ++d) {
+      const size_t gi = static_cast<size_t>(h) * gpt + d / f.group;
+      int32_t sum = 0;
+      for (int t = 0; t < T; ++t) sum += wi[gi * T + t] * code[static_cast<size_t>(t) * D + d];
+      acc[h * a_stride + d] += std::fma(static_cast<float>(sum), su[gi], off[gi]);
+    }
+  }
+  return true;
+}
+
 bool SoftmaxRow(float* x, int n) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   float mx = neg_inf;
