@@ -26,6 +26,10 @@
 // (RowK16GM_512: one integer accumulator per super-block, made per call).
 // On AVX-512 VNNI with GFNI the legacy types take four blocks per step, their
 // codes gathered by byte permutes in the activations' order (RowLegacy4_512).
+// IQ4_NL / IQ4_XS: the nibbles index the 16-value int8 grid (kIq4Values)
+// through vpshufb; on AVX-512 VNNI as unsigned codes grid + 128 (<= 241, so
+// vpdpbusd only: IQ4_NL in the legacy four-block kernel, IQ4_XS one
+// super-block per step), elsewhere on x86 |w| with w's sign on q (RowIq4).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -209,14 +213,13 @@ HWY_INLINE __m256i Iq4Weights(const uint8_t* qs, __m256i grid) {
 HWY_INLINE __m256 Iq4XsScales(const uint8_t* p) {
   uint16_t sh;
   std::memcpy(&sh, p + 2, 2);
-  const __m256i lo = _mm256_and_si256(
-      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(U32At(p + 4))),
-                        _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-      _mm256_set1_epi32(15));
-  const __m256i hi =
-      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8,
-                                                                                   10, 12, 14)),
-                       _mm256_set1_epi32(3));
+  const __m256i lo =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(U32At(p + 4))),
+                                         _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                       _mm256_set1_epi32(15));
+  const __m256i hi = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+      _mm256_set1_epi32(3));
   const __m256i ls = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 4));
   return _mm256_mul_ps(_mm256_set1_ps(HalfAt(p)),
                        _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
@@ -437,9 +440,9 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
 template <TensorType T>
 constexpr int LegacyQsAt() {
   return T == TensorType::kQ4_0 || T == TensorType::kIQ4_NL ? 2
-         : T == TensorType::kQ4_1                          ? 4
-         : T == TensorType::kQ5_0                          ? 6
-                                                           : 8;
+         : T == TensorType::kQ4_1                           ? 4
+         : T == TensorType::kQ5_0                           ? 6
+                                                            : 8;
 }
 template <TensorType T>
 constexpr int LegacyQhAt() {
@@ -752,7 +755,8 @@ void RowIq4Xs512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const f
       const int8_t* x = xq[i] + 256 * sb;
       for (int h = 0; h < 4; ++h) {
         const __m512i dp = DotUS512(u[h], _mm512_loadu_si512(x + 64 * h));
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pair[h], sc), acc[i]);
+        acc[i] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pair[h], sc), acc[i]);
       }
       off[i] = _mm256_fmadd_ps(a8, _mm256_loadu_ps(xs[i] + 8 * sb), off[i]);
     }

@@ -78,7 +78,6 @@ void DequantBlockQ6K(const uint8_t* b, float* y) {
   }
 }
 
-
 // Legacy 32-value blocks with an offset (Q4_1, Q5_1: x = d*q + m) or a
 // centred code (Q5_0: x = d*(q - 16)). The 5th bit of value j (j < 32) is bit
 // j of the little-endian u32 qh; nibbles as Q4_0 (low: j, high: j + 16).

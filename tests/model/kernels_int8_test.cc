@@ -86,10 +86,10 @@ std::vector<float> RandomActs(int64_t n, std::mt19937& rng) {
   return v;
 }
 
-constexpr TensorType kInt8Types[] = {
-    TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
-    TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
-    TensorType::kIQ4_NL, TensorType::kIQ4_XS};
+constexpr TensorType kInt8Types[] = {TensorType::kQ8_0, TensorType::kQ4_0,   TensorType::kQ4_1,
+                                     TensorType::kQ5_0, TensorType::kQ5_1,   TensorType::kQ2_K,
+                                     TensorType::kQ3_K, TensorType::kQ4_K,   TensorType::kQ5_K,
+                                     TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS};
 
 TEST(Int8Acts, HasInt8PathForTheIntegerBlockTypesOnly) {
   for (TensorType t : kInt8Types) EXPECT_TRUE(HasInt8Path(t)) << TensorTypeName(t);
