@@ -73,7 +73,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y);
 // Scalar reference of MatMul (double accumulation, no threads).
 void MatMulRef(const WeightMatrix& w, const float* x, int64_t m, float* y);
 
-// ---- int8 activations (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K weights) ----
+// ---- int8 activations (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS weights) ----
 // MatVec / MatVecMany / MatMul quantize the activations once per call to 8
 // bits per 32-value block and take integer dot products (VNNI vpdpbusd on
 // AVX-512 VNNI CPUs, maddubs on AVX2/AVX-512, scalar elsewhere) for the
@@ -82,7 +82,8 @@ void MatMulRef(const WeightMatrix& w, const float* x, int64_t m, float* y);
 // it can be switched off process-wide (tests compare both forwards).
 //
 // Every such weight type is, per group of G = 32 (16 for Q2_K, Q3_K, Q6_K)
-// values, w = A * u + B with unsigned codes u (u <= 63; Q8_0: u = w + 128),
+// values, w = A * u + B with unsigned codes u (u <= 63; Q8_0: u = w + 128;
+// IQ4_*: u = grid value + 128),
 // so a dot is sum_g A_g d_x isum_g(u, q) + B_g d_x sum_g(q): the second term
 // is the stored s (per 32) or s16 (per 16).
 //
@@ -119,6 +120,13 @@ float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i);
 // panels and a register-blocked kernel (16 weight rows x 8 activation rows;
 // fp32 sums in another order than DotInt8's), else row kernels (== DotInt8).
 constexpr int64_t kInt8PanelMinRows = 8;
+
+// The 16 values an IQ4_NL / IQ4_XS nibble indexes (a non-uniform grid fitted
+// to weight distributions; part of the format, ggml-common.h kvalues_iq4nl).
+// The fp32 oracle decodes with it; the int8 kernels shuffle bytes through it
+// (|value| <= 127: the int8 path's codes are value + 128 <= 241).
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
 void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
               int64_t ldy);
 

@@ -189,6 +189,21 @@ inline void DecodeQ2K(const uint8_t* p, uint8_t* u, float* A, float* B) {
   }
 }
 
+// IQ4_NL (18 B) / IQ4_XS sub-block: 16 bytes of nibbles (value j low, j + 16
+// high) through the grid, as unsigned codes u = value + 128 (w = A (u - 128)).
+inline void Iq4Codes32(const uint8_t* qs, uint8_t* u) {
+  for (int j = 0; j < 16; ++j) {
+    u[j] = static_cast<uint8_t>(kIq4Values[qs[j] & 15] + 128);
+    u[j + 16] = static_cast<uint8_t>(kIq4Values[qs[j] >> 4] + 128);
+  }
+}
+
+// IQ4_XS (136 B): the 6-bit scale of sub-block i (0..7), stored + 32.
+inline int Iq4XsScale(const uint8_t* p, int i) {
+  const int hi = (p[2 + i / 4] >> (2 * (i % 4))) & 3;  // u16 scales_h, bits 2i..2i+1
+  return ((p[4 + i / 2] >> (4 * (i % 2))) & 15) | (hi << 4);
+}
+
 // One block of type T at p: BlockSize(T) codes, BlockSize(T) / G groups.
 template <TensorType T>
 inline void DecodeBlockInt8(const uint8_t* p, uint8_t* u, float* A, float* B) {
@@ -221,6 +236,17 @@ inline void DecodeBlockInt8(const uint8_t* p, uint8_t* u, float* A, float* B) {
     DecodeQ6K(p, u, A, B);
   } else if constexpr (T == TensorType::kQ3_K) {
     DecodeQ3K(p, u, A, B);
+  } else if constexpr (T == TensorType::kIQ4_NL) {
+    Iq4Codes32(p + 2, u);
+    A[0] = HalfAt(p);
+    B[0] = -128.0f * A[0];
+  } else if constexpr (T == TensorType::kIQ4_XS) {
+    const float d = HalfAt(p);
+    for (int i = 0; i < 8; ++i) {
+      Iq4Codes32(p + 8 + 16 * i, u + 32 * i);
+      A[i] = d * static_cast<float>(Iq4XsScale(p, i) - 32);
+      B[i] = -128.0f * A[i];
+    }
   } else {
     static_assert(T == TensorType::kQ2_K);
     DecodeQ2K(p, u, A, B);
@@ -253,6 +279,8 @@ inline void DecodeRowInt8(TensorType t, const uint8_t* row, int64_t k, uint8_t* 
     HQEKV_DECODE(kQ4_K)
     HQEKV_DECODE(kQ5_K)
     HQEKV_DECODE(kQ6_K)
+    HQEKV_DECODE(kIQ4_NL)
+    HQEKV_DECODE(kIQ4_XS)
 #undef HQEKV_DECODE
     default:
       return;  // no int8 path (HasInt8Path)

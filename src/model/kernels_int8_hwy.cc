@@ -26,6 +26,10 @@
 // (RowK16GM_512: one integer accumulator per super-block, made per call).
 // On AVX-512 VNNI with GFNI the legacy types take four blocks per step, their
 // codes gathered by byte permutes in the activations' order (RowLegacy4_512).
+// IQ4_NL / IQ4_XS: the nibbles index the 16-value int8 grid (kIq4Values)
+// through vpshufb; on AVX-512 VNNI as unsigned codes grid + 128 (<= 241, so
+// vpdpbusd only: IQ4_NL in the legacy four-block kernel, IQ4_XS one
+// super-block per step), elsewhere on x86 |w| with w's sign on q (RowIq4).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -184,6 +188,70 @@ void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float*
       const __m256i sx = _mm256_sign_epi8(Load32(xq[i] + 32 * b), w);
       acc[i] =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(aw, sx)), _mm256_set1_ps(dw * xd[i][b]), acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) out[i] = HorizontalSum(acc[i]);
+}
+
+// IQ4_NL / IQ4_XS: the grid (kIq4Values) in both 128-bit lanes, as signed
+// bytes (vpshufb indexes it per lane by the low 4 bits of each code byte).
+HWY_INLINE __m256i Iq4Grid() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+}
+
+// The 32 int8 weights (before scale) of an IQ4 block: nibbles of qs (value j
+// low, j + 16 high) through the grid.
+HWY_INLINE __m256i Iq4Weights(const uint8_t* qs, __m256i grid) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i n =
+      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+  return _mm256_shuffle_epi8(grid, n);
+}
+
+// A = d (ls - 32) of the 8 sub-blocks of IQ4_XS super-block p (lane i:
+// scales_l nibble i, scales_h bits 2i..2i+1).
+HWY_INLINE __m256 Iq4XsScales(const uint8_t* p) {
+  uint16_t sh;
+  std::memcpy(&sh, p + 2, 2);
+  const __m256i lo =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(U32At(p + 4))),
+                                         _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                       _mm256_set1_epi32(15));
+  const __m256i hi = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+      _mm256_set1_epi32(3));
+  const __m256i ls = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 4));
+  return _mm256_mul_ps(_mm256_set1_ps(HalfAt(p)),
+                       _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
+}
+
+// IQ4_NL (kXs false, nb blocks of 18 B) / IQ4_XS (nb / 8 super-blocks of
+// 136 B), one 32-value block per step: grid weights through vpshufb, then
+// |w| times q with w's sign as RowQ8_0 (|w| <= 127: maddubs cannot saturate,
+// so this serves every x86 target; the AVX-512 VNNI kernels use u = w + 128).
+template <int M, bool kXs>
+void RowIq4(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
+            float* out) {
+  constexpr int per = kXs ? 8 : 1, bb = kXs ? 136 : 18;
+  const __m256i grid = Iq4Grid();
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+  alignas(32) float a[8];
+  for (int64_t b = 0; b < nb; b += per, p += bb) {
+    PrefetchAhead(p, bb);
+    if constexpr (kXs) {
+      _mm256_store_ps(a, Iq4XsScales(p));
+    } else {
+      a[0] = HalfAt(p);
+    }
+    for (int j = 0; j < per; ++j) {
+      const __m256i w = Iq4Weights(p + (kXs ? 8 + 16 * j : 2), grid);
+      const __m256i aw = _mm256_abs_epi8(w);
+      for (int i = 0; i < M; ++i) {
+        const __m256i sx = _mm256_sign_epi8(Load32(xq[i] + 32 * (b + j)), w);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DotUS(aw, sx)),
+                                 _mm256_set1_ps(a[j] * xd[i][b + j]), acc[i]);
+      }
     }
   }
   for (int i = 0; i < M; ++i) out[i] = HorizontalSum(acc[i]);
@@ -371,7 +439,10 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
 // Byte offsets of a legacy block's codes (qs) and 5th bits (qh, Q5_*).
 template <TensorType T>
 constexpr int LegacyQsAt() {
-  return T == TensorType::kQ4_0 ? 2 : T == TensorType::kQ4_1 ? 4 : T == TensorType::kQ5_0 ? 6 : 8;
+  return T == TensorType::kQ4_0 || T == TensorType::kIQ4_NL ? 2
+         : T == TensorType::kQ4_1                           ? 4
+         : T == TensorType::kQ5_0                           ? 6
+                                                            : 8;
 }
 template <TensorType T>
 constexpr int LegacyQhAt() {
@@ -634,13 +705,81 @@ constexpr Idx64 LegacyScaleIndex() {
 
 HWY_INLINE __m512i LoadIdx(const Idx64& i) { return _mm512_load_si512(i.b); }
 
+// IQ4: the grid + 128 (unsigned codes <= 241; vpdpbusd does not saturate) in
+// every 128-bit lane, for vpshufb.
+HWY_INLINE __m512i Iq4Codes512() {
+  const __m128i g = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values));
+  return _mm512_broadcast_i32x4(_mm_xor_si128(g, _mm_set1_epi8(static_cast<char>(0x80))));
+}
+
+// IQ4_XS, one 136-byte super-block per step: its 128 qs bytes are two
+// 512-bit loads; vector h (64 values: sub-blocks 2h, 2h + 1) is one 128-bit
+// lane shuffle (qs of 2h, 2h, 2h + 1, 2h + 1), one GFNI extract (low nibbles
+// in lanes 0 / 2, high in 1 / 3: the activations' order) and one vpshufb
+// through the grid + 128. The offset term -128 A s is summed per sub-block
+// (8 lanes) and scaled once at the end.
+template <int M>
+void RowIq4Xs512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
+                 const float* const* xs, float* out) {
+  const __m512i grid = Iq4Codes512();
+  const __m512i mat = _mm512_set_epi64(
+      static_cast<int64_t>(BitsTo(4, 0, 4)), static_cast<int64_t>(BitsTo(4, 0, 4)),
+      static_cast<int64_t>(BitsTo(0, 0, 4)), static_cast<int64_t>(BitsTo(0, 0, 4)),
+      static_cast<int64_t>(BitsTo(4, 0, 4)), static_cast<int64_t>(BitsTo(4, 0, 4)),
+      static_cast<int64_t>(BitsTo(0, 0, 4)), static_cast<int64_t>(BitsTo(0, 0, 4)));
+  __m512i pair[4];  // lanes 0..7: sub-block 2h's scale, 8..15: 2h + 1's
+  for (int h = 0; h < 4; ++h) {
+    pair[h] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * h)),
+                                 _mm256_set1_epi32(2 * h + 1), 1);
+  }
+  // Independent FMA chains (a super-block's 4 FMAs into one accumulator are
+  // a dependency chain of 4 FMA latencies per 136 bytes: 4 chains measured
+  // +10-15% at M = 1). The same for every M: M = 1 == M = 4 bit for bit.
+  constexpr int kAcc = 4;
+  __m512 acc[kAcc][M];
+  __m256 off[M];
+  for (int i = 0; i < M; ++i) {
+    for (int c = 0; c < kAcc; ++c) acc[c][i] = _mm512_setzero_ps();
+    off[i] = _mm256_setzero_ps();
+  }
+  for (int64_t sb = 0; sb < nsb; ++sb, p += 136) {
+    PrefetchAhead(p, 136);
+    const __m256 a8 = Iq4XsScales(p);
+    const __m512i v0 = _mm512_loadu_si512(p + 8), v1 = _mm512_loadu_si512(p + 72);
+    __m512i u[4];
+    u[0] = _mm512_shuffle_i64x2(v0, v0, _MM_SHUFFLE(1, 1, 0, 0));
+    u[1] = _mm512_shuffle_i64x2(v0, v0, _MM_SHUFFLE(3, 3, 2, 2));
+    u[2] = _mm512_shuffle_i64x2(v1, v1, _MM_SHUFFLE(1, 1, 0, 0));
+    u[3] = _mm512_shuffle_i64x2(v1, v1, _MM_SHUFFLE(3, 3, 2, 2));
+    for (int h = 0; h < 4; ++h) {
+      u[h] = _mm512_shuffle_epi8(grid, _mm512_gf2p8affine_epi64_epi8(u[h], mat, 0));
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m512 sc = _mm512_castps256_ps512(_mm256_mul_ps(a8, _mm256_loadu_ps(xd[i] + 8 * sb)));
+      const int8_t* x = xq[i] + 256 * sb;
+      for (int h = 0; h < 4; ++h) {
+        const __m512i dp = DotUS512(u[h], _mm512_loadu_si512(x + 64 * h));
+        __m512& a = acc[h % kAcc][i];
+        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pair[h], sc), a);
+      }
+      off[i] = _mm256_fmadd_ps(a8, _mm256_loadu_ps(xs[i] + 8 * sb), off[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    __m512 sum = acc[0][i];
+    for (int c = 1; c < kAcc; ++c) sum = _mm512_add_ps(sum, acc[c][i]);
+    out[i] = _mm512_reduce_add_ps(sum) - 128.0f * HorizontalSum(off[i]);
+  }
+}
+
 template <TensorType T, int M>
 void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
                     const float* const* xs, float* out) {
   constexpr int bb = BlockBytes(T);
   constexpr bool has_min = T == TensorType::kQ4_1 || T == TensorType::kQ5_1;
   constexpr bool five = T == TensorType::kQ5_0 || T == TensorType::kQ5_1;
-  constexpr float centre = T == TensorType::kQ4_0 ? -8.0f : -16.0f;
+  constexpr bool iq4 = T == TensorType::kIQ4_NL;  // codes = grid value + 128
+  constexpr float centre = iq4 ? -128.0f : T == TensorType::kQ4_0 ? -8.0f : -16.0f;
   static constexpr Idx64 kQs0 = LegacyQsIndex<T>(0), kQs1 = LegacyQsIndex<T>(1);
   static constexpr Idx64 kQh0 = LegacyQhIndex<T>(0), kQh1 = LegacyQhIndex<T>(1);
   static constexpr Idx64 kBit = LegacyBitMask(), kSc = LegacyScaleIndex<T>();
@@ -678,6 +817,10 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
       w0 = _mm512_mask_add_epi8(w0, _mm512_test_epi8_mask(h0, bit), w0, b16);  // bit 4 is 0
       w1 = _mm512_mask_add_epi8(w1, _mm512_test_epi8_mask(h1, bit), w1, b16);
     }
+    if constexpr (iq4) {
+      w0 = _mm512_shuffle_epi8(Iq4Codes512(), w0);
+      w1 = _mm512_shuffle_epi8(Iq4Codes512(), w1);
+    }
     const __m256 dm =
         _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi8(v0, isc, v1)));
     const __m128 d4 = _mm256_castps256_ps128(dm);
@@ -701,7 +844,11 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
       xd_t[i] = xd[i] + b;
       xs_t[i] = xs[i] + b;
     }
-    RowLegacy512<T, M>(p, nb - b, xq_t, xd_t, xs_t, tail);
+    if constexpr (iq4) {
+      RowIq4<M, false>(p, nb - b, xq_t, xd_t, tail);
+    } else {
+      RowLegacy512<T, M>(p, nb - b, xq_t, xd_t, xs_t, tail);
+    }
   }
   for (int i = 0; i < M; ++i) {
     __m128 o = _mm_add_ps(off[i], _mm_movehl_ps(off[i], off[i]));
@@ -1140,7 +1287,7 @@ void RowLegacy(const uint8_t* p, int64_t nb, const int8_t* const* xq, const floa
 inline bool HasFusedRowKernel(TensorType t) {
   if (t == TensorType::kQ8_0 || t == TensorType::kQ4_K) return true;
 #if HQEKV_INT8_X86
-  if (t == TensorType::kQ5_K) return true;
+  if (t == TensorType::kQ5_K || t == TensorType::kIQ4_NL || t == TensorType::kIQ4_XS) return true;
 #endif
 #if HQEKV_INT8_512
   return t == TensorType::kQ4_0 || t == TensorType::kQ4_1 || t == TensorType::kQ5_0 ||
@@ -1177,6 +1324,16 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
     if (HasGfni()) return RowQ4_K<M, true, true>(row, k / 256, x.q, x.d, x.s, out);
 #endif
     RowQ4_K<M, true>(row, k / 256, x.q, x.d, x.s, out);
+  } else if (t == TensorType::kIQ4_NL) {
+#if HQEKV_VNNI
+    if (HasGfni()) return RowLegacy4_512<TensorType::kIQ4_NL, M>(row, k / 32, x.q, x.d, x.s, out);
+#endif
+    RowIq4<M, false>(row, k / 32, x.q, x.d, out);
+  } else if (t == TensorType::kIQ4_XS) {
+#if HQEKV_VNNI
+    if (HasGfni()) return RowIq4Xs512<M>(row, k / 256, x.q, x.d, x.s, out);
+#endif
+    RowIq4<M, true>(row, k / 32, x.q, x.d, out);
 #endif
 #if HQEKV_INT8_512
   } else if (t == TensorType::kQ4_0) {

@@ -34,6 +34,8 @@ bool HasInt8Path(TensorType t) {
     case TensorType::kQ4_K:
     case TensorType::kQ5_K:
     case TensorType::kQ6_K:
+    case TensorType::kIQ4_NL:
+    case TensorType::kIQ4_XS:
       return true;
     default:
       return false;

@@ -78,11 +78,6 @@ void DequantBlockQ6K(const uint8_t* b, float* y) {
   }
 }
 
-// The 16 values an IQ4_NL / IQ4_XS nibble indexes (a non-uniform grid fitted
-// to weight distributions; part of the format, ggml-common.h kvalues_iq4nl).
-constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                   1,    13,   25,  38,  53,  69,  89,  113};
-
 // Legacy 32-value blocks with an offset (Q4_1, Q5_1: x = d*q + m) or a
 // centred code (Q5_0: x = d*(q - 16)). The 5th bit of value j (j < 32) is bit
 // j of the little-endian u32 qh; nibbles as Q4_0 (low: j, high: j + 16).

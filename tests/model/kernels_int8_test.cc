@@ -86,14 +86,14 @@ std::vector<float> RandomActs(int64_t n, std::mt19937& rng) {
   return v;
 }
 
-constexpr TensorType kInt8Types[] = {
-    TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
-    TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+constexpr TensorType kInt8Types[] = {TensorType::kQ8_0, TensorType::kQ4_0,   TensorType::kQ4_1,
+                                     TensorType::kQ5_0, TensorType::kQ5_1,   TensorType::kQ2_K,
+                                     TensorType::kQ3_K, TensorType::kQ4_K,   TensorType::kQ5_K,
+                                     TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS};
 
 TEST(Int8Acts, HasInt8PathForTheIntegerBlockTypesOnly) {
   for (TensorType t : kInt8Types) EXPECT_TRUE(HasInt8Path(t)) << TensorTypeName(t);
-  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kIQ4_NL,
-                       TensorType::kIQ4_XS}) {
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
     EXPECT_FALSE(HasInt8Path(t)) << TensorTypeName(t);
   }
 }
@@ -258,6 +258,66 @@ TEST(Int8Acts, LegacyBlocksExactOnIntegerProducts) {
         QuantizeActsRef(x.data(), m, k, &a);
         ASSERT_EQ(a.d[0], 1.0f);
         const WeightMatrix wm{t, w.data(), n, k};
+        EXPECT_GT(OnEachTarget([&] {
+                    std::vector<float> y(m * n, NAN);
+                    Int8Rows(wm, a, 0, n, y.data(), n);
+                    for (int64_t i = 0; i < m; ++i) {
+                      for (int64_t r = 0; r < n; ++r) {
+                        const double ref = DotInt8Ref(t, wm.row(r), a, i);
+                        ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
+                            << TensorTypeName(t) << " k=" << k << " m=" << m << " i=" << i
+                            << " r=" << r;
+                        ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
+                      }
+                    }
+                  }),
+                  0);
+      }
+    }
+  }
+}
+
+// IQ4_NL / IQ4_XS (grid through a byte shuffle; AVX-512 VNNI: unsigned codes
+// grid + 128 with the offset term, four NL blocks or one XS super-block per
+// step; other x86 targets: |w| and w's sign on q; the GEMM panels): unit fp16
+// d, XS sub-block scales ls - 32 in [-2, 2] and integer activations of block
+// maximum 127 (the rest in [-15, 15]) keep every product and partial sum an
+// integer below 2^24, so every kernel must equal the oracle exactly; random
+// bytes reach every grid value.
+TEST(Int8Acts, Iq4ExactOnIntegerProducts) {
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int> byte(0, 255), val(-15, 15), ls(30, 34);
+  for (TensorType t : {TensorType::kIQ4_NL, TensorType::kIQ4_XS}) {
+    const bool xs = t == TensorType::kIQ4_XS;
+    for (int64_t k : {128, 224, 256, 416, 1024}) {
+      if (k % BlockSize(t) != 0) continue;
+      for (int64_t m : {1, 6, 13}) {
+        const int64_t n = 5;
+        std::vector<uint8_t> w(n * RowBytes(t, k));
+        for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+        for (size_t o = 0; o < w.size(); o += BlockBytes(t)) {
+          PutHalf(w.data() + o, 1.0f);
+          if (!xs) continue;
+          uint16_t sh = 0;
+          for (int i = 0; i < 8; ++i) {
+            const int l = ls(rng);
+            if (i % 2 == 0) w[o + 4 + i / 2] = 0;
+            w[o + 4 + i / 2] |= static_cast<uint8_t>((l & 15) << (4 * (i % 2)));
+            sh |= static_cast<uint16_t>((l >> 4) << (2 * i));
+          }
+          std::memcpy(w.data() + o + 2, &sh, 2);
+        }
+        std::vector<float> x(m * k);
+        for (int64_t j = 0; j < m * k; ++j) {
+          x[j] = j % 32 == 9 ? (j % 64 == 9 ? 127.0f : -127.0f) : static_cast<float>(val(rng));
+        }
+        Int8Acts a;
+        QuantizeActsRef(x.data(), m, k, &a);
+        ASSERT_EQ(a.d[0], 1.0f);
+        const WeightMatrix wm{t, w.data(), n, k};
+        std::vector<float> wf(k);
+        DequantizeRowRef(t, wm.row(0), k, wf.data());
+        ASSERT_EQ(wf[0], std::rint(wf[0]));  // integer weights
         EXPECT_GT(OnEachTarget([&] {
                     std::vector<float> y(m * n, NAN);
                     Int8Rows(wm, a, 0, n, y.data(), n);
