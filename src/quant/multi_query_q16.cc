@@ -100,6 +100,26 @@ __m512i ShiftControl(int bits, int to) {
 
 // acc[h][half] += codes · qi[h] for MB rows over channels [0, D).
 // kBits: 1, 2, 4, or 3 (u3: low plane at codes, high plane at codes + 8·D).
+// pass(std::integral_constant<int, MB>()) for MB = min(rows, 4): the query-row
+// block sizes the K and V kernels below are instantiated for.
+template <class Pass>
+HWY_INLINE void WithHeadBlock(int rows, const Pass& pass) {
+  switch (std::min(4, rows)) {
+    case 1:
+      pass(std::integral_constant<int, 1>());
+      break;
+    case 2:
+      pass(std::integral_constant<int, 2>());
+      break;
+    case 3:
+      pass(std::integral_constant<int, 3>());
+      break;
+    default:
+      pass(std::integral_constant<int, 4>());
+      break;
+  }
+}
+
 template <int MB, int kBits>
 HWY_INLINE void DotPass(const uint8_t* codes, int D, const int16_t* qi, __m512i acc[MB][2]) {
   constexpr int kLoadBits = kBits == 3 ? 2 : kBits;  // the low plane for u3
@@ -294,20 +314,7 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
         }
       }
     };
-    switch (std::min(4, m - h0)) {
-      case 1:
-        pass(std::integral_constant<int, 1>());
-        break;
-      case 2:
-        pass(std::integral_constant<int, 2>());
-        break;
-      case 3:
-        pass(std::integral_constant<int, 3>());
-        break;
-      default:
-        pass(std::integral_constant<int, 4>());
-        break;
-    }
+    WithHeadBlock(m - h0, pass);
   }
 }
 
@@ -549,20 +556,7 @@ bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group
         AxpyPass<MB, 1, kBits, false>(codes, T, D, set, group, stride, s, ah, as);
       }
     };
-    switch (mb) {
-      case 1:
-        pass(std::integral_constant<int, 1>());
-        break;
-      case 2:
-        pass(std::integral_constant<int, 2>());
-        break;
-      case 3:
-        pass(std::integral_constant<int, 3>());
-        break;
-      default:
-        pass(std::integral_constant<int, 4>());
-        break;
-    }
+    WithHeadBlock(mb, pass);
   }
   return true;
 }

@@ -185,6 +185,25 @@ TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
   }
 }
 
+// Every int8 kernel path (Int8Rows: decode, row kernels and GEMM panels by m;
+// the single-row DotInt8) equals the scalar oracle exactly, on every target;
+// for the integer-product tests below. Returns the number of targets run.
+int ExpectExactOnEachTarget(const WeightMatrix& wm, const Int8Acts& a, int64_t m) {
+  const TensorType t = wm.type;
+  return OnEachTarget([&] {
+    std::vector<float> y(m * wm.n, NAN);
+    Int8Rows(wm, a, 0, wm.n, y.data(), wm.n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < wm.n; ++r) {
+        const double ref = DotInt8Ref(t, wm.row(r), a, i);
+        ASSERT_EQ(static_cast<double>(y[i * wm.n + r]), ref)
+            << TensorTypeName(t) << " k=" << wm.k << " m=" << m << " i=" << i << " r=" << r;
+        ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
+      }
+    }
+  });
+}
+
 // Q2_K / Q3_K (the group-major row kernels: weight codes permuted within a
 // super-block, activations read from a transposed copy): with unit fp16
 // scales and integer activations of block maximum 127 (so d = 1, q = x),
@@ -213,18 +232,7 @@ TEST(Int8Acts, LowBitKQuantsExactOnIntegerProducts) {
       QuantizeActsRef(x.data(), m, k, &a);
       ASSERT_EQ(a.d[0], 1.0f);
       const WeightMatrix wm{t, w.data(), n, k};
-      OnEachTarget([&] {
-        std::vector<float> y(m * n, NAN);
-        Int8Rows(wm, a, 0, n, y.data(), n);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = 0; r < n; ++r) {
-            const double ref = DotInt8Ref(t, wm.row(r), a, i);
-            ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
-                << TensorTypeName(t) << " m=" << m << " i=" << i << " r=" << r;
-            ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
-          }
-        }
-      });
+      EXPECT_GT(ExpectExactOnEachTarget(wm, a, m), 0);
     }
   }
 }
@@ -258,20 +266,7 @@ TEST(Int8Acts, LegacyBlocksExactOnIntegerProducts) {
         QuantizeActsRef(x.data(), m, k, &a);
         ASSERT_EQ(a.d[0], 1.0f);
         const WeightMatrix wm{t, w.data(), n, k};
-        EXPECT_GT(OnEachTarget([&] {
-                    std::vector<float> y(m * n, NAN);
-                    Int8Rows(wm, a, 0, n, y.data(), n);
-                    for (int64_t i = 0; i < m; ++i) {
-                      for (int64_t r = 0; r < n; ++r) {
-                        const double ref = DotInt8Ref(t, wm.row(r), a, i);
-                        ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
-                            << TensorTypeName(t) << " k=" << k << " m=" << m << " i=" << i
-                            << " r=" << r;
-                        ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
-                      }
-                    }
-                  }),
-                  0);
+        EXPECT_GT(ExpectExactOnEachTarget(wm, a, m), 0);
       }
     }
   }
@@ -318,20 +313,7 @@ TEST(Int8Acts, Iq4ExactOnIntegerProducts) {
         std::vector<float> wf(k);
         DequantizeRowRef(t, wm.row(0), k, wf.data());
         ASSERT_EQ(wf[0], std::rint(wf[0]));  // integer weights
-        EXPECT_GT(OnEachTarget([&] {
-                    std::vector<float> y(m * n, NAN);
-                    Int8Rows(wm, a, 0, n, y.data(), n);
-                    for (int64_t i = 0; i < m; ++i) {
-                      for (int64_t r = 0; r < n; ++r) {
-                        const double ref = DotInt8Ref(t, wm.row(r), a, i);
-                        ASSERT_EQ(static_cast<double>(y[i * n + r]), ref)
-                            << TensorTypeName(t) << " k=" << k << " m=" << m << " i=" << i
-                            << " r=" << r;
-                        ASSERT_EQ(static_cast<double>(DotInt8(t, wm.row(r), a, i)), ref);
-                      }
-                    }
-                  }),
-                  0);
+        EXPECT_GT(ExpectExactOnEachTarget(wm, a, m), 0);
       }
     }
   }
