@@ -281,6 +281,34 @@ TEST(StoreAttention, PrefillOverLongResidualMatchesReference) {
     ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])));
 }
 
+// One layer of H KV heads x D holding n Gaussian tokens at positions 0..n-1,
+// nothing sealed yet (the int16 decode tests below); null if Append fails.
+std::unique_ptr<KvStore> RandomStore(int D, int H, int n, std::mt19937& rng) {
+  KvStoreConfig cfg;
+  cfg.n_layers = 1;
+  cfg.n_kv_heads = H;
+  cfg.head_dim = D;
+  auto s = std::move(KvStore::Create(cfg)).value();
+  std::vector<int32_t> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i;
+  const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
+  if (!s->Append(0, k.data(), v.data(), pos.data(), n).ok()) return nullptr;
+  return s;
+}
+
+// The largest |v| among layer 0's kept values as stored (dequantized): the
+// scale of the int16 paths' error bounds.
+float MaxKeptValue(const KvStore& s, int D, int H) {
+  float max_v = 0.0f;
+  for (int g = 0; g < H; ++g) {
+    const int64_t m = s.KeptTokens(0, g);
+    std::vector<float> kk(m * D), vv(m * D);
+    s.DequantizeKept(0, g, kk.data(), vv.data());
+    for (float x : vv) max_v = std::max(max_v, std::abs(x));
+  }
+  return max_v;
+}
+
 // Decode steps score per-channel K chunks with an int16 query
 // (StoreAttentionOptions::int16_query, quant::DotChunkMultiInt16Query) where
 // the CPU has the kernel. With it off, decode matches the fp64 reference as
@@ -290,16 +318,9 @@ TEST(StoreAttention, PrefillOverLongResidualMatchesReference) {
 // is in docs/performance.md) and prefill batches are unchanged.
 TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
   const int D = 128, H = 2, nq = 8, n = 32 * 10 + 5;
-  KvStoreConfig cfg;
-  cfg.n_layers = 1;
-  cfg.n_kv_heads = H;
-  cfg.head_dim = D;
-  auto s = std::move(KvStore::Create(cfg)).value();
   std::mt19937 rng(21);
-  std::vector<int32_t> pos(n);
-  for (int i = 0; i < n; ++i) pos[i] = i;
-  const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
-  ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
+  auto s = RandomStore(D, H, n, rng);
+  ASSERT_NE(s, nullptr);
   ASSERT_TRUE(s->Seal(0, kAllHeads, 32 * 10, quant::F16(), quant::F16()).ok());
   const Format kf[] = {
       quant::Uniform(2, Grouping::kPerChannel), quant::Uniform(4, Grouping::kPerChannel),
@@ -310,13 +331,7 @@ TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
         s->SetChunkFormat(0, kAllHeads, c, kf[c % 6], quant::Uniform(2, Grouping::kPerToken, 32))
             .ok());
   }
-  float max_v = 0.0f;
-  for (int g = 0; g < H; ++g) {
-    const int64_t m = s->KeptTokens(0, g);
-    std::vector<float> kk(m * D), vv(m * D);
-    s->DequantizeKept(0, g, kk.data(), vv.data());
-    for (float x : vv) max_v = std::max(max_v, std::abs(x));
-  }
+  const float max_v = MaxKeptValue(*s, D, H);
   const auto q = Gaussian(static_cast<size_t>(nq) * D, rng);
   const int32_t qp = n;
   StoreAttentionOptions on, off;
@@ -357,16 +372,9 @@ TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
 // (normalized weights), and prefill batches are unchanged.
 TEST(StoreAttention, DecodeInt16WeightsStayCloseToTheFp32Weights) {
   const int D = 128, H = 2, nq = 8, n = 32 * 12 + 5;
-  KvStoreConfig cfg;
-  cfg.n_layers = 1;
-  cfg.n_kv_heads = H;
-  cfg.head_dim = D;
-  auto s = std::move(KvStore::Create(cfg)).value();
   std::mt19937 rng(23);
-  std::vector<int32_t> pos(n);
-  for (int i = 0; i < n; ++i) pos[i] = i;
-  const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
-  ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
+  auto s = RandomStore(D, H, n, rng);
+  ASSERT_NE(s, nullptr);
   ASSERT_TRUE(s->Seal(0, kAllHeads, 32 * 12, quant::F16(), quant::F16()).ok());
   const Format vf[] = {
       quant::Uniform(2, Grouping::kPerToken, 32),  quant::Uniform(4, Grouping::kPerToken, 32),
@@ -377,13 +385,7 @@ TEST(StoreAttention, DecodeInt16WeightsStayCloseToTheFp32Weights) {
         s->SetChunkFormat(0, kAllHeads, c, quant::Uniform(2, Grouping::kPerChannel), vf[c % 6])
             .ok());
   }
-  float max_v = 0.0f;
-  for (int g = 0; g < H; ++g) {
-    const int64_t m = s->KeptTokens(0, g);
-    std::vector<float> kk(m * D), vv(m * D);
-    s->DequantizeKept(0, g, kk.data(), vv.data());
-    for (float x : vv) max_v = std::max(max_v, std::abs(x));
-  }
+  const float max_v = MaxKeptValue(*s, D, H);
   const auto q = Gaussian(static_cast<size_t>(nq) * D, rng);
   const int32_t qp = n;
   std::vector<double> ref;
