@@ -38,6 +38,7 @@
 #include "policy/factory.h"
 #include "policy/store_cache.h"
 #include "bench_kv.h"
+#include "compute_peak.h"
 #include "ratio_table.h"
 
 namespace {
@@ -145,16 +146,6 @@ void BM_ReadBandwidth(benchmark::State& state) {
 // decode step at 32K (8 KV heads x 4 query heads x 32768 tokens x D = 128,
 // K dot + V axpy) is 268 M multiply-adds.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target("avx512f,fma"), noipa)) float FmaChains(int64_t iters) {
-  __m512 a[12];
-  for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_ps(1.0f + j * 1e-3f);
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i)
-    for (int j = 0; j < 12; ++j) a[j] = _mm512_fmadd_ps(a[j], m, c);
-  __m512 t = a[0];
-  for (int j = 1; j < 12; ++j) t = _mm512_add_ps(t, a[j]);
-  return _mm512_reduce_add_ps(t);
-}
 __attribute__((target("avx512f,avx512vnni"), noipa)) int DpwssdChains(int64_t iters) {
   __m512i a[12];
   for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_epi32(j);
@@ -176,7 +167,7 @@ void BM_ComputePeak(benchmark::State& state, bool int16) {
     if (int16) {
       benchmark::DoNotOptimize(DpwssdChains(kIters));
     } else {
-      benchmark::DoNotOptimize(FmaChains(kIters));
+      benchmark::DoNotOptimize(hqekv::bench::FmaChains512(kIters));
     }
   }
   state.counters["MAC/s"] =

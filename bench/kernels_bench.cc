@@ -31,6 +31,7 @@
 #include "core/half.h"
 #include "core/parallel.h"
 #include "model/kernels.h"
+#include "compute_peak.h"
 
 namespace {
 
@@ -91,16 +92,7 @@ __attribute__((target("avx512f"))) void ReadAllPrefetch(const std::vector<float>
       _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
 }
 
-__attribute__((target("avx512f,fma"))) void FmaPeak512(int64_t iters) {
-  __m512 a[12];
-  for (int j = 0; j < 12; ++j) a[j] = _mm512_set1_ps(1.0f + j * 1e-3f);
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i)
-    for (int j = 0; j < 12; ++j) a[j] = _mm512_fmadd_ps(a[j], m, c);
-  __m512 s = a[0];
-  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, a[j]);
-  g_sink = _mm512_reduce_add_ps(s);
-}
+void FmaPeak512(int64_t iters) { g_sink = hqekv::bench::FmaChains512(iters); }
 
 __attribute__((target("avx2,fma"))) void FmaPeak256(int64_t iters) {
   __m256 a[12];
