@@ -185,6 +185,20 @@ TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
   }
 }
 
+// m x k integer activations, each 32-value block holding one +-127 (at
+// offset `at`) and the rest drawn from val, quantized: d = 1 and q = x
+// exactly, so the integer-product tests below see exact products.
+Int8Acts IntegerActs(int64_t m, int64_t k, int at, std::uniform_int_distribution<int>& val,
+                     std::mt19937& rng) {
+  std::vector<float> x(m * k);
+  for (int64_t j = 0; j < m * k; ++j) {
+    x[j] = j % 32 == at ? (j % 64 == at ? 127.0f : -127.0f) : static_cast<float>(val(rng));
+  }
+  Int8Acts a;
+  QuantizeActsRef(x.data(), m, k, &a);
+  return a;
+}
+
 // Every int8 kernel path (Int8Rows: decode, row kernels and GEMM panels by m;
 // the single-row DotInt8) equals the scalar oracle exactly, on every target;
 // for the integer-product tests below. Returns the number of targets run.
@@ -224,12 +238,7 @@ TEST(Int8Acts, LowBitKQuantsExactOnIntegerProducts) {
         PutHalf(w.data() + o + (t == TensorType::kQ2_K ? 80 : 108), 1.0f);
         if (t == TensorType::kQ2_K) PutHalf(w.data() + o + 82, 1.0f);
       }
-      std::vector<float> x(m * k);
-      for (int64_t j = 0; j < m * k; ++j) {
-        x[j] = j % 32 == 5 ? (j % 64 == 5 ? 127.0f : -127.0f) : static_cast<float>(val(rng));
-      }
-      Int8Acts a;
-      QuantizeActsRef(x.data(), m, k, &a);
+      const Int8Acts a = IntegerActs(m, k, 5, val, rng);
       ASSERT_EQ(a.d[0], 1.0f);
       const WeightMatrix wm{t, w.data(), n, k};
       EXPECT_GT(ExpectExactOnEachTarget(wm, a, m), 0);
@@ -258,12 +267,7 @@ TEST(Int8Acts, LegacyBlocksExactOnIntegerProducts) {
           PutHalf(w.data() + o, 1.0f);
           if (has_min) PutHalf(w.data() + o + 2, static_cast<float>(mn(rng)));
         }
-        std::vector<float> x(m * k);
-        for (int64_t j = 0; j < m * k; ++j) {
-          x[j] = j % 32 == 7 ? (j % 64 == 7 ? 127.0f : -127.0f) : static_cast<float>(val(rng));
-        }
-        Int8Acts a;
-        QuantizeActsRef(x.data(), m, k, &a);
+        const Int8Acts a = IntegerActs(m, k, 7, val, rng);
         ASSERT_EQ(a.d[0], 1.0f);
         const WeightMatrix wm{t, w.data(), n, k};
         EXPECT_GT(ExpectExactOnEachTarget(wm, a, m), 0);
@@ -302,12 +306,7 @@ TEST(Int8Acts, Iq4ExactOnIntegerProducts) {
           }
           std::memcpy(w.data() + o + 2, &sh, 2);
         }
-        std::vector<float> x(m * k);
-        for (int64_t j = 0; j < m * k; ++j) {
-          x[j] = j % 32 == 9 ? (j % 64 == 9 ? 127.0f : -127.0f) : static_cast<float>(val(rng));
-        }
-        Int8Acts a;
-        QuantizeActsRef(x.data(), m, k, &a);
+        const Int8Acts a = IntegerActs(m, k, 9, val, rng);
         ASSERT_EQ(a.d[0], 1.0f);
         const WeightMatrix wm{t, w.data(), n, k};
         std::vector<float> wf(k);
