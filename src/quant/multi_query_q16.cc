@@ -631,9 +631,19 @@ namespace hqekv::quant {
 HWY_EXPORT(DotInt16QueryImpl);
 HWY_EXPORT(AxpyInt16WeightsImpl);
 
+namespace {
+// Formats whose level of code c is c itself (uniform, uniform-3; normal-1
+// once its affine map is folded), so the int16 kernels' integer sums over
+// codes are exact.
+bool IntegerLevels(const Format& f) {
+  return f.kind == Kind::kUniform || f.kind == Kind::kUniform3 ||
+         (f.kind == Kind::kNormal && f.bits == 1);
+}
+}  // namespace
+
 bool Int16WeightsApply(const Format& f, int T, int D) {
-  const bool integer_levels = f.kind == Kind::kUniform || (f.kind == Kind::kNormal && f.bits == 1);
-  return integer_levels && f.grouping == Grouping::kPerToken &&
+  // Uniform-3 (3 bits) is left out by the bit widths: no 3-bit pair kernel.
+  return IntegerLevels(f) && f.grouping == Grouping::kPerToken &&
          (f.bits == 1 || f.bits == 2 || f.bits == 4 || f.bits == 8) && T > 0 && T % 16 == 0 &&
          T <= 256 && f.group > 0 && f.group % 16 == 0 && D % f.group == 0 && D <= 4096 &&
          D / f.group <= 16;
@@ -648,10 +658,8 @@ bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uin
 }
 
 bool Int16QueryApplies(const Format& f, int T, int D) {
-  const bool integer_levels = f.kind == Kind::kUniform || f.kind == Kind::kUniform3 ||
-                              (f.kind == Kind::kNormal && f.bits == 1);
   const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
-  return integer_levels && f.grouping == Grouping::kPerChannel && T == 32 && bits >= 1 &&
+  return IntegerLevels(f) && f.grouping == Grouping::kPerChannel && T == 32 && bits >= 1 &&
          bits <= 4 && D > 0 && D % 4 == 0 && D <= 4096;
 }
 
