@@ -84,6 +84,18 @@ HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
   for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
 }
 
+// Per 256 activation values (one Q2_K / Q3_K super-block), made per call
+// with the group-major codes (GroupMajorActs): per 16-value group g the block
+// scale dx[g] (of values 16g..16g+15: d of 32-value block g / 2) and c[g] =
+// the integer offset added to the group's code sums, K16Centre * (sum of its
+// 16 codes) for Q3_K (w = A (u - 4): the -4 folded into the exact integer
+// sum), 0 for Q2_K (whose offset -dmin * min has its own scale). So the
+// kernel needs no per-row scale permute and, for Q3_K, no offset term.
+struct K16Acts {
+  int32_t c[16];
+  float dx[16];
+};
+
 #if HQEKV_VNNI
 // GFNI (every AVX-512 VNNI CPU so far has it; checked at run time): one
 // vgf2p8affineqb per vector extracts a bit field of every byte (a different
@@ -875,14 +887,25 @@ constexpr bool K16GroupMajor() {
 }
 
 // Activation codes of rows [0, m) (k each) in group-major order: in every
-// 256 values, 4-byte word 16j + g = word 4g + j of the row.
-void GroupMajorActs(const int8_t* q, int64_t m, int64_t k, int8_t* out) {
+// 256 values, 4-byte word 16j + g = word 4g + j of the row; and per
+// super-block of each row its K16Acts (m * k / 256 of them).
+void GroupMajorActs(TensorType t, const int8_t* q, const float* d, int64_t m, int64_t k,
+                    int8_t* out, K16Acts* ka) {
   const int64_t words = m * k / 4;
   for (int64_t b = 0; b < words; b += 64) {
     for (int j = 0; j < 4; ++j) {
       for (int g = 0; g < 16; ++g) {
         std::memcpy(out + 4 * (b + 16 * j + g), q + 4 * (b + 4 * g + j), 4);
       }
+    }
+  }
+  const int32_t centre = t == TensorType::kQ3_K ? -4 : 0;
+  for (int64_t sb = 0; sb < m * k / 256; ++sb, q += 256, d += 8) {
+    for (int g = 0; g < 16; ++g) {
+      int32_t sum = 0;
+      for (int v = 0; v < 16; ++v) sum += q[16 * g + v];
+      ka[sb].c[g] = centre * sum;
+      ka[sb].dx[g] = d[g / 2];
     }
   }
 }
@@ -937,16 +960,41 @@ HWY_INLINE void Q3KCodesGfni(__m512i qs, const uint8_t* p, __m512i* u) {
     u[j] = _mm512_gf2p8affine_epi64_epi8(src, mat, 0);
   }
 }
+
+// Q3_K's 16 scales minus 32 (ScalesQ3K - 32) as int8 with VBMI and GFNI, in
+// vector registers (the scalar ScalesQ3K took ~16 integer operations and two
+// inserts per super-block). One vpmultishiftqb takes byte i's low nibble
+// field (bytes 0..7, bit 8i for i < 8, 8 (i - 8) + 4 above), another its 2
+// high bits (bytes 8..11 twice per qword: bits 8 (i % 4) + 2 (i / 4), rotated
+// to bits 4, 5), a ternary-logic select merges them, and one affine maps the
+// 6-bit s to the int8 s - 32 (the 6-bit two's complement of s ^ 0x20: bit 5
+// inverted and copied to bits 6, 7).
+HWY_INLINE __m128i ScalesQ3KMinus32(const uint8_t* s) {
+  uint64_t lo;
+  std::memcpy(&lo, s, 8);
+  const __m128i ctrl_lo = _mm_set_epi8(60, 52, 44, 36, 28, 20, 12, 4, 56, 48, 40, 32, 24, 16, 8, 0);
+  const __m128i ctrl_hi = _mm_set_epi8(26, 18, 10, 2, 24, 16, 8, 0, 22, 14, 6, 62, 20, 12, 4, 60);
+  const __m128i ml = _mm_multishift_epi64_epi8(ctrl_lo, _mm_set1_epi64x(static_cast<int64_t>(lo)));
+  const __m128i mh =
+      _mm_multishift_epi64_epi8(ctrl_hi, _mm_set1_epi32(static_cast<int>(U32At(s + 8))));
+  // Bits 0..3 from ml, 4..7 from mh (ternary logic 0xE4: C ? A : B).
+  const __m128i v = _mm_ternarylogic_epi32(ml, mh, _mm_set1_epi8(0x0F), 0xE4);
+  constexpr uint64_t kMat = BitsTo(0, 0, 5) | BitsTo(5, 5, 1) | BitsTo(5, 6, 1) | BitsTo(5, 7, 1);
+  return _mm_gf2p8affine_epi64_epi8(v, _mm_set1_epi64x(static_cast<int64_t>(kMat)), 0xE0);
+}
 #endif
 
-// out[i] = Q2_K / Q3_K row p . activation row i (group-major codes xq), i < M.
+// out[i] = Q2_K / Q3_K row p . activation row i (group-major codes xq, per
+// super-block scales and offsets xk), i < M; xs16: Q2_K's per-16 sums.
+// Not inlined: inlined into RowRange (as GCC did once the activations came
+// as K16Acts), it reloaded its constants from memory every super-block: Q3_K
+// 5.4-5.8 instead of 3.9-4.2 ns per super-block, L2-resident.
 template <TensorType T, int M, bool kGfni = false>
-void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float* const* xd,
-                  const float* const* xs16, float* out) {
+HWY_NOINLINE void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq,
+                               const K16Acts* const* xk, const float* const* xs16, float* out) {
   static_assert(K16GroupMajor<T>());
   __m512 acc[M], off[M];
   for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
-  const __m512i dx_of_group = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i one = _mm512_set1_epi32(1);
   // qs dword of lane g in vector 0: 8 (g / 8) + 4 (g % 2); hmask: 4 (g % 2).
@@ -983,17 +1031,21 @@ void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const 
           u[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, qs), shift), m3);
         }
       }
-    __m512 a, b;
+    __m512 a, b = _mm512_setzero_ps();  // b: Q2_K only
     if constexpr (T == TensorType::kQ3_K) {
       const __m512i hm = _mm512_castsi256_si512(Load32(p));
       for (int j = 0; j < 4 && !kGfni; ++j) {
         const __m512i hj = _mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(j)), hm);
         u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(hj, hbit), u[j], four);
       }
-      a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)),
-                        _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(ScalesQ3K(p + 96)),
-                                                            _mm512_set1_epi32(32))));
-      b = a;
+      __m512i sc;
+#if HQEKV_VNNI
+      if constexpr (kGfni) {
+        sc = _mm512_cvtepi8_epi32(ScalesQ3KMinus32(p + 96));
+      } else
+#endif
+        sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(ScalesQ3K(p + 96)), _mm512_set1_epi32(32));
+      a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)), _mm512_cvtepi32_ps(sc));
     } else {
       const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(U32At(p + 80))));
       const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -1003,20 +1055,24 @@ void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const 
                         _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
     }
     for (int i = 0; i < M; ++i) {
-      const __m512 ax = _mm512_mul_ps(
-          a, _mm512_permutexvar_ps(dx_of_group,
-                                   _mm512_castps256_ps512(_mm256_loadu_ps(xd[i] + 8 * sb))));
-      off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      const K16Acts& ka = xk[i][sb];
+      const __m512 ax = _mm512_mul_ps(a, _mm512_loadu_ps(ka.dx));
+      // Q3_K: the code sums start at -4 (sum of the codes), exact integers.
+      __m512i s0 = T == TensorType::kQ3_K ? _mm512_loadu_si512(ka.c) : _mm512_setzero_si512();
+      if constexpr (T == TensorType::kQ2_K) {
+        off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+      }
       const int8_t* xs = xq[i] + 256 * sb;
-      __m512i s0 = DotAcc512(_mm512_setzero_si512(), u[0], _mm512_loadu_si512(xs));
       __m512i s1 = DotAcc512(_mm512_setzero_si512(), u[1], _mm512_loadu_si512(xs + 64));
+      s0 = DotAcc512(s0, u[0], _mm512_loadu_si512(xs));
       s0 = DotAcc512(s0, u[2], _mm512_loadu_si512(xs + 128));
       s1 = DotAcc512(s1, u[3], _mm512_loadu_si512(xs + 192));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), ax, acc[i]);
     }
   }
   for (int i = 0; i < M; ++i) {
-    out[i] = _mm512_reduce_add_ps(acc[i]) + K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
+    out[i] = _mm512_reduce_add_ps(acc[i]);
+    if constexpr (T == TensorType::kQ2_K) out[i] += K16Centre<T>() * _mm512_reduce_add_ps(off[i]);
   }
 }
 #else
@@ -1267,6 +1323,7 @@ void RowDecoded(const uint8_t* u, const float* A, const float* B, int64_t k,
 struct ActRows {
   const int8_t* q[4];
   const float *d[4], *s[4], *g[4];
+  const K16Acts* k16[4];  // Q2_K / Q3_K on AVX-512 (RowK16GM_512)
 };
 
 #if HQEKV_INT8_512
@@ -1348,15 +1405,15 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
     RowQ6K_512<M>(row, k / 256, x.q, x.d, x.g, out);
   } else if (t == TensorType::kQ3_K) {
     if (HasGfni()) {
-      RowK16GM_512<TensorType::kQ3_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.d, x.g, out);
+      RowK16GM_512<TensorType::kQ3_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.k16, x.g, out);
     } else {
-      RowK16GM_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.d, x.g, out);
+      RowK16GM_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.k16, x.g, out);
     }
   } else if (t == TensorType::kQ2_K) {
     if (HasGfni()) {
-      RowK16GM_512<TensorType::kQ2_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.d, x.g, out);
+      RowK16GM_512<TensorType::kQ2_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.k16, x.g, out);
     } else {
-      RowK16GM_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.d, x.g, out);
+      RowK16GM_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.k16, x.g, out);
     }
 #endif
   } else if (Int8Group(t) == 32) {
@@ -1384,13 +1441,17 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
   // Q2_K / Q3_K kernels read the activation codes in group-major order: a
   // copy of rows [i0, i1) (k bytes each, once per call).
   const int8_t* q = a.q.data();
+  const K16Acts* k16 = nullptr;  // Q2_K / Q3_K on AVX-512: per super-block
   int64_t q_first = 0;
 #if HQEKV_INT8_512
   if (t == TensorType::kQ2_K || t == TensorType::kQ3_K) {
     thread_local std::vector<int8_t> gm;
+    thread_local std::vector<K16Acts> gk;
     gm.resize(static_cast<size_t>((i1 - i0) * k));
-    GroupMajorActs(a.q_row(i0), i1 - i0, k, gm.data());
+    gk.resize(static_cast<size_t>((i1 - i0) * k / 256));
+    GroupMajorActs(t, a.q_row(i0), a.d_row(i0), i1 - i0, k, gm.data(), gk.data());
     q = gm.data();
+    k16 = gk.data();
     q_first = i0;
   }
 #endif
@@ -1408,6 +1469,7 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
           x.d[j] = a.d.data() + (i + j) * nb;
           x.s[j] = a.s.data() + (i + j) * nb;
           x.g[j] = sg + (i + j) * (k / G);
+          x.k16[j] = k16 == nullptr ? nullptr : k16 + (i + j - q_first) * (k / 256);
         }
         float out[4];
         switch (n) {
