@@ -86,14 +86,20 @@ HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
 
 // Per 256 activation values (one Q2_K / Q3_K super-block), made per call
 // with the group-major codes (GroupMajorActs): per 16-value group g the block
-// scale dx[g] (of values 16g..16g+15: d of 32-value block g / 2) and c[g] =
-// the integer offset added to the group's code sums, K16Centre * (sum of its
-// 16 codes) for Q3_K (w = A (u - 4): the -4 folded into the exact integer
-// sum), 0 for Q2_K (whose offset -dmin * min has its own scale). So the
-// kernel needs no per-row scale permute and, for Q3_K, no offset term.
+// scale dx[g] (of values 16g..16g+15: d of 32-value block g / 2) and
+// - Q3_K: c[g] = K16Centre * (sum of the group's 16 codes), the integer
+//   offset added to its code sums (w = A (u - 4): the -4 folded into the
+//   exact integer sum);
+// - Q2_K: s[g] = dx[g] * (sum of its codes) = Int8Acts::s16, whose offset
+//   -dmin * min has its own scale (here so that the kernel reads one
+//   128-byte record per super-block besides the codes).
+// So the kernel needs no per-row scale permute and, for Q3_K, no offset term.
 struct K16Acts {
-  int32_t c[16];
   float dx[16];
+  union {
+    int32_t c[16];
+    float s[16];
+  };
 };
 
 #if HQEKV_VNNI
@@ -899,13 +905,16 @@ void GroupMajorActs(TensorType t, const int8_t* q, const float* d, int64_t m, in
       }
     }
   }
-  const int32_t centre = t == TensorType::kQ3_K ? -4 : 0;
   for (int64_t sb = 0; sb < m * k / 256; ++sb, q += 256, d += 8) {
     for (int g = 0; g < 16; ++g) {
       int32_t sum = 0;
       for (int v = 0; v < 16; ++v) sum += q[16 * g + v];
-      ka[sb].c[g] = centre * sum;
       ka[sb].dx[g] = d[g / 2];
+      if (t == TensorType::kQ3_K) {
+        ka[sb].c[g] = static_cast<int32_t>(K16Centre<TensorType::kQ3_K>()) * sum;
+      } else {
+        ka[sb].s[g] = d[g / 2] * static_cast<float>(sum);  // == Int8Acts::s16
+      }
     }
   }
 }
@@ -985,13 +994,13 @@ HWY_INLINE __m128i ScalesQ3KMinus32(const uint8_t* s) {
 #endif
 
 // out[i] = Q2_K / Q3_K row p . activation row i (group-major codes xq, per
-// super-block scales and offsets xk), i < M; xs16: Q2_K's per-16 sums.
+// super-block scales and offsets xk), i < M.
 // Not inlined: inlined into RowRange (as GCC did once the activations came
 // as K16Acts), it reloaded its constants from memory every super-block: Q3_K
 // 5.4-5.8 instead of 3.9-4.2 ns per super-block, L2-resident.
 template <TensorType T, int M, bool kGfni = false>
 HWY_NOINLINE void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq,
-                               const K16Acts* const* xk, const float* const* xs16, float* out) {
+                               const K16Acts* const* xk, float* out) {
   static_assert(K16GroupMajor<T>());
   __m512 acc[M], off[M];
   for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
@@ -1060,7 +1069,7 @@ HWY_NOINLINE void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* cons
       // Q3_K: the code sums start at -4 (sum of the codes), exact integers.
       __m512i s0 = T == TensorType::kQ3_K ? _mm512_loadu_si512(ka.c) : _mm512_setzero_si512();
       if constexpr (T == TensorType::kQ2_K) {
-        off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xs16[i] + 16 * sb), off[i]);
+        off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(ka.s), off[i]);
       }
       const int8_t* xs = xq[i] + 256 * sb;
       __m512i s1 = DotAcc512(_mm512_setzero_si512(), u[1], _mm512_loadu_si512(xs + 64));
@@ -1405,15 +1414,15 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
     RowQ6K_512<M>(row, k / 256, x.q, x.d, x.g, out);
   } else if (t == TensorType::kQ3_K) {
     if (HasGfni()) {
-      RowK16GM_512<TensorType::kQ3_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.k16, x.g, out);
+      RowK16GM_512<TensorType::kQ3_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.k16, out);
     } else {
-      RowK16GM_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.k16, x.g, out);
+      RowK16GM_512<TensorType::kQ3_K, M>(row, k / 256, x.q, x.k16, out);
     }
   } else if (t == TensorType::kQ2_K) {
     if (HasGfni()) {
-      RowK16GM_512<TensorType::kQ2_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.k16, x.g, out);
+      RowK16GM_512<TensorType::kQ2_K, M, HQEKV_VNNI == 1>(row, k / 256, x.q, x.k16, out);
     } else {
-      RowK16GM_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.k16, x.g, out);
+      RowK16GM_512<TensorType::kQ2_K, M>(row, k / 256, x.q, x.k16, out);
     }
 #endif
   } else if (Int8Group(t) == 32) {
