@@ -889,7 +889,7 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
 // activations are read from a copy in the same order (GroupMajorActs).
 template <TensorType T>
 constexpr bool K16GroupMajor() {
-  return T == TensorType::kQ2_K || T == TensorType::kQ3_K;
+  return T == TensorType::kQ2_K || T == TensorType::kQ3_K || T == TensorType::kQ6_K;
 }
 
 // Activation codes of rows [0, m) (k each) in group-major order: in every
@@ -912,6 +912,8 @@ void GroupMajorActs(TensorType t, const int8_t* q, const float* d, int64_t m, in
       ka[sb].dx[g] = d[g / 2];
       if (t == TensorType::kQ3_K) {
         ka[sb].c[g] = static_cast<int32_t>(K16Centre<TensorType::kQ3_K>()) * sum;
+      } else if (t == TensorType::kQ6_K) {
+        ka[sb].c[g] = static_cast<int32_t>(K16Centre<TensorType::kQ6_K>()) * sum;
       } else {
         ka[sb].s[g] = d[g / 2] * static_cast<float>(sum);  // == Int8Acts::s16
       }
@@ -970,6 +972,37 @@ HWY_INLINE void Q3KCodesGfni(__m512i qs, const uint8_t* p, __m512i* u) {
   }
 }
 
+// Q6_K codes (0..63) of a super-block in group-major order with GFNI. Value
+// v = 128 h + 32 s + l (l < 32; group 8 h + 2 s + l / 16) has its low 4 bits
+// in nibble s / 2 of ql byte 64 h + 32 (s % 2) + l and its high 2 bits in
+// field s of qh byte 32 h + l (kernels_ref.cc DequantBlockQ6K). Lane g of
+// vector j (values 16 g + 4 j .. + 3: h = g / 8, s = (g % 8) / 2,
+// l = 16 (g % 2) + 4 j ..) takes ql dword 16 h + 8 (s % 2) + 4 (g % 2) + j
+// (a two-table vpermt2d over the 128 ql bytes) and qh dword 8 h + 4 (g % 2) + j
+// (vpermd); the lanes of qword m have s = m % 4, so one affine per 64-bit lane
+// takes each field to its place: 5 operations per vector of 64 codes.
+HWY_INLINE void Q6KCodesGfni(const uint8_t* p, __m512i* u) {
+  const __m512i ql0 = _mm512_loadu_si512(p), ql1 = _mm512_loadu_si512(p + 64);
+  const __m512i qh = _mm512_loadu_si512(p + 128);
+  const __m512i idx_l = _mm512_set_epi32(28, 24, 20, 16, 28, 24, 20, 16, 12, 8, 4, 0, 12, 8, 4, 0);
+  const __m512i idx_h = _mm512_set_epi32(12, 8, 12, 8, 12, 8, 12, 8, 4, 0, 4, 0, 4, 0, 4, 0);
+  const auto per_s = [](uint64_t s0, uint64_t s1, uint64_t s2, uint64_t s3) {
+    return _mm512_set_epi64(static_cast<int64_t>(s3), static_cast<int64_t>(s2),
+                            static_cast<int64_t>(s1), static_cast<int64_t>(s0),
+                            static_cast<int64_t>(s3), static_cast<int64_t>(s2),
+                            static_cast<int64_t>(s1), static_cast<int64_t>(s0));
+  };
+  const __m512i mat_l = per_s(BitsTo(0, 0, 4), BitsTo(0, 0, 4), BitsTo(4, 0, 4), BitsTo(4, 0, 4));
+  const __m512i mat_h = per_s(BitsTo(0, 4, 2), BitsTo(2, 4, 2), BitsTo(4, 4, 2), BitsTo(6, 4, 2));
+  for (int j = 0; j < 4; ++j) {
+    const __m512i jv = _mm512_set1_epi32(j);
+    const __m512i lo = _mm512_permutex2var_epi32(ql0, _mm512_add_epi32(idx_l, jv), ql1);
+    const __m512i hi = _mm512_permutexvar_epi32(_mm512_add_epi32(idx_h, jv), qh);
+    u[j] = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(lo, mat_l, 0),
+                           _mm512_gf2p8affine_epi64_epi8(hi, mat_h, 0));
+  }
+}
+
 // Q3_K's 16 scales minus 32 (ScalesQ3K - 32) as int8 with VBMI and GFNI, in
 // vector registers (the scalar ScalesQ3K took ~16 integer operations and two
 // inserts per super-block). One vpmultishiftqb takes byte i's low nibble
@@ -1001,7 +1034,7 @@ HWY_INLINE __m128i ScalesQ3KMinus32(const uint8_t* s) {
 template <TensorType T, int M, bool kGfni = false>
 HWY_NOINLINE void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq,
                                const K16Acts* const* xk, float* out) {
-  static_assert(K16GroupMajor<T>());
+  static_assert(K16GroupMajor<T>() && (T != TensorType::kQ6_K || kGfni));
   __m512 acc[M], off[M];
   for (int i = 0; i < M; ++i) acc[i] = off[i] = _mm512_setzero_ps();
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
@@ -1017,57 +1050,70 @@ HWY_NOINLINE void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* cons
   constexpr int qs_at = T == TensorType::kQ3_K ? 32 : 16;
   for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
     PrefetchAhead(p, BlockBytes(T));
-    const __m512i qs = _mm512_loadu_si512(p + qs_at);
     __m512i u[4];
-#if HQEKV_VNNI
-    if constexpr (kGfni && T == TensorType::kQ3_K) {
-      Q3KCodesGfni(qs, p, u);
-    } else
-#endif
-      for (int j = 0; j < 4; ++j) {
-        const __m512i idx = _mm512_add_epi32(q0, _mm512_set1_epi32(j));
-        if constexpr (kGfni) {
-#if HQEKV_VNNI
-          // qword m (lanes 2m, 2m + 1): field m % 4.
-          const __m512i mat = _mm512_set_epi64(
-              static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
-              static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)),
-              static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
-              static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)));
-          u[j] = _mm512_gf2p8affine_epi64_epi8(_mm512_permutexvar_epi32(idx, qs), mat, 0);
-#endif
-        } else {
-          u[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, qs), shift), m3);
-        }
-      }
     __m512 a, b = _mm512_setzero_ps();  // b: Q2_K only
-    if constexpr (T == TensorType::kQ3_K) {
-      const __m512i hm = _mm512_castsi256_si512(Load32(p));
-      for (int j = 0; j < 4 && !kGfni; ++j) {
-        const __m512i hj = _mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(j)), hm);
-        u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(hj, hbit), u[j], four);
-      }
-      __m512i sc;
+    if constexpr (T == TensorType::kQ6_K) {
 #if HQEKV_VNNI
-      if constexpr (kGfni) {
-        sc = _mm512_cvtepi8_epi32(ScalesQ3KMinus32(p + 96));
+      Q6KCodesGfni(p, u);
+#endif
+      a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 208)),
+                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)))));
+    } else {
+      const __m512i qs = _mm512_loadu_si512(p + qs_at);
+#if HQEKV_VNNI
+      if constexpr (kGfni && T == TensorType::kQ3_K) {
+        Q3KCodesGfni(qs, p, u);
       } else
 #endif
-        sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(ScalesQ3K(p + 96)), _mm512_set1_epi32(32));
-      a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)), _mm512_cvtepi32_ps(sc));
-    } else {
-      const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(U32At(p + 80))));
-      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      a = _mm512_mul_ps(_mm512_broadcastss_ps(dd),
-                        _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
-      b = _mm512_mul_ps(_mm512_broadcastss_ps(_mm_movehdup_ps(dd)),
-                        _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+        for (int j = 0; j < 4; ++j) {
+          const __m512i idx = _mm512_add_epi32(q0, _mm512_set1_epi32(j));
+          if constexpr (kGfni) {
+#if HQEKV_VNNI
+            // qword m (lanes 2m, 2m + 1): field m % 4.
+            const __m512i mat = _mm512_set_epi64(
+                static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
+                static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)),
+                static_cast<int64_t>(BitsTo(6, 0, 2)), static_cast<int64_t>(BitsTo(4, 0, 2)),
+                static_cast<int64_t>(BitsTo(2, 0, 2)), static_cast<int64_t>(BitsTo(0, 0, 2)));
+            u[j] = _mm512_gf2p8affine_epi64_epi8(_mm512_permutexvar_epi32(idx, qs), mat, 0);
+#endif
+          } else {
+            u[j] =
+                _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, qs), shift), m3);
+          }
+        }
+      if constexpr (T == TensorType::kQ3_K) {
+        const __m512i hm = _mm512_castsi256_si512(Load32(p));
+        for (int j = 0; j < 4 && !kGfni; ++j) {
+          const __m512i hj =
+              _mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(j)), hm);
+          u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(hj, hbit), u[j], four);
+        }
+        __m512i sc;
+#if HQEKV_VNNI
+        if constexpr (kGfni) {
+          sc = _mm512_cvtepi8_epi32(ScalesQ3KMinus32(p + 96));
+        } else
+#endif
+          sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(ScalesQ3K(p + 96)), _mm512_set1_epi32(32));
+        a = _mm512_mul_ps(_mm512_set1_ps(HalfAt(p + 108)), _mm512_cvtepi32_ps(sc));
+      } else {
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(U32At(p + 80))));
+        const __m512i sc =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        a = _mm512_mul_ps(_mm512_broadcastss_ps(dd),
+                          _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15))));
+        b = _mm512_mul_ps(_mm512_broadcastss_ps(_mm_movehdup_ps(dd)),
+                          _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+      }
     }
     for (int i = 0; i < M; ++i) {
       const K16Acts& ka = xk[i][sb];
       const __m512 ax = _mm512_mul_ps(a, _mm512_loadu_ps(ka.dx));
-      // Q3_K: the code sums start at -4 (sum of the codes), exact integers.
-      __m512i s0 = T == TensorType::kQ3_K ? _mm512_loadu_si512(ka.c) : _mm512_setzero_si512();
+      // Q3_K / Q6_K: the code sums start at K16Centre (sum of the codes),
+      // exact integers.
+      __m512i s0 = T == TensorType::kQ2_K ? _mm512_setzero_si512() : _mm512_loadu_si512(ka.c);
       if constexpr (T == TensorType::kQ2_K) {
         off[i] = _mm512_fmadd_ps(b, _mm512_loadu_ps(ka.s), off[i]);
       }
@@ -1411,6 +1457,9 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
   } else if (t == TensorType::kQ5_1) {
     RowLegacy<TensorType::kQ5_1, M>(row, k / 32, x.q, x.d, x.s, out);
   } else if (t == TensorType::kQ6_K) {
+#if HQEKV_VNNI
+    if (HasGfni()) return RowK16GM_512<TensorType::kQ6_K, M, true>(row, k / 256, x.q, x.k16, out);
+#endif
     RowQ6K_512<M>(row, k / 256, x.q, x.d, x.g, out);
   } else if (t == TensorType::kQ3_K) {
     if (HasGfni()) {
@@ -1453,7 +1502,8 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
   const K16Acts* k16 = nullptr;  // Q2_K / Q3_K on AVX-512: per super-block
   int64_t q_first = 0;
 #if HQEKV_INT8_512
-  if (t == TensorType::kQ2_K || t == TensorType::kQ3_K) {
+  if (t == TensorType::kQ2_K || t == TensorType::kQ3_K ||
+      (t == TensorType::kQ6_K && HQEKV_VNNI == 1 && HasGfni())) {
     thread_local std::vector<int8_t> gm;
     thread_local std::vector<K16Acts> gk;
     gm.resize(static_cast<size_t>((i1 - i0) * k));

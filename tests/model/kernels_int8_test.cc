@@ -246,6 +246,33 @@ TEST(Int8Acts, LowBitKQuantsExactOnIntegerProducts) {
   }
 }
 
+// Q6_K (AVX-512 VNNI with GFNI: the group-major row kernel, codes gathered
+// by dword permutes and GFNI field extracts, the -32 offset in the integer
+// sums; elsewhere the contiguous kernel): unit fp16 d, int8 group scales in
+// [-4, 4] and integer activations of block maximum 127 keep every product and
+// partial sum an integer below 2^24 (per super-block at most 16 * 4 * 16 * 32
+// * 127 = 4.2e6, k = 512: two), so every kernel must equal the oracle
+// exactly; random ql / qh bytes reach every 6-bit code.
+TEST(Int8Acts, Q6KExactOnIntegerProducts) {
+  std::mt19937 rng(43);
+  std::uniform_int_distribution<int> byte(0, 255), val(-127, 127), sc(-4, 4);
+  const TensorType t = TensorType::kQ6_K;
+  const int64_t k = 512;
+  for (int64_t m : {1, 6, 13}) {
+    const int64_t n = 5;
+    std::vector<uint8_t> w(n * RowBytes(t, k));
+    for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+    for (size_t o = 0; o < w.size(); o += BlockBytes(t)) {
+      for (int g = 0; g < 16; ++g) w[o + 192 + g] = static_cast<uint8_t>(sc(rng));
+      PutHalf(w.data() + o + 208, 1.0f);
+    }
+    const Int8Acts a = IntegerActs(m, k, 3, val, rng);
+    ASSERT_EQ(a.d[0], 1.0f);
+    const WeightMatrix wm{t, w.data(), n, k};
+    EXPECT_GT(ExpectExactOnEachTarget(wm, a, m), 0);
+  }
+}
+
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 (AVX-512 VNNI: four blocks per step, codes and
 // scales gathered by byte permutes; AVX-512: two blocks; the tail blocks):
 // with unit fp16 scales, integer mins and integer activations of block
