@@ -94,7 +94,7 @@ HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
 //   -dmin * min has its own scale (here so that the kernel reads one
 //   128-byte record per super-block besides the codes).
 // So the kernel needs no per-row scale permute and, for Q3_K, no offset term.
-struct K16Acts {
+struct alignas(64) K16Acts {
   float dx[16];
   union {
     int32_t c[16];
@@ -1504,12 +1504,15 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
 #if HQEKV_INT8_512
   if (t == TensorType::kQ2_K || t == TensorType::kQ3_K ||
       (t == TensorType::kQ6_K && HQEKV_VNNI == 1 && HasGfni())) {
-    thread_local std::vector<int8_t> gm;
+    struct alignas(64) Line {
+      int8_t b[64];
+    };
+    thread_local std::vector<Line> gm;  // 64-byte aligned: no load splits a line
     thread_local std::vector<K16Acts> gk;
-    gm.resize(static_cast<size_t>((i1 - i0) * k));
+    gm.resize(static_cast<size_t>((i1 - i0) * k / 64));
     gk.resize(static_cast<size_t>((i1 - i0) * k / 256));
-    GroupMajorActs(t, a.q_row(i0), a.d_row(i0), i1 - i0, k, gm.data(), gk.data());
-    q = gm.data();
+    GroupMajorActs(t, a.q_row(i0), a.d_row(i0), i1 - i0, k, gm.data()->b, gk.data());
+    q = gm.data()->b;
     k16 = gk.data();
     q_first = i0;
   }
