@@ -22,8 +22,10 @@
 // A row kernel takes M <= 4 activation rows at once so that a weight block is
 // loaded and decoded once for M rows (the prefill GEMM); decode uses M = 1.
 // The fused row kernels prefetch the weight stream kPrefetchBytes ahead.
-// Q2_K / Q3_K row kernels read a group-major copy of the activation codes
-// (RowK16GM_512: one integer accumulator per super-block, made per call).
+// Q2_K / Q3_K row kernels (and Q6_K's on AVX-512 VNNI with GFNI) read a
+// group-major copy of the activation codes and a per-super-block record of
+// scales and offsets (RowK16GM_512, GroupMajorActs, K16Acts: one integer
+// accumulator per super-block, made per call).
 // On AVX-512 VNNI with GFNI the legacy types take four blocks per step, their
 // codes gathered by byte permutes in the activations' order (RowLegacy4_512).
 // IQ4_NL / IQ4_XS: the nibbles index the 16-value int8 grid (kIq4Values)
@@ -877,7 +879,7 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
 }
 #endif  // HQEKV_VNNI
 
-// ---- group-major Q2_K / Q3_K (GEMV) ----
+// ---- group-major Q2_K / Q3_K / Q6_K (GEMV) ----
 // Vector j (j < 4) of a super-block holds, in int32 lane g, values
 // 16g + 4j .. 16g + 4j + 3: four values of 16-value group g. So every vector
 // has the same per-lane scale (group g's A times its block's dx), the integer
@@ -885,8 +887,9 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
 // one convert and one FMA per super-block apply the scales (instead of one
 // per vector plus a permute of the scales). The weight codes get there by one
 // dword permute per vector (lane g: qs dword 8 (g / 8) + 4 (g % 2) + j, 2-bit
-// field (g / 2) % 4; Q3_K hmask dword 4 (g % 2) + j, bit g / 2); the
-// activations are read from a copy in the same order (GroupMajorActs).
+// field (g / 2) % 4; Q3_K hmask dword 4 (g % 2) + j, bit g / 2; Q6_K: see
+// Q6KCodesGfni); the activations are read from a copy in the same order
+// (GroupMajorActs). Q6_K takes this kernel only with GFNI (else RowQ6K_512).
 template <TensorType T>
 constexpr bool K16GroupMajor() {
   return T == TensorType::kQ2_K || T == TensorType::kQ3_K || T == TensorType::kQ6_K;
