@@ -44,6 +44,7 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "model/kernels_int8_hwy.cc"
+#include "hwy/aligned_allocator.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
@@ -1499,23 +1500,28 @@ void RowRange(TensorType t, const uint8_t* w, int64_t row_bytes, const Int8Acts&
     dec.B.resize(static_cast<size_t>(k / G));
   }
   const float* sg = G == 32 ? a.s.data() : a.s16.data();
-  // Q2_K / Q3_K kernels read the activation codes in group-major order: a
-  // copy of rows [i0, i1) (k bytes each, once per call).
+  // Q2_K / Q3_K (and with GFNI Q6_K) kernels read the activation codes in
+  // group-major order: a copy of rows [i0, i1) (k bytes each, once per call,
+  // 64-byte aligned so that no 512-bit load splits a cache line) and a
+  // K16Acts record per super-block.
   const int8_t* q = a.q.data();
-  const K16Acts* k16 = nullptr;  // Q2_K / Q3_K on AVX-512: per super-block
+  const K16Acts* k16 = nullptr;
   int64_t q_first = 0;
 #if HQEKV_INT8_512
   if (t == TensorType::kQ2_K || t == TensorType::kQ3_K ||
       (t == TensorType::kQ6_K && HQEKV_VNNI == 1 && HasGfni())) {
-    struct alignas(64) Line {
-      int8_t b[64];
-    };
-    thread_local std::vector<Line> gm;  // 64-byte aligned: no load splits a line
-    thread_local std::vector<K16Acts> gk;
-    gm.resize(static_cast<size_t>((i1 - i0) * k / 64));
+    static_assert(HWY_ALIGNMENT >= 64);
+    thread_local hwy::AlignedFreeUniquePtr<int8_t[]> gm;
+    thread_local size_t gm_size = 0;
+    thread_local std::vector<K16Acts> gk;  // alignas(64)
+    const auto codes = static_cast<size_t>((i1 - i0) * k);
+    if (codes > gm_size) {
+      gm = hwy::AllocateAligned<int8_t>(codes);
+      gm_size = codes;
+    }
     gk.resize(static_cast<size_t>((i1 - i0) * k / 256));
-    GroupMajorActs(t, a.q_row(i0), a.d_row(i0), i1 - i0, k, gm.data()->b, gk.data());
-    q = gm.data()->b;
+    GroupMajorActs(t, a.q_row(i0), a.d_row(i0), i1 - i0, k, gm.get(), gk.data());
+    q = gm.get();
     k16 = gk.data();
     q_first = i0;
   }
