@@ -39,6 +39,7 @@
 
 #include "quant/internal.h"
 #include "quant/multi_query.h"
+#include "quant/simd-inl.h"  // LoadF16V, FoldNormal1
 
 HWY_BEFORE_NAMESPACE();
 #undef HQEKV_Q16_VNNI
@@ -171,19 +172,17 @@ HWY_INLINE void DotPass(const uint8_t* codes, int D, const int16_t* qi, __m512i 
   }
 }
 
-// The chunk's per-channel multiplier a and offset b of channels [d, d + 16)
-// (normal-1 folded into an affine map of the code, as AffineFromPlanes with
-// a fused multiply-add).
-HWY_INLINE void AffineAt(const uint8_t* meta, int D, int d, bool n1, __m512* a, __m512* b) {
-  *a = _mm512_cvtph_ps(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(d))));
-  *b = _mm512_cvtph_ps(_mm256_loadu_si256(
-      reinterpret_cast<const __m256i*>(meta + 2 * (static_cast<size_t>(D) + d))));
-  if (n1) {
-    const float c1 = kNormalCentres1[1];
-    *b = _mm512_fnmadd_ps(_mm512_set1_ps(c1), *a, *b);
-    *a = _mm512_mul_ps(_mm512_set1_ps(2.0f * c1), *a);
-  }
+// The chunk's multiplier a and offset b of groups [i, i + 16) of `groups`
+// (per-channel K: channels; per-token V: token-major groups): the fp16 planes
+// (quant/README.md) with normal-1 folded in, as
+// AffineFromPlanes<Offset::kFusedOnFmaTargets> (simd-inl.h) does into memory.
+HWY_INLINE void AffineAt(const uint8_t* meta, size_t groups, size_t i, bool n1, __m512* a,
+                         __m512* b) {
+  const hn::Full512<float> d;
+  auto va = LoadF16V(d, meta + 2 * i), vb = LoadF16V(d, meta + 2 * (groups + i));
+  if (n1) FoldNormal1<Offset::kFusedOnFmaTargets>(d, va, vb);
+  *a = va.raw;
+  *b = vb.raw;
 }
 
 // Lanes that are NaN or +-inf (vfpclassps: QNaN 0x01, +inf 0x08, -inf 0x10,
@@ -411,8 +410,7 @@ HWY_INLINE void AxpyPass(const uint8_t* codes, int T, int D, int set, int group,
   }
 }
 
-// The chunk's affine map [T·gpt] as stored (normal-1 folded, as
-// AffineFromPlanes with a fused multiply-add).
+// The chunk's affine map [T·gpt] as stored (AffineAt, 16 groups at a time).
 void LoadAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
   const int groups = T * gpt;
   s.a.resize(groups + 16);
@@ -420,15 +418,8 @@ void LoadAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
   float* const pa = s.a.data();
   float* const pb = s.b.data();
   for (int i = 0; i < groups; i += 16) {  // T·gpt is a multiple of 16 (T is)
-    __m512 a = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(i))));
-    __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(meta + 2 * (static_cast<size_t>(groups) + i))));
-    if (n1) {
-      const float c1 = kNormalCentres1[1];
-      b = _mm512_fnmadd_ps(_mm512_set1_ps(c1), a, b);
-      a = _mm512_mul_ps(_mm512_set1_ps(2.0f * c1), a);
-    }
+    __m512 a, b;
+    AffineAt(meta, groups, i, n1, &a, &b);
     _mm512_storeu_ps(pa + i, a);
     _mm512_storeu_ps(pb + i, b);
   }

@@ -164,7 +164,7 @@ HWY_INLINE hn::Vec<D> LoadF16V(D df, const uint8_t* p) {
 
 // n fp16 values at p (little-endian) -> floats. Not inlined: once per chunk,
 // and inlining it into the per-token decoders measurably slowed them.
-HWY_NOINLINE void LoadPlane(const uint8_t* p, int n, float* out) {
+[[maybe_unused]] HWY_NOINLINE void LoadPlane(const uint8_t* p, int n, float* out) {
   int i = 0;
 #if HQEKV_HW_F16
   const DF df;
@@ -176,30 +176,49 @@ HWY_NOINLINE void LoadPlane(const uint8_t* p, int n, float* out) {
 
 // How AffineFromPlanes rounds the normal-1 offset mu − c·sigma: the
 // single-query kernels round the product and the difference separately; the
-// multi-query kernels use one fused multiply-add where the target has FMA.
+// multi-query kernels (multi_query.cc, and the int16 kernels of
+// multi_query_q16.cc) use one fused multiply-add where the target has FMA.
 // Both are kept so every kernel's results stay bit-identical to what they were.
 enum class Offset { kRoundTwice, kFusedOnFmaTargets };
+
+// Normal-1 folded into the affine map of the code, one vector of groups:
+// b = mu - c·sigma (rounded as kOffset says), a = 2c·sigma (the one home of
+// this fold: AffineFromPlanes below, and the int16 kernels of
+// multi_query_q16.cc on their 16-lane registers).
+template <Offset kOffset, class D>
+HWY_INLINE void FoldNormal1(D d, hn::Vec<D>& a, hn::Vec<D>& b) {
+  const float c = kNormalCentres1[1];
+  if constexpr (kOffset == Offset::kFusedOnFmaTargets) {
+    b = hn::NegMulAdd(hn::Set(d, c), a, b);
+  } else {
+    b = hn::Sub(b, hn::Mul(hn::Set(d, c), a));
+  }
+  a = hn::Mul(hn::Set(d, 2.0f * c), a);
+}
 
 // Per-group affine dequantization x^ = level(code) * a + b from the two fp16
 // metadata planes (plane 0 = multiplier, plane 1 = offset; quant/README.md),
 // where level is the code itself for uniform and normal-1 (mu +- c*sigma =
 // (mu - c*sigma) + code * 2c*sigma) and the centre table for normal-2 (see
-// Levels).
+// Levels). The one home of this map for every kernel.
 template <Offset kOffset>
 inline void AffineFromPlanes(const Format& f, const uint8_t* meta, int groups, float* a, float* b) {
   LoadPlane(meta, groups, a);
   LoadPlane(meta + 2 * static_cast<size_t>(groups), groups, b);
   if (f.kind == Kind::kNormal && f.bits == 1) {
-    const float c = kNormalCentres1[1];
-    for (int g = 0; g < groups; ++g) {
-      if constexpr (kOffset == Offset::kFusedOnFmaTargets) {
-        const hn::CappedTag<float, 1> d1;
-        b[g] = hn::GetLane(hn::NegMulAdd(hn::Set(d1, c), hn::Set(d1, a[g]), hn::Set(d1, b[g])));
-      } else {
-        b[g] = b[g] - c * a[g];
-      }
-      a[g] = 2.0f * c * a[g];
-    }
+    // Vectors, then the tail one lane at a time (the same operations, so
+    // bit-identical lane by lane).
+    auto fold = [](auto d, float* pa, float* pb) {
+      auto va = hn::LoadU(d, pa), vb = hn::LoadU(d, pb);
+      FoldNormal1<kOffset>(d, va, vb);
+      hn::StoreU(va, d, pa);
+      hn::StoreU(vb, d, pb);
+    };
+    const DF df;
+    const int N = static_cast<int>(hn::Lanes(df));
+    int g = 0;
+    for (; g + N <= groups; g += N) fold(df, a + g, b + g);
+    for (; g < groups; ++g) fold(hn::CappedTag<float, 1>(), a + g, b + g);
   }
 }
 
