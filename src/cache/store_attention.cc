@@ -20,7 +20,15 @@ constexpr int kResidualPiece = 64;  // tokens
 // Starts loading the bytes of the next chunk into the cache while this one is
 // computed: one stream's chunks lie on different pages (the KV heads of a
 // layer are sealed in turn), which the hardware prefetchers do not follow.
+// A load of the first and last byte (not a prefetch) walks the page table for
+// the pages the prefetches then fill: without it a prefetch that misses the
+// TLB did not hide the miss (int8 at 32K, store-like layout with 4 KiB pages
+// under a hypervisor: 8.1 -> 6.4 ms; docs/performance.md "Wave 9").
 void PrefetchBytes(const uint8_t* p, size_t n) {
+  if (n == 0) return;
+  const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
+  const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
+  asm volatile("" : : "r"(first), "r"(last));
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
 }
 // Chunks of a KV head lie on different pages (the heads of a layer are sealed
