@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "quant/format.h"
 #include "quant/multi_query.h"
+#include "quant/multi_query_rows_q16.h"
 
 namespace hqekv::cache {
 namespace {
@@ -46,12 +47,15 @@ void PrefetchV(const ChunkView& c, int D) {
   PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
 }
 
-// Scores of one chunk's K for `group` query rows: the int8-query kernel when
-// asked for and available, else the fp32-query one.
+// Scores of one chunk's K for `group` query rows: an int16-query kernel when
+// asked for and available (per-channel KIVI / HqeKV chunks, int8 rows), else
+// the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
           bool int16_query) {
-  if (int16_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
-                                                    group, scores, ss)) {
+  if (int16_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q,
+                                                     D, group, scores, ss) ||
+                      quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                               group, scores, ss))) {
     return;
   }
   quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
