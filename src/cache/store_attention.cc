@@ -52,10 +52,10 @@ void PrefetchV(const ChunkView& c, int D) {
 // the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
           bool int16_query) {
-  if (int16_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q,
-                                                     D, group, scores, ss) ||
-                      quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
-                                               group, scores, ss))) {
+  if (int16_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                                     group, scores, ss) ||
+                      quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group,
+                                               scores, ss))) {
     return;
   }
   quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);

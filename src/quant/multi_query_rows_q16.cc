@@ -48,7 +48,8 @@ constexpr int kMaxT = 64;
 bool AllFinite(const float* q, size_t qs, int m, int D) {
   __mmask16 bad = 0;
   for (int h = 0; h < m; ++h) {
-    for (int d = 0; d < D; d += 16) bad |= _mm512_fpclass_ps_mask(_mm512_loadu_ps(q + h * qs + d), 0x99);
+    for (int d = 0; d < D; d += 16)
+      bad |= _mm512_fpclass_ps_mask(_mm512_loadu_ps(q + h * qs + d), 0x99);
   }
   return bad == 0;
 }
@@ -68,7 +69,8 @@ bool QuantizeRow(const float* q, int D, int16_t* qi, float* sq) {
   *sq = mx > 0.0f ? mx / 32767.0f : 0.0f;
   const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
   for (int d = 0; d < D; d += 16) {
-    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(q + d), inv));  // MXCSR: even
+    const __m512i r =
+        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(q + d), inv));  // MXCSR: even
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + d), _mm512_cvtepi32_epi16(r));
   }
   return true;
@@ -102,8 +104,8 @@ HWY_INLINE __m512i Codes32(const int8_t* p) {
 
 // scores[h][t] for MB <= 4 rows (qi [MB][D], sq [MB]), tokens [0, T).
 template <int MB>
-void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* qi,
-              const float* sq, float* scores, size_t ss) {
+void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* qi, const float* sq,
+              float* scores, size_t ss) {
   int t0 = 0;
   for (; t0 + 4 <= T; t0 += 4) {
     __m512i acc[MB][4];
@@ -152,8 +154,8 @@ bool DotRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta
   alignas(64) float s[kMaxT];
   int t = 0;
   for (; t + 16 <= T; t += 16) {
-    _mm512_store_ps(s + t, _mm512_cvtph_ps(_mm256_loadu_si256(
-                               reinterpret_cast<const __m256i*>(meta + 2 * static_cast<size_t>(t)))));
+    _mm512_store_ps(s + t, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                               meta + 2 * static_cast<size_t>(t)))));
   }
   for (; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
   alignas(64) int16_t qi[4 * kMaxD];

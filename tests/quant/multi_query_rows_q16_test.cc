@@ -72,8 +72,8 @@ TEST(MultiQueryRowsInt16Query, MatchesOracleOnEveryTarget) {
                 std::vector<float> q = Gaussian(m, static_cast<int>(qs), seed + m, 0.3f);
                 if (extreme) q[0] = 1e30f;  // one huge entry: the others round to 0
                 std::vector<float> want(m * ss, -7.0f), got(m * ss, -7.0f);
-                ASSERT_TRUE(ref::DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D,
-                                                   q.data(), qs, m, want.data(), ss));
+                ASSERT_TRUE(ref::DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(),
+                                                   qs, m, want.data(), ss));
                 ++cases;
                 if (!DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), qs, m,
                                        got.data(), ss)) {
@@ -163,14 +163,14 @@ TEST(MultiQueryRowsInt16Query, DeclinesAndWritesNothing) {
   // A non-finite entry in the last row (a later block than the first rows'):
   // nothing written, by the kernel or the oracle; in the first block too.
   for (size_t at : {static_cast<size_t>(7 * D + 5), static_cast<size_t>(D + 1)}) {
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(),
-                      std::numeric_limits<float>::infinity()}) {
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
       std::vector<float> qb = q;
       qb[at] = bad;
       test::OnEachTarget(
           [&]() {
-            EXPECT_FALSE(DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, qb.data(), D,
-                                           m, s.data(), T));
+            EXPECT_FALSE(DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, qb.data(), D, m,
+                                           s.data(), T));
           },
           test::kSimdTestTargetsWithVnni);
       EXPECT_FALSE(ref::DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, qb.data(), D, m,
