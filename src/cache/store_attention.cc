@@ -61,12 +61,15 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
   quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
 }
 
-// The chunk's V times `group` weight rows added to acc: the int16-weight
-// kernel when asked for and available, else the fp32-weight one.
+// The chunk's V times `group` weight rows added to acc: an int16-weight
+// kernel when asked for and available (per-token KIVI / HqeKV chunks, int8
+// rows), else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
            bool int16_weights) {
-  if (int16_weights && quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w,
-                                                         ws, group, acc, D)) {
+  if (int16_weights && (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D,
+                                                          w, ws, group, acc, D) ||
+                        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w,
+                                                    ws, group, acc, D))) {
     return;
   }
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);

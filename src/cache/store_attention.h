@@ -78,7 +78,9 @@ struct StoreAttentionOptions {
   bool int16_query = true;
   // Decode steps (n == 1): values of per-token V chunks with integer levels
   // (KIVI / HqeKV tiers: u1/u2/u4/u8, n1; T a multiple of 16) by
-  // quant::AxpyChunkMultiInt16Weights where this CPU has it (each weight row
+  // quant::AxpyChunkMultiInt16Weights, and of int8 V chunks by
+  // quant::AxpyRowsInt16Weights (quant/multi_query_rows_q16.h), where this CPU
+  // has them (each weight row
   // times the group multiplier rounded to int16 per chunk and group, VNNI
   // dots over token pairs; each output moves by at most half a weight step
   // per code, quant/multi_query.h); false: the fp32-weight kernels (the

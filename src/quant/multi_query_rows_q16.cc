@@ -140,6 +140,76 @@ void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* 
     }
   }
 }
+
+// ------------------------------------------------------------- V (weights)
+
+// vpermt2b control for 16 channels j·16 .. j·16 + 15 of a 64-byte load of
+// token rows a (table bytes 0..63) and b (64..127): word 2i takes a's code of
+// channel i in its high byte, word 2i + 1 b's (vpsraw 8 then sign-extends
+// each; the low bytes are shifted out).
+__m512i PairControl(int j) {
+  alignas(64) uint8_t c[64];
+  for (int k = 0; k < 64; ++k) {
+    const int i = k / 4, pos = k % 4;
+    c[k] = static_cast<uint8_t>((pos >= 2 ? 64 : 0) + 16 * j + i);
+  }
+  return _mm512_load_si512(c);
+}
+
+// Row h's weights times the token scales rounded to int16 (wi[0, T)) and its
+// step *su; false when some product is not finite.
+bool QuantizeWeightRow(const float* w, const float* s, int T, int16_t* wi, float* su) {
+  __m512 u[4];
+  __m512 umax = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  const int nv = (T + 15) / 16;
+  for (int v = 0; v < nv; ++v) {
+    const int n = std::min(16, T - 16 * v);
+    const __mmask16 k = static_cast<__mmask16>((1u << n) - 1);
+    u[v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + 16 * v), _mm512_maskz_loadu_ps(k, s + 16 * v));
+    bad |= _mm512_fpclass_ps_mask(u[v], 0x99);
+    umax = _mm512_max_ps(umax, _mm512_abs_ps(u[v]));
+  }
+  if (bad != 0) return false;
+  const float mx = _mm512_reduce_max_ps(umax);
+  *su = mx > 0.0f ? mx / 32767.0f : 0.0f;
+  const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
+  for (int v = 0; v < nv; ++v) {
+    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(u[v], inv));  // MXCSR: half to even
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(wi + 16 * v), _mm512_cvtepi32_epi16(r));
+  }
+  return true;
+}
+
+// acc[h][d0 .. d0 + 64) for MB <= 4 rows (wi [MB][kMaxT], su [MB]).
+template <int MB>
+void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi, const float* su,
+               const __m512i ctl[4], float* acc, size_t as) {
+  __m512i sum[MB][4];
+  for (int h = 0; h < MB; ++h) {
+    for (int j = 0; j < 4; ++j) sum[h][j] = _mm512_setzero_si512();
+  }
+  for (int t = 0; t < T; t += 2) {
+    const __m512i a = _mm512_loadu_si512(codes + static_cast<size_t>(t) * D + d0);
+    const __m512i b = _mm512_loadu_si512(codes + static_cast<size_t>(t + 1) * D + d0);
+    __m512i x[4];
+    for (int j = 0; j < 4; ++j) x[j] = _mm512_srai_epi16(_mm512_permutex2var_epi8(a, ctl[j], b), 8);
+    for (int h = 0; h < MB; ++h) {
+      int32_t pair;
+      std::memcpy(&pair, wi + h * kMaxT + t, 4);
+      const __m512i wp = _mm512_set1_epi32(pair);
+      for (int j = 0; j < 4; ++j) DpWssd(sum[h][j], x[j], wp);
+    }
+  }
+  for (int h = 0; h < MB; ++h) {
+    const __m512 sv = _mm512_set1_ps(su[h]);
+    float* ah = acc + h * as + d0;
+    for (int j = 0; j < 4; ++j) {
+      _mm512_storeu_ps(ah + 16 * j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][j]), sv,
+                                                    _mm512_loadu_ps(ah + 16 * j)));
+    }
+  }
+}
 #endif  // HQEKV_RQ16_VNNI
 
 }  // namespace
@@ -190,6 +260,49 @@ bool DotRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta
 #endif
 }
 
+bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* w, size_t ws, int m, float* acc, size_t as) {
+#if HQEKV_RQ16_VNNI
+  if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
+  alignas(64) float s[kMaxT];
+  for (int t = 0; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
+  alignas(64) int16_t wi[16 * kMaxT];
+  float su[16];
+  for (int h = 0; h < m; ++h) {  // every row before any output is written
+    if (!QuantizeWeightRow(w + h * ws, s, T, wi + h * kMaxT, su + h)) return false;
+  }
+  __m512i ctl[4];
+  for (int j = 0; j < 4; ++j) ctl[j] = PairControl(j);
+  const int8_t* c = reinterpret_cast<const int8_t*>(codes);
+  for (int h0 = 0; h0 < m; h0 += 4) {
+    const int mb = std::min(4, m - h0);
+    const int16_t* wh = wi + h0 * kMaxT;
+    float* ah = acc + h0 * as;
+    for (int d0 = 0; d0 < D; d0 += 64) {
+      switch (mb) {
+        case 1:
+          AxpyBlock<1>(c, T, D, d0, wh, su + h0, ctl, ah, as);
+          break;
+        case 2:
+          AxpyBlock<2>(c, T, D, d0, wh, su + h0, ctl, ah, as);
+          break;
+        case 3:
+          AxpyBlock<3>(c, T, D, d0, wh, su + h0, ctl, ah, as);
+          break;
+        default:
+          AxpyBlock<4>(c, T, D, d0, wh, su + h0, ctl, ah, as);
+          break;
+      }
+    }
+  }
+  return true;
+#else
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
+      (void)as;
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 #if HQEKV_RQ16_VNNI
@@ -200,6 +313,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::quant {
 HWY_EXPORT(DotRowsInt16Impl);
+HWY_EXPORT(AxpyRowsInt16Impl);
 
 bool Int16QueryRowsApply(const Format& f, int T, int D) {
   return f.kind == Kind::kInt8 && T >= 1 && T <= 64 && D >= 32 && D <= 512 && D % 32 == 0;
@@ -210,6 +324,18 @@ bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* met
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
   return HWY_DYNAMIC_DISPATCH(DotRowsInt16Impl)(f, codes, meta, T, D, q, q_stride, m, scores,
                                                 s_stride);
+}
+
+bool Int16WeightsRowsApply(const Format& f, int T, int D) {
+  return f.kind == Kind::kInt8 && T >= 2 && T <= 64 && T % 2 == 0 && D >= 64 && D <= 512 &&
+         D % 64 == 0;
+}
+
+bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+  if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
+  return HWY_DYNAMIC_DISPATCH(AxpyRowsInt16Impl)(f, codes, meta, T, D, w, w_stride, m, acc,
+                                                 a_stride);
 }
 }  // namespace hqekv::quant
 #endif  // HWY_ONCE

@@ -38,7 +38,26 @@ bool Int16QueryRowsApply(const Format& f, int T, int D);
 bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
 
+// Int16-weight value accumulation over int8 V chunks (decode attention): per
+// row h the weights times the token scales are rounded to int16 once per call:
+//   u[t] = w[h][t]·s[t] (fp32), umax = max_t |u[t]|, su = umax / 32767,
+//   ui[t] = round_half_even(u[t] · (32767 / umax))  (all 0 when umax == 0),
+//   acc[h][d] = fma(float(sum_t ui[t]·c[t][d]), su, acc[h][d])
+// (exact int32 sum: |sum| <= 32767 · 128 · 64). Two tokens' codes share an
+// int32 lane (one vpermt2b + one vpsraw per 16 channels x 2 tokens), so one
+// vpdpwssd does 32 multiply-adds. Against AxpyChunkMulti (fp32 weights) each
+// output moves by at most su/2 · sum_t |c[t][d]| plus fp32 rounding.
+// Applies to Kind::kInt8 with T even in [2, 64], D a multiple of 64 in
+// [64, 512]; returns false, writing nothing, when this CPU has no such kernel,
+// the format / shape does not apply, m <= 0 or m > 16, or some u is not
+// finite. Oracle: ref::AxpyRowsInt16Weights (bit-identical).
+bool Int16WeightsRowsApply(const Format& f, int T, int D);
+bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+
 namespace ref {
+bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 // The same math in scalar code (multi_query_rows_q16_ref.cc); false, writing
 // nothing, in the same cases except "no kernel".
 bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

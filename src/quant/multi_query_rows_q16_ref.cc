@@ -36,4 +36,35 @@ bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* met
   return true;
 }
 
+bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+  if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
+  std::vector<float> s(T), u(static_cast<size_t>(m) * T);
+  for (int t = 0; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
+  for (int h = 0; h < m; ++h) {  // every row checked before any output is written
+    for (int t = 0; t < T; ++t) {
+      u[h * T + t] = w[h * w_stride + t] * s[t];
+      if (!std::isfinite(u[h * T + t])) return false;
+    }
+  }
+  std::vector<int16_t> ui(T);
+  for (int h = 0; h < m; ++h) {
+    const float* uh = u.data() + static_cast<size_t>(h) * T;
+    float umax = 0.0f;
+    for (int t = 0; t < T; ++t) umax = std::max(umax, std::abs(uh[t]));
+    const float su = umax > 0.0f ? umax / 32767.0f : 0.0f;
+    const float inv = umax > 0.0f ? 32767.0f / umax : 0.0f;
+    for (int t = 0; t < T; ++t) ui[t] = static_cast<int16_t>(std::nearbyint(uh[t] * inv));
+    for (int d = 0; d < D; ++d) {
+      int32_t sum = 0;
+      for (int t = 0; t < T; ++t) {
+        sum += ui[t] * reinterpret_cast<const int8_t*>(codes)[static_cast<size_t>(t) * D + d];
+      }
+      float& a = acc[h * a_stride + d];
+      a = std::fma(static_cast<float>(sum), su, a);
+    }
+  }
+  return true;
+}
+
 }  // namespace hqekv::quant::ref

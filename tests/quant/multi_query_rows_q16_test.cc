@@ -180,5 +180,142 @@ TEST(MultiQueryRowsInt16Query, DeclinesAndWritesNothing) {
   EXPECT_TRUE(untouched(s));
 }
 
+// Int16-weight value accumulation over int8 chunks (AxpyRowsInt16Weights)
+// against its oracle, bit-identical, on every target; rows past m and
+// channels past D untouched.
+TEST(MultiQueryRowsInt16Weights, MatchesOracleOnEveryTarget) {
+  const Format f = Int8PerToken();
+  int simd_ran = 0, cases = 0;
+  const int targets = test::OnEachTarget(
+      [&](int64_t target) {
+        for (int D : {64, 128, 512}) {
+          for (int T : {2, 6, 32, 64}) {
+            for (bool extreme : {false, true}) {
+              SCOPED_TRACE("D=" + std::to_string(D) + " T=" + std::to_string(T) +
+                           (extreme ? " extreme" : ""));
+              const uint32_t seed = static_cast<uint32_t>(17 * D + T);
+              const Encoded e = Int8Chunk(T, D, seed, extreme);
+              for (int m : {1, 2, 3, 4, 5, 8, 16}) {
+                SCOPED_TRACE("m=" + std::to_string(m));
+                const size_t ws = T + 3, as = D + 5;
+                std::vector<float> w = Gaussian(m, static_cast<int>(ws), seed + m, 0.05f);
+                if (extreme) w[0] = 1e20f;  // one huge weight: the others round to 0
+                std::vector<float> want = Gaussian(m, static_cast<int>(as), seed + 99, 0.5f);
+                std::vector<float> got = want;
+                const std::vector<float> before = want;
+                ASSERT_TRUE(ref::AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), T, D,
+                                                      w.data(), ws, m, want.data(), as));
+                ++cases;
+                if (!AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), ws, m,
+                                          got.data(), as)) {
+                  EXPECT_TRUE(!kKernelMustRun || target != HWY_AVX3_DL);
+                  ASSERT_EQ(got, before);
+                  continue;
+                }
+                ++simd_ran;
+                for (int h = 0; h < m; ++h) {
+                  for (size_t d = 0; d < as; ++d) {
+                    ASSERT_EQ(got[h * as + d], want[h * as + d]) << "h=" << h << " d=" << d;
+                    if (d >= static_cast<size_t>(D)) ASSERT_EQ(got[h * as + d], before[h * as + d]);
+                  }
+                }
+              }
+            }
+          }
+        }
+      },
+      test::kSimdTestTargetsWithVnni);
+  if (targets == 0) GTEST_SKIP() << "no x86 SIMD target";
+  if (kKernelMustRun && (hwy::SupportedTargets() & HWY_AVX3_DL)) {
+    EXPECT_GT(simd_ran, 0) << "the VNNI kernel never ran on an AVX3_DL CPU";
+  }
+  EXPECT_GT(cases, 0);
+}
+
+// The oracle against the fp32-weight reference: each output moves by at most
+// su/2 · sum_t |c[t][d]| (su = max_t |w·s| / 32767) plus fp32 rounding.
+TEST(MultiQueryRowsInt16Weights, OracleIsWithinTheWeightRoundingOfTheFp32Reference) {
+  const Format f = Int8PerToken();
+  for (int D : {64, 128}) {
+    for (bool extreme : {false, true}) {
+      SCOPED_TRACE("D=" + std::to_string(D) + (extreme ? " extreme" : ""));
+      const int T = 32, m = 4;
+      const Encoded e = Int8Chunk(T, D, 21u + D, extreme);
+      std::vector<float> w = Gaussian(m, T, 31u + D, 0.05f);
+      for (float& x : w) x = std::abs(x);  // softmax weights are >= 0
+      std::vector<float> got(m * D, 0.0f), fp32(m * D, 0.0f);
+      ASSERT_TRUE(ref::AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m,
+                                            got.data(), D));
+      ref::AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m, fp32.data(), D);
+      const int8_t* c = reinterpret_cast<const int8_t*>(e.codes.data());
+      for (int h = 0; h < m; ++h) {
+        double umax = 0.0;
+        std::vector<double> s(T);
+        for (int t = 0; t < T; ++t) {
+          s[t] = F16ToF32(LoadF16(e.meta.data() + 2 * t));
+          umax = std::max(umax, static_cast<double>(std::abs(w[h * T + t] * static_cast<float>(s[t]))));
+        }
+        const double su = umax / 32767.0;
+        for (int d = 0; d < D; ++d) {
+          double csum = 0.0, mag = 0.0;
+          for (int t = 0; t < T; ++t) {
+            csum += std::abs(c[t * D + d]);
+            mag += std::abs(w[h * T + t] * s[t] * c[t * D + d]);
+          }
+          const double tol = su / 2 * csum + 1e-5 * mag + 1e-30;
+          ASSERT_NEAR(got[h * D + d], fp32[h * D + d], tol) << "h=" << h << " d=" << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(MultiQueryRowsInt16Weights, DeclinesAndWritesNothing) {
+  const int T = 32, D = 128, m = 8;
+  const Encoded e = Int8Chunk(T, D, 4u, false);
+  const std::vector<float> w = Gaussian(m, T, 10u, 0.05f);
+  const std::vector<float> before(m * D, -7.0f);
+  std::vector<float> acc = before;
+  for (const Format& f : {Fp8E4M3(), Fp8E5M2(), F16(), Uniform(8, Grouping::kPerToken)}) {
+    EXPECT_FALSE(Int16WeightsRowsApply(f, T, D)) << FormatName(f);
+    EXPECT_FALSE(AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m,
+                                      acc.data(), D));
+    EXPECT_FALSE(ref::AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m,
+                                           acc.data(), D));
+  }
+  const Format f = Int8PerToken();
+  EXPECT_TRUE(Int16WeightsRowsApply(f, T, D));
+  for (int bad_d : {32, 96, 1024}) EXPECT_FALSE(Int16WeightsRowsApply(f, T, bad_d)) << bad_d;
+  for (int bad_t : {1, 7, 66}) EXPECT_FALSE(Int16WeightsRowsApply(f, bad_t, D)) << bad_t;
+  EXPECT_FALSE(
+      AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, 0, acc.data(), D));
+  EXPECT_FALSE(
+      AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, 17, acc.data(), D));
+  // A weight whose product with the token scale is not finite (NaN, inf, or
+  // 3e38 times a scale of 4), in the last row or the first: nothing written.
+  Encoded big = e;
+  for (int t = 0; t < T; ++t) {
+    const uint16_t four = F32ToF16(4.0f);
+    std::memcpy(big.meta.data() + 2 * t, &four, 2);
+  }
+  for (size_t at : {static_cast<size_t>(7 * T + 3), static_cast<size_t>(1)}) {
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                      std::numeric_limits<float>::infinity(), 3e38f}) {
+      std::vector<float> wb = w;
+      wb[at] = bad;
+      const Encoded& eb = bad == 3e38f ? big : e;
+      test::OnEachTarget(
+          [&]() {
+            EXPECT_FALSE(AxpyRowsInt16Weights(f, eb.codes.data(), eb.meta.data(), T, D, wb.data(), T,
+                                              m, acc.data(), D));
+          },
+          test::kSimdTestTargetsWithVnni);
+      EXPECT_FALSE(ref::AxpyRowsInt16Weights(f, eb.codes.data(), eb.meta.data(), T, D, wb.data(), T,
+                                             m, acc.data(), D));
+    }
+  }
+  EXPECT_EQ(acc, before);
+}
+
 }  // namespace
 }  // namespace hqekv::quant
