@@ -68,8 +68,8 @@ void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, floa
            bool int16_weights) {
   if (int16_weights && (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D,
                                                           w, ws, group, acc, D) ||
-                        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w,
-                                                    ws, group, acc, D))) {
+                        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws,
+                                                    group, acc, D))) {
     return;
   }
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);

@@ -166,7 +166,8 @@ bool QuantizeWeightRow(const float* w, const float* s, int T, int16_t* wi, float
   for (int v = 0; v < nv; ++v) {
     const int n = std::min(16, T - 16 * v);
     const __mmask16 k = static_cast<__mmask16>((1u << n) - 1);
-    u[v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + 16 * v), _mm512_maskz_loadu_ps(k, s + 16 * v));
+    u[v] =
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + 16 * v), _mm512_maskz_loadu_ps(k, s + 16 * v));
     bad |= _mm512_fpclass_ps_mask(u[v], 0x99);
     umax = _mm512_max_ps(umax, _mm512_abs_ps(u[v]));
   }

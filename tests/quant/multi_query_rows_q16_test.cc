@@ -253,7 +253,8 @@ TEST(MultiQueryRowsInt16Weights, OracleIsWithinTheWeightRoundingOfTheFp32Referen
         std::vector<double> s(T);
         for (int t = 0; t < T; ++t) {
           s[t] = F16ToF32(LoadF16(e.meta.data() + 2 * t));
-          umax = std::max(umax, static_cast<double>(std::abs(w[h * T + t] * static_cast<float>(s[t]))));
+          umax = std::max(umax,
+                          static_cast<double>(std::abs(w[h * T + t] * static_cast<float>(s[t]))));
         }
         const double su = umax / 32767.0;
         for (int d = 0; d < D; ++d) {
@@ -299,15 +300,15 @@ TEST(MultiQueryRowsInt16Weights, DeclinesAndWritesNothing) {
     std::memcpy(big.meta.data() + 2 * t, &four, 2);
   }
   for (size_t at : {static_cast<size_t>(7 * T + 3), static_cast<size_t>(1)}) {
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(),
-                      std::numeric_limits<float>::infinity(), 3e38f}) {
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), 3e38f}) {
       std::vector<float> wb = w;
       wb[at] = bad;
       const Encoded& eb = bad == 3e38f ? big : e;
       test::OnEachTarget(
           [&]() {
-            EXPECT_FALSE(AxpyRowsInt16Weights(f, eb.codes.data(), eb.meta.data(), T, D, wb.data(), T,
-                                              m, acc.data(), D));
+            EXPECT_FALSE(AxpyRowsInt16Weights(f, eb.codes.data(), eb.meta.data(), T, D, wb.data(),
+                                              T, m, acc.data(), D));
           },
           test::kSimdTestTargetsWithVnni);
       EXPECT_FALSE(ref::AxpyRowsInt16Weights(f, eb.codes.data(), eb.meta.data(), T, D, wb.data(), T,
