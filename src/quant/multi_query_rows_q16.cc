@@ -1,10 +1,13 @@
-// Int16-query scores over int8 K chunks (quant/multi_query_rows_q16.h): the
-// query rows rounded to int16 once per call, then dotted with the sign-
-// extended codes by vpdpwssd (32 products per instruction against 16 for an
-// fp32 FMA, and one vpmovsxbw per 32 codes instead of a vpmovsxbd and a
-// vcvtdq2ps per 16). Four tokens x up to four query rows per pass: 16
-// independent int32 accumulators, the 4 sums of a row reduced together and
-// scaled by the 4 token scales in one vector. Oracle: ref::DotRowsInt16Query
+// Int16 decode-attention kernels over int8 chunks
+// (quant/multi_query_rows_q16.h). K: the query rows rounded to int16 once per
+// call, then dotted with the sign-extended codes by vpdpwssd (32 products per
+// instruction against 16 for an fp32 FMA, and one vpmovsxbw per 32 codes
+// instead of a vpmovsxbd and a vcvtdq2ps per 16); four tokens x up to four
+// query rows per pass: 16 independent int32 accumulators, the 4 sums of a row
+// reduced together and scaled by the 4 token scales in one vector. V: each
+// weight row times the token scales rounded to int16 once per call, two
+// tokens' codes paired into int16 lanes (vpermt2b + vpsraw) and accumulated
+// by vpdpwssd. Oracles: ref::DotRowsInt16Query / ref::AxpyRowsInt16Weights
 // (multi_query_rows_q16_ref.cc), bit-identical.
 //
 // Kernel on the AVX3_DL target only (AVX-512 VNNI, compiled in here with

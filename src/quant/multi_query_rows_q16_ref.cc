@@ -1,5 +1,6 @@
-// Scalar oracle of quant/multi_query_rows_q16.h (int16-query scores over int8
-// chunks): the kernel's integer math written out per element.
+// Scalar oracles of quant/multi_query_rows_q16.h (int16-query scores and
+// int16-weight value sums over int8 chunks): the kernels' integer math
+// written out per element.
 #include <algorithm>
 #include <cmath>
 #include <vector>
