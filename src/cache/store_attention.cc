@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "quant/format.h"
 #include "quant/multi_query.h"
+#include "quant/multi_query_rows_q16.h"
 
 namespace hqekv::cache {
 namespace {
@@ -20,7 +21,15 @@ constexpr int kResidualPiece = 64;  // tokens
 // Starts loading the bytes of the next chunk into the cache while this one is
 // computed: one stream's chunks lie on different pages (the KV heads of a
 // layer are sealed in turn), which the hardware prefetchers do not follow.
+// A load of the first and last byte (not a prefetch) walks the page table for
+// the pages the prefetches then fill: without it a prefetch that misses the
+// TLB did not hide the miss (int8 at 32K, store-like layout with 4 KiB pages
+// under a hypervisor: 8.1 -> 6.4 ms; docs/performance.md "Wave 9").
 void PrefetchBytes(const uint8_t* p, size_t n) {
+  if (n == 0) return;
+  const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
+  const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
+  asm volatile("" : : "r"(first), "r"(last));
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
 }
 // Chunks of a KV head lie on different pages (the heads of a layer are sealed
@@ -38,23 +47,29 @@ void PrefetchV(const ChunkView& c, int D) {
   PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
 }
 
-// Scores of one chunk's K for `group` query rows: the int8-query kernel when
-// asked for and available, else the fp32-query one.
+// Scores of one chunk's K for `group` query rows: an int16-query kernel when
+// asked for and available (per-channel KIVI / HqeKV chunks, int8 rows), else
+// the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
           bool int16_query) {
-  if (int16_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
-                                                    group, scores, ss)) {
+  if (int16_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                                     group, scores, ss) ||
+                      quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group,
+                                               scores, ss))) {
     return;
   }
   quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
 }
 
-// The chunk's V times `group` weight rows added to acc: the int16-weight
-// kernel when asked for and available, else the fp32-weight one.
+// The chunk's V times `group` weight rows added to acc: an int16-weight
+// kernel when asked for and available (per-token KIVI / HqeKV chunks, int8
+// rows), else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
            bool int16_weights) {
-  if (int16_weights && quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w,
-                                                         ws, group, acc, D)) {
+  if (int16_weights && (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D,
+                                                          w, ws, group, acc, D) ||
+                        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws,
+                                                    group, acc, D))) {
     return;
   }
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);

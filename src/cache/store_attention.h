@@ -68,8 +68,9 @@ struct StoreAttentionOptions {
   // query on the per-query path (its oracle in the tests and benchmarks).
   bool tiled_prefill = true;
   // Decode steps (n == 1): scores of per-channel K chunks with integer levels
-  // (KIVI / HqeKV tiers: u1/u2/u3/u4, n1) by quant::DotChunkMultiInt16Query
-  // where this CPU has it
+  // (KIVI / HqeKV tiers: u1/u2/u3/u4, n1) by quant::DotChunkMultiInt16Query,
+  // and of int8 K chunks by quant::DotRowsInt16Query (quant/multi_query_rows_q16.h),
+  // where this CPU has them
   // (the query rounded to int16 per chunk, VNNI dots; scores move by at most
   // half a query step per code, quant/multi_query.h); false: the fp32-query
   // kernels everywhere (the oracle path). Batches of n > 1 queries always
@@ -77,7 +78,9 @@ struct StoreAttentionOptions {
   bool int16_query = true;
   // Decode steps (n == 1): values of per-token V chunks with integer levels
   // (KIVI / HqeKV tiers: u1/u2/u4/u8, n1; T a multiple of 16) by
-  // quant::AxpyChunkMultiInt16Weights where this CPU has it (each weight row
+  // quant::AxpyChunkMultiInt16Weights, and of int8 V chunks by
+  // quant::AxpyRowsInt16Weights (quant/multi_query_rows_q16.h), where this CPU
+  // has them (each weight row
   // times the group multiplier rounded to int16 per chunk and group, VNNI
   // dots over token pairs; each output moves by at most half a weight step
   // per code, quant/multi_query.h); false: the fp32-weight kernels (the

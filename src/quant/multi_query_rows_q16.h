@@ -1,0 +1,67 @@
+// Int16-query scores over int8 K chunks (decode attention over the int8
+// tier): the 8-bit row-major counterpart of quant/multi_query.h's
+// DotChunkMultiInt16Query (which covers the per-channel KIVI / HqeKV layouts).
+//
+// int8 per token (Kind::kInt8, quant/README.md): x̂[t][d] = s[t]·c[t][d],
+// s[t] the token's fp16 scale, c a signed byte; codes [T][D]. Row h of the
+// query is rounded to int16 once per call (the per-token scale does not
+// touch the query, so nothing per channel needs folding in):
+//   amax = max_d |q[h][d]|, sq = amax / 32767,
+//   qi[d] = round_half_even(q[h][d] · (32767 / amax))  (all 0 when amax == 0),
+//   scores[h][t] = float(sum_d qi[d]·c[t][d]) · (sq · s[t])
+// The integer sum is exact in int32 (|sum| <= 32767 · 128 · D < 2^31 for
+// D <= 512); float() rounds it to nearest even. Against the fp32-query
+// kernels (DotChunkMulti) a score moves by at most s[t] · sq/2 · sum_d
+// |c[t][d]| (the query's rounding) plus fp32 rounding.
+//
+// Why int16 and not int8 (vpdpbusd): an int8 query moved refmodel-4l's
+// next-token distributions by KL 1.7e-3 (docs/performance.md, wave 6).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/format.h"
+
+namespace hqekv::quant {
+
+// Kind::kInt8 (Hadamard or not: the caller rotates q, as for DotChunk),
+// 1 <= T <= 64, D a multiple of 32 in [32, 512].
+bool Int16QueryRowsApply(const Format& f, int T, int D);
+
+// The scores above for rows h in [0, m) (row h of q at q + h·q_stride,
+// score t of row h at scores + h·s_stride + t). Returns false, writing
+// nothing, when this CPU has no such kernel (AVX-512 VNNI, GCC builds), the
+// format / shape does not apply, m <= 0, or some q is not finite: the caller
+// then uses DotChunkMulti. Oracle: ref::DotRowsInt16Query (bit-identical:
+// the same integer sums and the same two fp32 products).
+bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+
+// Int16-weight value accumulation over int8 V chunks (decode attention): per
+// row h the weights times the token scales are rounded to int16 once per call:
+//   u[t] = w[h][t]·s[t] (fp32), umax = max_t |u[t]|, su = umax / 32767,
+//   ui[t] = round_half_even(u[t] · (32767 / umax))  (all 0 when umax == 0),
+//   acc[h][d] = fma(float(sum_t ui[t]·c[t][d]), su, acc[h][d])
+// (exact int32 sum: |sum| <= 32767 · 128 · 64). Two tokens' codes share an
+// int32 lane (one vpermt2b + one vpsraw per 16 channels x 2 tokens), so one
+// vpdpwssd does 32 multiply-adds. Against AxpyChunkMulti (fp32 weights) each
+// output moves by at most su/2 · sum_t |c[t][d]| plus fp32 rounding.
+// Applies to Kind::kInt8 with T even in [2, 64], D a multiple of 64 in
+// [64, 512]; returns false, writing nothing, when this CPU has no such kernel,
+// the format / shape does not apply, m <= 0 or m > 16, or some u is not
+// finite. Oracle: ref::AxpyRowsInt16Weights (bit-identical).
+bool Int16WeightsRowsApply(const Format& f, int T, int D);
+bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+
+namespace ref {
+bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+// The same math in scalar code (multi_query_rows_q16_ref.cc); false, writing
+// nothing, in the same cases except "no kernel".
+bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+}  // namespace ref
+
+}  // namespace hqekv::quant

@@ -1,0 +1,71 @@
+// Scalar oracles of quant/multi_query_rows_q16.h (int16-query scores and
+// int16-weight value sums over int8 chunks): the kernels' integer math
+// written out per element.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "quant/internal.h"
+#include "quant/multi_query_rows_q16.h"
+
+namespace hqekv::quant::ref {
+
+bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
+  if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
+  for (int h = 0; h < m; ++h) {  // every row checked before any score is written
+    for (int d = 0; d < D; ++d) {
+      if (!std::isfinite(q[h * q_stride + d])) return false;
+    }
+  }
+  std::vector<int16_t> qi(D);
+  for (int h = 0; h < m; ++h) {
+    const float* qh = q + h * q_stride;
+    float amax = 0.0f;
+    for (int d = 0; d < D; ++d) amax = std::max(amax, std::abs(qh[d]));
+    const float sq = amax > 0.0f ? amax / 32767.0f : 0.0f;
+    const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+    for (int d = 0; d < D; ++d) qi[d] = static_cast<int16_t>(std::nearbyint(qh[d] * inv));
+    for (int t = 0; t < T; ++t) {
+      const int8_t* c = reinterpret_cast<const int8_t*>(codes) + static_cast<size_t>(t) * D;
+      int32_t sum = 0;
+      for (int d = 0; d < D; ++d) sum += qi[d] * c[d];
+      const float s = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
+      scores[h * s_stride + t] = static_cast<float>(sum) * (sq * s);
+    }
+  }
+  return true;
+}
+
+bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+  if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
+  std::vector<float> s(T), u(static_cast<size_t>(m) * T);
+  for (int t = 0; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
+  for (int h = 0; h < m; ++h) {  // every row checked before any output is written
+    for (int t = 0; t < T; ++t) {
+      u[h * T + t] = w[h * w_stride + t] * s[t];
+      if (!std::isfinite(u[h * T + t])) return false;
+    }
+  }
+  std::vector<int16_t> ui(T);
+  for (int h = 0; h < m; ++h) {
+    const float* uh = u.data() + static_cast<size_t>(h) * T;
+    float umax = 0.0f;
+    for (int t = 0; t < T; ++t) umax = std::max(umax, std::abs(uh[t]));
+    const float su = umax > 0.0f ? umax / 32767.0f : 0.0f;
+    const float inv = umax > 0.0f ? 32767.0f / umax : 0.0f;
+    for (int t = 0; t < T; ++t) ui[t] = static_cast<int16_t>(std::nearbyint(uh[t] * inv));
+    for (int d = 0; d < D; ++d) {
+      int32_t sum = 0;
+      for (int t = 0; t < T; ++t) {
+        sum += ui[t] * reinterpret_cast<const int8_t*>(codes)[static_cast<size_t>(t) * D + d];
+      }
+      float& a = acc[h * a_stride + d];
+      a = std::fma(static_cast<float>(sum), su, a);
+    }
+  }
+  return true;
+}
+
+}  // namespace hqekv::quant::ref
