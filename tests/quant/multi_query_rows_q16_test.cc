@@ -216,7 +216,9 @@ TEST(MultiQueryRowsInt16Weights, MatchesOracleOnEveryTarget) {
                 for (int h = 0; h < m; ++h) {
                   for (size_t d = 0; d < as; ++d) {
                     ASSERT_EQ(got[h * as + d], want[h * as + d]) << "h=" << h << " d=" << d;
-                    if (d >= static_cast<size_t>(D)) ASSERT_EQ(got[h * as + d], before[h * as + d]);
+                    if (d >= static_cast<size_t>(D)) {
+                      ASSERT_EQ(got[h * as + d], before[h * as + d]);
+                    }
                   }
                 }
               }
