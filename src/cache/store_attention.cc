@@ -21,15 +21,20 @@ constexpr int kResidualPiece = 64;  // tokens
 // Starts loading the bytes of the next chunk into the cache while this one is
 // computed: one stream's chunks lie on different pages (the KV heads of a
 // layer are sealed in turn), which the hardware prefetchers do not follow.
-// A load of the first and last byte (not a prefetch) walks the page table for
-// the pages the prefetches then fill: without it a prefetch that misses the
-// TLB did not hide the miss (int8 at 32K, store-like layout with 4 KiB pages
-// under a hypervisor: 8.1 -> 6.4 ms; docs/performance.md "Wave 9").
+// Blocks of at least a page (the 8-bit tiers' 32 x 128 code blocks) also get
+// a load of their first and last byte (not a prefetch), which walks the page
+// table for the pages the prefetches then fill: without it a prefetch that
+// missed the TLB did not hide the miss (int8 / fp8 at 32K: 8.0-10.7 ->
+// 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks the same loads
+// cost 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md
+// "Wave 9: lead measurements").
+constexpr size_t kTouchBytes = 4096;
 void PrefetchBytes(const uint8_t* p, size_t n) {
-  if (n == 0) return;
-  const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
-  const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
-  asm volatile("" : : "r"(first), "r"(last));
+  if (n >= kTouchBytes) {
+    const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
+    const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
+    asm volatile("" : : "r"(first), "r"(last));
+  }
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
 }
 // Chunks of a KV head lie on different pages (the heads of a layer are sealed
