@@ -22,18 +22,9 @@ namespace {
 using testing::Encode;
 using testing::Encoded;
 using testing::Gaussian;
+using testing::kKernelMustRun;
 
 constexpr int kT = 32;
-
-// The release build must run the VNNI kernel on an AVX3_DL CPU. In the
-// sanitizer build (Debug, ASan + UBSan) Highway dispatched this file's entry
-// to its scalar target even with AVX3_DL forced (seen with gdb; cause not
-// investigated), so there only SIMD == oracle is checked where it runs.
-#ifdef HQEKV_SANITIZED
-constexpr bool kKernelMustRun = false;
-#else
-constexpr bool kKernelMustRun = true;
-#endif
 
 std::vector<Format> Int16QueryFormats() {
   std::vector<Format> fs;

@@ -26,14 +26,7 @@ namespace {
 using testing::Encode;
 using testing::Encoded;
 using testing::Gaussian;
-
-// As multi_query_q16_test.cc: the sanitizer build may dispatch to the
-// scalar target even with AVX3_DL forced.
-#ifdef HQEKV_SANITIZED
-constexpr bool kKernelMustRun = false;
-#else
-constexpr bool kKernelMustRun = true;
-#endif
+using testing::kKernelMustRun;
 
 // An int8 chunk: Gaussian values, or (extreme) random bytes with every code
 // value, -128 and 127 included, and random finite fp16 scales.

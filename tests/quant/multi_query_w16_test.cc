@@ -23,14 +23,7 @@ namespace {
 using testing::Encode;
 using testing::Encoded;
 using testing::Gaussian;
-
-// As multi_query_q16_test.cc: the sanitizer build dispatches this file's
-// entry to a non-VNNI target, so there only SIMD == oracle is checked.
-#ifdef HQEKV_SANITIZED
-constexpr bool kKernelMustRun = false;
-#else
-constexpr bool kKernelMustRun = true;
-#endif
+using testing::kKernelMustRun;
 
 std::vector<Format> Int16WeightFormats(int group) {
   std::vector<Format> fs;
