@@ -74,8 +74,9 @@ void RunOne(const std::string& spec, std::set<std::string>* covered) {
   ExpectExact(*c, spec, "after a 3-token batch");
   // Policies that keep state allocate it through the counted allocator (H2O's
   // scores always exist; HqeKV always holds Range(V) and tiers).
-  if (spec.rfind("h2o", 0) == 0 || spec.rfind("hqekv", 0) == 0)
+  if (spec.rfind("h2o", 0) == 0 || spec.rfind("hqekv", 0) == 0) {
     EXPECT_GT(state_seen, 0) << spec << ": no policy state went through StateAlloc";
+  }
   c->Reset();
   ExpectExact(*c, spec, "after Reset");
   if (const auto* sc = dynamic_cast<const StoreBackedCache*>(c.get())) {

@@ -118,7 +118,9 @@ double Check(const Case& c, std::mt19937& rng) {
       EXPECT_LE(e, bound) << "row " << r << " d " << d << " visible " << vis[r] << " D " << c.D
                           << " R " << c.R << " tokens " << c.tokens;
       worst = std::max(worst, e / bound);
-      if (vis[r] == 0) EXPECT_EQ(got[r * os + d], 0.0f);
+      if (vis[r] == 0) {
+        EXPECT_EQ(got[r * os + d], 0.0f);
+      }
     }
     // The stride gap is untouched.
     for (size_t d = c.D; d < os; ++d) EXPECT_EQ(got[r * os + d], -7.0f);

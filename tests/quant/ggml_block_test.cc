@@ -114,7 +114,7 @@ void ForReferenceAndEachTarget(Fn fn) {
 TEST(GgmlBlock, DecodeMatchesGgmlBitExactly) {
   for (const BlockType& t : kTypes) {
     const Format f = GgmlBlock(t.kind);
-    for (const std::string file :
+    for (const std::string& file :
          {std::string(t.ggml_name), "random_blocks/" + std::string(t.ggml_name)}) {
       const auto blocks = ReadBytes(kDir + file + ".blocks");
       const auto deq = ReadBytes(kDir + file + ".deq.f32");
@@ -192,7 +192,7 @@ TEST(GgmlBlock, SimdMatchesReferenceOnEveryTarget) {
   const int ran = testing::RunOnEachTarget([&](int64_t) {
     for (const BlockType& t : kTypes) {
       const Format f = GgmlBlock(t.kind);
-      for (const auto [T, D] :
+      for (const auto& [T, D] :
            {std::pair{32, 64}, std::pair{32, 128}, std::pair{5, 32}, std::pair{1, 256}}) {
         for (const std::vector<float>& x : StressInputs(T, D)) {
           const testing::Encoded r = testing::Encode(f, x, T, D, true);

@@ -235,7 +235,9 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
       ASSERT_EQ(SoftmaxRowUnnormalized(raw.data(), n, &raw_sum), any);
       EXPECT_EQ(raw_sum, sum_e);
       for (int i = 0; i < n; ++i) {
-        if (x[i] == ninf) ASSERT_EQ(raw[i], 0.0f) << i;
+        if (x[i] == ninf) {
+          ASSERT_EQ(raw[i], 0.0f) << i;
+        }
         ASSERT_NEAR(raw[i] / raw_sum, want[i], 4e-6f * want[i] + 1e-30f) << i;
         ASSERT_EQ(raw[i] * (1.0f / raw_sum), got[i]) << i;  // the same rounding as normalized
       }
