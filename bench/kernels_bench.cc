@@ -225,7 +225,9 @@ int main(int argc, char** argv) {
     if (has512) t_read_pf.push_back(TimeIt([&] { ReadAllPrefetch(big.data(), big.size()); }, reps));
     t_copy.push_back(TimeIt([&] { std::memcpy(dst.data(), big.data(), dst.size() * 4); }, reps));
     t_fma.push_back(TimeIt([&] { has512 ? FmaPeak512(fma_iters) : FmaPeak256(fma_iters); }, reps));
-    if (cold) t_read_cold.push_back(TimeIt([&] { read_pf(cold_buf.data(), cold_buf.size()); }, reps, flush));
+    if (cold)
+      t_read_cold.push_back(
+          TimeIt([&] { read_pf(cold_buf.data(), cold_buf.size()); }, reps, flush));
     for (Case& c : cases) {
       const kn::WeightMatrix w{c.t, c.w.data(), c.n, c.k};
       const int cr = c.name == "gemm" ? 1 : reps;
