@@ -80,9 +80,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 // ahead, one per 64 bytes (a step's bytes). The row kernels' work per byte
 // keeps the out-of-order window from running far enough ahead on its own:
 // measured (bench_kernels, 14336x4096 and 4096x14336 GEMV) +25-60% for every
-// type; 2048, 3072 and 4096 bytes within noise of each other, 512 and 1024
-// lower. Rows are contiguous, so it runs on into the next row.
-constexpr int kPrefetchBytes = 3072;
+// type; 2048, 3072 and 4096 bytes within noise of each other (weights in
+// L3), 512 and 1024 lower. Rows are contiguous, so it runs on into the next
+// row.
+//
+// Weights from DRAM (a decode step over a model larger than the caches:
+// bench_kernels --cold) need more: at 3072 the int8 kernels read cold at
+// 0.61-0.90 of the same-size cold read, the k = 14336 rows lowest; at 6144
+// 0.73-1.05 (Wave 10, docs/performance.md; 8192-16384 no better, prefetcht1
+// no better). Warm (weights in L3) 6144 is level with 3072.
+constexpr int kPrefetchBytes = 6144;
 HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
   for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
 }
