@@ -282,9 +282,9 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
   // every K metadata block, then V. A multi-chunk seal (a prompt) so lays
   // each plane of the stream in consecutive units of consecutive pages, the
   // order decode attention reads it in (K pass, then V pass). Chunk by chunk
-  // the K and V blocks alternated, and a decode step over int8 / q8_0 at 32K
-  // took 1.28 / 1.31x as long (docs/performance.md "Wave 10: stream-major
-  // block placement").
+  // the K and V blocks alternated, and a decode step over int8 / fp8 / q8_0
+  // at 32K took 1.20 / 1.30 / 1.31x as long (docs/performance.md "Wave 10:
+  // stream-major block placement").
   std::vector<ChunkRec> recs(nc);
   std::vector<ChunkExtra> extras(nc);
   for (int i = 0, at = 0; i < nc; at += recs[i].T(), ++i) {
