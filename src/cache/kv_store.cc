@@ -273,36 +273,71 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
                      " distinct formats in one layer");
   }
   std::vector<float> kbuf(static_cast<size_t>(G) * D), vbuf(kbuf.size());
+  const int nc = (n + G - 1) / G;
   // Records grow by 1/8 (push_back's doubling would hold up to 24 bytes of
   // spare records per chunk, 0.375 bit per element at D = 8).
-  GrowFor(s.chunks, s.chunks.size() + (n + G - 1) / G, 4);
-  int sealed = 0;
-  Status result = Status::Ok();
-  while (sealed < n) {
-    const int T = std::min(G, n - sealed);
-    const int32_t* pos = s.res_pos.data() + sealed;
+  GrowFor(s.chunks, s.chunks.size() + nc, 4);
+  // The seal's records first (every chunk is T = G tokens except possibly
+  // the last), then their blocks one word at a time: every K codes block,
+  // every K metadata block, then V. A multi-chunk seal (a prompt) so lays
+  // each plane of the stream in consecutive units of consecutive pages, the
+  // order decode attention reads it in (K pass, then V pass). Chunk by chunk
+  // the K and V blocks alternated, and a decode step over int8 / fp8 / q8_0
+  // at 32K took 1.20 / 1.30 / 1.31x as long (docs/performance.md "Wave 10:
+  // stream-major block placement").
+  std::vector<ChunkRec> recs(nc);
+  std::vector<ChunkExtra> extras(nc);
+  for (int i = 0, at = 0; i < nc; at += recs[i].T(), ++i) {
+    const int T = std::min(G, n - at);
+    const int32_t* pos = s.res_pos.data() + at;
     bool contiguous = true;
     for (int t = 1; t < T; ++t) contiguous = contiguous && pos[t] == pos[0] + t;
-    ChunkRec c;
+    ChunkRec& c = recs[i];
     c.pos0 = pos[0];
     c.set_T(T);
     c.set_fmt(true, static_cast<uint32_t>(kfi));
     c.set_fmt(false, static_cast<uint32_t>(vfi));
     c.set_explicit_pos(!contiguous);
     c.set_narrow_pos(!contiguous && NarrowSpan(pos, T));
-    ChunkExtra extra;
-    if (!AllocChunk(L, kf, vf, &c, T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1), &extra)) {
-      result = MakeError("KvStore::Seal: out of memory");
-      break;
+    const uint64_t kept = T == 64 ? ~uint64_t{0} : ((uint64_t{1} << T) - 1);
+    c.kept_lo = static_cast<uint32_t>(kept);
+    extras[i].pos0 = c.pos0;
+    extras[i].kept_hi = T > 32 ? static_cast<uint32_t>(kept >> 32) : 0;
+  }
+  bool ok = true;
+  for (int w = 0; w < 4 && ok; ++w) {
+    const Format& f = w == ChunkRec::kKCodes || w == ChunkRec::kKMeta ? kf : vf;
+    for (int i = 0; i < nc && ok; ++i) ok = L.AllocWord(&recs[i], w, f, D);
+  }
+  for (int i = 0; i < nc && ok; ++i) {
+    if (!recs[i].explicit_pos()) continue;
+    extras[i].positions = L.pool.Allocate(recs[i].position_bytes());
+    ok = extras[i].positions.valid();
+  }
+  if (!ok) {  // nothing sealed: every block of the seal goes back
+    for (int i = 0; i < nc; ++i) {
+      if (extras[i].positions.valid()) L.pool.Free(extras[i].positions, recs[i].position_bytes());
+      for (int w = 0; w < 4; ++w) {
+        const Format& f = w == ChunkRec::kKCodes || w == ChunkRec::kKMeta ? kf : vf;
+        if (recs[i].ref(w).valid()) L.FreeWord(&recs[i], w, f, D);
+      }
     }
-    if (!contiguous) WritePositions(c.narrow_pos(), pos, T, L.pool.Data(extra.positions));
-    if (Stream::HasExtra(c)) s.AddExtra(extra);
+    return MakeError("KvStore::Seal: out of memory");
+  }
+  int sealed = 0;
+  for (int i = 0; i < nc; ++i) {
+    const int T = recs[i].T();
+    if (recs[i].explicit_pos()) {
+      WritePositions(recs[i].narrow_pos(), s.res_pos.data() + sealed, T,
+                     L.pool.Data(extras[i].positions));
+    }
+    if (Stream::HasExtra(recs[i])) s.AddExtra(extras[i]);
     const size_t base = static_cast<size_t>(sealed) * D;
-    for (size_t i = 0; i < static_cast<size_t>(T) * D; ++i) {
-      kbuf[i] = F16ToF32(s.res_k[base + i]);
-      vbuf[i] = F16ToF32(s.res_v[base + i]);
+    for (size_t j = 0; j < static_cast<size_t>(T) * D; ++j) {
+      kbuf[j] = F16ToF32(s.res_k[base + j]);
+      vbuf[j] = F16ToF32(s.res_v[base + j]);
     }
-    s.chunks.push_back(c);  // inline metadata is written into the stored record
+    s.chunks.push_back(recs[i]);  // inline metadata is written into the stored record
     ChunkRec& sc = s.chunks.back();
     quant::QuantizeChunk(kf, kbuf.data(), T, D, L.Codes(sc, true), L.Meta(sc, true, D));
     quant::QuantizeChunk(vf, vbuf.data(), T, D, L.Codes(sc, false), L.Meta(sc, false, D));
@@ -313,7 +348,7 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
   s.res_k.erase(s.res_k.begin(), s.res_k.begin() + static_cast<size_t>(sealed) * D);
   s.res_v.erase(s.res_v.begin(), s.res_v.begin() + static_cast<size_t>(sealed) * D);
   ShrinkResidual(s);
-  return result;
+  return Status::Ok();
 }
 
 // ---- format changes ----------------------------------------------------------
@@ -568,12 +603,15 @@ void KvStore::RepackPool(Layer& L) {
   };
   std::vector<Move> moves;
   for (Stream& s : L.streams) {
-    for (ChunkRec& c : s.chunks) {
-      if (!c.live()) continue;
-      for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < 4; ++w) {
+      for (ChunkRec& c : s.chunks) {
+        if (!c.live()) continue;
         size_t bytes = 0;
         if (L.WordIsBlock(c, w, D, &bytes)) moves.push_back({&c, w, nullptr, bytes});
       }
+    }
+    for (ChunkRec& c : s.chunks) {
+      if (!c.live()) continue;
       if (c.explicit_pos()) {
         ChunkExtra* e = s.FindExtra(c.pos0);
         if (e && e->positions.valid()) moves.push_back({nullptr, 0, e, c.position_bytes()});
@@ -581,6 +619,12 @@ void KvStore::RepackPool(Layer& L) {
     }
   }
   // Largest first: every run stays aligned and the pages fill in order.
+  // Within a size the blocks keep the order gathered above, stream by stream
+  // and word by word (every K codes block of head 0, its K metadata, its V
+  // codes, ...): each plane of a stream lands in consecutive units, as a
+  // multi-chunk seal places it (a repacked decode-grown kivi-2 store at 32K:
+  // 5.1-5.8 ms per step, 6.0-6.9 in chunk-by-chunk order; docs/performance.md
+  // "Wave 10: stream-major block placement").
   std::stable_sort(moves.begin(), moves.end(),
                    [](const Move& a, const Move& b) { return a.bytes > b.bytes; });
   PagePool fresh(L.pool.page_bytes(), cfg_.max_cached_pages, &L.counter);

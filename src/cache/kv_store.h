@@ -183,7 +183,10 @@ class KvStore {
   // chunks (all of G tokens except possibly the last), K quantized with kf
   // and V with vf. 0 <= n <= ResidualSize; head may be kAllHeads (then n must
   // be <= every head's residual). Formats are checked with quant::Validate
-  // for each chunk's T × D.
+  // for each chunk's T × D. The blocks of a multi-chunk seal are placed word
+  // by word (every K codes block, then K metadata, V codes, V metadata), so
+  // each plane of the stream lies in consecutive pool units. Out of memory:
+  // an error, and nothing of that head is sealed.
   Status Seal(int layer, int head, int n, const quant::Format& kf, const quant::Format& vf);
 
   // Re-quantizes live chunk c to (kf, vf) from its current reconstruction.

@@ -163,32 +163,40 @@ struct KvStore::Layer {
   static bool MetaInline(size_t meta) { return meta > 0 && meta <= ChunkRec::kInlineMetaBytes; }
   static int CodesWord(bool is_k) { return is_k ? ChunkRec::kKCodes : ChunkRec::kVCodes; }
   static int MetaWord(bool is_k) { return is_k ? ChunkRec::kKMeta : ChunkRec::kVMeta; }
+  // Allocates block `word` of chunk c (T set) in format f, recorded in c:
+  // the codes always, the metadata unless it is absent or inline. False
+  // (nothing allocated) when out of memory.
+  bool AllocWord(ChunkRec* c, int word, const Format& f, int D) {
+    const bool codes = word == ChunkRec::kKCodes || word == ChunkRec::kVCodes;
+    const size_t bytes = codes ? quant::CodeBytes(f, c->T(), D) : quant::MetaBytes(f, c->T(), D);
+    BlockRef b;
+    if (codes || (bytes > 0 && !MetaInline(bytes))) {
+      b = pool.Allocate(bytes);
+      if (!b.valid()) return false;
+    }
+    c->set_ref(word, b);  // inline metadata: filled by the quantizer
+    return true;
+  }
+  // Frees block `word` of chunk c (format f) if it holds one.
+  void FreeWord(ChunkRec* c, int word, const Format& f, int D) {
+    const bool codes = word == ChunkRec::kKCodes || word == ChunkRec::kVCodes;
+    const size_t bytes = codes ? quant::CodeBytes(f, c->T(), D) : quant::MetaBytes(f, c->T(), D);
+    if (codes || (bytes > 0 && !MetaInline(bytes))) pool.Free(c->ref(word), bytes);
+    c->set_ref(word, BlockRef{});
+  }
   // Allocates the K or V plane of chunk c (T set) in format f, recorded in c;
   // false (nothing allocated) when out of memory.
   bool AllocPlane(ChunkRec* c, bool is_k, const Format& f, int D) {
-    const int T = c->T();
-    const size_t code = quant::CodeBytes(f, T, D), meta = quant::MetaBytes(f, T, D);
-    const BlockRef cb = pool.Allocate(code);
-    if (!cb.valid()) return false;
-    BlockRef mb;
-    if (meta > 0 && !MetaInline(meta)) {
-      mb = pool.Allocate(meta);
-      if (!mb.valid()) {
-        pool.Free(cb, code);
-        return false;
-      }
+    if (!AllocWord(c, CodesWord(is_k), f, D)) return false;
+    if (!AllocWord(c, MetaWord(is_k), f, D)) {
+      FreeWord(c, CodesWord(is_k), f, D);
+      return false;
     }
-    c->set_ref(CodesWord(is_k), cb);
-    c->set_ref(MetaWord(is_k), mb);  // inline: filled by the quantizer
     return true;
   }
   void FreePlane(ChunkRec* c, bool is_k, const Format& f, int D) {
-    const int T = c->T();
-    const size_t code = quant::CodeBytes(f, T, D), meta = quant::MetaBytes(f, T, D);
-    pool.Free(c->ref(CodesWord(is_k)), code);
-    if (meta > 0 && !MetaInline(meta)) pool.Free(c->ref(MetaWord(is_k)), meta);
-    c->set_ref(CodesWord(is_k), BlockRef{});
-    c->set_ref(MetaWord(is_k), BlockRef{});
+    FreeWord(c, CodesWord(is_k), f, D);
+    FreeWord(c, MetaWord(is_k), f, D);
   }
   const uint8_t* Codes(const ChunkRec& c, bool is_k) const {
     return pool.Data(c.ref(CodesWord(is_k)));

@@ -19,8 +19,10 @@ constexpr float kMasked = -std::numeric_limits<float>::infinity();
 constexpr int kResidualPiece = 64;  // tokens
 
 // Starts loading the bytes of the next chunk into the cache while this one is
-// computed: one stream's chunks lie on different pages (the KV heads of a
-// layer are sealed in turn), which the hardware prefetchers do not follow.
+// computed: one stream's chunks lie on different pages (decode-time seals
+// place the KV heads of a layer in turn; a multi-chunk seal places each
+// plane of a stream in consecutive units, but pages are separate
+// allocations), which the hardware prefetchers do not follow.
 // Blocks of at least a page (the 8-bit tiers' 32 x 128 code blocks) also get
 // a load of their first and last byte (not a prefetch), which walks the page
 // table for the pages the prefetches then fill: without it a prefetch that
@@ -37,8 +39,8 @@ void PrefetchBytes(const uint8_t* p, size_t n) {
   }
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
 }
-// Chunks of a KV head lie on different pages (the heads of a layer are sealed
-// in turn), which the hardware prefetchers do not follow: while the kernels
+// Chunks of a KV head lie on different pages (decode-time seals place the
+// heads of a layer in turn), which the hardware prefetchers do not follow: while the kernels
 // read chunk ci, chunk ci + kPrefetchAhead is requested (8 measured 3-5%
 // faster than 1 for the 2/4-bit tiers at 16K: each first touch of a page
 // walks the page table, docs/performance.md "Wave 5").

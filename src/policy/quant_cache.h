@@ -47,6 +47,9 @@ class QuantCache final : public StoreBackedCache {
                                                  const CacheContext& ctx);
 
   Status EndBatch(int n, bool is_prefill) override;
+  // True when a seal that took a layer's chunks per KV head from `before` to
+  // `after` is due a RepackLayer (see quant_cache.cc).
+  static bool RepackDue(int before, int after);
 
  private:
   QuantCache(const KvGeometry& g, std::string describe, quant::Format kf, quant::Format vf,

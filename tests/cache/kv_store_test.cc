@@ -658,5 +658,77 @@ TEST(KvStore, RepackLayerLeavesOnlyTheLastPagesRoom) {
   ExpectAccountingExact(*s);
 }
 
+// Chunks of one stream whose `plane` blocks (K or V codes, `bytes` each) lie
+// right after the previous chunk's.
+int AdjacentBlocks(const KvStore& s, int head, bool k, size_t bytes) {
+  int adjacent = 0;
+  for (int c = 1; c < s.NumChunks(0, head); ++c) {
+    const ChunkView a = s.Chunk(0, head, c - 1), b = s.Chunk(0, head, c);
+    adjacent += (k ? b.k_codes == a.k_codes + bytes : b.v_codes == a.v_codes + bytes) ? 1 : 0;
+  }
+  return adjacent;
+}
+
+// A multi-chunk seal (a prompt) places each plane of a stream in consecutive
+// units: the K codes of chunk c + 1 follow those of chunk c on the same page,
+// and so do the V codes, the order decode attention reads them in. Sealed
+// chunk by chunk, K and V alternate and no two K blocks are neighbours. The
+// placement costs no byte: both stores hold the same pages.
+TEST(KvStore, MultiChunkSealPlacesEachPlaneOfAStreamContiguously) {
+  const int H = 3, D = 128, G = 32, n = 24;  // int8: 4 KiB code blocks, 8 KiB pages
+  const Format f = quant::Int8PerToken();
+  const size_t code = quant::CodeBytes(f, G, D);
+  ASSERT_EQ(code, 4096u);
+  auto bulk = MakeStore(1, H, D, G), step = MakeStore(1, H, D, G);
+  AppendTokens(*bulk, 0, Range(0, n * G));
+  AppendTokens(*step, 0, Range(0, n * G));
+  ASSERT_TRUE(bulk->Seal(0, kAllHeads, n * G, f, f).ok());
+  for (int c = 0; c < n; ++c) ASSERT_TRUE(step->Seal(0, kAllHeads, G, f, f).ok());
+  ASSERT_EQ(bulk->Pool(0).page_bytes(), 2 * code);
+  for (int h = 0; h < H; ++h) {
+    // Two code blocks a page: at least every other pair is adjacent (the
+    // metadata units may take half of one page of the V codes).
+    EXPECT_GE(AdjacentBlocks(*bulk, h, true, code), n / 2 - 1) << h;
+    EXPECT_GE(AdjacentBlocks(*bulk, h, false, code), n / 2 - 1) << h;
+    EXPECT_EQ(AdjacentBlocks(*step, h, true, code), 0) << h;
+    // Same reconstruction either way.
+    std::vector<float> k0(n * G * D), v0(k0.size()), k1(k0.size()), v1(k0.size());
+    bulk->DequantizeKept(0, h, k0.data(), v0.data());
+    step->DequantizeKept(0, h, k1.data(), v1.data());
+    EXPECT_EQ(k0, k1);
+    EXPECT_EQ(v0, v1);
+  }
+  EXPECT_EQ(bulk->Pool(0).held_bytes(), step->Pool(0).held_bytes());
+  EXPECT_EQ(bulk->Pool(0).requested_bytes(), step->Pool(0).requested_bytes());
+  EXPECT_EQ(bulk->Stats().bytes.total(), step->Stats().bytes.total());
+  ExpectAccountingExact(*bulk);
+  ExpectAccountingExact(*step);
+}
+
+// RepackLayer moves blocks largest first and, within a size, stream by
+// stream and plane by plane: chunk-by-chunk seals (decode) come out with each
+// plane of a stream adjacent, in no more pages than before.
+TEST(KvStore, RepackLayerPlacesEachPlaneOfAStreamContiguously) {
+  const int H = 2, D = 128, G = 32, n = 16;
+  const Format f = quant::Int8PerToken();
+  const size_t code = quant::CodeBytes(f, G, D);
+  auto s = MakeStore(1, H, D, G);
+  AppendTokens(*s, 0, Range(0, n * G));
+  for (int c = 0; c < n; ++c) ASSERT_TRUE(s->Seal(0, kAllHeads, G, f, f).ok());
+  const int64_t held = s->Pool(0).held_bytes();
+  std::vector<float> k0(n * G * D), v0(k0.size()), k1(k0.size()), v1(k0.size());
+  s->DequantizeKept(0, 1, k0.data(), v0.data());
+  s->RepackLayer(0);
+  s->DequantizeKept(0, 1, k1.data(), v1.data());
+  EXPECT_EQ(k0, k1);
+  EXPECT_EQ(v0, v1);
+  for (int h = 0; h < H; ++h) {
+    EXPECT_EQ(AdjacentBlocks(*s, h, true, code), n / 2) << h;
+    EXPECT_EQ(AdjacentBlocks(*s, h, false, code), n / 2) << h;
+  }
+  EXPECT_LE(s->Pool(0).held_bytes(), held);
+  ExpectAccountingExact(*s);
+}
+
 }  // namespace
 }  // namespace hqekv::cache

@@ -9,6 +9,7 @@
 
 #include "policy/budget.h"
 #include "policy/hqekv_cache.h"
+#include "policy/quant_cache.h"
 #include "policy_harness.h"
 #include "policy/selection.h"
 #include "../temp_path.h"
@@ -432,6 +433,39 @@ TEST(PolicyCache, HqekvProfile) {
       std::string::npos)
       << e.message();
   std::remove(path.c_str());
+}
+
+// Decode-time seals (a chunk per KV head) place the heads of a layer in
+// turn; QuantCache repacks the layer, each plane of a stream in consecutive
+// units, when the chunks per head cross a multiple of max(16, bit_floor / 8).
+TEST(PolicyCache, QuantCacheRepacksDecodeSealsIntoStreamOrder) {
+  EXPECT_FALSE(QuantCache::RepackDue(0, 64));  // a prefill is already in order
+  EXPECT_FALSE(QuantCache::RepackDue(14, 15));
+  EXPECT_TRUE(QuantCache::RepackDue(15, 16));
+  EXPECT_FALSE(QuantCache::RepackDue(16, 17));
+  EXPECT_TRUE(QuantCache::RepackDue(255, 256));  // step 32 from 256 chunks on
+  EXPECT_FALSE(QuantCache::RepackDue(256, 287));
+  EXPECT_TRUE(QuantCache::RepackDue(287, 288));
+  EXPECT_FALSE(QuantCache::RepackDue(40, 40));
+
+  const int D = 128, G = 32;  // int8: 4 KiB code blocks, two a page
+  auto c = MustMake("int8", SmallGeometry(1, 4, 2, D));
+  ASSERT_NE(c, nullptr);
+  Driver d(c.get(), 3);
+  d.Step(2 * G, true, false);
+  for (int s = 0; s < 40 * G; ++s) d.Step(1, false, false);
+  const cache::KvStore& st = dynamic_cast<StoreBackedCache&>(*c).store();
+  ASSERT_EQ(st.NumChunks(0, 0), 42);
+  // Repacked at 32 chunks: the K codes of chunks 0..31 of each head fill 16
+  // pages in order (the 10 newer chunks are still in decode order).
+  for (int h = 0; h < 2; ++h) {
+    int adjacent = 0;
+    for (int i = 1; i < 32; ++i) {
+      adjacent += st.Chunk(0, h, i).k_codes == st.Chunk(0, h, i - 1).k_codes + 4096 ? 1 : 0;
+    }
+    EXPECT_GE(adjacent, 16) << h;
+  }
+  EXPECT_EQ(st.Stats().layers[0].bytes.total(), st.LayerHeldBytes(0));
 }
 
 }  // namespace
