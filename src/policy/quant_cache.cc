@@ -130,7 +130,7 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
   return Make(g, spec.Canonical(), kf, vf, residual);
 }
 
-bool QuantCache::RepackDue(int before, int after) {
+bool QuantCache::RepackDue(int before, int after, int stagger) {
   // Decode-time seals (a chunk per KV head every residual_len tokens) place
   // the heads of a layer in turn: one head's chunks then lie 8 heads' blocks
   // apart: a decode-grown int8 cache of 31744 tokens took 15.1-18.3 ms per
@@ -143,9 +143,13 @@ bool QuantCache::RepackDue(int before, int after) {
   // between). The repack holds a second copy of the layer's blocks while it
   // runs. The rule reads only the chunk counts, so a loaded cache repacks
   // where the saved one would have. A prefill (before = 0) is in order.
+  // `stagger` (0..15 chunks, the layer index mod 16) moves each layer's
+  // crossings, so that the layers do not all repack in the same step (one
+  // 64 MiB int8 layer at 32K is ~10-20 ms of copying; 32 layers at once
+  // would stall that step for a large fraction of a second).
   if (before <= 0 || after <= before) return false;
   const int step = std::max(16, static_cast<int>(std::bit_floor(static_cast<unsigned>(after))) / 8);
-  return after / step != before / step;
+  return (after + stagger) / step != (before + stagger) / step;
 }
 
 Status QuantCache::EndBatch(int n, bool is_prefill) {
@@ -155,7 +159,7 @@ Status QuantCache::EndBatch(int n, bool is_prefill) {
     const int seal = r - r % residual_len_;  // a multiple of 32: whole chunks
     const int before = store_->NumChunks(l, 0);
     HQEKV_RETURN_IF_ERROR(store_->Seal(l, cache::kAllHeads, seal, kf_, vf_));
-    if (RepackDue(before, store_->NumChunks(l, 0))) store_->RepackLayer(l);
+    if (RepackDue(before, store_->NumChunks(l, 0), l % 16)) store_->RepackLayer(l);
   }
   return Status::Ok();
 }

@@ -48,8 +48,9 @@ class QuantCache final : public StoreBackedCache {
 
   Status EndBatch(int n, bool is_prefill) override;
   // True when a seal that took a layer's chunks per KV head from `before` to
-  // `after` is due a RepackLayer (see quant_cache.cc).
-  static bool RepackDue(int before, int after);
+  // `after` is due a RepackLayer (see quant_cache.cc); stagger in [0, 16):
+  // the layer's offset, so that layers repack in different steps.
+  static bool RepackDue(int before, int after, int stagger = 0);
 
  private:
   QuantCache(const KvGeometry& g, std::string describe, quant::Format kf, quant::Format vf,

@@ -601,14 +601,15 @@ TEST(KvStore, FormatChurnKeepsSlackSmallAndAccountingExact) {
       if (!s->Chunk(0, 0, c).live()) continue;
       const int r = static_cast<int>(rng() % 10);
       const std::string k = quant::FormatName(s->Chunk(0, 0, c).k_format);
-      if (r < 3 && k == "f16")
+      if (r < 3 && k == "f16") {
         ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u4k, u4v).ok());
-      else if (r < 5 && k.rfind("u4", 0) == 0)
+      } else if (r < 5 && k.rfind("u4", 0) == 0) {
         ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, u2k, u2v).ok());
-      else if (r < 6 && k.rfind("u2", 0) == 0)
+      } else if (r < 6 && k.rfind("u2", 0) == 0) {
         ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, n1k, n1v).ok());
-      else if (r == 9 && rng() % 8 == 0)
+      } else if (r == 9 && rng() % 8 == 0) {
         ASSERT_TRUE(s->EvictChunk(0, kAllHeads, c).ok());
+      }
     }
     // Reconstruction before the event's Compact (which may move blocks).
     std::vector<float> k0(s->KeptTokens(0, 1) * D), v0(k0.size());

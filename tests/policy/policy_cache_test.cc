@@ -447,6 +447,16 @@ TEST(PolicyCache, QuantCacheRepacksDecodeSealsIntoStreamOrder) {
   EXPECT_FALSE(QuantCache::RepackDue(256, 287));
   EXPECT_TRUE(QuantCache::RepackDue(287, 288));
   EXPECT_FALSE(QuantCache::RepackDue(40, 40));
+  // Staggered layers cross at other chunk counts: never two of 16 layers in
+  // the same step, and a prefill is still never repacked.
+  EXPECT_FALSE(QuantCache::RepackDue(0, 64, 5));
+  EXPECT_FALSE(QuantCache::RepackDue(15, 16, 5));
+  EXPECT_TRUE(QuantCache::RepackDue(26, 27, 5));  // 27 + 5 = 32
+  for (int after = 17; after < 600; ++after) {
+    int due = 0;
+    for (int l = 0; l < 16; ++l) due += QuantCache::RepackDue(after - 1, after, l) ? 1 : 0;
+    EXPECT_LE(due, 1) << "chunks " << after;
+  }
 
   const int D = 128, G = 32;  // int8: 4 KiB code blocks, two a page
   auto c = MustMake("int8", SmallGeometry(1, 4, 2, D));
