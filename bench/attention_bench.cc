@@ -24,6 +24,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -63,6 +64,8 @@ const char* const kSpecs[] = {"fp16",
                               "hqekv:nominal_bits=3.2"};
 const int kLengths[] = {4096, 16384, 32768};
 const char* const kThreadSpecs[] = {"fp16", "fp8", "kivi:nominal_bits=2", "hqekv:nominal_bits=2"};
+const char* const kGrownSpecs[] = {"fp16", "int8", "fp8", "kivi:nominal_bits=2",
+                                   "hqekv:nominal_bits=2"};
 
 KvGeometry Geometry(int n) {
   KvGeometry g;
@@ -76,8 +79,10 @@ KvGeometry Geometry(int n) {
 
 // Builds a cache of n tokens (appended in blocks of 1024), then attends with
 // the last 20 prompt queries and ends the prefill batch (compression event).
-std::unique_ptr<KvCache> Build(const std::string& spec, int n, std::string* err) {
-  auto made = hqekv::MakeKvCache(spec, Geometry(n));
+// max_n: the context the cache is made for (>= n; 0: n), e.g. for decode
+// steps appended afterwards.
+std::unique_ptr<KvCache> Build(const std::string& spec, int n, std::string* err, int max_n = 0) {
+  auto made = hqekv::MakeKvCache(spec, Geometry(std::max(n, max_n)));
   if (!made.ok()) {
     *err = made.message();
     return nullptr;
@@ -154,7 +159,13 @@ __attribute__((target("avx512f,avx512vnni"), noipa)) int DpwssdChains(int64_t it
     for (int j = 0; j < 12; ++j) a[j] = _mm512_dpwssd_epi32(a[j], x, y);
   __m512i t = a[0];
   for (int j = 1; j < 12; ++j) t = _mm512_add_epi32(t, a[j]);
-  return _mm512_reduce_add_epi32(t);
+  // Lanes summed through memory: GCC 12's _mm512_reduce_add_epi32 warns
+  // (-Wuninitialized on its _mm256_undefined_si256).
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, t);
+  int sum = 0;
+  for (int32_t v : lanes) sum += v;
+  return sum;
 }
 void BM_ComputePeak(benchmark::State& state, bool int16) {
   __builtin_cpu_init();
@@ -176,10 +187,38 @@ void BM_ComputePeak(benchmark::State& state, bool int16) {
 }
 #endif
 
-void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int threads) {
+// Grows a cache built from an n / 2-token prompt to n tokens the way decode
+// does: 32 tokens per EndBatch (a decode-time seal places the KV heads of a
+// layer in turn; the policies reorder the blocks, docs/performance.md "Wave
+// 10: stream-major block placement"). False, with the reason, on an error.
+bool GrowByDecode(KvCache& c, int from, int n, std::string* err) {
+  std::mt19937 rng(4321);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  constexpr int kStep = 32;
+  std::vector<float> k(static_cast<size_t>(kStep) * kHk * kD), v(k.size());
+  std::vector<int32_t> pos(kStep);
+  for (int b = from; b < n; b += kStep) {
+    const int m = std::min(kStep, n - b);
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    for (int i = 0; i < m; ++i) pos[i] = b + i;
+    hqekv::Status s = c.Append(0, k.data(), v.data(), pos.data(), m);
+    if (s.ok()) s = c.EndBatch(m, false);
+    if (!s.ok()) {
+      *err = s.message();
+      return false;
+    }
+  }
+  return true;
+}
+
+// grown: the second half of the n tokens comes 32 per decode batch
+// (DecodeAttentionGrown/<spec>/<n>) instead of in the prompt.
+void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int threads, bool grown) {
   hqekv::SetNumThreads(threads);
   std::string err;
-  auto c = Build(spec, n, &err);
+  auto c = Build(spec, grown ? n / 2 : n, &err, n);
+  if (c && grown && !GrowByDecode(*c, n / 2, n, &err)) c.reset();
   if (!c) {
     state.SkipWithError(err.c_str());
     return;
@@ -197,8 +236,10 @@ void BM_DecodeAttention(benchmark::State& state, std::string spec, int n, int th
   const hqekv::KvStats st = c->Stats();
   state.counters["bits_per_original"] = st.bits_per_original();
   state.counters["MiB"] = static_cast<double>(st.bytes.total()) / (1 << 20);
-  Bits()[{spec, n}] = st.bits_per_original();
-  Bytes()[{spec, n}] = static_cast<double>(st.bytes.total());
+  if (!grown) {
+    Bits()[{spec, n}] = st.bits_per_original();
+    Bytes()[{spec, n}] = static_cast<double>(st.bytes.total());
+  }
   hqekv::SetNumThreads(1);
 }
 
@@ -379,7 +420,7 @@ int main(int argc, char** argv) {
     for (const char* spec : kSpecs) {
       benchmark::RegisterBenchmark(
           ("DecodeAttention/" + std::string(spec) + "/" + std::to_string(n)).c_str(),
-          BM_DecodeAttention, std::string(spec), n, 1)
+          BM_DecodeAttention, std::string(spec), n, 1, false)
           ->Unit(benchmark::kMicrosecond);
     }
   }
@@ -422,13 +463,21 @@ int main(int argc, char** argv) {
       if (threads > 1) b->UseRealTime()->MeasureProcessCPUTime();
     }
   }
+  // A cache grown by decode steps (half the tokens), 32K tokens, 1 thread.
+  for (const char* spec : kGrownSpecs) {
+    benchmark::RegisterBenchmark(
+        ("DecodeAttentionGrown/" + std::string(spec) + "/" + std::to_string(kLengths[2])).c_str(),
+        BM_DecodeAttention, std::string(spec), kLengths[2], 1, true)
+        ->Unit(benchmark::kMicrosecond);
+  }
   // Threads: wall time (the work is spread over threads), 32K tokens.
   for (const char* spec : kThreadSpecs) {
     for (int threads : {1, 2}) {
       benchmark::RegisterBenchmark(("DecodeAttentionThreads/" + std::string(spec) + "/" +
                                     std::to_string(kLengths[2]) + "/" + std::to_string(threads))
                                        .c_str(),
-                                   BM_DecodeAttention, std::string(spec), kLengths[2], threads)
+                                   BM_DecodeAttention, std::string(spec), kLengths[2], threads,
+                                   false)
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }
