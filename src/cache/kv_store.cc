@@ -306,7 +306,7 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
   }
   bool ok = true;
   for (int w = 0; w < 4 && ok; ++w) {
-    const Format& f = w == ChunkRec::kKCodes || w == ChunkRec::kKMeta ? kf : vf;
+    const Format& f = Layer::IsKWord(w) ? kf : vf;
     for (int i = 0; i < nc && ok; ++i) ok = L.AllocWord(&recs[i], w, f, D);
   }
   for (int i = 0; i < nc && ok; ++i) {
@@ -318,7 +318,7 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
     for (int i = 0; i < nc; ++i) {
       if (extras[i].positions.valid()) L.pool.Free(extras[i].positions, recs[i].position_bytes());
       for (int w = 0; w < 4; ++w) {
-        const Format& f = w == ChunkRec::kKCodes || w == ChunkRec::kKMeta ? kf : vf;
+        const Format& f = Layer::IsKWord(w) ? kf : vf;
         if (recs[i].ref(w).valid()) L.FreeWord(&recs[i], w, f, D);
       }
     }

@@ -163,14 +163,24 @@ struct KvStore::Layer {
   static bool MetaInline(size_t meta) { return meta > 0 && meta <= ChunkRec::kInlineMetaBytes; }
   static int CodesWord(bool is_k) { return is_k ? ChunkRec::kKCodes : ChunkRec::kVCodes; }
   static int MetaWord(bool is_k) { return is_k ? ChunkRec::kKMeta : ChunkRec::kVMeta; }
-  // Allocates block `word` of chunk c (T set) in format f, recorded in c:
-  // the codes always, the metadata unless it is absent or inline. False
-  // (nothing allocated) when out of memory.
+  static bool IsKWord(int word) { return word == ChunkRec::kKCodes || word == ChunkRec::kKMeta; }
+  // Whether word `word` of a chunk of T tokens in format f is a pool block,
+  // and its size in *bytes: the codes always; the metadata unless it is
+  // absent or inline.
+  static bool WordBlock(const Format& f, int word, int T, int D, size_t* bytes) {
+    if (word == CodesWord(IsKWord(word))) {
+      *bytes = quant::CodeBytes(f, T, D);
+      return true;
+    }
+    *bytes = quant::MetaBytes(f, T, D);
+    return *bytes > 0 && !MetaInline(*bytes);
+  }
+  // Allocates block `word` of chunk c (T set) in format f, recorded in c.
+  // False (nothing allocated) when out of memory.
   bool AllocWord(ChunkRec* c, int word, const Format& f, int D) {
-    const bool codes = word == ChunkRec::kKCodes || word == ChunkRec::kVCodes;
-    const size_t bytes = codes ? quant::CodeBytes(f, c->T(), D) : quant::MetaBytes(f, c->T(), D);
+    size_t bytes = 0;
     BlockRef b;
-    if (codes || (bytes > 0 && !MetaInline(bytes))) {
+    if (WordBlock(f, word, c->T(), D, &bytes)) {
       b = pool.Allocate(bytes);
       if (!b.valid()) return false;
     }
@@ -179,9 +189,8 @@ struct KvStore::Layer {
   }
   // Frees block `word` of chunk c (format f) if it holds one.
   void FreeWord(ChunkRec* c, int word, const Format& f, int D) {
-    const bool codes = word == ChunkRec::kKCodes || word == ChunkRec::kVCodes;
-    const size_t bytes = codes ? quant::CodeBytes(f, c->T(), D) : quant::MetaBytes(f, c->T(), D);
-    if (codes || (bytes > 0 && !MetaInline(bytes))) pool.Free(c->ref(word), bytes);
+    size_t bytes = 0;
+    if (WordBlock(f, word, c->T(), D, &bytes)) pool.Free(c->ref(word), bytes);
     c->set_ref(word, BlockRef{});
   }
   // Allocates the K or V plane of chunk c (T set) in format f, recorded in c;
@@ -211,14 +220,7 @@ struct KvStore::Layer {
   // True when `word` of live chunk c references a pool block (of *bytes):
   // codes always, metadata unless absent or inline.
   bool WordIsBlock(const ChunkRec& c, int word, int D, size_t* bytes) const {
-    const bool is_k = word == ChunkRec::kKCodes || word == ChunkRec::kKMeta;
-    const Format& f = Fmt(c.fmt(is_k));
-    if (word == CodesWord(is_k)) {
-      *bytes = quant::CodeBytes(f, c.T(), D);
-      return true;
-    }
-    *bytes = quant::MetaBytes(f, c.T(), D);
-    return *bytes > 0 && !MetaInline(*bytes);
+    return WordBlock(Fmt(c.fmt(IsKWord(word))), word, c.T(), D, bytes);
   }
   // Explicit positions of chunk c of stream s (none: pos0 + t).
   PositionList Positions(const Stream& s, const ChunkRec& c) const {
