@@ -195,14 +195,9 @@ bool GrowByDecode(KvCache& c, int from, int n, std::string* err) {
   std::mt19937 rng(4321);
   std::normal_distribution<float> nd(0.f, 1.f);
   constexpr int kStep = 32;
-  std::vector<float> k(static_cast<size_t>(kStep) * kHk * kD), v(k.size());
-  std::vector<int32_t> pos(kStep);
   for (int b = from; b < n; b += kStep) {
     const int m = std::min(kStep, n - b);
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    for (int i = 0; i < m; ++i) pos[i] = b + i;
-    hqekv::Status s = c.Append(0, k.data(), v.data(), pos.data(), m);
+    hqekv::Status s = hqekv::bench::AppendRandomTokens(c, m, kStep, kHk * kD, rng, nd, b);
     if (s.ok()) s = c.EndBatch(m, false);
     if (!s.ok()) {
       *err = s.message();

@@ -1,5 +1,5 @@
 // Random K/V tokens for the attention benchmarks: N(0, 1) values appended to
-// layer 0 of a cache or store in blocks, positions 0..n-1.
+// layer 0 of a cache or store in blocks, positions first..first+n-1.
 #pragma once
 
 #include <algorithm>
@@ -18,14 +18,14 @@ namespace hqekv::bench {
 // const float* v, const int32_t* pos, int n).
 template <class Cache>
 Status AppendRandomTokens(Cache& c, int n, int block, size_t width, std::mt19937& rng,
-                          std::normal_distribution<float>& nd) {
+                          std::normal_distribution<float>& nd, int32_t first = 0) {
   std::vector<float> k(static_cast<size_t>(block) * width), v(k.size());
   std::vector<int32_t> pos(block);
   for (int b = 0; b < n; b += block) {
     const int m = std::min(block, n - b);
     for (auto& x : k) x = nd(rng);
     for (auto& x : v) x = nd(rng);
-    for (int i = 0; i < m; ++i) pos[i] = b + i;
+    for (int i = 0; i < m; ++i) pos[i] = first + b + i;
     if (Status s = c.Append(0, k.data(), v.data(), pos.data(), m); !s.ok()) return s;
   }
   return Status::Ok();
