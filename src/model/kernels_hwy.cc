@@ -760,6 +760,20 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
       });
     }
   }
+  // BF16 weights on AVX-512 BF16 CPUs: bf16 activations, vdpbf16ps panel GEMM
+  // (gemm_bf16_hwy.cc), switched off with the int8 path (fp32 activations).
+  if (w.type == TensorType::kBF16 && Int8ActivationsEnabled() && GemmBf16Available()) {
+    // (A reference: the workers must read the caller's buffer, not their own.)
+    thread_local Bf16Acts buffer;
+    Bf16Acts& acts = buffer;
+    PackBf16Acts(x, m, w.k, &acts);
+    const int64_t panels = (w.n + kBf16PanelRows - 1) / kBf16PanelRows;
+    auto run = [&](int64_t p0, int64_t p1) {
+      GemmBf16Range(w, acts, p0 * kBf16PanelRows, std::min(p1 * kBf16PanelRows, w.n), y, w.n);
+    };
+    if (w.n * w.k * m < kMinParallelMacs) return run(0, panels);
+    return ParallelFor(panels, run);
+  }
   // fp32-panel GEMM (gemm_panel_hwy.cc): threads take whole panels of rows.
   const int64_t nr = GemmPanelRows();
   const int64_t panels = (w.n + nr - 1) / nr;
