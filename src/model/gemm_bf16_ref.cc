@@ -11,15 +11,11 @@
 
 namespace hqekv::kernels {
 
-void PackBf16Acts(const float* x, int64_t m, int64_t k, Bf16Acts* out) {
-  out->m = m;
-  out->k = k;
-  out->kp = (k + 1) / 2;
-  const int64_t kp = out->kp;
-  out->words.resize(static_cast<size_t>(m * kp));
-  for (int64_t g0 = 0; g0 < m; g0 += kBf16TileRows) {
+void PackBf16Rows(const float* x, int64_t m, int64_t k, int64_t i0, int64_t i1, uint32_t* words) {
+  const int64_t kp = (k + 1) / 2;
+  for (int64_t g0 = i0; g0 < i1; g0 += kBf16TileRows) {
     const int64_t rows = std::min(kBf16TileRows, m - g0);
-    uint32_t* dst = out->words.data() + g0 * kp;
+    uint32_t* dst = words + g0 * kp;
     for (int64_t i = 0; i < rows; ++i) {
       const float* xi = x + (g0 + i) * k;
       for (int64_t c = 0; c < k / 2; ++c) {
@@ -29,6 +25,18 @@ void PackBf16Acts(const float* x, int64_t m, int64_t k, Bf16Acts* out) {
       if (k % 2) dst[(kp - 1) * rows + i] = F32ToBF16(xi[k - 1]);
     }
   }
+}
+
+void ResizeBf16Acts(int64_t m, int64_t k, Bf16Acts* out) {
+  out->m = m;
+  out->k = k;
+  out->kp = (k + 1) / 2;
+  out->words.resize(static_cast<size_t>(m * out->kp));
+}
+
+void PackBf16Acts(const float* x, int64_t m, int64_t k, Bf16Acts* out) {
+  ResizeBf16Acts(m, k, out);
+  PackBf16Rows(x, m, k, 0, m, out->words.data());
 }
 
 void GemmBf16Ref(const WeightMatrix& w, const float* x, int64_t m, float* y) {

@@ -151,8 +151,8 @@ TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
           MatMul(w, x.data(), m, y.data());
           GemmBf16Ref(w, x.data(), m, ref.data());
           for (int64_t j = 0; j < m * n; ++j) {
-            ASSERT_EQ(y[j], ref[j]) << "n=" << n << " k=" << k << " m=" << m << " i=" << j / n
-                                    << " r=" << j % n;
+            ASSERT_EQ(y[j], ref[j])
+                << "n=" << n << " k=" << k << " m=" << m << " i=" << j / n << " r=" << j % n;
           }
         }
       }
