@@ -248,7 +248,17 @@ TEST(GemmBf16, MatMulRoutingFollowsTheActivationSwitch) {
 TEST(GemmBf16, KernelRunsOnAvx512Bf16Cpus) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "CPU without AVX512_BF16";
-  EXPECT_TRUE(GemmBf16Available());
+  ASSERT_TRUE(GemmBf16Available());
+  // The default dispatch takes it: MatMul's result is the bf16 oracle's, bit for bit.
+  std::mt19937 rng(25);
+  const int64_t n = 48, k = 300, m = 40;
+  auto wb = RandomBf16Rows(n, k, rng);
+  const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+  auto x = RandomActs(m * k, rng);
+  std::vector<float> y(m * n), ref(m * n);
+  MatMul(w, x.data(), m, y.data());
+  GemmBf16Ref(w, x.data(), m, ref.data());
+  EXPECT_EQ(y, ref);
 #else
   GTEST_SKIP() << "the kernel is compiled by GCC x86 builds only";
 #endif
