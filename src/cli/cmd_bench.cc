@@ -102,7 +102,8 @@ const CommandRegistrar kRegister(14, [](CLI::App& app, int* rc) {
   cmd->add_option("-o,--output-format", a->format, "md or json")->capture_default_str();
   cmd->add_option("--out", a->output, "Write the table / JSON to this file (default: stdout)");
   cmd->add_flag("--fp32-acts", a->fp32_acts,
-                "Keep fp32 activations in Q8_0/Q4_K matrix products (no int8 path)");
+                "Keep fp32 activations in every matrix product (no int8 path for quantized "
+                "weights, no bf16 path for BF16 weights)");
   cmd->callback([a, rc] { *rc = Bench(*a); });
 });
 

@@ -67,4 +67,20 @@ inline f16_t F32ToF16(float f) {
 // Round a float through fp16 and back (what storing it in fp16 does).
 inline float RoundF16(float f) { return F16ToF32(F32ToF16(f)); }
 
+// bfloat16 (the high 16 bits of a binary32) <-> binary32. F32ToBF16 rounds to
+// nearest even (subnormals kept, not flushed; NaN stays a quiet NaN).
+inline float BF16BitsToF32(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline uint16_t F32ToBF16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
 }  // namespace hqekv

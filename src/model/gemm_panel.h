@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/kernels.h"
 
@@ -41,5 +42,60 @@ int64_t GemmPanelRows();
 // are w.k floats apart. One thread; any r0, r1 (a partial panel is padded).
 void GemmPanelRange(const WeightMatrix& w, const float* x, int64_t m, int64_t r0, int64_t r1,
                     float* y, int64_t ldy);
+
+// ---- BF16 weights x bf16 activations (AVX-512 BF16: vdpbf16ps) ----
+// MatMul with BF16 weights and m > 32 rounds the activations to bf16 once
+// per call (nearest even) and multiplies pairs of bf16 values into fp32
+// accumulators: vdpbf16ps does 16 lanes x 2 products per instruction, twice
+// the MACs of an fp32 FMA, and the weight panel needs no conversion (a
+// 32-bit lane holds the pair (W[r][2c], W[r][2c + 1]) as stored in the row).
+// Only on CPUs with AVX512_BF16 (the AVX3_DL target, GCC builds); elsewhere,
+// and with SetInt8Activations(false) (the one "reduced-precision
+// activations" switch, see kernels.h), BF16 keeps the fp32-panel GEMM.
+//
+// Layout: a panel is kBf16PanelRows = 32 weight rows (two vectors of 16
+// pairs), packed pair-major per k block (P[c][j] = pair c of row j, rows
+// past the end 0); activations come in groups of kBf16TileRows = 8 rows,
+// pair-major within a group; the register tile is 2 x 8 accumulators.
+//
+// Summation order (what the oracle GemmBf16Ref emulates): k is split into
+// blocks of kBf16Kc values; per block and output, s = 0, then for each pair c
+// s += w[2c+1] x[2c+1] and s += w[2c] x[2c] (the order the instruction's
+// definition gives; each bf16 x bf16 product is exact in fp32), and the
+// block sums are added to y in block order. An odd k pads the last pair
+// with (0, 0).
+inline constexpr int64_t kBf16PanelRows = 32;
+inline constexpr int64_t kBf16TileRows = 8;
+// k values per block: 2048 (a 128 KiB panel, as the fp32 path's 1024) beat
+// 1024 by 3-8% (fewer passes over Y; 14336 x 4096, m = 512, bench_kernels).
+inline constexpr int64_t kBf16Kc = 2048;
+
+// m activation rows of k values rounded to bf16, packed for the kernel:
+// row group g (rows 8g .. 8g + 7, fewer in the last group) starts at word
+// 8 g kp (kp = (k + 1) / 2 pairs); within it, word c * rows + i =
+// bf16(x[i][2c]) | bf16(x[i][2c + 1]) << 16 (the odd pair's high half 0).
+struct Bf16Acts {
+  int64_t m = 0, k = 0, kp = 0;
+  std::vector<uint32_t> words;
+  const uint32_t* group(int64_t g0) const { return words.data() + g0 * kp; }  // g0 % 8 == 0
+};
+void PackBf16Acts(const float* x, int64_t m, int64_t k, Bf16Acts* out);
+// The same in parts (MatMul packs row groups on several threads): size out
+// for m x k, then pack rows [i0, i1) (multiples of 8, or i1 = m) of x.
+void ResizeBf16Acts(int64_t m, int64_t k, Bf16Acts* out);
+void PackBf16Rows(const float* x, int64_t m, int64_t k, int64_t i0, int64_t i1, uint32_t* words);
+
+// Whether the dispatched target runs the bf16 kernel (AVX3_DL target and the
+// CPU has AVX512_BF16).
+bool GemmBf16Available();
+
+// y[i * ldy + r] = W[r] . bf16(x[i]) for r in [r0, r1), i < a.m; w.type ==
+// kBF16, a.k == w.k, GemmBf16Available(). One thread; any r0 < r1.
+void GemmBf16Range(const WeightMatrix& w, const Bf16Acts& a, int64_t r0, int64_t r1, float* y,
+                   int64_t ldy);
+
+// Scalar oracle: the same rounding and summation order as GemmBf16Range
+// (y is m x w.n, ldy = w.n).
+void GemmBf16Ref(const WeightMatrix& w, const float* x, int64_t m, float* y);
 
 }  // namespace hqekv::kernels

@@ -66,8 +66,9 @@ void MatVec(const WeightMatrix& w, const float* x, float* y);
 void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, const float* x);
 // Y[m][n] = X[m][k] W^T for m activation rows (batched prefill). m == 1
 // falls back to MatVec; int8-path types see below; F16 / BF16 with m <= 32
-// take a dot-form kernel; everything else the outer-product GEMM over fp32
-// weight panels (model/gemm_panel.h).
+// take a dot-form kernel; larger BF16 products on AVX-512 BF16 CPUs the
+// bf16-activation vdpbf16ps GEMM; everything else the outer-product GEMM over
+// fp32 weight panels (both in model/gemm_panel.h).
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y);
 
 // Scalar reference of MatMul (double accumulation, no threads).
@@ -102,6 +103,11 @@ struct Int8Acts {
 
 // Weight types whose products take the int8-activation path when enabled.
 bool HasInt8Path(TensorType t);
+// The switch covers every reduced-precision activation path: int8 (these
+// types) and bf16 (BF16 weights, m > 32, AVX-512 BF16 CPUs: gemm_panel.h).
+// One switch because the paths never apply to the same matrix, and off must
+// mean "every product on fp32 activations" (bench --fp32-acts, the tests
+// that compare against fp32 oracles).
 void SetInt8Activations(bool on);  // default: on
 bool Int8ActivationsEnabled();
 

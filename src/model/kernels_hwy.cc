@@ -760,6 +760,31 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
       });
     }
   }
+  // BF16 weights on AVX-512 BF16 CPUs: bf16 activations, vdpbf16ps panel GEMM
+  // (gemm_bf16_hwy.cc), switched off with the int8 path (fp32 activations).
+  if (w.type == TensorType::kBF16 && Int8ActivationsEnabled() && GemmBf16Available()) {
+    // (A reference: the workers must read the caller's buffer, not their own.)
+    thread_local Bf16Acts buffer;
+    Bf16Acts& acts = buffer;
+    ResizeBf16Acts(m, w.k, &acts);
+    const int64_t groups = (m + kBf16TileRows - 1) / kBf16TileRows;
+    auto pack = [&](int64_t g0, int64_t g1) {
+      PackBf16Rows(x, m, w.k, g0 * kBf16TileRows, std::min(g1 * kBf16TileRows, m),
+                   acts.words.data());
+    };
+    // (The packing is 1-2% of the product's time on one thread.)
+    if (m * w.k < kMinParallelMacs) {
+      pack(0, groups);
+    } else {
+      ParallelFor(groups, pack);
+    }
+    const int64_t panels = (w.n + kBf16PanelRows - 1) / kBf16PanelRows;
+    auto run = [&](int64_t p0, int64_t p1) {
+      GemmBf16Range(w, acts, p0 * kBf16PanelRows, std::min(p1 * kBf16PanelRows, w.n), y, w.n);
+    };
+    if (w.n * w.k * m < kMinParallelMacs) return run(0, panels);
+    return ParallelFor(panels, run);
+  }
   // fp32-panel GEMM (gemm_panel_hwy.cc): threads take whole panels of rows.
   const int64_t nr = GemmPanelRows();
   const int64_t panels = (w.n + nr - 1) / nr;

@@ -2,7 +2,8 @@
 // MatMulRef on every x86 target this CPU runs: float weight types, shapes
 // that leave partial panels (n % 32, n % 16, n % 8 != 0), partial activation
 // tiles (m % 8, m % 6 != 0) and k tails (k % 16 != 0, k > kGemmKc), one and
-// two threads. F16 / BF16 with m <= 32 take the dot-form small-m kernel of
+// two threads (fp32 activations: the bf16-activation path of BF16 has its own
+// test, gemm_bf16_test.cc). F16 / BF16 with m <= 32 take the dot-form small-m kernel of
 // kernels_hwy.cc (m = 2..17 here), larger m the panel GEMM (33, 41). Block
 // types go through the panel GEMM too (kernels_test.cc).
 #include "model/gemm_panel.h"
@@ -77,6 +78,9 @@ void ExpectNearOracle(const WeightMatrix& w, const float* x, int64_t m, const fl
 
 TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
   std::mt19937 rng(11);
+  // fp32 activations: BF16 with m > 32 would take the bf16-activation GEMM
+  // on AVX-512 BF16 CPUs (its own oracle: gemm_bf16_test.cc).
+  SetInt8Activations(false);
   const int ran = OnEachTarget([&] {
     for (int threads : {1, 2}) {
       SetNumThreads(threads);
@@ -103,6 +107,7 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
     }
     SetNumThreads(1);
   });
+  SetInt8Activations(true);
   EXPECT_GE(ran, 1);
 }
 

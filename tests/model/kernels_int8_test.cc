@@ -16,6 +16,7 @@
 #include "hwy/targets.h"
 #include "io/model_source.h"
 #include "io/synthetic.h"
+#include "model/gemm_panel.h"
 #include "model/kernels.h"
 #include "model/llama.h"
 #include "policy/factory.h"
@@ -465,9 +466,10 @@ double Kl(const float* p_logits, const float* q_logits, int v) {
   return kl;
 }
 
-// Mean tempered KL(fp32 activations || int8 activations) of the next-token
-// distribution over a 24-token prefill and 8 decode steps.
-double ForwardKl(const std::string& path) {
+// Mean tempered KL(fp32 activations || reduced-precision activations) of
+// the next-token distribution over a `prefill`-token prefill and 8 decode
+// steps (prefill > 32 takes the panel GEMMs, m <= 32 the dot-form kernels).
+double ForwardKl(const std::string& path, int prefill = 24) {
   auto src = LoadModel(path);
   EXPECT_TRUE(src.ok()) << src.message();
   auto model = LlamaModel::Create(**src);
@@ -475,7 +477,8 @@ double ForwardKl(const std::string& path) {
   const int V = (*src)->config.vocab_size;
   std::vector<int32_t> toks, pos;
   std::mt19937 rng(17);
-  for (int i = 0; i < 32; ++i) {
+  const int total = prefill + 8;
+  for (int i = 0; i < total; ++i) {
     toks.push_back(3 + static_cast<int32_t>(rng() % (V - 3)));
     pos.push_back(i);
   }
@@ -484,12 +487,12 @@ double ForwardKl(const std::string& path) {
     SetInt8Activations(on == 1);
     auto cache = MakeKvCache("fp32", (*model)->CacheGeometry(64));
     EXPECT_TRUE(cache.ok());
-    logits[on].resize(32 * V);
-    EXPECT_TRUE(
-        (*model)
-            ->Forward(toks.data(), pos.data(), 24, **cache, Logits::kAll, logits[on].data(), true)
-            .ok());
-    for (int i = 24; i < 32; ++i) {
+    logits[on].resize(static_cast<size_t>(total) * V);
+    EXPECT_TRUE((*model)
+                    ->Forward(toks.data(), pos.data(), prefill, **cache, Logits::kAll,
+                              logits[on].data(), true)
+                    .ok());
+    for (int i = prefill; i < total; ++i) {
       EXPECT_TRUE((*model)
                       ->Forward(&toks[i], &pos[i], 1, **cache, Logits::kLast,
                                 logits[on].data() + i * V, false)
@@ -498,8 +501,8 @@ double ForwardKl(const std::string& path) {
   }
   SetInt8Activations(true);
   double kl = 0;
-  for (int i = 0; i < 32; ++i) kl += Kl(&logits[0][i * V], &logits[1][i * V], V);
-  return kl / 32;
+  for (int i = 0; i < total; ++i) kl += Kl(&logits[0][i * V], &logits[1][i * V], V);
+  return kl / total;
 }
 
 TEST(Int8Acts, ModelKlAgainstFp32ActivationsIsTiny) {
@@ -521,9 +524,33 @@ TEST(Int8Acts, ModelKlAgainstFp32ActivationsIsTiny) {
   }
 }
 
-// refmodel-4l is all F32: its forward does not take the int8 path at all.
+// BF16 weights with a 48-token prefill: on AVX-512 BF16 CPUs every prefill
+// GEMM (m = 48 > 32) takes the bf16-activation vdpbf16ps path
+// (gemm_panel.h); decode (m = 1) keeps fp32 activations. Elsewhere both
+// forwards are the fp32 path (KL 0).
+TEST(Bf16Acts, ModelKlAgainstFp32ActivationsIsTiny) {
+  SyntheticSpec s;
+  s.type = TensorType::kBF16;
+  s.d_model = 512;
+  s.d_ff = 1024;
+  s.n_heads = 8;
+  const std::string path = hqekv::test::TempPath("hqekv_bf16kl_") + "BF16.gguf";
+  std::filesystem::remove(path);
+  ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
+  const double kl = ForwardKl(path, 48);
+  EXPECT_LE(kl, 1e-4);
+  if (GemmBf16Available()) EXPECT_GT(kl, 0.0);  // the forwards really differ
+  std::printf(
+      "[ KL ] synthetic BF16, 48-token prefill: mean tempered KL(fp32 acts || bf16 acts) "
+      "= %.3g (bf16 kernel %s)\n",
+      kl, GemmBf16Available() ? "on" : "unavailable");
+  std::filesystem::remove(path);
+}
+
+// refmodel-4l is all F32: its forward takes no reduced-precision path at all.
 TEST(Int8Acts, RefModelF32ForwardUnchanged) {
   EXPECT_EQ(ForwardKl(std::string(HQEKV_SOURCE_DIR) + "/models/refmodel-4l.gguf"), 0.0);
+  EXPECT_EQ(ForwardKl(std::string(HQEKV_SOURCE_DIR) + "/models/refmodel-4l.gguf", 48), 0.0);
 }
 
 }  // namespace

@@ -1,0 +1,268 @@
+// The bf16-activation GEMM (gemm_bf16_hwy.cc, vdpbf16ps) against its scalar
+// oracle GemmBf16Ref (same bf16 rounding of the activations, same fp32
+// summation order), on every x86 target this CPU runs (only AVX3_DL on an
+// AVX512_BF16 CPU has the kernel; the others must report it unavailable and
+// MatMul must keep the fp32-panel path there); its routing from MatMul; and
+// the model-level effect (tests/model/kernels_int8_test.cc has the KL).
+//
+// Exactness: the oracle sums each pair as the instruction's definition does
+// (odd product, then even, each sum rounded to fp32). Measured on Zen 5:
+// bit-identical on every shape below (the test asserts ==), i.e. this CPU's
+// vdpbf16ps rounds like the two sequential fp32 additions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "core/parallel.h"
+#include "model/gemm_panel.h"
+#include "model/kernels.h"
+#include "../simd_targets.h"
+
+namespace hqekv::kernels {
+namespace {
+
+template <class Fn>
+int OnEachTarget(Fn fn) {
+  return hqekv::test::OnEachTarget(fn, hqekv::test::kSimdTestTargetsWithVnni);
+}
+
+std::vector<uint8_t> RandomBf16Rows(int64_t n, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint8_t> buf(2 * n * k);
+  for (int64_t i = 0; i < n * k; ++i) {
+    const uint16_t b = F32ToBF16(nd(rng));
+    std::memcpy(buf.data() + 2 * i, &b, 2);
+  }
+  return buf;
+}
+
+std::vector<float> RandomActs(int64_t size, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(size);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+// Switches the reduced-precision activation paths off for a scope.
+struct Fp32Activations {
+  Fp32Activations() { SetInt8Activations(false); }
+  ~Fp32Activations() { SetInt8Activations(true); }
+};
+
+TEST(Bf16Round, NearestEvenAndSpecialValues) {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return F32ToBF16(f);
+  };
+  EXPECT_EQ(bits(0x3F800000u), 0x3F80);  // 1.0
+  EXPECT_EQ(bits(0x3F807FFFu), 0x3F80);  // below half: down
+  EXPECT_EQ(bits(0x3F808001u), 0x3F81);  // above half: up
+  EXPECT_EQ(bits(0x3F808000u), 0x3F80);  // tie, even stays
+  EXPECT_EQ(bits(0x3F818000u), 0x3F82);  // tie, odd rounds up to even
+  EXPECT_EQ(bits(0xBF818000u), 0xBF82);  // sign kept
+  EXPECT_EQ(bits(0x7F7FFFFFu), 0x7F80);  // max float rounds to inf
+  EXPECT_EQ(bits(0x7F800000u), 0x7F80);  // inf
+  EXPECT_EQ(bits(0x00008000u), 0x0000);  // subnormal tie to even (kept, not flushed)
+  EXPECT_EQ(bits(0x00018000u), 0x0002);
+  const uint16_t nan = bits(0x7F800001u);  // a NaN whose payload is in the low half
+  EXPECT_TRUE(std::isnan(BF16BitsToF32(nan))) << nan;
+  for (float v : {0.f, -2.5f, 3.140625f, 1e-3f}) {
+    EXPECT_EQ(BF16BitsToF32(F32ToBF16(v)), BF16BitsToF32(F32ToBF16(BF16BitsToF32(F32ToBF16(v)))));
+  }
+}
+
+TEST(Bf16Acts, PackLayoutAndOddK) {
+  const int64_t m = 11, k = 7;  // two groups (8 + 3 rows), an odd last pair
+  std::vector<float> x(m * k);
+  for (int64_t i = 0; i < m * k; ++i) x[i] = 0.5f + static_cast<float>(i);
+  Bf16Acts a;
+  PackBf16Acts(x.data(), m, k, &a);
+  ASSERT_EQ(a.kp, 4);
+  ASSERT_EQ(a.words.size(), static_cast<size_t>(m * 4));
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t g0 = i / 8 * 8, rows = std::min<int64_t>(8, m - g0);
+    for (int64_t c = 0; c < 4; ++c) {
+      const uint32_t word = a.group(g0)[c * rows + (i - g0)];
+      EXPECT_EQ(word & 0xFFFF, F32ToBF16(x[i * k + 2 * c])) << i << " " << c;
+      const uint32_t hi = 2 * c + 1 < k ? F32ToBF16(x[i * k + 2 * c + 1]) : 0;
+      EXPECT_EQ(word >> 16, hi) << i << " " << c;
+    }
+  }
+}
+
+// The oracle itself: its result is within the bf16 activation rounding
+// (|x - bf16(x)| <= 2^-9 |x|) plus fp32 summation of the exact fp32 product.
+TEST(Bf16Acts, OracleIsWithinActivationRoundingOfFp32) {
+  std::mt19937 rng(21);
+  const int64_t n = 9, k = 1500, m = 5;
+  auto wb = RandomBf16Rows(n, k, rng);
+  const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+  auto x = RandomActs(m * k, rng);
+  std::vector<float> got(m * n), ref(m * n);
+  GemmBf16Ref(w, x.data(), m, got.data());
+  MatMulRef(w, x.data(), m, ref.data());
+  bool any_differs = false;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < n; ++r) {
+      double abs = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        uint16_t b;
+        std::memcpy(&b, w.row(r) + 2 * c, 2);
+        abs += std::fabs(double{BF16BitsToF32(b)} * x[i * k + c]);
+      }
+      EXPECT_NEAR(got[i * n + r], ref[i * n + r], abs * (1.0 / 512 + 1e-5)) << i << " " << r;
+      any_differs = any_differs || got[i * n + r] != ref[i * n + r];
+    }
+  }
+  EXPECT_TRUE(any_differs);
+}
+
+// MatMul (threads split by panels) and GemmBf16Range == GemmBf16Ref bit for
+// bit: partial panels (n % 32 != 0), partial activation groups (m % 8 != 0),
+// odd k, k tails below and above one block (kBf16Kc = 1024) and two blocks
+// plus a tail, m above the 512-row activation block.
+TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
+  std::mt19937 rng(22);
+  int with_kernel = 0;
+  const int ran = OnEachTarget([&] {
+    if (!GemmBf16Available()) return;
+    ++with_kernel;
+    for (int threads : {1, 2}) {
+      SetNumThreads(threads);
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 37},
+                          {33, 256},
+                          {70, 301},
+                          {64, 32},
+                          {45, 528},
+                          {96, 771},
+                          {21, 1100},
+                          {40, 2100},
+                          {35, 2049}}) {
+        auto wb = RandomBf16Rows(n, k, rng);
+        const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+        for (int64_t m : {33, 41, 64, 77}) {
+          auto x = RandomActs(m * k, rng);
+          std::vector<float> y(m * n, NAN), ref(m * n);
+          MatMul(w, x.data(), m, y.data());
+          GemmBf16Ref(w, x.data(), m, ref.data());
+          for (int64_t j = 0; j < m * n; ++j) {
+            ASSERT_EQ(y[j], ref[j])
+                << "n=" << n << " k=" << k << " m=" << m << " i=" << j / n << " r=" << j % n;
+          }
+        }
+      }
+    }
+    SetNumThreads(1);
+    // Fewer than 33 and more than 512 rows through the range entry point.
+    for (int64_t m : {1, 3, 8, 9, 520}) {
+      const int64_t n = 40, k = 129;
+      auto wb = RandomBf16Rows(n, k, rng);
+      const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+      auto x = RandomActs(m * k, rng);
+      Bf16Acts a;
+      PackBf16Acts(x.data(), m, k, &a);
+      std::vector<float> y(m * n, NAN), ref(m * n);
+      GemmBf16Range(w, a, 0, n, y.data(), n);
+      GemmBf16Ref(w, x.data(), m, ref.data());
+      for (int64_t j = 0; j < m * n; ++j) ASSERT_EQ(y[j], ref[j]) << "m=" << m << " j=" << j;
+    }
+  });
+  EXPECT_GE(ran, 1);
+  if (with_kernel == 0) GTEST_SKIP() << "no AVX512_BF16 on this CPU / build";
+}
+
+// A row range that starts inside a panel and ends before the matrix does,
+// written into a wider output (ldy > n): only its columns are touched.
+TEST(GemmBf16, RangeWritesOnlyItsColumns) {
+  std::mt19937 rng(23);
+  int with_kernel = 0;
+  OnEachTarget([&] {
+    if (!GemmBf16Available()) return;
+    ++with_kernel;
+    const int64_t n = 80, k = 291, m = 45, ldy = 100, r0 = 5, r1 = 61;
+    auto wb = RandomBf16Rows(n, k, rng);
+    const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+    auto x = RandomActs(m * k, rng);
+    Bf16Acts a;
+    PackBf16Acts(x.data(), m, k, &a);
+    std::vector<float> y(m * ldy, -7.f), ref(m * n);
+    GemmBf16Range(w, a, r0, r1, y.data(), ldy);
+    GemmBf16Ref(w, x.data(), m, ref.data());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < ldy; ++r) {
+        if (r < r0 || r >= r1) {
+          ASSERT_EQ(y[i * ldy + r], -7.f) << "i=" << i << " r=" << r;
+        } else {
+          ASSERT_EQ(y[i * ldy + r], ref[i * n + r]) << "i=" << i << " r=" << r;
+        }
+      }
+    }
+  });
+  if (with_kernel == 0) GTEST_SKIP() << "no AVX512_BF16 on this CPU / build";
+}
+
+// Routing: with the kernel, MatMul of BF16 weights (m > 32) is the bf16 path
+// (== GemmBf16Ref), and with SetInt8Activations(false) the fp32-panel path
+// (within the fp32 contract of MatMulRef, and not the bf16 result); targets
+// without it always take the fp32 path.
+TEST(GemmBf16, MatMulRoutingFollowsTheActivationSwitch) {
+  std::mt19937 rng(24);
+  const int64_t n = 64, k = 512, m = 48;
+  auto wb = RandomBf16Rows(n, k, rng);
+  const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+  auto x = RandomActs(m * k, rng);
+  std::vector<float> bf16_ref(m * n), fp32_ref(m * n);
+  GemmBf16Ref(w, x.data(), m, bf16_ref.data());
+  MatMulRef(w, x.data(), m, fp32_ref.data());
+  const int ran = OnEachTarget([&] {
+    const bool kernel = GemmBf16Available();
+    for (int on = 0; on < 2; ++on) {
+      std::vector<float> y(m * n);
+      {
+        const Fp32Activations fp32;
+        if (on == 1) SetInt8Activations(true);
+        MatMul(w, x.data(), m, y.data());
+      }
+      if (on == 1 && kernel) {
+        EXPECT_EQ(y, bf16_ref);
+      } else {
+        int differs = 0;
+        for (int64_t j = 0; j < m * n; ++j) {
+          ASSERT_NEAR(y[j], fp32_ref[j], 1e-3) << j;  // bf16 acts: ~3e-2 off
+          differs += y[j] != bf16_ref[j];
+        }
+        EXPECT_GT(differs, m * n / 2);
+      }
+    }
+  });
+  EXPECT_GE(ran, 1);
+}
+
+// The AVX512_BF16 kernel really runs in this build on a CPU that has the
+// instructions (GCC x86 builds compile it; skipped elsewhere).
+TEST(GemmBf16, KernelRunsOnAvx512Bf16Cpus) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "CPU without AVX512_BF16";
+  ASSERT_TRUE(GemmBf16Available());
+  // The default dispatch takes it: MatMul's result is the bf16 oracle's, bit for bit.
+  std::mt19937 rng(25);
+  const int64_t n = 48, k = 300, m = 40;
+  auto wb = RandomBf16Rows(n, k, rng);
+  const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+  auto x = RandomActs(m * k, rng);
+  std::vector<float> y(m * n), ref(m * n);
+  MatMul(w, x.data(), m, y.data());
+  GemmBf16Ref(w, x.data(), m, ref.data());
+  EXPECT_EQ(y, ref);
+#else
+  GTEST_SKIP() << "the kernel is compiled by GCC x86 builds only";
+#endif
+}
+
+}  // namespace
+}  // namespace hqekv::kernels
