@@ -90,7 +90,9 @@ void CheckTiledAgainstPerQuery(int group, int D, PlainPrecision prec, int tokens
       for (int d = 0; d < D; ++d) {
         ASSERT_NEAR(got[o + d], want[o + d], tol)
             << "query " << i << " at " << qp[i] << " head " << h << " d " << d;
-        if (sees_none) ASSERT_EQ(got[o + d], 0.0f);
+        if (sees_none) {
+          ASSERT_EQ(got[o + d], 0.0f);
+        }
       }
     }
   }

@@ -9,7 +9,6 @@
 namespace hqekv {
 namespace {
 
-std::string Err(const Status& s) { return s.ok() ? "" : s.message(); }
 template <class T>
 std::string Err(const Result<T>& r) {
   return r.ok() ? "" : r.message();

@@ -72,8 +72,12 @@ TEST(QuantStudy, ReproducesTheFindingsOnGaussianVectors) {
   EXPECT_GT(r->correlation[1].mean_loss, 10 * r->correlation[0].mean_loss);
   ASSERT_EQ(r->layouts.size(), 6u);
   for (const auto& l : r->layouts) {
-    if (l.bits == 4) EXPECT_EQ(l.better, "uniform") << l.layout;
-    if (l.bits == 1) EXPECT_EQ(l.better, "normalized") << l.layout;
+    if (l.bits == 4) {
+      EXPECT_EQ(l.better, "uniform") << l.layout;
+    }
+    if (l.bits == 1) {
+      EXPECT_EQ(l.better, "normalized") << l.layout;
+    }
     EXPECT_GT(l.uniform_loss, 0.0);
     EXPECT_GT(l.normal_loss, 0.0);
   }

@@ -125,7 +125,9 @@ TEST(GemmPanel, RangeWritesOnlyItsColumns) {
     ExpectNearOracle(w, x.data(), m, y.data(), ldy, r0, r1);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t r = 0; r < ldy; ++r) {
-        if (r < r0 || r >= r1) ASSERT_EQ(y[i * ldy + r], -7.f) << "i=" << i << " r=" << r;
+        if (r < r0 || r >= r1) {
+          ASSERT_EQ(y[i * ldy + r], -7.f) << "i=" << i << " r=" << r;
+        }
       }
     }
   });

@@ -87,8 +87,9 @@ TEST(HqekvAlloc, RatiosAreAppliedAsConfigured) {
         EXPECT_EQ(c[0], std::min<int64_t>(pinned, nb));
         const int64_t rest = nb - c[0];
         for (int t = 0; t < 4; ++t) {
-          if (ratio[t] == 0)
+          if (ratio[t] == 0) {
             EXPECT_EQ(c[t + 1], 0) << RatiosText(r) << " nb " << nb << " tier " << t;
+          }
           EXPECT_LT(std::fabs(c[t + 1] - rest * ratio[t]), 1.0) << RatiosText(r) << " nb " << nb;
         }
       }
