@@ -12,8 +12,8 @@
 //   scores[h][t] = s · sum_d bf16(q[h][d]) · v(c[t][d])
 //   acc[h][d]   += sum_t bf16(w[h][t]·s) · v(c[t][d])
 // Against the fp32 kernels (DotChunkMulti / AxpyChunkMulti) a result moves by
-// at most 2^-9 · sum |x·v| (x = q·s or w·s) plus fp32 rounding: a relative
-// error per query / weight entry 32x below fp8's own step (2^-4). Splitting the
+// at most 2^-8 · sum |x·v| (x = q·s or w·s) plus fp32 rounding: a relative
+// error per query / weight entry 16x below fp8's own (E4M3: 2^-4). Splitting the
 // fp32 side into two bf16 halves would keep ~2^-17 but doubles the
 // vdpbf16ps count, and on Zen 5 that made K slower than the fp32 kernel
 // (docs/performance.md, wave 11); refmodel-4l moved by mean KL 2.7e-5 (fp8
