@@ -79,8 +79,8 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
       fq.src = q;
       fq.ok = quant::PrepareBf16Query(q, D, group, D, &fq.rows);
     }
-    if (fq.ok && quant::DotRowsBf16Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.rows, scores,
-                                            ss)) {
+    if (fq.ok &&
+        quant::DotRowsBf16Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.rows, scores, ss)) {
       return;
     }
   }
@@ -92,12 +92,11 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 // rows), the bf16 one for fp8 rows, else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
            bool int16_weights) {
-  if (int16_weights && (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D,
-                                                          w, ws, group, acc, D) ||
-                        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws,
-                                                    group, acc, D) ||
-                        quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws,
-                                                   group, acc, D))) {
+  if (int16_weights &&
+      (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
+                                         D) ||
+       quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D) ||
+       quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D))) {
     return;
   }
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);

@@ -233,8 +233,8 @@ bool SplitWeightRow(const float* w, float s, int T, uint32_t* pairs) {
 // unroll pragmas keep the 16 sums in registers (without them GCC 12 kept the
 // array in memory: a load and a store around every vdpbf16ps).
 template <int MB>
-void AxpyBlock(const uint8_t* codes, int T, int D, int d0, const uint32_t* pairs,
-               const Tables& tb, float* acc, size_t as) {
+void AxpyBlock(const uint8_t* codes, int T, int D, int d0, const uint32_t* pairs, const Tables& tb,
+               float* acc, size_t as) {
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 sum[MB][4];
 #pragma GCC unroll 4

@@ -111,7 +111,8 @@ TEST(MultiQueryRowsBf16Query, MatchesOracleOnEveryTarget) {
                         mag += std::abs(double{q[h * qs + d]} * v[e.codes[t * D + d]]);
                       }
                       const double tol = kSumTol * mag * Scale(e) + 1e-30;
-                      ASSERT_NEAR(got[h * ss + t], want[h * ss + t], tol) << "h=" << h << " t=" << t;
+                      ASSERT_NEAR(got[h * ss + t], want[h * ss + t], tol)
+                          << "h=" << h << " t=" << t;
                     }
                   }
                 }
@@ -147,7 +148,8 @@ TEST(MultiQueryRowsBf16Query, OracleIsWithinTheQueryRoundingOfTheFp32Reference) 
         for (int h = 0; h < m; ++h) {
           for (int t = 0; t < T; ++t) {
             double mag = 0.0;
-            for (int d = 0; d < D; ++d) mag += std::abs(double{q[h * D + d]} * v[e.codes[t * D + d]]);
+            for (int d = 0; d < D; ++d)
+              mag += std::abs(double{q[h * D + d]} * v[e.codes[t * D + d]]);
             const double tol = Scale(e) * mag * (0x1p-8 + 1e-5) + 1e-30;
             ASSERT_NEAR(got[h * T + t], fp32[h * T + t], tol) << "h=" << h << " t=" << t;
           }
@@ -167,8 +169,8 @@ TEST(MultiQueryRowsBf16Query, DeclinesAndWritesNothing) {
     EXPECT_FALSE(Bf16QueryRowsApply(f, T, D)) << FormatName(f);
     EXPECT_FALSE(
         DotRowsBf16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, m, s.data(), T));
-    EXPECT_FALSE(ref::DotRowsBf16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, m,
-                                       s.data(), T));
+    EXPECT_FALSE(
+        ref::DotRowsBf16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, m, s.data(), T));
   }
   const Format f = Fp8E4M3();
   EXPECT_TRUE(Bf16QueryRowsApply(f, T, D));
@@ -247,7 +249,8 @@ TEST(MultiQueryRowsBf16Weights, MatchesOracleOnEveryTarget) {
                       }
                       const double tol =
                           kSumTol * mag + 0x1p-23 * std::abs(double{before[h * as + d]}) + 1e-30;
-                      ASSERT_NEAR(got[h * as + d], want[h * as + d], tol) << "h=" << h << " d=" << d;
+                      ASSERT_NEAR(got[h * as + d], want[h * as + d], tol)
+                          << "h=" << h << " d=" << d;
                     }
                   }
                 }
@@ -303,8 +306,8 @@ TEST(MultiQueryRowsBf16Weights, DeclinesAndWritesNothing) {
   std::vector<float> acc = before;
   for (const Format& f : {Int8PerToken(), F16(), Uniform(8, Grouping::kPerToken)}) {
     EXPECT_FALSE(Bf16WeightsRowsApply(f, T, D)) << FormatName(f);
-    EXPECT_FALSE(AxpyRowsBf16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m,
-                                     acc.data(), D));
+    EXPECT_FALSE(
+        AxpyRowsBf16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m, acc.data(), D));
     EXPECT_FALSE(ref::AxpyRowsBf16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m,
                                           acc.data(), D));
   }
@@ -349,7 +352,7 @@ TEST(MultiQueryRowsBf16, Fp8ValuesAreExactBf16) {
     for (int c = 0; c < 256; ++c) {
       ASSERT_EQ(Bf16Value(b[c]), v[c]) << "code " << c << (e4m3 ? " E4M3" : " E5M2");
       ASSERT_EQ((b[c] & 0x8000) != 0, (c & 0x80) != 0) << c;  // the sign: the code's bit 7
-      ASSERT_EQ(b[c] & 0x7FFF, b[c & 0x7F] & 0x7FFF) << c;  // magnitude from 7 bits
+      ASSERT_EQ(b[c] & 0x7FFF, b[c & 0x7F] & 0x7FFF) << c;    // magnitude from 7 bits
     }
   }
 }
