@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "quant/format.h"
 #include "quant/multi_query.h"
+#include "quant/multi_query_rows_bf16.h"
 #include "quant/multi_query_rows_q16.h"
 
 namespace hqekv::cache {
@@ -54,29 +55,48 @@ void PrefetchV(const ChunkView& c, int D) {
   PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
 }
 
+// The query rows of one query and KV head split for the fp8 bf16 kernel
+// (quant::DotRowsBf16Prepared), on the first fp8 chunk that needs them.
+struct Fp8Query {
+  quant::Bf16Query rows;
+  const float* src = nullptr;  // the rows prepared (nullptr: none yet)
+  bool ok = false;
+};
+
 // Scores of one chunk's K for `group` query rows: an int16-query kernel when
-// asked for and available (per-channel KIVI / HqeKV chunks, int8 rows), else
-// the fp32-query one.
+// asked for and available (per-channel KIVI / HqeKV chunks, int8 rows), the
+// bf16 one for fp8 rows, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
-          bool int16_query) {
+          bool int16_query, Fp8Query& fq) {
   if (int16_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
                                                      group, scores, ss) ||
                       quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group,
                                                scores, ss))) {
     return;
   }
+  if (int16_query && quant::Bf16QueryRowsApply(c.k_format, c.T, D)) {
+    if (fq.src != q) {
+      fq.src = q;
+      fq.ok = quant::PrepareBf16Query(q, D, group, D, &fq.rows);
+    }
+    if (fq.ok &&
+        quant::DotRowsBf16Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.rows, scores, ss)) {
+      return;
+    }
+  }
   quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
 }
 
 // The chunk's V times `group` weight rows added to acc: an int16-weight
 // kernel when asked for and available (per-token KIVI / HqeKV chunks, int8
-// rows), else the fp32-weight one.
+// rows), the bf16 one for fp8 rows, else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
            bool int16_weights) {
-  if (int16_weights && (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D,
-                                                          w, ws, group, acc, D) ||
-                        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws,
-                                                    group, acc, D))) {
+  if (int16_weights &&
+      (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
+                                         D) ||
+       quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D) ||
+       quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D))) {
     return;
   }
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);
@@ -165,6 +185,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   // layer and KV head; reallocating ~n_kept·group floats each time costs page
   // faults).
   thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
+  thread_local Fp8Query fq;
   row_sum.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
@@ -181,6 +202,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         static_cast<int>(std::upper_bound(r.positions, r.positions + r.n, qp) - r.positions);
     const float* qg = q + (static_cast<size_t>(i) * n_q_heads + static_cast<size_t>(g) * group) * D;
     for (size_t e = 0; e < qs.size(); ++e) qs[e] = qg[e] * scale;
+    fq.src = nullptr;  // qs / qr hold this query's rows now
     if (p.k_hadamard) {
       qr = qs;
       for (int hh = 0; hh < group; ++hh)
@@ -212,11 +234,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        DotK(c, D, qk, group, scores_base + j, ss, int16_query);
+        DotK(c, D, qk, group, scores_base + j, ss, int16_query, fq);
         j += kept;
         continue;
       }
-      DotK(c, D, qk, group, tmp.data(), c.T, int16_query);
+      DotK(c, D, qk, group, tmp.data(), c.T, int16_query, fq);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
         float* row = scores_base + hh * ss;
