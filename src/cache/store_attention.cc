@@ -67,14 +67,14 @@ struct Fp8Query {
 // asked for and available (per-channel KIVI / HqeKV chunks, int8 rows), the
 // bf16 one for fp8 rows, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
-          bool int16_query, Fp8Query& fq) {
-  if (int16_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
-                                                     group, scores, ss) ||
-                      quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group,
-                                               scores, ss))) {
+          bool rounded_query, Fp8Query& fq) {
+  if (rounded_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q,
+                                                       D, group, scores, ss) ||
+                        quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                                 group, scores, ss))) {
     return;
   }
-  if (int16_query && quant::Bf16QueryRowsApply(c.k_format, c.T, D)) {
+  if (rounded_query && quant::Bf16QueryRowsApply(c.k_format, c.T, D)) {
     if (fq.src != q) {
       fq.src = q;
       fq.ok = quant::PrepareBf16Query(q, D, group, D, &fq.rows);
@@ -91,8 +91,8 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 // kernel when asked for and available (per-token KIVI / HqeKV chunks, int8
 // rows), the bf16 one for fp8 rows, else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
-           bool int16_weights) {
-  if (int16_weights &&
+           bool rounded_weights) {
+  if (rounded_weights &&
       (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
                                          D) ||
        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D) ||
@@ -168,8 +168,9 @@ size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 
 // (StoreAttention merges the spans).
 void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
                 const float* q, const int32_t* q_pos, int n, float* out, const AttentionSink* sink,
-                int first_sink_query, bool int16_query, bool int16_weights, const Span& span = {},
-                float* shared_scores = nullptr, const SpanResult* part = nullptr) {
+                int first_sink_query, bool rounded_query, bool rounded_weights,
+                const Span& span = {}, float* shared_scores = nullptr,
+                const SpanResult* part = nullptr) {
   const int D = store.head_dim();
   const int n_kept = p.n_kept;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -234,11 +235,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        DotK(c, D, qk, group, scores_base + j, ss, int16_query, fq);
+        DotK(c, D, qk, group, scores_base + j, ss, rounded_query, fq);
         j += kept;
         continue;
       }
-      DotK(c, D, qk, group, tmp.data(), c.T, int16_query, fq);
+      DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, fq);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
         float* row = scores_base + hh * ss;
@@ -298,7 +299,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
-        AxpyV(c, D, scores_base + j, ss, group, a, int16_weights);
+        AxpyV(c, D, scores_base + j, ss, group, a, rounded_weights);
         j += kept;
         continue;
       }
@@ -308,7 +309,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         int jj = j;
         for (int t = 0; t < c.T; ++t) wt[t] = c.Kept(t) ? row[jj++] : 0.0f;
       }
-      AxpyV(c, D, tmp.data(), c.T, group, a, int16_weights);
+      AxpyV(c, D, tmp.data(), c.T, group, a, rounded_weights);
       j += kept;
     }
     for (int a = 0; any && a < r_span; a += kResidualPiece) {
@@ -419,7 +420,7 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int s
       const int g = static_cast<int>(t) / spans;
       const SpanResult r = result(static_cast<int>(t));
       AttendHead(store, plans[g], g, group, n_q_heads, q, q_pos, 1, out, sink, o.first_sink_query,
-                 o.int16_query, o.int16_weights, sp[t], scores + row0[g], &r);
+                 o.rounded_query, o.rounded_weights, sp[t], scores + row0[g], &r);
     }
   };
   if (parallel) {
@@ -509,8 +510,8 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   // Int8 query on decode steps only: prefill batches keep the fp32-query
   // kernels (the per-query path is the tiled prefill's oracle).
   StoreAttentionOptions opts = options;
-  opts.int16_query = options.int16_query && n == 1;
-  opts.int16_weights = options.int16_weights && n == 1;
+  opts.rounded_query = options.rounded_query && n == 1;
+  opts.rounded_weights = options.rounded_weights && n == 1;
   std::vector<HeadPlan> plans(H);
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
@@ -525,7 +526,7 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
       AttendHead(store, plans[g], static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
-                 options.first_sink_query, opts.int16_query, opts.int16_weights);
+                 options.first_sink_query, opts.rounded_query, opts.rounded_weights);
     }
   };
   if (H > 1 && work >= options.parallel_min_work) {

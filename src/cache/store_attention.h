@@ -67,28 +67,31 @@ struct StoreAttentionOptions {
   // the tiled path of cache/store_prefill_attention.h; false keeps every
   // query on the per-query path (its oracle in the tests and benchmarks).
   bool tiled_prefill = true;
-  // Decode steps (n == 1): scores of per-channel K chunks with integer levels
-  // (KIVI / HqeKV tiers: u1/u2/u3/u4, n1) by quant::DotChunkMultiInt16Query,
-  // and of int8 K chunks by quant::DotRowsInt16Query (quant/multi_query_rows_q16.h),
-  // where this CPU has them; fp8 K chunks by quant::DotRowsBf16Prepared
-  // (quant/multi_query_rows_bf16.h: the query rounded to bf16 once per query
-  // and KV head, each score within 2^-8 of sum |q·k|)
-  // (the query rounded to int16 per chunk, VNNI dots; scores move by at most
-  // half a query step per code, quant/multi_query.h); false: the fp32-query
-  // kernels everywhere (the oracle path). Batches of n > 1 queries always
-  // use the fp32-query kernels.
-  bool int16_query = true;
-  // Decode steps (n == 1): values of per-token V chunks with integer levels
-  // (KIVI / HqeKV tiers: u1/u2/u4/u8, n1; T a multiple of 16) by
-  // quant::AxpyChunkMultiInt16Weights, and of int8 V chunks by
-  // quant::AxpyRowsInt16Weights (quant/multi_query_rows_q16.h), and of fp8 V
-  // chunks by quant::AxpyRowsBf16Weights (quant/multi_query_rows_bf16.h: w·s
-  // rounded to bf16), where this CPU has them (each weight row
-  // times the group multiplier rounded to int16 per chunk and group, VNNI
-  // dots over token pairs; each output moves by at most half a weight step
-  // per code, quant/multi_query.h); false: the fp32-weight kernels (the
-  // oracle path). Batches of n > 1 queries always use the fp32 kernels.
-  bool int16_weights = true;
+  // Decode steps (n == 1): the query rounded once to a narrower type for the
+  // K scores, where this CPU has the kernel; false: the fp32-query kernels
+  // everywhere (the oracle path). Batches of n > 1 queries always use fp32.
+  // - Per-channel K chunks with integer levels (KIVI / HqeKV tiers: u1/u2/
+  //   u3/u4, n1): quant::DotChunkMultiInt16Query; int8 K chunks:
+  //   quant::DotRowsInt16Query (quant/multi_query_rows_q16.h). The query is
+  //   rounded to int16 per chunk, VNNI dots; a score moves by at most half a
+  //   query step per code (quant/multi_query.h).
+  // - fp8 K chunks: quant::DotRowsBf16Prepared (quant/multi_query_rows_bf16.h),
+  //   the query rounded to bf16 once per query and KV head; each score within
+  //   2^-8 of sum |q·k|.
+  bool rounded_query = true;
+  // Decode steps (n == 1): the softmax weights (times the chunk's scales)
+  // rounded to a narrower type for the V sums, where this CPU has the kernel;
+  // false: the fp32-weight kernels (the oracle path). Batches of n > 1 queries
+  // always use fp32.
+  // - Per-token V chunks with integer levels (KIVI / HqeKV tiers: u1/u2/u4/u8,
+  //   n1; T a multiple of 16): quant::AxpyChunkMultiInt16Weights; int8 V
+  //   chunks: quant::AxpyRowsInt16Weights (quant/multi_query_rows_q16.h). Each
+  //   weight row times the group multiplier rounded to int16 per chunk and
+  //   group, VNNI dots over token pairs; an output moves by at most half a
+  //   weight step per code (quant/multi_query.h).
+  // - fp8 V chunks: quant::AxpyRowsBf16Weights (quant/multi_query_rows_bf16.h),
+  //   w·s rounded to bf16.
+  bool rounded_weights = true;
 };
 
 // q: [n][n_q_heads][D] fp32 (RoPE applied); q_pos: [n]; out: [n][n_q_heads][D].

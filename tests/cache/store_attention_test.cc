@@ -311,7 +311,7 @@ float MaxKeptValue(const KvStore& s, int D, int H) {
 }
 
 // Decode steps score per-channel K chunks with an int16 query
-// (StoreAttentionOptions::int16_query, quant::DotChunkMultiInt16Query) where
+// (StoreAttentionOptions::rounded_query, quant::DotChunkMultiInt16Query) where
 // the CPU has the kernel. With it off, decode matches the fp64 reference as
 // before; with it on, outputs stay close to the fp32-query ones (empirical
 // bound: 2e-4 of max|v̂| here, measured 1.5e-5; each score moves by a sum of D
@@ -336,8 +336,8 @@ TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
   const auto q = Gaussian(static_cast<size_t>(nq) * D, rng);
   const int32_t qp = n;
   StoreAttentionOptions on, off;
-  off.int16_query = false;
-  on.int16_weights = off.int16_weights = false;  // values: DecodeInt16Weights... below
+  off.rounded_query = false;
+  on.rounded_weights = off.rounded_weights = false;  // values: DecodeInt16Weights... below
   std::vector<float> a(q.size()), b(q.size());
   ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, a.data(), nullptr, on).ok());
   ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, b.data(), nullptr, off).ok());
@@ -364,7 +364,7 @@ TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
 }
 
 // Decode steps accumulate per-token V chunks with int16 weights
-// (StoreAttentionOptions::int16_weights, quant::AxpyChunkMultiInt16Weights)
+// (StoreAttentionOptions::rounded_weights, quant::AxpyChunkMultiInt16Weights)
 // where the CPU has the kernel. With it off, decode matches the fp64
 // reference as before; with it on, outputs stay close to the fp32-weight
 // ones (empirical bound 2e-4 of max|v̂|: each output moves by at most half a
@@ -397,8 +397,8 @@ TEST(StoreAttention, DecodeInt16WeightsStayCloseToTheFp32Weights) {
     for (bool with_sink : {false, true}) {
       SCOPED_TRACE("spans=" + std::to_string(spans) + " sink=" + std::to_string(with_sink));
       StoreAttentionOptions on, off;
-      on.int16_query = off.int16_query = false;  // scores: the fp32 query
-      off.int16_weights = false;
+      on.rounded_query = off.rounded_query = false;  // scores: the fp32 query
+      off.rounded_weights = false;
       on.spans_per_head = off.spans_per_head = spans;
       AttentionSum sum_on(H), sum_off(H);
       const AttentionSink* sink_on = with_sink ? &sum_on.sink() : nullptr;
@@ -421,7 +421,7 @@ TEST(StoreAttention, DecodeInt16WeightsStayCloseToTheFp32Weights) {
   }
   // A batch of 2 queries keeps the fp32 weights: bit-identical either way.
   StoreAttentionOptions on, off;
-  off.int16_weights = false;
+  off.rounded_weights = false;
   const std::vector<int32_t> qp2 = {n - 1, n};
   const auto q2 = Gaussian(static_cast<size_t>(2) * nq * D, rng);
   std::vector<float> a2(q2.size()), b2(q2.size());
@@ -458,7 +458,7 @@ TEST(StoreAttention, DecodeFp8Bf16StaysCloseToTheFp32Kernels) {
     for (bool with_sink : {false, true}) {
       SCOPED_TRACE("spans=" + std::to_string(spans) + " sink=" + std::to_string(with_sink));
       StoreAttentionOptions on, off;
-      off.int16_query = off.int16_weights = false;
+      off.rounded_query = off.rounded_weights = false;
       on.spans_per_head = off.spans_per_head = spans;
       AttentionSum sum_on(H), sum_off(H);
       const AttentionSink* sink_on = with_sink ? &sum_on.sink() : nullptr;
@@ -479,7 +479,7 @@ TEST(StoreAttention, DecodeFp8Bf16StaysCloseToTheFp32Kernels) {
   }
   // A batch of 2 queries keeps the fp32 kernels: bit-identical either way.
   StoreAttentionOptions on, off;
-  off.int16_query = off.int16_weights = false;
+  off.rounded_query = off.rounded_weights = false;
   const std::vector<int32_t> qp2 = {n - 1, n};
   const auto q2 = Gaussian(static_cast<size_t>(2) * nq * D, rng);
   std::vector<float> a2(q2.size()), b2(q2.size());
