@@ -101,35 +101,7 @@ void TileAny(int rows, const uint32_t* p, const uint32_t* xp, int64_t kcp, float
   HWY_ASSERT(false);
 }
 
-// p[c * ldp + i] = word c of r[i] for a 16 x 16 block of 32-bit words:
-// 32-bit then 64-bit interleaves within 128-bit lanes (4 x 4 transposes),
-// then two rounds of 128-bit lane shuffles across the groups.
-HWY_INLINE void Transpose16Store(__m512 r[16], uint32_t* p, int64_t ldp) {
-  __m512 u[16];
-  for (int g = 0; g < 4; ++g) {
-    const __m512 t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
-    const __m512 t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
-    const __m512 t2 = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
-    const __m512 t3 = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
-    const __m512d d0 = _mm512_castps_pd(t0), d1 = _mm512_castps_pd(t1);
-    const __m512d d2 = _mm512_castps_pd(t2), d3 = _mm512_castps_pd(t3);
-    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(d0, d2));
-    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d2));
-    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(d1, d3));
-    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(d1, d3));
-  }
-  float* pf = reinterpret_cast<float*>(p);
-  for (int j = 0; j < 4; ++j) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    _mm512_storeu_ps(pf + (j + 0) * ldp, _mm512_shuffle_f32x4(v0, w0, 0x88));
-    _mm512_storeu_ps(pf + (j + 8) * ldp, _mm512_shuffle_f32x4(v0, w0, 0xdd));
-    _mm512_storeu_ps(pf + (j + 4) * ldp, _mm512_shuffle_f32x4(v1, w1, 0x88));
-    _mm512_storeu_ps(pf + (j + 12) * ldp, _mm512_shuffle_f32x4(v1, w1, 0xdd));
-  }
-}
+#include "model/transpose16_avx512-inl.h"
 
 // Pair c of row r: (W[r][2c], W[r][2c + 1]), the high half 0 past the row.
 uint32_t PairWord(const WeightMatrix& w, int64_t r, int64_t c) {
@@ -153,7 +125,7 @@ void PackPanel(const WeightMatrix& w, int64_t r0, int rows, int64_t c0, int64_t 
         for (int j = 0; j < 16; ++j) {
           r[j] = _mm512_loadu_ps(w.row(r0 + 16 * half + j) + 4 * (c0 + c));
         }
-        Transpose16Store(r, p + c * 32 + 16 * half, 32);
+        Transpose16Store(r, reinterpret_cast<float*>(p + c * 32 + 16 * half), 32);
       }
     }
   }
