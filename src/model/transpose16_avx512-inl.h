@@ -34,4 +34,3 @@ HWY_INLINE void Transpose16Store(__m512 r[16], float* p, int64_t ldp) {
     _mm512_storeu_ps(p + (j + 12) * ldp, _mm512_shuffle_f32x4(v1, w1, 0xdd));
   }
 }
-
