@@ -91,10 +91,7 @@ float DotBF16(const uint8_t* p, const float* x, int64_t k) {
   for (; i < k; ++i) {
     uint16_t b;
     std::memcpy(&b, p + 2 * i, 2);
-    const uint32_t bits = static_cast<uint32_t>(b) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    s += f * x[i];
+    s += BF16BitsToF32(b) * x[i];
   }
   return s;
 }
@@ -410,10 +407,7 @@ void DequantizeRowAny(int type, const uint8_t* p, int64_t k, float* out) {
         const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, w + i)));
         hn::StoreU(hn::BitCast(df, bits), df, out + i);
       }
-      for (; i < k; ++i) {
-        const uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
-        std::memcpy(out + i, &bits, 4);
-      }
+      for (; i < k; ++i) out[i] = BF16BitsToF32(w[i]);
       return;
     }
     case TensorType::kQ8_0: {
@@ -456,10 +450,7 @@ HWY_INLINE float HalfValue(const uint8_t* row, int64_t c) {
   if constexpr (kBf16) {
     uint16_t h;
     std::memcpy(&h, row + 2 * c, 2);
-    const uint32_t bits = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    return BF16BitsToF32(h);
   } else {
     return Half(row + 2 * c);
   }

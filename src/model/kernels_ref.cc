@@ -14,13 +14,6 @@ float LoadHalf(const uint8_t* p) {
   return F16ToF32(h);
 }
 
-float BF16ToF32(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // Q4_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
 // Bytes 0..3: low 6 bits = scales 0..3, top 2 bits = high bits of scales 4..7;
 // bytes 4..7: the same for mins; bytes 8..11: low nibble = low 4 bits of
@@ -249,7 +242,7 @@ void DequantizeRowRef(TensorType t, const void* row, int64_t k, float* out) {
       for (int64_t i = 0; i < k; ++i) {
         uint16_t b;
         std::memcpy(&b, p + 2 * i, 2);
-        out[i] = BF16ToF32(b);
+        out[i] = BF16BitsToF32(b);
       }
       return;
     case TensorType::kQ8_0:

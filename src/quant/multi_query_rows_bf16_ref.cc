@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/half.h"
 #include "quant/internal.h"
 #include "quant/multi_query_rows_bf16.h"
 
@@ -19,20 +20,9 @@ bool Roundable(float x) { return std::isfinite(x) && std::abs(x) < kBf16Limit; }
 double AsBf16(float x) { return Bf16Value(RoundBf16(x)); }
 }  // namespace
 
-uint16_t RoundBf16(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, 4);
-  b += 0x7FFFu + ((b >> 16) & 1u);
-  return static_cast<uint16_t>(b >> 16);
-}
+uint16_t RoundBf16(float x) { return F32ToBF16(x); }
 
-float Bf16Value(uint16_t b) {
-  if ((b & 0x7F80u) == 0) return 0.0f;
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+float Bf16Value(uint16_t b) { return (b & 0x7F80u) == 0 ? 0.0f : BF16BitsToF32(b); }
 
 const uint16_t* Fp8Bf16Table(bool e4m3) {
   static const auto tables = [] {
