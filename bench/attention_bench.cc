@@ -144,6 +144,58 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * buf.size() * 8);
 }
 
+// The machine's own two-thread scaling in this run, the yardstick for issue
+// 15 target 5 (attention on 2 threads >= 1.7x one): a fixed amount of work
+// split over the ParallelFor pool, wall time. "fma": 12 FMA chains per
+// thread (pure compute; two vCPUs that share a physical core, or a busy
+// host, give well under 2x); "read": the 256 MiB sum of ReadBandwidth, one
+// contiguous half per thread (the memory system's scaling).
+void BM_MachineThreads(benchmark::State& state, bool read, int threads) {
+  hqekv::SetNumThreads(threads);
+  std::vector<uint64_t> buf;
+  if (read) {
+    buf.resize((size_t{256} << 20) / sizeof(uint64_t));
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
+  }
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!read && !__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    hqekv::SetNumThreads(1);
+    return;
+  }
+#else
+  if (!read) {
+    state.SkipWithError("x86-64 only");
+    hqekv::SetNumThreads(1);
+    return;
+  }
+#endif
+  constexpr int64_t kFmaIters = int64_t{1} << 21;  // 403 M multiply-adds in all
+  std::vector<uint64_t> sums(threads);
+  for (auto _ : state) {
+    hqekv::ParallelFor(threads, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        if (read) {
+          const size_t n = buf.size() / threads, i0 = n * t;
+          uint64_t s[8] = {};
+          for (size_t i = i0; i < i0 + n; i += 8) {
+            __builtin_prefetch(buf.data() + i + 384);
+            for (int j = 0; j < 8; ++j) s[j] += buf[i + j];
+          }
+          sums[t] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+        } else {
+#if defined(__x86_64__)
+          sums[t] = static_cast<uint64_t>(hqekv::bench::FmaChains512(kFmaIters / threads));
+#endif
+        }
+      }
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  hqekv::SetNumThreads(1);
+}
+
 // Compute peaks of this core in this run (issue 15 target 3's arithmetic
 // bound): multiply-adds per second of 512-bit fp32 FMAs (16 per instruction)
 // and of vpdpwssd (int16 pairs, 32 per instruction: the KIVI / HqeKV decode
@@ -370,6 +422,12 @@ void BM_H2oPrefillAttention(benchmark::State& state, int n, int nq, bool columns
   hqekv::SetNumThreads(1);
 }
 
+// Wall time per iteration of MachineThreads/<fma|read>/<threads>.
+std::map<std::pair<std::string, int>, double>& MachineWall() {
+  static std::map<std::pair<std::string, int>, double> t;
+  return t;
+}
+
 // Records the mean CPU time per iteration of every run for the ratio table
 // (single-threaded, so CPU time is the work; wall time on a shared machine is
 // mostly waiting for a core).
@@ -381,6 +439,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (r.benchmark_name() == "ReadBandwidth") {
         ReadBytesPerSecond() = r.counters.at("bytes_per_second");
         continue;
+      }
+      if (r.benchmark_name().rfind("MachineThreads/", 0) == 0) {  // <fma|read>/<threads>
+        std::string name = r.benchmark_name();
+        if (const auto rt = name.find("/real_time"); rt != std::string::npos) name.resize(rt);
+        const auto t = name.rfind('/');
+        MachineWall()[{name.substr(15, t - 15), std::atoi(name.c_str() + t + 1)}] =
+            r.GetAdjustedRealTime();
       }
       if (r.benchmark_name().rfind("DecodeAttention/", 0) != 0) continue;
       // DecodeAttention/<spec>/<n>[/real_time]
@@ -465,7 +530,17 @@ int main(int argc, char** argv) {
         BM_DecodeAttention, std::string(spec), kLengths[2], 1, true)
         ->Unit(benchmark::kMicrosecond);
   }
-  // Threads: wall time (the work is spread over threads), 32K tokens.
+  // Threads: wall time (the work is spread over threads), 32K tokens, with
+  // the machine's own scaling measured just before.
+  for (const char* what : {"fma", "read"}) {
+    for (int threads : {1, 2}) {
+      benchmark::RegisterBenchmark(
+          ("MachineThreads/" + std::string(what) + "/" + std::to_string(threads)).c_str(),
+          BM_MachineThreads, std::string(what) == "read", threads)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+  }
   for (const char* spec : kThreadSpecs) {
     for (int threads : {1, 2}) {
       benchmark::RegisterBenchmark(("DecodeAttentionThreads/" + std::string(spec) + "/" +
@@ -519,6 +594,16 @@ int main(int argc, char** argv) {
       auto one = WallByThreads().find({key, 1}), two = WallByThreads().find({key, 2});
       if (one == WallByThreads().end() || two == WallByThreads().end()) continue;
       std::printf("%-26s %.3fx\n", spec, one->second / two->second);
+    }
+    // The same ratio for pure compute and for pure reading on this machine,
+    // in this run: what two threads can give at best here.
+    for (const char* what : {"fma", "read"}) {
+      auto one = MachineWall().find({what, 1}), two = MachineWall().find({what, 2});
+      if (one == MachineWall().end() || two == MachineWall().end()) continue;
+      std::printf("%-26s %.3fx   (machine: %s)\n", (std::string("[") + what + "]").c_str(),
+                  one->second / two->second,
+                  std::string(what) == "fma" ? "12 fp32 FMA chains per thread"
+                                             : "256 MiB read, one half per thread");
     }
   }
   benchmark::Shutdown();
