@@ -31,9 +31,15 @@ HWY_BEFORE_NAMESPACE();
 #endif
 namespace hqekv::kernels {
 namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 #if HQEKV_BF16
 bool Bf16Available() { return __builtin_cpu_supports("avx512bf16"); }
+
+#include "model/gemm_tile-inl.h"
+
+using DF = hn::CappedTag<float, 16>;
+using VF = hn::Vec<DF>;
 
 // y[i * ldy + j] (+)= sum over pairs c of P[c][j] . Xp[c][i], i < kRows,
 // j < cols (<= 32): P is kcp x 32 words (two vectors per pair), Xp kcp x
@@ -41,64 +47,29 @@ bool Bf16Available() { return __builtin_cpu_supports("avx512bf16"); }
 template <int kRows>
 HWY_NOINLINE void Tile(const uint32_t* HWY_RESTRICT p, const uint32_t* HWY_RESTRICT xp, int64_t kcp,
                        float* HWY_RESTRICT y, int64_t ldy, int64_t cols, bool add) {
-  __m512 a[kRows], b[kRows];
+  const DF df;
+  VF a[kRows], b[kRows];
   // The output tile is read (or written) after the k loop: fetch it now.
   for (int i = 0; i < kRows; ++i) {
     __builtin_prefetch(y + i * ldy, 1);
     __builtin_prefetch(y + i * ldy + 31, 1);
   }
-  for (int i = 0; i < kRows; ++i) a[i] = b[i] = _mm512_setzero_ps();
+  for (int i = 0; i < kRows; ++i) a[i] = b[i] = hn::Zero(df);
   for (int64_t c = 0; c < kcp; ++c, p += 32, xp += kRows) {
     const __m512bh w0 = (__m512bh)_mm512_loadu_si512(p);
     const __m512bh w1 = (__m512bh)_mm512_loadu_si512(p + 16);
     for (int i = 0; i < kRows; ++i) {
       const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(xp[i]));
-      a[i] = _mm512_dpbf16_ps(a[i], w0, xv);
-      b[i] = _mm512_dpbf16_ps(b[i], w1, xv);
+      a[i].raw = _mm512_dpbf16_ps(a[i].raw, w0, xv);
+      b[i].raw = _mm512_dpbf16_ps(b[i].raw, w1, xv);
     }
   }
-  if (cols == 32) {
-    for (int i = 0; i < kRows; ++i) {
-      float* yi = y + i * ldy;
-      if (add) {
-        a[i] = _mm512_add_ps(a[i], _mm512_loadu_ps(yi));
-        b[i] = _mm512_add_ps(b[i], _mm512_loadu_ps(yi + 16));
-      }
-      _mm512_storeu_ps(yi, a[i]);
-      _mm512_storeu_ps(yi + 16, b[i]);
-    }
-    return;
-  }
-  alignas(64) float tile[32];
-  for (int i = 0; i < kRows; ++i) {
-    _mm512_store_ps(tile, a[i]);
-    _mm512_store_ps(tile + 16, b[i]);
-    float* yi = y + i * ldy;
-    for (int64_t j = 0; j < cols; ++j) yi[j] = add ? yi[j] + tile[j] : tile[j];
-  }
+  for (int i = 0; i < kRows; ++i) StoreTileRow(df, a[i], b[i], y + i * ldy, cols, add);
 }
 
 void TileAny(int rows, const uint32_t* p, const uint32_t* xp, int64_t kcp, float* y, int64_t ldy,
              int64_t cols, bool add) {
-  switch (rows) {
-    case 8:
-      return Tile<8>(p, xp, kcp, y, ldy, cols, add);
-    case 7:
-      return Tile<7>(p, xp, kcp, y, ldy, cols, add);
-    case 6:
-      return Tile<6>(p, xp, kcp, y, ldy, cols, add);
-    case 5:
-      return Tile<5>(p, xp, kcp, y, ldy, cols, add);
-    case 4:
-      return Tile<4>(p, xp, kcp, y, ldy, cols, add);
-    case 3:
-      return Tile<3>(p, xp, kcp, y, ldy, cols, add);
-    case 2:
-      return Tile<2>(p, xp, kcp, y, ldy, cols, add);
-    case 1:
-      return Tile<1>(p, xp, kcp, y, ldy, cols, add);
-  }
-  HWY_ASSERT(false);
+  WithTileRows<kBf16TileRows>(rows, [&]<int R>() { Tile<R>(p, xp, kcp, y, ldy, cols, add); });
 }
 
 #include "model/transpose16_avx512-inl.h"

@@ -32,6 +32,8 @@ constexpr int kMr = 6;
 
 int64_t PanelRows() { return 2 * static_cast<int64_t>(hn::Lanes(DF())); }
 
+#include "model/gemm_tile-inl.h"
+
 // y[i * ldy + j] (+)= sum_c P[c][j] Xp[c][i] for i < kRows, j < cols (<= NR):
 // P is kc x NR (k-major panel), Xp kc x kRows (k-major activations). `add`
 // adds to y (every k block after the first).
@@ -56,50 +58,12 @@ HWY_NOINLINE void Tile(const float* HWY_RESTRICT p, const float* HWY_RESTRICT xp
       b[i] = hn::MulAdd(w1, xv, b[i]);
     }
   }
-  if (cols == 2 * N) {
-    for (int i = 0; i < kRows; ++i) {
-      float* yi = y + i * ldy;
-      if (add) {
-        a[i] = hn::Add(a[i], hn::LoadU(df, yi));
-        b[i] = hn::Add(b[i], hn::LoadU(df, yi + N));
-      }
-      hn::StoreU(a[i], df, yi);
-      hn::StoreU(b[i], df, yi + N);
-    }
-    return;
-  }
-  HWY_ALIGN float tile[2 * 16] = {};
-  for (int i = 0; i < kRows; ++i) {
-    hn::Store(a[i], df, tile);
-    hn::Store(b[i], df, tile + N);
-    float* yi = y + i * ldy;
-    for (int64_t j = 0; j < cols; ++j) yi[j] = add ? yi[j] + tile[j] : tile[j];
-  }
+  for (int i = 0; i < kRows; ++i) StoreTileRow(df, a[i], b[i], y + i * ldy, cols, add);
 }
 
 void TileAny(int rows, const float* p, const float* xp, int64_t kc, float* y, int64_t ldy,
              int64_t cols, bool add) {
-  switch (rows) {
-    case 8:
-      if constexpr (kMr >= 8) return Tile<8>(p, xp, kc, y, ldy, cols, add);
-      break;
-    case 7:
-      if constexpr (kMr >= 7) return Tile<7>(p, xp, kc, y, ldy, cols, add);
-      break;
-    case 6:
-      return Tile<6>(p, xp, kc, y, ldy, cols, add);
-    case 5:
-      return Tile<5>(p, xp, kc, y, ldy, cols, add);
-    case 4:
-      return Tile<4>(p, xp, kc, y, ldy, cols, add);
-    case 3:
-      return Tile<3>(p, xp, kc, y, ldy, cols, add);
-    case 2:
-      return Tile<2>(p, xp, kc, y, ldy, cols, add);
-    case 1:
-      return Tile<1>(p, xp, kc, y, ldy, cols, add);
-  }
-  HWY_ASSERT(false);
+  WithTileRows<kMr>(rows, [&]<int R>() { Tile<R>(p, xp, kc, y, ldy, cols, add); });
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
