@@ -128,15 +128,6 @@ HWY_INLINE void WithHeadBlock(int rows, const Pass& pass) {
   }
 }
 
-// hi[h][half] / lo[h][half] += the codes times the high / low query bytes of
-// row h (qb: row h at qb + h·row_bytes, StoreSplit layout) for MB rows over
-// channels [0, D); the caller forms 256·hi + lo, the int16 query's exact dot.
-// A byte lane holds one token's codes of 4 channels, so one vpdpbusd does 64
-// products and the codes are widened to bytes, not words: per 64 codes one
-// vpermb, one vpmultishiftqb and one AND, then 2 vpdpbusd per row (codes
-// unsigned times the signed high byte; the unsigned low byte times the codes
-// read as signed, which they are: <= 15). kBits: 1, 2, 4, or 3 (u3: low
-// plane at codes, high plane at codes + 8·D).
 // The sums of one token half, per row: 256·hi + lo (DotPass).
 struct HalfSums {
   __m512i hi0, hi1, hi2, hi3, lo0, lo1, lo2, lo3;
