@@ -14,14 +14,19 @@
 // and the caller keeps the fp32-query kernels of multi_query.cc.
 //
 // Layout (quant/README.md, per-channel T = 32): channel d's 32 codes of b
-// bits are 4b bytes at byte 4b·d, token t at bit t·b. vpdpwssd sums 2
-// adjacent 16-bit products into one int32 lane, so a lane must hold one
-// token's codes of 2 channels: per 64-byte load (16/b channels), one vpermb
-// per output vector (16 tokens × 2 channels) puts the byte that holds each
-// code in the low byte of its word, one vpmultishiftqb moves the code to bit
-// 0 and an AND clears everything else (u3: the 1-bit high plane the same way,
-// moved to bit 2 and OR-ed in). Shapes: T == 32, D a multiple of 16, <= 4096
-// (so |sum| <= 32767 · 15 · 4096 < 2^31).
+// bits are 4b bytes at byte 4b·d, token t at bit t·b. The K kernel widens
+// codes to bytes, not words (wave 12): vpdpbusd sums 4 adjacent byte
+// products into one int32 lane, so a lane holds one token's codes of 4
+// channels: per 64-byte load (16/b channels), one vpermb per output vector
+// (16 tokens × 4 channels) puts the byte that holds each code in place, one
+// vpmultishiftqb moves the code to bit 0 and an AND clears the rest (u3: the
+// 1-bit high plane the same way, moved to bit 2 and OR-ed in). The int16
+// query is split exactly into bytes, qi = 256·high + low (high signed, low
+// unsigned), and each 64 codes cost 2 vpdpbusd per row, codes times high and
+// low times codes: as many product instructions as 2 vpdpwssd, but half the
+// decode, and the same integer sum as the word kernel it replaces, bit for
+// bit. Shapes: T == 32, D a multiple of 16, <= 4096 (so |sum| <= 32767 · 15
+// · 4096 < 2^31).
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -55,9 +60,12 @@ namespace HWY_NAMESPACE {
 namespace {
 
 #if HQEKV_Q16_VNNI
-// Per-thread int16 query rows [m][D] and per-row scale / offset.
+// Per-thread int16 query rows (as bytes) and per-row scale / offset.
 struct Q16Scratch {
-  std::vector<int16_t> qi;
+  // [m][ceil(D/32)][64]: per row and 32-channel block, the low bytes of the
+  // int16 query qi (unsigned), then its high bytes (signed): qi = 256·high +
+  // low exactly.
+  std::vector<uint8_t> qb;
   std::vector<float> qa;  // [D] (generic D)
   std::vector<float> sq, off;
 };
@@ -65,44 +73,43 @@ Q16Scratch& Q16Buffers() {
   thread_local Q16Scratch s;
   return s;
 }
+// Bytes of one row of Q16Scratch::qb.
+size_t QueryRowBytes(int D) { return static_cast<size_t>(64) * ((D + 31) / 32); }
 
 // acc += the int16 pair products of x and y (vpdpwssd), in place: through
 // the intrinsic GCC copied the value kernel's accumulators to other
 // registers and back around each instruction (2 extra moves per product
-// vector, seen in perf; the K kernel's loop is measured faster with the
-// intrinsic, which folds the broadcast, so it keeps it).
+// vector, seen in perf).
 HWY_INLINE void DpWssd(__m512i& acc, __m512i x, __m512i y) {
   asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(y));
 }
 
-// vpermb control for the output vector of channel pair `pair` (of the 16/b
-// channels in a 64-byte load) and token half `half`: word 2j + k (bytes
-// 4j + 2k, 4j + 2k + 1) takes the byte holding token 16·half + j of channel
-// 2·pair + k (the high byte is cleared by the AND after the shift).
-__m512i PermControl(int bits, int pair, int half) {
+// vpermb control for the output vector of channel quad `quad` (of the 16/b
+// channels in a 64-byte load) and token half `half`: byte 4j + k takes the
+// byte holding token 16·half + j of channel 4·quad + k.
+__m512i PermControl(int bits, int quad, int half) {
   alignas(64) uint8_t c[64];
   for (int i = 0; i < 64; ++i) {
-    const int t = 16 * half + i / 4, ch = 2 * pair + (i % 4) / 2;
+    const int t = 16 * half + i / 4, ch = 4 * quad + i % 4;
     c[i] = static_cast<uint8_t>(ch * 4 * bits + t * bits / 8);
   }
   return _mm512_load_si512(c);
 }
-// vpmultishiftqb control: byte i takes the 8 bits of its qword from the code
-// of token j = i / 4 (bit (t·b) mod 8 of the even byte of its word), minus
-// `to` so that the code lands at bit `to` (the field wraps around the qword).
+// vpmultishiftqb control: byte i takes the 8 bits of its qword from bit
+// (t·b) mod 8 of itself (token t = 16·half + i / 4), minus `to` so that the
+// code lands at bit `to` (the field wraps around the qword; the AND after
+// clears the rest).
 __m512i ShiftControl(int bits, int to) {
   alignas(64) uint8_t c[64];
   for (int i = 0; i < 64; ++i) {
     const int t = i / 4;  // the same for both halves: (16 + t)·b ≡ t·b mod 8
-    c[i] = static_cast<uint8_t>((8 * (i % 8 & ~1) + (t * bits) % 8 - to) & 63);
+    c[i] = static_cast<uint8_t>((8 * (i % 8) + (t * bits) % 8 - to) & 63);
   }
   return _mm512_load_si512(c);
 }
 
-// acc[h][half] += codes · qi[h] for MB rows over channels [0, D).
-// kBits: 1, 2, 4, or 3 (u3: low plane at codes, high plane at codes + 8·D).
-// pass(std::integral_constant<int, MB>()) for MB = min(rows, 4): the query-row
-// block sizes the K and V kernels below are instantiated for.
+// The query-row block sizes the K and V kernels below are instantiated for:
+// pass(std::integral_constant<int, MB>()) for MB = min(rows, 4).
 template <class Pass>
 HWY_INLINE void WithHeadBlock(int rows, const Pass& pass) {
   switch (std::min(4, rows)) {
@@ -121,27 +128,68 @@ HWY_INLINE void WithHeadBlock(int rows, const Pass& pass) {
   }
 }
 
+// The sums of one token half, per row: 256·hi + lo (DotPass).
+struct HalfSums {
+  __m512i hi0, hi1, hi2, hi3, lo0, lo1, lo2, lo3;
+};
+
+// s += the products of 64 codes x (one token's codes of 4 channels per int32
+// lane, bytes <= 15) with the query bytes of those 4 channels for rows 0..3:
+// the signed high bytes at q + 32 (rows row_bytes apart; broadcast from
+// memory) and the unsigned low bytes l0..l3 (broadcast, times the codes read
+// as signed bytes, which they are). One asm statement: through intrinsics
+// (or one asm per instruction) GCC copied the 16 accumulators between
+// registers or kept them on the stack.
+HWY_INLINE void DotQuad(HalfSums& s, __m512i x, const __m512i l[4], const uint8_t* q,
+                        size_t row_bytes) {
+  const auto* q0 = reinterpret_cast<const int32_t*>(q + 32);
+  const auto* q1 = reinterpret_cast<const int32_t*>(q + 32 + row_bytes);
+  const auto* q2 = reinterpret_cast<const int32_t*>(q + 32 + 2 * row_bytes);
+  const auto* q3 = reinterpret_cast<const int32_t*>(q + 32 + 3 * row_bytes);
+  asm("vpdpbusd %[h0]%{1to16%}, %[x], %[hi0]\n\t"
+      "vpdpbusd %[x], %[l0], %[lo0]\n\t"
+      "vpdpbusd %[h1]%{1to16%}, %[x], %[hi1]\n\t"
+      "vpdpbusd %[x], %[l1], %[lo1]\n\t"
+      "vpdpbusd %[h2]%{1to16%}, %[x], %[hi2]\n\t"
+      "vpdpbusd %[x], %[l2], %[lo2]\n\t"
+      "vpdpbusd %[h3]%{1to16%}, %[x], %[hi3]\n\t"
+      "vpdpbusd %[x], %[l3], %[lo3]"
+      : [hi0] "+v"(s.hi0), [lo0] "+v"(s.lo0), [hi1] "+v"(s.hi1), [lo1] "+v"(s.lo1),
+        [hi2] "+v"(s.hi2), [lo2] "+v"(s.lo2), [hi3] "+v"(s.hi3), [lo3] "+v"(s.lo3)
+      : [x] "v"(x), [l0] "v"(l[0]), [l1] "v"(l[1]), [l2] "v"(l[2]), [l3] "v"(l[3]), [h0] "m"(*q0),
+        [h1] "m"(*q1), [h2] "m"(*q2), [h3] "m"(*q3));
+}
+
+// Scores of rows 0..MB-1 (MB <= 4; the query bytes hold whole blocks of 4
+// rows, the sums of rows past MB are not stored) over channels [0, D): the
+// int16 query's exact integer dot as 256·hi + lo, hi / lo the dots with the
+// high / low bytes of qi (StoreSplit). Per 64 codes one vpermb, one
+// vpmultishiftqb and one AND, then 2 vpdpbusd per row. kBits: 1, 2, 4, or 3
+// (u3: low plane at codes, high plane at codes + 8·D).
 template <int MB, int kBits>
-HWY_INLINE void DotPass(const uint8_t* codes, int D, const int16_t* qi, __m512i acc[MB][2]) {
+HWY_INLINE void DotPass(const uint8_t* codes, int D, const uint8_t* qb, size_t row_bytes,
+                        const float* sq, const float* off, float* scores, size_t ss) {
   constexpr int kLoadBits = kBits == 3 ? 2 : kBits;  // the low plane for u3
   constexpr int kCh = 16 / kLoadBits;                // channels per 64-byte load
-  constexpr int kQuads = kCh / 2;                    // channel pairs per load
+  constexpr int kQuads = kCh / 4;                    // channel quads per load
   __m512i perm[kQuads][2];
   for (int qd = 0; qd < kQuads; ++qd) {
     for (int h = 0; h < 2; ++h) perm[qd][h] = PermControl(kLoadBits, qd, h);
   }
   const __m512i shift = ShiftControl(kLoadBits, 0);
-  const __m512i mask = _mm512_set1_epi16((1 << kLoadBits) - 1);
+  const __m512i mask = _mm512_set1_epi8((1 << kLoadBits) - 1);
   [[maybe_unused]] __m512i hperm[kQuads][2], hshift, hmask;
   if constexpr (kBits == 3) {
     // The high plane: 8 channels are 32 bytes, at the first half of a
-    // 1-bit load whose pairs are the same channels.
+    // 1-bit load whose quads are the same channels.
     for (int qd = 0; qd < kQuads; ++qd) {
       for (int h = 0; h < 2; ++h) hperm[qd][h] = PermControl(1, qd, h);
     }
     hshift = ShiftControl(1, 2);
-    hmask = _mm512_set1_epi16(4);
+    hmask = _mm512_set1_epi8(4);
   }
+  const __m512i z = _mm512_setzero_si512();
+  HalfSums s0{z, z, z, z, z, z, z, z}, s1{z, z, z, z, z, z, z, z};
   const uint8_t* high = codes + static_cast<size_t>(8) * D;
   for (int d0 = 0; d0 < D; d0 += kCh) {
     const __m512i src = _mm512_loadu_si512(codes + static_cast<size_t>(d0) * 4 * kLoadBits);
@@ -151,8 +199,9 @@ HWY_INLINE void DotPass(const uint8_t* codes, int D, const int16_t* qi, __m512i 
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high + static_cast<size_t>(d0) * 4)));
     }
     for (int qd = 0; qd < kQuads; ++qd) {
-      const int ch = d0 + 2 * qd;
-      for (int half = 0; half < 2; ++half) {
+      const int ch = d0 + 4 * qd;
+      const uint8_t* qc = qb + static_cast<size_t>(ch / 32) * 64 + ch % 32;
+      auto decode = [&](int half) {
         __m512i x = _mm512_and_si512(
             _mm512_multishift_epi64_epi8(shift, _mm512_permutexvar_epi8(perm[qd][half], src)),
             mask);
@@ -162,14 +211,31 @@ HWY_INLINE void DotPass(const uint8_t* codes, int D, const int16_t* qi, __m512i 
               hmask);
           x = _mm512_or_si512(x, hx);
         }
-        for (int h = 0; h < MB; ++h) {
-          int32_t q2;  // channels ch, ch + 1 of row h
-          std::memcpy(&q2, qi + static_cast<size_t>(h) * D + ch, 4);
-          acc[h][half] = _mm512_dpwssd_epi32(acc[h][half], x, _mm512_set1_epi32(q2));
-        }
+        return x;
+      };
+      __m512i l[4];  // the low bytes of channels ch..ch + 3, rows 0..3
+      for (int h = 0; h < 4; ++h) {
+        int32_t l4;
+        std::memcpy(&l4, qc + h * row_bytes, 4);
+        l[h] = _mm512_set1_epi32(l4);
       }
+      DotQuad(s0, decode(0), l, qc, row_bytes);
+      DotQuad(s1, decode(1), l, qc, row_bytes);
     }
   }
+  auto finish = [&](const HalfSums& s, int half) {
+    const __m512i hi[4] = {s.hi0, s.hi1, s.hi2, s.hi3}, lo[4] = {s.lo0, s.lo1, s.lo2, s.lo3};
+    for (int h = 0; h < MB; ++h) {
+      // Exact: the dot fits int32 (|qi| <= 32767, codes <= 15, D <= 4096),
+      // so the wrapping arithmetic gives it.
+      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(hi[h], 8), lo[h]);
+      _mm512_storeu_ps(
+          scores + h * ss + 16 * half,
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(sq[h]), _mm512_set1_ps(off[h])));
+    }
+  };
+  finish(s0, 0);
+  finish(s1, 1);
 }
 
 // The chunk's multiplier a and offset b of groups [i, i + 16) of `groups`
@@ -189,16 +255,41 @@ HWY_INLINE void AffineAt(const uint8_t* meta, size_t groups, size_t i, bool n1, 
 // SNaN 0x80).
 HWY_INLINE __mmask16 NonFinite(__m512 v) { return _mm512_fpclass_ps_mask(v, 0x99); }
 
-// Row h's scale and int16 codes from its qa vectors (qa(v): vector v; amax:
-// max |qa| by lane).
+// vpermb control that turns vpackssdw(r0, r1) (int16 words of channels
+// 0..15 in r0 and 16..31 in r1, interleaved per 128-bit block as the pack
+// leaves them) into the 32 low bytes of channels 0..31, then their 32 high
+// bytes.
+__m512i SplitControl() {
+  alignas(64) uint8_t c[64];
+  for (int i = 0; i < 32; ++i) {
+    const int ch = i % 16, word = 8 * (ch / 4) + (i < 16 ? 0 : 4) + ch % 4;
+    c[i] = static_cast<uint8_t>(2 * word);
+    c[32 + i] = static_cast<uint8_t>(2 * word + 1);
+  }
+  return _mm512_load_si512(c);
+}
+
+// The query bytes of 32 channels (r0: channels 0..15, r1: 16..31, int32 in
+// [-32767, 32767]) at dst: [low bytes (unsigned)][high bytes (signed)], so
+// that qi = 256·high + low exactly (the high byte of a two's-complement int16
+// is floor(qi / 256)).
+HWY_INLINE void StoreSplit(__m512i r0, __m512i r1, __m512i split, uint8_t* dst) {
+  _mm512_storeu_si512(dst, _mm512_permutexvar_epi8(split, _mm512_packs_epi32(r0, r1)));
+}
+
+// Row h's scale and query bytes (StoreSplit layout, 64 bytes per 32 channels)
+// from its qa vectors (qa(v): vector v of nv; amax: max |qa| by lane).
 template <class QA>
-HWY_INLINE void StoreRow(const QA& qa, int nv, __m512 amax, float* sq, int16_t* qi) {
+HWY_INLINE void StoreRow(const QA& qa, int nv, __m512 amax, float* sq, uint8_t* qb) {
   const float mx = _mm512_reduce_max_ps(amax);
   *sq = mx > 0.0f ? mx / 32767.0f : 0.0f;
   const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
-  for (int v = 0; v < nv; ++v) {
-    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(qa(v), inv));  // MXCSR: half to even
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 16 * v), _mm512_cvtepi32_epi16(r));
+  const __m512i split = SplitControl();
+  for (int v = 0; v < nv; v += 2) {
+    const __m512i r0 = _mm512_cvtps_epi32(_mm512_mul_ps(qa(v), inv));  // MXCSR: half to even
+    const __m512i r1 =
+        v + 1 < nv ? _mm512_cvtps_epi32(_mm512_mul_ps(qa(v + 1), inv)) : _mm512_setzero_si512();
+    StoreSplit(r0, r1, split, qb + 32 * v);
   }
 }
 
@@ -224,7 +315,10 @@ HWY_INLINE __m128 Reduce4(const __m512 v[4], const Op& op) {
 template <int kV>
 bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs, int m,
                   Q16Scratch& s) {
-  s.qi.resize(static_cast<size_t>(m) * D);
+  const size_t row_bytes = QueryRowBytes(D);
+  // Whole blocks of 4 rows: the K kernel reads 4 rows' bytes (the rows past
+  // m feed sums nobody stores).
+  s.qb.resize(static_cast<size_t>((m + 3) / 4 * 4) * row_bytes);
   s.sq.resize(m);
   s.off.resize(m);
   __mmask16 bad = 0;
@@ -236,6 +330,7 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
     for (int v = 0; v < kV; ++v) AffineAt(meta, D, 16 * v, n1, &a[v], &b[v]);
     alignas(64) float qa[4][16 * kV];
     alignas(16) float mx[4], inv[4];
+    const __m512i split = SplitControl();
     for (int h0 = 0; h0 < m; h0 += 4) {
       const int mb = std::min(4, m - h0);
       __m512 amax[4], off[4];
@@ -247,7 +342,7 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
           const __m512 x = _mm512_mul_ps(qv, a[v]);
           _mm512_store_ps(qa[h] + 16 * v, x);
           bad |= NonFinite(x);
-          amax[h] = _mm512_max_ps(amax[h], _mm512_abs_ps(x));
+          amax[h] = _mm512_range_ps(amax[h], x, 0x0B);  // max |.|, sign cleared
           off[h] = _mm512_fmadd_ps(qv, b[v], off[h]);
         }
       }
@@ -266,10 +361,13 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
         s.sq[h0 + h] = mx[h];
         s.off[h0 + h] = o[h];
         const __m512 iv = _mm512_set1_ps(inv[h]);
-        int16_t* qi = s.qi.data() + static_cast<size_t>(h0 + h) * D;
-        for (int v = 0; v < kV; ++v) {
-          const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(qa[h] + 16 * v), iv));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 16 * v), _mm512_cvtepi32_epi16(r));
+        uint8_t* qb = s.qb.data() + static_cast<size_t>(h0 + h) * row_bytes;
+        static_assert(kV % 2 == 0, "whole 32-channel blocks");
+        for (int v = 0; v < kV; v += 2) {  // MXCSR: half to even
+          const __m512i r0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(qa[h] + 16 * v), iv));
+          const __m512i r1 =
+              _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(qa[h] + 16 * v + 16), iv));
+          StoreSplit(r0, r1, split, qb + 32 * v);
         }
       }
     }
@@ -286,12 +384,12 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
         const __m512 x = _mm512_mul_ps(qv, a);
         _mm512_storeu_ps(qa + d, x);
         bad |= NonFinite(x);
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(x));
+        amax = _mm512_range_ps(amax, x, 0x0B);
         off = _mm512_fmadd_ps(qv, b, off);
       }
       s.off[h] = _mm512_reduce_add_ps(off);
       StoreRow([&](int v) { return _mm512_loadu_ps(qa + 16 * v); }, D / 16, amax, &s.sq[h],
-               s.qi.data() + static_cast<size_t>(h) * D);
+               s.qb.data() + static_cast<size_t>(h) * row_bytes);
     }
   }
   return bad == 0;
@@ -299,19 +397,12 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
 
 template <int kBits>
 void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* scores, size_t ss) {
+  const size_t row_bytes = QueryRowBytes(D);
   for (int h0 = 0; h0 < m; h0 += 4) {
     auto pass = [&](auto mb_c) {
-      constexpr int MB = decltype(mb_c)::value;
-      __m512i acc[MB][2];
-      for (int h = 0; h < MB; ++h) acc[h][0] = acc[h][1] = _mm512_setzero_si512();
-      DotPass<MB, kBits>(codes, D, s.qi.data() + static_cast<size_t>(h0) * D, acc);
-      for (int h = 0; h < MB; ++h) {
-        const __m512 sq = _mm512_set1_ps(s.sq[h0 + h]), off = _mm512_set1_ps(s.off[h0 + h]);
-        for (int half = 0; half < 2; ++half) {
-          _mm512_storeu_ps(scores + (h0 + h) * ss + 16 * half,
-                           _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][half]), sq, off));
-        }
-      }
+      DotPass<decltype(mb_c)::value, kBits>(codes, D, s.qb.data() + h0 * row_bytes, row_bytes,
+                                            s.sq.data() + h0, s.off.data() + h0, scores + h0 * ss,
+                                            ss);
     };
     WithHeadBlock(m - h0, pass);
   }

@@ -111,6 +111,70 @@ TEST(MultiQueryInt16Query, MatchesOracleOnEveryTarget) {
   EXPECT_GT(cases, 0);
 }
 
+// With the offset plane zero (uniform formats) every score is
+// float(sum_d qi[d]·code[d][t]) · sq exactly, so the kernel's integer dot
+// (bytes of the int16 query: 256·high + low, on AVX3_DL) must give the
+// oracle's bits; also the largest sum (every code at its maximum, every qi
+// 32767, D = 4096: 32767 · 15 · 4096 < 2^31) and queries whose qi take the
+// byte-split edge values (-1, -256, -32767, 255, 256).
+TEST(MultiQueryInt16Query, IntegerDotIsExactOnEveryTarget) {
+  int simd_ran = 0;
+  const int targets = test::OnEachTarget(
+      [&](int64_t target) {
+        for (int D : {16, 32, 48, 128, 4096}) {
+          for (const Format& f : Int16QueryFormats()) {
+            if (f.kind == Kind::kNormal) continue;  // its fold gives a nonzero offset
+            SCOPED_TRACE(FormatName(f) + " D=" + std::to_string(D));
+            const uint32_t seed = static_cast<uint32_t>(3 * D + f.bits);
+            Encoded e = Encode(f, Gaussian(kT, D, seed), kT, D, /*reference=*/false);
+            const bool extreme = D == 4096;
+            if (extreme) std::fill(e.codes.begin(), e.codes.end() - 1, uint8_t{0xFF});
+            for (int d = 0; d < D; ++d) {  // b = 0 (and a = 1 for the extreme case)
+              if (extreme) StoreF16(F32ToF16(1.0f), e.meta.data() + 2 * d);
+              StoreF16(F32ToF16(0.0f), e.meta.data() + 2 * (D + d));
+            }
+            for (int m : {1, 3, 4, 5, 8}) {
+              SCOPED_TRACE("m=" + std::to_string(m));
+              const size_t ss = kT + 3;
+              std::vector<float> q = Gaussian(m, D, seed + m, 0.3f);
+              std::vector<float> a;
+              if (extreme) {
+                std::fill(q.begin(), q.end(), 1.0f);
+              } else {
+                // Row 0: qi = 32767 · q / max|q| hits -1, -256, 255, 256 and
+                // -32767 (the scale is per channel, so divide by a).
+                std::vector<float> b;
+                AffineOf(f, e.meta, D, &a, &b);
+                const float edge[] = {-32767.0f, -1.0f, -256.0f, 255.0f, 256.0f, -255.0f, 1.0f};
+                for (int d = 0; d < D; ++d) {
+                  if (a[d] != 0.0f) q[d] = edge[d % 7] / 32767.0f / a[d];
+                }
+              }
+              std::vector<float> want(m * ss, -7.0f), got(m * ss, -7.0f);
+              ASSERT_TRUE(ref::DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D,
+                                                       q.data(), D, m, want.data(), ss));
+              if (!DotChunkMultiInt16Query(f, e.codes.data(), e.meta.data(), kT, D, q.data(), D, m,
+                                           got.data(), ss)) {
+                EXPECT_TRUE(!kKernelMustRun || target != HWY_AVX3_DL);
+                continue;
+              }
+              ++simd_ran;
+              for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "i=" << i;
+              if (extreme) {
+                const int cmax = CodeMax(f);
+                ASSERT_EQ(want[0], static_cast<float>(32767.0 * cmax * D) * (1.0f / 32767.0f));
+              }
+            }
+          }
+        }
+      },
+      test::kSimdTestTargetsWithVnni);
+  if (targets == 0) GTEST_SKIP() << "no x86 SIMD target";
+  if (kKernelMustRun && (hwy::SupportedTargets() & HWY_AVX3_DL)) {
+    EXPECT_GT(simd_ran, 0) << "the VNNI kernel never ran on an AVX3_DL CPU";
+  }
+}
+
 // The oracle's integer math against the fp32-query reference: each score
 // moves by at most sq/2 · sum_d code[d][t] (sq = max|q·a| / 32767), plus fp32
 // rounding of the reference's sum.

@@ -125,6 +125,63 @@ TEST(MultiQueryInt16Weights, MatchesOracleOnEveryTarget) {
   EXPECT_GT(cases, 0);
 }
 
+// With the offset plane zero (uniform formats) each output gains exactly
+// float(sum_t ui[t]·code[t][d]) · su, so the kernel's integer sums must give
+// the oracle's bits; also the largest sums (every code at its maximum, every
+// ui 32767, T = 256).
+TEST(MultiQueryInt16Weights, IntegerSumIsExactOnEveryTarget) {
+  int simd_ran = 0;
+  const int targets = test::OnEachTarget(
+      [&](int64_t target) {
+        for (int T : {16, 32, 64, 256}) {
+          for (int D : {32, 64, 96, 128, 256}) {
+            for (int group : {16, 32}) {
+              for (int bits : {1, 2, 4, 8}) {
+                const Format f = Uniform(bits, Grouping::kPerToken, group);
+                SCOPED_TRACE(FormatName(f) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
+                             " group=" + std::to_string(group));
+                const uint32_t seed = static_cast<uint32_t>(5 * D + bits + T + group);
+                Encoded e = Encode(f, Gaussian(T, D, seed), T, D, /*reference=*/false);
+                const bool extreme = T == 256;
+                const size_t groups = static_cast<size_t>(T) * (D / group);
+                if (extreme) std::fill(e.codes.begin(), e.codes.end() - 1, uint8_t{0xFF});
+                for (size_t i = 0; i < groups; ++i) {  // b = 0 (a = 1 for the extreme case)
+                  if (extreme) StoreF16(F32ToF16(1.0f), e.meta.data() + 2 * i);
+                  StoreF16(F32ToF16(0.0f), e.meta.data() + 2 * (groups + i));
+                }
+                for (int m : {1, 3, 4, 5, 8}) {
+                  SCOPED_TRACE("m=" + std::to_string(m));
+                  const size_t as = D + 3;
+                  std::vector<float> w = Weights(m, T, seed + m);
+                  if (extreme) std::fill(w.begin(), w.end(), 1.0f);
+                  const std::vector<float> acc0 = Gaussian(m, static_cast<int>(as), seed + 7);
+                  std::vector<float> want = acc0, got = acc0;
+                  ASSERT_TRUE(ref::AxpyChunkMultiInt16Weights(f, e.codes.data(), e.meta.data(), T,
+                                                              D, w.data(), T, m, want.data(), as));
+                  if (!AxpyChunkMultiInt16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(),
+                                                  T, m, got.data(), as)) {
+                    EXPECT_TRUE(!kKernelMustRun || target != HWY_AVX3_DL);
+                    continue;
+                  }
+                  ++simd_ran;
+                  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "i=" << i;
+                  if (extreme) {
+                    const float sum = static_cast<float>(32767.0 * ((1 << bits) - 1) * T);
+                    ASSERT_EQ(want[0], acc0[0] + sum * (1.0f / 32767.0f));
+                  }
+                }
+              }
+            }
+          }
+        }
+      },
+      test::kSimdTestTargetsWithVnni);
+  if (targets == 0) GTEST_SKIP() << "no x86 SIMD target";
+  if (kKernelMustRun && (hwy::SupportedTargets() & HWY_AVX3_DL)) {
+    EXPECT_GT(simd_ran, 0) << "the VNNI kernel never ran on an AVX3_DL CPU";
+  }
+}
+
 // The oracle's integer math against the fp32-weight reference: each output
 // moves by at most su/2 · sum_t code[t][d] per row and group (su = max_t
 // |w·a| / 32767), plus fp32 rounding of the reference's sum.
