@@ -1,5 +1,5 @@
-// Int16 decode-attention kernels over int8 chunks
-// (quant/multi_query_rows_q16.h). K: the query rows rounded to int16 once per
+// Int16 decode-attention kernels over int8 and q8_0 chunks
+// (quant/multi_query_rows_q16.h). int8: K: the query rows rounded to int16 once per
 // call, then dotted with the sign-extended codes by vpdpwssd (32 products per
 // instruction against 16 for an fp32 FMA, and one vpmovsxbw per 32 codes
 // instead of a vpmovsxbd and a vcvtdq2ps per 16); four tokens x up to four
@@ -9,6 +9,13 @@
 // tokens' codes paired into int16 lanes (vpermt2b + vpsraw) and accumulated
 // by vpdpwssd. Oracles: ref::DotRowsInt16Query / ref::AxpyRowsInt16Weights
 // (multi_query_rows_q16_ref.cc), bit-identical.
+// q8_0 (per 32-value block scale): K transposes 16 blocks at a time so that
+// vpdpwssd leaves one block sum per lane (the block scale is one product per
+// 16 blocks), with the query rows prepared once per KV head; V is int8's pair
+// kernel with one int16 weight per (token, block). Kernel alone (32 x 128
+// chunk, 4 rows, L2, docs/performance.md wave 12): K 280 -> 165 ns, V 255 ->
+// 167 ns against the fp32 kernels. Oracles ref::DotRowsQ8_0Int16Query /
+// ref::AxpyRowsQ8_0Int16Weights, bit-identical.
 //
 // Kernel on the AVX3_DL target only (AVX-512 VNNI, compiled in here with
 // HWY_WANT_AVX3_DL; GCC, as quant/multi_query_q16.cc): every other target
@@ -98,15 +105,6 @@ HWY_INLINE __m128i Sum4(const __m512i v[4]) {
 // spilled some around each instruction (seen in perf annotate).
 HWY_INLINE void DpWssd(__m512i& acc, __m512i x, __m512i y) {
   asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(y));
-}
-
-// The same with y from memory (64 bytes), and with one int32 pair broadcast
-// from memory.
-HWY_INLINE void DpWssdMem(__m512i& acc, __m512i x, const int32_t* y) {
-  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "m"(*reinterpret_cast<const __m512i*>(y)));
-}
-HWY_INLINE void DpWssdBcst(__m512i& acc, __m512i x, const int32_t* y) {
-  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*y));
 }
 
 // 32 codes of token row p from channel d, as int16.
@@ -450,6 +448,9 @@ bool QuantizeBlockWeightRows(const float* w, size_t ws, const float* d, int T, i
 }
 
 // acc[h][d0 .. d0 + 64) for MB <= 4 rows (pairs [MB][kPairStride], su [MB]).
+// Not inlined: inlined into AxpyRowsQ8Impl (with its 33 KiB of stack
+// buffers), GCC 12 kept the 16 sums in memory (a load and a store around
+// every vpdpwssd; the whole V call took 315 instead of 200 ns per chunk).
 template <int MB>
 HWY_NOINLINE void AxpyBlockQ8(const int8_t* codes, int T, int D, int d0, const int32_t* pairs,
                               const float* su, const __m512i ctl[4], float* acc, size_t as) {

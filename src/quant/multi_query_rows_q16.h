@@ -1,5 +1,6 @@
-// Int16-query scores over int8 K chunks (decode attention over the int8
-// tier): the 8-bit row-major counterpart of quant/multi_query.h's
+// Int16 decode-attention kernels over the row-major 8-bit integer chunks:
+// int8 (per-token scale) and llama.cpp q8_0 (per-block scale, second half of
+// this header). The 8-bit row-major counterparts of quant/multi_query.h's
 // DotChunkMultiInt16Query (which covers the per-channel KIVI / HqeKV layouts).
 //
 // int8 per token (Kind::kInt8, quant/README.md): x̂[t][d] = s[t]·c[t][d],

@@ -1,5 +1,5 @@
 // Scalar oracles of quant/multi_query_rows_q16.h (int16-query scores and
-// int16-weight value sums over int8 chunks): the kernels' integer math
+// int16-weight value sums over int8 and q8_0 chunks): the kernels' integer math
 // written out per element.
 #include <algorithm>
 #include <cmath>
@@ -9,6 +9,22 @@
 #include "quant/multi_query_rows_q16.h"
 
 namespace hqekv::quant::ref {
+namespace {
+// Row h rounded to int16 as the kernels do (qi[D], *sq).
+void QuantizeQueryRow(const float* q, int D, int16_t* qi, float* sq) {
+  float amax = 0.0f;
+  for (int d = 0; d < D; ++d) amax = std::max(amax, std::abs(q[d]));
+  *sq = amax > 0.0f ? amax / 32767.0f : 0.0f;
+  const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+  for (int d = 0; d < D; ++d) qi[d] = static_cast<int16_t>(std::nearbyint(q[d] * inv));
+}
+
+// p[0, n) summed as adjacent pairs, then pairs of those (n a power of two).
+float TreeSum(const float* p, int n) {
+  if (n == 1) return p[0];
+  return TreeSum(p, n / 2) + TreeSum(p + n / 2, n / 2);
+}
+}  // namespace
 
 bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
@@ -20,12 +36,8 @@ bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* met
   }
   std::vector<int16_t> qi(D);
   for (int h = 0; h < m; ++h) {
-    const float* qh = q + h * q_stride;
-    float amax = 0.0f;
-    for (int d = 0; d < D; ++d) amax = std::max(amax, std::abs(qh[d]));
-    const float sq = amax > 0.0f ? amax / 32767.0f : 0.0f;
-    const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
-    for (int d = 0; d < D; ++d) qi[d] = static_cast<int16_t>(std::nearbyint(qh[d] * inv));
+    float sq = 0.0f;
+    QuantizeQueryRow(q + h * q_stride, D, qi.data(), &sq);
     for (int t = 0; t < T; ++t) {
       const int8_t* c = reinterpret_cast<const int8_t*>(codes) + static_cast<size_t>(t) * D;
       int32_t sum = 0;
@@ -67,23 +79,6 @@ bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* 
   }
   return true;
 }
-
-namespace {
-// Row h rounded to int16 as the kernels do (qi[D], *sq).
-void QuantizeQueryRow(const float* q, int D, int16_t* qi, float* sq) {
-  float amax = 0.0f;
-  for (int d = 0; d < D; ++d) amax = std::max(amax, std::abs(q[d]));
-  *sq = amax > 0.0f ? amax / 32767.0f : 0.0f;
-  const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
-  for (int d = 0; d < D; ++d) qi[d] = static_cast<int16_t>(std::nearbyint(q[d] * inv));
-}
-
-// p[0, n) summed as adjacent pairs, then pairs of those (n a power of two).
-float TreeSum(const float* p, int n) {
-  if (n == 1) return p[0];
-  return TreeSum(p, n / 2) + TreeSum(p + n / 2, n / 2);
-}
-}  // namespace
 
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                            const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {

@@ -115,8 +115,8 @@ TEST(MultiQueryRowsQ8_0Query, OracleIsWithinTheQueryRoundingOfTheFp32Reference) 
       const Encoded e = Q8Chunk(T, D, 5u + D, extreme);
       const std::vector<float> q = Gaussian(m, D, 77u + D, 0.3f);
       std::vector<float> got(m * T), fp32(m * T);
-      ASSERT_TRUE(ref::DotRowsQ8_0Int16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), D,
-                                             m, got.data(), T));
+      ASSERT_TRUE(ref::DotRowsQ8_0Int16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, m,
+                                             got.data(), T));
       ref::DotChunkMulti(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, m, fp32.data(), T);
       const int8_t* c = reinterpret_cast<const int8_t*>(e.codes.data());
       for (int h = 0; h < m; ++h) {
@@ -145,8 +145,8 @@ TEST(MultiQueryRowsQ8_0Query, DeclinesAndWritesNothing) {
   const Encoded e = Q8Chunk(T, D, 3u, false);
   const std::vector<float> q = Gaussian(m, D, 9u, 0.3f);
   std::vector<float> s(m * T, -7.0f);
-  for (const Format& f : {Int8PerToken(), Fp8E4M3(), F16(), GgmlBlock(Kind::kQ4_0),
-                          GgmlBlock(Kind::kQ5_1)}) {
+  for (const Format& f :
+       {Int8PerToken(), Fp8E4M3(), F16(), GgmlBlock(Kind::kQ4_0), GgmlBlock(Kind::kQ5_1)}) {
     EXPECT_FALSE(Q8_0QueryRowsApply(f, T, D)) << FormatName(f);
     EXPECT_FALSE(
         DotRowsQ8_0Int16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, m, s.data(), T));
@@ -185,8 +185,8 @@ TEST(MultiQueryRowsQ8_0Query, DeclinesAndWritesNothing) {
       qb[at] = bad;
       test::OnEachTarget(
           [&]() {
-            EXPECT_FALSE(DotRowsQ8_0Int16Query(f, e.codes.data(), e.meta.data(), T, D, qb.data(),
-                                               D, m, s.data(), T));
+            EXPECT_FALSE(DotRowsQ8_0Int16Query(f, e.codes.data(), e.meta.data(), T, D, qb.data(), D,
+                                               m, s.data(), T));
             Q8_0Query p;
             EXPECT_FALSE(PrepareQ8_0Query(qb.data(), D, m, D, &p));
             EXPECT_EQ(p.m, 0);
@@ -264,8 +264,8 @@ TEST(MultiQueryRowsQ8_0Weights, OracleIsWithinTheWeightRoundingOfTheFp32Referenc
       std::vector<float> w = Gaussian(m, T, 31u + D, 0.05f);
       for (float& x : w) x = std::abs(x);  // softmax weights are >= 0
       std::vector<float> got(m * D, 0.0f), fp32(m * D, 0.0f);
-      ASSERT_TRUE(ref::AxpyRowsQ8_0Int16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(),
-                                                T, m, got.data(), D));
+      ASSERT_TRUE(ref::AxpyRowsQ8_0Int16Weights(f, e.codes.data(), e.meta.data(), T, D, w.data(), T,
+                                                m, got.data(), D));
       ref::AxpyChunkMulti(f, e.codes.data(), e.meta.data(), T, D, w.data(), T, m, fp32.data(), D);
       const int8_t* c = reinterpret_cast<const int8_t*>(e.codes.data());
       const int per_row = D / kBlockValues;
