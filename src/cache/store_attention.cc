@@ -61,10 +61,14 @@ struct Fp8Query {
   quant::Bf16Query rows;
   const float* src = nullptr;  // the rows prepared (nullptr: none yet)
   bool ok = false;
+  // The same for the q8_0 int16 kernel (quant::DotRowsQ8_0Prepared).
+  quant::Q8_0Query q8;
+  const float* q8_src = nullptr;
+  bool q8_ok = false;
 };
 
 // Scores of one chunk's K for `group` query rows: an int16-query kernel when
-// asked for and available (per-channel KIVI / HqeKV chunks, int8 rows), the
+// asked for and available (per-channel KIVI / HqeKV chunks, int8 and q8_0 rows), the
 // bf16 one for fp8 rows, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
           bool rounded_query, Fp8Query& fq) {
@@ -73,6 +77,16 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
                         quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
                                                  group, scores, ss))) {
     return;
+  }
+  if (rounded_query && quant::Q8_0QueryRowsApply(c.k_format, c.T, D)) {
+    if (fq.q8_src != q) {
+      fq.q8_src = q;
+      fq.q8_ok = quant::PrepareQ8_0Query(q, D, group, D, &fq.q8);
+    }
+    if (fq.q8_ok &&
+        quant::DotRowsQ8_0Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.q8, scores, ss)) {
+      return;
+    }
   }
   if (rounded_query && quant::Bf16QueryRowsApply(c.k_format, c.T, D)) {
     if (fq.src != q) {
@@ -88,7 +102,7 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 }
 
 // The chunk's V times `group` weight rows added to acc: an int16-weight
-// kernel when asked for and available (per-token KIVI / HqeKV chunks, int8
+// kernel when asked for and available (per-token KIVI / HqeKV chunks, int8 and q8_0
 // rows), the bf16 one for fp8 rows, else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
            bool rounded_weights) {
@@ -96,6 +110,8 @@ void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, floa
       (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
                                          D) ||
        quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D) ||
+       quant::AxpyRowsQ8_0Int16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
+                                       D) ||
        quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D))) {
     return;
   }
@@ -203,7 +219,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         static_cast<int>(std::upper_bound(r.positions, r.positions + r.n, qp) - r.positions);
     const float* qg = q + (static_cast<size_t>(i) * n_q_heads + static_cast<size_t>(g) * group) * D;
     for (size_t e = 0; e < qs.size(); ++e) qs[e] = qg[e] * scale;
-    fq.src = nullptr;  // qs / qr hold this query's rows now
+    fq.src = fq.q8_src = nullptr;  // qs / qr hold this query's rows now
     if (p.k_hadamard) {
       qr = qs;
       for (int hh = 0; hh < group; ++hh)

@@ -1,5 +1,6 @@
-// Int16-query scores over int8 K chunks (decode attention over the int8
-// tier): the 8-bit row-major counterpart of quant/multi_query.h's
+// Int16 decode-attention kernels over the row-major 8-bit integer chunks:
+// int8 (per-token scale) and llama.cpp q8_0 (per-block scale, second half of
+// this header). The 8-bit row-major counterparts of quant/multi_query.h's
 // DotChunkMultiInt16Query (which covers the per-channel KIVI / HqeKV layouts).
 //
 // int8 per token (Kind::kInt8, quant/README.md): x̂[t][d] = s[t]·c[t][d],
@@ -20,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "quant/format.h"
 
@@ -55,7 +57,67 @@ bool Int16WeightsRowsApply(const Format& f, int T, int D);
 bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 
+// ---- llama.cpp q8_0 blocks (Kind::kQ8_0, quant/README.md): x̂ = c·d[k],
+// block k = values [32k, 32k + 32) of the row-major chunk (token t's blocks
+// k = t·D/32 .. t·D/32 + D/32 - 1), d[k] its fp16 scale.
+//
+// K: row h of the query rounded to int16 as for int8 (qi, sq above), then
+//   S[k]     = sum_{j<32} qi[32·(k mod D/32) + j] · c[32k + j]   (exact int32)
+//   P[k]     = float(S[k]) · d[k]                               (fp32)
+//   scores[h][t] = sq · tree(P[t·D/32 .. t·D/32 + D/32))
+// where tree sums adjacent pairs, then adjacent pairs of those, ... (D/32 a
+// power of two). The kernel reads 16 consecutive blocks at a time (any
+// tokens), transposes their codes so that lane i of every vector holds two
+// codes of block i, and vpdpwssd then leaves the 16 block sums in the 16
+// lanes: the per-block scale costs one conversion and one product per 16
+// blocks, and the transpose is shared by up to 4 query rows. Against the
+// fp32-query kernels a score moves by at most sq/2 · sum_d |d·c[t][d]| plus
+// fp32 rounding.
+// Applies to Kind::kQ8_0 (Hadamard or not: the caller rotates q), 1 <= T <=
+// 64, D in {32, 64, 128, 256, 512}.
+bool Q8_0QueryRowsApply(const Format& f, int T, int D);
+
+// The query rows rounded and laid out for the q8_0 kernel once (a decode
+// step scores every chunk of a KV head with the same rows). m == 0: not
+// prepared.
+struct Q8_0Query {
+  std::vector<int32_t> words;  // per row: 16 step vectors of 16 lanes, then the lane offsets
+  std::vector<float> sq;       // [m] int16 steps
+  int m = 0, D = 0;
+};
+// False (out->m = 0) when this CPU has no kernel (AVX-512 VNNI + VBMI, GCC
+// builds), D does not apply, m <= 0, or some q is not finite.
+bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* out);
+// The scores above with rows prepared by PrepareQ8_0Query (D = q.D, m =
+// q.m); false, writing nothing, when q is not prepared or f / T / D do not
+// apply. Oracle: ref::DotRowsQ8_0Int16Query (bit-identical).
+bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                         const Q8_0Query& q, float* scores, size_t s_stride);
+// Prepare + DotRowsQ8_0Prepared in one call (tests, one-off callers).
+bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                           const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+
+// V: as AxpyRowsInt16Weights with one weight per (token, block) instead of
+// per token: per row h
+//   u[t][b] = w[h][t]·d[t·D/32 + b] (fp32), umax = max |u|, su = umax / 32767,
+//   ui[t][b] = round_half_even(u[t][b] · (32767 / umax))  (all 0 when umax == 0),
+//   acc[h][d] = fma(float(sum_t ui[t][d/32]·c[t][d]), su, acc[h][d])
+// (the block scale folds into the weight, so the codes are summed as int8's).
+// Against AxpyChunkMulti each output moves by at most su/2 · sum_t |c[t][d]|
+// plus fp32 rounding. Kind::kQ8_0 with T even in [2, 64], D in {64, 128, 256,
+// 512}; false, writing nothing, as AxpyRowsInt16Weights (m in [1, 16], every
+// u finite). Oracle: ref::AxpyRowsQ8_0Int16Weights (bit-identical).
+bool Q8_0WeightsRowsApply(const Format& f, int T, int D);
+bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                              int D, const float* w, size_t w_stride, int m, float* acc,
+                              size_t a_stride);
+
 namespace ref {
+bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                           const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                              int D, const float* w, size_t w_stride, int m, float* acc,
+                              size_t a_stride);
 bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 // The same math in scalar code (multi_query_rows_q16_ref.cc); false, writing

@@ -12,6 +12,7 @@
 #include "quant/format.h"
 #include "quant/multi_query.h"
 #include "quant/multi_query_rows_bf16.h"
+#include "quant/multi_query_rows_q16.h"
 
 namespace hqekv::cache {
 namespace {
@@ -476,6 +477,67 @@ TEST(StoreAttention, DecodeFp8Bf16StaysCloseToTheFp32Kernels) {
   quant::Bf16Query probe;
   if (quant::PrepareBf16Query(q.data(), D, 1, D, &probe)) {
     EXPECT_GT(worst, 0.0f) << "the bf16 kernels never ran";
+  }
+  // A batch of 2 queries keeps the fp32 kernels: bit-identical either way.
+  StoreAttentionOptions on, off;
+  off.rounded_query = off.rounded_weights = false;
+  const std::vector<int32_t> qp2 = {n - 1, n};
+  const auto q2 = Gaussian(static_cast<size_t>(2) * nq * D, rng);
+  std::vector<float> a2(q2.size()), b2(q2.size());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q2.data(), qp2.data(), 2, a2.data(), nullptr, on).ok());
+  ASSERT_TRUE(StoreAttention(*s, 0, nq, q2.data(), qp2.data(), 2, b2.data(), nullptr, off).ok());
+  EXPECT_EQ(a2, b2);
+}
+
+// Decode steps over llama.cpp q8_0 chunks use the int16 kernels of
+// quant/multi_query_rows_q16.h under the same options where the CPU has them:
+// the query rows rounded to int16 and laid out once per query and KV head
+// (Hadamard chunks read the rotated rows, plain ones the others; fp8 chunks
+// in between prepare their own bf16 rows), and w·d rounded to int16 per
+// (token, block). Outputs stay close to the fp32 path (empirical bound 2e-4
+// of max|v̂|, as the int16 tests above; the model-level check is in
+// docs/performance.md), for whole heads, split spans and with a sink, and
+// prefill batches are unchanged.
+TEST(StoreAttention, DecodeQ8_0Int16StaysCloseToTheFp32Kernels) {
+  const int D = 128, H = 2, nq = 8, n = 32 * 10 + 5;
+  std::mt19937 rng(31);
+  auto s = RandomStore(D, H, n, rng);
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->Seal(0, kAllHeads, 32 * 10, quant::F16(), quant::F16()).ok());
+  const Format q8 = quant::GgmlBlock(quant::Kind::kQ8_0);
+  const Format ff[] = {q8, Had(q8), quant::Fp8E4M3(), q8, quant::Int8PerToken()};
+  for (int c = 0; c < s->NumChunks(0, 0); ++c) {
+    ASSERT_TRUE(s->SetChunkFormat(0, kAllHeads, c, ff[c % 5], ff[(c + 1) % 5]).ok());
+  }
+  const float max_v = MaxKeptValue(*s, D, H);
+  const auto q = Gaussian(static_cast<size_t>(nq) * D, rng);
+  const int32_t qp = n;
+  std::vector<double> ref;
+  std::vector<std::vector<double>> ref_w;
+  Reference(*s, 0, nq, q, {qp}, &ref, &ref_w);
+  float worst = 0.0f;
+  for (int spans : {1, 3}) {
+    for (bool with_sink : {false, true}) {
+      SCOPED_TRACE("spans=" + std::to_string(spans) + " sink=" + std::to_string(with_sink));
+      StoreAttentionOptions on, off;
+      off.rounded_query = off.rounded_weights = false;
+      on.spans_per_head = off.spans_per_head = spans;
+      AttentionSum sum_on(H), sum_off(H);
+      const AttentionSink* sink_on = with_sink ? &sum_on.sink() : nullptr;
+      const AttentionSink* sink_off = with_sink ? &sum_off.sink() : nullptr;
+      std::vector<float> a(q.size()), b(q.size());
+      ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, a.data(), sink_on, on).ok());
+      ASSERT_TRUE(StoreAttention(*s, 0, nq, q.data(), &qp, 1, b.data(), sink_off, off).ok());
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_NEAR(b[i], ref[i], 2e-5 * (1 + std::abs(ref[i]))) << i;
+        ASSERT_NEAR(a[i], b[i], 2e-4f * max_v) << i;
+        worst = std::max(worst, std::abs(a[i] - b[i]));
+      }
+    }
+  }
+  quant::Q8_0Query probe;
+  if (quant::PrepareQ8_0Query(q.data(), D, 1, D, &probe)) {
+    EXPECT_GT(worst, 0.0f) << "the q8_0 int16 kernels never ran";
   }
   // A batch of 2 queries keeps the fp32 kernels: bit-identical either way.
   StoreAttentionOptions on, off;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
 
 #include "policy/store_cache.h"
 #include "policy_harness.h"
@@ -61,10 +62,15 @@ TEST(LlamaCache, PayloadAndScalesAreLlamaCppsBitsAndEveryByteIsCounted) {
   }
 }
 
+// Decode steps over q8_0 chunks round the query / the weights to int16
+// (quant/multi_query_rows_q16.h, as for int8): 2e-4, the bound of the int8 and
+// KIVI caches in policy_cache_test (measured up to 8.2e-5 here); the other
+// block types are read exactly.
 TEST(LlamaCache, AttentionReadsTheBlockLayoutsExactly) {
   for (const char* spec : {"llama:ctk=q8_0,ctv=q4_0", "llama:ctk=q4_1,ctv=q5_0",
                            "llama:ctk=q5_1,ctv=q8_0", "llama:ctk=f16,ctv=q4_0"}) {
     SCOPED_TRACE(spec);
+    const double bound = std::string(spec).find("q8_0") != std::string::npos ? 2e-4 : 2e-5;
     for (int d : {32, 64, 128}) {
       auto c = MustMake(spec, Geometry(d));
       ASSERT_NE(c, nullptr);
@@ -73,7 +79,7 @@ TEST(LlamaCache, AttentionReadsTheBlockLayoutsExactly) {
       double worst = 0;
       for (int i = 0; i < 40; ++i) worst = std::max(worst, drv.Step(1, false, true));
       worst = std::max(worst, drv.Step(20, false, true));
-      EXPECT_LT(worst, 2e-5) << "D=" << d;
+      EXPECT_LT(worst, bound) << "D=" << d;
     }
   }
 }
