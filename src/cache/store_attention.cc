@@ -370,19 +370,21 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
 
 // Spans per KV head for one StoreAttention call: 1 (no split) unless it is a
 // single decode query with too few KV heads to keep every thread busy (or the
-// options ask for a count). Each span keeps >= kMinSpanChunks chunks.
+// options ask for a count). WantedSpans decides from counts alone (no plans
+// needed when it says 1); SpansPerHead then limits it by the plans' live
+// chunks: each span keeps >= kMinSpanChunks chunks.
 constexpr size_t kMinSpanChunks = 8;
-int SpansPerHead(const std::vector<HeadPlan>& plans, int n, int64_t work,
-                 const StoreAttentionOptions& o) {
+int WantedSpans(int H, int n, int64_t work, const StoreAttentionOptions& o) {
   if (n != 1) return 1;
+  if (o.spans_per_head > 0) return o.spans_per_head;
+  const int threads = NumThreads();
+  if (threads <= 1 || work < o.parallel_min_work) return 1;
+  return (4 * threads + H - 1) / H;  // >= 4 tasks per thread: balance
+}
+int SpansPerHead(const std::vector<HeadPlan>& plans, int want, const StoreAttentionOptions& o) {
   size_t max_chunks = 0;
   for (const HeadPlan& p : plans) max_chunks = std::max(max_chunks, p.chunks.size());
-  int want = o.spans_per_head;
-  if (want <= 0) {
-    const int threads = NumThreads();
-    const int H = static_cast<int>(plans.size());
-    if (threads <= 1 || work < o.parallel_min_work) return 1;
-    want = (4 * threads + H - 1) / H;  // >= 4 tasks per thread: balance
+  if (o.spans_per_head <= 0) {
     want = std::min<int>(want, static_cast<int>(max_chunks / kMinSpanChunks));
   }
   return std::clamp<int>(want, 1, static_cast<int>(max_chunks) + 1);
@@ -528,19 +530,26 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   StoreAttentionOptions opts = options;
   opts.rounded_query = options.rounded_query && n == 1;
   opts.rounded_weights = options.rounded_weights && n == 1;
-  std::vector<HeadPlan> plans(H);
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
-    plans[g] = Plan(store, layer, g, sink && *sink);
-    work += static_cast<int64_t>(plans[g].n_kept) * n * group * store.head_dim();
+    work += store.KeptTokens(layer, g) * n * group * store.head_dim();  // = the plan's n_kept
   }
-  if (const int spans = SpansPerHead(plans, n, work, options); spans > 1) {
-    AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, opts,
-                work >= options.parallel_min_work);
-    return Status::Ok();
+  std::vector<HeadPlan> plans(H);
+  const bool planned = WantedSpans(H, n, work, options) > 1;
+  if (planned) {
+    for (int g = 0; g < H; ++g) plans[g] = Plan(store, layer, g, sink && *sink);
+    const int spans = SpansPerHead(plans, WantedSpans(H, n, work, options), options);
+    if (spans > 1) {
+      AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, opts,
+                  work >= options.parallel_min_work);
+      return Status::Ok();
+    }
   }
+  // Unsplit: each task plans its own heads (the plans of a 32K decode step
+  // are ~5% of its time; on the calling thread alone they were serial).
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
+      if (!planned) plans[g] = Plan(store, layer, static_cast<int>(g), sink && *sink);
       AttendHead(store, plans[g], static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
                  options.first_sink_query, opts.rounded_query, opts.rounded_weights);
     }
