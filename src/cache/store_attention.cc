@@ -535,10 +535,11 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
     work += store.KeptTokens(layer, g) * n * group * store.head_dim();  // = the plan's n_kept
   }
   std::vector<HeadPlan> plans(H);
-  const bool planned = WantedSpans(H, n, work, options) > 1;
+  const int want = WantedSpans(H, n, work, options);
+  const bool planned = want > 1;
   if (planned) {
     for (int g = 0; g < H; ++g) plans[g] = Plan(store, layer, g, sink && *sink);
-    const int spans = SpansPerHead(plans, WantedSpans(H, n, work, options), options);
+    const int spans = SpansPerHead(plans, want, options);
     if (spans > 1) {
       AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, opts,
                   work >= options.parallel_min_work);

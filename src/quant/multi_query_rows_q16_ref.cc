@@ -10,13 +10,15 @@
 
 namespace hqekv::quant::ref {
 namespace {
-// Row h rounded to int16 as the kernels do (qi[D], *sq).
-void QuantizeQueryRow(const float* q, int D, int16_t* qi, float* sq) {
+// x[0, n) rounded to int16 as the kernels do: xi[i] = round(x[i] / step),
+// step = max|x| / 32767 (0 for an all-zero row). One query row, or one row
+// of softmax weights (times the scales) for the V sums.
+void RoundRowToInt16(const float* x, size_t n, int16_t* xi, float* step) {
   float amax = 0.0f;
-  for (int d = 0; d < D; ++d) amax = std::max(amax, std::abs(q[d]));
-  *sq = amax > 0.0f ? amax / 32767.0f : 0.0f;
+  for (size_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(x[i]));
+  *step = amax > 0.0f ? amax / 32767.0f : 0.0f;
   const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
-  for (int d = 0; d < D; ++d) qi[d] = static_cast<int16_t>(std::nearbyint(q[d] * inv));
+  for (size_t i = 0; i < n; ++i) xi[i] = static_cast<int16_t>(std::nearbyint(x[i] * inv));
 }
 
 // p[0, n) summed as adjacent pairs, then pairs of those (n a power of two).
@@ -37,7 +39,7 @@ bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* met
   std::vector<int16_t> qi(D);
   for (int h = 0; h < m; ++h) {
     float sq = 0.0f;
-    QuantizeQueryRow(q + h * q_stride, D, qi.data(), &sq);
+    RoundRowToInt16(q + h * q_stride, D, qi.data(), &sq);
     for (int t = 0; t < T; ++t) {
       const int8_t* c = reinterpret_cast<const int8_t*>(codes) + static_cast<size_t>(t) * D;
       int32_t sum = 0;
@@ -62,12 +64,8 @@ bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* 
   }
   std::vector<int16_t> ui(T);
   for (int h = 0; h < m; ++h) {
-    const float* uh = u.data() + static_cast<size_t>(h) * T;
-    float umax = 0.0f;
-    for (int t = 0; t < T; ++t) umax = std::max(umax, std::abs(uh[t]));
-    const float su = umax > 0.0f ? umax / 32767.0f : 0.0f;
-    const float inv = umax > 0.0f ? 32767.0f / umax : 0.0f;
-    for (int t = 0; t < T; ++t) ui[t] = static_cast<int16_t>(std::nearbyint(uh[t] * inv));
+    float su = 0.0f;
+    RoundRowToInt16(u.data() + static_cast<size_t>(h) * T, T, ui.data(), &su);
     for (int d = 0; d < D; ++d) {
       int32_t sum = 0;
       for (int t = 0; t < T; ++t) {
@@ -94,7 +92,7 @@ bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t*
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
   for (int h = 0; h < m; ++h) {
     float sq = 0.0f;
-    QuantizeQueryRow(q + h * q_stride, D, qi.data(), &sq);
+    RoundRowToInt16(q + h * q_stride, D, qi.data(), &sq);
     for (int t = 0; t < T; ++t) {
       for (int b = 0; b < per_row; ++b) {
         const size_t k = static_cast<size_t>(t) * per_row + b;
@@ -125,12 +123,8 @@ bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8
   std::vector<int16_t> ui(nb);
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
   for (int h = 0; h < m; ++h) {
-    const float* uh = u.data() + h * nb;
-    float umax = 0.0f;
-    for (size_t k = 0; k < nb; ++k) umax = std::max(umax, std::abs(uh[k]));
-    const float su = umax > 0.0f ? umax / 32767.0f : 0.0f;
-    const float inv = umax > 0.0f ? 32767.0f / umax : 0.0f;
-    for (size_t k = 0; k < nb; ++k) ui[k] = static_cast<int16_t>(std::nearbyint(uh[k] * inv));
+    float su = 0.0f;
+    RoundRowToInt16(u.data() + h * nb, nb, ui.data(), &su);
     for (int d = 0; d < D; ++d) {
       int32_t sum = 0;
       for (int t = 0; t < T; ++t) {
