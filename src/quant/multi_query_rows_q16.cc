@@ -493,13 +493,26 @@ HWY_NOINLINE void AxpyBlockQ8(const int8_t* codes, int T, int D, int d0, const i
 
 }  // namespace
 
-bool DotRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                      const float* q, size_t qs, int m, float* scores, size_t ss) {
+// Rows h in [0, m) of q rounded to int16 (qi [m][D], steps sq[m]); false
+// when some q is not finite (every row checked before the first is rounded).
+bool PrepareInt16Impl(const float* q, size_t qs, int m, int D, int16_t* qi, float* sq) {
+#if HQEKV_RQ16_VNNI
+  if (m <= 0 || D < 32 || D > kMaxD || D % 32 != 0) return false;
+  if (m > 1 && !AllFinite(q, qs, m, D)) return false;
+  for (int h = 0; h < m; ++h) {
+    if (!QuantizeRow(q + h * qs, D, qi + static_cast<size_t>(h) * D, sq + h)) return false;
+  }
+  return true;
+#else
+  (void)q, (void)qs, (void)m, (void)D, (void)qi, (void)sq;
+  return false;
+#endif
+}
+
+bool DotInt16PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const int16_t* qi, const float* sq, int m, float* scores, size_t ss) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
-  // More than one block of rows: every row checked before any score is
-  // written (one block: QuantizeRow's own check, before DotBlock).
-  if (m > 4 && !AllFinite(q, qs, m, D)) return false;
   alignas(64) float s[kMaxT];
   int t = 0;
   for (; t + 16 <= T; t += 16) {
@@ -507,33 +520,28 @@ bool DotRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta
                                meta + 2 * static_cast<size_t>(t)))));
   }
   for (; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
-  alignas(64) int16_t qi[4 * kMaxD];
-  float sq[4];
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
   for (int h0 = 0; h0 < m; h0 += 4) {
-    const int mb = std::min(4, m - h0);
-    for (int h = 0; h < mb; ++h) {
-      if (!QuantizeRow(q + (h0 + h) * qs, D, qi + h * D, sq + h)) return false;
-    }
+    const int16_t* qh = qi + static_cast<size_t>(h0) * D;
     float* sc = scores + h0 * ss;
-    switch (mb) {
+    switch (std::min(4, m - h0)) {
       case 1:
-        DotBlock<1>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<1>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
       case 2:
-        DotBlock<2>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<2>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
       case 3:
-        DotBlock<3>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<3>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
       default:
-        DotBlock<4>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<4>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
     }
   }
   return true;
 #else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)qi, (void)sq, (void)m, (void)scores,
       (void)ss;
   return false;
 #endif
@@ -714,18 +722,55 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace hqekv::quant {
-HWY_EXPORT(DotRowsInt16Impl);
+HWY_EXPORT(PrepareInt16Impl);
+HWY_EXPORT(DotInt16PreparedImpl);
 HWY_EXPORT(AxpyRowsInt16Impl);
+
+namespace {
+// The 64-byte aligned start of a prepared query's rows (the vectors hold 64
+// spare bytes).
+template <class T>
+T* AlignedRows(std::vector<T>& w) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(w.data());
+  return w.data() + ((64 - a % 64) % 64) / sizeof(T);
+}
+template <class T>
+const T* AlignedRows(const std::vector<T>& w) {
+  return AlignedRows(const_cast<std::vector<T>&>(w));
+}
+}  // namespace
 
 bool Int16QueryRowsApply(const Format& f, int T, int D) {
   return f.kind == Kind::kInt8 && T >= 1 && T <= 64 && D >= 32 && D <= 512 && D % 32 == 0;
 }
 
+bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query* out) {
+  out->m = 0;
+  if (m <= 0 || D < 32 || D > 512 || D % 32 != 0) return false;
+  out->qi.resize(static_cast<size_t>(m) * D + 32);
+  out->sq.resize(m);
+  if (!HWY_DYNAMIC_DISPATCH(PrepareInt16Impl)(q, q_stride, m, D, AlignedRows(out->qi),
+                                              out->sq.data())) {
+    return false;
+  }
+  out->m = m;
+  out->D = D;
+  return true;
+}
+
+bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                          const Int16Query& q, float* scores, size_t s_stride) {
+  if (q.m <= 0 || !Int16QueryRowsApply(f, T, q.D)) return false;
+  return HWY_DYNAMIC_DISPATCH(DotInt16PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.qi),
+                                                    q.sq.data(), q.m, scores, s_stride);
+}
+
 bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotRowsInt16Impl)(f, codes, meta, T, D, q, q_stride, m, scores,
-                                                s_stride);
+  thread_local Int16Query prepared;
+  return PrepareInt16Query(q, q_stride, m, D, &prepared) &&
+         DotRowsInt16Prepared(f, codes, meta, T, prepared, scores, s_stride);
 }
 
 bool Int16WeightsRowsApply(const Format& f, int T, int D) {
@@ -749,11 +794,6 @@ constexpr size_t kQ8RowWords = 16 * 16 + 16;  // kRowWords of the kernel
 bool Q8Shape(const Format& f, int D) {
   return f.kind == Kind::kQ8_0 && D >= 32 && D <= 512 && (D & (D - 1)) == 0;
 }
-// The 64-byte aligned start of q's rows (words holds 16 spare int32).
-int32_t* AlignedWords(std::vector<int32_t>& w) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(w.data());
-  return w.data() + ((64 - a % 64) % 64) / 4;
-}
 }  // namespace
 
 bool Q8_0QueryRowsApply(const Format& f, int T, int D) {
@@ -765,7 +805,7 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
   if (m <= 0 || D < 32 || D > 512 || (D & (D - 1)) != 0) return false;
   out->words.resize(static_cast<size_t>(m) * kQ8RowWords + 16);
   out->sq.resize(m);
-  if (!HWY_DYNAMIC_DISPATCH(PrepareQ8Impl)(q, q_stride, m, D, AlignedWords(out->words),
+  if (!HWY_DYNAMIC_DISPATCH(PrepareQ8Impl)(q, q_stride, m, D, AlignedRows(out->words),
                                            out->sq.data())) {
     return false;
   }
@@ -778,7 +818,7 @@ bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* m
                          const Q8_0Query& q, float* scores, size_t s_stride) {
   if (q.m <= 0 || !Q8_0QueryRowsApply(f, T, q.D)) return false;
   return HWY_DYNAMIC_DISPATCH(DotQ8PreparedImpl)(
-      f, codes, meta, T, q.D, AlignedWords(const_cast<std::vector<int32_t>&>(q.words)), q.sq.data(),
+      f, codes, meta, T, q.D, AlignedRows(q.words), q.sq.data(),
       q.m, scores, s_stride);
 }
 
