@@ -1,6 +1,7 @@
 // Int16 decode-attention kernels over int8 and q8_0 chunks
 // (quant/multi_query_rows_q16.h). int8: K: the query rows rounded to int16 once per
-// call, then dotted with the sign-extended codes by vpdpwssd (32 products per
+// query and KV head (PrepareInt16Query; a decode step reuses them for every
+// chunk: 195 -> 130 ns per 32 x 128 chunk and 4 rows, wave 13), then dotted with the sign-extended codes by vpdpwssd (32 products per
 // instruction against 16 for an fp32 FMA, and one vpmovsxbw per 32 codes
 // instead of a vpmovsxbd and a vcvtdq2ps per 16); four tokens x up to four
 // query rows per pass: 16 independent int32 accumulators, the 4 sums of a row
@@ -169,55 +170,75 @@ __m512i PairControl(int j) {
   return _mm512_load_si512(c);
 }
 
-// Row h's weights times the token scales rounded to int16 (wi[0, T)) and its
-// step *su; false when some product is not finite.
-bool QuantizeWeightRow(const float* w, const float* s, int T, int16_t* wi, float* su) {
-  __m512 u[4];
-  __m512 umax = _mm512_setzero_ps();
+// Rows h in [0, MB) of w (row h at w + h·ws) times the token scales rounded
+// to int16 (row h at wi + h·kMaxT, [0, T)) with steps su[h]; false when some
+// product is not finite. The rows go through together, as q8_0's
+// (QuantizeBlockWeightRows): one at a time, each row's chain (max, its
+// reduction, two divisions, then the rounding) waited on the previous one.
+template <int MB>
+bool QuantizeWeightRows(const float* w, size_t ws, const float* s, int T, int16_t* wi, float* su) {
+  __m512 u[MB][4];
+  __m512 umax[MB];
+  for (int h = 0; h < MB; ++h) umax[h] = _mm512_setzero_ps();
   __mmask16 bad = 0;
   const int nv = (T + 15) / 16;
   for (int v = 0; v < nv; ++v) {
     const int n = std::min(16, T - 16 * v);
     const __mmask16 k = static_cast<__mmask16>((1u << n) - 1);
-    u[v] =
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + 16 * v), _mm512_maskz_loadu_ps(k, s + 16 * v));
-    bad |= _mm512_fpclass_ps_mask(u[v], 0x99);
-    umax = _mm512_max_ps(umax, _mm512_abs_ps(u[v]));
+    const __m512 sv = _mm512_maskz_loadu_ps(k, s + 16 * v);
+    for (int h = 0; h < MB; ++h) {
+      u[h][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + h * ws + 16 * v), sv);
+      bad |= _mm512_fpclass_ps_mask(u[h][v], 0x99);
+      umax[h] = _mm512_max_ps(umax[h], _mm512_abs_ps(u[h][v]));
+    }
   }
   if (bad != 0) return false;
-  const float mx = _mm512_reduce_max_ps(umax);
-  *su = mx > 0.0f ? mx / 32767.0f : 0.0f;
-  const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
-  for (int v = 0; v < nv; ++v) {
-    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(u[v], inv));  // MXCSR: half to even
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(wi + 16 * v), _mm512_cvtepi32_epi16(r));
+  for (int h = 0; h < MB; ++h) {
+    const float mx = _mm512_reduce_max_ps(umax[h]);
+    su[h] = mx > 0.0f ? mx / 32767.0f : 0.0f;
+    const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
+    for (int v = 0; v < nv; ++v) {
+      const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(u[h][v], inv));  // MXCSR: half to even
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(wi + h * kMaxT + 16 * v),
+                          _mm512_cvtepi32_epi16(r));
+    }
   }
   return true;
 }
 
 // acc[h][d0 .. d0 + 64) for MB <= 4 rows (wi [MB][kMaxT], su [MB]).
+// Not inlined and fully unrolled, as AxpyBlockQ8: otherwise GCC 12 kept the
+// 16 sums in memory (a load and a store around every vpdpwssd) once the
+// rows were rounded together beside it.
 template <int MB>
-void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi, const float* su,
+HWY_NOINLINE void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi, const float* su,
                const __m512i ctl[4], float* acc, size_t as) {
   __m512i sum[MB][4];
+#pragma GCC unroll 4
   for (int h = 0; h < MB; ++h) {
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) sum[h][j] = _mm512_setzero_si512();
   }
   for (int t = 0; t < T; t += 2) {
     const __m512i a = _mm512_loadu_si512(codes + static_cast<size_t>(t) * D + d0);
     const __m512i b = _mm512_loadu_si512(codes + static_cast<size_t>(t + 1) * D + d0);
     __m512i x[4];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) x[j] = _mm512_srai_epi16(_mm512_permutex2var_epi8(a, ctl[j], b), 8);
+#pragma GCC unroll 4
     for (int h = 0; h < MB; ++h) {
       int32_t pair;
       std::memcpy(&pair, wi + h * kMaxT + t, 4);
       const __m512i wp = _mm512_set1_epi32(pair);
+#pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) DpWssd(sum[h][j], x[j], wp);
     }
   }
+#pragma GCC unroll 4
   for (int h = 0; h < MB; ++h) {
     const __m512 sv = _mm512_set1_ps(su[h]);
     float* ah = acc + h * as + d0;
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       _mm512_storeu_ps(ah + 16 * j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][j]), sv,
                                                     _mm512_loadu_ps(ah + 16 * j)));
@@ -554,12 +575,35 @@ bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* met
                        const float* w, size_t ws, int m, float* acc, size_t as) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
+  // The token scales, 16 at a time (a scalar conversion per token was ~20% of
+  // this call's samples in a 32K decode step; the same values: fp16 -> fp32
+  // is exact).
   alignas(64) float s[kMaxT];
-  for (int t = 0; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
+  for (int t = 0; t < T; t += 16) {
+    const __mmask16 k = static_cast<__mmask16>(T - t >= 16 ? 0xFFFF : (1u << (T - t)) - 1);
+    _mm512_store_ps(s + t, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, meta + 2 * t)));
+  }
   alignas(64) int16_t wi[16 * kMaxT];
   float su[16];
-  for (int h = 0; h < m; ++h) {  // every row before any output is written
-    if (!QuantizeWeightRow(w + h * ws, s, T, wi + h * kMaxT, su + h)) return false;
+  for (int h0 = 0; h0 < m; h0 += 4) {  // every row before any output is written
+    const float* wh = w + h0 * ws;
+    int16_t* qh = wi + h0 * kMaxT;
+    bool ok;
+    switch (std::min(4, m - h0)) {
+      case 1:
+        ok = QuantizeWeightRows<1>(wh, ws, s, T, qh, su + h0);
+        break;
+      case 2:
+        ok = QuantizeWeightRows<2>(wh, ws, s, T, qh, su + h0);
+        break;
+      case 3:
+        ok = QuantizeWeightRows<3>(wh, ws, s, T, qh, su + h0);
+        break;
+      default:
+        ok = QuantizeWeightRows<4>(wh, ws, s, T, qh, su + h0);
+        break;
+    }
+    if (!ok) return false;
   }
   __m512i ctl[4];
   for (int j = 0; j < 4; ++j) ctl[j] = PairControl(j);

@@ -5,8 +5,9 @@
 //
 // int8 per token (Kind::kInt8, quant/README.md): x̂[t][d] = s[t]·c[t][d],
 // s[t] the token's fp16 scale, c a signed byte; codes [T][D]. Row h of the
-// query is rounded to int16 once per call (the per-token scale does not
-// touch the query, so nothing per channel needs folding in):
+// query is rounded to int16 (once per call, or once per query and KV head
+// through PrepareInt16Query; the per-token scale does not touch the query,
+// so nothing per channel needs folding in):
 //   amax = max_d |q[h][d]|, sq = amax / 32767,
 //   qi[d] = round_half_even(q[h][d] · (32767 / amax))  (all 0 when amax == 0),
 //   scores[h][t] = float(sum_d qi[d]·c[t][d]) · (sq · s[t])
