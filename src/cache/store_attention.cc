@@ -76,8 +76,8 @@ struct Fp8Query {
 // bf16 one for fp8 rows, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
           bool rounded_query, Fp8Query& fq) {
-  if (rounded_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q,
-                                                      D, group, scores, ss)) {
+  if (rounded_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                                      group, scores, ss)) {
     return;
   }
   if (rounded_query && quant::Int16QueryRowsApply(c.k_format, c.T, D)) {

@@ -1,7 +1,8 @@
 // Int16 decode-attention kernels over int8 and q8_0 chunks
 // (quant/multi_query_rows_q16.h). int8: K: the query rows rounded to int16 once per
-// query and KV head (PrepareInt16Query; a decode step reuses them for every
-// chunk: 195 -> 130 ns per 32 x 128 chunk and 4 rows, wave 13), then dotted with the sign-extended codes by vpdpwssd (32 products per
+// query and KV head (PrepareInt16Query: a decode step reuses them for every
+// chunk; 195 -> 130 ns per 32 x 128 chunk and 4 rows, wave 13), then dotted
+// with the sign-extended codes by vpdpwssd (32 products per
 // instruction against 16 for an fp32 FMA, and one vpmovsxbw per 32 codes
 // instead of a vpmovsxbd and a vcvtdq2ps per 16); four tokens x up to four
 // query rows per pass: 16 independent int32 accumulators, the 4 sums of a row
@@ -118,8 +119,8 @@ HWY_INLINE __m512i Codes32(const int8_t* p) {
 // accumulators in memory (a load and a store around every vpdpwssd; 310
 // instead of 195 ns per 32 x 128 chunk and 4 rows).
 template <int MB>
-HWY_NOINLINE void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* qi, const float* sq,
-              float* scores, size_t ss) {
+HWY_NOINLINE void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* qi,
+                           const float* sq, float* scores, size_t ss) {
   int t0 = 0;
   for (; t0 + 4 <= T; t0 += 4) {
     __m512i acc[MB][4];
@@ -211,8 +212,8 @@ bool QuantizeWeightRows(const float* w, size_t ws, const float* s, int T, int16_
 // 16 sums in memory (a load and a store around every vpdpwssd) once the
 // rows were rounded together beside it.
 template <int MB>
-HWY_NOINLINE void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi, const float* su,
-               const __m512i ctl[4], float* acc, size_t as) {
+HWY_NOINLINE void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi,
+                            const float* su, const __m512i ctl[4], float* acc, size_t as) {
   __m512i sum[MB][4];
 #pragma GCC unroll 4
   for (int h = 0; h < MB; ++h) {
@@ -864,9 +865,8 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
 bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                          const Q8_0Query& q, float* scores, size_t s_stride) {
   if (q.m <= 0 || !Q8_0QueryRowsApply(f, T, q.D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotQ8PreparedImpl)(
-      f, codes, meta, T, q.D, AlignedRows(q.words), q.sq.data(),
-      q.m, scores, s_stride);
+  return HWY_DYNAMIC_DISPATCH(DotQ8PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.words),
+                                                 q.sq.data(), q.m, scores, s_stride);
 }
 
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

@@ -1,6 +1,6 @@
 // Int16-query scores over int8 chunks (quant/multi_query_rows_q16.h,
-// DotRowsInt16Query, and DotRowsInt16Prepared with rows prepared once) against their scalar oracle (ref::DotRowsInt16Query:
-// the same integer math, bit-identical) on every x86 target this CPU runs,
+// DotRowsInt16Query, and DotRowsInt16Prepared with rows prepared once) against their scalar oracle
+// (ref::DotRowsInt16Query: the same integer math, bit-identical) on every x86 target this CPU runs,
 // AVX-512 VNNI included; the oracle against the fp32-query reference
 // (ref::DotChunkMulti) within the rounding of the int16 query; and the
 // cases that decline (writing nothing).
