@@ -65,6 +65,10 @@ struct Fp8Query {
   quant::Q8_0Query q8;
   const float* q8_src = nullptr;
   bool q8_ok = false;
+  // And for the int8 one (quant::DotRowsInt16Prepared).
+  quant::Int16Query i8;
+  const float* i8_src = nullptr;
+  bool i8_ok = false;
 };
 
 // Scores of one chunk's K for `group` query rows: an int16-query kernel when
@@ -72,11 +76,19 @@ struct Fp8Query {
 // bf16 one for fp8 rows, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
           bool rounded_query, Fp8Query& fq) {
-  if (rounded_query && (quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q,
-                                                       D, group, scores, ss) ||
-                        quant::DotRowsInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
-                                                 group, scores, ss))) {
+  if (rounded_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
+                                                      group, scores, ss)) {
     return;
+  }
+  if (rounded_query && quant::Int16QueryRowsApply(c.k_format, c.T, D)) {
+    if (fq.i8_src != q) {
+      fq.i8_src = q;
+      fq.i8_ok = quant::PrepareInt16Query(q, D, group, D, &fq.i8);
+    }
+    if (fq.i8_ok &&
+        quant::DotRowsInt16Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.i8, scores, ss)) {
+      return;
+    }
   }
   if (rounded_query && quant::Q8_0QueryRowsApply(c.k_format, c.T, D)) {
     if (fq.q8_src != q) {
@@ -219,7 +231,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         static_cast<int>(std::upper_bound(r.positions, r.positions + r.n, qp) - r.positions);
     const float* qg = q + (static_cast<size_t>(i) * n_q_heads + static_cast<size_t>(g) * group) * D;
     for (size_t e = 0; e < qs.size(); ++e) qs[e] = qg[e] * scale;
-    fq.src = fq.q8_src = nullptr;  // qs / qr hold this query's rows now
+    fq.src = fq.q8_src = fq.i8_src = nullptr;  // qs / qr hold this query's rows now
     if (p.k_hadamard) {
       qr = qs;
       for (int hh = 0; hh < group; ++hh)

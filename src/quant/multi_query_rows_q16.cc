@@ -1,6 +1,8 @@
 // Int16 decode-attention kernels over int8 and q8_0 chunks
 // (quant/multi_query_rows_q16.h). int8: K: the query rows rounded to int16 once per
-// call, then dotted with the sign-extended codes by vpdpwssd (32 products per
+// query and KV head (PrepareInt16Query: a decode step reuses them for every
+// chunk; 195 -> 130 ns per 32 x 128 chunk and 4 rows, wave 13), then dotted
+// with the sign-extended codes by vpdpwssd (32 products per
 // instruction against 16 for an fp32 FMA, and one vpmovsxbw per 32 codes
 // instead of a vpmovsxbd and a vcvtdq2ps per 16); four tokens x up to four
 // query rows per pass: 16 independent int32 accumulators, the 4 sums of a row
@@ -113,9 +115,12 @@ HWY_INLINE __m512i Codes32(const int8_t* p) {
 }
 
 // scores[h][t] for MB <= 4 rows (qi [MB][D], sq [MB]), tokens [0, T).
+// Not inlined: inlined into DotInt16PreparedImpl, GCC 12 kept the 16
+// accumulators in memory (a load and a store around every vpdpwssd; 310
+// instead of 195 ns per 32 x 128 chunk and 4 rows).
 template <int MB>
-void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* qi, const float* sq,
-              float* scores, size_t ss) {
+HWY_NOINLINE void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* qi,
+                           const float* sq, float* scores, size_t ss) {
   int t0 = 0;
   for (; t0 + 4 <= T; t0 += 4) {
     __m512i acc[MB][4];
@@ -166,55 +171,75 @@ __m512i PairControl(int j) {
   return _mm512_load_si512(c);
 }
 
-// Row h's weights times the token scales rounded to int16 (wi[0, T)) and its
-// step *su; false when some product is not finite.
-bool QuantizeWeightRow(const float* w, const float* s, int T, int16_t* wi, float* su) {
-  __m512 u[4];
-  __m512 umax = _mm512_setzero_ps();
+// Rows h in [0, MB) of w (row h at w + h·ws) times the token scales rounded
+// to int16 (row h at wi + h·kMaxT, [0, T)) with steps su[h]; false when some
+// product is not finite. The rows go through together, as q8_0's
+// (QuantizeBlockWeightRows): one at a time, each row's chain (max, its
+// reduction, two divisions, then the rounding) waited on the previous one.
+template <int MB>
+bool QuantizeWeightRows(const float* w, size_t ws, const float* s, int T, int16_t* wi, float* su) {
+  __m512 u[MB][4];
+  __m512 umax[MB];
+  for (int h = 0; h < MB; ++h) umax[h] = _mm512_setzero_ps();
   __mmask16 bad = 0;
   const int nv = (T + 15) / 16;
   for (int v = 0; v < nv; ++v) {
     const int n = std::min(16, T - 16 * v);
     const __mmask16 k = static_cast<__mmask16>((1u << n) - 1);
-    u[v] =
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + 16 * v), _mm512_maskz_loadu_ps(k, s + 16 * v));
-    bad |= _mm512_fpclass_ps_mask(u[v], 0x99);
-    umax = _mm512_max_ps(umax, _mm512_abs_ps(u[v]));
+    const __m512 sv = _mm512_maskz_loadu_ps(k, s + 16 * v);
+    for (int h = 0; h < MB; ++h) {
+      u[h][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, w + h * ws + 16 * v), sv);
+      bad |= _mm512_fpclass_ps_mask(u[h][v], 0x99);
+      umax[h] = _mm512_max_ps(umax[h], _mm512_abs_ps(u[h][v]));
+    }
   }
   if (bad != 0) return false;
-  const float mx = _mm512_reduce_max_ps(umax);
-  *su = mx > 0.0f ? mx / 32767.0f : 0.0f;
-  const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
-  for (int v = 0; v < nv; ++v) {
-    const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(u[v], inv));  // MXCSR: half to even
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(wi + 16 * v), _mm512_cvtepi32_epi16(r));
+  for (int h = 0; h < MB; ++h) {
+    const float mx = _mm512_reduce_max_ps(umax[h]);
+    su[h] = mx > 0.0f ? mx / 32767.0f : 0.0f;
+    const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
+    for (int v = 0; v < nv; ++v) {
+      const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(u[h][v], inv));  // MXCSR: half to even
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(wi + h * kMaxT + 16 * v),
+                          _mm512_cvtepi32_epi16(r));
+    }
   }
   return true;
 }
 
 // acc[h][d0 .. d0 + 64) for MB <= 4 rows (wi [MB][kMaxT], su [MB]).
+// Not inlined and fully unrolled, as AxpyBlockQ8: otherwise GCC 12 kept the
+// 16 sums in memory (a load and a store around every vpdpwssd) once the
+// rows were rounded together beside it.
 template <int MB>
-void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi, const float* su,
-               const __m512i ctl[4], float* acc, size_t as) {
+HWY_NOINLINE void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi,
+                            const float* su, const __m512i ctl[4], float* acc, size_t as) {
   __m512i sum[MB][4];
+#pragma GCC unroll 4
   for (int h = 0; h < MB; ++h) {
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) sum[h][j] = _mm512_setzero_si512();
   }
   for (int t = 0; t < T; t += 2) {
     const __m512i a = _mm512_loadu_si512(codes + static_cast<size_t>(t) * D + d0);
     const __m512i b = _mm512_loadu_si512(codes + static_cast<size_t>(t + 1) * D + d0);
     __m512i x[4];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) x[j] = _mm512_srai_epi16(_mm512_permutex2var_epi8(a, ctl[j], b), 8);
+#pragma GCC unroll 4
     for (int h = 0; h < MB; ++h) {
       int32_t pair;
       std::memcpy(&pair, wi + h * kMaxT + t, 4);
       const __m512i wp = _mm512_set1_epi32(pair);
+#pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) DpWssd(sum[h][j], x[j], wp);
     }
   }
+#pragma GCC unroll 4
   for (int h = 0; h < MB; ++h) {
     const __m512 sv = _mm512_set1_ps(su[h]);
     float* ah = acc + h * as + d0;
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       _mm512_storeu_ps(ah + 16 * j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][j]), sv,
                                                     _mm512_loadu_ps(ah + 16 * j)));
@@ -493,13 +518,26 @@ HWY_NOINLINE void AxpyBlockQ8(const int8_t* codes, int T, int D, int d0, const i
 
 }  // namespace
 
-bool DotRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                      const float* q, size_t qs, int m, float* scores, size_t ss) {
+// Rows h in [0, m) of q rounded to int16 (qi [m][D], steps sq[m]); false
+// when some q is not finite (every row checked before the first is rounded).
+bool PrepareInt16Impl(const float* q, size_t qs, int m, int D, int16_t* qi, float* sq) {
+#if HQEKV_RQ16_VNNI
+  if (m <= 0 || D < 32 || D > kMaxD || D % 32 != 0) return false;
+  if (m > 1 && !AllFinite(q, qs, m, D)) return false;
+  for (int h = 0; h < m; ++h) {
+    if (!QuantizeRow(q + h * qs, D, qi + static_cast<size_t>(h) * D, sq + h)) return false;
+  }
+  return true;
+#else
+  (void)q, (void)qs, (void)m, (void)D, (void)qi, (void)sq;
+  return false;
+#endif
+}
+
+bool DotInt16PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const int16_t* qi, const float* sq, int m, float* scores, size_t ss) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
-  // More than one block of rows: every row checked before any score is
-  // written (one block: QuantizeRow's own check, before DotBlock).
-  if (m > 4 && !AllFinite(q, qs, m, D)) return false;
   alignas(64) float s[kMaxT];
   int t = 0;
   for (; t + 16 <= T; t += 16) {
@@ -507,33 +545,28 @@ bool DotRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta
                                meta + 2 * static_cast<size_t>(t)))));
   }
   for (; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
-  alignas(64) int16_t qi[4 * kMaxD];
-  float sq[4];
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
   for (int h0 = 0; h0 < m; h0 += 4) {
-    const int mb = std::min(4, m - h0);
-    for (int h = 0; h < mb; ++h) {
-      if (!QuantizeRow(q + (h0 + h) * qs, D, qi + h * D, sq + h)) return false;
-    }
+    const int16_t* qh = qi + static_cast<size_t>(h0) * D;
     float* sc = scores + h0 * ss;
-    switch (mb) {
+    switch (std::min(4, m - h0)) {
       case 1:
-        DotBlock<1>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<1>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
       case 2:
-        DotBlock<2>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<2>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
       case 3:
-        DotBlock<3>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<3>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
       default:
-        DotBlock<4>(c, s, T, D, qi, sq, sc, ss);
+        DotBlock<4>(c, s, T, D, qh, sq + h0, sc, ss);
         break;
     }
   }
   return true;
 #else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)qi, (void)sq, (void)m, (void)scores,
       (void)ss;
   return false;
 #endif
@@ -543,12 +576,35 @@ bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* met
                        const float* w, size_t ws, int m, float* acc, size_t as) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
+  // The token scales, 16 at a time (a scalar conversion per token was ~20% of
+  // this call's samples in a 32K decode step; the same values: fp16 -> fp32
+  // is exact).
   alignas(64) float s[kMaxT];
-  for (int t = 0; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
+  for (int t = 0; t < T; t += 16) {
+    const __mmask16 k = static_cast<__mmask16>(T - t >= 16 ? 0xFFFF : (1u << (T - t)) - 1);
+    _mm512_store_ps(s + t, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, meta + 2 * t)));
+  }
   alignas(64) int16_t wi[16 * kMaxT];
   float su[16];
-  for (int h = 0; h < m; ++h) {  // every row before any output is written
-    if (!QuantizeWeightRow(w + h * ws, s, T, wi + h * kMaxT, su + h)) return false;
+  for (int h0 = 0; h0 < m; h0 += 4) {  // every row before any output is written
+    const float* wh = w + h0 * ws;
+    int16_t* qh = wi + h0 * kMaxT;
+    bool ok;
+    switch (std::min(4, m - h0)) {
+      case 1:
+        ok = QuantizeWeightRows<1>(wh, ws, s, T, qh, su + h0);
+        break;
+      case 2:
+        ok = QuantizeWeightRows<2>(wh, ws, s, T, qh, su + h0);
+        break;
+      case 3:
+        ok = QuantizeWeightRows<3>(wh, ws, s, T, qh, su + h0);
+        break;
+      default:
+        ok = QuantizeWeightRows<4>(wh, ws, s, T, qh, su + h0);
+        break;
+    }
+    if (!ok) return false;
   }
   __m512i ctl[4];
   for (int j = 0; j < 4; ++j) ctl[j] = PairControl(j);
@@ -714,18 +770,55 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace hqekv::quant {
-HWY_EXPORT(DotRowsInt16Impl);
+HWY_EXPORT(PrepareInt16Impl);
+HWY_EXPORT(DotInt16PreparedImpl);
 HWY_EXPORT(AxpyRowsInt16Impl);
+
+namespace {
+// The 64-byte aligned start of a prepared query's rows (the vectors hold 64
+// spare bytes).
+template <class T>
+T* AlignedRows(std::vector<T>& w) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(w.data());
+  return w.data() + ((64 - a % 64) % 64) / sizeof(T);
+}
+template <class T>
+const T* AlignedRows(const std::vector<T>& w) {
+  return AlignedRows(const_cast<std::vector<T>&>(w));
+}
+}  // namespace
 
 bool Int16QueryRowsApply(const Format& f, int T, int D) {
   return f.kind == Kind::kInt8 && T >= 1 && T <= 64 && D >= 32 && D <= 512 && D % 32 == 0;
 }
 
+bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query* out) {
+  out->m = 0;
+  if (m <= 0 || D < 32 || D > 512 || D % 32 != 0) return false;
+  out->qi.resize(static_cast<size_t>(m) * D + 32);
+  out->sq.resize(m);
+  if (!HWY_DYNAMIC_DISPATCH(PrepareInt16Impl)(q, q_stride, m, D, AlignedRows(out->qi),
+                                              out->sq.data())) {
+    return false;
+  }
+  out->m = m;
+  out->D = D;
+  return true;
+}
+
+bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                          const Int16Query& q, float* scores, size_t s_stride) {
+  if (q.m <= 0 || !Int16QueryRowsApply(f, T, q.D)) return false;
+  return HWY_DYNAMIC_DISPATCH(DotInt16PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.qi),
+                                                    q.sq.data(), q.m, scores, s_stride);
+}
+
 bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotRowsInt16Impl)(f, codes, meta, T, D, q, q_stride, m, scores,
-                                                s_stride);
+  thread_local Int16Query prepared;
+  return PrepareInt16Query(q, q_stride, m, D, &prepared) &&
+         DotRowsInt16Prepared(f, codes, meta, T, prepared, scores, s_stride);
 }
 
 bool Int16WeightsRowsApply(const Format& f, int T, int D) {
@@ -749,11 +842,6 @@ constexpr size_t kQ8RowWords = 16 * 16 + 16;  // kRowWords of the kernel
 bool Q8Shape(const Format& f, int D) {
   return f.kind == Kind::kQ8_0 && D >= 32 && D <= 512 && (D & (D - 1)) == 0;
 }
-// The 64-byte aligned start of q's rows (words holds 16 spare int32).
-int32_t* AlignedWords(std::vector<int32_t>& w) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(w.data());
-  return w.data() + ((64 - a % 64) % 64) / 4;
-}
 }  // namespace
 
 bool Q8_0QueryRowsApply(const Format& f, int T, int D) {
@@ -765,7 +853,7 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
   if (m <= 0 || D < 32 || D > 512 || (D & (D - 1)) != 0) return false;
   out->words.resize(static_cast<size_t>(m) * kQ8RowWords + 16);
   out->sq.resize(m);
-  if (!HWY_DYNAMIC_DISPATCH(PrepareQ8Impl)(q, q_stride, m, D, AlignedWords(out->words),
+  if (!HWY_DYNAMIC_DISPATCH(PrepareQ8Impl)(q, q_stride, m, D, AlignedRows(out->words),
                                            out->sq.data())) {
     return false;
   }
@@ -777,9 +865,8 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
 bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                          const Q8_0Query& q, float* scores, size_t s_stride) {
   if (q.m <= 0 || !Q8_0QueryRowsApply(f, T, q.D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotQ8PreparedImpl)(
-      f, codes, meta, T, q.D, AlignedWords(const_cast<std::vector<int32_t>&>(q.words)), q.sq.data(),
-      q.m, scores, s_stride);
+  return HWY_DYNAMIC_DISPATCH(DotQ8PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.words),
+                                                 q.sq.data(), q.m, scores, s_stride);
 }
 
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

@@ -5,8 +5,9 @@
 //
 // int8 per token (Kind::kInt8, quant/README.md): x̂[t][d] = s[t]·c[t][d],
 // s[t] the token's fp16 scale, c a signed byte; codes [T][D]. Row h of the
-// query is rounded to int16 once per call (the per-token scale does not
-// touch the query, so nothing per channel needs folding in):
+// query is rounded to int16 (once per call, or once per query and KV head
+// through PrepareInt16Query; the per-token scale does not touch the query,
+// so nothing per channel needs folding in):
 //   amax = max_d |q[h][d]|, sq = amax / 32767,
 //   qi[d] = round_half_even(q[h][d] · (32767 / amax))  (all 0 when amax == 0),
 //   scores[h][t] = float(sum_d qi[d]·c[t][d]) · (sq · s[t])
@@ -39,6 +40,26 @@ bool Int16QueryRowsApply(const Format& f, int T, int D);
 // the same integer sums and the same two fp32 products).
 bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+
+// The query rows rounded once (qi, sq above): a decode step scores every
+// chunk of a KV head with the same rows, and rounding them per chunk call
+// cost ~4.5% of an int8 step at 32K (docs/performance.md, wave 13). The
+// rounding depends on the row only, so the scores are the same bits as
+// DotRowsInt16Query's. m == 0: not prepared.
+struct Int16Query {
+  std::vector<int16_t> qi;  // [m][D], 64-byte aligned start (AlignedRows)
+  std::vector<float> sq;    // [m] int16 steps
+  int m = 0, D = 0;
+};
+// False (out->m = 0) when this CPU has no kernel (AVX-512 VNNI, GCC builds),
+// D does not apply (a multiple of 32 in [32, 512]), m <= 0, or some q is not
+// finite.
+bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query* out);
+// DotRowsInt16Query's scores with rows prepared by PrepareInt16Query (D =
+// q.D, m = q.m); false, writing nothing, when q is not prepared or f / T / D
+// do not apply. Oracle: ref::DotRowsInt16Query (bit-identical).
+bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                          const Int16Query& q, float* scores, size_t s_stride);
 
 // Int16-weight value accumulation over int8 V chunks (decode attention): per
 // row h the weights times the token scales are rounded to int16 once per call:

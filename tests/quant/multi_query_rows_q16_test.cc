@@ -1,6 +1,6 @@
 // Int16-query scores over int8 chunks (quant/multi_query_rows_q16.h,
-// DotRowsInt16Query) against their scalar oracle (ref::DotRowsInt16Query:
-// the same integer math, bit-identical) on every x86 target this CPU runs,
+// DotRowsInt16Query, and DotRowsInt16Prepared with rows prepared once) against their scalar oracle
+// (ref::DotRowsInt16Query: the same integer math, bit-identical) on every x86 target this CPU runs,
 // AVX-512 VNNI included; the oracle against the fp32-query reference
 // (ref::DotChunkMulti) within the rounding of the int16 query; and the
 // cases that decline (writing nothing).
@@ -76,11 +76,22 @@ TEST(MultiQueryRowsInt16Query, MatchesOracleOnEveryTarget) {
                   continue;
                 }
                 ++simd_ran;
+                // Rows prepared once (as a decode step does per KV head), used
+                // for two chunk calls: the same bits as the one-call entry.
+                Int16Query prepared;
+                ASSERT_TRUE(PrepareInt16Query(q.data(), qs, m, D, &prepared));
+                std::vector<float> got_prepared(m * ss, -7.0f);
+                for (int call = 0; call < 2; ++call) {
+                  ASSERT_TRUE(DotRowsInt16Prepared(f, e.codes.data(), e.meta.data(), T, prepared,
+                                                   got_prepared.data(), ss));
+                }
                 for (int h = 0; h < m; ++h) {
                   for (size_t t = 0; t < ss; ++t) {
                     // Bit-identical (the same integer sums and fp32 products);
                     // -7 past the row.
                     ASSERT_EQ(got[h * ss + t], want[h * ss + t]) << "h=" << h << " t=" << t;
+                    ASSERT_EQ(got_prepared[h * ss + t], want[h * ss + t])
+                        << "prepared h=" << h << " t=" << t;
                   }
                 }
               }
@@ -153,6 +164,26 @@ TEST(MultiQueryRowsInt16Query, DeclinesAndWritesNothing) {
   EXPECT_FALSE(Int16QueryRowsApply(f, 65, D));
   EXPECT_FALSE(
       DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, q.data(), D, 0, s.data(), T));
+  // Prepared rows: an unprepared query, rows for the wrong format or T, a D
+  // that does not apply, m = 0.
+  const Int16Query unprepared;
+  EXPECT_FALSE(DotRowsInt16Prepared(f, e.codes.data(), e.meta.data(), T, unprepared, s.data(), T));
+  test::OnEachTarget(
+      [&]() {
+        Int16Query p;
+        EXPECT_FALSE(PrepareInt16Query(q.data(), D, 0, D, &p));
+        EXPECT_FALSE(PrepareInt16Query(q.data(), D, m, 48, &p));
+        EXPECT_FALSE(PrepareInt16Query(q.data(), D, m, 1024, &p));
+        if (!PrepareInt16Query(q.data(), D, m, D, &p)) {
+          EXPECT_EQ(p.m, 0);  // no kernel on this target
+          EXPECT_FALSE(DotRowsInt16Prepared(f, e.codes.data(), e.meta.data(), T, p, s.data(), T));
+          return;
+        }
+        EXPECT_FALSE(
+            DotRowsInt16Prepared(Fp8E4M3(), e.codes.data(), e.meta.data(), T, p, s.data(), T));
+        EXPECT_FALSE(DotRowsInt16Prepared(f, e.codes.data(), e.meta.data(), 65, p, s.data(), T));
+      },
+      test::kSimdTestTargetsWithVnni);
   // A non-finite entry in the last row (a later block than the first rows'):
   // nothing written, by the kernel or the oracle; in the first block too.
   for (size_t at : {static_cast<size_t>(7 * D + 5), static_cast<size_t>(D + 1)}) {
@@ -164,6 +195,9 @@ TEST(MultiQueryRowsInt16Query, DeclinesAndWritesNothing) {
           [&]() {
             EXPECT_FALSE(DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, qb.data(), D, m,
                                            s.data(), T));
+            Int16Query p;
+            EXPECT_FALSE(PrepareInt16Query(qb.data(), D, m, D, &p));
+            EXPECT_EQ(p.m, 0);
           },
           test::kSimdTestTargetsWithVnni);
       EXPECT_FALSE(ref::DotRowsInt16Query(f, e.codes.data(), e.meta.data(), T, D, qb.data(), D, m,
