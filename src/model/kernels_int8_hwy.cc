@@ -21,7 +21,8 @@
 //
 // A row kernel takes M <= 4 activation rows at once so that a weight block is
 // loaded and decoded once for M rows (the prefill GEMM); decode uses M = 1.
-// The fused row kernels prefetch the weight stream kPrefetchBytes ahead.
+// The fused row kernels prefetch the weight stream kPrefetchBytes ahead (rows
+// past kSplitPrefetchK values: in two steps, see WeightPrefetch).
 // Q2_K / Q3_K row kernels (and Q6_K's on AVX-512 VNNI with GFNI) read a
 // group-major copy of the activation codes and a per-super-block record of
 // scales and offsets (RowK16GM_512, GroupMajorActs, K16Acts: one integer
@@ -93,16 +94,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 //
 // Rows of more than kSplitPrefetchK values (k = 14336: the FFN down
 // projection) prefetch in two steps instead: prefetcht2 kFarPrefetchBytes
-// ahead (the line comes from DRAM into L2) and prefetcht0 kNearPrefetchBytes
-// ahead (L2 -> L1), one of each per 64-byte line. Their activation row (16
-// KiB of int8 codes, 21 KiB with the K16 records) is re-read from L1 for
-// every weight row; a 6 KiB prefetcht0 window keeps ~96 weight lines in L1
-// and the cold k = 14336 GEMV ran at 0.73-0.82 of the same-size cold read
-// (the k = 4096 shape 0.84-1.0). The same kernels over a 4 KiB slice of the
-// activations (wrong results, timing only) ran at 0.90 (Q8_0); the two-step
-// prefetch +5-15% (Wave 13, docs/performance.md). At k = 4096 it is slower
-// (Q8_0 cold 0.79 against 0.92 of the same-size read), so short rows keep
-// the one window.
+// ahead (meant for L2: no PMU here to confirm where it lands) and prefetcht0
+// kNearPrefetchBytes ahead, one of each per 64-byte line. Such a row re-reads
+// its 16-21 KiB activation row (int8 codes, with the K16 records for Q2_K /
+// Q3_K) for every weight row, and a 6 KiB prefetcht0 window competes with it
+// in L1: cold, the k = 14336 GEMV ran at 0.75-0.83 of the same-size cold read
+// against 0.87-0.97 at k = 4096, and the same kernels over a 4 KiB slice of
+// the activations (wrong results, timing only) at 0.90 (Q8_0). The two steps:
+// 0.85-0.94 (medians of 5 alternated pairs, +5-20% GB/s; Wave 13,
+// docs/performance.md). At k = 4096 they are slower (Q8_0 cold 0.79 against
+// 0.92 of the same-size read), so short rows keep the one window.
 constexpr int kPrefetchBytes = 6144;
 constexpr int64_t kSplitPrefetchK = 8192;
 constexpr int kFarPrefetchBytes = 16384, kNearPrefetchBytes = 1024;
