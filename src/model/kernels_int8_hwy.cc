@@ -21,8 +21,8 @@
 //
 // A row kernel takes M <= 4 activation rows at once so that a weight block is
 // loaded and decoded once for M rows (the prefill GEMM); decode uses M = 1.
-// The fused row kernels prefetch the weight stream kPrefetchBytes ahead (rows
-// past kSplitPrefetchK values: in two steps, see WeightPrefetch).
+// The fused row kernels prefetch the weight stream kPrefetchBytes ahead (Q8_0
+// rows past kSplitPrefetchK values: in two steps, PrefetchTwoStep).
 // Q2_K / Q3_K row kernels (and Q6_K's on AVX-512 VNNI with GFNI) read a
 // group-major copy of the activation codes and a per-super-block record of
 // scales and offsets (RowK16GM_512, GroupMajorActs, K16Acts: one integer
@@ -92,38 +92,31 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 0.73-1.05 (Wave 10, docs/performance.md; 8192-16384 no better, prefetcht1
 // no better). Warm (weights in L3) 6144 is level with 3072.
 //
-// Rows of more than kSplitPrefetchK values (k = 14336: the FFN down
-// projection) prefetch in two steps instead: prefetcht2 kFarPrefetchBytes
-// ahead (meant for L2: no PMU here to confirm where it lands) and prefetcht0
-// kNearPrefetchBytes ahead, one of each per 64-byte line. Such a row re-reads
-// its 16-21 KiB activation row (int8 codes, with the K16 records for Q2_K /
-// Q3_K) for every weight row, and a 6 KiB prefetcht0 window competes with it
-// in L1: cold, the k = 14336 GEMV ran at 0.75-0.83 of the same-size cold read
-// against 0.87-0.97 at k = 4096, and the same kernels over a 4 KiB slice of
-// the activations (wrong results, timing only) at 0.90 (Q8_0). The two steps:
-// 0.85-0.94 (medians of 5 alternated pairs, +5-20% GB/s; Wave 13,
-// docs/performance.md). At k = 4096 they are slower (Q8_0 cold 0.79 against
-// 0.92 of the same-size read), so short rows keep the one window.
+// Q8_0 rows of more than kSplitPrefetchK values (k = 14336: the FFN down
+// projection) prefetch in two steps instead (PrefetchTwoStep): prefetcht2
+// kFarPrefetchBytes ahead and prefetcht0 kNearPrefetchBytes ahead, one of
+// each per 64-byte line. Such a row re-reads its 16 KiB activation row for
+// every weight row, and the 6 KiB prefetcht0 window competes with it in L1:
+// cold, Q8_0 at k = 14336 ran at 0.74-0.80 of the same-size cold read (k =
+// 4096: 0.92-0.98), the same kernel over a 4 KiB slice of the activations
+// (wrong results, timing only) at 0.90; two steps: 0.94 (8 pairs, either
+// binary first; Wave 13, docs/performance.md). Not taken: at k = 4096 (Q8_0
+// 0.79 against 0.92), and for the other types at k = 14336, where it was
+// level or lower once the run order was alternated.
 constexpr int kPrefetchBytes = 6144;
+HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
+  for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
+}
 constexpr int64_t kSplitPrefetchK = 8192;
 constexpr int kFarPrefetchBytes = 16384, kNearPrefetchBytes = 1024;
-struct WeightPrefetch {
-  explicit WeightPrefetch(int64_t row_values) : split(row_values > kSplitPrefetchK) {}
-  // Prefetches for the `bytes` weight bytes at p (one kernel step).
-  HWY_INLINE void Ahead(const uint8_t* p, int bytes) const {
-    if (!split) {
-      for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
-      return;
-    }
-    // Each line once: those whose start is in [p, p + bytes) + the distance.
-    const uintptr_t s = reinterpret_cast<uintptr_t>(p) + kFarPrefetchBytes;
-    for (uintptr_t a = (s + 63) & ~uintptr_t{63}; a < s + bytes; a += 64) {
-      __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 1);  // prefetcht2
-      __builtin_prefetch(reinterpret_cast<const void*>(a - kFarPrefetchBytes + kNearPrefetchBytes));
-    }
+HWY_INLINE void PrefetchTwoStep(const uint8_t* p, int bytes) {
+  // Each line once: those whose start is in [p, p + bytes) + the distance.
+  const uintptr_t s = reinterpret_cast<uintptr_t>(p) + kFarPrefetchBytes;
+  for (uintptr_t a = (s + 63) & ~uintptr_t{63}; a < s + bytes; a += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 1);  // prefetcht2
+    __builtin_prefetch(reinterpret_cast<const void*>(a - kFarPrefetchBytes + kNearPrefetchBytes));
   }
-  bool split;
-};
+}
 
 // Per 256 activation values (one Q2_K / Q3_K super-block), made per call
 // with the group-major codes (GroupMajorActs): per 16-value group g the block
@@ -238,9 +231,8 @@ void RowQ8_0(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float*
              float* out) {
   __m256 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
-  const WeightPrefetch pf(nb * 32);
   for (int64_t b = 0; b < nb; ++b, p += 34) {
-    pf.Ahead(p, 34);
+    PrefetchAhead(p, 34);
     const __m256i w = Load32(p + 2);
     const __m256i aw = _mm256_abs_epi8(w);
     const float dw = HalfAt(p);
@@ -297,9 +289,8 @@ void RowIq4(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* 
   __m256 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
   alignas(32) float a[8];
-  const WeightPrefetch pf(nb * 32);
   for (int64_t b = 0; b < nb; b += per, p += bb) {
-    pf.Ahead(p, bb);
+    PrefetchAhead(p, bb);
     if constexpr (kXs) {
       _mm256_store_ps(a, Iq4XsScales(p));
     } else {
@@ -329,7 +320,7 @@ HWY_INLINE __m128 HalfPair(const uint8_t* p, int bb) {
 
 // Two blocks per step: lanes 0..7 block b, 8..15 block b + 1; |w| with a
 // mask-negated q stands for the signed product.
-template <int M>
+template <int M, bool kTwoStep = false>
 void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
                  float* out) {
   __m512 acc[M];
@@ -337,9 +328,12 @@ void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const fl
   const __m512i zero = _mm512_setzero_si512();
   const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   int64_t b = 0;
-  const WeightPrefetch pf(nb * 32);
   for (; b + 2 <= nb; b += 2, p += 68) {
-    pf.Ahead(p, 68);
+    if constexpr (kTwoStep) {
+      PrefetchTwoStep(p, 68);
+    } else {
+      PrefetchAhead(p, 68);
+    }
     const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(p + 2)), Load32(p + 36), 1);
     const __mmask64 neg = _mm512_movepi8_mask(w);
     const __m512i aw = _mm512_abs_epi8(w);
@@ -405,9 +399,8 @@ void RowQ4_K(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const float
   for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
 #endif
-  const WeightPrefetch pf(nsb * 256);
   for (int64_t sb = 0; sb < nsb; ++sb, p += kFive ? 176 : 144) {
-    pf.Ahead(p, kFive ? 176 : 144);
+    PrefetchAhead(p, kFive ? 176 : 144);
     const uint8_t* qs = p + (kFive ? 48 : 16);
     const __m256i qh = kFive ? Load32(p + 16) : _mm256_setzero_si256();
     uint64_t sc, mn;
@@ -575,9 +568,8 @@ void RowLegacy512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const f
   }
   const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   int64_t b = 0;
-  const WeightPrefetch pf(nb * 32);
   for (; b + 2 <= nb; b += 2, p += 2 * bb) {
-    pf.Ahead(p, 2 * bb);
+    PrefetchAhead(p, 2 * bb);
     const __m512i u = LegacyCodes2<T>(p);
     const __m128 a2 = HalfPair(p, bb);
     const __m128 b2 = has_min ? HalfPair(p + 2, bb) : a2;
@@ -676,9 +668,8 @@ void RowQ6K_512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const fl
   // Lane l of vector j: group 4j + l / 4.
   const __m512i lane4 =
       _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2);
-  const WeightPrefetch pf(nsb * 256);
   for (int64_t sb = 0; sb < nsb; ++sb, p += 210) {
-    pf.Ahead(p, 210);
+    PrefetchAhead(p, 210);
     __m512i u[4];
     __m512 a;
     Q6KBlock(p, u, &a);
@@ -807,9 +798,8 @@ void RowIq4Xs512(const uint8_t* p, int64_t nsb, const int8_t* const* xq, const f
     for (int c = 0; c < kAcc; ++c) acc[c][i] = _mm512_setzero_ps();
     off[i] = _mm256_setzero_ps();
   }
-  const WeightPrefetch pf(nsb * 256);
   for (int64_t sb = 0; sb < nsb; ++sb, p += 136) {
-    pf.Ahead(p, 136);
+    PrefetchAhead(p, 136);
     const __m256 a8 = Iq4XsScales(p);
     const __m512i v0 = _mm512_loadu_si512(p + 8), v1 = _mm512_loadu_si512(p + 72);
     __m512i u[4];
@@ -866,9 +856,8 @@ void RowLegacy4_512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const
     off[i] = _mm_setzero_ps();
   }
   int64_t b = 0;
-  const WeightPrefetch pf(nb * 32);
   for (; b + 4 <= nb; b += 4, p += 4 * bb) {
-    pf.Ahead(p, 4 * bb);
+    PrefetchAhead(p, 4 * bb);
     __m512i v0 = _mm512_loadu_si512(p), v1 = _mm512_loadu_si512(p + 4 * bb - 64);
     // Keep both in registers: GCC otherwise reloads v0 for every permute
     // (vpermt2b overwrites its table operand), which ran Q4_0 ~20% slower.
@@ -1098,9 +1087,8 @@ HWY_NOINLINE void RowK16GM_512(const uint8_t* p, int64_t nsb, const int8_t* cons
   const __m512i hbit = _mm512_sllv_epi32(_mm512_set1_epi32(0x01010101), _mm512_srli_epi32(lane, 1));
   const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
   constexpr int qs_at = T == TensorType::kQ3_K ? 32 : 16;
-  const WeightPrefetch pf(nsb * 256);
   for (int64_t sb = 0; sb < nsb; ++sb, p += BlockBytes(T)) {
-    pf.Ahead(p, BlockBytes(T));
+    PrefetchAhead(p, BlockBytes(T));
     __m512i u[4];
     __m512 a, b = _mm512_setzero_ps();  // b: Q2_K only
     if constexpr (T == TensorType::kQ6_K) {
@@ -1472,6 +1460,7 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
             float* out) {
   if (t == TensorType::kQ8_0) {
 #if HQEKV_INT8_512
+    if (k > kSplitPrefetchK) return RowQ8_0x512<M, true>(row, k / 32, x.q, x.d, out);
     RowQ8_0x512<M>(row, k / 32, x.q, x.d, out);
 #else
     RowQ8_0<M>(row, k / 32, x.q, x.d, out);
