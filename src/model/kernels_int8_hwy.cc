@@ -21,7 +21,8 @@
 //
 // A row kernel takes M <= 4 activation rows at once so that a weight block is
 // loaded and decoded once for M rows (the prefill GEMM); decode uses M = 1.
-// The fused row kernels prefetch the weight stream kPrefetchBytes ahead.
+// The fused row kernels prefetch the weight stream kPrefetchBytes ahead (Q8_0
+// rows past kSplitPrefetchK values: in two steps, PrefetchTwoStep).
 // Q2_K / Q3_K row kernels (and Q6_K's on AVX-512 VNNI with GFNI) read a
 // group-major copy of the activation codes and a per-super-block record of
 // scales and offsets (RowK16GM_512, GroupMajorActs, K16Acts: one integer
@@ -36,6 +37,7 @@
 #define HWY_WANT_AVX3_DL
 #endif
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -89,9 +91,31 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 0.61-0.90 of the same-size cold read, the k = 14336 rows lowest; at 6144
 // 0.73-1.05 (Wave 10, docs/performance.md; 8192-16384 no better, prefetcht1
 // no better). Warm (weights in L3) 6144 is level with 3072.
+//
+// Q8_0 rows of more than kSplitPrefetchK values (k = 14336: the FFN down
+// projection) prefetch in two steps instead (PrefetchTwoStep): prefetcht2
+// kFarPrefetchBytes ahead and prefetcht0 kNearPrefetchBytes ahead, one of
+// each per 64-byte line. Such a row re-reads its 16 KiB activation row for
+// every weight row, and the 6 KiB prefetcht0 window competes with it in L1:
+// cold, Q8_0 at k = 14336 ran at 0.74-0.80 of the same-size cold read (k =
+// 4096: 0.92-0.98), the same kernel over a 4 KiB slice of the activations
+// (wrong results, timing only) at 0.90; two steps: 0.94 (8 pairs, either
+// binary first; Wave 13, docs/performance.md). Not taken: at k = 4096 (Q8_0
+// 0.79 against 0.92), and for the other types at k = 14336, where it was
+// level or lower once the run order was alternated.
 constexpr int kPrefetchBytes = 6144;
 HWY_INLINE void PrefetchAhead(const uint8_t* p, int bytes) {
   for (int c = 0; c < bytes; c += 64) __builtin_prefetch(p + kPrefetchBytes + c);
+}
+constexpr int64_t kSplitPrefetchK = 8192;
+constexpr int kFarPrefetchBytes = 16384, kNearPrefetchBytes = 1024;
+HWY_INLINE void PrefetchTwoStep(const uint8_t* p, int bytes) {
+  // Each line once: those whose start is in [p, p + bytes) + the distance.
+  const uintptr_t s = reinterpret_cast<uintptr_t>(p) + kFarPrefetchBytes;
+  for (uintptr_t a = (s + 63) & ~uintptr_t{63}; a < s + bytes; a += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 1);  // prefetcht2
+    __builtin_prefetch(reinterpret_cast<const void*>(a - kFarPrefetchBytes + kNearPrefetchBytes));
+  }
 }
 
 // Per 256 activation values (one Q2_K / Q3_K super-block), made per call
@@ -296,7 +320,7 @@ HWY_INLINE __m128 HalfPair(const uint8_t* p, int bb) {
 
 // Two blocks per step: lanes 0..7 block b, 8..15 block b + 1; |w| with a
 // mask-negated q stands for the signed product.
-template <int M>
+template <int M, bool kTwoStep = false>
 void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const float* const* xd,
                  float* out) {
   __m512 acc[M];
@@ -305,7 +329,11 @@ void RowQ8_0x512(const uint8_t* p, int64_t nb, const int8_t* const* xq, const fl
   const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, p += 68) {
-    PrefetchAhead(p, 68);
+    if constexpr (kTwoStep) {
+      PrefetchTwoStep(p, 68);
+    } else {
+      PrefetchAhead(p, 68);
+    }
     const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(p + 2)), Load32(p + 36), 1);
     const __mmask64 neg = _mm512_movepi8_mask(w);
     const __m512i aw = _mm512_abs_epi8(w);
@@ -1432,6 +1460,7 @@ void RowAny(TensorType t, const uint8_t* row, int64_t k, const DecodedRow& dec, 
             float* out) {
   if (t == TensorType::kQ8_0) {
 #if HQEKV_INT8_512
+    if (k > kSplitPrefetchK) return RowQ8_0x512<M, true>(row, k / 32, x.q, x.d, out);
     RowQ8_0x512<M>(row, k / 32, x.q, x.d, out);
 #else
     RowQ8_0<M>(row, k / 32, x.q, x.d, out);

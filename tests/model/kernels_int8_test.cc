@@ -153,8 +153,11 @@ TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
     // masked panel; k = 4096 = 4 chunks of 1024).
     // k = 96: an odd number of 32-value blocks (the fused AVX-512 kernels'
     // two-block step leaves a tail block); k = 224 and 416: the AVX-512 VNNI
-    // legacy kernels' four-block step leaves 3 and 1 blocks.
-    for (int64_t k : {96, 224, 256, 416, 768, 4096}) {
+    // legacy kernels' four-block step leaves 3 and 1 blocks. k = 8224 (257
+    // blocks: a tail block and, four per step, 1 left) and 8448 (33
+    // super-blocks): rows past kSplitPrefetchK = 8192 values (Q8_0 on
+    // AVX-512: the two-step prefetch kernel instantiation).
+    for (int64_t k : {96, 224, 256, 416, 768, 4096, 8224, 8448}) {
       if (k % BlockSize(t) != 0) continue;
       for (int64_t m : {6, 13}) {
         const int64_t n = m == 6 ? 7 : 19;
