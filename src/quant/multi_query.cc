@@ -32,6 +32,7 @@
 #include "quant/format_traits.h"
 #include "quant/internal.h"
 #include "quant/multi_query.h"
+#include "quant/row_blocks-inl.h"  // ForRowBlocks
 #include "quant/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -55,29 +56,6 @@ void Affine(const Format& f, const uint8_t* meta, int groups, float* a, float* b
   AffineFromPlanes<Offset::kFusedOnFmaTargets>(f, meta, groups, a, b);
 }
 using Lv = Levels<DF>;
-
-// Calls fn(std::integral_constant<int, MB>(), h0) for each block of up to
-// kHeads query rows starting at row h0 (MB rows: a compile-time count, so the
-// per-row accumulators stay in registers).
-template <class Fn>
-HWY_INLINE void ForHeadBlocks(int m, const Fn& fn) {
-  for (int h0 = 0; h0 < m; h0 += kHeads) {
-    switch (std::min(kHeads, m - h0)) {
-      case 1:
-        fn(std::integral_constant<int, 1>(), h0);
-        break;
-      case 2:
-        fn(std::integral_constant<int, 2>(), h0);
-        break;
-      case 3:
-        fn(std::integral_constant<int, 3>(), h0);
-        break;
-      default:
-        fn(std::integral_constant<int, kHeads>(), h0);
-        break;
-    }
-  }
-}
 
 }  // namespace
 }  // namespace HWY_NAMESPACE
@@ -153,7 +131,7 @@ void DotPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, i
   float* qa = Scratch(2, static_cast<size_t>(kHeads) * D);
   Affine(f, meta, D, a, b);
   const Lv lv(f);
-  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+  ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
     float off[kHeads];
     for (int h = 0; h < mb; ++h) {
@@ -207,7 +185,7 @@ void AxpyPerChannel(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   float* b = Scratch(1, static_cast<size_t>(D));
   Affine(f, meta, D, a, b);
   const Lv lv(f);
-  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+  ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
     float wsum[kHeads];
     for (int h = 0; h < mb; ++h) {
@@ -368,7 +346,7 @@ void DotRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, 
   const RowSource src(f, codes, T, D);
   const RowAffine af = MakeRowAffine(f, meta, T, D);
   WithRowType(src.type, [&](auto type_c) {
-    ForHeadBlocks(m, [&](auto mb_c, int h0) {
+    ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
       DotRowsPass<decltype(mb_c)::value, decltype(type_c)::value>(src, af, T, D, q + h0 * qs, qs,
                                                                   scores + h0 * ss, ss);
     });
@@ -418,7 +396,7 @@ void AxpyRows(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
   const RowSource src(f, codes, T, D);
   const RowAffine af = MakeRowAffine(f, meta, T, D);
   WithRowType(src.type, [&](auto type_c) {
-    ForHeadBlocks(m, [&](auto mb_c, int h0) {
+    ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
       AxpyRowsPass<decltype(mb_c)::value, decltype(type_c)::value>(src, af, T, D, w + h0 * ws, ws,
                                                                    acc + h0 * as, as);
     });

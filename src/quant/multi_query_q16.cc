@@ -44,7 +44,8 @@
 
 #include "quant/internal.h"
 #include "quant/multi_query.h"
-#include "quant/simd-inl.h"  // LoadF16V, FoldNormal1
+#include "quant/row_blocks-inl.h"  // WithRowBlock
+#include "quant/simd-inl.h"        // LoadF16V, FoldNormal1
 
 HWY_BEFORE_NAMESPACE();
 #undef HQEKV_Q16_VNNI
@@ -106,26 +107,6 @@ __m512i ShiftControl(int bits, int to) {
     c[i] = static_cast<uint8_t>((8 * (i % 8) + (t * bits) % 8 - to) & 63);
   }
   return _mm512_load_si512(c);
-}
-
-// The query-row block sizes the K and V kernels below are instantiated for:
-// pass(std::integral_constant<int, MB>()) for MB = min(rows, 4).
-template <class Pass>
-HWY_INLINE void WithHeadBlock(int rows, const Pass& pass) {
-  switch (std::min(4, rows)) {
-    case 1:
-      pass(std::integral_constant<int, 1>());
-      break;
-    case 2:
-      pass(std::integral_constant<int, 2>());
-      break;
-    case 3:
-      pass(std::integral_constant<int, 3>());
-      break;
-    default:
-      pass(std::integral_constant<int, 4>());
-      break;
-  }
 }
 
 // The sums of one token half, per row: 256·hi + lo (DotPass).
@@ -404,7 +385,7 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
                                             s.sq.data() + h0, s.off.data() + h0, scores + h0 * ss,
                                             ss);
     };
-    WithHeadBlock(m - h0, pass);
+    WithRowBlock<4>(m - h0, pass);
   }
 }
 
@@ -638,7 +619,7 @@ bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group
         AxpyPass<MB, 1, kBits, false>(codes, T, D, set, group, stride, s, ah, as);
       }
     };
-    WithHeadBlock(mb, pass);
+    WithRowBlock<4>(mb, pass);
   }
   return true;
 }

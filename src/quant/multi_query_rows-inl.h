@@ -3,7 +3,7 @@
 // E5M2 (fp16 scale per chunk) and q8_0 / q4_0 / q4_1 / q5_0 / q5_1 (blocks of
 // 32 values along D, fp16 scale [and minimum] per block). Included by
 // quant/multi_query.cc once per SIMD target, after multi_query_wide-inl.h
-// (uses its DW tag, kWideLanes and HQEKV_WIDE_MULTI) and ForHeadBlocks.
+// (uses its DW tag, kWideLanes and HQEKV_WIDE_MULTI) and ForRowBlocks.
 //
 // The query heads of a GQA group share every decoded vector: N values of one
 // token row feed MB <= kHeads FMAs. What makes them cheaper than the 8-lane
@@ -303,7 +303,7 @@ HWY_INLINE void AxpyRowsWideBlock(const Dec& dec, int T, const float* w, size_t 
 template <class Dec>
 void DotRowsWide(const Dec& dec, int T, int D, const float* q, size_t qs, int m, float* scores,
                  size_t ss) {
-  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+  ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
     if constexpr (kVecs == 4) {  // 32 vector registers
       DotRowsWide4Tokens<mb>(dec, T, D, q + h0 * qs, qs, scores + h0 * ss, ss);
@@ -318,7 +318,7 @@ template <bool kScaled, class Dec>
 void AxpyRowsWide(const Dec& dec, int T, int D, const float* w, size_t ws, int m, float* acc,
                   size_t as) {
   constexpr int N = kWideLanes;
-  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+  ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
     const float* wh = w + h0 * ws;
     size_t whs = ws;

@@ -37,6 +37,7 @@
 
 #include "quant/internal.h"
 #include "quant/multi_query_rows_q16.h"
+#include "quant/row_blocks-inl.h"  // WithRowBlock
 
 HWY_BEFORE_NAMESPACE();
 #undef HQEKV_RQ16_VNNI
@@ -549,20 +550,9 @@ bool DotInt16PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* 
   for (int h0 = 0; h0 < m; h0 += 4) {
     const int16_t* qh = qi + static_cast<size_t>(h0) * D;
     float* sc = scores + h0 * ss;
-    switch (std::min(4, m - h0)) {
-      case 1:
-        DotBlock<1>(c, s, T, D, qh, sq + h0, sc, ss);
-        break;
-      case 2:
-        DotBlock<2>(c, s, T, D, qh, sq + h0, sc, ss);
-        break;
-      case 3:
-        DotBlock<3>(c, s, T, D, qh, sq + h0, sc, ss);
-        break;
-      default:
-        DotBlock<4>(c, s, T, D, qh, sq + h0, sc, ss);
-        break;
-    }
+    WithRowBlock<4>(m - h0, [&](auto mb_c) {
+      DotBlock<decltype(mb_c)::value>(c, s, T, D, qh, sq + h0, sc, ss);
+    });
   }
   return true;
 #else
@@ -589,21 +579,9 @@ bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* met
   for (int h0 = 0; h0 < m; h0 += 4) {  // every row before any output is written
     const float* wh = w + h0 * ws;
     int16_t* qh = wi + h0 * kMaxT;
-    bool ok;
-    switch (std::min(4, m - h0)) {
-      case 1:
-        ok = QuantizeWeightRows<1>(wh, ws, s, T, qh, su + h0);
-        break;
-      case 2:
-        ok = QuantizeWeightRows<2>(wh, ws, s, T, qh, su + h0);
-        break;
-      case 3:
-        ok = QuantizeWeightRows<3>(wh, ws, s, T, qh, su + h0);
-        break;
-      default:
-        ok = QuantizeWeightRows<4>(wh, ws, s, T, qh, su + h0);
-        break;
-    }
+    const bool ok = WithRowBlock<4>(m - h0, [&](auto mb_c) {
+      return QuantizeWeightRows<decltype(mb_c)::value>(wh, ws, s, T, qh, su + h0);
+    });
     if (!ok) return false;
   }
   __m512i ctl[4];
@@ -614,20 +592,9 @@ bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* met
     const int16_t* wh = wi + h0 * kMaxT;
     float* ah = acc + h0 * as;
     for (int d0 = 0; d0 < D; d0 += 64) {
-      switch (mb) {
-        case 1:
-          AxpyBlock<1>(c, T, D, d0, wh, su + h0, ctl, ah, as);
-          break;
-        case 2:
-          AxpyBlock<2>(c, T, D, d0, wh, su + h0, ctl, ah, as);
-          break;
-        case 3:
-          AxpyBlock<3>(c, T, D, d0, wh, su + h0, ctl, ah, as);
-          break;
-        default:
-          AxpyBlock<4>(c, T, D, d0, wh, su + h0, ctl, ah, as);
-          break;
-      }
+      WithRowBlock<4>(mb, [&](auto mb_c) {
+        AxpyBlock<decltype(mb_c)::value>(c, T, D, d0, wh, su + h0, ctl, ah, as);
+      });
     }
   }
   return true;
@@ -665,20 +632,9 @@ bool DotQ8PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* met
     const int mb = std::min(4, m - h0);
     const int32_t* qw = words + static_cast<size_t>(h0) * kRowWords;
     float* sc = scores + h0 * ss;
-    switch (mb) {
-      case 1:
-        DotRowsQ8Block<1>(codes, meta, T, D, qw, sq + h0, s3, sc, ss);
-        break;
-      case 2:
-        DotRowsQ8Block<2>(codes, meta, T, D, qw, sq + h0, s3, sc, ss);
-        break;
-      case 3:
-        DotRowsQ8Block<3>(codes, meta, T, D, qw, sq + h0, s3, sc, ss);
-        break;
-      default:
-        DotRowsQ8Block<4>(codes, meta, T, D, qw, sq + h0, s3, sc, ss);
-        break;
-    }
+    WithRowBlock<4>(mb, [&](auto mb_c) {
+      DotRowsQ8Block<decltype(mb_c)::value>(codes, meta, T, D, qw, sq + h0, s3, sc, ss);
+    });
   }
   return true;
 #else
@@ -712,21 +668,10 @@ bool AxpyRowsQ8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   for (int h0 = 0; h0 < m; h0 += 4) {  // every row before any output is written
     const float* wh = w + h0 * ws;
     int32_t* ph = pairs + h0 * kPairStride;
-    bool ok;
-    switch (std::min(4, m - h0)) {
-      case 1:
-        ok = QuantizeBlockWeightRows<1>(wh, ws, d, T, per_row, pair_ctl, tok, ph, su + h0);
-        break;
-      case 2:
-        ok = QuantizeBlockWeightRows<2>(wh, ws, d, T, per_row, pair_ctl, tok, ph, su + h0);
-        break;
-      case 3:
-        ok = QuantizeBlockWeightRows<3>(wh, ws, d, T, per_row, pair_ctl, tok, ph, su + h0);
-        break;
-      default:
-        ok = QuantizeBlockWeightRows<4>(wh, ws, d, T, per_row, pair_ctl, tok, ph, su + h0);
-        break;
-    }
+    const bool ok = WithRowBlock<4>(m - h0, [&](auto mb_c) {
+      return QuantizeBlockWeightRows<decltype(mb_c)::value>(wh, ws, d, T, per_row, pair_ctl, tok,
+                                                            ph, su + h0);
+    });
     if (!ok) return false;
   }
   __m512i ctl[4];
@@ -737,20 +682,9 @@ bool AxpyRowsQ8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
     const int32_t* ph = pairs + h0 * kPairStride;
     float* ah = acc + h0 * as;
     for (int d0 = 0; d0 < D; d0 += 64) {
-      switch (mb) {
-        case 1:
-          AxpyBlockQ8<1>(c, T, D, d0, ph, su + h0, ctl, ah, as);
-          break;
-        case 2:
-          AxpyBlockQ8<2>(c, T, D, d0, ph, su + h0, ctl, ah, as);
-          break;
-        case 3:
-          AxpyBlockQ8<3>(c, T, D, d0, ph, su + h0, ctl, ah, as);
-          break;
-        default:
-          AxpyBlockQ8<4>(c, T, D, d0, ph, su + h0, ctl, ah, as);
-          break;
-      }
+      WithRowBlock<4>(mb, [&](auto mb_c) {
+        AxpyBlockQ8<decltype(mb_c)::value>(c, T, D, d0, ph, su + h0, ctl, ah, as);
+      });
     }
   }
   return true;

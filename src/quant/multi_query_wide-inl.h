@@ -14,7 +14,7 @@
 // the oracle is still ref::DotChunkMulti / AxpyChunkMulti.
 //
 // Enabled where fp16 metadata converts in hardware (HQEKV_HW_F16: x86 AVX2
-// and up). Uses multi_query.cc's ForHeadBlocks, kHeads (query rows per pass)
+// and up). Uses row_blocks-inl.h's ForRowBlocks, multi_query.cc's kHeads (query rows per pass)
 // and kVecs (accumulator vectors per row): include it after them.
 
 #if defined(HQEKV_QUANT_MULTI_QUERY_WIDE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -226,7 +226,7 @@ void DotPerChannelWide(const Format& f, const uint8_t* codes, const uint8_t* met
   const DF df;
   float* qa = Scratch(2, static_cast<size_t>(kHeads) * D);
   const Levels<DF> lv(f);
-  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+  ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
     // qa[h][d] = q[h][d] · a[d], off[h] = q[h] · b, the metadata decoded
     // once per head block.
@@ -313,7 +313,7 @@ void AxpyPerTokenWide(const Format& f, const uint8_t* codes, const uint8_t* meta
   float* b = Scratch(1, static_cast<size_t>(groups));
   AffineFromPlanes<Offset::kFusedOnFmaTargets>(f, meta, groups, a, b);
   const Levels<DW> lv(f);
-  ForHeadBlocks(m, [&](auto mb_c, int h0) {
+  ForRowBlocks<kHeads>(m, [&](auto mb_c, int h0) {
     constexpr int mb = decltype(mb_c)::value;
     const float* wh = w + h0 * ws;
     float* ah = acc + h0 * as;
