@@ -55,62 +55,75 @@ void PrefetchV(const ChunkView& c, int D) {
   PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
 }
 
-// The query rows of one query and KV head split for the fp8 bf16 kernel
-// (quant::DotRowsBf16Prepared), on the first fp8 chunk that needs them.
-struct Fp8Query {
-  quant::Bf16Query rows;
-  const float* src = nullptr;  // the rows prepared (nullptr: none yet)
+// Query rows prepared once per query and KV head for a row kernel (the rows
+// of `src`; nullptr: none yet), on the first chunk of that kind that needs
+// them.
+template <class Rows>
+struct PreparedRows {
+  Rows rows;
+  const float* src = nullptr;
   bool ok = false;
-  // The same for the q8_0 int16 kernel (quant::DotRowsQ8_0Prepared).
-  quant::Q8_0Query q8;
-  const float* q8_src = nullptr;
-  bool q8_ok = false;
-  // And for the int8 one (quant::DotRowsInt16Prepared).
-  quant::Int16Query i8;
-  const float* i8_src = nullptr;
-  bool i8_ok = false;
+
+  // prepare(&rows) when q is not the source yet, then dot(rows) if that
+  // worked; false sends the caller to the next kernel.
+  template <class Prepare, class Dot>
+  bool Score(const float* q, const Prepare& prepare, const Dot& dot) {
+    if (src != q) {
+      src = q;
+      ok = prepare(&rows);
+    }
+    return ok && dot(rows);
+  }
+};
+
+// The prepared rows of each row kernel: fp8 (bf16, quant::DotRowsBf16Prepared),
+// q8_0 (int16, quant::DotRowsQ8_0Prepared) and int8 (int16,
+// quant::DotRowsInt16Prepared).
+struct PreparedQuery {
+  PreparedRows<quant::Bf16Query> bf16;
+  PreparedRows<quant::Q8_0Query> q8;
+  PreparedRows<quant::Int16Query> i8;
+  void Forget() { bf16.src = q8.src = i8.src = nullptr; }
 };
 
 // Scores of one chunk's K for `group` query rows: an int16-query kernel when
 // asked for and available (per-channel KIVI / HqeKV chunks, int8 and q8_0 rows), the
 // bf16 one for fp8 rows, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
-          bool rounded_query, Fp8Query& fq) {
-  if (rounded_query && quant::DotChunkMultiInt16Query(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D,
-                                                      group, scores, ss)) {
+          bool rounded_query, PreparedQuery& pq) {
+  const quant::Format& f = c.k_format;
+  if (!rounded_query) {
+    quant::DotChunkMulti(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
     return;
   }
-  if (rounded_query && quant::Int16QueryRowsApply(c.k_format, c.T, D)) {
-    if (fq.i8_src != q) {
-      fq.i8_src = q;
-      fq.i8_ok = quant::PrepareInt16Query(q, D, group, D, &fq.i8);
-    }
-    if (fq.i8_ok &&
-        quant::DotRowsInt16Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.i8, scores, ss)) {
-      return;
-    }
+  if (quant::DotChunkMultiInt16Query(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss)) {
+    return;
   }
-  if (rounded_query && quant::Q8_0QueryRowsApply(c.k_format, c.T, D)) {
-    if (fq.q8_src != q) {
-      fq.q8_src = q;
-      fq.q8_ok = quant::PrepareQ8_0Query(q, D, group, D, &fq.q8);
-    }
-    if (fq.q8_ok &&
-        quant::DotRowsQ8_0Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.q8, scores, ss)) {
-      return;
-    }
+  if (quant::Int16QueryRowsApply(f, c.T, D) &&
+      pq.i8.Score(
+          q, [&](quant::Int16Query* r) { return quant::PrepareInt16Query(q, D, group, D, r); },
+          [&](const quant::Int16Query& r) {
+            return quant::DotRowsInt16Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss);
+          })) {
+    return;
   }
-  if (rounded_query && quant::Bf16QueryRowsApply(c.k_format, c.T, D)) {
-    if (fq.src != q) {
-      fq.src = q;
-      fq.ok = quant::PrepareBf16Query(q, D, group, D, &fq.rows);
-    }
-    if (fq.ok &&
-        quant::DotRowsBf16Prepared(c.k_format, c.k_codes, c.k_meta, c.T, fq.rows, scores, ss)) {
-      return;
-    }
+  if (quant::Q8_0QueryRowsApply(f, c.T, D) &&
+      pq.q8.Score(
+          q, [&](quant::Q8_0Query* r) { return quant::PrepareQ8_0Query(q, D, group, D, r); },
+          [&](const quant::Q8_0Query& r) {
+            return quant::DotRowsQ8_0Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss);
+          })) {
+    return;
   }
-  quant::DotChunkMulti(c.k_format, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
+  if (quant::Bf16QueryRowsApply(f, c.T, D) &&
+      pq.bf16.Score(
+          q, [&](quant::Bf16Query* r) { return quant::PrepareBf16Query(q, D, group, D, r); },
+          [&](const quant::Bf16Query& r) {
+            return quant::DotRowsBf16Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss);
+          })) {
+    return;
+  }
+  quant::DotChunkMulti(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
 }
 
 // The chunk's V times `group` weight rows added to acc: an int16-weight
@@ -214,7 +227,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   // layer and KV head; reallocating ~n_kept·group floats each time costs page
   // faults).
   thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
-  thread_local Fp8Query fq;
+  thread_local PreparedQuery pq;
   row_sum.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
@@ -231,7 +244,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         static_cast<int>(std::upper_bound(r.positions, r.positions + r.n, qp) - r.positions);
     const float* qg = q + (static_cast<size_t>(i) * n_q_heads + static_cast<size_t>(g) * group) * D;
     for (size_t e = 0; e < qs.size(); ++e) qs[e] = qg[e] * scale;
-    fq.src = fq.q8_src = fq.i8_src = nullptr;  // qs / qr hold this query's rows now
+    pq.Forget();  // qs / qr hold this query's rows now
     if (p.k_hadamard) {
       qr = qs;
       for (int hh = 0; hh < group; ++hh)
@@ -263,11 +276,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        DotK(c, D, qk, group, scores_base + j, ss, rounded_query, fq);
+        DotK(c, D, qk, group, scores_base + j, ss, rounded_query, pq);
         j += kept;
         continue;
       }
-      DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, fq);
+      DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, pq);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
         float* row = scores_base + hh * ss;
