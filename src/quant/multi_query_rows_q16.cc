@@ -115,6 +115,19 @@ HWY_INLINE __m512i Codes32(const int8_t* p) {
   return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// The fp16 scales meta[0, n) as fp32 at dst (64-byte aligned, room for n
+// rounded up to 16), 16 at a time; lanes past n are 0. fp16 -> fp32 is
+// exact, so the values are those of the scalar conversion (which, one per
+// token, was ~20% of an int8 V call's samples in a 32K decode step).
+HWY_INLINE void ScalesToF32(const uint8_t* meta, int n, float* dst) {
+  for (int i = 0; i < n; i += 16) {
+    const int r = n - i;
+    const __mmask16 k = static_cast<__mmask16>(r >= 16 ? 0xFFFF : (1u << r) - 1);
+    _mm512_store_ps(
+        dst + i, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, meta + 2 * static_cast<size_t>(i))));
+  }
+}
+
 // scores[h][t] for MB <= 4 rows (qi [MB][D], sq [MB]), tokens [0, T).
 // Not inlined: inlined into DotInt16PreparedImpl, GCC 12 kept the 16
 // accumulators in memory (a load and a store around every vpdpwssd; 310
@@ -540,12 +553,7 @@ bool DotInt16PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* 
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
   alignas(64) float s[kMaxT];
-  int t = 0;
-  for (; t + 16 <= T; t += 16) {
-    _mm512_store_ps(s + t, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                               meta + 2 * static_cast<size_t>(t)))));
-  }
-  for (; t < T; ++t) s[t] = F16ToF32(LoadF16(meta + 2 * static_cast<size_t>(t)));
+  ScalesToF32(meta, T, s);
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
   for (int h0 = 0; h0 < m; h0 += 4) {
     const int16_t* qh = qi + static_cast<size_t>(h0) * D;
@@ -566,14 +574,8 @@ bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* met
                        const float* w, size_t ws, int m, float* acc, size_t as) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
-  // The token scales, 16 at a time (a scalar conversion per token was ~20% of
-  // this call's samples in a 32K decode step; the same values: fp16 -> fp32
-  // is exact).
   alignas(64) float s[kMaxT];
-  for (int t = 0; t < T; t += 16) {
-    const __mmask16 k = static_cast<__mmask16>(T - t >= 16 ? 0xFFFF : (1u << (T - t)) - 1);
-    _mm512_store_ps(s + t, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, meta + 2 * t)));
-  }
+  ScalesToF32(meta, T, s);
   alignas(64) int16_t wi[16 * kMaxT];
   float su[16];
   for (int h0 = 0; h0 < m; h0 += 4) {  // every row before any output is written
@@ -651,11 +653,7 @@ bool AxpyRowsQ8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   const int per_row = D / 32;
   const int nb = T * per_row;
   alignas(64) float d[kMaxBlocks + 32];
-  for (int k = 0; k < nb; k += 16) {
-    const int n = std::min(16, nb - k);
-    const __mmask16 km = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
-    _mm512_store_ps(d + k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(km, meta + 2 * k)));
-  }
+  ScalesToF32(meta, nb, d);
   for (int k = (nb + 15) / 16 * 16; k < (nb + 31) / 32 * 32; k += 16) {
     _mm512_store_ps(d + k, _mm512_setzero_ps());
   }
