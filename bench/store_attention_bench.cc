@@ -5,12 +5,7 @@
 // Geometry: one layer, 32 query heads, 8 KV heads (GQA group 4), head_dim
 // 128, chunks of 32 tokens, the newest 64 tokens in the fp16 residual, single
 // thread. One decode query at position N sees all N tokens. Layouts:
-//   f16        every chunk K f16 / V f16 (the SIMD fp16 baseline)
-//   u4, u2     K uB per-channel, V uB per-token groups of 32 (KIVI)
-//   hqekv2     HqeKV bits=2 tiers: 2 fp16 chunks, then per chunk u4 / u2 /
-//              n1 / evicted with the built-in ratios .0315/.9221/.0299/.0165
-//   hqekv3.2   the same with .6373/.3068/.0374/.0186
-//   q8_0, q4_0, q5_1, q8_0-q4_0   llama.cpp cache types (K-V), policy `llama`
+// see bench_store.h.
 // Issue 4's goal: at >= 16K tokens, the 2-bit layouts <= 0.5x fp16.
 #include <benchmark/benchmark.h>
 
@@ -27,7 +22,7 @@
 #include "cache/store_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
-#include "bench_kv.h"
+#include "bench_store.h"
 #include "ratio_table.h"
 
 namespace {
@@ -36,72 +31,15 @@ using hqekv::bench::PrintRatioCells;
 using hqekv::bench::Times;
 
 using hqekv::cache::KvStore;
-using hqekv::quant::Format;
-using hqekv::quant::Grouping;
 
 constexpr int kHq = 32, kHk = 8, kD = 128, kResidual = 64;
 const char* const kLayouts[] = {"f16",  "u4",   "u2",   "hqekv2",   "hqekv3.2",
                                 "q8_0", "q4_0", "q5_1", "q8_0-q4_0"};
 const int kLengths[] = {4096, 16384, 32768};
 
-struct Tier {
-  Format k, v;
-  bool evict = false;
-};
-
-// Tier of chunk c of a layout (deterministic: the same tiers in every run).
-Tier TierOf(const std::string& layout, int c, std::mt19937& rng) {
-  namespace q = hqekv::quant;
-  const Tier f16{q::F16(), q::F16()};
-  const Tier u4{q::Uniform(4, Grouping::kPerChannel), q::Uniform(4, Grouping::kPerToken, 32)};
-  const Tier u2{q::Uniform(2, Grouping::kPerChannel), q::Uniform(2, Grouping::kPerToken, 32)};
-  const Tier n1{q::Normal(1, Grouping::kPerChannel), q::Normal(1, Grouping::kPerToken, 32)};
-  if (layout == "f16") return f16;
-  if (layout == "u4") return u4;
-  if (layout == "u2") return u2;
-  // llama.cpp cache types (policy llama:ctk=..,ctv=..), per token blocks of 32.
-  if (layout == "q8_0-q4_0") return {q::GgmlBlock(q::Kind::kQ8_0), q::GgmlBlock(q::Kind::kQ4_0)};
-  for (auto [name, kind] : {std::pair{"q8_0", q::Kind::kQ8_0}, std::pair{"q4_0", q::Kind::kQ4_0},
-                            std::pair{"q5_1", q::Kind::kQ5_1}}) {
-    if (layout == name) return {q::GgmlBlock(kind), q::GgmlBlock(kind)};
-  }
-  if (c < 2) return f16;  // HqeKV keeps the top-2 chunks in fp16
-  const double r4 = layout == "hqekv2" ? 0.0315 : 0.6373;
-  const double r2 = layout == "hqekv2" ? 0.9221 : 0.3068;
-  const double r1 = layout == "hqekv2" ? 0.0299 : 0.0374;
-  const double x = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-  if (x < r4) return u4;
-  if (x < r4 + r2) return u2;
-  if (x < r4 + r2 + r1) return n1;
-  Tier e = u2;
-  e.evict = true;
-  return e;
-}
-
-std::unique_ptr<KvStore> BuildStore(const std::string& layout, int n) {
-  hqekv::cache::KvStoreConfig cfg;
-  cfg.n_layers = 1;
-  cfg.n_kv_heads = kHk;
-  cfg.head_dim = kD;
-  auto made = KvStore::Create(cfg);
-  if (!made.ok()) return nullptr;
-  std::unique_ptr<KvStore> s = std::move(made).value();
-  std::mt19937 rng(1234);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  if (!hqekv::bench::AppendRandomTokens(*s, n, 1024, kHk * kD, rng, nd).ok()) return nullptr;
-  const int chunks = (n - kResidual) / 32;
-  std::mt19937 tier_rng(77);
-  for (int c = 0; c < chunks; ++c) {
-    const Tier t = TierOf(layout, c, tier_rng);
-    if (!s->Seal(0, hqekv::cache::kAllHeads, 32, t.k, t.v).ok()) return nullptr;
-    if (t.evict && !s->EvictChunk(0, hqekv::cache::kAllHeads, c).ok()) return nullptr;
-  }
-  return s;
-}
-
 void BM_StoreDecode(benchmark::State& state, std::string layout, int n) {
   hqekv::SetNumThreads(1);
-  auto s = BuildStore(layout, n);
+  auto s = hqekv::bench::BuildStore(layout, n, kHk, kD, kResidual);
   if (!s) {
     state.SkipWithError("building the store failed");
     return;
