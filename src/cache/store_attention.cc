@@ -24,24 +24,19 @@ constexpr int kResidualPiece = 64;  // tokens
 // place the KV heads of a layer in turn; a multi-chunk seal places each
 // plane of a stream in consecutive units, but pages are separate
 // allocations), which the hardware prefetchers do not follow.
-// Blocks of at least a page (the 8-bit tiers' 32 x 128 code blocks, fp16
-// chunks) also get a load of their first byte (not a prefetch), which walks
-// the page table for the page the prefetches then fill: without it a
-// prefetch that missed the TLB did not hide the miss (int8 / fp8 at 32K:
-// 8.0-10.7 -> 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks
-// the same loads cost 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms;
-// docs/performance.md "Wave 9: lead measurements"). One load, not one per
-// page: each such load misses to memory and holds retirement until it
-// returns, and a second load of the block's last byte (its other page: pool
-// pages are 64-byte aligned) cost more than its walk saved (fp8 at 32K 4.4-4.6
-// ms per step with the one load against 5.7-6.0 with two, int8 and q8_0 3-6%;
-// in-process alternation, docs/performance.md "Wave 14: 8-bit decode
-// attention").
+// Blocks of at least a page (the 8-bit tiers' 32 x 128 code blocks) also get
+// a load of their first and last byte (not a prefetch), which walks the page
+// table for the pages the prefetches then fill: without it a prefetch that
+// missed the TLB did not hide the miss (int8 / fp8 at 32K: 8.0-10.7 ->
+// 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks the same loads
+// cost 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md
+// "Wave 9: lead measurements").
 constexpr size_t kTouchBytes = 4096;
 void PrefetchBytes(const uint8_t* p, size_t n) {
   if (n >= kTouchBytes) {
     const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
-    asm volatile("" : : "r"(first));
+    const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
+    asm volatile("" : : "r"(first), "r"(last));
   }
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
 }
