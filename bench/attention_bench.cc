@@ -67,15 +67,7 @@ const char* const kThreadSpecs[] = {"fp16", "fp8", "kivi:nominal_bits=2", "hqekv
 const char* const kGrownSpecs[] = {"fp16", "int8", "fp8", "kivi:nominal_bits=2",
                                    "hqekv:nominal_bits=2"};
 
-KvGeometry Geometry(int n) {
-  KvGeometry g;
-  g.n_layers = 1;
-  g.n_q_heads = kHq;
-  g.n_kv_heads = kHk;
-  g.head_dim = kD;
-  g.max_ctx = n + 1;
-  return g;
-}
+KvGeometry Geometry(int n) { return hqekv::bench::OneLayer(n, kHq, kHk, kD); }
 
 // Builds a cache of n tokens (appended in blocks of 1024), then attends with
 // the last 20 prompt queries and ends the prefill batch (compression event).

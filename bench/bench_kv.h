@@ -7,9 +7,22 @@
 #include <random>
 #include <vector>
 
+#include "cache/kv_cache.h"
 #include "core/status.h"
 
 namespace hqekv::bench {
+
+// One layer of the attention benchmarks' shape, room for n tokens and the
+// decode query after them.
+inline KvGeometry OneLayer(int n, int n_q_heads, int n_kv_heads, int head_dim) {
+  KvGeometry g;
+  g.n_layers = 1;
+  g.n_q_heads = n_q_heads;
+  g.n_kv_heads = n_kv_heads;
+  g.head_dim = head_dim;
+  g.max_ctx = n + 1;
+  return g;
+}
 
 // Appends n tokens of `width` floats (KV heads x head_dim) for K and for V,
 // `block` tokens per Append call; every block's buffers are refilled whole

@@ -58,12 +58,7 @@ void BM_StoreDecode(benchmark::State& state, std::string layout, int n) {
 
 void BM_PlainFp16Decode(benchmark::State& state, int n) {
   hqekv::SetNumThreads(1);
-  hqekv::KvGeometry g;
-  g.n_layers = 1;
-  g.n_q_heads = kHq;
-  g.n_kv_heads = kHk;
-  g.head_dim = kD;
-  g.max_ctx = n + 1;
+  const hqekv::KvGeometry g = hqekv::bench::OneLayer(n, kHq, kHk, kD);
   auto made = hqekv::PlainKvCache::Create(g, hqekv::PlainPrecision::kF16);
   if (!made.ok()) {
     state.SkipWithError(made.message().c_str());

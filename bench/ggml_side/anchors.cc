@@ -197,17 +197,8 @@ double KvBytesGgml(ggml_type t, int n) {
   return 2.0 * n * kHk * kD * ggml_type_size(t) / ggml_blck_size(t);
 }
 
-// ---------------- hqekv cache builders (same as bench/attention_bench.cc,
-// store_attention_bench.cc) ----
-hqekv::KvGeometry Geometry(int n) {
-  hqekv::KvGeometry g;
-  g.n_layers = 1;
-  g.n_q_heads = kHq;
-  g.n_kv_heads = kHk;
-  g.head_dim = kD;
-  g.max_ctx = n + 1;
-  return g;
-}
+// ---------------- hqekv cache builders (bench/bench_kv.h, bench/bench_store.h) ----
+hqekv::KvGeometry Geometry(int n) { return hqekv::bench::OneLayer(n, kHq, kHk, kD); }
 
 std::unique_ptr<hqekv::KvCache> BuildPolicy(const std::string& spec, int n) {
   auto made = hqekv::MakeKvCache(spec, Geometry(n));
