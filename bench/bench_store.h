@@ -29,12 +29,12 @@ struct StoreTier {
 inline StoreTier TierOf(const std::string& layout, int c, std::mt19937& rng) {
   namespace q = quant;
   const StoreTier f16{q::F16(), q::F16()};
-  const StoreTier u4{q::Uniform(4, quant::Grouping::kPerChannel),
-                     q::Uniform(4, quant::Grouping::kPerToken, 32)};
-  const StoreTier u2{q::Uniform(2, quant::Grouping::kPerChannel),
-                     q::Uniform(2, quant::Grouping::kPerToken, 32)};
-  const StoreTier n1{q::Normal(1, quant::Grouping::kPerChannel),
-                     q::Normal(1, quant::Grouping::kPerToken, 32)};
+  const StoreTier u4{q::Uniform(4, q::Grouping::kPerChannel),
+                     q::Uniform(4, q::Grouping::kPerToken, 32)};
+  const StoreTier u2{q::Uniform(2, q::Grouping::kPerChannel),
+                     q::Uniform(2, q::Grouping::kPerToken, 32)};
+  const StoreTier n1{q::Normal(1, q::Grouping::kPerChannel),
+                     q::Normal(1, q::Grouping::kPerToken, 32)};
   if (layout == "f16") return f16;
   if (layout == "u4") return u4;
   if (layout == "u2") return u2;

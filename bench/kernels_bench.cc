@@ -20,7 +20,6 @@
 // per GEMV "same-size cold read": that read over the matrix's byte count
 // (the smaller K-quant matrices against a read of their own size).)
 #include <immintrin.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -34,17 +33,12 @@
 #include "core/parallel.h"
 #include "model/kernels.h"
 #include "compute_peak.h"
+#include "cpu_time.h"
 
 namespace {
 
 using hqekv::TensorType;
 namespace kn = hqekv::kernels;
-
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 double MedianOf(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -57,9 +51,9 @@ double TimeIt(const std::function<void()>& fn, int reps,
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     if (before) before();
-    const double t0 = ThreadSeconds();
+    const double t0 = hqekv::bench::ThreadCpuSeconds();
     fn();
-    t.push_back(ThreadSeconds() - t0);
+    t.push_back(hqekv::bench::ThreadCpuSeconds() - t0);
   }
   return MedianOf(t);
 }

@@ -4,8 +4,8 @@
 //
 // Geometry: one layer, 32 query heads, 8 KV heads (GQA group 4), head_dim
 // 128, chunks of 32 tokens, the newest 64 tokens in the fp16 residual, single
-// thread. One decode query at position N sees all N tokens. Layouts:
-// see bench_store.h.
+// thread. One decode query at position N sees all N tokens. Layouts: see
+// bench_store.h.
 // Issue 4's goal: at >= 16K tokens, the 2-bit layouts <= 0.5x fp16.
 #include <benchmark/benchmark.h>
 
@@ -21,7 +21,6 @@
 #include "cache/plain_cache.h"
 #include "cache/store_attention.h"
 #include "core/parallel.h"
-#include "quant/format.h"
 #include "bench_store.h"
 #include "ratio_table.h"
 

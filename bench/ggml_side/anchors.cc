@@ -41,18 +41,15 @@
 #include "model/kernels.h"
 #include "policy/factory.h"
 #include "quant/format.h"
-#include "bench_store.h"  // BuildStore, AppendRandomTokens (bench/)
+#include "bench_store.h"  // bench/: BuildStore, AppendRandomTokens, OneLayer
+#include "cpu_time.h"     // bench/: ThreadCpuSeconds
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double Now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
-// CPU seconds of the calling thread (1-thread runs execute on it): immune to time-sharing.
-double ThreadCpu() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
+// CPU seconds of the calling thread (1-thread runs execute on it).
+using hqekv::bench::ThreadCpuSeconds;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -70,10 +67,10 @@ Timing TimeIt(const std::function<void()>& fn, double min_time, int min_reps, in
   std::vector<double> t, c;
   const double start = Now();
   while (static_cast<int>(t.size()) < min_reps || Now() - start < min_time) {
-    const double c0 = ThreadCpu(), t0 = Now();
+    const double c0 = ThreadCpuSeconds(), t0 = Now();
     fn();
     t.push_back(Now() - t0);
-    c.push_back(ThreadCpu() - c0);
+    c.push_back(ThreadCpuSeconds() - c0);
     if (t.size() >= 2000) break;
   }
   return {Median(t), *std::min_element(t.begin(), t.end()), Median(c)};

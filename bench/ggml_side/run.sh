@@ -12,16 +12,21 @@ R=${ROUNDS:-3}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p "$OUT"
 log() { echo "[$(date -u +%T)] $* | $(uptime | sed 's/.*load/load/')" | tee -a "$OUT/log.txt"; }
+# Each result file appears whole or not at all (written beside, then renamed).
 for mode in ${MODES:-peak gemv gemm attn pattn}; do
-  log "$mode"
   case $mode in
-    peak) "$A" peak "$R" > "$OUT/peak.txt" ;;
-    gemv) "$A" gemv "$R" > "$OUT/gemv.txt" ;;
-    gemm) "$A" gemm 512 1 > "$OUT/gemm.txt" ;;
-    attn) "$A" attn 32768 "$R" > "$OUT/attn_32768.txt" ;;
-    pattn) "$A" pattn 4096 512 1 > "$OUT/pattn_4096.txt" ;;
-    *) echo "unknown mode $mode" >&2; exit 2 ;;
+    peak) args=(peak "$R"); f=peak.txt ;;
+    gemv) args=(gemv "$R"); f=gemv.txt ;;
+    gemm) args=(gemm 512 1); f=gemm.txt ;;
+    attn) args=(attn 32768 "$R"); f=attn_32768.txt ;;
+    pattn) args=(pattn 4096 512 1); f=pattn_4096.txt ;;
+    *) echo "run.sh: unknown mode '$mode' in MODES (peak gemv gemm attn pattn)" >&2; exit 2 ;;
   esac
+  log "$mode"
+  "$A" "${args[@]}" > "$OUT/$f.part"
+  mv "$OUT/$f.part" "$OUT/$f"
 done
 log done
-python3 "$HERE/summarize.py" "$OUT"/*.txt | tee "$OUT/tables.md"
+python3 "$HERE/summarize.py" "$OUT"/*.txt > "$OUT/tables.md.part"
+mv "$OUT/tables.md.part" "$OUT/tables.md"
+cat "$OUT/tables.md"
