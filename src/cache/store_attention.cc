@@ -46,14 +46,6 @@ void PrefetchBytes(const uint8_t* p, size_t n) {
 // faster than 1 for the 2/4-bit tiers at 16K: each first touch of a page
 // walks the page table, docs/performance.md "Wave 5").
 constexpr size_t kPrefetchAhead = 8;
-void PrefetchK(const ChunkView& c, int D) {
-  PrefetchBytes(c.k_meta, quant::MetaBytes(c.k_format, c.T, D));
-  PrefetchBytes(c.k_codes, quant::CodeBytes(c.k_format, c.T, D));
-}
-void PrefetchV(const ChunkView& c, int D) {
-  PrefetchBytes(c.v_meta, quant::MetaBytes(c.v_format, c.T, D));
-  PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
-}
 
 // Query rows prepared once per query and KV head for a row kernel (the rows
 // of `src`; nullptr: none yet), on the first chunk of that kind that needs
@@ -143,12 +135,28 @@ void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, floa
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);
 }
 
+// What the walk needs of one live chunk besides its view, the same for every
+// query: worked out once per plan, and per format only where the format
+// changes (the four size lookups per chunk for the prefetches cost ~16 ns of
+// a ~630 ns kivi-2 chunk; docs/performance.md, wave 14).
+struct ChunkPlan {
+  uint32_t k_meta = 0, k_codes = 0, v_meta = 0,
+           v_codes = 0;            // bytes (quant::MetaBytes / CodeBytes)
+  int32_t pos0 = 0, last_pos = 0;  // positions of slots 0 and T - 1
+  // Chunks from this one on (this one included) that the int16 run entries
+  // take in one call: every slot kept, the same format and T, and the kernel
+  // applies (quant::Int16QueryApplies / Int16WeightsApply); 0: not one.
+  uint32_t k_run = 0, v_run = 0;
+};
+
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
   // Kept slots of each chunk, counted once here (the passes below would
   // count every chunk 2-3 times).
   std::vector<int> kept;
+  std::vector<ChunkPlan> info;                      // per live chunk
+  std::vector<quant::ChunkBytes> k_bytes, v_bytes;  // per live chunk: codes and meta
   ResidualView residual;
   int n_kept = 0;
   // [n_kept], only when a sink will see the rows: walking every kept slot
@@ -158,21 +166,130 @@ struct HeadPlan {
   int max_T = 0;
 };
 
+bool SameFormat(const quant::Format& a, const quant::Format& b) {
+  return a.kind == b.kind && a.bits == b.bits && a.grouping == b.grouping && a.group == b.group &&
+         a.hadamard == b.hadamard;
+}
+
+// One side's (K or V) format facts for ChunkPlan, recomputed only when the
+// format or T changes from the previous chunk.
+struct SideFacts {
+  quant::Format f;
+  int T = -1;
+  uint32_t meta = 0, codes = 0;
+  bool int16 = false;  // the int16 run entry applies to whole chunks
+
+  template <class Applies>
+  void Update(const quant::Format& nf, int nT, int D, const Applies& applies) {
+    if (nT == T && SameFormat(nf, f)) return;
+    f = nf;
+    T = nT;
+    meta = static_cast<uint32_t>(quant::MetaBytes(f, T, D));
+    codes = static_cast<uint32_t>(quant::CodeBytes(f, T, D));
+    int16 = applies(f, T, D);
+  }
+};
+
 HeadPlan Plan(const KvStore& store, int layer, int g, bool with_positions) {
   HeadPlan p;
+  const int D = store.head_dim();
+  SideFacts kf, vf;
   for (int c = 0; c < store.NumChunks(layer, g); ++c) {
     ChunkView v = store.Chunk(layer, g, c);
     if (!v.live()) continue;
     p.k_hadamard = p.k_hadamard || v.k_format.hadamard;
     p.v_hadamard = p.v_hadamard || v.v_format.hadamard;
     p.max_T = std::max(p.max_T, v.T);
+    const int kept = v.KeptCount();
+    kf.Update(v.k_format, v.T, D, quant::Int16QueryApplies);
+    vf.Update(v.v_format, v.T, D, quant::Int16WeightsApply);
+    ChunkPlan cp;
+    cp.k_meta = kf.meta;
+    cp.k_codes = kf.codes;
+    cp.v_meta = vf.meta;
+    cp.v_codes = vf.codes;
+    cp.pos0 = v.pos0;
+    cp.last_pos = v.Position(v.T - 1);
+    // Provisionally 1 for a chunk a run can hold; lengths summed below.
+    cp.k_run = kept == v.T && kf.int16 ? 1 : 0;
+    cp.v_run = kept == v.T && vf.int16 ? 1 : 0;
+    p.info.push_back(cp);
+    p.k_bytes.push_back({v.k_codes, v.k_meta});
+    p.v_bytes.push_back({v.v_codes, v.v_meta});
     p.chunks.push_back(v);
-    p.kept.push_back(v.KeptCount());
+    p.kept.push_back(kept);
+  }
+  // Run lengths, back to front: a run continues into the next chunk when
+  // that one is in a run too, of the same format and T.
+  for (size_t i = p.chunks.size(); i-- > 1;) {
+    ChunkPlan& a = p.info[i - 1];
+    const ChunkPlan& b = p.info[i];
+    const ChunkView& ca = p.chunks[i - 1];
+    const ChunkView& cb = p.chunks[i];
+    if (a.k_run && b.k_run && ca.T == cb.T && SameFormat(ca.k_format, cb.k_format)) {
+      a.k_run += b.k_run;
+    }
+    if (a.v_run && b.v_run && ca.T == cb.T && SameFormat(ca.v_format, cb.v_format)) {
+      a.v_run += b.v_run;
+    }
   }
   p.residual = store.Residual(layer, g);
   p.n_kept = static_cast<int>(store.KeptTokens(layer, g));
   if (with_positions) store.KeptPositions(layer, g, &p.positions);
   return p;
+}
+
+// The walk's prefetches over one side (K or V) of a plan's chunks: before
+// chunk ci is computed, chunk ci + kPrefetchAhead is requested, and before
+// the walk's last chunk the residual's bytes. At(ci) does that once per
+// chunk, so the loop and a run entry's hook (quant::ChunkHook, run from
+// chunk `base`) can both call it.
+struct WalkPrefetch {
+  const quant::ChunkBytes* bytes;  // the plan's k_bytes or v_bytes
+  const ChunkPlan* info;
+  bool v;
+  size_t end;                    // the walk's chunk end
+  const uint8_t* res = nullptr;  // the residual's bytes, or nullptr
+  size_t res_bytes = 0;
+  size_t next = 0;  // chunks before this one are done
+  size_t base = 0;  // the run's first chunk (Hook)
+
+  void Chunk(size_t ci) const {
+    const ChunkPlan& c = info[ci];
+    PrefetchBytes(bytes[ci].meta, v ? c.v_meta : c.k_meta);
+    PrefetchBytes(bytes[ci].codes, v ? c.v_codes : c.k_codes);
+  }
+  // The first chunks of the walk from c0, before its loop.
+  void Start(size_t c0) {
+    next = c0;
+    for (size_t ci = c0; ci < std::min(end, c0 + kPrefetchAhead); ++ci) Chunk(ci);
+  }
+  void At(size_t ci) {
+    if (ci < next) return;
+    next = ci + 1;
+    if (ci + kPrefetchAhead < end) Chunk(ci + kPrefetchAhead);
+    if (ci + 1 == end && res) PrefetchBytes(res, res_bytes);
+  }
+  static void Hook(void* self, size_t i) {
+    auto* w = static_cast<WalkPrefetch*>(self);
+    w->At(w->base + i);
+  }
+  quant::ChunkHook HookFrom(size_t ci) {
+    base = ci;
+    return {&WalkPrefetch::Hook, this};
+  }
+};
+
+// The end of the int16 run entry's run from chunk ci (ci: none) for the
+// query at qp: chunks of one run (ChunkPlan::k_run / v_run) before `end`
+// that the per-chunk loop would hand to the kernel whole: K every slot
+// visible (last_pos <= qp), V some slot (pos0 <= qp; the others weigh 0).
+size_t RunEnd(const HeadPlan& p, size_t ci, size_t end, int32_t qp, bool v) {
+  const ChunkPlan& c = p.info[ci];
+  const size_t run_end = std::min<size_t>(end, ci + (v ? c.v_run : c.k_run));
+  size_t e = ci;
+  while (e < run_end && (v ? p.info[e].pos0 : p.info[e].last_pos) <= qp) ++e;
+  return e;
 }
 
 // A part of one KV head's walk: live chunks [c0, c1) of its plan, the first
@@ -256,29 +373,32 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         std::fill(row, row + len, kMasked);
       }
     };
-    // Scores, walk order, one row per query head.
+    // Scores, walk order, one row per query head. Runs of whole visible
+    // chunks of one format go to the int16 run entry in one call; the others
+    // (and a chunk it declines) one by one.
     int j = sp.j0;
     const size_t n_chunks = sp.c1;
     const int r_span = sp.residual ? r_vis : 0;  // residual tokens this span reads
-    for (size_t ci = sp.c0; ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
-      PrefetchK(p.chunks[ci], D);
-    for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
+    WalkPrefetch pk{p.k_bytes.data(), p.info.data(), false, n_chunks};
+    if (sp.residual) {
+      pk.res = reinterpret_cast<const uint8_t*>(r.k);
+      pk.res_bytes = sizeof(f16_t) * r_vis * D;
+    }
+    pk.Start(sp.c0);
+    auto score_chunk = [&](size_t ci) {
       const ChunkView& c = p.chunks[ci];
-      if (ci + kPrefetchAhead < n_chunks) PrefetchK(p.chunks[ci + kPrefetchAhead], D);
-      if (ci + 1 == n_chunks && sp.residual) {  // the residual comes next
-        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
-      }
+      pk.At(ci);
       const int kept = p.kept[ci];
       if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
         fill_masked(j, kept);
         j += kept;
-        continue;
+        return;
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
-      if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
+      if (kept == c.T && p.info[ci].last_pos <= qp) {  // every slot kept and visible: in place
         DotK(c, D, qk, group, scores_base + j, ss, rounded_query, pq);
         j += kept;
-        continue;
+        return;
       }
       DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, pq);
       for (int hh = 0; hh < group; ++hh) {
@@ -290,6 +410,23 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         }
       }
       j += kept;
+    };
+    for (size_t ci = sp.c0; ci < n_chunks;) {
+      const size_t e = rounded_query ? RunEnd(p, ci, n_chunks, qp, false) : ci;
+      if (e > ci) {
+        const ChunkView& c = p.chunks[ci];
+        const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
+        const size_t done =
+            quant::DotChunksInt16Query(c.k_format, &p.k_bytes[ci], e - ci, c.T, D, qk, D, group,
+                                       scores_base + j, ss, pk.HookFrom(ci));
+        j += static_cast<int>(done) * c.T;
+        ci += done;
+        // Declined (a query not finite, or no kernel on this CPU): the rest
+        // of the run one by one, which tries the other kernels in turn.
+        for (; ci < e; ++ci) score_chunk(ci);
+        continue;
+      }
+      score_chunk(ci++);
     }
     // The residual is an f16 "chunk" of r_vis tokens, read in pieces so that
     // kernels that dequantize a piece first keep it in cache.
@@ -325,24 +462,24 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     std::fill(acc.begin(), acc.end(), 0.0f);
     if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
     j = sp.j0;
-    for (size_t ci = sp.c0; any && ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
-      PrefetchV(p.chunks[ci], D);
-    for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
+    WalkPrefetch pv{p.v_bytes.data(), p.info.data(), true, n_chunks};
+    if (sp.residual) {
+      pv.res = reinterpret_cast<const uint8_t*>(r.v);
+      pv.res_bytes = sizeof(f16_t) * r_vis * D;
+    }
+    auto add_chunk = [&](size_t ci) {
       const ChunkView& c = p.chunks[ci];
-      if (any && ci + kPrefetchAhead < n_chunks) PrefetchV(p.chunks[ci + kPrefetchAhead], D);
-      if (any && ci + 1 == n_chunks && sp.residual) {
-        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
-      }
+      pv.At(ci);
       const int kept = p.kept[ci];
-      if (!any || c.pos0 > qp) {
+      if (c.pos0 > qp) {
         j += kept;
-        continue;
+        return;
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
         AxpyV(c, D, scores_base + j, ss, group, a, rounded_weights);
         j += kept;
-        continue;
+        return;
       }
       for (int hh = 0; hh < group; ++hh) {
         const float* row = scores_base + hh * ss;
@@ -352,6 +489,24 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       AxpyV(c, D, tmp.data(), c.T, group, a, rounded_weights);
       j += kept;
+    };
+    if (any) {  // else every weight is 0: nothing to add
+      pv.Start(sp.c0);
+      for (size_t ci = sp.c0; ci < n_chunks;) {
+        const size_t e = rounded_weights ? RunEnd(p, ci, n_chunks, qp, true) : ci;
+        if (e > ci) {
+          const ChunkView& c = p.chunks[ci];
+          float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
+          const size_t done =
+              quant::AxpyChunksInt16Weights(c.v_format, &p.v_bytes[ci], e - ci, c.T, D,
+                                            scores_base + j, ss, group, a, D, pv.HookFrom(ci));
+          j += static_cast<int>(done) * c.T;
+          ci += done;
+          for (; ci < e; ++ci) add_chunk(ci);  // declined: as for K
+          continue;
+        }
+        add_chunk(ci++);
+      }
     }
     for (int a = 0; any && a < r_span; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);

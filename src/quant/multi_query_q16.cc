@@ -69,6 +69,10 @@ struct Q16Scratch {
   std::vector<uint8_t> qb;
   std::vector<float> qa;  // [D] (generic D)
   std::vector<float> sq, off;
+
+  // Sized for m rows of D channels, once per run of chunks (the per-chunk
+  // functions below only write).
+  void Size(int m, int D);
 };
 Q16Scratch& Q16Buffers() {
   thread_local Q16Scratch s;
@@ -76,6 +80,14 @@ Q16Scratch& Q16Buffers() {
 }
 // Bytes of one row of Q16Scratch::qb.
 size_t QueryRowBytes(int D) { return static_cast<size_t>(64) * ((D + 31) / 32); }
+void Q16Scratch::Size(int m, int D) {
+  // Whole blocks of 4 rows: the K kernel reads 4 rows' bytes (the rows past
+  // m feed sums nobody stores).
+  qb.resize(static_cast<size_t>((m + 3) / 4 * 4) * QueryRowBytes(D));
+  sq.resize(m);
+  off.resize(m);
+  qa.resize(static_cast<size_t>(D));
+}
 
 // acc += the int16 pair products of x and y (vpdpwssd), in place: through
 // the intrinsic GCC copied the value kernel's accumulators to other
@@ -292,16 +304,12 @@ HWY_INLINE __m128 Reduce4(const __m512 v[4], const Op& op) {
 // Rounds qa[h] = q[h]·a to int16 per row (scale amax/32767), off[h] = q[h]·b.
 // False when some qa is not finite (then nothing is written to the scores).
 // kV > 0: D = 16·kV, a, b and one row's qa held in registers (a and b decoded
-// once per chunk); kV == 0: any D (a multiple of 16), through scratch.
+// once per chunk); kV == 0: any D (a multiple of 16), through scratch. s is
+// sized (Q16Scratch::Size(m, D)).
 template <int kV>
 bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs, int m,
                   Q16Scratch& s) {
   const size_t row_bytes = QueryRowBytes(D);
-  // Whole blocks of 4 rows: the K kernel reads 4 rows' bytes (the rows past
-  // m feed sums nobody stores).
-  s.qb.resize(static_cast<size_t>((m + 3) / 4 * 4) * row_bytes);
-  s.sq.resize(m);
-  s.off.resize(m);
   __mmask16 bad = 0;
   if constexpr (kV > 0) {
     // Blocks of up to 4 rows: their maxima and offsets reduced together
@@ -357,7 +365,6 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
       }
     }
   } else {
-    s.qa.resize(static_cast<size_t>(D));
     float* qa = s.qa.data();
     for (int h = 0; h < m; ++h) {
       const float* qh = q + h * qs;
@@ -393,6 +400,34 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
   }
 }
 
+// The scores of a run of chunks (DotChunksInt16Query): per chunk the
+// rounding and the dot, nothing else; the number of chunks done.
+template <int kV, int kBits>
+size_t DotRun(const ChunkBytes* chunks, size_t n, int T, int D, bool n1, const float* q, size_t qs,
+              int m, float* scores, size_t ss, ChunkHook hook) {
+  Q16Scratch& s = Q16Buffers();
+  s.Size(m, D);
+  for (size_t i = 0; i < n; ++i) {
+    if (hook.fn) hook.fn(hook.ctx, i);
+    if (!QuantizeRows<kV>(chunks[i].meta, D, n1, q, qs, m, s)) return i;
+    DotRows<kBits>(chunks[i].codes, D, s, m, scores + i * T, ss);
+  }
+  return n;
+}
+// DotRun for D's register layout (QuantizeRows<kV>).
+template <int kBits>
+size_t DotRunD(const ChunkBytes* chunks, size_t n, int T, int D, bool n1, const float* q, size_t qs,
+               int m, float* scores, size_t ss, ChunkHook hook) {
+  switch (D) {
+    case 128:
+      return DotRun<8, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+    case 64:
+      return DotRun<4, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+    default:
+      return DotRun<0, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+  }
+}
+
 // ------------------------------------------ V per-token, int16 weights
 
 // Per-thread scratch of the value kernel.
@@ -402,6 +437,20 @@ struct W16Scratch {
   std::vector<float> u;        // [T][16·nb] w·a per token and (row, group) combo
   std::vector<int32_t> pw;     // [T/2][16·nb] int16 weights of tokens 2p, 2p + 1 per combo
   std::vector<float> sw, off;  // [16·nb] scale and offset per combo
+
+  // Sized for T-token chunks of gpt groups per token, once per run of
+  // chunks (the per-chunk functions below only write).
+  void Size(int T, int gpt) {
+    const size_t groups = static_cast<size_t>(T) * gpt;
+    const size_t stride = 16 * ((4 * static_cast<size_t>(gpt) + 15) / 16);  // 16·nb
+    a.resize(groups + 16);
+    b.resize(groups + 16);
+    wt.resize(static_cast<size_t>(T) * 4);
+    u.resize(static_cast<size_t>(T) * stride);
+    pw.resize(static_cast<size_t>(T / 2) * stride);
+    sw.resize(stride);
+    off.resize(stride);
+  }
 };
 W16Scratch& W16Buffers() {
   thread_local W16Scratch s;
@@ -486,11 +535,10 @@ HWY_INLINE void AxpyPass(const uint8_t* codes, int T, int D, int set, int group,
   }
 }
 
-// The chunk's affine map [T·gpt] as stored (AffineAt, 16 groups at a time).
+// The chunk's affine map [T·gpt] as stored (AffineAt, 16 groups at a time;
+// s sized by W16Scratch::Size(T, gpt)).
 void LoadAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
   const int groups = T * gpt;
-  s.a.resize(groups + 16);
-  s.b.resize(groups + 16);
   float* const pa = s.a.data();
   float* const pb = s.b.data();
   for (int i = 0; i < groups; i += 16) {  // T·gpt is a multiple of 16 (T is)
@@ -505,16 +553,12 @@ void LoadAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
 // rows (scale max_t |u| / 32767), off[c] = sum_t w[h][t]·b[t][g]. Lanes
 // over combos (16 per vector, nb vectors), so the maxima and offsets are
 // plain vertical operations per token. The pair words of tokens 2p, 2p + 1
-// go to pw[p·16·nb + c]. False when some u is not finite.
+// go to pw[p·16·nb + c]. False when some u is not finite. s sized by
+// W16Scratch::Size(T, gpt).
 bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scratch& s) {
   const int combos = 4 * gpt;  // rows mb..3 have zero weights
   const int nb = (combos + 15) / 16;
   const int stride = 16 * nb;
-  s.wt.resize(static_cast<size_t>(T) * 4);
-  s.u.resize(static_cast<size_t>(T) * stride);
-  s.pw.resize(static_cast<size_t>(T / 2) * stride);
-  s.sw.resize(stride);
-  s.off.resize(stride);
   // Raw pointers: through the thread_local scratch the compiler re-reads the
   // TLS address (a call) inside the loops and spills every vector.
   float* const wt_base = s.wt.data();
@@ -589,8 +633,7 @@ bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scrat
 
 template <int kBits>
 bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group, bool n1,
-              const float* w, size_t ws, int m, float* acc, size_t as) {
-  W16Scratch& s = W16Buffers();
+              const float* w, size_t ws, int m, float* acc, size_t as, W16Scratch& s) {
   const int gpt = D / group;
   LoadAffine(meta, T, gpt, n1, s);
   // Channel sets: 64 channels (32 for 8-bit codes: 32 bytes per token).
@@ -627,62 +670,71 @@ bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group
   }
   return true;
 }
+
+// The accumulation of a run of chunks (AxpyChunksInt16Weights); the number
+// of chunks done.
+template <int kBits>
+size_t AxpyRun(const ChunkBytes* chunks, size_t n, int T, int D, int group, bool n1, const float* w,
+               size_t ws, int m, float* acc, size_t as, ChunkHook hook) {
+  W16Scratch& s = W16Buffers();
+  s.Size(T, D / group);
+  for (size_t i = 0; i < n; ++i) {
+    if (hook.fn) hook.fn(hook.ctx, i);
+    if (!AxpyRows<kBits>(chunks[i].codes, chunks[i].meta, T, D, group, n1, w + i * T, ws, m, acc,
+                         as, s)) {
+      return i;
+    }
+  }
+  return n;
+}
 #endif  // HQEKV_Q16_VNNI
 
 }  // namespace
 
-bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                       const float* q, size_t qs, int m, float* scores, size_t ss) {
+size_t DotInt16QueryImpl(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
+                         const float* q, size_t qs, int m, float* scores, size_t ss,
+                         ChunkHook hook) {
 #if HQEKV_Q16_VNNI
-  if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return false;
-  Q16Scratch& s = Q16Buffers();
+  if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return 0;
   const bool n1 = f.kind == Kind::kNormal;
-  const bool ok = D == 128  ? QuantizeRows<8>(meta, D, n1, q, qs, m, s)
-                  : D == 64 ? QuantizeRows<4>(meta, D, n1, q, qs, m, s)
-                            : QuantizeRows<0>(meta, D, n1, q, qs, m, s);
-  if (!ok) return false;
   const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
   switch (bits) {
     case 1:
-      DotRows<1>(codes, D, s, m, scores, ss);
-      break;
+      return DotRunD<1>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
     case 2:
-      DotRows<2>(codes, D, s, m, scores, ss);
-      break;
+      return DotRunD<2>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
     case 3:
-      DotRows<3>(codes, D, s, m, scores, ss);
-      break;
+      return DotRunD<3>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
     default:
-      DotRows<4>(codes, D, s, m, scores, ss);
-      break;
+      return DotRunD<4>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
   }
-  return true;
 #else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
-      (void)ss;
-  return false;
+  (void)f, (void)chunks, (void)n, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
+      (void)ss, (void)hook;
+  return 0;
 #endif
 }
 
-bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                          const float* w, size_t ws, int m, float* acc, size_t as) {
+size_t AxpyInt16WeightsImpl(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
+                            const float* w, size_t ws, int m, float* acc, size_t as,
+                            ChunkHook hook) {
 #if HQEKV_Q16_VNNI
-  if (!Int16WeightsApply(f, T, D)) return false;
+  if (!Int16WeightsApply(f, T, D)) return 0;
   const bool n1 = f.kind == Kind::kNormal;
   switch (f.bits) {
     case 1:
-      return AxpyRows<1>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+      return AxpyRun<1>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
     case 2:
-      return AxpyRows<2>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+      return AxpyRun<2>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
     case 4:
-      return AxpyRows<4>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+      return AxpyRun<4>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
     default:
-      return AxpyRows<8>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
+      return AxpyRun<8>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
   }
 #else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
-      (void)as;
-  return false;
+  (void)f, (void)chunks, (void)n, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc, (void)as,
+      (void)hook;
+  return 0;
 #endif
 }
 
@@ -716,12 +768,19 @@ bool Int16WeightsApply(const Format& f, int T, int D) {
          D / f.group <= 16;
 }
 
+size_t AxpyChunksInt16Weights(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
+                              const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
+                              ChunkHook hook) {
+  if (n == 0 || m <= 0 || !Int16WeightsApply(f, T, D)) return 0;
+  return HWY_DYNAMIC_DISPATCH(AxpyInt16WeightsImpl)(f, chunks, n, T, D, w, w_stride, m, acc,
+                                                    a_stride, hook);
+}
+
 bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                                 int D, const float* w, size_t w_stride, int m, float* acc,
                                 size_t a_stride) {
-  if (m <= 0 || !Int16WeightsApply(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(AxpyInt16WeightsImpl)(f, codes, meta, T, D, w, w_stride, m, acc,
-                                                    a_stride);
+  const ChunkBytes c{codes, meta};
+  return AxpyChunksInt16Weights(f, &c, 1, T, D, w, w_stride, m, acc, a_stride) == 1;
 }
 
 bool Int16QueryApplies(const Format& f, int T, int D) {
@@ -730,12 +789,19 @@ bool Int16QueryApplies(const Format& f, int T, int D) {
          bits <= 4 && D > 0 && D % 4 == 0 && D <= 4096;
 }
 
+size_t DotChunksInt16Query(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
+                           const float* q, size_t q_stride, int m, float* scores, size_t s_stride,
+                           ChunkHook hook) {
+  if (n == 0 || m <= 0 || !Int16QueryApplies(f, T, D)) return 0;
+  return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, chunks, n, T, D, q, q_stride, m, scores,
+                                                 s_stride, hook);
+}
+
 bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                              int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride) {
-  if (m <= 0 || !Int16QueryApplies(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, codes, meta, T, D, q, q_stride, m, scores,
-                                                 s_stride);
+  const ChunkBytes c{codes, meta};
+  return DotChunksInt16Query(f, &c, 1, T, D, q, q_stride, m, scores, s_stride) == 1;
 }
 
 }  // namespace hqekv::quant
