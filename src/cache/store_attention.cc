@@ -203,17 +203,9 @@ HeadPlan Plan(const KvStore& store, int layer, int g, bool with_positions) {
     const int kept = v.KeptCount();
     kf.Update(v.k_format, v.T, D, quant::Int16QueryApplies);
     vf.Update(v.v_format, v.T, D, quant::Int16WeightsApply);
-    ChunkPlan cp;
-    cp.k_meta = kf.meta;
-    cp.k_codes = kf.codes;
-    cp.v_meta = vf.meta;
-    cp.v_codes = vf.codes;
-    cp.pos0 = v.pos0;
-    cp.last_pos = v.Position(v.T - 1);
-    // Provisionally 1 for a chunk a run can hold; lengths summed below.
-    cp.k_run = kept == v.T && kf.int16 ? 1 : 0;
-    cp.v_run = kept == v.T && vf.int16 ? 1 : 0;
-    p.info.push_back(cp);
+    // Runs provisionally 1 for a chunk a run can hold; lengths summed below.
+    p.info.push_back({kf.meta, kf.codes, vf.meta, vf.codes, v.pos0, v.Position(v.T - 1),
+                      kept == v.T && kf.int16 ? 1u : 0u, kept == v.T && vf.int16 ? 1u : 0u});
     p.k_bytes.push_back({v.k_codes, v.k_meta});
     p.v_bytes.push_back({v.v_codes, v.v_meta});
     p.chunks.push_back(v);

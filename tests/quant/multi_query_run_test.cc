@@ -17,26 +17,22 @@
 namespace hqekv::quant {
 namespace {
 
-using testing::Encode;
-using testing::Encoded;
-using testing::Gaussian;
-using testing::kKernelMustRun;
-
 constexpr int kT = 32;
 constexpr size_t kChunks = 5;
 constexpr uint16_t kF16Inf = 0x7C00;
 
 // kChunks encoded chunks of f (T x D), distinct data each.
-std::vector<Encoded> Chunks(const Format& f, int T, int D, uint32_t seed) {
-  std::vector<Encoded> es;
+std::vector<testing::Encoded> Chunks(const Format& f, int T, int D, uint32_t seed) {
+  std::vector<testing::Encoded> es;
   for (size_t c = 0; c < kChunks; ++c) {
-    es.push_back(Encode(f, Gaussian(T, D, seed + static_cast<uint32_t>(c)), T, D, false));
+    es.push_back(
+        testing::Encode(f, testing::Gaussian(T, D, seed + static_cast<uint32_t>(c)), T, D, false));
   }
   return es;
 }
-std::vector<ChunkBytes> Bytes(const std::vector<Encoded>& es) {
+std::vector<ChunkBytes> Bytes(const std::vector<testing::Encoded>& es) {
   std::vector<ChunkBytes> b;
-  for (const Encoded& e : es) b.push_back({e.codes.data(), e.meta.data()});
+  for (const testing::Encoded& e : es) b.push_back({e.codes.data(), e.meta.data()});
   return b;
 }
 // The hook's calls, in order.
@@ -50,18 +46,35 @@ std::vector<size_t> Iota(size_t n) {
   for (size_t i = 0; i < n; ++i) v[i] = i;
   return v;
 }
+// Whether this CPU must run the int16 kernels (AVX3_DL, release build).
+bool MustRun() { return testing::kKernelMustRun && (hwy::SupportedTargets() & HWY_AVX3_DL); }
+
+// A run of kChunks that returned `done` against one call per chunk (each:
+// all of them worked; want: their output). False when there is no kernel
+// on this CPU (the run declined too).
+bool RanAsEachCall(bool each, size_t done, const Calls& calls, const std::vector<float>& got,
+                   const std::vector<float>& want) {
+  if (!each) {
+    EXPECT_FALSE(MustRun());
+    EXPECT_EQ(done, 0u);
+    return false;
+  }
+  EXPECT_EQ(done, kChunks);
+  EXPECT_EQ(calls.i, Iota(kChunks));
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+  return true;
+}
 
 TEST(MultiQueryRuns, DotRunIsThePerChunkCallsBitForBit) {
-  const bool must = kKernelMustRun && (hwy::SupportedTargets() & HWY_AVX3_DL);
   int ran = 0;
   for (const Format& f : {Uniform(2, Grouping::kPerChannel), Uniform(4, Grouping::kPerChannel),
                           Uniform3(Grouping::kPerChannel), Normal(1, Grouping::kPerChannel)}) {
     for (int D : {64, 96, 128}) {
       for (int m : {1, 4, 5}) {
         SCOPED_TRACE(FormatName(f) + " D=" + std::to_string(D) + " m=" + std::to_string(m));
-        std::vector<Encoded> es = Chunks(f, kT, D, static_cast<uint32_t>(D + m));
+        std::vector<testing::Encoded> es = Chunks(f, kT, D, static_cast<uint32_t>(D + m));
         const size_t qs = D + 3, ss = kChunks * kT + 7;
-        const std::vector<float> q = Gaussian(m, static_cast<int>(qs), 5 + m, 0.3f);
+        const std::vector<float> q = testing::Gaussian(m, static_cast<int>(qs), 5 + m, 0.3f);
         std::vector<float> want(m * ss, -7.0f), got(m * ss, -7.0f);
         bool each = true;
         for (size_t c = 0; c < kChunks; ++c) {
@@ -73,15 +86,9 @@ TEST(MultiQueryRuns, DotRunIsThePerChunkCallsBitForBit) {
         const std::vector<ChunkBytes> b = Bytes(es);
         const size_t done = DotChunksInt16Query(f, b.data(), kChunks, kT, D, q.data(), qs, m,
                                                 got.data(), ss, calls.hook());
-        if (!each) {  // no kernel on this CPU: the run declines too
-          EXPECT_FALSE(must);
-          EXPECT_EQ(done, 0u);
-          continue;
-        }
+        if (!RanAsEachCall(each, done, calls, got, want)) continue;
         ++ran;
-        ASSERT_EQ(done, kChunks);
-        EXPECT_EQ(calls.i, Iota(kChunks));
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+        if (HasFailure()) return;
 
         // Chunk 2's first multiplier infinite: chunks 0, 1 as before, then
         // stop; nothing written for chunks 2.. (the per-chunk call declines
@@ -104,23 +111,23 @@ TEST(MultiQueryRuns, DotRunIsThePerChunkCallsBitForBit) {
       }
     }
   }
-  if (must) EXPECT_GT(ran, 0);
+  if (MustRun()) EXPECT_GT(ran, 0);
 }
 
 TEST(MultiQueryRuns, AxpyRunIsThePerChunkCallsBitForBit) {
-  const bool must = kKernelMustRun && (hwy::SupportedTargets() & HWY_AVX3_DL);
   int ran = 0;
-  for (const Format& f : {Uniform(2, Grouping::kPerToken, 32), Uniform(4, Grouping::kPerToken, 32),
-                          Normal(1, Grouping::kPerToken, 64), Uniform(8, Grouping::kPerToken, 128)}) {
+  for (const Format& f :
+       {Uniform(2, Grouping::kPerToken, 32), Uniform(4, Grouping::kPerToken, 32),
+        Normal(1, Grouping::kPerToken, 64), Uniform(8, Grouping::kPerToken, 128)}) {
     for (int D : {64, 128}) {
       if (D % f.group != 0) continue;
       for (int m : {1, 4, 5}) {
         SCOPED_TRACE(FormatName(f) + " D=" + std::to_string(D) + " m=" + std::to_string(m));
-        std::vector<Encoded> es = Chunks(f, kT, D, static_cast<uint32_t>(3 * D + m));
+        std::vector<testing::Encoded> es = Chunks(f, kT, D, static_cast<uint32_t>(3 * D + m));
         const size_t ws = kChunks * kT + 5, as = D + 3;
-        std::vector<float> w = Gaussian(m, static_cast<int>(ws), 9 + m);
+        std::vector<float> w = testing::Gaussian(m, static_cast<int>(ws), 9 + m);
         for (float& x : w) x = std::abs(x) * 0.1f;
-        const std::vector<float> acc0 = Gaussian(m, static_cast<int>(as), 11 + m);
+        const std::vector<float> acc0 = testing::Gaussian(m, static_cast<int>(as), 11 + m);
         std::vector<float> want = acc0, got = acc0;
         bool each = true;
         for (size_t c = 0; c < kChunks; ++c) {
@@ -132,15 +139,9 @@ TEST(MultiQueryRuns, AxpyRunIsThePerChunkCallsBitForBit) {
         const std::vector<ChunkBytes> b = Bytes(es);
         const size_t done = AxpyChunksInt16Weights(f, b.data(), kChunks, kT, D, w.data(), ws, m,
                                                    got.data(), as, calls.hook());
-        if (!each) {
-          EXPECT_FALSE(must);
-          EXPECT_EQ(done, 0u);
-          continue;
-        }
+        if (!RanAsEachCall(each, done, calls, got, want)) continue;
         ++ran;
-        ASSERT_EQ(done, kChunks);
-        EXPECT_EQ(calls.i, Iota(kChunks));
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+        if (HasFailure()) return;
 
         // Chunk 3's first multiplier infinite: chunks 0..2 added, then stop.
         std::vector<float> want3 = acc0;
@@ -159,13 +160,13 @@ TEST(MultiQueryRuns, AxpyRunIsThePerChunkCallsBitForBit) {
       }
     }
   }
-  if (must) EXPECT_GT(ran, 0);
+  if (MustRun()) EXPECT_GT(ran, 0);
 }
 
 TEST(MultiQueryRuns, EmptyRunsAndOtherFormatsDecline) {
   const int D = 64;
   const Format chan = Uniform(2, Grouping::kPerChannel), tok = Uniform(2, Grouping::kPerToken, 32);
-  const Encoded e = Encode(chan, Gaussian(kT, D, 1), kT, D, false);
+  const testing::Encoded e = testing::Encode(chan, testing::Gaussian(kT, D, 1), kT, D, false);
   const ChunkBytes b{e.codes.data(), e.meta.data()};
   const std::vector<float> q(D, 0.5f);
   std::vector<float> out(4 * D, -7.0f);
@@ -174,9 +175,8 @@ TEST(MultiQueryRuns, EmptyRunsAndOtherFormatsDecline) {
             0u);
   EXPECT_EQ(DotChunksInt16Query(tok, &b, 1, kT, D, q.data(), D, 1, out.data(), kT, calls.hook()),
             0u);
-  EXPECT_EQ(AxpyChunksInt16Weights(chan, &b, 1, kT, D, q.data(), kT, 1, out.data(), D,
-                                   calls.hook()),
-            0u);
+  EXPECT_EQ(
+      AxpyChunksInt16Weights(chan, &b, 1, kT, D, q.data(), kT, 1, out.data(), D, calls.hook()), 0u);
   EXPECT_TRUE(calls.i.empty());
   for (float x : out) EXPECT_EQ(x, -7.0f);
 }
