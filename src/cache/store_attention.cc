@@ -302,6 +302,18 @@ struct SpanResult {
   float* sum = nullptr;
 };
 
+// *m = max(*m, x[0..n)), NaN once some x is NaN (as
+// quant::DotChunksInt16Query's row_max).
+void FoldMax(const float* x, int n, float* m) {
+  for (int k = 0; k < n; ++k) {
+    if (std::isnan(x[k])) {
+      *m = std::numeric_limits<float>::quiet_NaN();
+      return;
+    }
+    *m = std::max(*m, x[k]);
+  }
+}
+
 // Row stride of a score buffer over n_kept tokens: padded so that the rows of
 // one group do not sit a power of two apart (cache-set conflicts).
 size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 8 + 8; }
@@ -335,9 +347,10 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   // Per-thread buffers: kept across calls (a decode step calls this once per
   // layer and KV head; reallocating ~n_kept·group floats each time costs page
   // faults).
-  thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
+  thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum, row_max;
   thread_local PreparedQuery pq;
   row_sum.resize(group);
+  row_max.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
   acc.resize(qs.size());
@@ -365,6 +378,16 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         std::fill(row, row + len, kMasked);
       }
     };
+    // Rows no sink reads stay unnormalized (exp(s - max)): the output is
+    // scaled by 1 / sum once instead (one pass less per row).
+    const bool recorded = sink && *sink && i >= first_sink_query;
+    const bool unnormalized = !part && !recorded;
+    // Their maxima are folded in by the int16 run entry while the scores are
+    // in L1 (softmax then skips its max pass: ~9-17 ns per chunk at 16K-32K,
+    // docs/performance.md, wave 15), valid while every other visible score
+    // is folded in too.
+    bool folded = unnormalized;
+    if (folded) std::fill(row_max.begin(), row_max.end(), kMasked);
     // Scores, walk order, one row per query head. Runs of whole visible
     // chunks of one format go to the int16 run entry in one call; the others
     // (and a chunk it declines) one by one.
@@ -386,6 +409,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         j += kept;
         return;
       }
+      folded = false;
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && p.info[ci].last_pos <= qp) {  // every slot kept and visible: in place
         DotK(c, D, qk, group, scores_base + j, ss, rounded_query, pq);
@@ -408,9 +432,9 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       if (e > ci) {
         const ChunkView& c = p.chunks[ci];
         const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
-        const size_t done =
-            quant::DotChunksInt16Query(c.k_format, &p.k_bytes[ci], e - ci, c.T, D, qk, D, group,
-                                       scores_base + j, ss, pk.HookFrom(ci));
+        const size_t done = quant::DotChunksInt16Query(
+            c.k_format, &p.k_bytes[ci], e - ci, c.T, D, qk, D, group, scores_base + j, ss,
+            pk.HookFrom(ci), folded ? row_max.data() : nullptr);
         j += static_cast<int>(done) * c.T;
         ci += done;
         // Declined (a query not finite, or no kernel on this CPU): the rest
@@ -429,21 +453,24 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
                            nullptr, len, D, qs.data(), D, group, scores_base + res_start + a, ss);
     }
     if (sp.residual) fill_masked(res_start + r_vis, r.n - r_vis);
+    for (int hh = 0; folded && hh < group; ++hh) {
+      FoldMax(scores_base + hh * ss + res_start, r_span, &row_max[hh]);
+    }
     const int j_end = sp.residual ? n_kept : j;  // the span's columns: [sp.j0, j_end)
 
     // One fp32 softmax per query head over every visible kept token (of the
-    // span, when split). Rows no sink reads stay unnormalized (exp(s - max)):
-    // the output is scaled by 1 / sum once instead (one pass less per row).
+    // span, when split).
     bool any = false;
-    const bool recorded = sink && *sink && i >= first_sink_query;
-    const bool unnormalized = !part && !recorded;
     for (int hh = 0; hh < group; ++hh) {
       if (part) {
         any = quant::SoftmaxRowStats(scores_base + hh * ss + sp.j0, j_end - sp.j0, part->max + hh,
                                      part->sum + hh) ||
               any;
       } else if (unnormalized) {
-        any = quant::SoftmaxRowUnnormalized(scores_base + hh * ss, n_kept, &row_sum[hh]) || any;
+        // A NaN score: the max pass finds the maximum as before (its value
+        // then depends on the order).
+        const float* mx = folded && !std::isnan(row_max[hh]) ? &row_max[hh] : nullptr;
+        any = quant::SoftmaxRowUnnormalized(scores_base + hh * ss, n_kept, &row_sum[hh], mx) || any;
       } else {
         any = quant::SoftmaxRow(scores_base + hh * ss, n_kept) || any;
       }

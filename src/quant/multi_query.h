@@ -91,10 +91,13 @@ struct ChunkHook {
 // chunk k (when k < n) is one whose DotChunkMultiInt16Query would return
 // false (a qa not finite), nothing written for it or after it; 0 also when
 // there is no kernel or f / T / D do not apply. hook.fn runs before each
-// chunk tried (also chunk k).
+// chunk tried (also chunk k). row_max (nullptr: not wanted), [m]: row h's
+// maximum is folded in, row_max[h] = max(row_max[h], scores written for row
+// h), while the scores are in L1 (softmax then skips its max pass); NaN when
+// one of them is NaN.
 size_t DotChunksInt16Query(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
                            const float* q, size_t q_stride, int m, float* scores, size_t s_stride,
-                           ChunkHook hook = {});
+                           ChunkHook hook = {}, float* row_max = nullptr);
 
 // Int16-weight value accumulation (decode attention over KIVI / HqeKV V
 // chunks): for per-token chunks whose levels are the integer codes (uniform
@@ -142,7 +145,10 @@ bool SoftmaxRowStats(float* x, int n, float* max, float* sum);
 // all zeros). A caller that only needs sum_j w_j v_j scales that once by
 // 1 / sum instead of every weight (store_attention.cc, no sink): one pass
 // over the row less. Oracle: ref::SoftmaxRow times the sum.
-bool SoftmaxRowUnnormalized(float* x, int n, float* sum);
+// max: the row's maximum when the caller has it (DotChunksInt16Query's
+// row_max; only for a row without NaN, where the maximum is the same value
+// in any order, so the weights are the same bits): the max pass is skipped.
+bool SoftmaxRowUnnormalized(float* x, int n, float* sum, const float* max = nullptr);
 
 // Attention-row sums in fp16 (HqeKV's importance window, 2 bytes per kept
 // token): for j in [0, n),

@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -69,6 +70,8 @@ struct Q16Scratch {
   std::vector<uint8_t> qb;
   std::vector<float> qa;  // [D] (generic D)
   std::vector<float> sq, off;
+  std::vector<float> mx;      // [m][16] running max per row and lane (DotRun)
+  std::vector<uint32_t> nan;  // [m] lanes that saw a NaN (DotRun)
 
   // Sized for m rows of D channels, once per run of chunks (the per-chunk
   // functions below only write).
@@ -87,6 +90,8 @@ void Q16Scratch::Size(int m, int D) {
   sq.resize(m);
   off.resize(m);
   qa.resize(static_cast<size_t>(D));
+  mx.resize(static_cast<size_t>(m) * 16);
+  nan.resize(m);
 }
 
 // acc += the int16 pair products of x and y (vpdpwssd), in place: through
@@ -402,29 +407,55 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
 
 // The scores of a run of chunks (DotChunksInt16Query): per chunk the
 // rounding and the dot, nothing else; the number of chunks done.
+// row_max: as DotChunksInt16Query's; per chunk the m rows' T (= 32) fresh
+// scores are max-ed into s.mx lane by lane (and NaN lanes noted), reduced
+// into row_max at the end.
 template <int kV, int kBits>
 size_t DotRun(const ChunkBytes* chunks, size_t n, int T, int D, bool n1, const float* q, size_t qs,
-              int m, float* scores, size_t ss, ChunkHook hook) {
+              int m, float* scores, size_t ss, ChunkHook hook, float* row_max) {
   Q16Scratch& s = Q16Buffers();
   s.Size(m, D);
+  float* const mx = s.mx.data();
+  uint32_t* const nan = s.nan.data();
+  if (row_max) {
+    for (int h = 0; h < m; ++h) {
+      _mm512_storeu_ps(mx + 16 * h, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
+      nan[h] = 0;
+    }
+  }
+  auto finish = [&](size_t done) {
+    for (int h = 0; row_max && h < m; ++h) {
+      row_max[h] = nan[h]
+                       ? std::numeric_limits<float>::quiet_NaN()
+                       : std::max(row_max[h], _mm512_reduce_max_ps(_mm512_loadu_ps(mx + 16 * h)));
+    }
+    return done;
+  };
   for (size_t i = 0; i < n; ++i) {
     if (hook.fn) hook.fn(hook.ctx, i);
-    if (!QuantizeRows<kV>(chunks[i].meta, D, n1, q, qs, m, s)) return i;
-    DotRows<kBits>(chunks[i].codes, D, s, m, scores + i * T, ss);
+    if (!QuantizeRows<kV>(chunks[i].meta, D, n1, q, qs, m, s)) return finish(i);
+    float* const sc = scores + i * T;
+    DotRows<kBits>(chunks[i].codes, D, s, m, sc, ss);
+    for (int h = 0; row_max && h < m; ++h) {
+      const __m512 a = _mm512_loadu_ps(sc + h * ss), b = _mm512_loadu_ps(sc + h * ss + 16);
+      nan[h] |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);  // a or b NaN
+      _mm512_storeu_ps(mx + 16 * h,
+                       _mm512_max_ps(_mm512_max_ps(a, b), _mm512_loadu_ps(mx + 16 * h)));
+    }
   }
-  return n;
+  return finish(n);
 }
 // DotRun for D's register layout (QuantizeRows<kV>).
 template <int kBits>
 size_t DotRunD(const ChunkBytes* chunks, size_t n, int T, int D, bool n1, const float* q, size_t qs,
-               int m, float* scores, size_t ss, ChunkHook hook) {
+               int m, float* scores, size_t ss, ChunkHook hook, float* row_max) {
   switch (D) {
     case 128:
-      return DotRun<8, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+      return DotRun<8, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
     case 64:
-      return DotRun<4, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+      return DotRun<4, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
     default:
-      return DotRun<0, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+      return DotRun<0, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
   }
 }
 
@@ -692,25 +723,25 @@ size_t AxpyRun(const ChunkBytes* chunks, size_t n, int T, int D, int group, bool
 }  // namespace
 
 size_t DotInt16QueryImpl(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
-                         const float* q, size_t qs, int m, float* scores, size_t ss,
-                         ChunkHook hook) {
+                         const float* q, size_t qs, int m, float* scores, size_t ss, ChunkHook hook,
+                         float* row_max) {
 #if HQEKV_Q16_VNNI
   if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return 0;
   const bool n1 = f.kind == Kind::kNormal;
   const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
   switch (bits) {
     case 1:
-      return DotRunD<1>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+      return DotRunD<1>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
     case 2:
-      return DotRunD<2>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+      return DotRunD<2>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
     case 3:
-      return DotRunD<3>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+      return DotRunD<3>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
     default:
-      return DotRunD<4>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook);
+      return DotRunD<4>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
   }
 #else
   (void)f, (void)chunks, (void)n, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
-      (void)ss, (void)hook;
+      (void)ss, (void)hook, (void)row_max;
   return 0;
 #endif
 }
@@ -791,10 +822,10 @@ bool Int16QueryApplies(const Format& f, int T, int D) {
 
 size_t DotChunksInt16Query(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
                            const float* q, size_t q_stride, int m, float* scores, size_t s_stride,
-                           ChunkHook hook) {
+                           ChunkHook hook, float* row_max) {
   if (n == 0 || m <= 0 || !Int16QueryApplies(f, T, D)) return 0;
   return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, chunks, n, T, D, q, q_stride, m, scores,
-                                                 s_stride, hook);
+                                                 s_stride, hook, row_max);
 }
 
 bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,

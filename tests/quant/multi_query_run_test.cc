@@ -84,11 +84,17 @@ TEST(MultiQueryRuns, DotRunIsThePerChunkCallsBitForBit) {
         }
         Calls calls;
         const std::vector<ChunkBytes> b = Bytes(es);
+        std::vector<float> row_max(m, -1e30f);
         const size_t done = DotChunksInt16Query(f, b.data(), kChunks, kT, D, q.data(), qs, m,
-                                                got.data(), ss, calls.hook());
+                                                got.data(), ss, calls.hook(), row_max.data());
         if (!RanAsEachCall(each, done, calls, got, want)) continue;
         ++ran;
         if (HasFailure()) return;
+        for (int h = 0; h < m; ++h) {  // the rows' maxima folded in: exact
+          float mx = -1e30f;
+          for (size_t t = 0; t < kChunks * kT; ++t) mx = std::max(mx, want[h * ss + t]);
+          EXPECT_EQ(row_max[h], mx) << h;
+        }
 
         // Chunk 2's first multiplier infinite: chunks 0, 1 as before, then
         // stop; nothing written for chunks 2.. (the per-chunk call declines
