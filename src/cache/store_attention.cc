@@ -46,6 +46,14 @@ void PrefetchBytes(const uint8_t* p, size_t n) {
 // faster than 1 for the 2/4-bit tiers at 16K: each first touch of a page
 // walks the page table, docs/performance.md "Wave 5").
 constexpr size_t kPrefetchAhead = 8;
+void PrefetchK(const ChunkView& c, int D) {
+  PrefetchBytes(c.k_meta, quant::MetaBytes(c.k_format, c.T, D));
+  PrefetchBytes(c.k_codes, quant::CodeBytes(c.k_format, c.T, D));
+}
+void PrefetchV(const ChunkView& c, int D) {
+  PrefetchBytes(c.v_meta, quant::MetaBytes(c.v_format, c.T, D));
+  PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
+}
 
 // Query rows prepared once per query and KV head for a row kernel (the rows
 // of `src`; nullptr: none yet), on the first chunk of that kind that needs
@@ -135,28 +143,12 @@ void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, floa
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);
 }
 
-// What the walk needs of one live chunk besides its view, the same for every
-// query: worked out once per plan, and per format only where the format
-// changes (the four size lookups per chunk for the prefetches cost ~16 ns of
-// a ~630 ns kivi-2 chunk; docs/performance.md, wave 14).
-struct ChunkPlan {
-  uint32_t k_meta = 0, k_codes = 0, v_meta = 0,
-           v_codes = 0;            // bytes (quant::MetaBytes / CodeBytes)
-  int32_t pos0 = 0, last_pos = 0;  // positions of slots 0 and T - 1
-  // Chunks from this one on (this one included) that the int16 run entries
-  // take in one call: every slot kept, the same format and T, and the kernel
-  // applies (quant::Int16QueryApplies / Int16WeightsApply); 0: not one.
-  uint32_t k_run = 0, v_run = 0;
-};
-
 // Everything one KV head needs, gathered once per call.
 struct HeadPlan {
   std::vector<ChunkView> chunks;  // live chunks only, walk order
   // Kept slots of each chunk, counted once here (the passes below would
   // count every chunk 2-3 times).
   std::vector<int> kept;
-  std::vector<ChunkPlan> info;                      // per live chunk
-  std::vector<quant::ChunkBytes> k_bytes, v_bytes;  // per live chunk: codes and meta
   ResidualView residual;
   int n_kept = 0;
   // [n_kept], only when a sink will see the rows: walking every kept slot
@@ -166,122 +158,21 @@ struct HeadPlan {
   int max_T = 0;
 };
 
-bool SameFormat(const quant::Format& a, const quant::Format& b) {
-  return a.kind == b.kind && a.bits == b.bits && a.grouping == b.grouping && a.group == b.group &&
-         a.hadamard == b.hadamard;
-}
-
-// One side's (K or V) format facts for ChunkPlan, recomputed only when the
-// format or T changes from the previous chunk.
-struct SideFacts {
-  quant::Format f;
-  int T = -1;
-  uint32_t meta = 0, codes = 0;
-  bool int16 = false;  // the int16 run entry applies to whole chunks
-
-  template <class Applies>
-  void Update(const quant::Format& nf, int nT, int D, const Applies& applies) {
-    if (nT == T && SameFormat(nf, f)) return;
-    f = nf;
-    T = nT;
-    meta = static_cast<uint32_t>(quant::MetaBytes(f, T, D));
-    codes = static_cast<uint32_t>(quant::CodeBytes(f, T, D));
-    int16 = applies(f, T, D);
-  }
-};
-
 HeadPlan Plan(const KvStore& store, int layer, int g, bool with_positions) {
   HeadPlan p;
-  const int D = store.head_dim();
-  SideFacts kf, vf;
   for (int c = 0; c < store.NumChunks(layer, g); ++c) {
     ChunkView v = store.Chunk(layer, g, c);
     if (!v.live()) continue;
     p.k_hadamard = p.k_hadamard || v.k_format.hadamard;
     p.v_hadamard = p.v_hadamard || v.v_format.hadamard;
     p.max_T = std::max(p.max_T, v.T);
-    const int kept = v.KeptCount();
-    kf.Update(v.k_format, v.T, D, quant::Int16QueryApplies);
-    vf.Update(v.v_format, v.T, D, quant::Int16WeightsApply);
-    // Runs provisionally 1 for a chunk a run can hold; lengths summed below.
-    p.info.push_back({kf.meta, kf.codes, vf.meta, vf.codes, v.pos0, v.Position(v.T - 1),
-                      kept == v.T && kf.int16 ? 1u : 0u, kept == v.T && vf.int16 ? 1u : 0u});
-    p.k_bytes.push_back({v.k_codes, v.k_meta});
-    p.v_bytes.push_back({v.v_codes, v.v_meta});
     p.chunks.push_back(v);
-    p.kept.push_back(kept);
-  }
-  // Run lengths, back to front: a run continues into the next chunk when
-  // that one is in a run too, of the same format and T.
-  for (size_t i = p.chunks.size(); i-- > 1;) {
-    ChunkPlan& a = p.info[i - 1];
-    const ChunkPlan& b = p.info[i];
-    const ChunkView& ca = p.chunks[i - 1];
-    const ChunkView& cb = p.chunks[i];
-    if (a.k_run && b.k_run && ca.T == cb.T && SameFormat(ca.k_format, cb.k_format)) {
-      a.k_run += b.k_run;
-    }
-    if (a.v_run && b.v_run && ca.T == cb.T && SameFormat(ca.v_format, cb.v_format)) {
-      a.v_run += b.v_run;
-    }
+    p.kept.push_back(v.KeptCount());
   }
   p.residual = store.Residual(layer, g);
   p.n_kept = static_cast<int>(store.KeptTokens(layer, g));
   if (with_positions) store.KeptPositions(layer, g, &p.positions);
   return p;
-}
-
-// The walk's prefetches over one side (K or V) of a plan's chunks: before
-// chunk ci is computed, chunk ci + kPrefetchAhead is requested, and before
-// the walk's last chunk the residual's bytes. At(ci) does that once per
-// chunk, so the loop and a run entry's hook (quant::ChunkHook, run from
-// chunk `base`) can both call it.
-struct WalkPrefetch {
-  const quant::ChunkBytes* bytes;  // the plan's k_bytes or v_bytes
-  const ChunkPlan* info;
-  bool v;
-  size_t end;                    // the walk's chunk end
-  const uint8_t* res = nullptr;  // the residual's bytes, or nullptr
-  size_t res_bytes = 0;
-  size_t next = 0;  // chunks before this one are done
-  size_t base = 0;  // the run's first chunk (Hook)
-
-  void Chunk(size_t ci) const {
-    const ChunkPlan& c = info[ci];
-    PrefetchBytes(bytes[ci].meta, v ? c.v_meta : c.k_meta);
-    PrefetchBytes(bytes[ci].codes, v ? c.v_codes : c.k_codes);
-  }
-  // The first chunks of the walk from c0, before its loop.
-  void Start(size_t c0) {
-    next = c0;
-    for (size_t ci = c0; ci < std::min(end, c0 + kPrefetchAhead); ++ci) Chunk(ci);
-  }
-  void At(size_t ci) {
-    if (ci < next) return;
-    next = ci + 1;
-    if (ci + kPrefetchAhead < end) Chunk(ci + kPrefetchAhead);
-    if (ci + 1 == end && res) PrefetchBytes(res, res_bytes);
-  }
-  static void Hook(void* self, size_t i) {
-    auto* w = static_cast<WalkPrefetch*>(self);
-    w->At(w->base + i);
-  }
-  quant::ChunkHook HookFrom(size_t ci) {
-    base = ci;
-    return {&WalkPrefetch::Hook, this};
-  }
-};
-
-// The end of the int16 run entry's run from chunk ci (ci: none) for the
-// query at qp: chunks of one run (ChunkPlan::k_run / v_run) before `end`
-// that the per-chunk loop would hand to the kernel whole: K every slot
-// visible (last_pos <= qp), V some slot (pos0 <= qp; the others weigh 0).
-size_t RunEnd(const HeadPlan& p, size_t ci, size_t end, int32_t qp, bool v) {
-  const ChunkPlan& c = p.info[ci];
-  const size_t run_end = std::min<size_t>(end, ci + (v ? c.v_run : c.k_run));
-  size_t e = ci;
-  while (e < run_end && (v ? p.info[e].pos0 : p.info[e].last_pos) <= qp) ++e;
-  return e;
 }
 
 // A part of one KV head's walk: live chunks [c0, c1) of its plan, the first
@@ -301,18 +192,6 @@ struct SpanResult {
   float* max = nullptr;
   float* sum = nullptr;
 };
-
-// *m = max(*m, x[0..n)), NaN once some x is NaN (as
-// quant::DotChunksInt16Query's row_max).
-void FoldMax(const float* x, int n, float* m) {
-  for (int k = 0; k < n; ++k) {
-    if (std::isnan(x[k])) {
-      *m = std::numeric_limits<float>::quiet_NaN();
-      return;
-    }
-    *m = std::max(*m, x[k]);
-  }
-}
 
 // Row stride of a score buffer over n_kept tokens: padded so that the rows of
 // one group do not sit a power of two apart (cache-set conflicts).
@@ -347,10 +226,9 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   // Per-thread buffers: kept across calls (a decode step calls this once per
   // layer and KV head; reallocating ~n_kept·group floats each time costs page
   // faults).
-  thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum, row_max;
+  thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
   thread_local PreparedQuery pq;
   row_sum.resize(group);
-  row_max.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
   acc.resize(qs.size());
@@ -378,43 +256,29 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         std::fill(row, row + len, kMasked);
       }
     };
-    // Rows no sink reads stay unnormalized (exp(s - max)): the output is
-    // scaled by 1 / sum once instead (one pass less per row).
-    const bool recorded = sink && *sink && i >= first_sink_query;
-    const bool unnormalized = !part && !recorded;
-    // Their maxima are folded in by the int16 run entry while the scores are
-    // in L1 (softmax then skips its max pass: ~9-17 ns per chunk at 16K-32K,
-    // docs/performance.md, wave 15), valid while every other visible score
-    // is folded in too.
-    bool folded = unnormalized;
-    if (folded) std::fill(row_max.begin(), row_max.end(), kMasked);
-    // Scores, walk order, one row per query head. Runs of whole visible
-    // chunks of one format go to the int16 run entry in one call; the others
-    // (and a chunk it declines) one by one.
+    // Scores, walk order, one row per query head.
     int j = sp.j0;
     const size_t n_chunks = sp.c1;
     const int r_span = sp.residual ? r_vis : 0;  // residual tokens this span reads
-    WalkPrefetch pk{p.k_bytes.data(), p.info.data(), false, n_chunks};
-    if (sp.residual) {
-      pk.res = reinterpret_cast<const uint8_t*>(r.k);
-      pk.res_bytes = sizeof(f16_t) * r_vis * D;
-    }
-    pk.Start(sp.c0);
-    auto score_chunk = [&](size_t ci) {
+    for (size_t ci = sp.c0; ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
+      PrefetchK(p.chunks[ci], D);
+    for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
-      pk.At(ci);
+      if (ci + kPrefetchAhead < n_chunks) PrefetchK(p.chunks[ci + kPrefetchAhead], D);
+      if (ci + 1 == n_chunks && sp.residual) {  // the residual comes next
+        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
+      }
       const int kept = p.kept[ci];
       if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
         fill_masked(j, kept);
         j += kept;
-        return;
+        continue;
       }
-      folded = false;
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
-      if (kept == c.T && p.info[ci].last_pos <= qp) {  // every slot kept and visible: in place
+      if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
         DotK(c, D, qk, group, scores_base + j, ss, rounded_query, pq);
         j += kept;
-        return;
+        continue;
       }
       DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, pq);
       for (int hh = 0; hh < group; ++hh) {
@@ -426,23 +290,6 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         }
       }
       j += kept;
-    };
-    for (size_t ci = sp.c0; ci < n_chunks;) {
-      const size_t e = rounded_query ? RunEnd(p, ci, n_chunks, qp, false) : ci;
-      if (e > ci) {
-        const ChunkView& c = p.chunks[ci];
-        const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
-        const size_t done = quant::DotChunksInt16Query(
-            c.k_format, &p.k_bytes[ci], e - ci, c.T, D, qk, D, group, scores_base + j, ss,
-            pk.HookFrom(ci), folded ? row_max.data() : nullptr);
-        j += static_cast<int>(done) * c.T;
-        ci += done;
-        // Declined (a query not finite, or no kernel on this CPU): the rest
-        // of the run one by one, which tries the other kernels in turn.
-        for (; ci < e; ++ci) score_chunk(ci);
-        continue;
-      }
-      score_chunk(ci++);
     }
     // The residual is an f16 "chunk" of r_vis tokens, read in pieces so that
     // kernels that dequantize a piece first keep it in cache.
@@ -453,24 +300,21 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
                            nullptr, len, D, qs.data(), D, group, scores_base + res_start + a, ss);
     }
     if (sp.residual) fill_masked(res_start + r_vis, r.n - r_vis);
-    for (int hh = 0; folded && hh < group; ++hh) {
-      FoldMax(scores_base + hh * ss + res_start, r_span, &row_max[hh]);
-    }
     const int j_end = sp.residual ? n_kept : j;  // the span's columns: [sp.j0, j_end)
 
     // One fp32 softmax per query head over every visible kept token (of the
-    // span, when split).
+    // span, when split). Rows no sink reads stay unnormalized (exp(s - max)):
+    // the output is scaled by 1 / sum once instead (one pass less per row).
     bool any = false;
+    const bool recorded = sink && *sink && i >= first_sink_query;
+    const bool unnormalized = !part && !recorded;
     for (int hh = 0; hh < group; ++hh) {
       if (part) {
         any = quant::SoftmaxRowStats(scores_base + hh * ss + sp.j0, j_end - sp.j0, part->max + hh,
                                      part->sum + hh) ||
               any;
       } else if (unnormalized) {
-        // A NaN score: the max pass finds the maximum as before (its value
-        // then depends on the order).
-        const float* mx = folded && !std::isnan(row_max[hh]) ? &row_max[hh] : nullptr;
-        any = quant::SoftmaxRowUnnormalized(scores_base + hh * ss, n_kept, &row_sum[hh], mx) || any;
+        any = quant::SoftmaxRowUnnormalized(scores_base + hh * ss, n_kept, &row_sum[hh]) || any;
       } else {
         any = quant::SoftmaxRow(scores_base + hh * ss, n_kept) || any;
       }
@@ -481,24 +325,24 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     std::fill(acc.begin(), acc.end(), 0.0f);
     if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
     j = sp.j0;
-    WalkPrefetch pv{p.v_bytes.data(), p.info.data(), true, n_chunks};
-    if (sp.residual) {
-      pv.res = reinterpret_cast<const uint8_t*>(r.v);
-      pv.res_bytes = sizeof(f16_t) * r_vis * D;
-    }
-    auto add_chunk = [&](size_t ci) {
+    for (size_t ci = sp.c0; any && ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
+      PrefetchV(p.chunks[ci], D);
+    for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
-      pv.At(ci);
+      if (any && ci + kPrefetchAhead < n_chunks) PrefetchV(p.chunks[ci + kPrefetchAhead], D);
+      if (any && ci + 1 == n_chunks && sp.residual) {
+        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
+      }
       const int kept = p.kept[ci];
-      if (c.pos0 > qp) {
+      if (!any || c.pos0 > qp) {
         j += kept;
-        return;
+        continue;
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
         AxpyV(c, D, scores_base + j, ss, group, a, rounded_weights);
         j += kept;
-        return;
+        continue;
       }
       for (int hh = 0; hh < group; ++hh) {
         const float* row = scores_base + hh * ss;
@@ -508,24 +352,6 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       AxpyV(c, D, tmp.data(), c.T, group, a, rounded_weights);
       j += kept;
-    };
-    if (any) {  // else every weight is 0: nothing to add
-      pv.Start(sp.c0);
-      for (size_t ci = sp.c0; ci < n_chunks;) {
-        const size_t e = rounded_weights ? RunEnd(p, ci, n_chunks, qp, true) : ci;
-        if (e > ci) {
-          const ChunkView& c = p.chunks[ci];
-          float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
-          const size_t done =
-              quant::AxpyChunksInt16Weights(c.v_format, &p.v_bytes[ci], e - ci, c.T, D,
-                                            scores_base + j, ss, group, a, D, pv.HookFrom(ci));
-          j += static_cast<int>(done) * c.T;
-          ci += done;
-          for (; ci < e; ++ci) add_chunk(ci);  // declined: as for K
-          continue;
-        }
-        add_chunk(ci++);
-      }
     }
     for (int a = 0; any && a < r_span; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);

@@ -453,25 +453,17 @@ bool AxpyMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, i
 // Softmax with -inf masking; exp by Highway's polynomial (<= 1 ulp). Full
 // vector width (16 lanes on AVX-512): no code fetch here, so the 8-lane cap of
 // DF does not apply; the exp per lane is the same, only the sum's order moves.
-// known_max: the row's maximum from the caller (no NaN in the row), or
-// nullptr: found here.
-bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out, bool normalize,
-                    const float* known_max) {
+bool SoftmaxRowImpl(float* x, int n, float* max_out, float* sum_out, bool normalize) {
   using DS = hn::ScalableTag<float>;
   const DS ds;
   using VS = hn::Vec<DS>;
   const int N = static_cast<int>(hn::Lanes(ds));
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  VS mv = hn::Set(ds, neg_inf);
   int i = 0;
-  float mx;
-  if (known_max) {
-    mx = *known_max;
-  } else {
-    VS mv = hn::Set(ds, neg_inf);
-    for (; i + N <= n; i += N) mv = hn::Max(mv, hn::LoadU(ds, x + i));
-    mx = hn::GetLane(hn::MaxOfLanes(ds, mv));
-    for (; i < n; ++i) mx = std::max(mx, x[i]);
-  }
+  for (; i + N <= n; i += N) mv = hn::Max(mv, hn::LoadU(ds, x + i));
+  float mx = hn::GetLane(hn::MaxOfLanes(ds, mv));
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
   if (max_out) *max_out = mx;
   if (sum_out) *sum_out = 0.0f;
   if (mx == neg_inf) {
@@ -574,7 +566,7 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 }
 
 bool SoftmaxRow(float* x, int n) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr, true, nullptr);
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr, true);
 }
 
 void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
@@ -584,10 +576,10 @@ void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
   }
 }
 bool SoftmaxRowStats(float* x, int n, float* max, float* sum) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum, true, nullptr);
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum, true);
 }
-bool SoftmaxRowUnnormalized(float* x, int n, float* sum, const float* max) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, sum, false, max);
+bool SoftmaxRowUnnormalized(float* x, int n, float* sum) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, sum, false);
 }
 
 }  // namespace hqekv::quant

@@ -68,37 +68,6 @@ bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_
                              int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride);
 
-// A run of chunks of one format for the run entries below: chunk i's codes
-// and meta (quant::CodeBytes / MetaBytes bytes).
-struct ChunkBytes {
-  const uint8_t* codes = nullptr;
-  const uint8_t* meta = nullptr;
-};
-// Called by a run entry just before it tries chunk i of the run (i = 0, 1,
-// ...): the caller's prefetch of a later chunk. fn == nullptr: none.
-struct ChunkHook {
-  void (*fn)(void* ctx, size_t i) = nullptr;
-  void* ctx = nullptr;
-};
-
-// DotChunkMultiInt16Query over a run of n chunks of format f (one KV head's
-// sealed chunks, decode attention): chunk i's scores at scores + i·T (row h
-// at + h·s_stride), the same bits as one DotChunkMultiInt16Query call per
-// chunk, but the format checks, the target dispatch and the scratch set up
-// once per run instead of per chunk (~40-75 ns of a ~630 ns kivi-2 chunk
-// went to such per-call overhead; docs/performance.md, waves 14 and 15).
-// Returns the number of chunks done, k: chunks [0, k) are written, and
-// chunk k (when k < n) is one whose DotChunkMultiInt16Query would return
-// false (a qa not finite), nothing written for it or after it; 0 also when
-// there is no kernel or f / T / D do not apply. hook.fn runs before each
-// chunk tried (also chunk k). row_max (nullptr: not wanted), [m]: row h's
-// maximum is folded in, row_max[h] = max(row_max[h], scores written for row
-// h), while the scores are in L1 (softmax then skips its max pass); NaN when
-// one of them is NaN.
-size_t DotChunksInt16Query(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
-                           const float* q, size_t q_stride, int m, float* scores, size_t s_stride,
-                           ChunkHook hook = {}, float* row_max = nullptr);
-
 // Int16-weight value accumulation (decode attention over KIVI / HqeKV V
 // chunks): for per-token chunks whose levels are the integer codes (uniform
 // 1/2/4/8 bits, normal-1; Int16WeightsApply: T a multiple of 16 up to 256,
@@ -122,13 +91,6 @@ bool Int16WeightsApply(const Format& f, int T, int D);
 bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                                 int D, const float* w, size_t w_stride, int m, float* acc,
                                 size_t a_stride);
-// AxpyChunkMultiInt16Weights over a run of n chunks of format f, chunk i's
-// weights at w + i·T (row h at + h·w_stride), all into the same acc: the
-// same bits as one call per chunk in run order, set up once per run (as
-// DotChunksInt16Query, whose return value and hook this shares).
-size_t AxpyChunksInt16Weights(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
-                              const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
-                              ChunkHook hook = {});
 
 // Softmax of one row of n fp32 scores in place: entries equal to -inf are
 // masked (weight exactly 0); the others get exp(x - max) / sum. Returns false
@@ -145,10 +107,7 @@ bool SoftmaxRowStats(float* x, int n, float* max, float* sum);
 // all zeros). A caller that only needs sum_j w_j v_j scales that once by
 // 1 / sum instead of every weight (store_attention.cc, no sink): one pass
 // over the row less. Oracle: ref::SoftmaxRow times the sum.
-// max: the row's maximum when the caller has it (DotChunksInt16Query's
-// row_max; only for a row without NaN, where the maximum is the same value
-// in any order, so the weights are the same bits): the max pass is skipped.
-bool SoftmaxRowUnnormalized(float* x, int n, float* sum, const float* max = nullptr);
+bool SoftmaxRowUnnormalized(float* x, int n, float* sum);
 
 // Attention-row sums in fp16 (HqeKV's importance window, 2 bytes per kept
 // token): for j in [0, n),

@@ -33,7 +33,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -70,12 +69,6 @@ struct Q16Scratch {
   std::vector<uint8_t> qb;
   std::vector<float> qa;  // [D] (generic D)
   std::vector<float> sq, off;
-  std::vector<float> mx;      // [m][16] running max per row and lane (DotRun)
-  std::vector<uint32_t> nan;  // [m] lanes that saw a NaN (DotRun)
-
-  // Sized for m rows of D channels, once per run of chunks (the per-chunk
-  // functions below only write).
-  void Size(int m, int D);
 };
 Q16Scratch& Q16Buffers() {
   thread_local Q16Scratch s;
@@ -83,16 +76,6 @@ Q16Scratch& Q16Buffers() {
 }
 // Bytes of one row of Q16Scratch::qb.
 size_t QueryRowBytes(int D) { return static_cast<size_t>(64) * ((D + 31) / 32); }
-void Q16Scratch::Size(int m, int D) {
-  // Whole blocks of 4 rows: the K kernel reads 4 rows' bytes (the rows past
-  // m feed sums nobody stores).
-  qb.resize(static_cast<size_t>((m + 3) / 4 * 4) * QueryRowBytes(D));
-  sq.resize(m);
-  off.resize(m);
-  qa.resize(static_cast<size_t>(D));
-  mx.resize(static_cast<size_t>(m) * 16);
-  nan.resize(m);
-}
 
 // acc += the int16 pair products of x and y (vpdpwssd), in place: through
 // the intrinsic GCC copied the value kernel's accumulators to other
@@ -309,12 +292,16 @@ HWY_INLINE __m128 Reduce4(const __m512 v[4], const Op& op) {
 // Rounds qa[h] = q[h]·a to int16 per row (scale amax/32767), off[h] = q[h]·b.
 // False when some qa is not finite (then nothing is written to the scores).
 // kV > 0: D = 16·kV, a, b and one row's qa held in registers (a and b decoded
-// once per chunk); kV == 0: any D (a multiple of 16), through scratch. s is
-// sized (Q16Scratch::Size(m, D)).
+// once per chunk); kV == 0: any D (a multiple of 16), through scratch.
 template <int kV>
 bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs, int m,
                   Q16Scratch& s) {
   const size_t row_bytes = QueryRowBytes(D);
+  // Whole blocks of 4 rows: the K kernel reads 4 rows' bytes (the rows past
+  // m feed sums nobody stores).
+  s.qb.resize(static_cast<size_t>((m + 3) / 4 * 4) * row_bytes);
+  s.sq.resize(m);
+  s.off.resize(m);
   __mmask16 bad = 0;
   if constexpr (kV > 0) {
     // Blocks of up to 4 rows: their maxima and offsets reduced together
@@ -370,6 +357,7 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
       }
     }
   } else {
+    s.qa.resize(static_cast<size_t>(D));
     float* qa = s.qa.data();
     for (int h = 0; h < m; ++h) {
       const float* qh = q + h * qs;
@@ -405,60 +393,6 @@ void DotRows(const uint8_t* codes, int D, const Q16Scratch& s, int m, float* sco
   }
 }
 
-// The scores of a run of chunks (DotChunksInt16Query): per chunk the
-// rounding and the dot, nothing else; the number of chunks done.
-// row_max: as DotChunksInt16Query's; per chunk the m rows' T (= 32) fresh
-// scores are max-ed into s.mx lane by lane (and NaN lanes noted), reduced
-// into row_max at the end.
-template <int kV, int kBits>
-size_t DotRun(const ChunkBytes* chunks, size_t n, int T, int D, bool n1, const float* q, size_t qs,
-              int m, float* scores, size_t ss, ChunkHook hook, float* row_max) {
-  Q16Scratch& s = Q16Buffers();
-  s.Size(m, D);
-  float* const mx = s.mx.data();
-  uint32_t* const nan = s.nan.data();
-  if (row_max) {
-    for (int h = 0; h < m; ++h) {
-      _mm512_storeu_ps(mx + 16 * h, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
-      nan[h] = 0;
-    }
-  }
-  auto finish = [&](size_t done) {
-    for (int h = 0; row_max && h < m; ++h) {
-      row_max[h] = nan[h]
-                       ? std::numeric_limits<float>::quiet_NaN()
-                       : std::max(row_max[h], _mm512_reduce_max_ps(_mm512_loadu_ps(mx + 16 * h)));
-    }
-    return done;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    if (hook.fn) hook.fn(hook.ctx, i);
-    if (!QuantizeRows<kV>(chunks[i].meta, D, n1, q, qs, m, s)) return finish(i);
-    float* const sc = scores + i * T;
-    DotRows<kBits>(chunks[i].codes, D, s, m, sc, ss);
-    for (int h = 0; row_max && h < m; ++h) {
-      const __m512 a = _mm512_loadu_ps(sc + h * ss), b = _mm512_loadu_ps(sc + h * ss + 16);
-      nan[h] |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);  // a or b NaN
-      _mm512_storeu_ps(mx + 16 * h,
-                       _mm512_max_ps(_mm512_max_ps(a, b), _mm512_loadu_ps(mx + 16 * h)));
-    }
-  }
-  return finish(n);
-}
-// DotRun for D's register layout (QuantizeRows<kV>).
-template <int kBits>
-size_t DotRunD(const ChunkBytes* chunks, size_t n, int T, int D, bool n1, const float* q, size_t qs,
-               int m, float* scores, size_t ss, ChunkHook hook, float* row_max) {
-  switch (D) {
-    case 128:
-      return DotRun<8, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
-    case 64:
-      return DotRun<4, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
-    default:
-      return DotRun<0, kBits>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
-  }
-}
-
 // ------------------------------------------ V per-token, int16 weights
 
 // Per-thread scratch of the value kernel.
@@ -468,20 +402,6 @@ struct W16Scratch {
   std::vector<float> u;        // [T][16·nb] w·a per token and (row, group) combo
   std::vector<int32_t> pw;     // [T/2][16·nb] int16 weights of tokens 2p, 2p + 1 per combo
   std::vector<float> sw, off;  // [16·nb] scale and offset per combo
-
-  // Sized for T-token chunks of gpt groups per token, once per run of
-  // chunks (the per-chunk functions below only write).
-  void Size(int T, int gpt) {
-    const size_t groups = static_cast<size_t>(T) * gpt;
-    const size_t stride = 16 * ((4 * static_cast<size_t>(gpt) + 15) / 16);  // 16·nb
-    a.resize(groups + 16);
-    b.resize(groups + 16);
-    wt.resize(static_cast<size_t>(T) * 4);
-    u.resize(static_cast<size_t>(T) * stride);
-    pw.resize(static_cast<size_t>(T / 2) * stride);
-    sw.resize(stride);
-    off.resize(stride);
-  }
 };
 W16Scratch& W16Buffers() {
   thread_local W16Scratch s;
@@ -566,10 +486,11 @@ HWY_INLINE void AxpyPass(const uint8_t* codes, int T, int D, int set, int group,
   }
 }
 
-// The chunk's affine map [T·gpt] as stored (AffineAt, 16 groups at a time;
-// s sized by W16Scratch::Size(T, gpt)).
+// The chunk's affine map [T·gpt] as stored (AffineAt, 16 groups at a time).
 void LoadAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
   const int groups = T * gpt;
+  s.a.resize(groups + 16);
+  s.b.resize(groups + 16);
   float* const pa = s.a.data();
   float* const pb = s.b.data();
   for (int i = 0; i < groups; i += 16) {  // T·gpt is a multiple of 16 (T is)
@@ -584,12 +505,16 @@ void LoadAffine(const uint8_t* meta, int T, int gpt, bool n1, W16Scratch& s) {
 // rows (scale max_t |u| / 32767), off[c] = sum_t w[h][t]·b[t][g]. Lanes
 // over combos (16 per vector, nb vectors), so the maxima and offsets are
 // plain vertical operations per token. The pair words of tokens 2p, 2p + 1
-// go to pw[p·16·nb + c]. False when some u is not finite. s sized by
-// W16Scratch::Size(T, gpt).
+// go to pw[p·16·nb + c]. False when some u is not finite.
 bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scratch& s) {
   const int combos = 4 * gpt;  // rows mb..3 have zero weights
   const int nb = (combos + 15) / 16;
   const int stride = 16 * nb;
+  s.wt.resize(static_cast<size_t>(T) * 4);
+  s.u.resize(static_cast<size_t>(T) * stride);
+  s.pw.resize(static_cast<size_t>(T / 2) * stride);
+  s.sw.resize(stride);
+  s.off.resize(stride);
   // Raw pointers: through the thread_local scratch the compiler re-reads the
   // TLS address (a call) inside the loops and spills every vector.
   float* const wt_base = s.wt.data();
@@ -664,7 +589,8 @@ bool QuantizeWeights(int T, int gpt, const float* w, size_t ws, int mb, W16Scrat
 
 template <int kBits>
 bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group, bool n1,
-              const float* w, size_t ws, int m, float* acc, size_t as, W16Scratch& s) {
+              const float* w, size_t ws, int m, float* acc, size_t as) {
+  W16Scratch& s = W16Buffers();
   const int gpt = D / group;
   LoadAffine(meta, T, gpt, n1, s);
   // Channel sets: 64 channels (32 for 8-bit codes: 32 bytes per token).
@@ -701,71 +627,62 @@ bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group
   }
   return true;
 }
-
-// The accumulation of a run of chunks (AxpyChunksInt16Weights); the number
-// of chunks done.
-template <int kBits>
-size_t AxpyRun(const ChunkBytes* chunks, size_t n, int T, int D, int group, bool n1, const float* w,
-               size_t ws, int m, float* acc, size_t as, ChunkHook hook) {
-  W16Scratch& s = W16Buffers();
-  s.Size(T, D / group);
-  for (size_t i = 0; i < n; ++i) {
-    if (hook.fn) hook.fn(hook.ctx, i);
-    if (!AxpyRows<kBits>(chunks[i].codes, chunks[i].meta, T, D, group, n1, w + i * T, ws, m, acc,
-                         as, s)) {
-      return i;
-    }
-  }
-  return n;
-}
 #endif  // HQEKV_Q16_VNNI
 
 }  // namespace
 
-size_t DotInt16QueryImpl(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
-                         const float* q, size_t qs, int m, float* scores, size_t ss, ChunkHook hook,
-                         float* row_max) {
+bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const float* q, size_t qs, int m, float* scores, size_t ss) {
 #if HQEKV_Q16_VNNI
-  if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return 0;
+  if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return false;
+  Q16Scratch& s = Q16Buffers();
   const bool n1 = f.kind == Kind::kNormal;
+  const bool ok = D == 128  ? QuantizeRows<8>(meta, D, n1, q, qs, m, s)
+                  : D == 64 ? QuantizeRows<4>(meta, D, n1, q, qs, m, s)
+                            : QuantizeRows<0>(meta, D, n1, q, qs, m, s);
+  if (!ok) return false;
   const int bits = f.kind == Kind::kUniform3 ? 3 : f.bits;
   switch (bits) {
     case 1:
-      return DotRunD<1>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
+      DotRows<1>(codes, D, s, m, scores, ss);
+      break;
     case 2:
-      return DotRunD<2>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
+      DotRows<2>(codes, D, s, m, scores, ss);
+      break;
     case 3:
-      return DotRunD<3>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
+      DotRows<3>(codes, D, s, m, scores, ss);
+      break;
     default:
-      return DotRunD<4>(chunks, n, T, D, n1, q, qs, m, scores, ss, hook, row_max);
+      DotRows<4>(codes, D, s, m, scores, ss);
+      break;
   }
+  return true;
 #else
-  (void)f, (void)chunks, (void)n, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
-      (void)ss, (void)hook, (void)row_max;
-  return 0;
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
+      (void)ss;
+  return false;
 #endif
 }
 
-size_t AxpyInt16WeightsImpl(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
-                            const float* w, size_t ws, int m, float* acc, size_t as,
-                            ChunkHook hook) {
+bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* w, size_t ws, int m, float* acc, size_t as) {
 #if HQEKV_Q16_VNNI
-  if (!Int16WeightsApply(f, T, D)) return 0;
+  if (!Int16WeightsApply(f, T, D)) return false;
   const bool n1 = f.kind == Kind::kNormal;
   switch (f.bits) {
     case 1:
-      return AxpyRun<1>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
+      return AxpyRows<1>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
     case 2:
-      return AxpyRun<2>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
+      return AxpyRows<2>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
     case 4:
-      return AxpyRun<4>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
+      return AxpyRows<4>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
     default:
-      return AxpyRun<8>(chunks, n, T, D, f.group, n1, w, ws, m, acc, as, hook);
+      return AxpyRows<8>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
   }
 #else
-  (void)f, (void)chunks, (void)n, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc, (void)as,
-      (void)hook;
-  return 0;
+  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
+      (void)as;
+  return false;
 #endif
 }
 
@@ -799,19 +716,12 @@ bool Int16WeightsApply(const Format& f, int T, int D) {
          D / f.group <= 16;
 }
 
-size_t AxpyChunksInt16Weights(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
-                              const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
-                              ChunkHook hook) {
-  if (n == 0 || m <= 0 || !Int16WeightsApply(f, T, D)) return 0;
-  return HWY_DYNAMIC_DISPATCH(AxpyInt16WeightsImpl)(f, chunks, n, T, D, w, w_stride, m, acc,
-                                                    a_stride, hook);
-}
-
 bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                                 int D, const float* w, size_t w_stride, int m, float* acc,
                                 size_t a_stride) {
-  const ChunkBytes c{codes, meta};
-  return AxpyChunksInt16Weights(f, &c, 1, T, D, w, w_stride, m, acc, a_stride) == 1;
+  if (m <= 0 || !Int16WeightsApply(f, T, D)) return false;
+  return HWY_DYNAMIC_DISPATCH(AxpyInt16WeightsImpl)(f, codes, meta, T, D, w, w_stride, m, acc,
+                                                    a_stride);
 }
 
 bool Int16QueryApplies(const Format& f, int T, int D) {
@@ -820,19 +730,12 @@ bool Int16QueryApplies(const Format& f, int T, int D) {
          bits <= 4 && D > 0 && D % 4 == 0 && D <= 4096;
 }
 
-size_t DotChunksInt16Query(const Format& f, const ChunkBytes* chunks, size_t n, int T, int D,
-                           const float* q, size_t q_stride, int m, float* scores, size_t s_stride,
-                           ChunkHook hook, float* row_max) {
-  if (n == 0 || m <= 0 || !Int16QueryApplies(f, T, D)) return 0;
-  return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, chunks, n, T, D, q, q_stride, m, scores,
-                                                 s_stride, hook, row_max);
-}
-
 bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                              int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride) {
-  const ChunkBytes c{codes, meta};
-  return DotChunksInt16Query(f, &c, 1, T, D, q, q_stride, m, scores, s_stride) == 1;
+  if (m <= 0 || !Int16QueryApplies(f, T, D)) return false;
+  return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, codes, meta, T, D, q, q_stride, m, scores,
+                                                 s_stride);
 }
 
 }  // namespace hqekv::quant

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -618,124 +617,6 @@ TEST(StoreAttention, RejectsBadArguments) {
   EXPECT_FALSE(StoreAttention(*s, 1, 2, q.data(), &p, 1, out.data()).ok());  // bad layer
   EXPECT_FALSE(StoreAttention(*s, 0, 2, nullptr, &p, 1, out.data()).ok());
   EXPECT_EQ(out[0], 9.0f);
-}
-
-// The decode walk hands runs of whole chunks of one format to the int16 run
-// entries (quant::DotChunksInt16Query / AxpyChunksInt16Weights): its scores
-// (the sink's weights) and outputs must be the bits of the per-chunk walk,
-// written out here with the per-chunk entries: runs broken by format changes
-// (K and V at different chunks), a tombstone, a partially kept chunk, a
-// chunk only partly visible, masked chunks, and the residual.
-TEST(StoreAttention, DecodeInt16RunsAreThePerChunkWalkBitForBit) {
-  const int D = 128, H = 1, nq = 4, n_sealed = 32 * 10, n = n_sealed + 70;
-  std::mt19937 rng(29);
-  auto s = RandomStore(D, H, n, rng);
-  ASSERT_NE(s, nullptr);
-  ASSERT_TRUE(s->Seal(0, kAllHeads, n_sealed, quant::F16(), quant::F16()).ok());
-  const Format u2c = quant::Uniform(2, Grouping::kPerChannel);
-  const Format u4c = quant::Uniform(4, Grouping::kPerChannel);
-  const Format u2t = quant::Uniform(2, Grouping::kPerToken, 32);
-  const Format u4t = quant::Uniform(4, Grouping::kPerToken, 32);
-  for (int c = 0; c < s->NumChunks(0, 0); ++c) {
-    ASSERT_TRUE(
-        s->SetChunkFormat(0, kAllHeads, c, c >= 3 && c < 5 ? u4c : u2c, c >= 6 ? u4t : u2t).ok());
-  }
-  ASSERT_TRUE(s->EvictChunk(0, 0, 1).ok());
-  const int32_t gone[] = {7 * 32 + 5, n_sealed + 3};  // chunk 7, residual
-  ASSERT_TRUE(s->EvictTokens(0, 0, gone, 2).ok());
-  const auto q = Gaussian(static_cast<size_t>(nq) * D, rng, 2.0f);
-  const int group = nq / H;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<float> qs(q.size());
-  for (size_t e = 0; e < q.size(); ++e) qs[e] = q[e] * scale;
-
-  // With a sink the weights are normalized; without one they stay exp(s -
-  // max), with the max folded in by the run entry, and the output is scaled
-  // by 1 / sum.
-  for (const bool with_sink : {true, false})
-    for (const int32_t qp : {n, 4 * 32 + 17}) {  // every token visible; chunk 4 partly
-      SCOPED_TRACE("qp=" + std::to_string(qp) + " sink=" + std::to_string(with_sink));
-      std::vector<std::vector<float>> got_w(nq);
-      AttentionSink sink = [&](const AttentionRow& r) {
-        got_w[r.q_head].assign(r.weights, r.weights + r.n_kept);
-      };
-      StoreAttentionOptions o;
-      o.spans_per_head = 1;
-      std::vector<float> out(q.size(), -7.0f);
-      ASSERT_TRUE(
-          StoreAttention(*s, 0, nq, q.data(), &qp, 1, out.data(), with_sink ? &sink : nullptr, o)
-              .ok());
-
-      // The per-chunk walk: scores, softmax, values.
-      const int n_kept = static_cast<int>(s->KeptTokens(0, 0));
-      const size_t ss = n_kept;
-      std::vector<float> sc(group * ss, -INFINITY), tmp(group * 32);
-      int j = 0;
-      std::vector<std::pair<int, ChunkView>> walk;  // (first walk index, chunk)
-      for (int c = 0; c < s->NumChunks(0, 0); ++c) {
-        const ChunkView v = s->Chunk(0, 0, c);
-        if (!v.live()) continue;
-        walk.emplace_back(j, v);
-        j += v.KeptCount();
-      }
-      for (const auto& [j0, v] : walk) {
-        if (v.pos0 > qp) continue;  // masked: -inf
-        if (!quant::DotChunkMultiInt16Query(v.k_format, v.k_codes, v.k_meta, v.T, D, qs.data(), D,
-                                            group, tmp.data(), v.T)) {
-          quant::DotChunkMulti(v.k_format, v.k_codes, v.k_meta, v.T, D, qs.data(), D, group,
-                               tmp.data(), v.T);
-        }
-        for (int hh = 0; hh < group; ++hh) {
-          int jj = j0;
-          for (int t = 0; t < v.T; ++t) {
-            if (v.Kept(t)) sc[hh * ss + jj++] = v.Position(t) <= qp ? tmp[hh * v.T + t] : -INFINITY;
-          }
-        }
-      }
-      const ResidualView r = s->Residual(0, 0);
-      const int res_start = n_kept - r.n;
-      int r_vis = 0;
-      while (r_vis < r.n && r.positions[r_vis] <= qp) ++r_vis;
-      for (int a = 0; a < r_vis; a += 64) {
-        quant::DotChunkMulti(quant::F16(),
-                             reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
-                             nullptr, std::min(64, r_vis - a), D, qs.data(), D, group,
-                             sc.data() + res_start + a, ss);
-      }
-      std::vector<float> sums(group);
-      for (int hh = 0; hh < group && !with_sink; ++hh) {
-        quant::SoftmaxRowUnnormalized(sc.data() + hh * ss, n_kept, &sums[hh]);
-      }
-      for (int hh = 0; hh < group && with_sink; ++hh) {
-        quant::SoftmaxRow(sc.data() + hh * ss, n_kept);
-        ASSERT_EQ(got_w[hh].size(), ss);
-        ASSERT_EQ(0, std::memcmp(got_w[hh].data(), sc.data() + hh * ss, ss * sizeof(float))) << hh;
-      }
-      std::vector<float> acc(q.size(), 0.0f);
-      for (const auto& [j0, v] : walk) {
-        if (v.pos0 > qp) continue;
-        for (int hh = 0; hh < group; ++hh) {
-          int jj = j0;
-          for (int t = 0; t < v.T; ++t) tmp[hh * v.T + t] = v.Kept(t) ? sc[hh * ss + jj++] : 0.0f;
-        }
-        if (!quant::AxpyChunkMultiInt16Weights(v.v_format, v.v_codes, v.v_meta, v.T, D, tmp.data(),
-                                               v.T, group, acc.data(), D)) {
-          quant::AxpyChunkMulti(v.v_format, v.v_codes, v.v_meta, v.T, D, tmp.data(), v.T, group,
-                                acc.data(), D);
-        }
-      }
-      for (int a = 0; a < r_vis; a += 64) {
-        quant::AxpyChunkMulti(quant::F16(),
-                              reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
-                              nullptr, std::min(64, r_vis - a), D, sc.data() + res_start + a, ss,
-                              group, acc.data(), D);
-      }
-      for (int hh = 0; hh < group && !with_sink; ++hh) {
-        const float inv = sums[hh] > 0.0f ? 1.0f / sums[hh] : 0.0f;
-        for (int d = 0; d < D; ++d) acc[hh * D + d] *= inv;
-      }
-      ASSERT_EQ(0, std::memcmp(out.data(), acc.data(), out.size() * sizeof(float)));
-    }
 }
 
 }  // namespace
