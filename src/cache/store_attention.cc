@@ -12,6 +12,7 @@
 #include "quant/multi_query.h"
 #include "quant/multi_query_rows_bf16.h"
 #include "quant/multi_query_rows_q16.h"
+#include "quant/prefetch_lines.h"
 
 namespace hqekv::cache {
 namespace {
@@ -32,13 +33,33 @@ constexpr int kResidualPiece = 64;  // tokens
 // cost 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md
 // "Wave 9: lead measurements").
 constexpr size_t kTouchBytes = 4096;
+void TouchEnds(const uint8_t* p, size_t n) {
+  const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
+  const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
+  asm volatile("" : : "r"(first), "r"(last));
+}
 void PrefetchBytes(const uint8_t* p, size_t n) {
-  if (n >= kTouchBytes) {
-    const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
-    const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
-    asm volatile("" : : "r"(first), "r"(last));
-  }
+  if (n >= kTouchBytes) TouchEnds(p, n);
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
+}
+// The int8 and q8_0 row kernels take the line prefetches of a later code
+// block (quant/prefetch_lines.h) and spread them over their loops: issued as
+// one burst here they cost 9-15% of an int8 / q8_0 decode step at 16K-32K
+// (docs/performance.md "Wave 15: lead"). The fp8 kernels gained nothing that
+// way and keep the burst.
+bool KernelTakesLines(const quant::Format& f) {
+  return f.kind == quant::Kind::kInt8 || f.kind == quant::Kind::kQ8_0;
+}
+// A code block: touched and handed to the kernels through *ahead when they
+// take lines (and it is a page or more), else prefetched at once.
+void PrefetchCodes(const quant::Format& f, const uint8_t* p, size_t n,
+                   quant::PrefetchLines* ahead) {
+  if (n >= kTouchBytes && KernelTakesLines(f)) {
+    TouchEnds(p, n);
+    ahead->Set(p, n);
+    return;
+  }
+  PrefetchBytes(p, n);
 }
 // Chunks of a KV head lie on different pages (decode-time seals place the
 // heads of a layer in turn), which the hardware prefetchers do not follow: while the kernels
@@ -46,13 +67,13 @@ void PrefetchBytes(const uint8_t* p, size_t n) {
 // faster than 1 for the 2/4-bit tiers at 16K: each first touch of a page
 // walks the page table, docs/performance.md "Wave 5").
 constexpr size_t kPrefetchAhead = 8;
-void PrefetchK(const ChunkView& c, int D) {
+void PrefetchK(const ChunkView& c, int D, quant::PrefetchLines* ahead) {
   PrefetchBytes(c.k_meta, quant::MetaBytes(c.k_format, c.T, D));
-  PrefetchBytes(c.k_codes, quant::CodeBytes(c.k_format, c.T, D));
+  PrefetchCodes(c.k_format, c.k_codes, quant::CodeBytes(c.k_format, c.T, D), ahead);
 }
-void PrefetchV(const ChunkView& c, int D) {
+void PrefetchV(const ChunkView& c, int D, quant::PrefetchLines* ahead) {
   PrefetchBytes(c.v_meta, quant::MetaBytes(c.v_format, c.T, D));
-  PrefetchBytes(c.v_codes, quant::CodeBytes(c.v_format, c.T, D));
+  PrefetchCodes(c.v_format, c.v_codes, quant::CodeBytes(c.v_format, c.T, D), ahead);
 }
 
 // Query rows prepared once per query and KV head for a row kernel (the rows
@@ -90,7 +111,7 @@ struct PreparedQuery {
 // asked for and available (per-channel KIVI / HqeKV chunks, int8 and q8_0 rows), the
 // bf16 one for fp8 rows, else the fp32-query one.
 void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
-          bool rounded_query, PreparedQuery& pq) {
+          bool rounded_query, PreparedQuery& pq, quant::PrefetchLines* ahead) {
   const quant::Format& f = c.k_format;
   if (!rounded_query) {
     quant::DotChunkMulti(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
@@ -103,7 +124,7 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
       pq.i8.Score(
           q, [&](quant::Int16Query* r) { return quant::PrepareInt16Query(q, D, group, D, r); },
           [&](const quant::Int16Query& r) {
-            return quant::DotRowsInt16Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss);
+            return quant::DotRowsInt16Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss, ahead);
           })) {
     return;
   }
@@ -111,7 +132,7 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
       pq.q8.Score(
           q, [&](quant::Q8_0Query* r) { return quant::PrepareQ8_0Query(q, D, group, D, r); },
           [&](const quant::Q8_0Query& r) {
-            return quant::DotRowsQ8_0Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss);
+            return quant::DotRowsQ8_0Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss, ahead);
           })) {
     return;
   }
@@ -130,13 +151,14 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 // kernel when asked for and available (per-token KIVI / HqeKV chunks, int8 and q8_0
 // rows), the bf16 one for fp8 rows, else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
-           bool rounded_weights) {
+           bool rounded_weights, quant::PrefetchLines* ahead) {
   if (rounded_weights &&
       (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
                                          D) ||
-       quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D) ||
+       quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D,
+                                   ahead) ||
        quant::AxpyRowsQ8_0Int16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
-                                       D) ||
+                                       D, ahead) ||
        quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D))) {
     return;
   }
@@ -228,6 +250,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   // faults).
   thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
   thread_local PreparedQuery pq;
+  quant::PrefetchLines ahead;  // a later chunk's code block, requested by the kernels
   row_sum.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
@@ -261,10 +284,10 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     const size_t n_chunks = sp.c1;
     const int r_span = sp.residual ? r_vis : 0;  // residual tokens this span reads
     for (size_t ci = sp.c0; ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
-      PrefetchK(p.chunks[ci], D);
+      PrefetchK(p.chunks[ci], D, &ahead);
     for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
-      if (ci + kPrefetchAhead < n_chunks) PrefetchK(p.chunks[ci + kPrefetchAhead], D);
+      if (ci + kPrefetchAhead < n_chunks) PrefetchK(p.chunks[ci + kPrefetchAhead], D, &ahead);
       if (ci + 1 == n_chunks && sp.residual) {  // the residual comes next
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
       }
@@ -276,11 +299,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        DotK(c, D, qk, group, scores_base + j, ss, rounded_query, pq);
+        DotK(c, D, qk, group, scores_base + j, ss, rounded_query, pq, &ahead);
         j += kept;
         continue;
       }
-      DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, pq);
+      DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, pq, &ahead);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
         float* row = scores_base + hh * ss;
@@ -326,10 +349,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
     j = sp.j0;
     for (size_t ci = sp.c0; any && ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
-      PrefetchV(p.chunks[ci], D);
+      PrefetchV(p.chunks[ci], D, &ahead);
     for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
-      if (any && ci + kPrefetchAhead < n_chunks) PrefetchV(p.chunks[ci + kPrefetchAhead], D);
+      if (any && ci + kPrefetchAhead < n_chunks)
+        PrefetchV(p.chunks[ci + kPrefetchAhead], D, &ahead);
       if (any && ci + 1 == n_chunks && sp.residual) {
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
       }
@@ -340,7 +364,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
-        AxpyV(c, D, scores_base + j, ss, group, a, rounded_weights);
+        AxpyV(c, D, scores_base + j, ss, group, a, rounded_weights, &ahead);
         j += kept;
         continue;
       }
@@ -350,7 +374,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         int jj = j;
         for (int t = 0; t < c.T; ++t) wt[t] = c.Kept(t) ? row[jj++] : 0.0f;
       }
-      AxpyV(c, D, tmp.data(), c.T, group, a, rounded_weights);
+      AxpyV(c, D, tmp.data(), c.T, group, a, rounded_weights, &ahead);
       j += kept;
     }
     for (int a = 0; any && a < r_span; a += kResidualPiece) {

@@ -37,6 +37,7 @@
 
 #include "quant/internal.h"
 #include "quant/multi_query_rows_q16.h"
+#include "quant/prefetch_lines.h"
 #include "quant/row_blocks-inl.h"  // WithRowBlock
 
 HWY_BEFORE_NAMESPACE();
@@ -133,10 +134,12 @@ HWY_INLINE void ScalesToF32(const uint8_t* meta, int n, float* dst) {
 // accumulators in memory (a load and a store around every vpdpwssd; 310
 // instead of 195 ns per 32 x 128 chunk and 4 rows).
 template <int MB>
-HWY_NOINLINE void DotBlock(const int8_t* codes, const float* s, int T, int D, const int16_t* qi,
-                           const float* sq, float* scores, size_t ss) {
+HWY_NOINLINE const uint8_t* DotBlock(const int8_t* codes, const float* s, int T, int D,
+                                     const int16_t* qi, const float* sq, float* scores, size_t ss,
+                                     const uint8_t* pf, const uint8_t* const pf_end) {
   int t0 = 0;
   for (; t0 + 4 <= T; t0 += 4) {
+    pf = RequestLines(pf, pf_end, 9);  // 8 passes per 32-token chunk: 72 >= 68 lines
     __m512i acc[MB][4];
     for (int h = 0; h < MB; ++h) {
       for (int k = 0; k < 4; ++k) acc[h][k] = _mm512_setzero_si512();
@@ -168,6 +171,7 @@ HWY_NOINLINE void DotBlock(const int8_t* codes, const float* s, int T, int D, co
       scores[h * ss + t0] = static_cast<float>(_mm512_reduce_add_epi32(acc[h])) * (sq[h] * s[t0]);
     }
   }
+  return pf;
 }
 
 // ------------------------------------------------------------- V (weights)
@@ -226,8 +230,9 @@ bool QuantizeWeightRows(const float* w, size_t ws, const float* s, int T, int16_
 // 16 sums in memory (a load and a store around every vpdpwssd) once the
 // rows were rounded together beside it.
 template <int MB>
-HWY_NOINLINE void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi,
-                            const float* su, const __m512i ctl[4], float* acc, size_t as) {
+HWY_NOINLINE const uint8_t* AxpyBlock(const int8_t* codes, int T, int D, int d0, const int16_t* wi,
+                                      const float* su, const __m512i ctl[4], float* acc, size_t as,
+                                      const uint8_t* pf, const uint8_t* const pf_end) {
   __m512i sum[MB][4];
 #pragma GCC unroll 4
   for (int h = 0; h < MB; ++h) {
@@ -235,6 +240,7 @@ HWY_NOINLINE void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int
     for (int j = 0; j < 4; ++j) sum[h][j] = _mm512_setzero_si512();
   }
   for (int t = 0; t < T; t += 2) {
+    pf = RequestLines(pf, pf_end, 3);  // 16 pairs x 2 column blocks per 32 x 128 chunk
     const __m512i a = _mm512_loadu_si512(codes + static_cast<size_t>(t) * D + d0);
     const __m512i b = _mm512_loadu_si512(codes + static_cast<size_t>(t + 1) * D + d0);
     __m512i x[4];
@@ -259,6 +265,7 @@ HWY_NOINLINE void AxpyBlock(const int8_t* codes, int T, int D, int d0, const int
                                                     _mm512_loadu_ps(ah + 16 * j)));
     }
   }
+  return pf;
 }
 // ------------------------------------------------------------- q8_0 K
 
@@ -368,12 +375,15 @@ HWY_INLINE void DotGroupQ8(const uint8_t* p, int n, const int32_t* qw, const __m
 // scores[h][t] for MB <= 4 prepared rows, tokens [0, T).
 template <int MB>
 void DotRowsQ8Block(const uint8_t* codes, const uint8_t* meta, int T, int D, const int32_t* qw,
-                    const float* sq, const __m512i s3[4], float* scores, size_t ss) {
+                    const float* sq, const __m512i s3[4], float* scores, size_t ss,
+                    const uint8_t*& pf_io, const uint8_t* const pf_end) {
   const int per_row = D / 32;
   const int nb = T * per_row;
   alignas(64) float pb[MB][kMaxBlocks + 32];
+  const uint8_t* pf = pf_io;
   for (int k0 = 0; k0 < nb; k0 += 16) {
     const int n = std::min(16, nb - k0);
+    pf = RequestLines(pf, pf_end, 9);  // 8 passes per 32-token chunk: 72 >= 68 lines
     __m512i acc[MB];
     DotGroupQ8<MB>(codes + 32 * static_cast<size_t>(k0), n, qw, s3, acc);
     const __mmask16 km = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
@@ -382,6 +392,7 @@ void DotRowsQ8Block(const uint8_t* codes, const uint8_t* meta, int T, int D, con
       _mm512_store_ps(pb[h] + k0, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h]), dv));
     }
   }
+  pf_io = pf;
   // Per token: adjacent pairs summed, log2(D/32) times (lanes past the
   // blocks hold 0 or sums nobody reads).
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -491,8 +502,10 @@ bool QuantizeBlockWeightRows(const float* w, size_t ws, const float* d, int T, i
 // buffers), GCC 12 kept the 16 sums in memory (a load and a store around
 // every vpdpwssd; the whole V call took 315 instead of 200 ns per chunk).
 template <int MB>
-HWY_NOINLINE void AxpyBlockQ8(const int8_t* codes, int T, int D, int d0, const int32_t* pairs,
-                              const float* su, const __m512i ctl[4], float* acc, size_t as) {
+HWY_NOINLINE const uint8_t* AxpyBlockQ8(const int8_t* codes, int T, int D, int d0,
+                                        const int32_t* pairs, const float* su, const __m512i ctl[4],
+                                        float* acc, size_t as, const uint8_t* pf,
+                                        const uint8_t* const pf_end) {
   const int per_row = D / 32;
   __m512i sum[MB][4];
 #pragma GCC unroll 4
@@ -502,6 +515,7 @@ HWY_NOINLINE void AxpyBlockQ8(const int8_t* codes, int T, int D, int d0, const i
   }
   const int32_t* p = pairs + d0 / 32;
   for (int t = 0; t < T; t += 2, p += per_row) {
+    pf = RequestLines(pf, pf_end, 3);  // 16 pairs x 2 column blocks per 32 x 128 chunk
     const __m512i a = _mm512_loadu_si512(codes + static_cast<size_t>(t) * D + d0);
     const __m512i b = _mm512_loadu_si512(codes + static_cast<size_t>(t + 1) * D + d0);
     __m512i x[4];
@@ -527,6 +541,7 @@ HWY_NOINLINE void AxpyBlockQ8(const int8_t* codes, int T, int D, int d0, const i
                                                     _mm512_loadu_ps(ah + 16 * j)));
     }
   }
+  return pf;
 }
 #endif  // HQEKV_RQ16_VNNI
 
@@ -549,29 +564,34 @@ bool PrepareInt16Impl(const float* q, size_t qs, int m, int D, int16_t* qi, floa
 }
 
 bool DotInt16PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                          const int16_t* qi, const float* sq, int m, float* scores, size_t ss) {
+                          const int16_t* qi, const float* sq, int m, float* scores, size_t ss,
+                          PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
   alignas(64) float s[kMaxT];
   ScalesToF32(meta, T, s);
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
+  const uint8_t* pf = ahead ? ahead->next : nullptr;
+  const uint8_t* const pf_end = ahead ? ahead->end : nullptr;
   for (int h0 = 0; h0 < m; h0 += 4) {
     const int16_t* qh = qi + static_cast<size_t>(h0) * D;
     float* sc = scores + h0 * ss;
     WithRowBlock<4>(m - h0, [&](auto mb_c) {
-      DotBlock<decltype(mb_c)::value>(c, s, T, D, qh, sq + h0, sc, ss);
+      pf = DotBlock<decltype(mb_c)::value>(c, s, T, D, qh, sq + h0, sc, ss, pf, pf_end);
     });
   }
+  if (ahead) ahead->next = pf;
   return true;
 #else
   (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)qi, (void)sq, (void)m, (void)scores,
-      (void)ss;
+      (void)ss, (void)ahead;
   return false;
 #endif
 }
 
 bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                       const float* w, size_t ws, int m, float* acc, size_t as) {
+                       const float* w, size_t ws, int m, float* acc, size_t as,
+                       PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
   alignas(64) float s[kMaxT];
@@ -589,20 +609,23 @@ bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* met
   __m512i ctl[4];
   for (int j = 0; j < 4; ++j) ctl[j] = PairControl(j);
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
+  const uint8_t* pf = ahead ? ahead->next : nullptr;
+  const uint8_t* const pf_end = ahead ? ahead->end : nullptr;
   for (int h0 = 0; h0 < m; h0 += 4) {
     const int mb = std::min(4, m - h0);
     const int16_t* wh = wi + h0 * kMaxT;
     float* ah = acc + h0 * as;
     for (int d0 = 0; d0 < D; d0 += 64) {
       WithRowBlock<4>(mb, [&](auto mb_c) {
-        AxpyBlock<decltype(mb_c)::value>(c, T, D, d0, wh, su + h0, ctl, ah, as);
+        pf = AxpyBlock<decltype(mb_c)::value>(c, T, D, d0, wh, su + h0, ctl, ah, as, pf, pf_end);
       });
     }
   }
+  if (ahead) ahead->next = pf;
   return true;
 #else
   (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
-      (void)as;
+      (void)as, (void)ahead;
   return false;
 #endif
 }
@@ -625,29 +648,33 @@ bool PrepareQ8Impl(const float* q, size_t qs, int m, int D, int32_t* words, floa
 }
 
 bool DotQ8PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                       const int32_t* words, const float* sq, int m, float* scores, size_t ss) {
+                       const int32_t* words, const float* sq, int m, float* scores, size_t ss,
+                       PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || !Q8_0QueryRowsApply(f, T, D)) return false;
   __m512i s3[4];
   for (int s = 0; s < 4; ++s) s3[s] = Q8Stage3Control(s);
+  const uint8_t* pf = ahead ? ahead->next : nullptr;
+  const uint8_t* const pf_end = ahead ? ahead->end : nullptr;
   for (int h0 = 0; h0 < m; h0 += 4) {
     const int mb = std::min(4, m - h0);
     const int32_t* qw = words + static_cast<size_t>(h0) * kRowWords;
     float* sc = scores + h0 * ss;
     WithRowBlock<4>(mb, [&](auto mb_c) {
-      DotRowsQ8Block<decltype(mb_c)::value>(codes, meta, T, D, qw, sq + h0, s3, sc, ss);
+      DotRowsQ8Block<decltype(mb_c)::value>(codes, meta, T, D, qw, sq + h0, s3, sc, ss, pf, pf_end);
     });
   }
+  if (ahead) ahead->next = pf;
   return true;
 #else
   (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)words, (void)sq, (void)m, (void)scores,
-      (void)ss;
+      (void)ss, (void)ahead;
   return false;
 #endif
 }
 
 bool AxpyRowsQ8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                    const float* w, size_t ws, int m, float* acc, size_t as) {
+                    const float* w, size_t ws, int m, float* acc, size_t as, PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || m > 16 || !Q8_0WeightsRowsApply(f, T, D)) return false;
   const int per_row = D / 32;
@@ -675,20 +702,23 @@ bool AxpyRowsQ8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   __m512i ctl[4];
   for (int j = 0; j < 4; ++j) ctl[j] = PairControl(j);
   const int8_t* c = reinterpret_cast<const int8_t*>(codes);
+  const uint8_t* pf = ahead ? ahead->next : nullptr;
+  const uint8_t* const pf_end = ahead ? ahead->end : nullptr;
   for (int h0 = 0; h0 < m; h0 += 4) {
     const int mb = std::min(4, m - h0);
     const int32_t* ph = pairs + h0 * kPairStride;
     float* ah = acc + h0 * as;
     for (int d0 = 0; d0 < D; d0 += 64) {
       WithRowBlock<4>(mb, [&](auto mb_c) {
-        AxpyBlockQ8<decltype(mb_c)::value>(c, T, D, d0, ph, su + h0, ctl, ah, as);
+        pf = AxpyBlockQ8<decltype(mb_c)::value>(c, T, D, d0, ph, su + h0, ctl, ah, as, pf, pf_end);
       });
     }
   }
+  if (ahead) ahead->next = pf;
   return true;
 #else
   (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
-      (void)as;
+      (void)as, (void)ahead;
   return false;
 #endif
 }
@@ -739,10 +769,11 @@ bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query
 }
 
 bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                          const Int16Query& q, float* scores, size_t s_stride) {
+                          const Int16Query& q, float* scores, size_t s_stride,
+                          PrefetchLines* ahead) {
   if (q.m <= 0 || !Int16QueryRowsApply(f, T, q.D)) return false;
   return HWY_DYNAMIC_DISPATCH(DotInt16PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.qi),
-                                                    q.sq.data(), q.m, scores, s_stride);
+                                                    q.sq.data(), q.m, scores, s_stride, ahead);
 }
 
 bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
@@ -759,10 +790,11 @@ bool Int16WeightsRowsApply(const Format& f, int T, int D) {
 }
 
 bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
+                          PrefetchLines* ahead) {
   if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
   return HWY_DYNAMIC_DISPATCH(AxpyRowsInt16Impl)(f, codes, meta, T, D, w, w_stride, m, acc,
-                                                 a_stride);
+                                                 a_stride, ahead);
 }
 
 HWY_EXPORT(PrepareQ8Impl);
@@ -795,10 +827,10 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
 }
 
 bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                         const Q8_0Query& q, float* scores, size_t s_stride) {
+                         const Q8_0Query& q, float* scores, size_t s_stride, PrefetchLines* ahead) {
   if (q.m <= 0 || !Q8_0QueryRowsApply(f, T, q.D)) return false;
   return HWY_DYNAMIC_DISPATCH(DotQ8PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.words),
-                                                 q.sq.data(), q.m, scores, s_stride);
+                                                 q.sq.data(), q.m, scores, s_stride, ahead);
 }
 
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
@@ -815,9 +847,10 @@ bool Q8_0WeightsRowsApply(const Format& f, int T, int D) {
 
 bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                               int D, const float* w, size_t w_stride, int m, float* acc,
-                              size_t a_stride) {
+                              size_t a_stride, PrefetchLines* ahead) {
   if (m <= 0 || m > 16 || !Q8_0WeightsRowsApply(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(AxpyRowsQ8Impl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
+  return HWY_DYNAMIC_DISPATCH(AxpyRowsQ8Impl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride,
+                                              ahead);
 }
 }  // namespace hqekv::quant
 #endif  // HWY_ONCE

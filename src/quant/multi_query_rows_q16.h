@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "quant/format.h"
+#include "quant/prefetch_lines.h"
 
 namespace hqekv::quant {
 
@@ -58,8 +59,14 @@ bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query
 // DotRowsInt16Query's scores with rows prepared by PrepareInt16Query (D =
 // q.D, m = q.m); false, writing nothing, when q is not prepared or f / T / D
 // do not apply. Oracle: ref::DotRowsInt16Query (bit-identical).
+//
+// ahead (this and the other three kernels below; nullptr: none): bytes the
+// caller reads later (quant/prefetch_lines.h), requested a few lines per loop
+// iteration of this call; ahead->next moves past what was requested (the
+// whole of a 4 KiB block for a 32 x 128 chunk). No output depends on it.
 bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                          const Int16Query& q, float* scores, size_t s_stride);
+                          const Int16Query& q, float* scores, size_t s_stride,
+                          PrefetchLines* ahead = nullptr);
 
 // Int16-weight value accumulation over int8 V chunks (decode attention): per
 // row h the weights times the token scales are rounded to int16 once per call:
@@ -76,7 +83,8 @@ bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* 
 // finite. Oracle: ref::AxpyRowsInt16Weights (bit-identical).
 bool Int16WeightsRowsApply(const Format& f, int T, int D);
 bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
+                          PrefetchLines* ahead = nullptr);
 
 // ---- llama.cpp q8_0 blocks (Kind::kQ8_0, quant/README.md): x̂ = c·d[k],
 // block k = values [32k, 32k + 32) of the row-major chunk (token t's blocks
@@ -113,7 +121,8 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
 // q.m); false, writing nothing, when q is not prepared or f / T / D do not
 // apply. Oracle: ref::DotRowsQ8_0Int16Query (bit-identical).
 bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                         const Q8_0Query& q, float* scores, size_t s_stride);
+                         const Q8_0Query& q, float* scores, size_t s_stride,
+                         PrefetchLines* ahead = nullptr);
 // Prepare + DotRowsQ8_0Prepared in one call (tests, one-off callers).
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                            const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
@@ -131,7 +140,7 @@ bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t*
 bool Q8_0WeightsRowsApply(const Format& f, int T, int D);
 bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                               int D, const float* w, size_t w_stride, int m, float* acc,
-                              size_t a_stride);
+                              size_t a_stride, PrefetchLines* ahead = nullptr);
 
 namespace ref {
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

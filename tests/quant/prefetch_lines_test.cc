@@ -1,0 +1,113 @@
+// Line prefetches handed to the int8 / q8_0 decode-attention row kernels
+// (quant/prefetch_lines.h, the `ahead` argument of quant/multi_query_rows_q16.h):
+// the outputs are the same bits with and without a range, and a kernel that
+// ran requested the whole 4 KiB block of a 32 x 128 chunk (what
+// cache/store_attention.cc relies on to drop its burst of line prefetches).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/multi_query_rows_q16.h"
+#include "quant/prefetch_lines.h"
+#include "quant_test_util.h"
+
+namespace hqekv::quant {
+namespace {
+
+using testing::Encode;
+using testing::Encoded;
+using testing::Gaussian;
+using testing::kKernelMustRun;
+
+constexpr int kT = 32, kD = 128, kRows = 4;
+
+std::vector<float> Rows(int n, uint32_t seed, bool positive) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = positive ? std::abs(nd(rng)) / kT : nd(rng);
+  return v;
+}
+
+TEST(PrefetchLines, SetReplacesAndFlushForgets) {
+  std::vector<uint8_t> a(4096), b(640);
+  PrefetchLines p;
+  p.Set(a.data(), a.size());
+  EXPECT_EQ(p.next, a.data());
+  EXPECT_EQ(p.end, a.data() + a.size());
+  p.next = RequestLines(p.next, p.end, 3);
+  EXPECT_EQ(p.next, a.data() + 3 * 64);
+  p.Set(b.data(), b.size());  // the rest of a is requested, b replaces it
+  EXPECT_EQ(p.next, b.data());
+  p.next = RequestLines(p.next, p.end, 100);  // never past the end
+  EXPECT_EQ(p.next, p.end);
+  p.Flush();
+  EXPECT_EQ(p.next, nullptr);
+  EXPECT_EQ(p.end, nullptr);
+}
+
+// Runs `call(ahead)` with no range and with a 4 KiB range into `out`;
+// expects the same output bytes and, when the kernel ran, the range taken
+// whole.
+template <class Call>
+void ExpectSameAndConsumed(std::vector<float>& out, const Call& call) {
+  std::vector<uint8_t> later(4096);
+  const std::vector<float> start = out;
+  const bool ran = call(nullptr);
+  const std::vector<float> plain = out;
+  out = start;
+  PrefetchLines ahead;
+  ahead.Set(later.data(), later.size());
+  ASSERT_EQ(call(&ahead), ran);
+  EXPECT_EQ(std::memcmp(out.data(), plain.data(), out.size() * sizeof(float)), 0);
+  if (kKernelMustRun) EXPECT_TRUE(ran) << "no AVX-512 VNNI kernel ran";
+  if (ran) {
+    EXPECT_EQ(ahead.next, ahead.end);
+  } else {
+    EXPECT_EQ(ahead.next, later.data());  // a kernel that declined requested nothing
+  }
+}
+
+TEST(PrefetchLines, Int8KernelsSameBitsAndTakeTheBlock) {
+  const Format f = Int8PerToken();
+  const Encoded e = Encode(f, Gaussian(kT, kD, 7), kT, kD, /*reference=*/false);
+  const std::vector<float> q = Rows(kRows * kD, 8, false), w = Rows(kRows * kT, 9, true);
+  Int16Query prepared;
+  const bool prepared_ok = PrepareInt16Query(q.data(), kD, kRows, kD, &prepared);
+  std::vector<float> scores(kRows * kT, 0.0f), acc(kRows * kD, 0.5f);
+  if (prepared_ok) {
+    ExpectSameAndConsumed(scores, [&](PrefetchLines* ahead) {
+      return DotRowsInt16Prepared(f, e.codes.data(), e.meta.data(), kT, prepared, scores.data(), kT,
+                                  ahead);
+    });
+  }
+  ExpectSameAndConsumed(acc, [&](PrefetchLines* ahead) {
+    return AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), kT, kD, w.data(), kT, kRows,
+                                acc.data(), kD, ahead);
+  });
+}
+
+TEST(PrefetchLines, Q8_0KernelsSameBitsAndTakeTheBlock) {
+  const Format f = GgmlBlock(Kind::kQ8_0);
+  const Encoded e = Encode(f, Gaussian(kT, kD, 17), kT, kD, /*reference=*/false);
+  const std::vector<float> q = Rows(kRows * kD, 18, false), w = Rows(kRows * kT, 19, true);
+  Q8_0Query prepared;
+  const bool prepared_ok = PrepareQ8_0Query(q.data(), kD, kRows, kD, &prepared);
+  std::vector<float> scores(kRows * kT, 0.0f), acc(kRows * kD, 0.5f);
+  if (prepared_ok) {
+    ExpectSameAndConsumed(scores, [&](PrefetchLines* ahead) {
+      return DotRowsQ8_0Prepared(f, e.codes.data(), e.meta.data(), kT, prepared, scores.data(), kT,
+                                 ahead);
+    });
+  }
+  ExpectSameAndConsumed(acc, [&](PrefetchLines* ahead) {
+    return AxpyRowsQ8_0Int16Weights(f, e.codes.data(), e.meta.data(), kT, kD, w.data(), kT, kRows,
+                                    acc.data(), kD, ahead);
+  });
+}
+
+}  // namespace
+}  // namespace hqekv::quant
