@@ -17,11 +17,6 @@
 namespace hqekv::quant {
 namespace {
 
-using testing::Encode;
-using testing::Encoded;
-using testing::Gaussian;
-using testing::kKernelMustRun;
-
 constexpr int kT = 32, kD = 128, kRows = 4;
 
 std::vector<float> Rows(int n, uint32_t seed, bool positive) {
@@ -63,7 +58,7 @@ void ExpectSameAndConsumed(std::vector<float>& out, const Call& call) {
   ahead.Set(later.data(), later.size());
   ASSERT_EQ(call(&ahead), ran);
   EXPECT_EQ(std::memcmp(out.data(), plain.data(), out.size() * sizeof(float)), 0);
-  if (kKernelMustRun) EXPECT_TRUE(ran) << "no AVX-512 VNNI kernel ran";
+  if (testing::kKernelMustRun) EXPECT_TRUE(ran) << "no AVX-512 VNNI kernel ran";
   if (ran) {
     EXPECT_EQ(ahead.next, ahead.end);
   } else {
@@ -71,42 +66,35 @@ void ExpectSameAndConsumed(std::vector<float>& out, const Call& call) {
   }
 }
 
-TEST(PrefetchLines, Int8KernelsSameBitsAndTakeTheBlock) {
-  const Format f = Int8PerToken();
-  const Encoded e = Encode(f, Gaussian(kT, kD, 7), kT, kD, /*reference=*/false);
-  const std::vector<float> q = Rows(kRows * kD, 8, false), w = Rows(kRows * kT, 9, true);
-  Int16Query prepared;
-  const bool prepared_ok = PrepareInt16Query(q.data(), kD, kRows, kD, &prepared);
+// The K kernel (prepared query rows) and the V kernel of one format, each with
+// and without a range.
+template <class Query, class Prepare, class Dot, class Axpy>
+void CheckKernels(const Format& f, uint32_t seed, const Prepare& prepare, const Dot& dot,
+                  const Axpy& axpy) {
+  const testing::Encoded e = testing::Encode(f, testing::Gaussian(kT, kD, seed), kT, kD, false);
+  const std::vector<float> q = Rows(kRows * kD, seed + 1, false);
+  const std::vector<float> w = Rows(kRows * kT, seed + 2, true);
+  Query prepared;
   std::vector<float> scores(kRows * kT, 0.0f), acc(kRows * kD, 0.5f);
-  if (prepared_ok) {
+  if (prepare(q.data(), kD, kRows, kD, &prepared)) {
     ExpectSameAndConsumed(scores, [&](PrefetchLines* ahead) {
-      return DotRowsInt16Prepared(f, e.codes.data(), e.meta.data(), kT, prepared, scores.data(), kT,
-                                  ahead);
+      return dot(f, e.codes.data(), e.meta.data(), kT, prepared, scores.data(), kT, ahead);
     });
   }
   ExpectSameAndConsumed(acc, [&](PrefetchLines* ahead) {
-    return AxpyRowsInt16Weights(f, e.codes.data(), e.meta.data(), kT, kD, w.data(), kT, kRows,
-                                acc.data(), kD, ahead);
+    return axpy(f, e.codes.data(), e.meta.data(), kT, kD, w.data(), kT, kRows, acc.data(), kD,
+                ahead);
   });
 }
 
+TEST(PrefetchLines, Int8KernelsSameBitsAndTakeTheBlock) {
+  CheckKernels<Int16Query>(Int8PerToken(), 7, PrepareInt16Query, DotRowsInt16Prepared,
+                           AxpyRowsInt16Weights);
+}
+
 TEST(PrefetchLines, Q8_0KernelsSameBitsAndTakeTheBlock) {
-  const Format f = GgmlBlock(Kind::kQ8_0);
-  const Encoded e = Encode(f, Gaussian(kT, kD, 17), kT, kD, /*reference=*/false);
-  const std::vector<float> q = Rows(kRows * kD, 18, false), w = Rows(kRows * kT, 19, true);
-  Q8_0Query prepared;
-  const bool prepared_ok = PrepareQ8_0Query(q.data(), kD, kRows, kD, &prepared);
-  std::vector<float> scores(kRows * kT, 0.0f), acc(kRows * kD, 0.5f);
-  if (prepared_ok) {
-    ExpectSameAndConsumed(scores, [&](PrefetchLines* ahead) {
-      return DotRowsQ8_0Prepared(f, e.codes.data(), e.meta.data(), kT, prepared, scores.data(), kT,
-                                 ahead);
-    });
-  }
-  ExpectSameAndConsumed(acc, [&](PrefetchLines* ahead) {
-    return AxpyRowsQ8_0Int16Weights(f, e.codes.data(), e.meta.data(), kT, kD, w.data(), kT, kRows,
-                                    acc.data(), kD, ahead);
-  });
+  CheckKernels<Q8_0Query>(GgmlBlock(Kind::kQ8_0), 17, PrepareQ8_0Query, DotRowsQ8_0Prepared,
+                          AxpyRowsQ8_0Int16Weights);
 }
 
 }  // namespace
