@@ -44,9 +44,9 @@ void PrefetchBytes(const uint8_t* p, size_t n) {
 }
 // The int8 and q8_0 row kernels take the line prefetches of a later code
 // block (quant/prefetch_lines.h) and spread them over their loops: issued as
-// one burst here they cost 9-15% of an int8 / q8_0 decode step at 16K-32K
-// (docs/performance.md "Wave 15: lead"). The fp8 kernels gained nothing that
-// way and keep the burst.
+// one burst here they cost 10-23% of an int8 decode step at 16K-32K (q8_0:
+// 0-4%; docs/performance.md "Wave 15: lead"). The fp8 kernels gained nothing
+// that way and keep the burst.
 bool KernelTakesLines(const quant::Format& f) {
   return f.kind == quant::Kind::kInt8 || f.kind == quant::Kind::kQ8_0;
 }

@@ -3,8 +3,8 @@
 // iteration while it computes, instead of one burst of 64+ line prefetches
 // per chunk before the call. Spread this way the requests overlap the
 // kernel's arithmetic; as a burst they stalled the step until the core's miss
-// buffers drained (int8 and q8_0 decode attention at 16K-32K: 9-15% per step,
-// docs/performance.md "Wave 15: lead").
+// buffers drained (int8 decode attention at 16K-32K: 10-23% per step, q8_0
+// 0-4%; docs/performance.md "Wave 15: lead").
 #pragma once
 
 #include <cstddef>
