@@ -131,12 +131,6 @@ int PagePool::FindRun(uint64_t used, int k, int* run_len) const {
   return best;
 }
 
-namespace {
-uint64_t RunMask(int unit, int k) {
-  return (k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit;
-}
-}  // namespace
-
 int32_t PagePool::NewDedicated(size_t size) {
   // Every slot must fit a BlockRef (free slots are below the table's size).
   if (pages_.size() >= BlockRef::kMaxPages && free_slots_.empty()) return kNil;

@@ -91,6 +91,11 @@ struct BlockRef {
   bool operator==(const BlockRef& o) const { return id == o.id; }
 };
 
+// The bits of units [unit, unit + k) of a page's 64-unit occupancy mask (k <= 64).
+inline uint64_t RunMask(int unit, int k) {
+  return (k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit;
+}
+
 class PagePool {
  public:
   // page_bytes: a multiple of 64, >= 256 (rounded up otherwise). max_cached_pages:

@@ -10,10 +10,6 @@
 namespace hqekv::cache {
 namespace {
 
-uint64_t RunMask(int unit, int k) {
-  return (k >= 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1) << unit;
-}
-
 // Calls f(first_unit, n_units) for every maximal run of set bits of `used`.
 template <class F>
 void ForEachRun(uint64_t used, F&& f) {

@@ -7,9 +7,6 @@
 #include "calib/tpe.h"
 
 namespace hqekv::calib {
-namespace {
-constexpr double kInf = std::numeric_limits<double>::infinity();
-}  // namespace
 
 Result<TierCosts> MeasureTierCosts(TrialScorer& scorer) {
   const Ratios pure[4] = {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}};
@@ -46,7 +43,7 @@ Result<policy::Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
   const int n_layers = scorer.n_layers();
   if (opt.per_layer && n_layers < 2) return MakeError("--per-layer needs a model with >= 2 layers");
 
-  if (progress) progress({0, opt.trials, kInf, true});
+  if (progress) progress({0, opt.trials, std::numeric_limits<double>::infinity(), true});
   TierCosts measured;
   {
     Result<TierCosts> m = MeasureTierCosts(scorer);
@@ -88,7 +85,7 @@ Result<policy::Profile> Calibrate(TrialScorer& scorer, const CalibOptions& opt,
     policy::TrialRecord rec;
     rec.kl = NAN;
     rec.true_bits = NAN;
-    rec.loss = kInf;
+    rec.loss = std::numeric_limits<double>::infinity();
     CacheChoice choice;
     const double r1 = x[0], r0 = x[1];
     auto g = SolveRatios(costs, opt.budget, r1, r0);

@@ -15,7 +15,7 @@
 #include "model/llama.h"
 #include "policy/factory.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_bench {
 namespace {
 
 struct BenchArgs {
@@ -108,4 +108,4 @@ const CommandRegistrar kRegister(14, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_bench

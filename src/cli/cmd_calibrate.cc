@@ -22,7 +22,7 @@
 #include "core/parallel.h"
 #include "io/model_source.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_calibrate {
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -272,4 +272,4 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_calibrate

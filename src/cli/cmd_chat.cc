@@ -24,7 +24,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/stop_text.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_chat {
 namespace {
 
 struct ChatArgs {
@@ -244,4 +244,4 @@ const CommandRegistrar kRegister(11, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_chat

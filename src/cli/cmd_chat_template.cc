@@ -13,7 +13,7 @@
 #include "core/file.h"
 #include "tokenizer/chat_template.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_chat_template {
 namespace {
 
 struct ChatTemplateArgs {
@@ -64,4 +64,4 @@ const CommandRegistrar kRegister(12, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_chat_template

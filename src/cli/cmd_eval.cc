@@ -21,7 +21,7 @@
 #include "eval/suite.h"
 #include "policy/factory.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_eval {
 namespace {
 namespace fs = std::filesystem;
 
@@ -189,4 +189,4 @@ const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_eval

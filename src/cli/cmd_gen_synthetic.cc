@@ -11,7 +11,7 @@
 #include "io/arch.h"
 #include "io/synthetic.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_gen_synthetic {
 namespace {
 
 struct GenArgs {
@@ -92,4 +92,4 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_gen_synthetic

@@ -11,7 +11,7 @@
 #include "io/gguf.h"
 #include "io/model_source.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_inspect {
 namespace {
 
 struct InspectArgs {
@@ -129,4 +129,4 @@ const CommandRegistrar kRegistrar(40, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_inspect

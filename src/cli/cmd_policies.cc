@@ -9,7 +9,7 @@
 #include "cli/registry.h"
 #include "policy/spec.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_policies {
 namespace {
 
 struct PoliciesArgs {
@@ -42,4 +42,4 @@ const CommandRegistrar kRegistrar(80, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_policies

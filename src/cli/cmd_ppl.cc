@@ -36,7 +36,7 @@
 #include "model/llama.h"
 #include "policy/factory.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_ppl {
 namespace {
 
 struct PplArgs {
@@ -502,4 +502,4 @@ const CommandRegistrar kRegister(11, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_ppl

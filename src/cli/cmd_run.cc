@@ -23,7 +23,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/stop_text.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_run {
 namespace {
 
 struct RunArgs {
@@ -294,4 +294,4 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_run

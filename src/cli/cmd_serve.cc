@@ -16,7 +16,7 @@
 #include "server/engine.h"
 #include "server/http.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_serve {
 namespace {
 
 struct ServeArgs {
@@ -126,4 +126,4 @@ const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_serve

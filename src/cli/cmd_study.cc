@@ -18,7 +18,7 @@
 #include "eval/quant_study.h"
 #include "eval/quant_study_model.h"
 
-namespace hqekv::cli {
+namespace hqekv::cli::cmd_study {
 namespace {
 
 struct StudyQuantArgs {
@@ -109,4 +109,4 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
 });
 
 }  // namespace
-}  // namespace hqekv::cli
+}  // namespace hqekv::cli::cmd_study

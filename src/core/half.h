@@ -64,6 +64,13 @@ inline f16_t F32ToF16(float f) {
   return static_cast<f16_t>(sign | r);
 }
 
+// The fp16 value stored at p (unaligned, as the scales inside GGUF blocks).
+inline float LoadHalf(const uint8_t* p) {
+  f16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
 // Round a float through fp16 and back (what storing it in fp16 does).
 inline float RoundF16(float f) { return F16ToF32(F32ToF16(f)); }
 

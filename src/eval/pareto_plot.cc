@@ -33,7 +33,7 @@ constexpr int kWidth = 780, kHeight = 470;
 constexpr int kLeft = 70, kRight = 200, kTop = 40, kBottom = 56;
 constexpr double kMarker = 5.0;  // marker half-size
 
-std::string F(double v) {  // coordinates: one decimal, no trailing noise
+std::string Coord(double v) {  // coordinates: one decimal, no trailing noise
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
@@ -52,17 +52,18 @@ std::string Marker(int i, double x, double y) {
     std::string p = "<polygon points=\"";
     bool first = true;
     for (auto [dx, dy] : pts) {
-      p += (first ? "" : " ") + F(x + dx * s) + "," + F(y + dy * s);
+      p += (first ? "" : " ") + Coord(x + dx * s) + "," + Coord(y + dy * s);
       first = false;
     }
     return p + "\"" + fill + "/>";
   };
   switch (shape) {
     case 0:
-      return "<circle cx=\"" + F(x) + "\" cy=\"" + F(y) + "\" r=\"" + F(s) + "\"" + fill + "/>";
+      return "<circle cx=\"" + Coord(x) + "\" cy=\"" + Coord(y) + "\" r=\"" + Coord(s) + "\"" +
+             fill + "/>";
     case 1:
-      return "<rect x=\"" + F(x - s * 0.9) + "\" y=\"" + F(y - s * 0.9) + "\" width=\"" +
-             F(1.8 * s) + "\" height=\"" + F(1.8 * s) + "\"" + fill + "/>";
+      return "<rect x=\"" + Coord(x - s * 0.9) + "\" y=\"" + Coord(y - s * 0.9) + "\" width=\"" +
+             Coord(1.8 * s) + "\" height=\"" + Coord(1.8 * s) + "\"" + fill + "/>";
     case 2:
       return poly({{0, -1.2}, {1.1, 0.9}, {-1.1, 0.9}});
     case 3:
@@ -133,7 +134,7 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
        XmlEscape(title) + "</text>\n";
   const double x0 = kLeft, x1 = kWidth - kRight, y0 = kTop, y1 = kHeight - kBottom;
   if (points.empty()) {
-    s += "<text x=\"" + F((x0 + x1) / 2) + "\" y=\"" + F((y0 + y1) / 2) +
+    s += "<text x=\"" + Coord((x0 + x1) / 2) + "\" y=\"" + Coord((y0 + y1) / 2) +
          "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
     return s;
   }
@@ -164,31 +165,31 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
   // Axes, grid and ticks.
   s += "<g stroke=\"#ddd\" stroke-width=\"1\">\n";
   for (int d = dlo; d <= dhi; ++d)
-    s += "<line x1=\"" + F(x0) + "\" y1=\"" + F(Y(std::pow(10.0, d))) + "\" x2=\"" + F(x1) +
-         "\" y2=\"" + F(Y(std::pow(10.0, d))) + "\"/>\n";
+    s += "<line x1=\"" + Coord(x0) + "\" y1=\"" + Coord(Y(std::pow(10.0, d))) + "\" x2=\"" +
+         Coord(x1) + "\" y2=\"" + Coord(Y(std::pow(10.0, d))) + "\"/>\n";
   for (double t : kBitTicks) {
     if (std::log2(t) < lx0 || std::log2(t) > lx1) continue;
-    s += "<line x1=\"" + F(X(t)) + "\" y1=\"" + F(y0) + "\" x2=\"" + F(X(t)) + "\" y2=\"" + F(y1) +
-         "\"/>\n";
+    s += "<line x1=\"" + Coord(X(t)) + "\" y1=\"" + Coord(y0) + "\" x2=\"" + Coord(X(t)) +
+         "\" y2=\"" + Coord(y1) + "\"/>\n";
   }
   s += "</g>\n";
-  s += "<rect x=\"" + F(x0) + "\" y=\"" + F(y0) + "\" width=\"" + F(x1 - x0) + "\" height=\"" +
-       F(y1 - y0) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+  s += "<rect x=\"" + Coord(x0) + "\" y=\"" + Coord(y0) + "\" width=\"" + Coord(x1 - x0) +
+       "\" height=\"" + Coord(y1 - y0) + "\" fill=\"none\" stroke=\"#444\"/>\n";
   for (int d = dlo; d <= dhi; ++d) {
     std::string label = "1e" + std::to_string(d);
     if (d >= -3 && d <= 3) label = TickLabel(std::pow(10.0, d));
     if (d == dlo && any_zero) label = "0";  // the row of KL = 0 (and below)
-    s += "<text x=\"" + F(x0 - 6) + "\" y=\"" + F(Y(std::pow(10.0, d)) + 4) +
+    s += "<text x=\"" + Coord(x0 - 6) + "\" y=\"" + Coord(Y(std::pow(10.0, d)) + 4) +
          "\" text-anchor=\"end\">" + label + "</text>\n";
   }
   for (double t : kBitTicks) {
     if (std::log2(t) < lx0 || std::log2(t) > lx1) continue;
-    s += "<text x=\"" + F(X(t)) + "\" y=\"" + F(y1 + 16) + "\" text-anchor=\"middle\">" +
+    s += "<text x=\"" + Coord(X(t)) + "\" y=\"" + Coord(y1 + 16) + "\" text-anchor=\"middle\">" +
          TickLabel(t) + "</text>\n";
   }
-  s += "<text x=\"" + F((x0 + x1) / 2) + "\" y=\"" + F(y1 + 38) +
+  s += "<text x=\"" + Coord((x0 + x1) / 2) + "\" y=\"" + Coord(y1 + 38) +
        "\" text-anchor=\"middle\">true bits per original element (log scale; fp16 = 16)</text>\n";
-  s += "<text transform=\"translate(18," + F((y0 + y1) / 2) +
+  s += "<text transform=\"translate(18," + Coord((y0 + y1) / 2) +
        ") rotate(-90)\" text-anchor=\"middle\">mean KL(fp16 || cache), nats/token (log)</text>\n";
   // The frontier: a step line, best KL reachable with at most x bits.
   std::vector<const ParetoPlotPoint*> front;
@@ -198,10 +199,10 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
     return a->bits < b->bits || (a->bits == b->bits && a->kl > b->kl);
   });
   if (!front.empty()) {
-    std::string d = "M" + F(X(front[0]->bits)) + " " + F(Y(front[0]->kl));
+    std::string d = "M" + Coord(X(front[0]->bits)) + " " + Coord(Y(front[0]->kl));
     for (size_t i = 1; i < front.size(); ++i)
-      d += " H" + F(X(front[i]->bits)) + " V" + F(Y(front[i]->kl));
-    d += " H" + F(x1);
+      d += " H" + Coord(X(front[i]->bits)) + " V" + Coord(Y(front[i]->kl));
+    d += " H" + Coord(x1);
     s += "<path d=\"" + d +
          "\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>\n";
   }
@@ -223,16 +224,17 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
     if (!shown) continue;  // a family without a point here keeps its style for other plots
     const int i = static_cast<int>(f);
     s += Marker(i, lx, ly) + "\n";
-    s += "<text x=\"" + F(lx + 12) + "\" y=\"" + F(ly + 4) + "\">" + XmlEscape(families[f]) +
-         "</text>\n";
+    s += "<text x=\"" + Coord(lx + 12) + "\" y=\"" + Coord(ly + 4) + "\">" +
+         XmlEscape(families[f]) + "</text>\n";
     ly += 20;
   }
-  s += "<line x1=\"" + F(lx - 8) + "\" y1=\"" + F(ly) + "\" x2=\"" + F(lx + 8) + "\" y2=\"" +
-       F(ly) + "\" stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>\n";
-  s += "<text x=\"" + F(lx + 12) + "\" y=\"" + F(ly + 4) + "\">Pareto frontier</text>\n";
+  s += "<line x1=\"" + Coord(lx - 8) + "\" y1=\"" + Coord(ly) + "\" x2=\"" + Coord(lx + 8) +
+       "\" y2=\"" + Coord(ly) +
+       "\" stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>\n";
+  s += "<text x=\"" + Coord(lx + 12) + "\" y=\"" + Coord(ly + 4) + "\">Pareto frontier</text>\n";
   if (any_zero) {
     ly += 22;
-    s += "<text x=\"" + F(lx - 8) + "\" y=\"" + F(ly + 4) +
+    s += "<text x=\"" + Coord(lx - 8) + "\" y=\"" + Coord(ly + 4) +
          "\" font-size=\"10\">KL = 0 drawn on the bottom row</text>\n";
   }
   s += "</svg>\n";

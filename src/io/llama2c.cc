@@ -10,8 +10,6 @@
 namespace hqekv {
 namespace {
 
-constexpr int kMaxDim = 1 << 20;
-
 std::string DirOf(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
@@ -103,7 +101,7 @@ Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path,
                          "n_kv_heads", "vocab_size", "seq_len"};
   const int vals[] = {dim, hidden, n_layers, n_heads, n_kv_heads, vocab, seq_len};
   for (int k = 0; k < 7; ++k)
-    if (vals[k] <= 0 || vals[k] > kMaxDim)
+    if (vals[k] <= 0 || vals[k] > kMaxConfigDim)
       return MakeError(where + "header field " + names[k] + " = " + std::to_string(vals[k]) +
                        " is out of range (not a llama2.c checkpoint, or corrupt)");
   if (dim % n_heads != 0 || n_heads % n_kv_heads != 0 || (dim / n_heads) % 2 != 0)

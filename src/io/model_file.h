@@ -68,6 +68,10 @@ enum class RopeStyle {
 //   kLlama3: Meta's Llama 3.1 rescaling by wavelength (low/high_freq_factor).
 enum class RopeScaling { kNone, kLinear, kYarn, kLlama3 };
 
+// Sanity bound on every model config number (dimensions, heads, layers,
+// vocabulary, context) that a model file gives; larger is an error.
+inline constexpr int kMaxConfigDim = 1 << 20;
+
 struct ModelConfig {
   std::string arch;  // "llama", "qwen2", "qwen3"
   std::string name;  // general.name (or the file stem)

@@ -17,8 +17,6 @@
 namespace hqekv {
 namespace {
 
-constexpr int kMaxDim = 1 << 20;  // sanity bound on every config number
-
 std::string Stem(const std::string& path) {
   size_t slash = path.find_last_of('/');
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -202,9 +200,9 @@ Status ValidateModel(ModelSource& m) {
   ModelConfig& c = m.config;
   const std::string where = "model '" + m.path + "': ";
   auto positive = [&](const char* what, int v) -> Status {
-    if (v <= 0 || v > kMaxDim)
+    if (v <= 0 || v > kMaxConfigDim)
       return MakeError(where + what + " = " + std::to_string(v) + " is out of range (1.." +
-                       std::to_string(kMaxDim) + ")");
+                       std::to_string(kMaxConfigDim) + ")");
     return Status::Ok();
   };
   HQEKV_RETURN_IF_ERROR(positive("n_layers", c.n_layers));

@@ -14,12 +14,6 @@ namespace {
 
 std::atomic<bool> g_int8_acts{true};
 
-float LoadHalf(const uint8_t* p) {
-  f16_t h;
-  std::memcpy(&h, p, 2);
-  return F16ToF32(h);
-}
-
 }  // namespace
 
 bool HasInt8Path(TensorType t) {

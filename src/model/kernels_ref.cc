@@ -8,12 +8,6 @@
 namespace hqekv::kernels {
 namespace {
 
-float LoadHalf(const uint8_t* p) {
-  f16_t h;
-  std::memcpy(&h, p, 2);
-  return F16ToF32(h);
-}
-
 // Q4_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
 // Bytes 0..3: low 6 bits = scales 0..3, top 2 bits = high bits of scales 4..7;
 // bytes 4..7: the same for mins; bytes 8..11: low nibble = low 4 bits of

@@ -14,7 +14,6 @@
 
 namespace hqekv::policy {
 namespace {
-constexpr int kChunk = 32;  // G of the paper: chunk = quantization group = event period
 // layout=lean quantizes V per token only from this head_dim up (vgrouping=auto).
 constexpr int kLeanTokenGroupMin = 32;
 // layout=lean on a small head_dim: the chunk of the first tokens outranks the
@@ -180,16 +179,16 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
   }
   for (Tier t : {Tier::kU4, Tier::kU2, Tier::kN1}) {
     for (bool k : {true, false}) {
-      const Status s = quant::Validate(c->TierFormat(t, k), kChunk, g.head_dim);
+      const Status s = quant::Validate(c->TierFormat(t, k), kHqekvChunk, g.head_dim);
       if (!s.ok()) return MakeError(where + ": " + s.message());
     }
   }
   c->mu_ = std::make_unique<std::mutex[]>(g.n_layers);
   c->model_.layout.n_kv_heads = g.n_kv_heads;
   c->model_.layout.head_dim = g.head_dim;
-  c->model_.layout.chunk = kChunk;
+  c->model_.layout.chunk = kHqekvChunk;
   c->model_.layout.residual_reserve =
-      c->store_->config().residual_reserve < 0 ? kChunk : c->store_->config().residual_reserve;
+      c->store_->config().residual_reserve < 0 ? kHqekvChunk : c->store_->config().residual_reserve;
   c->model_.layout.unit_bytes = c->store_->Pool(0).unit_bytes();
   c->model_.layout.page_bytes = c->store_->Pool(0).page_bytes();
   c->model_.units = c->units_per_layer_;
@@ -229,7 +228,7 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& user_spec,
       set_tier_bytes();
       b = c->model_.TierBits(n);
     }
-    if (c->true_bits_ < b[3] || n / kChunk <= c->pinned_) {
+    if (c->true_bits_ < b[3] || n / kHqekvChunk <= c->pinned_) {
       return MakeError(where + ": budget " + spec.Text("bits") +
                        " true bits per element is impossible for this cache: achievable " +
                        AchievableRange(b[3], b[0], n) +
@@ -303,17 +302,17 @@ void HqekvCache::ResetPolicy() {
 }
 
 float HqekvCache::RangeOf(const Unit& U, int i) {
-  return F16ToF32(U.range_max[i / kChunk]) * (static_cast<float>(U.range[i]) / 255.0f);
+  return F16ToF32(U.range_max[i / kHqekvChunk]) * (static_cast<float>(U.range[i]) / 255.0f);
 }
 
 void HqekvCache::AppendRanges(Unit& U, const std::vector<double>& range) {
-  for (size_t c0 = 0; c0 < range.size(); c0 += kChunk) {
+  for (size_t c0 = 0; c0 < range.size(); c0 += kHqekvChunk) {
     double mx = 0;
-    for (size_t t = c0; t < c0 + kChunk; ++t) mx = std::max(mx, range[t]);
+    for (size_t t = c0; t < c0 + kHqekvChunk; ++t) mx = std::max(mx, range[t]);
     const f16_t m16 = F32ToF16(static_cast<float>(mx));
     const double m = F16ToF32(m16);
     U.range_max.push_back(m16);
-    for (size_t t = c0; t < c0 + kChunk; ++t) {
+    for (size_t t = c0; t < c0 + kHqekvChunk; ++t) {
       const double q = m > 0 ? std::round(range[t] / m * 255.0) : 0.0;
       U.range.push_back(static_cast<uint8_t>(std::clamp(q, 0.0, 255.0)));
     }
@@ -336,14 +335,14 @@ int HqekvCache::FirstRecordedQuery(int layer, const int32_t* q_pos, int n) {
     return 0;
   }
   const int r_end = store_->ResidualSize(layer, 0);
-  const bool event = r_end >= kChunk;
-  const int C = event ? r_end - r_end % kChunk : 0;
+  const bool event = r_end >= kHqekvChunk;
+  const int C = event ? r_end - r_end % kHqekvChunk : 0;
   // r_i = r_end - (n - 1 - i) grows with i: both sets are suffixes.
   int cur_from = n, next_from = n;
   for (int i = n - 1; i >= 0; --i) {
     const int r_i = r_end - (n - 1 - i);
-    if (event ? (i >= n - m_) : (r_i >= kChunk + 1 - m_)) cur_from = i;
-    if (event && (r_i - C >= kChunk + 1 - m_)) next_from = i;
+    if (event ? (i >= n - m_) : (r_i >= kHqekvChunk + 1 - m_)) cur_from = i;
+    if (event && (r_i - C >= kHqekvChunk + 1 - m_)) next_from = i;
   }
   cur_from_[layer] = cur_from;
   next_from_[layer] = next_from;
@@ -366,16 +365,16 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
   if (token_select_) {
     // Sealed tokens (whole kept chunks, walk order first) into the fp16
     // sums, residual tokens into the fp32 ones.
-    const int nc = std::min<int>(row.n_kept, static_cast<int>(u.tk.size()) * kChunk);
+    const int nc = std::min<int>(row.n_kept, static_cast<int>(u.tk.size()) * kHqekvChunk);
     const int nr = row.n_kept - nc;
     // rsum: [residual token][selection head].
     const int Hs = TokenHeads(), hs = Hs == 1 ? 0 : row.kv_head;
     if (static_cast<int>(u.cur.size()) < nc) {
-      if (static_cast<int>(u.cur.capacity()) < nc) u.cur.reserve(nc + kChunk);
+      if (static_cast<int>(u.cur.capacity()) < nc) u.cur.reserve(nc + kHqekvChunk);
       u.cur.resize(nc, F32ToF16(0.0f));
     }
     if (static_cast<int>(u.rsum.size()) < nr * Hs) {
-      if (static_cast<int>(u.rsum.capacity()) < nr * Hs) u.rsum.reserve((nr + kChunk) * Hs);
+      if (static_cast<int>(u.rsum.capacity()) < nr * Hs) u.rsum.reserve((nr + kHqekvChunk) * Hs);
       u.rsum.resize(static_cast<size_t>(nr) * Hs, 0.0f);
     }
     quant::AccumulateF16(u.cur.data(), row.weights, sum_scale_, nc);
@@ -391,7 +390,7 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
     if (static_cast<int>(acc->size()) < row.n_kept) {
       // The window closes within a chunk of tokens: room for that many,
       // not push_back's doubling (which would hold twice the sums).
-      if (static_cast<int>(acc->capacity()) < row.n_kept) acc->reserve(row.n_kept + kChunk);
+      if (static_cast<int>(acc->capacity()) < row.n_kept) acc->reserve(row.n_kept + kHqekvChunk);
       acc->resize(row.n_kept, F32ToF16(0.0f));
     }
     // (Vectorized, bit-identical to the scalar fp16 loop; adding a zero
@@ -458,7 +457,7 @@ int64_t HqekvCache::TokensToWindow(int layer) const {
   // FirstRecordedQuery: a decode query is recorded once the residual
   // (counting its own token) reaches 33 - m tokens.
   const int64_t r0 = store_->ResidualSize(layer, 0);
-  return std::max<int64_t>(1, kChunk + 1 - m_ - r0);
+  return std::max<int64_t>(1, kHqekvChunk + 1 - m_ - r0);
 }
 
 int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
@@ -468,12 +467,12 @@ int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
     // fp16 sums of the sealed tokens (fixed until the next event), fp32 sums
     // of the residual tokens (one more per step); both grow by a chunk.
     for (const Unit& U : units_[layer]) {
-      const int64_t sealed = static_cast<int64_t>(U.tk.size()) * kChunk;
+      const int64_t sealed = static_cast<int64_t>(U.tk.size()) * kHqekvChunk;
       const int64_t cap = static_cast<int64_t>(U.cur.capacity());
-      if (cap < sealed) grow += static_cast<int64_t>(sizeof(f16_t)) * (sealed + kChunk - cap);
+      if (cap < sealed) grow += static_cast<int64_t>(sizeof(f16_t)) * (sealed + kHqekvChunk - cap);
       const int64_t rcap = static_cast<int64_t>(U.rsum.capacity()), Hs = TokenHeads();
       if (rcap < (r0 + ahead) * Hs)
-        grow += static_cast<int64_t>(sizeof(float)) * ((r0 + ahead + kChunk) * Hs - rcap);
+        grow += static_cast<int64_t>(sizeof(float)) * ((r0 + ahead + kHqekvChunk) * Hs - rcap);
     }
     return grow;
   }
@@ -481,9 +480,9 @@ int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
     // OnRow: the sums grow to the kept tokens at the first recorded row,
     // reserving a chunk more; OnAttended: one query position per step, by
     // push_back (capacity at most twice what it holds, m more queries).
-    const int64_t kept = static_cast<int64_t>(U.tk.size()) * kChunk + r0 + ahead;
+    const int64_t kept = static_cast<int64_t>(U.tk.size()) * kHqekvChunk + r0 + ahead;
     const int64_t cap = static_cast<int64_t>(U.cur.capacity());
-    if (cap < kept) grow += static_cast<int64_t>(sizeof(f16_t)) * (kept + kChunk - cap);
+    if (cap < kept) grow += static_cast<int64_t>(sizeof(f16_t)) * (kept + kHqekvChunk - cap);
     const int64_t q_cap = 2 * (static_cast<int64_t>(U.cur_q.size()) + m_);
     grow += static_cast<int64_t>(sizeof(int32_t)) *
             std::max<int64_t>(0, q_cap - static_cast<int64_t>(U.cur_q.capacity()));
@@ -545,7 +544,7 @@ int64_t HqekvCache::ListBlockBytes(int64_t unit, int64_t slots, int64_t span) {
 
 int64_t HqekvCache::TokenPositionBytes(int layer) const {
   const int64_t unit = static_cast<int64_t>(store_->Pool(layer).unit_bytes());
-  return g_.n_kv_heads * ListBlockBytes(unit, kChunk, 0);
+  return g_.n_kv_heads * ListBlockBytes(unit, kHqekvChunk, 0);
 }
 
 int64_t HqekvCache::PositionBytesHeld(int layer) const {
@@ -592,10 +591,10 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   int64_t window = 0;
   const int64_t r0 = store_->ResidualSize(layer, 0);
   for (const Unit& U : units_[layer]) {
-    const int64_t kept = static_cast<int64_t>(U.tk.size()) * kChunk + r0 + ahead;
+    const int64_t kept = static_cast<int64_t>(U.tk.size()) * kHqekvChunk + r0 + ahead;
     window +=
         static_cast<int64_t>(sizeof(f16_t)) *
-            std::max<int64_t>(kept + kChunk, static_cast<int64_t>(U.next.capacity())) +
+            std::max<int64_t>(kept + kHqekvChunk, static_cast<int64_t>(U.next.capacity())) +
         static_cast<int64_t>(sizeof(int32_t)) * 2 * (static_cast<int64_t>(U.next_q.size()) + m_);
   }
   const int64_t room = std::min(BudgetBytes(n), BudgetBytes(n + ahead) - window) - fixed;
@@ -623,8 +622,8 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   for (const Unit& U : units_[layer]) live = std::max<int64_t>(live, U.tk.size());
   const int64_t keep_bytes =
       LiveChunkRecordBytes(model_.layout) + (token_select_ ? TokenPositionBytes(layer) : 0) +
-      units_per_layer_ * static_cast<int64_t>(kChunk + 2 * sizeof(f16_t) + 2 * sizeof(Tier) +
-                                              sizeof(f16_t) * kChunk);
+      units_per_layer_ * static_cast<int64_t>(kHqekvChunk + 2 * sizeof(f16_t) + 2 * sizeof(Tier) +
+                                              sizeof(f16_t) * kHqekvChunk);
   std::array<int64_t, kNumTiers> chunk_bytes{};
   for (int t = 0; t < kNumTiers; ++t) {
     const Tier tier = static_cast<Tier>(t);
@@ -650,7 +649,7 @@ ChunkScores HqekvCache::UnitScores(int layer, int u) const {
   const Unit& U = units_[layer][u];
   const int h_rep = per_head_ ? u : 0;
   const int live = static_cast<int>(U.tk.size());
-  const int nc = live * kChunk;  // compressed kept tokens, first in walk order
+  const int nc = live * kHqekvChunk;  // compressed kept tokens, first in walk order
   std::vector<int32_t> pos;
   store_->KeptPositions(layer, h_rep, &pos);
   std::vector<double> sum(nc, 0.0);
@@ -667,9 +666,9 @@ ChunkScores HqekvCache::UnitScores(int layer, int u) const {
   std::vector<double> vrange(nc);
   for (int i = 0; i < nc; ++i) vrange[i] = RangeOf(U, i);
   std::vector<int32_t> pos0(live);
-  for (int c = 0; c < live; ++c) pos0[c] = cpos[static_cast<size_t>(c) * kChunk];
-  return ScoreChunks(ranking_, a, vrange, pos0, kChunk, (static_cast<uint64_t>(layer) << 32) | u,
-                     sink_);
+  for (int c = 0; c < live; ++c) pos0[c] = cpos[static_cast<size_t>(c) * kHqekvChunk];
+  return ScoreChunks(ranking_, a, vrange, pos0, kHqekvChunk,
+                     (static_cast<uint64_t>(layer) << 32) | u, sink_);
 }
 
 TierPlan HqekvCache::PlanUnit(int layer, int u, int64_t nb,
@@ -780,13 +779,15 @@ Status HqekvCache::ApplyCounts(int layer, int u, int64_t nb,
     range_max.push_back(U.range_max[c]);
     kept_scores.k.push_back(sc->k[c]);
     kept_scores.v.push_back(sc->v[c]);
-    range.insert(range.end(), U.range.begin() + c * kChunk, U.range.begin() + (c + 1) * kChunk);
-    for (int t = c * kChunk; t < (c + 1) * kChunk && t < static_cast<int>(window->size()); ++t) {
+    range.insert(range.end(), U.range.begin() + c * kHqekvChunk,
+                 U.range.begin() + (c + 1) * kHqekvChunk);
+    for (int t = c * kHqekvChunk; t < (c + 1) * kHqekvChunk && t < static_cast<int>(window->size());
+         ++t) {
       win.push_back((*window)[t]);
     }
   }
   // Residual tokens of the window follow the chunks in walk order.
-  for (size_t t = static_cast<size_t>(live) * kChunk; t < window->size(); ++t)
+  for (size_t t = static_cast<size_t>(live) * kHqekvChunk; t < window->size(); ++t)
     win.push_back((*window)[t]);
   // Exact capacities: push_back's growth would hold up to twice the state.
   // (Shrunk before the swap: shrinking after it only shrank the old lists.)
@@ -809,8 +810,8 @@ Status HqekvCache::Compress(int layer) {
   // select=token: an event at every step that leaves a residual token
   // older than the recent ones (H2O's per-step eviction, in the residual);
   // the chunk plan runs when chunks are sealed or the budget is not held.
-  if (r < (token_select_ ? recent_ + 1 : kChunk)) return Status::Ok();
-  int C = r - r % kChunk;
+  if (r < (token_select_ ? recent_ + 1 : kHqekvChunk)) return Status::Ok();
+  int C = r - r % kHqekvChunk;
   if (token_select_) {
     HQEKV_ASSIGN_OR_RETURN(C, SelectTokens(layer));
     if (C == 0) {
@@ -820,7 +821,7 @@ Status HqekvCache::Compress(int layer) {
     }
   }
   const int D = g_.head_dim;
-  const int new_chunks = C / kChunk;
+  const int new_chunks = C / kHqekvChunk;
   // select=token: a seal turns 32 fp16 residual tokens per head into a u4
   // chunk and frees ~27 bytes per token and head at once (5% of a layer's
   // budget at D = 8 and 3.4 bits), which the next steps' tokens take ~25
@@ -872,15 +873,15 @@ Status HqekvCache::Compress(int layer) {
       U.range_max.shrink_to_fit();
     }
   }
-  const int c_u4 = C - f16_chunks * kChunk;
+  const int c_u4 = C - f16_chunks * kHqekvChunk;
   if (c_u4 > 0) {
     HQEKV_RETURN_IF_ERROR(store_->Seal(
         layer, cache::kAllHeads, c_u4, token_select_ ? TierFormat(Tier::kU4, true) : quant::F16(),
         token_select_ ? TierFormat(Tier::kU4, false) : quant::F16()));
   }
   if (f16_chunks > 0) {
-    HQEKV_RETURN_IF_ERROR(
-        store_->Seal(layer, cache::kAllHeads, f16_chunks * kChunk, quant::F16(), quant::F16()));
+    HQEKV_RETURN_IF_ERROR(store_->Seal(layer, cache::kAllHeads, f16_chunks * kHqekvChunk,
+                                       quant::F16(), quant::F16()));
   }
   compressed_chunks_[layer] += new_chunks;
   if (token_select_) {
@@ -991,7 +992,7 @@ HqekvCache::TokenBase HqekvCache::TokenPlanBase(int layer) const {
   b.planes = UnitPlaneBytes(cheap, cheap) * units_per_layer_;
   b.unit = static_cast<int64_t>(pool.unit_bytes());
   b.records = LiveChunkRecordBytes(model_.layout) +
-              units_per_layer_ * (kChunk + sizeof(f16_t) + 2 * sizeof(Tier));
+              units_per_layer_ * (kHqekvChunk + sizeof(f16_t) + 2 * sizeof(Tier));
   b.page = static_cast<int64_t>(pool.page_bytes());
   // fp16 chunks at their u4 planes: they go to u4 before a token is evicted.
   b.planes_held = PositionBytesHeld(layer);
@@ -1012,8 +1013,9 @@ int64_t HqekvCache::TokenPlanBytes(const TokenBase& b, int64_t s, int64_t list_b
   // The open sums (SelectTokens leaves room for a chunk more in each), and
   // the solve's allowance for query positions.
   const int64_t sums =
-      units_per_layer_ * (static_cast<int64_t>(sizeof(f16_t)) * ((b.live + s + 1) * kChunk) +
-                          static_cast<int64_t>(sizeof(float)) * (r_left + kChunk) * TokenHeads()) +
+      units_per_layer_ *
+          (static_cast<int64_t>(sizeof(f16_t)) * ((b.live + s + 1) * kHqekvChunk) +
+           static_cast<int64_t>(sizeof(float)) * (r_left + kHqekvChunk) * TokenHeads()) +
       static_cast<int64_t>(sizeof(int32_t)) * 2 * m_;
   return b.fixed + s * b.records + pool_after + table + sums + res_tokens * b.res_token;
 }
@@ -1023,7 +1025,7 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   Unit& U = units_[layer][0];
   const cache::ResidualView rv = store_->Residual(layer, 0);
   const int r = rv.n;
-  const int64_t nc = static_cast<int64_t>(U.tk.size()) * kChunk;  // sealed kept tokens
+  const int64_t nc = static_cast<int64_t>(U.tk.size()) * kHqekvChunk;  // sealed kept tokens
   HQEKV_DCHECK(store_->KeptTokens(layer, 0) == nc + r);
   const int W = std::min(recent_, r);
   const int cand = r - W;  // the oldest residual tokens are judged
@@ -1057,7 +1059,7 @@ Result<int> HqekvCache::SelectTokens(int layer) {
     for (int k = 0; k < cand; ++k) rank[hs][order[k]] = k;
   }
   auto keep_of = [&](int64_t s, int64_t x) {
-    return std::max<int64_t>(s * kChunk + x, std::min(n_sink, cand));
+    return std::max<int64_t>(s * kHqekvChunk + x, std::min(n_sink, cand));
   };
   // Pool bytes of the position lists the s sealed chunks need (a chunk
   // whose kept positions are consecutive stores none; the others uint16
@@ -1070,16 +1072,16 @@ Result<int> HqekvCache::SelectTokens(int layer) {
       int in_chunk = 0;
       bool consecutive = true;
       int32_t first = 0, prev = 0;
-      for (int j = 0; j < r && taken < s * kChunk; ++j) {
+      for (int j = 0; j < r && taken < s * kHqekvChunk; ++j) {
         if (j < cand && rank[hs][j] >= keep) continue;
         if (in_chunk == 0) first = posh[hs][j];
         if (in_chunk > 0 && posh[hs][j] != prev + 1) consecutive = false;
         prev = posh[hs][j];
         ++taken;
-        if (++in_chunk == kChunk) {
+        if (++in_chunk == kHqekvChunk) {
           if (!consecutive) {
             bytes += (Hs == 1 ? g_.n_kv_heads : 1) *
-                     ListBlockBytes(base.unit, kChunk, static_cast<int64_t>(prev) - first);
+                     ListBlockBytes(base.unit, kHqekvChunk, static_cast<int64_t>(prev) - first);
           }
           in_chunk = 0;
           consecutive = true;
@@ -1095,9 +1097,9 @@ Result<int> HqekvCache::SelectTokens(int layer) {
            TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= BudgetBytes(n + 1);
   };
   // As many whole chunks as fit, then as many residual survivors (< 32).
-  int64_t s = cand / kChunk;
+  int64_t s = cand / kHqekvChunk;
   while (s > 0 && !fits(s, W)) --s;
-  int64_t x = std::min<int64_t>(kChunk - 1, cand - s * kChunk);
+  int64_t x = std::min<int64_t>(kHqekvChunk - 1, cand - s * kHqekvChunk);
   while (x > 0 && !fits(s, W + x)) --x;
   const int64_t keep = keep_of(s, x);
   {
@@ -1124,13 +1126,14 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   // The oldest survivors fill whole chunks (keep >= s * 32 of them are older
   // than the recent tokens); their sums (over the heads) move to the fp16
   // chunk sums, the others stay.
-  const int C = static_cast<int>(std::min<int64_t>(s * kChunk, keep / kChunk * kChunk));
+  const int C =
+      static_cast<int>(std::min<int64_t>(s * kHqekvChunk, keep / kHqekvChunk * kHqekvChunk));
   const int left = static_cast<int>(kept_idx[0].size());
   const cache::CountedAllocator<char> alloc = StateAlloc<char>(layer);
   Vec<f16_t> sealed(alloc);
   Vec<float> rest(alloc);
-  sealed.reserve(static_cast<size_t>(nc + C + kChunk));
-  rest.reserve(static_cast<size_t>(left - C + kChunk) * Hs);
+  sealed.reserve(static_cast<size_t>(nc + C + kHqekvChunk));
+  rest.reserve(static_cast<size_t>(left - C + kHqekvChunk) * Hs);
   sealed.assign(U.cur.begin(), U.cur.begin() + std::min<size_t>(U.cur.size(), nc));
   sealed.resize(static_cast<size_t>(nc), F32ToF16(0.0f));
   auto old_sum = [&](int hs, int t) {

@@ -42,6 +42,9 @@
 
 namespace hqekv::policy {
 
+// G of the paper: chunk = quantization group = event period (tokens).
+inline constexpr int kHqekvChunk = 32;
+
 class HqekvCache final : public StoreBackedCache {
  public:
   // Tier ratios, first found of: ctx.layer_ratios (in memory, one row per

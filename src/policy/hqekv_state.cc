@@ -11,9 +11,6 @@
 #include "policy/hqekv_cache.h"
 
 namespace hqekv::policy {
-namespace {
-constexpr int kChunk = 32;
-}  // namespace
 
 void HqekvCache::SavePolicy(cache::StateWriter& w) const {
   for (const TierRatios& t : ratios_) {
@@ -79,14 +76,14 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
         if (store.NumChunks(l, h) != live) return MakeError(where + "heads disagree");
         for (int c = 0; c < live; ++c) {
           const cache::ChunkView v = store.Chunk(l, h, c);
-          if (v.T != kChunk || v.kept != (uint64_t{1} << kChunk) - 1)
+          if (v.T != kHqekvChunk || v.kept != (uint64_t{1} << kHqekvChunk) - 1)
             return MakeError(where + "a chunk is not a whole 32-token chunk");
         }
       }
       const uint64_t kept = static_cast<uint64_t>(store.KeptTokens(l, h0));
       Unit U(StateAlloc<char>(l));
       const uint64_t cap_chunks = 2 * static_cast<uint64_t>(live) + 64;
-      const uint64_t cap_tokens = 2 * appended + 2 * kChunk + 64;
+      const uint64_t cap_tokens = 2 * appended + 2 * kHqekvChunk + 64;
       if (!r.GetVector(&U.tk, cap_chunks) || !r.GetVector(&U.tv, cap_chunks) ||
           !r.GetVector(&U.range, cap_tokens) || !r.GetVector(&U.range_max, cap_chunks) ||
           !r.GetVector(&U.cur, cap_tokens) || !r.GetVector(&U.next, cap_tokens) ||
@@ -95,7 +92,7 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
         return MakeError(where + "truncated or oversized");
       bool ok = static_cast<int>(U.tk.size()) == live && U.tv.size() == U.tk.size() &&
                 U.range_max.size() == U.tk.size() &&
-                U.range.size() == static_cast<size_t>(live) * kChunk && U.cur.size() <= kept &&
+                U.range.size() == static_cast<size_t>(live) * kHqekvChunk && U.cur.size() <= kept &&
                 U.next.size() <= kept && live <= st->compressed[l] &&
                 U.rsum.size() <= static_cast<size_t>(store.ResidualSize(l, h0)) * g_.n_kv_heads;
       for (size_t c = 0; ok && c < U.tk.size(); ++c)

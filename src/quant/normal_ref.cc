@@ -55,8 +55,8 @@ void NormalStats(const float* x, int n, size_t stride, float* mean, float* stdev
 
 namespace {
 
-void QuantizeGroup(const float* x, int n, size_t stride, int bits, uint8_t* codes, f16_t* sd16,
-                   f16_t* mu16) {
+void QuantizeNormalGroup(const float* x, int n, size_t stride, int bits, uint8_t* codes,
+                         f16_t* sd16, f16_t* mu16) {
   float mu, sd;
   NormalStats(x, n, stride, &mu, &sd);
   *mu16 = MetaF16(mu);
@@ -83,15 +83,16 @@ void QuantizeNormal(const Format& f, const float* src, int T, int D, uint8_t* co
   std::vector<f16_t> sds(groups), mus(groups);
   if (f.grouping == Grouping::kPerChannel) {
     for (int d = 0; d < D; ++d) {
-      QuantizeGroup(src + d, T, static_cast<size_t>(D), f.bits, &c[static_cast<size_t>(d) * T],
-                    &sds[d], &mus[d]);
+      QuantizeNormalGroup(src + d, T, static_cast<size_t>(D), f.bits,
+                          &c[static_cast<size_t>(d) * T], &sds[d], &mus[d]);
     }
   } else {
     const int gpt = D / f.group;
     for (int t = 0; t < T; ++t) {
       for (int k = 0; k < gpt; ++k) {
         const size_t off = static_cast<size_t>(t) * D + static_cast<size_t>(k) * f.group;
-        QuantizeGroup(src + off, f.group, 1, f.bits, &c[off], &sds[t * gpt + k], &mus[t * gpt + k]);
+        QuantizeNormalGroup(src + off, f.group, 1, f.bits, &c[off], &sds[t * gpt + k],
+                            &mus[t * gpt + k]);
       }
     }
   }

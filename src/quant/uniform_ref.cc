@@ -12,8 +12,8 @@ namespace hqekv::quant::ref {
 namespace {
 
 // Quantizes n values read with `stride` into codes[0..n) (code order of the group).
-void QuantizeGroup(const float* x, int n, size_t stride, int bits, uint8_t* codes, f16_t* s16,
-                   f16_t* m16) {
+void QuantizeUniformGroup(const float* x, int n, size_t stride, int bits, uint8_t* codes,
+                          f16_t* s16, f16_t* m16) {
   float mn = Sanitize(x[0]);
   float mx = mn;
   for (int i = 1; i < n; ++i) {
@@ -39,16 +39,16 @@ void UniformCodes(const Format& f, int bits, const float* src, int T, int D, uin
   std::vector<f16_t> scales(groups), mins(groups);
   if (f.grouping == Grouping::kPerChannel) {
     for (int d = 0; d < D; ++d) {
-      QuantizeGroup(src + d, T, static_cast<size_t>(D), bits, &c[static_cast<size_t>(d) * T],
-                    &scales[d], &mins[d]);
+      QuantizeUniformGroup(src + d, T, static_cast<size_t>(D), bits, &c[static_cast<size_t>(d) * T],
+                           &scales[d], &mins[d]);
     }
   } else {
     const int gpt = D / f.group;
     for (int t = 0; t < T; ++t) {
       for (int k = 0; k < gpt; ++k) {
         const size_t off = static_cast<size_t>(t) * D + static_cast<size_t>(k) * f.group;
-        QuantizeGroup(src + off, f.group, 1, bits, &c[off], &scales[t * gpt + k],
-                      &mins[t * gpt + k]);
+        QuantizeUniformGroup(src + off, f.group, 1, bits, &c[off], &scales[t * gpt + k],
+                             &mins[t * gpt + k]);
       }
     }
   }

@@ -12,12 +12,14 @@
 #include "cache/kv_store.h"
 #include "cache/state_io.h"
 #include "quant/format.h"
+#include "positions.h"
 
 namespace hqekv::cache {
 namespace {
 
 using quant::Format;
 using quant::Grouping;
+using test_util::Range;
 
 std::unique_ptr<KvStore> Make(int L, int H, int D, int G) {
   KvStoreConfig c;
@@ -38,12 +40,6 @@ void Append(KvStore& s, int layer, const std::vector<int32_t>& pos, uint32_t see
   for (float& x : k) x = n(rng);
   for (float& x : v) x = n(rng);
   ASSERT_TRUE(s.Append(layer, k.data(), v.data(), pos.data(), static_cast<int>(pos.size())).ok());
-}
-
-std::vector<int32_t> Range(int a, int b, int step = 1) {
-  std::vector<int32_t> r;
-  for (int i = a; i < b; i += step) r.push_back(i);
-  return r;
 }
 
 void ExpectExact(const KvStore& s) {

@@ -10,12 +10,14 @@
 
 #include "core/half.h"
 #include "quant/format.h"
+#include "positions.h"
 
 namespace hqekv::cache {
 namespace {
 
 using quant::Format;
 using quant::Grouping;
+using test_util::Range;
 
 std::unique_ptr<KvStore> MakeStore(int L, int H, int D, int G = 8, size_t page = 0) {
   KvStoreConfig c;
@@ -48,12 +50,6 @@ void AppendTokens(KvStore& s, int layer, const std::vector<int32_t>& pos) {
     }
   }
   ASSERT_TRUE(s.Append(layer, k.data(), v.data(), pos.data(), static_cast<int>(pos.size())).ok());
-}
-
-std::vector<int32_t> Range(int a, int b) {
-  std::vector<int32_t> r;
-  for (int i = a; i < b; ++i) r.push_back(i);
-  return r;
 }
 
 void ExpectAccountingExact(const KvStore& s) {

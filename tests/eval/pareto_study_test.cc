@@ -11,11 +11,10 @@
 #include "eval/pareto_plot.h"
 #include "eval/pareto_report.h"
 #include "policy/spec.h"
+#include "../source_root.h"
 
 namespace hqekv::eval {
 namespace {
-
-const std::string kRoot = HQEKV_SOURCE_DIR;
 
 TEST(ParetoFrontier, HandMadePoints) {
   // (bits, KL): duplicates stay on the frontier together; a point with the
@@ -210,8 +209,8 @@ class ParetoRun : public ::testing::Test {
  protected:
   ParetoOptions Options() const {
     ParetoOptions o;
-    o.model = kRoot + "/models/stories260K.gguf";
-    o.texts = {kRoot + "/data/text/tinystories_val_subset.txt"};
+    o.model = test::kSourceRoot + "/models/stories260K.gguf";
+    o.texts = {test::kSourceRoot + "/data/text/tinystories_val_subset.txt"};
     o.grid = {"fp16", "kivi:nominal_bits=2,residual=32"};
     o.protocol = {32, 64, 64};
     o.code_version = "test-1";

@@ -19,11 +19,10 @@
 #include "lm/lm_compare.h"
 #include "io/model_source.h"
 #include "policy/factory.h"
+#include "../source_root.h"
 
 namespace hqekv {
 namespace {
-
-const std::string kRoot = HQEKV_SOURCE_DIR;
 
 // Measured (KL, top-1) when pinned; the band is KL in [measured / 3,
 // 1.5 x measured] and top-1 >= measured - ~2/64 (64 scored positions). The
@@ -43,7 +42,7 @@ struct Window {
 };
 
 std::vector<int32_t> WindowTokens(const ModelSource& src, const Window& w) {
-  std::ifstream f(kRoot + "/data/text/" + w.text, std::ios::binary);
+  std::ifstream f(test::kSourceRoot + "/data/text/" + w.text, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string text = ss.str().substr(w.offset, 8 * w.tokens);
@@ -53,7 +52,7 @@ std::vector<int32_t> WindowTokens(const ModelSource& src, const Window& w) {
 }
 
 void CheckBands(const Window& w, const std::vector<Band>& bands) {
-  auto src = LoadModel(kRoot + "/models/" + w.model);
+  auto src = LoadModel(test::kSourceRoot + "/models/" + w.model);
   ASSERT_TRUE(src.ok()) << src.message();
   auto model = LlamaModel::Create(**src);
   ASSERT_TRUE(model.ok()) << model.message();

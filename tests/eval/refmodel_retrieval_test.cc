@@ -17,11 +17,10 @@
 #include "eval/runner.h"
 #include "eval/tasks.h"
 #include "policy/factory.h"
+#include "../source_root.h"
 
 namespace hqekv::eval {
 namespace {
-
-const std::string kRoot = HQEKV_SOURCE_DIR;
 
 struct Fixture {
   std::unique_ptr<EngineModel> model;
@@ -30,10 +29,10 @@ struct Fixture {
 
 Fixture Load() {
   Fixture f;
-  auto m = EngineModel::Load(kRoot + "/models/refmodel-4l.gguf");
+  auto m = EngineModel::Load(test::kSourceRoot + "/models/refmodel-4l.gguf");
   EXPECT_TRUE(m.ok()) << m.message();
   if (m.ok()) f.model = std::move(*m);
-  auto path = BundledTextPath(kRoot, "pg11");  // held out from training
+  auto path = BundledTextPath(test::kSourceRoot, "pg11");  // held out from training
   EXPECT_TRUE(path.ok()) << path.message();
   auto c = LoadCorpus("pg11", path.ok() ? *path : "");
   EXPECT_TRUE(c.ok()) << c.message();

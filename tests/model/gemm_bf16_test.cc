@@ -21,14 +21,12 @@
 #include "model/gemm_panel.h"
 #include "model/kernels.h"
 #include "../simd_targets.h"
+#include "kernel_test_util.h"
 
 namespace hqekv::kernels {
 namespace {
 
-template <class Fn>
-int OnEachTarget(Fn fn) {
-  return hqekv::test::OnEachTarget(fn, hqekv::test::kSimdTestTargetsWithVnni);
-}
+using namespace test_util;
 
 std::vector<uint8_t> RandomBf16Rows(int64_t n, int64_t k, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -38,13 +36,6 @@ std::vector<uint8_t> RandomBf16Rows(int64_t n, int64_t k, std::mt19937& rng) {
     std::memcpy(buf.data() + 2 * i, &b, 2);
   }
   return buf;
-}
-
-std::vector<float> RandomActs(int64_t size, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> x(size);
-  for (float& v : x) v = nd(rng);
-  return x;
 }
 
 // Switches the reduced-precision activation paths off for a scope.
@@ -102,7 +93,7 @@ TEST(Bf16Acts, OracleIsWithinActivationRoundingOfFp32) {
   const int64_t n = 9, k = 1500, m = 5;
   auto wb = RandomBf16Rows(n, k, rng);
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
-  auto x = RandomActs(m * k, rng);
+  auto x = NormalValues(m * k, rng);
   std::vector<float> got(m * n), ref(m * n);
   GemmBf16Ref(w, x.data(), m, got.data());
   MatMulRef(w, x.data(), m, ref.data());
@@ -129,7 +120,7 @@ TEST(Bf16Acts, OracleIsWithinActivationRoundingOfFp32) {
 TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
   std::mt19937 rng(22);
   int with_kernel = 0;
-  const int ran = OnEachTarget([&] {
+  const int ran = OnEachVnniTarget([&] {
     if (!GemmBf16Available()) return;
     ++with_kernel;
     for (int threads : {1, 2}) {
@@ -146,7 +137,7 @@ TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
         auto wb = RandomBf16Rows(n, k, rng);
         const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
         for (int64_t m : {33, 41, 64, 77}) {
-          auto x = RandomActs(m * k, rng);
+          auto x = NormalValues(m * k, rng);
           std::vector<float> y(m * n, NAN), ref(m * n);
           MatMul(w, x.data(), m, y.data());
           GemmBf16Ref(w, x.data(), m, ref.data());
@@ -163,7 +154,7 @@ TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
       const int64_t n = 40, k = 129;
       auto wb = RandomBf16Rows(n, k, rng);
       const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
-      auto x = RandomActs(m * k, rng);
+      auto x = NormalValues(m * k, rng);
       Bf16Acts a;
       PackBf16Acts(x.data(), m, k, &a);
       std::vector<float> y(m * n, NAN), ref(m * n);
@@ -181,13 +172,13 @@ TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
 TEST(GemmBf16, RangeWritesOnlyItsColumns) {
   std::mt19937 rng(23);
   int with_kernel = 0;
-  OnEachTarget([&] {
+  OnEachVnniTarget([&] {
     if (!GemmBf16Available()) return;
     ++with_kernel;
     const int64_t n = 80, k = 291, m = 45, ldy = 100, r0 = 5, r1 = 61;
     auto wb = RandomBf16Rows(n, k, rng);
     const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
-    auto x = RandomActs(m * k, rng);
+    auto x = NormalValues(m * k, rng);
     Bf16Acts a;
     PackBf16Acts(x.data(), m, k, &a);
     std::vector<float> y(m * ldy, -7.f), ref(m * n);
@@ -215,11 +206,11 @@ TEST(GemmBf16, MatMulRoutingFollowsTheActivationSwitch) {
   const int64_t n = 64, k = 512, m = 48;
   auto wb = RandomBf16Rows(n, k, rng);
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
-  auto x = RandomActs(m * k, rng);
+  auto x = NormalValues(m * k, rng);
   std::vector<float> bf16_ref(m * n), fp32_ref(m * n);
   GemmBf16Ref(w, x.data(), m, bf16_ref.data());
   MatMulRef(w, x.data(), m, fp32_ref.data());
-  const int ran = OnEachTarget([&] {
+  const int ran = OnEachVnniTarget([&] {
     const bool kernel = GemmBf16Available();
     for (int on = 0; on < 2; ++on) {
       std::vector<float> y(m * n);
@@ -254,7 +245,7 @@ TEST(GemmBf16, KernelRunsOnAvx512Bf16Cpus) {
   const int64_t n = 48, k = 300, m = 40;
   auto wb = RandomBf16Rows(n, k, rng);
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
-  auto x = RandomActs(m * k, rng);
+  auto x = NormalValues(m * k, rng);
   std::vector<float> y(m * n), ref(m * n);
   MatMul(w, x.data(), m, y.data());
   GemmBf16Ref(w, x.data(), m, ref.data());

@@ -20,15 +20,12 @@
 #include "hwy/targets.h"
 #include "model/kernels.h"
 #include "../simd_targets.h"
+#include "kernel_test_util.h"
 
 namespace hqekv::kernels {
 namespace {
 
-// Every x86 target this CPU has, AVX-512 VNNI included (these kernels compile it).
-template <class Fn>
-int OnEachTarget(Fn fn) {
-  return hqekv::test::OnEachTarget(fn, hqekv::test::kSimdTestTargetsWithVnni);
-}
+using namespace test_util;
 
 // n rows of k random values (normal, sd 1) stored as type t.
 std::vector<uint8_t> RandomFloatRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
@@ -49,13 +46,6 @@ std::vector<uint8_t> RandomFloatRows(TensorType t, int64_t n, int64_t k, std::mt
     }
   }
   return buf;
-}
-
-std::vector<float> RandomActs(int64_t size, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> x(size);
-  for (float& v : x) v = nd(rng);
-  return x;
 }
 
 // The fp32 contract: |y - ref| <= 1e-5 sum_c |w_c x_c| + 1e-6 (each output
@@ -81,7 +71,7 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
   // fp32 activations: BF16 with m > 32 would take the bf16-activation GEMM
   // on AVX-512 BF16 CPUs (its own oracle: gemm_bf16_test.cc).
   SetInt8Activations(false);
-  const int ran = OnEachTarget([&] {
+  const int ran = OnEachVnniTarget([&] {
     for (int threads : {1, 2}) {
       SetNumThreads(threads);
       for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
@@ -97,7 +87,7 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
           auto wb = RandomFloatRows(t, n, k, rng);
           const WeightMatrix w{t, wb.data(), n, k};
           for (int64_t m : {2, 3, 4, 6, 9, 13, 17, 33, 41}) {
-            auto x = RandomActs(m * k, rng);
+            auto x = NormalValues(m * k, rng);
             std::vector<float> y(m * n, NAN);
             MatMul(w, x.data(), m, y.data());
             ExpectNearOracle(w, x.data(), m, y.data(), n, 0, n);
@@ -115,11 +105,11 @@ TEST(GemmPanel, MatMulEqualsOracleOnEveryTargetOddShapesAndThreads) {
 // written into a wider output (ldy > n): only its columns are touched.
 TEST(GemmPanel, RangeWritesOnlyItsColumns) {
   std::mt19937 rng(12);
-  OnEachTarget([&] {
+  OnEachVnniTarget([&] {
     const int64_t n = 80, k = 290, m = 11, ldy = 100, r0 = 5, r1 = 61;
     auto wb = RandomFloatRows(TensorType::kF16, n, k, rng);
     const WeightMatrix w{TensorType::kF16, wb.data(), n, k};
-    auto x = RandomActs(m * k, rng);
+    auto x = NormalValues(m * k, rng);
     std::vector<float> y(m * ldy, -7.f);
     GemmPanelRange(w, x.data(), m, r0, r1, y.data(), ldy);
     ExpectNearOracle(w, x.data(), m, y.data(), ldy, r0, r1);
@@ -138,12 +128,12 @@ TEST(GemmPanel, RangeWritesOnlyItsColumns) {
 // rows are grouped (MatVecMany concatenates matrices, so its groups differ).
 TEST(GemmPanel, HalfMatVecEqualsOracleAndIsGroupingIndependent) {
   std::mt19937 rng(13);
-  const int ran = OnEachTarget([&] {
+  const int ran = OnEachVnniTarget([&] {
     for (TensorType t : {TensorType::kF16, TensorType::kBF16}) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 37}, {13, 300}, {45, 771}}) {
         auto wb = RandomFloatRows(t, n, k, rng), vb = RandomFloatRows(t, 3, k, rng);
         const WeightMatrix w{t, wb.data(), n, k}, v{t, vb.data(), 3, k};
-        auto x = RandomActs(k, rng);
+        auto x = NormalValues(k, rng);
         std::vector<float> y(n), yv(3), many_w(n), many_v(3);
         MatVec(w, x.data(), y.data());
         ExpectNearOracle(w, x.data(), 1, y.data(), n, 0, n);

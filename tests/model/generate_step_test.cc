@@ -10,17 +10,16 @@
 #include "model/generate_step.h"
 #include "model/llama.h"
 #include "policy/factory.h"
+#include "../source_root.h"
 
 namespace hqekv {
 namespace {
-
-const std::string kRoot = HQEKV_SOURCE_DIR;
 
 struct Stories {
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<LlamaModel> model;
   Stories() {
-    auto s = LoadModel(kRoot + "/models/stories260K.gguf", "");
+    auto s = LoadModel(test::kSourceRoot + "/models/stories260K.gguf", "");
     EXPECT_TRUE(s.ok()) << s.message();
     src = std::move(*s);
     auto m = LlamaModel::Create(*src);

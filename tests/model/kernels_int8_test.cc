@@ -22,20 +22,12 @@
 #include "policy/factory.h"
 #include "../temp_path.h"
 #include "../simd_targets.h"
+#include "kernel_test_util.h"
 
 namespace hqekv::kernels {
 namespace {
 
-// Every x86 target this CPU has, AVX-512 VNNI included (these kernels compile it).
-template <class Fn>
-int OnEachTarget(Fn fn) {
-  return hqekv::test::OnEachTarget(fn, hqekv::test::kSimdTestTargetsWithVnni);
-}
-
-void PutHalf(uint8_t* p, float v) {
-  const f16_t h = F32ToF16(v);
-  std::memcpy(p, &h, 2);
-}
+using namespace test_util;
 
 // n random rows of k values: random quant bytes (every int8 incl. -128, every
 // 6-bit scale/min), moderate fp16 scales.
@@ -75,7 +67,7 @@ std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937
 
 // Activations with a spread of magnitudes per block, a zero block, and exact
 // ties (x * 127 / max|x| = n + 0.5) to pin the rounding rule.
-std::vector<float> RandomActs(int64_t n, std::mt19937& rng) {
+std::vector<float> ActsWithTies(int64_t n, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> v(n);
   for (auto& x : v) x = nd(rng) * std::exp(nd(rng));
@@ -101,7 +93,7 @@ TEST(Int8Acts, HasInt8PathForTheIntegerBlockTypesOnly) {
 
 TEST(Int8Acts, QuantizeEqualsOracleExactly) {
   std::mt19937 rng(11);
-  const auto x = RandomActs(3 * 512, rng);
+  const auto x = ActsWithTies(3 * 512, rng);
   Int8Acts ref;
   QuantizeActsRef(x.data(), 3, 512, &ref);
   EXPECT_EQ(ref.q[32], 127);
@@ -115,7 +107,7 @@ TEST(Int8Acts, QuantizeEqualsOracleExactly) {
   EXPECT_EQ(ref.s16[2], 15.0f);
   EXPECT_EQ(ref.s16[3], 128.0f);
   EXPECT_EQ(ref.s[1], 143.0f);
-  EXPECT_GT(OnEachTarget([&] {
+  EXPECT_GT(OnEachVnniTarget([&] {
               Int8Acts got;
               QuantizeActs(x.data(), 3, 512, &got);
               EXPECT_EQ(got.q, ref.q);
@@ -162,11 +154,11 @@ TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
       for (int64_t m : {6, 13}) {
         const int64_t n = m == 6 ? 7 : 19;
         const auto w = RandomRows(t, n, k, rng);
-        const auto x = RandomActs(m * k, rng);
+        const auto x = ActsWithTies(m * k, rng);
         Int8Acts a;
         QuantizeActsRef(x.data(), m, k, &a);
         const WeightMatrix wm{t, w.data(), n, k};
-        OnEachTarget([&] {
+        OnEachVnniTarget([&] {
           std::vector<float> y(m * n, NAN);
           Int8Rows(wm, a, 0, n, y.data(), n);
           for (int64_t i = 0; i < m; ++i) {
@@ -208,7 +200,7 @@ Int8Acts IntegerActs(int64_t m, int64_t k, int at, std::uniform_int_distribution
 // for the integer-product tests below. Returns the number of targets run.
 int ExpectExactOnEachTarget(const WeightMatrix& wm, const Int8Acts& a, int64_t m) {
   const TensorType t = wm.type;
-  return OnEachTarget([&] {
+  return OnEachVnniTarget([&] {
     std::vector<float> y(m * wm.n, NAN);
     Int8Rows(wm, a, 0, wm.n, y.data(), wm.n);
     for (int64_t i = 0; i < m; ++i) {
@@ -372,7 +364,7 @@ TEST(KernelsSimd, DequantizeRowEqualsOracleOnEveryTarget) {
                       {TensorType::kF16, f16.data() + 2, 65533},  // odd tail
                       {TensorType::kBF16, bf16.data(), 2176},
                       {TensorType::kQ8_0, q8.data(), 3072}};
-  EXPECT_GT(OnEachTarget([&] {
+  EXPECT_GT(OnEachVnniTarget([&] {
               for (const Row& r : rows) {
                 std::vector<float> ref(r.k), got(r.k);
                 DequantizeRowRef(r.t, r.p, r.k, ref.data());
@@ -395,7 +387,7 @@ TEST(Int8Acts, ErrorWithinQuantizationBound) {
   for (TensorType t : kInt8Types) {
     const int64_t k = 2048;
     const auto w = RandomRows(t, 1, k, rng);
-    const auto x = RandomActs(k, rng);
+    const auto x = ActsWithTies(k, rng);
     Int8Acts a;
     QuantizeActsRef(x.data(), 1, k, &a);
     std::vector<float> wf(k);
@@ -421,7 +413,7 @@ TEST(Int8Acts, MatVecAndMatMulTakeThePathWhenEnabled) {
       const auto wb = RandomRows(t, n, k, rng);
       const WeightMatrix w{t, wb.data(), n, k};
       for (int64_t m : {1, 5, 20}) {
-        const auto x = RandomActs(m * k, rng);
+        const auto x = ActsWithTies(m * k, rng);
         Int8Acts a;
         QuantizeActsRef(x.data(), m, k, &a);
         std::vector<float> y(m * n), off(m * n), ref(m * n);

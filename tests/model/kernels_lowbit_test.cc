@@ -11,14 +11,12 @@
 #include "model/kernels.h"
 #include "model/kernels_lowbit.h"
 #include "../simd_targets.h"
+#include "kernel_test_util.h"
 
 namespace hqekv::kernels {
 namespace {
 
-void PutHalf(uint8_t* p, float v) {
-  const f16_t h = F32ToF16(v);
-  std::memcpy(p, &h, 2);
-}
+using namespace test_util;
 
 // Random blocks: every code byte random (so every scale, min, high bit and
 // grid entry occurs), the fp16 scales finite and moderate.

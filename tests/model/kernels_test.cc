@@ -11,9 +11,12 @@
 
 #include "core/half.h"
 #include "core/parallel.h"
+#include "kernel_test_util.h"
 
 namespace hqekv::kernels {
 namespace {
+
+using namespace test_util;
 
 // Every weight type of the block table.
 const std::vector<TensorType> kAll = [] {
@@ -21,11 +24,6 @@ const std::vector<TensorType> kAll = [] {
   for (const auto& i : kTensorTypes) v.push_back(i.type);
   return v;
 }();
-
-void PutHalf(uint8_t* p, float v) {
-  const f16_t h = F32ToF16(v);
-  std::memcpy(p, &h, 2);
-}
 
 // Random rows of a type: random quant bytes with finite, moderate scales.
 std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {

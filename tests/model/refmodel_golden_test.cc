@@ -16,11 +16,11 @@
 #include "core/parallel.h"
 #include "model/llama.h"
 #include "io/model_source.h"
+#include "../source_root.h"
 
 namespace hqekv {
 namespace {
 
-const std::string kRoot = HQEKV_SOURCE_DIR;
 constexpr float kTolerance = 1e-3f;  // F32 weights: only summation order differs from PyTorch
 
 struct Golden {
@@ -33,17 +33,17 @@ struct Golden {
 
 Golden LoadGolden() {
   Golden g;
-  std::ifstream jf(kRoot + "/tests/data/refmodel-4l.golden.json");
+  std::ifstream jf(test::kSourceRoot + "/tests/data/refmodel-4l.golden.json");
   EXPECT_TRUE(jf.good()) << "missing tests/data/refmodel-4l.golden.json";
   if (!jf.good()) return g;
   const nlohmann::json j = nlohmann::json::parse(jf);
-  g.model_path = kRoot + "/" + j.at("model").get<std::string>();
+  g.model_path = test::kSourceRoot + "/" + j.at("model").get<std::string>();
   g.prompt = j.at("prompt").get<std::string>();
   g.tokens = j.at("tokens").get<std::vector<int32_t>>();
   g.rows = j.at("rows").get<std::vector<int>>();
   g.vocab = j.at("vocab").get<int>();
   g.logits.resize(g.rows.size() * static_cast<size_t>(g.vocab));
-  std::ifstream bf(kRoot + "/tests/data/" + j.at("logits_file").get<std::string>(),
+  std::ifstream bf(test::kSourceRoot + "/tests/data/" + j.at("logits_file").get<std::string>(),
                    std::ios::binary);
   bf.read(reinterpret_cast<char*>(g.logits.data()),
           static_cast<std::streamsize>(g.logits.size() * sizeof(float)));
@@ -149,7 +149,7 @@ TEST_F(RefModelGolden, PerturbedLogitsAreCaught) {
 TEST_F(RefModelGolden, TokenizerReproducesTheTrainingTokenizer) {
   // SentencePiece (Python) ids, BOS first, of strings with whitespace runs, newlines, digits and
   // non-ASCII text (byte fallback); the first case is the golden prompt.
-  std::ifstream jf(kRoot + "/tests/data/refmodel-4l.golden.json");
+  std::ifstream jf(test::kSourceRoot + "/tests/data/refmodel-4l.golden.json");
   const nlohmann::json j = nlohmann::json::parse(jf);
   const auto& cases = j.at("tokenizer_cases");
   ASSERT_GE(cases.size(), 4u);

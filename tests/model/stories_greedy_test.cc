@@ -12,14 +12,13 @@
 #include "model/llama.h"
 #include "io/model_source.h"
 #include "policy/factory.h"
+#include "../source_root.h"
 
 namespace hqekv {
 namespace {
 
-const std::string kRoot = HQEKV_SOURCE_DIR;
-
 std::vector<int32_t> ExpectedIds() {
-  std::ifstream f(kRoot + "/tests/data/stories260K.greedy200.ids");
+  std::ifstream f(test::kSourceRoot + "/tests/data/stories260K.greedy200.ids");
   std::vector<int32_t> ids;
   int32_t x;
   while (f >> x) ids.push_back(x);
@@ -27,7 +26,7 @@ std::vector<int32_t> ExpectedIds() {
 }
 
 std::string ExpectedText() {
-  std::ifstream f(kRoot + "/tests/data/stories260K.greedy200.txt", std::ios::binary);
+  std::ifstream f(test::kSourceRoot + "/tests/data/stories260K.greedy200.txt", std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -62,15 +61,16 @@ void CheckGreedy(const std::string& model_path, const std::string& tok_path, con
 }
 
 TEST(StoriesGreedy, GgufReproducesLlama2cOutput) {
-  CheckGreedy(kRoot + "/models/stories260K.gguf", "", "fp32", 1);
+  CheckGreedy(test::kSourceRoot + "/models/stories260K.gguf", "", "fp32", 1);
 }
 
 TEST(StoriesGreedy, Llama2cCheckpointReproducesLlama2cOutput) {
-  CheckGreedy(kRoot + "/models/stories260K.bin", kRoot + "/models/tok512.bin", "fp32", 2);
+  CheckGreedy(test::kSourceRoot + "/models/stories260K.bin",
+              test::kSourceRoot + "/models/tok512.bin", "fp32", 2);
 }
 
 TEST(StoriesGreedy, Fp16CacheReproducesItToo) {
-  CheckGreedy(kRoot + "/models/stories260K.gguf", "", "fp16", 2);
+  CheckGreedy(test::kSourceRoot + "/models/stories260K.gguf", "", "fp16", 2);
 }
 
 }  // namespace

@@ -15,9 +15,7 @@ namespace {
 using testing::Driver;
 using testing::MustMake;
 using testing::SmallGeometry;
-
-// The bundled stories260K geometry: 5 layers, 8 query heads, 4 KV heads, D = 8.
-KvGeometry Stories() { return SmallGeometry(5, 8, 4, 8); }
+using testing::StoriesGeometry;
 
 // Every cache answers BudgetNote() (KvCache interface; empty by default).
 std::string Note(const KvCache& c) { return c.BudgetNote(); }
@@ -42,7 +40,7 @@ TEST(EvictionBudget, TinyBudgetsKeepTheStructuralMinimumAndSaySo) {
                {"snapkv:bits=0.1,window=8", 8},
                {"pyramid:bits=0.1,window=8", 8}};
   for (const auto& tc : cases) {
-    auto c = MustMake(tc.spec, Stories());
+    auto c = MustMake(tc.spec, StoriesGeometry());
     ASSERT_NE(c, nullptr);
     Driver d(c.get(), 21);
     d.Step(200, true, false);
@@ -55,7 +53,7 @@ TEST(EvictionBudget, TinyBudgetsKeepTheStructuralMinimumAndSaySo) {
     EXPECT_GE(MinKept(*c), tc.minimum) << tc.spec;
   }
   // Streaming's minimum is the sink and the newest token.
-  auto c = MustMake("streaming:bits=0.1", Stories());
+  auto c = MustMake("streaming:bits=0.1", StoriesGeometry());
   Driver d(c.get(), 22);
   d.Step(100, true, false);
   std::vector<int32_t> pos;

@@ -23,7 +23,7 @@ using testing::RunBatch;
 using testing::RunDecode;
 using testing::Span;
 
-constexpr int kD = 16;
+constexpr int kEvictHeadDim = 16;
 
 std::vector<int32_t> Set(std::initializer_list<int32_t> s) { return std::vector<int32_t>(s); }
 
@@ -31,17 +31,17 @@ std::vector<int32_t> Set(std::initializer_list<int32_t> s) { return std::vector<
 Planted Flat() {
   Planted p;
   p.k = [](int, int32_t pos, int h, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = 0.01f * static_cast<float>((pos + d + h) % 5);
+    for (int d = 0; d < kEvictHeadDim; ++d) r[d] = 0.01f * static_cast<float>((pos + d + h) % 5);
   };
   p.v = p.k;
-  p.q = [](int, int32_t, int, float* r) { AlongChannel(0, kD, r); };
+  p.q = [](int, int32_t, int, float* r) { AlongChannel(0, kEvictHeadDim, r); };
   return p;
 }
 
 // sink=4, window=8: the first 4 positions plus the newest 8, on every head,
 // after the prompt and after each decode step.
 TEST(EvictBehaviour, StreamingKeepsTheSinkAndTheNewestWindow) {
-  auto c = Make("streaming:sink=4,window=8", Geometry(2, 2, 2, kD));
+  auto c = Make("streaming:sink=4,window=8", Geometry(2, 2, 2, kEvictHeadDim));
   ASSERT_NE(c, nullptr);
   const Planted p = Flat();
   RunBatch(*c, p, 0, 40, true);
@@ -55,7 +55,7 @@ TEST(EvictBehaviour, StreamingKeepsTheSinkAndTheNewestWindow) {
 // keep=0.5 keeps floor(n / 2) tokens: the sink plus the newest; a token once
 // evicted never comes back when the budget grows.
 TEST(EvictBehaviour, StreamingFractionBudgetFollowsTheTokensSeen) {
-  auto c = Make("streaming:sink=4,keep=0.5", Geometry(1, 2, 1, kD));
+  auto c = Make("streaming:sink=4,keep=0.5", Geometry(1, 2, 1, kEvictHeadDim));
   ASSERT_NE(c, nullptr);
   const Planted p = Flat();
   RunBatch(*c, p, 0, 40, true);
@@ -80,15 +80,15 @@ TEST(EvictBehaviour, H2oKeepsHeavyHittersPerKvHeadAndTheRecentWindow) {
   const std::set<int32_t> hot0 = {3, 17, 30, 41}, hot1 = {8, 22, 35, 50};
   Planted p;
   p.k = [&](int, int32_t pos, int h, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = 0.f;
+    for (int d = 0; d < kEvictHeadDim; ++d) r[d] = 0.f;
     r[0] = (h == 0 ? hot0 : hot1).count(pos) ? 8.f : 0.f;
     r[1] = pos == (h == 0 ? 63 : 62) ? 12.f : 0.f;
   };
   p.v = [](int, int32_t pos, int, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = static_cast<float>((pos * 7 + d) % 11) - 5.f;
+    for (int d = 0; d < kEvictHeadDim; ++d) r[d] = static_cast<float>((pos * 7 + d) % 11) - 5.f;
   };
-  p.q = [](int, int32_t pos, int, float* r) { AlongChannel(pos < 64 ? 0 : 1, kD, r); };
-  auto c = Make("h2o:heavy=4,recent=8", Geometry(1, 2, 2, kD));
+  p.q = [](int, int32_t pos, int, float* r) { AlongChannel(pos < 64 ? 0 : 1, kEvictHeadDim, r); };
+  auto c = Make("h2o:heavy=4,recent=8", Geometry(1, 2, 2, kEvictHeadDim));
   ASSERT_NE(c, nullptr);
   RunBatch(*c, p, 0, 64, true);
   EXPECT_EQ(Kept(*c, 0, 0), Join({Set({3, 17, 30, 41}), Span(56, 63)}));
@@ -107,15 +107,15 @@ TEST(EvictBehaviour, H2oKeepsHeavyHittersPerKvHeadAndTheRecentWindow) {
 TEST(EvictBehaviour, SnapKvKeepsThePooledNeighbourhoodsOfTheVotesAndTheWindow) {
   Planted p;
   p.k = [](int, int32_t pos, int h, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = 0.f;
+    for (int d = 0; d < kEvictHeadDim; ++d) r[d] = 0.f;
     const bool hot = h == 0 ? (pos == 10 || pos == 30) : (pos == 20 || pos == 45);
     r[0] = hot ? 8.f : 0.f;
   };
   p.v = [](int, int32_t pos, int, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = static_cast<float>((pos + d) % 3);
+    for (int d = 0; d < kEvictHeadDim; ++d) r[d] = static_cast<float>((pos + d) % 3);
   };
-  p.q = [](int, int32_t, int, float* r) { AlongChannel(0, kD, r); };
-  auto c = Make("snapkv:window=8,kernel=7,keep=0.34375", Geometry(1, 2, 2, kD));
+  p.q = [](int, int32_t, int, float* r) { AlongChannel(0, kEvictHeadDim, r); };
+  auto c = Make("snapkv:window=8,kernel=7,keep=0.34375", Geometry(1, 2, 2, kEvictHeadDim));
   ASSERT_NE(c, nullptr);
   RunBatch(*c, p, 0, 64, true);
   EXPECT_EQ(Kept(*c, 0, 0), Join({Span(7, 13), Span(27, 33), Span(56, 63)}));
@@ -137,12 +137,12 @@ TEST(EvictBehaviour, PyramidShrinksTheBudgetWithDepthAndKeepsTheTopVotes) {
   auto sigma = [](int32_t i) { return (23 * i) % 56; };
   Planted p;
   p.k = [&](int, int32_t pos, int, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = 0.f;
+    for (int d = 0; d < kEvictHeadDim; ++d) r[d] = 0.f;
     r[0] = pos < 56 ? 0.25f * static_cast<float>(sigma(pos)) : 0.f;
   };
   p.v = p.k;
-  p.q = [](int, int32_t, int, float* r) { AlongChannel(0, kD, r); };
-  auto c = Make("pyramid:window=8,kernel=1,keep=0.5,beta=2", Geometry(4, 2, 1, kD));
+  p.q = [](int, int32_t, int, float* r) { AlongChannel(0, kEvictHeadDim, r); };
+  auto c = Make("pyramid:window=8,kernel=1,keep=0.5,beta=2", Geometry(4, 2, 1, kEvictHeadDim));
   ASSERT_NE(c, nullptr);
   RunBatch(*c, p, 0, 64, true);
   const int extra[4] = {36, 28, 20, 12};

@@ -41,7 +41,7 @@ using testing::RunBatch;
 using testing::RunDecode;
 using testing::Span;
 
-constexpr int kD = 32;
+constexpr int kHqekvHeadDim = 32;
 constexpr int kChunks = 10;  // the prompt: 10 chunks of 32 tokens
 
 // Tier name per original chunk 0..n_chunks-1 of (layer 0, unit), "evicted"
@@ -88,7 +88,7 @@ Planted Pattern() {
   Planted p;
   p.k = [](int, int32_t pos, int head, float* row) {
     const int c = pos / 32;
-    for (int d = 0; d < kD; ++d) row[d] = 0.f;
+    for (int d = 0; d < kHqekvHeadDim; ++d) row[d] = 0.f;
     if (head == 0) {
       row[0] = 2.f * kL[c];
       row[1] = 2.f * kM[c];
@@ -100,7 +100,7 @@ Planted Pattern() {
     }
   };
   p.v = [](int, int32_t pos, int head, float* row) {
-    for (int d = 0; d < kD; ++d) row[d] = 0.f;
+    for (int d = 0; d < kHqekvHeadDim; ++d) row[d] = 0.f;
     row[0] = head == 0 ? std::exp(static_cast<float>(kJ[pos / 32])) : 1.f;
   };
   p.q = [](int, int32_t pos, int, float* row) {
@@ -113,7 +113,7 @@ Planted Pattern() {
       ch = 3;
     else
       ch = 1;
-    AlongChannel(ch, kD, row);
+    AlongChannel(ch, kHqekvHeadDim, row);
   };
   return p;
 }
@@ -142,7 +142,7 @@ const Names kDecodeV = {"fp16", "n1",      "n1", "evicted", "fp16", "u2",
 //   V by 2M + j: fp16 {4:20, 0:18, 10:17}, u4 {6:19, 9:13}, u2 {8:6, 5:5},
 //     n1 {2:10, 1:4} -> 4, 0 fp16; 10 (new->u4), 6, 9 u4; 8, 5 u2; 2, 1 n1.
 TEST(HqekvBehaviour, PlantedRankingDecidesEveryTierAtPrefillAndDecode) {
-  auto c = Make(kSpec, Geometry(1, 2, 1, kD));
+  auto c = Make(kSpec, Geometry(1, 2, 1, kHqekvHeadDim));
   ASSERT_NE(c, nullptr);
   const Planted p = Pattern();
   RunBatch(*c, p, 0, kChunks * 32, true);
@@ -179,7 +179,7 @@ TEST(HqekvBehaviour, PlantedRankingDecidesEveryTierAtPrefillAndDecode) {
 //     {10 (8), 3 (7), 7 (6)}, u4 {1 (5), 5 (4)}, u2 {9 (3), 2 (2)}, n1 {8, 4}
 //     -> 10, 3 fp16; 7 (fp16->u4), 1, 5 u4; 9, 2 u2; 8, 4 n1.
 TEST(HqekvBehaviour, PerHeadRanksEachKvHeadByItsOwnAttentionAndRanges) {
-  auto c = Make(std::string(kSpec) + ",per_head=1", Geometry(1, 2, 2, kD));
+  auto c = Make(std::string(kSpec) + ",per_head=1", Geometry(1, 2, 2, kHqekvHeadDim));
   ASSERT_NE(c, nullptr);
   const Planted p = Pattern();
   RunBatch(*c, p, 0, kChunks * 32, true);
@@ -213,19 +213,19 @@ TEST(HqekvBehaviour, WindowCarriesPromptQueriesIntoTheNextEvent) {
   Planted p;
   p.k = [&](int, int32_t pos, int, float* row) {
     const int c = pos / 32;
-    for (int d = 0; d < kD; ++d) row[d] = 0.f;
+    for (int d = 0; d < kHqekvHeadDim; ++d) row[d] = 0.f;
     row[0] = c == kKey4 ? 18.f : c == kKey7 ? 16.f : 0.f;
     row[1] = c == kKey7 ? 18.f : c == kNew ? 12.f : 0.f;
     row[2] = c == kKey4 ? 18.f : 0.f;
   };
   p.v = [](int, int32_t pos, int, float* row) {
-    for (int d = 0; d < kD; ++d) row[d] = 0.f;
+    for (int d = 0; d < kHqekvHeadDim; ++d) row[d] = 0.f;
     row[0] = 1.f + static_cast<float>(pos % 7);
   };
   p.q = [](int, int32_t pos, int, float* row) {
-    AlongChannel(pos < 332 ? 0 : pos < 340 ? 2 : 1, kD, row);
+    AlongChannel(pos < 332 ? 0 : pos < 340 ? 2 : 1, kHqekvHeadDim, row);
   };
-  auto c = Make("hqekv:ratios=0/0/0/1,fp16_chunks=2", Geometry(1, 2, 1, kD));
+  auto c = Make("hqekv:ratios=0/0/0/1,fp16_chunks=2", Geometry(1, 2, 1, kHqekvHeadDim));
   ASSERT_NE(c, nullptr);
   RunBatch(*c, p, 0, 340, true);
   EXPECT_EQ(Kept(*c, 0, 0), Join({Span(128, 159), Span(224, 255), Span(320, 339)}));
@@ -240,7 +240,7 @@ TEST(HqekvBehaviour, WindowCarriesPromptQueriesIntoTheNextEvent) {
 
 // Reset forgets the window: the same prompt after a Reset plans the same tiers.
 TEST(HqekvBehaviour, ResetRepeatsThePrefillPlan) {
-  auto c = Make(kSpec, Geometry(1, 2, 1, kD));
+  auto c = Make(kSpec, Geometry(1, 2, 1, kHqekvHeadDim));
   ASSERT_NE(c, nullptr);
   const Planted p = Pattern();
   RunBatch(*c, p, 0, kChunks * 32, true);

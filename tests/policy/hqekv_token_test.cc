@@ -21,17 +21,15 @@ namespace {
 using testing::Driver;
 using testing::MustMake;
 using testing::SmallGeometry;
-
-// stories260K's heads: 8 query heads, 4 KV heads of D = 8.
-KvGeometry Stories(int layers = 2) { return SmallGeometry(layers, 8, 4, 8); }
+using testing::StoriesGeometry;
 
 const HqekvCache* AsHqekv(const KvCache* c) { return dynamic_cast<const HqekvCache*>(c); }
 
 TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOnly) {
-  auto small = MustMake("hqekv:bits=4.2", Stories());
+  auto small = MustMake("hqekv:bits=4.2", StoriesGeometry(2));
   ASSERT_NE(small, nullptr);
   EXPECT_TRUE(AsHqekv(small.get())->token_select());
-  auto chunk = MustMake("hqekv:bits=4.2,select=chunk", Stories());
+  auto chunk = MustMake("hqekv:bits=4.2,select=chunk", StoriesGeometry(2));
   ASSERT_NE(chunk, nullptr);
   EXPECT_FALSE(AsHqekv(chunk.get())->token_select());
   auto big = MustMake("hqekv:bits=4.2", SmallGeometry(2, 4, 2, 64));
@@ -41,12 +39,12 @@ TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOnly) {
   ASSERT_NE(forced, nullptr);
   EXPECT_TRUE(AsHqekv(forced.get())->token_select());
   // Above the all-u4 cost every token fits: auto keeps whole chunks (u8/u4).
-  auto high = MustMake("hqekv:bits=8", Stories());
+  auto high = MustMake("hqekv:bits=8", StoriesGeometry(2));
   ASSERT_NE(high, nullptr);
   EXPECT_FALSE(AsHqekv(high.get())->token_select());
   EXPECT_EQ(high->Describe(), "hqekv:bits=8");
   // Fixed ratios place whole chunks (auto stays chunk).
-  auto ratios = MustMake("hqekv:ratios=0.5/0/0/0.5", Stories());
+  auto ratios = MustMake("hqekv:ratios=0.5/0/0/0.5", StoriesGeometry(2));
   ASSERT_NE(ratios, nullptr);
   EXPECT_FALSE(AsHqekv(ratios.get())->token_select());
 }
@@ -56,7 +54,7 @@ TEST(HqekvToken, BadSettingsAreErrors) {
        {"hqekv:ratios=0.5/0/0/0.5,select=token", "hqekv:nominal_bits=2,select=token",
         "hqekv:bits=4.2,select=token,per_head=1", "hqekv:bits=4.2,select=tokens",
         "hqekv:bits=4.2,recent=-1"}) {
-    auto c = MakeKvCache(spec, Stories());
+    auto c = MakeKvCache(spec, StoriesGeometry(2));
     EXPECT_FALSE(c.ok()) << spec;
     if (!c.ok()) {
       const std::string m = c.message();
@@ -81,7 +79,7 @@ TEST(HqekvToken, HeadDim8HoldsTheBudgetOverALongDecode) {
     char spec[64];
     std::snprintf(spec, sizeof spec, "hqekv:bits=%g", b);
     SCOPED_TRACE(spec);
-    auto c = MustMake(spec, Stories(3));
+    auto c = MustMake(spec, StoriesGeometry(3));
     ASSERT_NE(c, nullptr);
     ASSERT_TRUE(AsHqekv(c.get())->token_select());
     Driver d(c.get(), 7);
@@ -110,7 +108,7 @@ TEST(HqekvToken, HeadDim8HoldsTheBudgetOverALongDecode) {
 // Stats() == the bytes every allocation counted, at every step (the residual
 // has no reserve and the fp32 residual sums are policy state).
 TEST(HqekvToken, HeldBytesAreCountedBytes) {
-  auto c = MustMake("hqekv:bits=4.2", Stories());
+  auto c = MustMake("hqekv:bits=4.2", StoriesGeometry(2));
   ASSERT_NE(c, nullptr);
   const auto* sc = AsHqekv(c.get());
   Driver d(c.get(), 3);
@@ -133,7 +131,7 @@ TEST(HqekvToken, HeldBytesAreCountedBytes) {
 // Saved mid-decode, a restored cache continues bit-identically (attention
 // outputs and bytes), the residual's fp32 sums included.
 TEST(HqekvToken, StateRoundTripContinuesBitIdentically) {
-  const KvGeometry g = Stories();
+  const KvGeometry g = StoriesGeometry(2);
   auto a = MustMake("hqekv:bits=4.2", g);
   ASSERT_NE(a, nullptr);
   Driver da(a.get(), 11);
@@ -161,7 +159,7 @@ TEST(HqekvToken, StateRoundTripContinuesBitIdentically) {
 // prompt attends to it far more than to the others: after the prefill event
 // all of them are kept while most other judged tokens are evicted.
 TEST(HqekvToken, KeepsTheHighestScoredTokens) {
-  const KvGeometry g = Stories(1);
+  const KvGeometry g = StoriesGeometry(1);
   auto c = MustMake("hqekv:bits=4.2,recent=32", g);
   ASSERT_NE(c, nullptr);
   const int D = g.head_dim, n = 640;

@@ -27,6 +27,9 @@ inline KvGeometry SmallGeometry(int layers = 2, int hq = 4, int hk = 2, int d = 
   return g;
 }
 
+// The bundled stories260K's heads: 8 query heads, 4 KV heads of D = 8 (it has 5 layers).
+inline KvGeometry StoriesGeometry(int layers = 5) { return SmallGeometry(layers, 8, 4, 8); }
+
 inline std::unique_ptr<KvCache> MustMake(const std::string& spec, const KvGeometry& g) {
   auto c = MakeKvCache(spec, g);
   EXPECT_TRUE(c.ok()) << spec << ": " << (c.ok() ? "" : c.message());

@@ -59,7 +59,7 @@ std::vector<Format> FormatsFor(int D) {
 // accumulator vectors per row, the others 2); with none, once on the default
 // dispatch.
 template <class Fn>
-void ForEachTarget(Fn fn) {
+void ForEachTargetOrDefault(Fn fn) {
   if (testing::RunOnEachTarget([&](int64_t) { fn(); }) == 0) fn();
 }
 
@@ -125,7 +125,7 @@ void CheckDotAndAxpy(int* checked) {
 }
 
 TEST(MultiQuery, DotAndAxpyMatchSingleQueryReferenceOnEveryTarget) {
-  ForEachTarget([] {
+  ForEachTargetOrDefault([] {
     int checked = 0;
     CheckDotAndAxpy(&checked);
     EXPECT_GT(checked, 600);  // the loops really ran (formats × shapes × m)
@@ -136,7 +136,7 @@ TEST(MultiQuery, DotAndAxpyMatchSingleQueryReferenceOnEveryTarget) {
 // writes (every byte value: fp8 NaN / inf codes, which decode clamped to the
 // largest finite value, int8 -128, random q5 high bits) against the oracle.
 TEST(MultiQuery, RowKernelsMatchReferenceOnArbitraryCodes) {
-  ForEachTarget([] {
+  ForEachTargetOrDefault([] {
     std::mt19937 rng(23);
     std::uniform_int_distribution<int> byte(0, 255);
     std::uniform_real_distribution<float> scale(0.01f, 2.0f);
@@ -208,7 +208,7 @@ TEST(MultiQuery, RowsAreIndependent) {
 // On every target: the vector body is 4, 8 or 16 lanes wide, so the sizes
 // cover an exact vector, a vector plus a tail and tails only.
 TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
-  ForEachTarget([] {
+  ForEachTargetOrDefault([] {
     const float ninf = -std::numeric_limits<float>::infinity();
     std::mt19937 rng(17);
     std::normal_distribution<float> nd(0.0f, 4.0f);
@@ -273,7 +273,7 @@ TEST(MultiQuery, SoftmaxMatchesReferenceAndMasks) {
 // query heads share a KV head), also with Hadamard and strided rows.
 TEST(MultiQuery, Uniform3AxpyRowsAreBitIdenticalToSingleRowCalls) {
   int ran = 0;
-  ForEachTarget([&] {
+  ForEachTargetOrDefault([&] {
     for (int D : {8, 64, 128}) {
       for (int g : {8, 32, D}) {
         if (g > D) continue;
@@ -315,7 +315,7 @@ TEST(MultiQuery, Uniform3AxpyRowsAreBitIdenticalToSingleRowCalls) {
 // subnormal sums and weights, zero weights, overflow to inf and tails of
 // every length; and a few sums checked by hand.
 TEST(MultiQuery, AccumulateF16MatchesTheScalarLoopBitForBit) {
-  ForEachTarget([] {
+  ForEachTargetOrDefault([] {
     std::mt19937 rng(61);
     std::uniform_int_distribution<int> bits(0, 0x7BFF);  // finite non-negative fp16
     std::uniform_real_distribution<float> uni(0.0f, 1.0f);

@@ -58,7 +58,9 @@ void ExpectSameAndConsumed(std::vector<float>& out, const Call& call) {
   ahead.Set(later.data(), later.size());
   ASSERT_EQ(call(&ahead), ran);
   EXPECT_EQ(std::memcmp(out.data(), plain.data(), out.size() * sizeof(float)), 0);
-  if (testing::kKernelMustRun) EXPECT_TRUE(ran) << "no AVX-512 VNNI kernel ran";
+  if (testing::kKernelMustRun) {
+    EXPECT_TRUE(ran) << "no AVX-512 VNNI kernel ran";
+  }
   if (ran) {
     EXPECT_EQ(ahead.next, ahead.end);
   } else {

@@ -18,7 +18,7 @@ using testing::MaxAbs;
 
 // Runs fn once per SIMD target available here, with dispatch forced to it.
 template <class Fn>
-void ForEachTarget(Fn fn) {
+void ForEachTargetOrSkip(Fn fn) {
   if (testing::RunOnEachTarget(fn) == 0) {
     GTEST_SKIP() << "no x86 SIMD target on this CPU; the reference is used";
   }
@@ -84,7 +84,7 @@ TEST(QuantSimd, BitIdenticalCodesAndCloseValuesOnEveryTarget) {
   formats.push_back(Normal(2, Grouping::kPerToken));
   formats.push_back(*ParseFormat("u4:chan:had"));
   formats.push_back(*ParseFormat("n2:tok:g=16:had"));
-  ForEachTarget([&](int64_t) {
+  ForEachTargetOrSkip([&](int64_t) {
     uint32_t seed = 11;
     for (const Format& f : formats) {
       for (int T : {1, 7, 32}) {
@@ -100,7 +100,7 @@ TEST(QuantSimd, BitIdenticalCodesAndCloseValuesOnEveryTarget) {
 // Odd shapes and group sizes: each either takes a fast path or falls back,
 // and either way matches the reference.
 TEST(QuantSimd, OddShapesMatchTheReference) {
-  ForEachTarget([&](int64_t) {
+  ForEachTargetOrSkip([&](int64_t) {
     uint32_t seed = 500;
     for (int T : {2, 3, 33, 64}) {
       for (int D : {16, 24, 48, 96, 160}) {
@@ -119,7 +119,7 @@ TEST(QuantSimd, OddShapesMatchTheReference) {
 // The fast paths really run (a fallback to the reference would make the
 // comparison above vacuous) for the formats the store uses on 32 x 128 chunks.
 TEST(QuantSimd, FastPathsCoverTheStoreFormats) {
-  ForEachTarget([&](int64_t target) {
+  ForEachTargetOrSkip([&](int64_t target) {
     const int T = 32, D = 128;
     const std::vector<float> x = Gaussian(T, D, 5);
     std::vector<const char*> names = {"u4:tok",  "u2:tok",     "u1:tok",  "u8:tok",  "n1:tok",
@@ -140,7 +140,7 @@ TEST(QuantSimd, FastPathsCoverTheStoreFormats) {
 }
 
 TEST(QuantSimd, HadamardRowsBitIdenticalToTheReference) {
-  ForEachTarget([&](int64_t) {
+  ForEachTargetOrSkip([&](int64_t) {
     for (int D : {8, 16, 64, 128, 256}) {
       std::vector<float> x = Gaussian(7, D, 31), y = x;
       ASSERT_TRUE(simd::HadamardRows(x.data(), 7, D)) << D;
@@ -155,7 +155,7 @@ TEST(QuantSimd, HadamardRowsBitIdenticalToTheReference) {
 // Every fp8 byte (also the NaN/inf codes we never emit) decodes like the
 // reference table on every target.
 TEST(QuantSimd, EveryFp8CodeDecodesLikeTheReference) {
-  ForEachTarget([&](int64_t) {
+  ForEachTargetOrSkip([&](int64_t) {
     std::vector<uint8_t> codes(256), meta(2);
     for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
     StoreF16(F32ToF16(0.75f), meta.data());

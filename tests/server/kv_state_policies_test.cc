@@ -24,14 +24,14 @@ namespace {
 
 constexpr int kCtx = 256;
 
-struct Fixture {
+struct SharedStoriesModel {
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<LlamaModel> model;
 };
 
-Fixture& Model() {
-  static Fixture* f = [] {
-    auto* f = new Fixture;
+SharedStoriesModel& Model() {
+  static SharedStoriesModel* f = [] {
+    auto* f = new SharedStoriesModel;
     auto src = LoadModel(std::string(HQEKV_SOURCE_DIR) + "/models/stories260K.gguf");
     EXPECT_TRUE(src.ok()) << src.message();
     f->src = std::move(*src);
@@ -60,7 +60,7 @@ std::unique_ptr<KvCache> NewCache(const std::string& spec) {
 // Prefills `prompt` into a new cache of `spec`; meta gets what a file needs.
 std::unique_ptr<KvCache> Prefill(const std::string& spec, const std::vector<int32_t>& prompt,
                                  KvStateMeta* meta) {
-  Fixture& f = Model();
+  SharedStoriesModel& f = Model();
   auto cache = NewCache(spec);
   std::vector<int32_t> pos(prompt.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);

@@ -14,13 +14,13 @@
 namespace hqekv {
 namespace {
 
-struct Fixture {
+struct StoriesModel {
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<LlamaModel> model;
 };
 
-Fixture Load() {
-  Fixture f;
+StoriesModel Load() {
+  StoriesModel f;
   auto src = LoadModel(std::string(HQEKV_SOURCE_DIR) + "/models/stories260K.gguf");
   EXPECT_TRUE(src.ok()) << src.message();
   f.src = std::move(*src);
@@ -31,7 +31,7 @@ Fixture Load() {
 }
 
 // Prefills `prompt` into a new cache of `spec`; meta gets tokens and logits.
-std::unique_ptr<KvCache> Prefill(Fixture& f, const std::string& spec,
+std::unique_ptr<KvCache> Prefill(StoriesModel& f, const std::string& spec,
                                  const std::vector<int32_t>& prompt, KvStateMeta* meta) {
   auto cache = MakeKvCache(spec, f.model->CacheGeometry(128));
   EXPECT_TRUE(cache.ok()) << cache.message();
@@ -49,7 +49,7 @@ std::unique_ptr<KvCache> Prefill(Fixture& f, const std::string& spec,
   return std::move(*cache);
 }
 
-std::vector<float> Step(Fixture& f, KvCache& cache, int32_t tok, int32_t pos) {
+std::vector<float> Step(StoriesModel& f, KvCache& cache, int32_t tok, int32_t pos) {
   std::vector<float> logits(f.model->vocab_size());
   EXPECT_TRUE(f.model->Forward(&tok, &pos, 1, cache, Logits::kLast, logits.data(), false).ok());
   return logits;
@@ -60,7 +60,7 @@ const std::vector<int32_t> kPrompt = {1,   403, 407, 261, 378, 286, 270, 379, 30
                                       311, 312, 313, 314, 315, 316, 317, 318, 319, 320, 321};
 
 TEST(KvState, RoundTripGivesIdenticalNextTokenLogits) {
-  Fixture f = Load();
+  StoriesModel f = Load();
   for (const char* spec : {"fp16", "fp32"}) {
     KvStateMeta meta;
     auto a = Prefill(f, spec, kPrompt, &meta);
@@ -88,7 +88,7 @@ TEST(KvState, RoundTripGivesIdenticalNextTokenLogits) {
 }
 
 TEST(KvState, BadFilesAreRefusedAndTheCacheIsUntouched) {
-  Fixture f = Load();
+  StoriesModel f = Load();
   KvStateMeta meta;
   auto a = Prefill(f, "fp16", kPrompt, &meta);
   auto file = EncodeKvState(*a, meta);
@@ -124,7 +124,7 @@ TEST(KvState, BadFilesAreRefusedAndTheCacheIsUntouched) {
 // Every policy of the table saves its state (kv_state_policies_test.cc); a
 // cache kind without a state format says so instead of writing a file.
 TEST(KvState, CachesWithoutAStateFormatSaySo) {
-  Fixture f = Load();
+  StoriesModel f = Load();
   KvStateMeta meta;
   auto a = Prefill(f, "fp16", kPrompt, &meta);
   struct NoState : KvCache {

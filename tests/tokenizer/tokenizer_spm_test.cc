@@ -12,11 +12,10 @@
 #include "io/mmap_file.h"
 #include "io/model_source.h"
 #include "tokenizer/tokenizer.h"
+#include "../source_root.h"
 
 namespace hqekv {
 namespace {
-
-const std::string kRoot = HQEKV_SOURCE_DIR;
 
 std::string ReadAll(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
@@ -36,7 +35,7 @@ std::vector<int32_t> ReadIds(const std::string& p) {
 class StoriesTokenizer : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto m = LoadModel(kRoot + "/models/" + GetParam());
+    auto m = LoadModel(test::kSourceRoot + "/models/" + GetParam());
     ASSERT_TRUE(m.ok()) << m.message();
     model_ = std::move(*m);
     tok_ = model_->tokenizer.get();
@@ -46,16 +45,18 @@ class StoriesTokenizer : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(StoriesTokenizer, Greedy200DecodesToKnownText) {
-  const std::vector<int32_t> ids = ReadIds(kRoot + "/tests/data/stories260K.greedy200.ids");
+  const std::vector<int32_t> ids =
+      ReadIds(test::kSourceRoot + "/tests/data/stories260K.greedy200.ids");
   ASSERT_EQ(ids.size(), 200u);
-  const std::string want = ReadAll(kRoot + "/tests/data/stories260K.greedy200.txt");
+  const std::string want = ReadAll(test::kSourceRoot + "/tests/data/stories260K.greedy200.txt");
   // llama2.c prints each piece after BOS (prev = 1): byte for byte the file.
   EXPECT_EQ(tok_->Decode(ids), want);
 }
 
 TEST_P(StoriesTokenizer, EncodesLikeLlama2c) {
   // The greedy story begins "Once upon a time": its first four ids.
-  const std::vector<int32_t> story = ReadIds(kRoot + "/tests/data/stories260K.greedy200.ids");
+  const std::vector<int32_t> story =
+      ReadIds(test::kSourceRoot + "/tests/data/stories260K.greedy200.ids");
   EXPECT_EQ(tok_->Encode("Once upon a time", true),
             (std::vector<int32_t>{1, story[0], story[1], story[2], story[3]}));
   EXPECT_EQ(tok_->Encode("Once upon a time", false),
@@ -95,7 +96,7 @@ TEST_P(StoriesTokenizer, ControlTokensAndLeadingSpace) {
   EXPECT_TRUE(tok_->IsEndOfGeneration(2));
   EXPECT_FALSE(tok_->IsEndOfGeneration(1));
   EXPECT_TRUE(tok_->IsControl(1));
-  const int32_t once = ReadIds(kRoot + "/tests/data/stories260K.greedy200.ids")[0];
+  const int32_t once = ReadIds(test::kSourceRoot + "/tests/data/stories260K.greedy200.ids")[0];
   EXPECT_EQ(tok_->DecodePiece(1, once), "Once");    // after BOS: space dropped
   EXPECT_EQ(tok_->DecodePiece(42, once), " Once");  // elsewhere: kept
   EXPECT_EQ(tok_->DecodePiece(1, -5), "");
@@ -111,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(BothFiles, StoriesTokenizer,
                          ::testing::Values("stories260K.gguf", "stories260K.bin"));
 
 TEST(Llama2cTokenizer, RejectsCorruptFiles) {
-  auto map = MappedFile::Open(kRoot + "/models/tok512.bin");
+  auto map = MappedFile::Open(test::kSourceRoot + "/models/tok512.bin");
   ASSERT_TRUE(map.ok()) << map.message();
   std::vector<uint8_t> bytes((*map)->data(), (*map)->data() + (*map)->size());
   // Truncations anywhere give an error, never a crash.
