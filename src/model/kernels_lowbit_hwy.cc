@@ -22,12 +22,6 @@ using DF = hn::CappedTag<float, 16>;
 using DI = hn::RebindToSigned<DF>;
 using D8 = hn::Rebind<uint8_t, DF>;
 
-inline float LowBitHalf(const uint8_t* p) {
-  f16_t h;
-  std::memcpy(&h, p, 2);
-  return F16ToF32(h);
-}
-
 // Q2_K (84 B / 256): scales[16] (low nibble scale, high nibble min), qs[64],
 // fp16 d at 80, dmin at 82; 2-bit field s of qs[32h + l] is value
 // 128h + 32s + l. Per 16 values: d*sc*sum(q x) - dmin*m*sum(x).
@@ -39,7 +33,7 @@ float DotQ2_K(const uint8_t* p, const float* x, int64_t k) {
   const auto m3 = hn::Set(di, 3);
   auto acc = hn::Zero(df);
   for (int64_t b = 0; b < k / 256; ++b, p += 84) {
-    const float d = LowBitHalf(p + 80), dmin = LowBitHalf(p + 82);
+    const float d = LoadHalf(p + 80), dmin = LoadHalf(p + 82);
     for (int h = 0; h < 2; ++h) {
       for (int s = 0; s < 4; ++s) {
         for (int part = 0; part < 2; ++part) {
@@ -80,7 +74,7 @@ float DotQ3_K(const uint8_t* p, const float* x, int64_t k) {
       const int high = (s12[8 + i % 4] >> (2 * (i / 4))) & 3;
       scales[i] = (low | (high << 4)) - 32;
     }
-    const float d = LowBitHalf(p + 108);
+    const float d = LoadHalf(p + 108);
     for (int h = 0; h < 2; ++h) {
       for (int s = 0; s < 4; ++s) {
         const int g = 4 * h + s;
@@ -144,7 +138,7 @@ float DotIQ4_NL(const uint8_t* p, const float* x, int64_t k) {
   const DF df;
   auto acc = hn::Zero(df);
   for (int64_t b = 0; b < k / 32; ++b, p += 18, x += 32)
-    acc = hn::MulAdd(hn::Set(df, LowBitHalf(p)), Iq4Half16(p + 2, x), acc);
+    acc = hn::MulAdd(hn::Set(df, LoadHalf(p)), Iq4Half16(p + 2, x), acc);
   return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
@@ -155,7 +149,7 @@ float DotIQ4_XS(const uint8_t* p, const float* x, int64_t k) {
   const DF df;
   auto acc = hn::Zero(df);
   for (int64_t b = 0; b < k / 256; ++b, p += 136) {
-    const float d = LowBitHalf(p);
+    const float d = LoadHalf(p);
     uint16_t sh;
     std::memcpy(&sh, p + 2, 2);
     for (int i = 0; i < 8; ++i) {
