@@ -6,6 +6,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "cache/prefetch.h"
 #include "cache/prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
@@ -18,6 +19,10 @@ namespace {
 // a scalar reference as their oracle), one page (kBlock tokens) per call.
 constexpr int64_t kBlock = PlainKvCache::kPageTokens;
 const quant::Format kF16Rows = quant::F16();
+// fp16 decode attends page j while the pages kPagesAhead later are requested
+// (cache/prefetch.h; 2, 3, 4 and 6 measured alike at 32K, 1 and 8 a little
+// slower; docs/performance.md, wave 17).
+constexpr int64_t kPagesAhead = 3;
 
 // Stores row[0..D) as row r of head h in page p ([H][kBlock][D] values),
 // allocating the page at its full size when it is new.
@@ -220,15 +225,27 @@ Status PlainKvCache::AttendPerQuery(int layer, const float* q, const int32_t* q_
       qs.resize(static_cast<size_t>(group) * D);
       for (size_t e2 = 0; e2 < qs.size(); ++e2) qs[e2] = q[first + e2] * scale;
       const size_t head = static_cast<size_t>(kvh) * kBlock * D;
+      // This head's rows of page pa (K or V), requested kPagesAhead pages
+      // before they are read: a head's pages lie 64 KiB and more apart, which
+      // the hardware prefetchers do not follow.
+      const size_t head_bytes = sizeof(f16_t) * static_cast<size_t>(kBlock) * D;
+      auto prefetch_page = [&](const auto& pages, int64_t pa) {
+        if (pa * kBlock >= t) return;
+        cache::PrefetchBytes(reinterpret_cast<const uint8_t*>(pages[pa].data() + head), head_bytes);
+      };
+      for (int64_t pa = 0; pa < kPagesAhead; ++pa) prefetch_page(L.k16, pa);
       for (int64_t j = 0; j < t; j += kBlock) {
         const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+        prefetch_page(L.k16, j / kBlock + kPagesAhead);
         quant::DotChunkMulti(kF16Rows,
                              reinterpret_cast<const uint8_t*>(L.k16[j / kBlock].data() + head),
                              nullptr, T, D, qs.data(), D, group, w.data() + j, ss);
       }
       for (int hh = 0; hh < group; ++hh) quant::SoftmaxRow(w.data() + hh * ss, static_cast<int>(t));
+      for (int64_t pa = 0; pa < kPagesAhead; ++pa) prefetch_page(L.v16, pa);
       for (int64_t j = 0; j < t; j += kBlock) {
         const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
+        prefetch_page(L.v16, j / kBlock + kPagesAhead);
         quant::AxpyChunkMulti(kF16Rows,
                               reinterpret_cast<const uint8_t*>(L.v16[j / kBlock].data() + head),
                               nullptr, T, D, w.data() + j, ss, group, o, D);

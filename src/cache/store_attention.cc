@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/prefetch.h"
 #include "cache/store_prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
@@ -24,24 +25,13 @@ constexpr int kResidualPiece = 64;  // tokens
 // computed: one stream's chunks lie on different pages (decode-time seals
 // place the KV heads of a layer in turn; a multi-chunk seal places each
 // plane of a stream in consecutive units, but pages are separate
-// allocations), which the hardware prefetchers do not follow.
-// Blocks of at least a page (the 8-bit tiers' 32 x 128 code blocks) also get
-// a load of their first and last byte (not a prefetch), which walks the page
-// table for the pages the prefetches then fill: without it a prefetch that
-// missed the TLB did not hide the miss (int8 / fp8 at 32K: 8.0-10.7 ->
-// 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks the same loads
-// cost 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md
-// "Wave 9: lead measurements").
-constexpr size_t kTouchBytes = 4096;
-void TouchEnds(const uint8_t* p, size_t n) {
-  const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(p);
-  const uint8_t last = *reinterpret_cast<const volatile uint8_t*>(p + n - 1);
-  asm volatile("" : : "r"(first), "r"(last));
-}
-void PrefetchBytes(const uint8_t* p, size_t n) {
-  if (n >= kTouchBytes) TouchEnds(p, n);
-  for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
-}
+// allocations), which the hardware prefetchers do not follow. Blocks of at
+// least a page (the 8-bit tiers' 32 x 128 code blocks, fp16 chunks) also get
+// their pages touched (cache/prefetch.h): without it a prefetch that missed
+// the TLB did not hide the miss (int8 / fp8 at 32K: 8.0-10.7 -> 6.7-8.2 ms
+// per step). For the 2/4-bit tiers' smaller blocks the same loads cost
+// 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md "Wave 9:
+// lead measurements").
 // The int8 and q8_0 row kernels take the line prefetches of a later code
 // block (quant/prefetch_lines.h) and spread them over their loops: issued as
 // one burst here they cost 10-23% of an int8 decode step at 16K-32K (q8_0:
@@ -55,7 +45,7 @@ bool KernelTakesLines(const quant::Format& f) {
 void PrefetchCodes(const quant::Format& f, const uint8_t* p, size_t n,
                    quant::PrefetchLines* ahead) {
   if (n >= kTouchBytes && KernelTakesLines(f)) {
-    TouchEnds(p, n);
+    TouchPages(p, n);
     ahead->Set(p, n);
     return;
   }

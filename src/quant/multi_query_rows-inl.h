@@ -1,5 +1,5 @@
 // Full-width (up to 16 float lanes) multi-query kernels for the row-major
-// 8-bit and llama.cpp-block layouts: int8 (fp16 scale per token), fp8 E4M3 /
+// fp16, 8-bit and llama.cpp-block layouts: fp16, int8 (fp16 scale per token), fp8 E4M3 /
 // E5M2 (fp16 scale per chunk) and q8_0 / q4_0 / q4_1 / q5_0 / q5_1 (blocks of
 // 32 values along D, fp16 scale [and minimum] per block). Included by
 // quant/multi_query.cc once per SIMD target, after multi_query_wide-inl.h
@@ -64,6 +64,24 @@ struct Int8RowDec {
   // Scales of tokens t .. t + 3.
   HWY_INLINE hn::Vec<hn::FixedTag<float, 4>> Scale4(int t) const {
     return hn::LoadU(hn::FixedTag<float, 4>(), s + t);
+  }
+};
+
+// fp16 rows (the plain cache's pages, the fp16 tier and the residual of a
+// compressed store): the hardware conversion, 16 lanes, no scale. Through
+// the 8-lane row kernel of multi_query.cc (one horizontal sum per token and
+// row) an fp16 decode step at 32K read 6 GB/s, a quarter of the machine's
+// read bandwidth (docs/performance.md, wave 17).
+struct F16RowDec {
+  HQEKV_QUANT_TAGS(DW);
+  const uint8_t* codes;
+  int D;
+  HWY_INLINE VF operator()(int t, int d) const {
+    return LoadF16V(DF(), codes + 2 * (static_cast<size_t>(t) * D + d));
+  }
+  HWY_INLINE float Scale(int) const { return 1.0f; }
+  HWY_INLINE hn::Vec<hn::FixedTag<float, 4>> Scale4(int) const {
+    return hn::Set(hn::FixedTag<float, 4>(), 1.0f);
   }
 };
 
@@ -344,6 +362,10 @@ template <class Fn>
 HWY_INLINE bool WithRowDecoder(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                                int D, const Fn& fn) {
   if (D % kWideLanes != 0) return false;
+  if (f.kind == Kind::kF16) {
+    fn(F16RowDec{codes, D}, std::false_type());
+    return true;
+  }
   if (f.kind == Kind::kInt8) {
     float* s = Scratch(0, static_cast<size_t>(T));
     LoadPlane(meta, T, s);

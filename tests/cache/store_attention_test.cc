@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "hadamard_format.h"
 #include "core/parallel.h"
 #include "quant/format.h"
 #include "quant/multi_query.h"
@@ -80,10 +81,7 @@ struct Mix {
   std::vector<std::pair<Format, Format>> tiers;  // (K, V) per sealed chunk, cycled
 };
 
-Format Had(Format f) {
-  f.hadamard = true;
-  return f;
-}
+using test_util::Had;
 
 // Builds a store with chunks in the given tiers, some evicted chunks and
 // tokens, and a residual; runs attention for a prefill-like batch of queries

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cache/store_attention.h"
+#include "hadamard_format.h"
 #include "core/parallel.h"
 #include "quant/format.h"
 
@@ -25,10 +26,7 @@ namespace {
 using quant::Format;
 using quant::Grouping;
 
-Format Had(Format f) {
-  f.hadamard = true;
-  return f;
-}
+using test_util::Had;
 
 struct Tiers {
   const char* name;

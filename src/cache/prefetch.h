@@ -1,0 +1,53 @@
+// Requests for cache bytes a decode step will read soon (a later chunk or
+// page of the KV head being walked), shared by the plain cache
+// (plain_cache.cc) and the compressed store (store_attention.cc).
+//
+// Why the touches: a KV head's blocks lie on pages the hardware prefetchers
+// do not follow, and on this class of machine (Zen 5) a software prefetch
+// whose address misses the TLB did not hide the miss. One real load per 4 KiB
+// page of the block walks the page table ahead of time, so that the line
+// prefetches after it can be served (plain fp16 cache, 32K tokens: 15.7 ->
+// 8.4-9.1 ms per step with every page touched, 10.1-10.5 with only the
+// first and last byte of an 8 KiB block that spans 3 pages;
+// docs/performance.md, wave 17).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hqekv::cache {
+
+// Blocks of this size or more get their pages touched (smaller ones: the
+// touches cost more than the walks they hide; wave 9).
+inline constexpr size_t kTouchBytes = 4096;
+
+// Calls fn(offset) for one byte in every 4 KiB page that [start, start + n)
+// overlaps (n > 0): offset 0, the first byte of each page strictly between
+// the first and the last page, and n - 1 (so a block on at most 2 pages gets
+// only its ends). Offsets ascend and are < n.
+template <class Fn>
+inline void ForEachPageTouch(uintptr_t start, size_t n, const Fn& fn) {
+  const uintptr_t last_page = (start + n - 1) & ~uintptr_t{4095};
+  fn(size_t{0});
+  for (size_t o = 4096 - (start & 4095); ((start + o) & ~uintptr_t{4095}) < last_page; o += 4096)
+    fn(o);
+  fn(n - 1);
+}
+
+// One real load per page of [p, p + n) (ForEachPageTouch), results discarded.
+inline void TouchPages(const uint8_t* p, size_t n) {
+  const auto* v = reinterpret_cast<const volatile uint8_t*>(p);
+  uint8_t sink = 0;
+  ForEachPageTouch(reinterpret_cast<uintptr_t>(p), n, [&](size_t o) { sink ^= v[o]; });
+  asm volatile("" : : "r"(sink));
+}
+
+// [p, p + n): pages touched (n >= kTouchBytes), then every 64-byte line
+// prefetched.
+inline void PrefetchBytes(const uint8_t* p, size_t n) {
+  if (n == 0) return;
+  if (n >= kTouchBytes) TouchPages(p, n);
+  for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
+}
+
+}  // namespace hqekv::cache
