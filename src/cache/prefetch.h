@@ -42,12 +42,16 @@ inline void TouchPages(const uint8_t* p, size_t n) {
   asm volatile("" : : "r"(sink));
 }
 
-// [p, p + n): pages touched (n >= kTouchBytes), then every 64-byte line
-// prefetched.
+// Every 64-byte line of [p, p + n) prefetched (no touch).
+inline void PrefetchRange(const uint8_t* p, size_t n) {
+  for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
+}
+
+// [p, p + n): pages touched (n >= kTouchBytes), then every line prefetched.
 inline void PrefetchBytes(const uint8_t* p, size_t n) {
   if (n == 0) return;
   if (n >= kTouchBytes) TouchPages(p, n);
-  for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
+  PrefetchRange(p, n);
 }
 
 }  // namespace hqekv::cache

@@ -20,8 +20,8 @@ std::vector<size_t> Touches(uintptr_t start, size_t n) {
 TEST(PageTouches, EveryOverlappedPageOnceAndNothingOutside) {
   for (uintptr_t start : {uintptr_t{0x10000}, uintptr_t{0x10001}, uintptr_t{0x10FFF},
                           uintptr_t{0x10800}, uintptr_t{0x10040}}) {
-    for (size_t n : {size_t{1}, size_t{64}, size_t{4095}, size_t{4096}, size_t{4097},
-                     size_t{8192}, size_t{8193}, size_t{12288}, size_t{65536 + 17}}) {
+    for (size_t n : {size_t{1}, size_t{64}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{8192},
+                     size_t{8193}, size_t{12288}, size_t{65536 + 17}}) {
       SCOPED_TRACE("start=" + std::to_string(start) + " n=" + std::to_string(n));
       const std::vector<size_t> offs = Touches(start, n);
       std::set<uintptr_t> want, got;
