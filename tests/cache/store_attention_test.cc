@@ -86,9 +86,10 @@ using test_util::Had;
 // Builds a store with chunks in the given tiers, some evicted chunks and
 // tokens, and a residual; runs attention for a prefill-like batch of queries
 // at mixed positions and compares against the reference.
-void CheckMix(const Mix& mix, int n_q_heads, int H, unsigned seed) {
+// D, G: head dim and chunk tokens.
+void CheckMix(const Mix& mix, int n_q_heads, int H, unsigned seed, int D = 32, int G = 8) {
   SCOPED_TRACE(mix.name);
-  const int D = 32, G = 8, L = 2, layer = 1;
+  const int L = 2, layer = 1;
   KvStoreConfig cfg;
   cfg.n_layers = L;
   cfg.n_kv_heads = H;
@@ -220,6 +221,18 @@ const std::vector<Mix>& Mixes() {
 
 TEST(StoreAttention, MatchesReferenceForEveryTierMix) {
   for (const Mix& m : Mixes()) CheckMix(m, /*n_q_heads=*/8, /*H=*/2, 11);
+}
+
+// Chunks of a page or more, whose code blocks the walk requests with their
+// pages touched (store_attention.cc, PrefetchCodes): 12-token chunks of 256
+// dims (fp16 6 KiB, int8 3 KiB), with an evicted chunk and evicted tokens,
+// as in the mixes above.
+TEST(StoreAttention, PageSizedChunksMatchReference) {
+  const Mix fp16{"fp16 6 KiB", {{quant::F16(), quant::F16()}}};
+  CheckMix(fp16, /*n_q_heads=*/8, /*H=*/2, 12, /*D=*/256, /*G=*/12);
+  const Mix mixed{"fp16 + int8",
+                  {{quant::F16(), quant::F16()}, {quant::Int8PerToken(), quant::Int8PerToken()}}};
+  CheckMix(mixed, /*n_q_heads=*/4, /*H=*/2, 13, /*D=*/256, /*G=*/12);
 }
 
 TEST(StoreAttention, MhaAndMqaAndParallelHeads) {
