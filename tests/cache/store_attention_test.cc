@@ -223,10 +223,10 @@ TEST(StoreAttention, MatchesReferenceForEveryTierMix) {
   for (const Mix& m : Mixes()) CheckMix(m, /*n_q_heads=*/8, /*H=*/2, 11);
 }
 
-// Chunks of a page or more, whose code blocks the walk requests with their
-// pages touched (store_attention.cc, PrefetchCodes): 12-token chunks of 256
-// dims (fp16 6 KiB, int8 3 KiB), with an evicted chunk and evicted tokens,
-// as in the mixes above.
+// 12-token chunks of 256 dims: fp16 blocks of 6 KiB (a page or more: the walk
+// touches their pages before the line prefetches, store_attention.cc
+// PrefetchCodes) beside int8 blocks of 3 KiB (under a page: prefetched only),
+// with an evicted chunk and evicted tokens, as in the mixes above.
 TEST(StoreAttention, PageSizedChunksMatchReference) {
   const Mix fp16{"fp16 6 KiB", {{quant::F16(), quant::F16()}}};
   CheckMix(fp16, /*n_q_heads=*/8, /*H=*/2, 12, /*D=*/256, /*G=*/12);
