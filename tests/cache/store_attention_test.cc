@@ -195,6 +195,55 @@ void CheckMix(const Mix& mix, int n_q_heads, int H, unsigned seed, int D = 32, i
       }
     }
   }
+
+  // No sink: the walk that keeps its weights unnormalized (exp(s - max),
+  // the output scaled by 1 / sum once). The batch on the per-query path
+  // (tiled prefill off, fp32 kernels) against the reference with the
+  // tolerance above; then each query alone, whole and split into spans,
+  // serial and on 2 threads: with the fp32 kernels against the reference,
+  // and with the decode defaults (int16 / bf16 kernels where they apply)
+  // against the same query with a sink (normalized weights), within fp32
+  // rounding as above.
+  StoreAttentionOptions per_query;
+  per_query.tiled_prefill = false;
+  std::vector<float> no_sink(out.size(), -7.0f);
+  ASSERT_TRUE(StoreAttention(*s, layer, n_q_heads, q.data(), q_pos.data(), n, no_sink.data(),
+                             nullptr, per_query)
+                  .ok());
+  for (size_t e = 0; e < out.size(); ++e) {
+    ASSERT_NEAR(no_sink[e], ref[e], tol * (1.0 + std::abs(ref[e]))) << "element " << e;
+  }
+  const AttentionSink ignore = [](const AttentionRow&) {};
+  for (int i = 0; i < n; ++i) {
+    const size_t base = static_cast<size_t>(i) * n_q_heads * D;
+    for (int spans : {1, 2, 3, 7}) {
+      for (bool parallel : {false, true}) {
+        SCOPED_TRACE("no-sink query " + std::to_string(i) + " spans " + std::to_string(spans) +
+                     (parallel ? " parallel" : " serial"));
+        SetNumThreads(parallel ? 2 : 1);
+        StoreAttentionOptions opt;
+        opt.spans_per_head = spans;
+        opt.parallel_min_work = parallel ? 0 : INT64_MAX;
+        auto run = [&](const StoreAttentionOptions& o, const AttentionSink* sk) {
+          std::vector<float> r(static_cast<size_t>(n_q_heads) * D, -7.0f);
+          EXPECT_TRUE(
+              StoreAttention(*s, layer, n_q_heads, q.data() + base, &q_pos[i], 1, r.data(), sk, o)
+                  .ok());
+          return r;
+        };
+        const std::vector<float> fast = run(opt, nullptr), sunk = run(opt, &ignore);
+        for (size_t e = 0; e < fast.size(); ++e) {
+          ASSERT_NEAR(fast[e], sunk[e], 1e-5 * (1.0 + std::abs(sunk[e]))) << e;
+        }
+        StoreAttentionOptions fp32 = opt;
+        fp32.rounded_query = fp32.rounded_weights = false;
+        const std::vector<float> exact = run(fp32, nullptr);
+        for (size_t e = 0; e < exact.size(); ++e) {
+          ASSERT_NEAR(exact[e], ref[base + e], tol * (1.0 + std::abs(ref[base + e]))) << e;
+        }
+      }
+    }
+  }
   SetNumThreads(saved_threads);
 }
 
