@@ -27,7 +27,8 @@ constexpr int kResidualPiece = 64;  // tokens
 // plane of a stream in consecutive units, but pages are separate
 // allocations), which the hardware prefetchers do not follow. Blocks of at
 // least a page (the 8-bit tiers' 32 x 128 code blocks, fp16 chunks) also get
-// their pages touched (cache/prefetch.h): without it a prefetch that missed
+// their pages touched (fp16: prefetched, below; cache/prefetch.h): without it
+// a prefetch that missed
 // the TLB did not hide the miss (int8 / fp8 at 32K: 8.0-10.7 -> 6.7-8.2 ms
 // per step). For the 2/4-bit tiers' smaller blocks the same loads cost
 // 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md "Wave 9:
@@ -37,19 +38,47 @@ constexpr int kResidualPiece = 64;  // tokens
 // one burst here they cost 10-23% of an int8 decode step at 16K-32K (q8_0:
 // 0-4%; docs/performance.md "Wave 15: lead"). The fp8 kernels gained nothing
 // that way and keep the burst.
+// fp16 chunks take them a piece at a time (FromAheadInPieces), as the plain
+// cache's walk does: StoreDecode/f16 at 16K / 32K 0.82 / 0.94 of the time of
+// one burst, one binary switched by the environment (docs/performance.md,
+// wave 18).
 bool KernelTakesLines(const quant::Format& f) {
-  return f.kind == quant::Kind::kInt8 || f.kind == quant::Kind::kQ8_0;
+  return f.kind == quant::Kind::kInt8 || f.kind == quant::Kind::kQ8_0 ||
+         f.kind == quant::Kind::kF16;
 }
-// A code block: touched and handed to the kernels through *ahead when they
-// take lines (and it is a page or more), else prefetched at once.
+// A code block: its pages touched (fp16: prefetched, PrefetchPages) and the
+// block handed to the kernels through *ahead when they take lines (and it is
+// a page or more), else prefetched at once.
 void PrefetchCodes(const quant::Format& f, const uint8_t* p, size_t n,
                    quant::PrefetchLines* ahead) {
   if (n >= kTouchBytes && KernelTakesLines(f)) {
-    TouchPages(p, n);
+    if (f.kind == quant::Kind::kF16) {
+      PrefetchPages(p, n);
+    } else {
+      TouchPages(p, n);
+    }
     ahead->Set(p, n);
     return;
   }
   PrefetchBytes(p, n);
+}
+// fp16 rows (no metadata) for the fp32 kernels: called per kF16PieceTokens
+// tokens, each call after as many lines of *ahead (a later chunk's block) as
+// the piece reads, so that the requests overlap the arithmetic instead of
+// stalling in one burst (the plain cache's walk, cache/plain_cache.cc).
+// kernel(codes, t0, len): tokens [t0, t0 + len) of the chunk.
+constexpr int kF16PieceTokens = 8;
+template <class Kernel>
+bool FromAheadInPieces(const quant::Format& f, const uint8_t* codes, int T, int D,
+                       quant::PrefetchLines* ahead, const Kernel& kernel) {
+  if (f.kind != quant::Kind::kF16 || !ahead || ahead->next >= ahead->end) return false;
+  const size_t row_bytes = sizeof(f16_t) * static_cast<size_t>(D);
+  const int piece_lines = static_cast<int>((row_bytes * kF16PieceTokens + 63) / 64);
+  for (int t0 = 0; t0 < T; t0 += kF16PieceTokens) {
+    ahead->next = quant::RequestLines(ahead->next, ahead->end, piece_lines);
+    kernel(codes + row_bytes * static_cast<size_t>(t0), t0, std::min(kF16PieceTokens, T - t0));
+  }
+  return true;
 }
 // Chunks of a KV head lie on different pages (decode-time seals place the
 // heads of a layer in turn), which the hardware prefetchers do not follow: while the kernels
@@ -134,6 +163,11 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
           })) {
     return;
   }
+  if (FromAheadInPieces(f, c.k_codes, c.T, D, ahead, [&](const uint8_t* rows, int t0, int len) {
+        quant::DotChunkMulti(f, rows, nullptr, len, D, q, D, group, scores + t0, ss);
+      })) {
+    return;
+  }
   quant::DotChunkMulti(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
 }
 
@@ -150,6 +184,12 @@ void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, floa
        quant::AxpyRowsQ8_0Int16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
                                        D, ahead) ||
        quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D))) {
+    return;
+  }
+  if (FromAheadInPieces(
+          c.v_format, c.v_codes, c.T, D, ahead, [&](const uint8_t* rows, int t0, int len) {
+            quant::AxpyChunkMulti(c.v_format, rows, nullptr, len, D, w + t0, ws, group, acc, D);
+          })) {
     return;
   }
   quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);
