@@ -24,9 +24,8 @@ const quant::Format kF16Rows = quant::F16();
 // slower; docs/performance.md, wave 17).
 constexpr int64_t kPagesAhead = 3;
 // Tokens per kernel call, each preceded by its share of the later page's line
-// requests: 8 and 16 alike, 6-7% faster per step at 16K-32K than one burst
-// per 32-token page; 4 slower at 16K (docs/performance.md, wave 17).
-constexpr int kPieceTokens = 8;
+// requests (cache/prefetch.h).
+constexpr int kPieceTokens = cache::kF16PieceTokens;
 
 // Stores row[0..D) as row r of head h in page p ([H][kBlock][D] values),
 // allocating the page at its full size when it is new.

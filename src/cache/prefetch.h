@@ -21,6 +21,13 @@ namespace hqekv::cache {
 // touches cost more than the walks they hide; wave 9).
 inline constexpr size_t kTouchBytes = 4096;
 
+// fp16 rows per kernel call in a decode walk that spreads a later block's
+// line requests over its calls (each call preceded by its share): 8 and 16
+// alike, 6-7% faster per step at 16K-32K than one burst per 32-token page of
+// the plain cache, 4 slower at 16K (docs/performance.md, wave 17); the
+// store's fp16 chunks the same way (wave 18).
+inline constexpr int kF16PieceTokens = 8;
+
 // Calls fn(offset) for one byte in every 4 KiB page that [start, start + n)
 // overlaps (n > 0): offset 0, the first byte of each page strictly between
 // the first and the last page, and n - 1 (so a block on at most 2 pages gets

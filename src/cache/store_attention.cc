@@ -28,9 +28,8 @@ constexpr int kResidualPiece = 64;  // tokens
 // allocations), which the hardware prefetchers do not follow. Blocks of at
 // least a page (the 8-bit tiers' 32 x 128 code blocks, fp16 chunks) also get
 // their pages touched (fp16: prefetched, below; cache/prefetch.h): without it
-// a prefetch that missed
-// the TLB did not hide the miss (int8 / fp8 at 32K: 8.0-10.7 -> 6.7-8.2 ms
-// per step). For the 2/4-bit tiers' smaller blocks the same loads cost
+// a prefetch that missed the TLB did not hide the miss (int8 / fp8 at 32K:
+// 8.0-10.7 -> 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks the same loads cost
 // 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md "Wave 9:
 // lead measurements").
 // The int8 and q8_0 row kernels take the line prefetches of a later code
@@ -63,11 +62,11 @@ void PrefetchCodes(const quant::Format& f, const uint8_t* p, size_t n,
   PrefetchBytes(p, n);
 }
 // fp16 rows (no metadata) for the fp32 kernels: called per kF16PieceTokens
-// tokens, each call after as many lines of *ahead (a later chunk's block) as
-// the piece reads, so that the requests overlap the arithmetic instead of
-// stalling in one burst (the plain cache's walk, cache/plain_cache.cc).
-// kernel(codes, t0, len): tokens [t0, t0 + len) of the chunk.
-constexpr int kF16PieceTokens = 8;
+// tokens (cache/prefetch.h), each call after as many lines of *ahead (a later
+// chunk's block) as the piece reads, so that the requests overlap the
+// arithmetic instead of stalling in one burst (the plain cache's walk,
+// cache/plain_cache.cc). kernel(codes, t0, len): tokens [t0, t0 + len) of the
+// chunk.
 template <class Kernel>
 bool FromAheadInPieces(const quant::Format& f, const uint8_t* codes, int T, int D,
                        quant::PrefetchLines* ahead, const Kernel& kernel) {

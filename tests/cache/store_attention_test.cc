@@ -273,9 +273,10 @@ TEST(StoreAttention, MatchesReferenceForEveryTierMix) {
 }
 
 // 12-token chunks of 256 dims: fp16 blocks of 6 KiB (a page or more: the walk
-// touches their pages before the line prefetches, store_attention.cc
-// PrefetchCodes) beside int8 blocks of 3 KiB (under a page: prefetched only),
-// with an evicted chunk and evicted tokens, as in the mixes above.
+// prefetches their pages and reads them in 8 + 4-token pieces with a later
+// block's lines spread over them, store_attention.cc PrefetchCodes /
+// FromAheadInPieces) beside int8 blocks of 3 KiB (under a page: prefetched
+// only), with an evicted chunk and evicted tokens, as in the mixes above.
 TEST(StoreAttention, PageSizedChunksMatchReference) {
   const Mix fp16{"fp16 6 KiB", {{quant::F16(), quant::F16()}}};
   CheckMix(fp16, /*n_q_heads=*/8, /*H=*/2, 12, /*D=*/256, /*G=*/12);
