@@ -22,6 +22,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -153,6 +155,46 @@ Stats Summarize(const std::vector<double>& v) {
   return {*std::min_element(v.begin(), v.end()), MedianOf(v)};
 }
 
+constexpr const char* kUsage =
+    "usage: bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick]\n"
+    "                     [--types F16,BF16,Q8_0,...] [--ops gemv,gemm] [--no-old] [--cold]\n";
+
+int UsageError(const std::string& why) {
+  std::fprintf(stderr, "bench_kernels: %s\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
+// The value of a decimal flag, or -1 when it is not a whole positive number.
+int64_t PositiveInt(const char* s) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || errno == ERANGE || v <= 0 || v > (int64_t{1} << 30)) return -1;
+  return v;
+}
+
+std::vector<std::string> SplitCommas(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The first name in a comma list that is no tensor type's name ("" if none).
+std::string UnknownType(const std::string& list) {
+  for (const std::string& name : SplitCommas(list)) {
+    bool known = false;
+    for (const auto& info : hqekv::kTensorTypes)
+      known = known || name == hqekv::TensorTypeName(info.type);
+    if (!known) return name.empty() ? "(empty)" : name;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,16 +203,41 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string types = "Q8_0,Q4_K,F16", ops = "gemv,gemm";
   bool run_old = true, cold = false;
+  // Strict flags: a typo or a bad value is an error, never a silent default
+  // run (which would also take the machine for minutes).
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    if (a == "--gemm-m" && i + 1 < argc) gemm_m = std::atoll(argv[++i]);
-    if (a == "--quick") quick = true;
-    if (a == "--types" && i + 1 < argc) types = argv[++i];
-    if (a == "--ops" && i + 1 < argc) ops = argv[++i];
-    if (a == "--no-old") run_old = false;
-    if (a == "--cold") cold = true;
+    const bool has_value = i + 1 < argc;
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (a == "--no-old") {
+      run_old = false;
+    } else if (a == "--cold") {
+      cold = true;
+    } else if ((a == "--rounds" || a == "--reps" || a == "--gemm-m") && has_value) {
+      const char* v = argv[++i];
+      const int64_t n = PositiveInt(v);
+      if (n <= 0) return UsageError(a + " takes a positive integer, got '" + v + "'");
+      if (a == "--rounds") rounds = static_cast<int>(n);
+      if (a == "--reps") reps = static_cast<int>(n);
+      if (a == "--gemm-m") gemm_m = n;
+    } else if (a == "--types" && has_value) {
+      types = argv[++i];
+      if (const std::string bad = UnknownType(types); !bad.empty())
+        return UsageError("--types: unknown weight type '" + bad + "'");
+    } else if (a == "--ops" && has_value) {
+      ops = argv[++i];
+      for (const std::string& op : SplitCommas(ops))
+        if (op != "gemv" && op != "gemm")
+          return UsageError("--ops: unknown op '" + op + "' (gemv, gemm)");
+    } else {
+      const bool value_flag =
+          a == "--rounds" || a == "--reps" || a == "--gemm-m" || a == "--types" || a == "--ops";
+      return UsageError(value_flag ? a + " needs a value" : "unknown argument '" + a + "'");
+    }
   }
   hqekv::SetNumThreads(1);
   const bool has512 = __builtin_cpu_supports("avx512f");

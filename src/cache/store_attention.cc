@@ -154,7 +154,7 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
           })) {
     return;
   }
-  if (quant::Bf16QueryRowsApply(f, c.T, D) &&
+  if (quant::Bf16RowsPreferred() && quant::Bf16QueryRowsApply(f, c.T, D) &&
       pq.bf16.Score(
           q, [&](quant::Bf16Query* r) { return quant::PrepareBf16Query(q, D, group, D, r); },
           [&](const quant::Bf16Query& r) {
@@ -172,7 +172,8 @@ void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, s
 
 // The chunk's V times `group` weight rows added to acc: an int16-weight
 // kernel when asked for and available (per-token KIVI / HqeKV chunks, int8 and q8_0
-// rows), the bf16 one for fp8 rows, else the fp32-weight one.
+// rows), the bf16 one for fp8 rows where this CPU runs it faster
+// (quant::Bf16RowsPreferred), else the fp32-weight one.
 void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
            bool rounded_weights, quant::PrefetchLines* ahead) {
   if (rounded_weights &&
@@ -182,7 +183,8 @@ void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, floa
                                    ahead) ||
        quant::AxpyRowsQ8_0Int16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
                                        D, ahead) ||
-       quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D))) {
+       (quant::Bf16RowsPreferred() && quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta,
+                                                                 c.T, D, w, ws, group, acc, D)))) {
     return;
   }
   if (FromAheadInPieces(

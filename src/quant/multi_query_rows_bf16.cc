@@ -384,6 +384,14 @@ bool Fp8Shape(const Format& f, int D) {
 constexpr size_t kWordsPerBlock = 256;
 }  // namespace
 
+bool Bf16RowsPreferred() {
+  // Intel's cores issue vdpbf16ps on one 512-bit pipe and vpermi2b as
+  // several uops on the shuffle pipe that also does FMAs (perf annotate on
+  // the Xeon: the vdpbf16ps hold most of the V kernel's samples).
+  static const bool preferred = __builtin_cpu_supports("avx512bf16") && !__builtin_cpu_is("intel");
+  return preferred;
+}
+
 bool Bf16QueryRowsApply(const Format& f, int T, int D) {
   return Fp8Shape(f, D) && T >= 1 && T <= 64;
 }

@@ -65,6 +65,17 @@ bool DotRowsBf16Prepared(const Format& f, const uint8_t* codes, const uint8_t* m
 bool AxpyRowsBf16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 
+// Whether a decode walk should take the kernels above for fp8 chunks on this
+// CPU rather than the fp32 row kernels (DotChunkMulti / AxpyChunkMulti). Both
+// are correct wherever they run; which is faster depends on how the core
+// issues vdpbf16ps and vpermi2b. AMD (Zen 5, the tuning machine): the bf16
+// kernels, 464 -> 315 ns per chunk (docs/performance.md, wave 11). Intel
+// Xeon with AVX512_BF16 and AMX (wave 19): the fp32 row kernels, decode step
+// 0.87-0.88x of the bf16 kernels' time at 4K and 0.92-0.93x at 32K. Decided by
+// the CPU's vendor, never by a timing at run time, so that one CPU always
+// gives the same bits. False where the kernels decline anyway.
+bool Bf16RowsPreferred();
+
 // bf16 bits of the 256 fp8 codes' values (Fp8DecodeTable, exact).
 const uint16_t* Fp8Bf16Table(bool e4m3);
 // x rounded to bf16 (nearest even), as bits; x finite with |x| < 2^126.

@@ -357,5 +357,21 @@ TEST(MultiQueryRowsBf16, Fp8ValuesAreExactBf16) {
   }
 }
 
+// The store's walk takes the bf16 kernels only where Bf16RowsPreferred says so:
+// never where they would decline (the walk would then pay a failed call per
+// chunk), never on Intel (wave 19: the fp32 row kernels are faster there), and
+// on every other CPU with AVX512_BF16 where the kernels run.
+TEST(MultiQueryRowsBf16Query, PreferredOnlyWhereTheKernelsRunAndWin) {
+  const int T = 32, D = 128, m = 4;
+  const Encoded e = Fp8Chunk(Fp8E4M3(), T, D, 5u, false);
+  const std::vector<float> q = Gaussian(m, D, 11u, 0.3f);
+  std::vector<float> s(m * T, 0.0f);
+  const bool runs =
+      DotRowsBf16Query(Fp8E4M3(), e.codes.data(), e.meta.data(), T, D, q.data(), D, m, s.data(), T);
+  if (Bf16RowsPreferred()) EXPECT_TRUE(runs);
+  if (__builtin_cpu_is("intel")) EXPECT_FALSE(Bf16RowsPreferred());
+  if (runs && !__builtin_cpu_is("intel")) EXPECT_TRUE(Bf16RowsPreferred());
+}
+
 }  // namespace
 }  // namespace hqekv::quant
