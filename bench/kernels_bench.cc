@@ -8,7 +8,7 @@
 // the calling thread's CPU time (robust to a time-shared machine), 1 thread.
 //
 //   bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick] [--types F16,BF16,...]
-//                 [--ops gemv,gemm] [--no-old] [--cold]
+//                 [--ops gemv,gemm] [--no-old] [--cold] [--no-amx]
 // (--types: the weight types to run; default Q8_0,Q4_K,F16. For types without
 // the int8 path old and new are the same kernel. --ops: which products to
 // run (default both); --no-old: skip the fp32-activation path; --cold: before
@@ -18,7 +18,8 @@
 // the limits add "cold read": the prefetching read of a 128 MiB buffer after
 // the same eviction, i.e. the DRAM read rate the cold GEMVs compete with, and
 // per GEMV "same-size cold read": that read over the matrix's byte count
-// (the smaller K-quant matrices against a read of their own size).)
+// (the smaller K-quant matrices against a read of their own size); --no-amx:
+// BF16 GEMMs on the vdpbf16ps kernel where the CPU has AMX (gemm_panel.h).)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@
 
 #include "core/half.h"
 #include "core/parallel.h"
+#include "model/gemm_panel.h"
 #include "model/kernels.h"
 #include "compute_peak.h"
 #include "cpu_time.h"
@@ -157,7 +159,8 @@ Stats Summarize(const std::vector<double>& v) {
 
 constexpr const char* kUsage =
     "usage: bench_kernels [--rounds N] [--reps N] [--gemm-m M] [--quick]\n"
-    "                     [--types F16,BF16,Q8_0,...] [--ops gemv,gemm] [--no-old] [--cold]\n";
+    "                     [--types F16,BF16,Q8_0,...] [--ops gemv,gemm] [--no-old] [--cold]\n"
+    "                     [--no-amx]\n";
 
 int UsageError(const std::string& why) {
   std::fprintf(stderr, "bench_kernels: %s\n%s", why.c_str(), kUsage);
@@ -217,6 +220,8 @@ int main(int argc, char** argv) {
       run_old = false;
     } else if (a == "--cold") {
       cold = true;
+    } else if (a == "--no-amx") {
+      kn::SetBf16Amx(false);
     } else if ((a == "--rounds" || a == "--reps" || a == "--gemm-m") && has_value) {
       const char* v = argv[++i];
       const int64_t n = PositiveInt(v);

@@ -1,6 +1,7 @@
 // bf16-activation GEMM for BF16 weights: vdpbf16ps register-blocked
 // micro-kernel over pair-interleaved weight panels (layout and summation
-// order: gemm_panel.h). Compiled for every Highway target, but only the
+// order: gemm_panel.h), and on AMX CPUs a tile kernel over the same panels
+// (gemm_panel.h "AMX tiles"). Compiled for every Highway target, but only the
 // AVX3_DL target of a GCC build has the kernel (Highway 1.0 has no AVX-512
 // BF16 target: the instructions are enabled here with a nested target
 // pragma, as kernels_int8_hwy.cc does for VNNI, and the CPU is asked at run
@@ -11,6 +12,11 @@
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "model/gemm_panel.h"
 #include "model/kernels.h"
@@ -107,8 +113,111 @@ void PackPanel(const WeightMatrix& w, int64_t r0, int rows, int64_t c0, int64_t 
   }
 }
 
+// ---- AMX tiles (gemm_panel.h "AMX tiles") ----
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16")
+
+// Palette 1: tiles 0-3 the 2 x 2 accumulators, 4-5 activations, 6-7 weights,
+// each 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+bool AmxAvailable() {
+  static const bool ok = [] {
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+#if defined(__linux__)
+    // Linux hands out the 8 KiB tile state only on request (per process).
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ok;
+}
+
+// Rows [g, g + rows) x columns [p0, p0 + cols) of y from the four 16 x 16
+// accumulator tiles c (tile 2 * (i / 16) + (j / 16)); `add` as StoreTileRow.
+void StoreAccumulators(const float (*c)[16][16], int64_t rows, int64_t cols, float* y, int64_t ldy,
+                       bool add) {
+  const DF df;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* lo = c[2 * (i / 16)][i % 16];
+    const float* hi = c[2 * (i / 16) + 1][i % 16];
+    StoreTileRow(df, hn::Load(df, lo), hn::Load(df, hi), y + i * ldy, cols, add);
+  }
+}
+
+// GemmRange for row_major activations. Per k block of kAmxKc values and
+// panel of 32 weight rows (PackPanel, its pairs padded with 0 to a multiple
+// of 16): per 32 activation rows, 2 x 2 tiles over the block's pairs, 16 at
+// a time (two activation tiles and two weight tiles loaded, four tdpbf16ps).
+// kAmxKc = 8192 (a 512 KiB panel, in the 2 MiB L2 of these Xeons): on the
+// Xeon, 14336 x 4096 at m = 512 (bench_kernels), k blocks of 2048 / 4096 /
+// 8192 values gave 428 / 517 / 532 GFLOP/s (each block writes the 32 x 32
+// sums back and packs the panel again), and splitting the 512 activation
+// rows into blocks of 256 was slower (414).
+constexpr int64_t kAmxKc = 8192;
+void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
+              int64_t ldy) {
+  const TileConfig cfg = [] {
+    TileConfig t;
+    for (int i = 0; i < 8; ++i) {
+      t.colsb[i] = 64;
+      t.rows[i] = 16;
+    }
+    return t;
+  }();
+  _tile_loadconfig(&cfg);
+  const int64_t m = a->m, ld = a->ld;
+  thread_local std::vector<uint32_t> panel;
+  panel.resize(static_cast<size_t>(32 * kAmxKc / 2));
+  alignas(64) float acc[4][16][16];
+  for (int64_t k0 = 0; k0 < w.k; k0 += kAmxKc) {
+    const int64_t c0 = k0 / 2, kcp = (std::min(kAmxKc, w.k - k0) + 1) / 2;
+    const int64_t kc16 = (kcp + 15) / 16 * 16;
+    for (int64_t p0 = r0; p0 < r1; p0 += 32) {
+      const int64_t cols = std::min<int64_t>(32, r1 - p0);
+      PackPanel(w, p0, static_cast<int>(cols), c0, kcp, panel.data());
+      std::fill(panel.begin() + kcp * 32, panel.begin() + kc16 * 32, 0u);
+      const uint32_t* pb = panel.data();
+      for (int64_t g = 0; g < m; g += kAmxRows) {
+        // Tile-major activations (gemm_panel.h): block g / 32, pair step c0 / 16.
+        const uint32_t* x0 = a->words.data() + g * ld + c0 * kAmxRows;
+        const uint32_t* x1 = x0 + 16 * 16;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t c = 0; c < kc16; c += 16) {
+          _tile_loadd(4, x0 + c * kAmxRows, 64);
+          _tile_loadd(5, x1 + c * kAmxRows, 64);
+          _tile_loadd(6, pb + c * 32, 128);
+          _tile_loadd(7, pb + c * 32 + 16, 128);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, acc[0], 64);
+        _tile_stored(1, acc[1], 64);
+        _tile_stored(2, acc[2], 64);
+        _tile_stored(3, acc[3], 64);
+        StoreAccumulators(acc, std::min(kAmxRows, m - g), cols, y + g * ldy + p0, ldy, k0 > 0);
+      }
+    }
+  }
+  _tile_release();
+}
+#pragma GCC pop_options
+
 void GemmRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
                int64_t ldy) {
+  if (a->row_major) return AmxRange(w, a, r0, r1, y, ldy);
   // Activation rows per block (mb x kBf16Kc bf16, 2 MiB at 512: streamed
   // from L2 / L3 by every panel of the thread; 12-row tiles with 504-row
   // blocks measured 4-10% slower than 8 rows with 512).
@@ -133,6 +242,7 @@ void GemmRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1,
 }
 #else
 bool Bf16Available() { return false; }
+bool AmxAvailable() { return false; }
 
 void GemmRange(const WeightMatrix&, const Bf16Acts*, int64_t, int64_t, float*, int64_t) {
   HWY_ASSERT(false);  // callers check GemmBf16Available()
@@ -150,9 +260,11 @@ HWY_AFTER_NAMESPACE();
 namespace hqekv::kernels {
 
 HWY_EXPORT(Bf16Available);
+HWY_EXPORT(AmxAvailable);
 HWY_EXPORT(GemmRange);
 
 bool GemmBf16Available() { return HWY_DYNAMIC_DISPATCH(Bf16Available)(); }
+bool GemmAmxBf16Available() { return HWY_DYNAMIC_DISPATCH(AmxAvailable)(); }
 
 void GemmBf16Range(const WeightMatrix& w, const Bf16Acts& a, int64_t r0, int64_t r1, float* y,
                    int64_t ldy) {

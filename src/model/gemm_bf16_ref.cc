@@ -28,11 +28,52 @@ void PackBf16Rows(const float* x, int64_t m, int64_t k, int64_t i0, int64_t i1, 
 }
 
 void ResizeBf16Acts(int64_t m, int64_t k, Bf16Acts* out) {
+  out->row_major = false;
+  out->ld = 0;
   out->m = m;
   out->k = k;
   out->kp = (k + 1) / 2;
   out->words.resize(static_cast<size_t>(m * out->kp));
 }
+
+void ResizeBf16RowMajor(int64_t m, int64_t k, Bf16Acts* out) {
+  out->m = m;
+  out->k = k;
+  out->kp = (k + 1) / 2;
+  out->row_major = true;
+  out->ld = (out->kp + 15) / 16 * 16;
+  const int64_t rows = (m + kAmxRows - 1) / kAmxRows * kAmxRows;
+  out->words.resize(static_cast<size_t>(rows * out->ld));
+}
+
+void PackBf16RowMajor(const float* x, int64_t i0, int64_t i1, Bf16Acts* out) {
+  const int64_t k = out->k, kp = out->kp, ld = out->ld;
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* xi = x + i * k;
+    uint32_t* block = out->words.data() + (i / kAmxRows) * kAmxRows * ld + (i % kAmxRows) * 16;
+    for (int64_t c = 0; c < ld; ++c) {
+      uint32_t word = 0;
+      if (2 * c + 1 < k) {
+        word = F32ToBF16(xi[2 * c]) | static_cast<uint32_t>(F32ToBF16(xi[2 * c + 1])) << 16;
+      } else if (2 * c < k) {
+        word = F32ToBF16(xi[2 * c]);
+      }
+      block[(c / 16) * kAmxRows * 16 + c % 16] = word;
+    }
+  }
+  if (i1 == out->m) {  // the pad rows of the last block
+    for (int64_t i = out->m; i % kAmxRows != 0; ++i) {
+      uint32_t* block = out->words.data() + (i / kAmxRows) * kAmxRows * ld + (i % kAmxRows) * 16;
+      for (int64_t c = 0; c < ld; c += 16) std::fill_n(block + c * kAmxRows, 16, 0u);
+    }
+  }
+}
+
+namespace {
+bool amx_enabled = true;
+}  // namespace
+void SetBf16Amx(bool on) { amx_enabled = on; }
+bool Bf16AmxEnabled() { return amx_enabled; }
 
 void PackBf16Acts(const float* x, int64_t m, int64_t k, Bf16Acts* out) {
   ResizeBf16Acts(m, k, out);

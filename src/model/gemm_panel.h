@@ -74,8 +74,18 @@ inline constexpr int64_t kBf16Kc = 2048;
 // row group g (rows 8g .. 8g + 7, fewer in the last group) starts at word
 // 8 g kp (kp = (k + 1) / 2 pairs); within it, word c * rows + i =
 // bf16(x[i][2c]) | bf16(x[i][2c + 1]) << 16 (the odd pair's high half 0).
+//
+// The AMX layout (row_major, see "AMX tiles" below) is tile-major instead:
+// ld = kp rounded up to 16 (a tile row holds 16 pairs; the pad words are 0),
+// rows padded with 0 to a multiple of kAmxRows = 32; block b = rows 32b ..
+// 32b + 31 starts at word 32 b ld, and within it pairs 16s .. 16s + 15 of its
+// 32 rows are 512 contiguous words (row r's 16 at 512 s + 16 r): one tile
+// load reads 1 KiB in a row. (Plain row-major rows 8 KiB apart made every
+// tile row of a load fall into the same L1 set.)
 struct Bf16Acts {
   int64_t m = 0, k = 0, kp = 0;
+  bool row_major = false;
+  int64_t ld = 0;  // words per row, row_major only
   std::vector<uint32_t> words;
   const uint32_t* group(int64_t g0) const { return words.data() + g0 * kp; }  // g0 % 8 == 0
 };
@@ -89,8 +99,37 @@ void PackBf16Rows(const float* x, int64_t m, int64_t k, int64_t i0, int64_t i1, 
 // CPU has AVX512_BF16).
 bool GemmBf16Available();
 
+// ---- AMX tiles (Intel Xeon from Sapphire Rapids on) ----
+// The same products on AMX: tdpbf16ps multiplies a 16 x 32 bf16 activation
+// tile by a 32 x 16 weight tile (the panel above, 16 of its rows, read with
+// a 128-byte stride) into 16 x 16 fp32 sums, 8192 products per instruction
+// against vdpbf16ps's 32. Register tile: 2 x 2 accumulator tiles (32
+// activation rows x 32 weight rows). Rounding: the activations are the same
+// bf16 values, but the tile unit adds each tile's products in its own order
+// and precision (not one of the sequential orders: measured on a Xeon, 38-44
+// of 256 sums equal any fp32 sequential order), so the contract is not
+// GemmBf16Ref's bits but the exact sum of the same bf16 products within
+// 2^-17 of sum |w x| (tests/model/gemm_bf16_test.cc). Used by MatMul where
+// GemmAmxBf16Available() and SetBf16Amx has not switched it off.
+inline constexpr int64_t kAmxRows = 32;
+// AVX3_DL target, a CPU with AMX-TILE and AMX-BF16, and the kernel granted the
+// tile state (Linux arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process).
+bool GemmAmxBf16Available();
+// Tests and benchmarks: off makes MatMul keep the vdpbf16ps kernel (whose
+// results are GemmBf16Ref's bits) on AMX CPUs. Default on. Not thread-safe
+// against a concurrent MatMul.
+void SetBf16Amx(bool on);
+bool Bf16AmxEnabled();
+// The row_major layout for m x k: size and flags (rows and words of the pad
+// are written by PackBf16RowMajor).
+void ResizeBf16RowMajor(int64_t m, int64_t k, Bf16Acts* out);
+// Rows [i0, i1) of x into a row_major Bf16Acts sized by ResizeBf16RowMajor
+// (with i1 == m also the zero pad rows up to a multiple of kAmxRows).
+void PackBf16RowMajor(const float* x, int64_t i0, int64_t i1, Bf16Acts* out);
+
 // y[i * ldy + r] = W[r] . bf16(x[i]) for r in [r0, r1), i < a.m; w.type ==
-// kBF16, a.k == w.k, GemmBf16Available(). One thread; any r0 < r1.
+// kBF16, a.k == w.k, GemmBf16Available() (and GemmAmxBf16Available() for
+// row_major activations, which run on AMX). One thread; any r0 < r1.
 void GemmBf16Range(const WeightMatrix& w, const Bf16Acts& a, int64_t r0, int64_t r1, float* y,
                    int64_t ldy);
 

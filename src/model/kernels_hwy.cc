@@ -752,16 +752,24 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
     }
   }
   // BF16 weights on AVX-512 BF16 CPUs: bf16 activations, vdpbf16ps panel GEMM
-  // (gemm_bf16_hwy.cc), switched off with the int8 path (fp32 activations).
+  // or AMX tiles (gemm_bf16_hwy.cc), switched off with the int8 path (fp32
+  // activations).
   if (w.type == TensorType::kBF16 && Int8ActivationsEnabled() && GemmBf16Available()) {
     // (A reference: the workers must read the caller's buffer, not their own.)
     thread_local Bf16Acts buffer;
     Bf16Acts& acts = buffer;
-    ResizeBf16Acts(m, w.k, &acts);
+    // AMX CPUs: row-major activations for the tile kernel (gemm_panel.h).
+    const bool amx = Bf16AmxEnabled() && GemmAmxBf16Available();
+    if (amx) {
+      ResizeBf16RowMajor(m, w.k, &acts);
+    } else {
+      ResizeBf16Acts(m, w.k, &acts);
+    }
     const int64_t groups = (m + kBf16TileRows - 1) / kBf16TileRows;
     auto pack = [&](int64_t g0, int64_t g1) {
-      PackBf16Rows(x, m, w.k, g0 * kBf16TileRows, std::min(g1 * kBf16TileRows, m),
-                   acts.words.data());
+      const int64_t i0 = g0 * kBf16TileRows, i1 = std::min(g1 * kBf16TileRows, m);
+      if (amx) return PackBf16RowMajor(x, i0, i1, &acts);
+      PackBf16Rows(x, m, w.k, i0, i1, acts.words.data());
     };
     // (The packing is 1-2% of the product's time on one thread.)
     if (m * w.k < kMinParallelMacs) {

@@ -44,6 +44,12 @@ struct Fp32Activations {
   ~Fp32Activations() { SetInt8Activations(true); }
 };
 
+// Keeps MatMul on the vdpbf16ps kernel (GemmBf16Ref's bits) on AMX CPUs for a scope.
+struct NoAmx {
+  NoAmx() { SetBf16Amx(false); }
+  ~NoAmx() { SetBf16Amx(true); }
+};
+
 TEST(Bf16Round, NearestEvenAndSpecialValues) {
   auto bits = [](uint32_t u) {
     float f;
@@ -118,6 +124,7 @@ TEST(Bf16Acts, OracleIsWithinActivationRoundingOfFp32) {
 // odd k, k tails below and above one block (kBf16Kc = 1024) and two blocks
 // plus a tail, m above the 512-row activation block.
 TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
+  const NoAmx vdpbf16ps;
   std::mt19937 rng(22);
   int with_kernel = 0;
   const int ran = OnEachVnniTarget([&] {
@@ -202,6 +209,7 @@ TEST(GemmBf16, RangeWritesOnlyItsColumns) {
 // (within the fp32 contract of MatMulRef, and not the bf16 result); targets
 // without it always take the fp32 path.
 TEST(GemmBf16, MatMulRoutingFollowsTheActivationSwitch) {
+  const NoAmx vdpbf16ps;
   std::mt19937 rng(24);
   const int64_t n = 64, k = 512, m = 48;
   auto wb = RandomBf16Rows(n, k, rng);
@@ -237,6 +245,7 @@ TEST(GemmBf16, MatMulRoutingFollowsTheActivationSwitch) {
 // The AVX512_BF16 kernel really runs in this build on a CPU that has the
 // instructions (GCC x86 builds compile it; skipped elsewhere).
 TEST(GemmBf16, KernelRunsOnAvx512Bf16Cpus) {
+  const NoAmx vdpbf16ps;
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "CPU without AVX512_BF16";
   ASSERT_TRUE(GemmBf16Available());
@@ -253,6 +262,128 @@ TEST(GemmBf16, KernelRunsOnAvx512Bf16Cpus) {
 #else
   GTEST_SKIP() << "the kernel is compiled by GCC x86 builds only";
 #endif
+}
+
+// ---- AMX tiles (gemm_panel.h "AMX tiles") ----
+
+// The tile-major activation layout, on any CPU (the packing is scalar).
+TEST(Bf16AmxActs, TileMajorLayoutWithZeroPads) {
+  std::mt19937 rng(26);
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{1, 3}, {33, 37}, {64, 64}, {45, 2049}}) {
+    auto x = NormalValues(m * k, rng);
+    Bf16Acts a;
+    a.words.assign(4096, 0xDEADBEEFu);  // stale words from an earlier call
+    ResizeBf16RowMajor(m, k, &a);
+    ASSERT_TRUE(a.row_major);
+    const int64_t kp = (k + 1) / 2, ld = (kp + 15) / 16 * 16, rows = (m + 31) / 32 * 32;
+    ASSERT_EQ(a.ld, ld);
+    ASSERT_EQ(static_cast<int64_t>(a.words.size()), rows * ld);
+    PackBf16RowMajor(x.data(), 0, m / 2, &a);  // in two parts, as MatMul's threads do
+    PackBf16RowMajor(x.data(), m / 2, m, &a);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t c = 0; c < ld; ++c) {
+        const uint32_t word = a.words[(i / 32) * 32 * ld + (c / 16) * 512 + (i % 32) * 16 + c % 16];
+        uint32_t want = 0;
+        if (i < m && 2 * c < k) {
+          want = F32ToBF16(x[i * k + 2 * c]);
+          if (2 * c + 1 < k) want |= static_cast<uint32_t>(F32ToBF16(x[i * k + 2 * c + 1])) << 16;
+        }
+        ASSERT_EQ(word, want) << "m=" << m << " k=" << k << " i=" << i << " c=" << c;
+      }
+    }
+  }
+}
+
+// y within 2^-17 of sum |w x| of the exact sum (double) of the same bf16
+// products: the tile unit's own summation order and precision (gemm_panel.h).
+// One missed or doubled pair moves a sum by ~1/k of sum |w x| (5e-4 at k =
+// 2100), 60x over the bound.
+void ExpectNearExactBf16Sums(const WeightMatrix& w, const float* x, int64_t m, const float* y,
+                             int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = r0; r < r1; ++r) {
+      double sum = 0, mag = 0;
+      for (int64_t c = 0; c < w.k; ++c) {
+        uint16_t b = 0;
+        std::memcpy(&b, w.row(r) + 2 * c, 2);
+        const double p = double{BF16BitsToF32(b)} * BF16BitsToF32(F32ToBF16(x[i * w.k + c]));
+        sum += p;
+        mag += std::abs(p);
+      }
+      ASSERT_NEAR(y[i * ldy + r], sum, std::ldexp(mag, -17) + 1e-30)
+          << "n=" << w.n << " k=" << w.k << " m=" << m << " i=" << i << " r=" << r;
+    }
+  }
+}
+
+TEST(GemmAmxBf16, MatMulIsTheExactSumOfTheBf16ProductsWithinTheBound) {
+  if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
+  std::mt19937 rng(27);
+  for (int threads : {1, 2}) {
+    SetNumThreads(threads);
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 37},
+                        {33, 256},
+                        {70, 301},
+                        {45, 528},
+                        {21, 1100},
+                        {40, 2100},
+                        {35, 8193},
+                        {96, 9000}}) {
+      auto wb = RandomBf16Rows(n, k, rng);
+      const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+      for (int64_t m : {33, 41, 64, 77}) {
+        auto x = NormalValues(m * k, rng);
+        std::vector<float> y(m * n, NAN);
+        MatMul(w, x.data(), m, y.data());
+        ExpectNearExactBf16Sums(w, x.data(), m, y.data(), n, 0, n);
+        if (HasFatalFailure()) return SetNumThreads(1);
+      }
+    }
+  }
+  SetNumThreads(1);
+}
+
+// A row range that starts inside a panel, into a wider output: only its
+// columns are written; m past several 32-row blocks with a partial last one.
+TEST(GemmAmxBf16, RangeWritesOnlyItsColumns) {
+  if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
+  std::mt19937 rng(28);
+  const int64_t n = 80, k = 291, m = 109, ldy = 100, r0 = 5, r1 = 61;
+  auto wb = RandomBf16Rows(n, k, rng);
+  const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+  auto x = NormalValues(m * k, rng);
+  Bf16Acts a;
+  ResizeBf16RowMajor(m, k, &a);
+  PackBf16RowMajor(x.data(), 0, m, &a);
+  std::vector<float> y(m * ldy, -7.f);
+  GemmBf16Range(w, a, r0, r1, y.data(), ldy);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < ldy; ++r) {
+      if (r < r0 || r >= r1) ASSERT_EQ(y[i * ldy + r], -7.f) << "i=" << i << " r=" << r;
+    }
+  }
+  ExpectNearExactBf16Sums(w, x.data(), m, y.data(), ldy, r0, r1);
+}
+
+// MatMul takes the tiles by default where they run (its result then is not
+// GemmBf16Ref's bits on these shapes), the vdpbf16ps kernel with SetBf16Amx(false).
+TEST(GemmAmxBf16, MatMulTakesTheTilesUnlessSwitchedOff) {
+  if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
+  std::mt19937 rng(29);
+  const int64_t n = 64, k = 1024, m = 64;
+  auto wb = RandomBf16Rows(n, k, rng);
+  const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
+  auto x = NormalValues(m * k, rng);
+  std::vector<float> tiles(m * n), dp(m * n), ref(m * n);
+  MatMul(w, x.data(), m, tiles.data());
+  {
+    const NoAmx off;
+    MatMul(w, x.data(), m, dp.data());
+  }
+  GemmBf16Ref(w, x.data(), m, ref.data());
+  EXPECT_EQ(dp, ref);
+  EXPECT_NE(tiles, ref) << "the tile kernel did not run (or sums in GemmBf16Ref's order)";
+  ExpectNearExactBf16Sums(w, x.data(), m, tiles.data(), n, 0, n);
 }
 
 }  // namespace
