@@ -113,6 +113,26 @@ void PackPanel(const WeightMatrix& w, int64_t r0, int rows, int64_t c0, int64_t 
   }
 }
 
+// F16 weights on AMX (gemm_panel.h): the panel of fp16 pairs (PackPanel reads
+// any 2-byte type) split in place into hi (P) and lo (lo) bf16 pair words,
+// w = hi + lo exactly: hi keeps the top 16 bits of w's fp32, lo = w - hi has
+// at most 3 significant bits (fp16's 11 minus bf16's 8), so it is a bf16 too.
+void SplitF16Panel(uint32_t* p, uint32_t* lo, int64_t words) {
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF), high16 = _mm512_set1_epi32(-65536);
+  for (int64_t i = 0; i < words; i += 16) {
+    const __m512i v = _mm512_loadu_si512(p + i);
+    const __m512 even = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(v, low16)));
+    const __m512 odd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+    const __m512i he = _mm512_and_si512(_mm512_castps_si512(even), high16);
+    const __m512i ho = _mm512_and_si512(_mm512_castps_si512(odd), high16);
+    const __m512i le = _mm512_castps_si512(_mm512_sub_ps(even, _mm512_castsi512_ps(he)));
+    const __m512i lod = _mm512_castps_si512(_mm512_sub_ps(odd, _mm512_castsi512_ps(ho)));
+    _mm512_storeu_si512(p + i, _mm512_or_si512(_mm512_srli_epi32(he, 16), ho));
+    _mm512_storeu_si512(lo + i,
+                        _mm512_or_si512(_mm512_srli_epi32(le, 16), _mm512_and_si512(lod, high16)));
+  }
+}
+
 // ---- AMX tiles (gemm_panel.h "AMX tiles") ----
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-bf16")
@@ -162,6 +182,7 @@ void StoreAccumulators(const float (*c)[16][16], int64_t rows, int64_t cols, flo
 // sums back and packs the panel again), and splitting the 512 activation
 // rows into blocks of 256 was slower (414).
 constexpr int64_t kAmxKc = 8192;
+template <bool kF16>
 void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
               int64_t ldy) {
   const TileConfig cfg = [] {
@@ -174,8 +195,9 @@ void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, 
   }();
   _tile_loadconfig(&cfg);
   const int64_t m = a->m, ld = a->ld;
-  thread_local std::vector<uint32_t> panel;
+  thread_local std::vector<uint32_t> panel, panel_lo;
   panel.resize(static_cast<size_t>(32 * kAmxKc / 2));
+  if (kF16) panel_lo.resize(panel.size());
   alignas(64) float acc[4][16][16];
   for (int64_t k0 = 0; k0 < w.k; k0 += kAmxKc) {
     const int64_t c0 = k0 / 2, kcp = (std::min(kAmxKc, w.k - k0) + 1) / 2;
@@ -184,7 +206,9 @@ void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, 
       const int64_t cols = std::min<int64_t>(32, r1 - p0);
       PackPanel(w, p0, static_cast<int>(cols), c0, kcp, panel.data());
       std::fill(panel.begin() + kcp * 32, panel.begin() + kc16 * 32, 0u);
+      if (kF16) SplitF16Panel(panel.data(), panel_lo.data(), kc16 * 32);
       const uint32_t* pb = panel.data();
+      const uint32_t* pl = panel_lo.data();
       for (int64_t g = 0; g < m; g += kAmxRows) {
         // Tile-major activations (gemm_panel.h): block g / 32, pair step c0 / 16.
         const uint32_t* x0 = a->words.data() + g * ld + c0 * kAmxRows;
@@ -202,6 +226,14 @@ void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, 
           _tile_dpbf16ps(1, 4, 7);
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
+          if (kF16) {  // the low parts of the same weights
+            _tile_loadd(6, pl + c * 32, 128);
+            _tile_loadd(7, pl + c * 32 + 16, 128);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+          }
         }
         _tile_stored(0, acc[0], 64);
         _tile_stored(1, acc[1], 64);
@@ -217,7 +249,10 @@ void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, 
 
 void GemmRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
                int64_t ldy) {
-  if (a->row_major) return AmxRange(w, a, r0, r1, y, ldy);
+  if (a->row_major) {
+    if (w.type == TensorType::kF16) return AmxRange<true>(w, a, r0, r1, y, ldy);
+    return AmxRange<false>(w, a, r0, r1, y, ldy);
+  }
   // Activation rows per block (mb x kBf16Kc bf16, 2 MiB at 512: streamed
   // from L2 / L3 by every panel of the thread; 12-row tiles with 504-row
   // blocks measured 4-10% slower than 8 rows with 512).

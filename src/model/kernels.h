@@ -104,7 +104,8 @@ struct Int8Acts {
 // Weight types whose products take the int8-activation path when enabled.
 bool HasInt8Path(TensorType t);
 // The switch covers every reduced-precision activation path: int8 (these
-// types) and bf16 (BF16 weights, m > 32, AVX-512 BF16 CPUs: gemm_panel.h).
+// types) and bf16 (BF16 weights, m > 32, AVX-512 BF16 CPUs; F16 weights, m >
+// 32, AMX CPUs: gemm_panel.h).
 // One switch because the paths never apply to the same matrix, and off must
 // mean "every product on fp32 activations" (bench --fp32-acts, the tests
 // that compare against fp32 oracles).

@@ -754,12 +754,15 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   // BF16 weights on AVX-512 BF16 CPUs: bf16 activations, vdpbf16ps panel GEMM
   // or AMX tiles (gemm_bf16_hwy.cc), switched off with the int8 path (fp32
   // activations).
-  if (w.type == TensorType::kBF16 && Int8ActivationsEnabled() && GemmBf16Available()) {
+  // F16 weights on AMX CPUs too: bf16 activations and each weight split into
+  // two bf16 parts (gemm_panel.h "AMX tiles").
+  const bool amx = Int8ActivationsEnabled() && Bf16AmxEnabled() && GemmAmxBf16Available();
+  if ((w.type == TensorType::kBF16 && Int8ActivationsEnabled() && GemmBf16Available()) ||
+      (w.type == TensorType::kF16 && amx)) {
     // (A reference: the workers must read the caller's buffer, not their own.)
     thread_local Bf16Acts buffer;
     Bf16Acts& acts = buffer;
-    // AMX CPUs: row-major activations for the tile kernel (gemm_panel.h).
-    const bool amx = Bf16AmxEnabled() && GemmAmxBf16Available();
+    // AMX CPUs: tile-major activations for the tile kernel (gemm_panel.h).
     if (amx) {
       ResizeBf16RowMajor(m, w.k, &acts);
     } else {

@@ -28,6 +28,16 @@ namespace {
 
 using namespace test_util;
 
+std::vector<uint8_t> RandomF16Rows(int64_t n, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint8_t> buf(2 * n * k);
+  for (int64_t i = 0; i < n * k; ++i) {
+    const f16_t h = F32ToF16(nd(rng));
+    std::memcpy(buf.data() + 2 * i, &h, 2);
+  }
+  return buf;
+}
+
 std::vector<uint8_t> RandomBf16Rows(int64_t n, int64_t k, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<uint8_t> buf(2 * n * k);
@@ -294,8 +304,9 @@ TEST(Bf16AmxActs, TileMajorLayoutWithZeroPads) {
   }
 }
 
-// y within 2^-17 of sum |w x| of the exact sum (double) of the same bf16
-// products: the tile unit's own summation order and precision (gemm_panel.h).
+// y within 2^-17 of sum |w x| of the exact sum (double) of the products of
+// the weights (BF16, or F16: split into two bf16 parts on AMX) and the bf16
+// activations: the tile unit's own summation order and precision (gemm_panel.h).
 // One missed or doubled pair moves a sum by ~1/k of sum |w x| (5e-4 at k =
 // 2100), 60x over the bound.
 void ExpectNearExactBf16Sums(const WeightMatrix& w, const float* x, int64_t m, const float* y,
@@ -306,7 +317,8 @@ void ExpectNearExactBf16Sums(const WeightMatrix& w, const float* x, int64_t m, c
       for (int64_t c = 0; c < w.k; ++c) {
         uint16_t b = 0;
         std::memcpy(&b, w.row(r) + 2 * c, 2);
-        const double p = double{BF16BitsToF32(b)} * BF16BitsToF32(F32ToBF16(x[i * w.k + c]));
+        const float wv = w.type == TensorType::kF16 ? LoadHalf(w.row(r) + 2 * c) : BF16BitsToF32(b);
+        const double p = double{wv} * BF16BitsToF32(F32ToBF16(x[i * w.k + c]));
         sum += p;
         mag += std::abs(p);
       }
@@ -316,7 +328,7 @@ void ExpectNearExactBf16Sums(const WeightMatrix& w, const float* x, int64_t m, c
   }
 }
 
-TEST(GemmAmxBf16, MatMulIsTheExactSumOfTheBf16ProductsWithinTheBound) {
+TEST(GemmAmxBf16, MatMulIsTheExactSumOfTheProductsWithinTheBound) {
   if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
   std::mt19937 rng(27);
   for (int threads : {1, 2}) {
@@ -327,16 +339,17 @@ TEST(GemmAmxBf16, MatMulIsTheExactSumOfTheBf16ProductsWithinTheBound) {
                         {45, 528},
                         {21, 1100},
                         {40, 2100},
-                        {35, 8193},
-                        {96, 9000}}) {
-      auto wb = RandomBf16Rows(n, k, rng);
-      const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
-      for (int64_t m : {33, 41, 64, 77}) {
-        auto x = NormalValues(m * k, rng);
-        std::vector<float> y(m * n, NAN);
-        MatMul(w, x.data(), m, y.data());
-        ExpectNearExactBf16Sums(w, x.data(), m, y.data(), n, 0, n);
-        if (HasFatalFailure()) return SetNumThreads(1);
+                        {35, 8193}}) {
+      for (TensorType t : {TensorType::kBF16, TensorType::kF16}) {
+        auto wb = t == TensorType::kBF16 ? RandomBf16Rows(n, k, rng) : RandomF16Rows(n, k, rng);
+        const WeightMatrix w{t, wb.data(), n, k};
+        for (int64_t m : {33, 41, 64, 77}) {
+          auto x = NormalValues(m * k, rng);
+          std::vector<float> y(m * n, NAN);
+          MatMul(w, x.data(), m, y.data());
+          ExpectNearExactBf16Sums(w, x.data(), m, y.data(), n, 0, n);
+          if (HasFatalFailure()) return SetNumThreads(1);
+        }
       }
     }
   }
@@ -383,6 +396,57 @@ TEST(GemmAmxBf16, MatMulTakesTheTilesUnlessSwitchedOff) {
   GemmBf16Ref(w, x.data(), m, ref.data());
   EXPECT_EQ(dp, ref);
   EXPECT_NE(tiles, ref) << "the tile kernel did not run (or sums in GemmBf16Ref's order)";
+  ExpectNearExactBf16Sums(w, x.data(), m, tiles.data(), n, 0, n);
+}
+
+// F16 weights on AMX: every finite fp16 value (subnormals, +-0, +-65504)
+// split into two bf16 parts comes back whole: one-hot activation rows pick
+// single weights, so y = w exactly.
+TEST(GemmAmxBf16, F16SplitKeepsEveryFiniteValue) {
+  if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
+  const int64_t n = 32, k = 2048;
+  std::vector<uint8_t> wb(2 * n * k, 0);
+  int64_t filled = 0;
+  for (uint32_t h = 0; h < 65536 && filled < n * k; ++h) {
+    if ((h & 0x7C00) == 0x7C00) continue;  // inf / NaN
+    const uint16_t bits = static_cast<uint16_t>(h);
+    std::memcpy(wb.data() + 2 * filled++, &bits, 2);
+  }
+  ASSERT_EQ(filled, 63488);
+  const WeightMatrix w{TensorType::kF16, wb.data(), n, k};
+  std::vector<float> x(k * k, 0.f), y(k * n, NAN);
+  for (int64_t i = 0; i < k; ++i) x[i * k + i] = 1.f;
+  MatMul(w, x.data(), k, y.data());
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t r = 0; r < n; ++r) {
+      const float want = LoadHalf(w.row(r) + 2 * i);
+      ASSERT_EQ(y[i * n + r], want) << "fp16 value at row " << r << " column " << i;
+    }
+  }
+}
+
+// Routing of F16 weights (m > 32): on AMX the split tile path (not the fp32
+// panels' result, within the bound above); with SetBf16Amx(false) or fp32
+// activations the fp32 panels, bit for bit the same either way.
+TEST(GemmAmxBf16, F16RoutingFollowsBothSwitches) {
+  if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
+  std::mt19937 rng(30);
+  const int64_t n = 64, k = 777, m = 48;
+  auto wb = RandomF16Rows(n, k, rng);
+  const WeightMatrix w{TensorType::kF16, wb.data(), n, k};
+  auto x = NormalValues(m * k, rng);
+  std::vector<float> tiles(m * n), no_amx(m * n), fp32(m * n);
+  MatMul(w, x.data(), m, tiles.data());
+  {
+    const NoAmx off;
+    MatMul(w, x.data(), m, no_amx.data());
+  }
+  {
+    const Fp32Activations acts;
+    MatMul(w, x.data(), m, fp32.data());
+  }
+  EXPECT_EQ(no_amx, fp32);
+  EXPECT_NE(tiles, fp32);
   ExpectNearExactBf16Sums(w, x.data(), m, tiles.data(), n, 0, n);
 }
 

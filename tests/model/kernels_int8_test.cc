@@ -544,6 +544,32 @@ TEST(Bf16Acts, ModelKlAgainstFp32ActivationsIsTiny) {
   std::filesystem::remove(path);
 }
 
+// F16 weights with a 48-token prefill: on AMX CPUs every prefill GEMM takes
+// bf16 activations and the split weights (gemm_panel.h "AMX tiles"); decode
+// (m = 1) and other CPUs keep fp32 activations (KL 0 there).
+TEST(Bf16Acts, F16ModelKlAgainstFp32ActivationsIsTiny) {
+  SyntheticSpec s;
+  s.type = TensorType::kF16;
+  s.d_model = 512;
+  s.d_ff = 1024;
+  s.n_heads = 8;
+  const std::string path = hqekv::test::TempPath("hqekv_f16kl_") + "F16.gguf";
+  std::filesystem::remove(path);
+  ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
+  const double kl = ForwardKl(path, 48);
+  EXPECT_LE(kl, 1e-4);
+  if (GemmAmxBf16Available()) {
+    EXPECT_GT(kl, 0.0);  // the forwards really differ
+  } else {
+    EXPECT_EQ(kl, 0.0);
+  }
+  std::printf(
+      "[ KL ] synthetic F16, 48-token prefill: mean tempered KL(fp32 acts || bf16 acts) = %.3g "
+      "(AMX %s)\n",
+      kl, GemmAmxBf16Available() ? "on" : "unavailable");
+  std::filesystem::remove(path);
+}
+
 // refmodel-4l is all F32: its forward takes no reduced-precision path at all.
 TEST(Int8Acts, RefModelF32ForwardUnchanged) {
   EXPECT_EQ(ForwardKl(std::string(HQEKV_SOURCE_DIR) + "/models/refmodel-4l.gguf"), 0.0);
