@@ -172,6 +172,17 @@ void StoreAccumulators(const float (*c)[16][16], int64_t rows, int64_t cols, flo
   }
 }
 
+// 16 pairs of the panel's 32 rows at p (two weight tiles, one 128-byte panel
+// row per pair) times the two activation tiles loaded: the four sum tiles.
+HWY_INLINE void WeightStep(const uint32_t* p) {
+  _tile_loadd(6, p, 128);
+  _tile_loadd(7, p + 16, 128);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 // GemmRange for row_major activations. Per k block of kAmxKc values and
 // panel of 32 weight rows (PackPanel, its pairs padded with 0 to a multiple
 // of 16): per 32 activation rows, 2 x 2 tiles over the block's pairs, 16 at
@@ -220,20 +231,8 @@ void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, 
         for (int64_t c = 0; c < kc16; c += 16) {
           _tile_loadd(4, x0 + c * kAmxRows, 64);
           _tile_loadd(5, x1 + c * kAmxRows, 64);
-          _tile_loadd(6, pb + c * 32, 128);
-          _tile_loadd(7, pb + c * 32 + 16, 128);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-          if (kF16) {  // the low parts of the same weights
-            _tile_loadd(6, pl + c * 32, 128);
-            _tile_loadd(7, pl + c * 32 + 16, 128);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
-          }
+          WeightStep(pb + c * 32);
+          if (kF16) WeightStep(pl + c * 32);  // the low parts of the same weights
         }
         _tile_stored(0, acc[0], 64);
         _tile_stored(1, acc[1], 64);

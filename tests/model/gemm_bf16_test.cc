@@ -378,27 +378,6 @@ TEST(GemmAmxBf16, RangeWritesOnlyItsColumns) {
   ExpectNearExactBf16Sums(w, x.data(), m, y.data(), ldy, r0, r1);
 }
 
-// MatMul takes the tiles by default where they run (its result then is not
-// GemmBf16Ref's bits on these shapes), the vdpbf16ps kernel with SetBf16Amx(false).
-TEST(GemmAmxBf16, MatMulTakesTheTilesUnlessSwitchedOff) {
-  if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
-  std::mt19937 rng(29);
-  const int64_t n = 64, k = 1024, m = 64;
-  auto wb = RandomBf16Rows(n, k, rng);
-  const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
-  auto x = NormalValues(m * k, rng);
-  std::vector<float> tiles(m * n), dp(m * n), ref(m * n);
-  MatMul(w, x.data(), m, tiles.data());
-  {
-    const NoAmx off;
-    MatMul(w, x.data(), m, dp.data());
-  }
-  GemmBf16Ref(w, x.data(), m, ref.data());
-  EXPECT_EQ(dp, ref);
-  EXPECT_NE(tiles, ref) << "the tile kernel did not run (or sums in GemmBf16Ref's order)";
-  ExpectNearExactBf16Sums(w, x.data(), m, tiles.data(), n, 0, n);
-}
-
 // F16 weights on AMX: every finite fp16 value (subnormals, +-0, +-65504)
 // split into two bf16 parts comes back whole: one-hot activation rows pick
 // single weights, so y = w exactly.
@@ -425,29 +404,34 @@ TEST(GemmAmxBf16, F16SplitKeepsEveryFiniteValue) {
   }
 }
 
-// Routing of F16 weights (m > 32): on AMX the split tile path (not the fp32
-// panels' result, within the bound above); with SetBf16Amx(false) or fp32
-// activations the fp32 panels, bit for bit the same either way.
-TEST(GemmAmxBf16, F16RoutingFollowsBothSwitches) {
+// Routing (m > 32) on AMX CPUs: MatMul takes the tiles by default (its result
+// then is neither of the others' bits); with SetBf16Amx(false) BF16 weights
+// take the vdpbf16ps kernel (GemmBf16Ref's bits) and F16 weights the fp32
+// panels (fp32 activations' bits, as with SetInt8Activations(false)).
+TEST(GemmAmxBf16, MatMulRoutingFollowsBothSwitches) {
   if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
-  std::mt19937 rng(30);
+  std::mt19937 rng(29);
   const int64_t n = 64, k = 777, m = 48;
-  auto wb = RandomF16Rows(n, k, rng);
-  const WeightMatrix w{TensorType::kF16, wb.data(), n, k};
-  auto x = NormalValues(m * k, rng);
-  std::vector<float> tiles(m * n), no_amx(m * n), fp32(m * n);
-  MatMul(w, x.data(), m, tiles.data());
-  {
-    const NoAmx off;
-    MatMul(w, x.data(), m, no_amx.data());
+  for (TensorType t : {TensorType::kBF16, TensorType::kF16}) {
+    auto wb = t == TensorType::kBF16 ? RandomBf16Rows(n, k, rng) : RandomF16Rows(n, k, rng);
+    const WeightMatrix w{t, wb.data(), n, k};
+    auto x = NormalValues(m * k, rng);
+    std::vector<float> tiles(m * n), no_amx(m * n), want(m * n);
+    MatMul(w, x.data(), m, tiles.data());
+    {
+      const NoAmx off;
+      MatMul(w, x.data(), m, no_amx.data());
+    }
+    if (t == TensorType::kBF16) {
+      GemmBf16Ref(w, x.data(), m, want.data());
+    } else {
+      const Fp32Activations acts;
+      MatMul(w, x.data(), m, want.data());
+    }
+    EXPECT_EQ(no_amx, want) << TensorTypeName(t);
+    EXPECT_NE(tiles, want) << TensorTypeName(t) << ": the tile kernel did not run";
+    ExpectNearExactBf16Sums(w, x.data(), m, tiles.data(), n, 0, n);
   }
-  {
-    const Fp32Activations acts;
-    MatMul(w, x.data(), m, fp32.data());
-  }
-  EXPECT_EQ(no_amx, fp32);
-  EXPECT_NE(tiles, fp32);
-  ExpectNearExactBf16Sums(w, x.data(), m, tiles.data(), n, 0, n);
 }
 
 }  // namespace

@@ -519,55 +519,35 @@ TEST(Int8Acts, ModelKlAgainstFp32ActivationsIsTiny) {
   }
 }
 
-// BF16 weights with a 48-token prefill: on AVX-512 BF16 CPUs every prefill
-// GEMM (m = 48 > 32) takes the bf16-activation vdpbf16ps path
-// (gemm_panel.h); decode (m = 1) keeps fp32 activations. Elsewhere both
+// BF16 / F16 weights with a 48-token prefill: every prefill GEMM (m = 48 >
+// 32) takes bf16 activations where a kernel for them runs (BF16: vdpbf16ps on
+// AVX-512 BF16 CPUs or AMX; F16: AMX only, the weights split into two bf16
+// parts: gemm_panel.h); decode (m = 1) keeps fp32 activations. Elsewhere both
 // forwards are the fp32 path (KL 0).
 TEST(Bf16Acts, ModelKlAgainstFp32ActivationsIsTiny) {
-  SyntheticSpec s;
-  s.type = TensorType::kBF16;
-  s.d_model = 512;
-  s.d_ff = 1024;
-  s.n_heads = 8;
-  const std::string path = hqekv::test::TempPath("hqekv_bf16kl_") + "BF16.gguf";
-  std::filesystem::remove(path);
-  ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
-  const double kl = ForwardKl(path, 48);
-  EXPECT_LE(kl, 1e-4);
-  if (GemmBf16Available()) {
-    EXPECT_GT(kl, 0.0);  // the forwards really differ
+  for (TensorType t : {TensorType::kBF16, TensorType::kF16}) {
+    SyntheticSpec s;
+    s.type = t;
+    s.d_model = 512;
+    s.d_ff = 1024;
+    s.n_heads = 8;
+    const std::string path = hqekv::test::TempPath("hqekv_bf16kl_") + TensorTypeName(t) + ".gguf";
+    std::filesystem::remove(path);
+    ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
+    const double kl = ForwardKl(path, 48);
+    const bool bf16_acts = t == TensorType::kBF16 ? GemmBf16Available() : GemmAmxBf16Available();
+    EXPECT_LE(kl, 1e-4) << TensorTypeName(t);
+    if (bf16_acts) {
+      EXPECT_GT(kl, 0.0) << TensorTypeName(t);  // the forwards really differ
+    } else {
+      EXPECT_EQ(kl, 0.0) << TensorTypeName(t);
+    }
+    std::printf(
+        "[ KL ] synthetic %s, 48-token prefill: mean tempered KL(fp32 acts || bf16 acts) = %.3g "
+        "(bf16 activations %s)\n",
+        TensorTypeName(t), kl, bf16_acts ? "on" : "unavailable");
+    std::filesystem::remove(path);
   }
-  std::printf(
-      "[ KL ] synthetic BF16, 48-token prefill: mean tempered KL(fp32 acts || bf16 acts) "
-      "= %.3g (bf16 kernel %s)\n",
-      kl, GemmBf16Available() ? "on" : "unavailable");
-  std::filesystem::remove(path);
-}
-
-// F16 weights with a 48-token prefill: on AMX CPUs every prefill GEMM takes
-// bf16 activations and the split weights (gemm_panel.h "AMX tiles"); decode
-// (m = 1) and other CPUs keep fp32 activations (KL 0 there).
-TEST(Bf16Acts, F16ModelKlAgainstFp32ActivationsIsTiny) {
-  SyntheticSpec s;
-  s.type = TensorType::kF16;
-  s.d_model = 512;
-  s.d_ff = 1024;
-  s.n_heads = 8;
-  const std::string path = hqekv::test::TempPath("hqekv_f16kl_") + "F16.gguf";
-  std::filesystem::remove(path);
-  ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
-  const double kl = ForwardKl(path, 48);
-  EXPECT_LE(kl, 1e-4);
-  if (GemmAmxBf16Available()) {
-    EXPECT_GT(kl, 0.0);  // the forwards really differ
-  } else {
-    EXPECT_EQ(kl, 0.0);
-  }
-  std::printf(
-      "[ KL ] synthetic F16, 48-token prefill: mean tempered KL(fp32 acts || bf16 acts) = %.3g "
-      "(AMX %s)\n",
-      kl, GemmAmxBf16Available() ? "on" : "unavailable");
-  std::filesystem::remove(path);
 }
 
 // refmodel-4l is all F32: its forward takes no reduced-precision path at all.
