@@ -28,26 +28,6 @@ namespace {
 
 using namespace test_util;
 
-std::vector<uint8_t> RandomF16Rows(int64_t n, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint8_t> buf(2 * n * k);
-  for (int64_t i = 0; i < n * k; ++i) {
-    const f16_t h = F32ToF16(nd(rng));
-    std::memcpy(buf.data() + 2 * i, &h, 2);
-  }
-  return buf;
-}
-
-std::vector<uint8_t> RandomBf16Rows(int64_t n, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint8_t> buf(2 * n * k);
-  for (int64_t i = 0; i < n * k; ++i) {
-    const uint16_t b = F32ToBF16(nd(rng));
-    std::memcpy(buf.data() + 2 * i, &b, 2);
-  }
-  return buf;
-}
-
 // Switches the reduced-precision activation paths off for a scope.
 struct Fp32Activations {
   Fp32Activations() { SetInt8Activations(false); }
@@ -107,7 +87,7 @@ TEST(Bf16Acts, PackLayoutAndOddK) {
 TEST(Bf16Acts, OracleIsWithinActivationRoundingOfFp32) {
   std::mt19937 rng(21);
   const int64_t n = 9, k = 1500, m = 5;
-  auto wb = RandomBf16Rows(n, k, rng);
+  auto wb = RandomFloatRows(TensorType::kBF16, n, k, rng);
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
   auto x = NormalValues(m * k, rng);
   std::vector<float> got(m * n), ref(m * n);
@@ -151,7 +131,7 @@ TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
                           {21, 1100},
                           {40, 2100},
                           {35, 2049}}) {
-        auto wb = RandomBf16Rows(n, k, rng);
+        auto wb = RandomFloatRows(TensorType::kBF16, n, k, rng);
         const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
         for (int64_t m : {33, 41, 64, 77}) {
           auto x = NormalValues(m * k, rng);
@@ -169,7 +149,7 @@ TEST(GemmBf16, EqualsOracleOnEveryTargetThatRunsIt) {
     // Fewer than 33 and more than 512 rows through the range entry point.
     for (int64_t m : {1, 3, 8, 9, 520}) {
       const int64_t n = 40, k = 129;
-      auto wb = RandomBf16Rows(n, k, rng);
+      auto wb = RandomFloatRows(TensorType::kBF16, n, k, rng);
       const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
       auto x = NormalValues(m * k, rng);
       Bf16Acts a;
@@ -193,7 +173,7 @@ TEST(GemmBf16, RangeWritesOnlyItsColumns) {
     if (!GemmBf16Available()) return;
     ++with_kernel;
     const int64_t n = 80, k = 291, m = 45, ldy = 100, r0 = 5, r1 = 61;
-    auto wb = RandomBf16Rows(n, k, rng);
+    auto wb = RandomFloatRows(TensorType::kBF16, n, k, rng);
     const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
     auto x = NormalValues(m * k, rng);
     Bf16Acts a;
@@ -222,7 +202,7 @@ TEST(GemmBf16, MatMulRoutingFollowsTheActivationSwitch) {
   const NoAmx vdpbf16ps;
   std::mt19937 rng(24);
   const int64_t n = 64, k = 512, m = 48;
-  auto wb = RandomBf16Rows(n, k, rng);
+  auto wb = RandomFloatRows(TensorType::kBF16, n, k, rng);
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
   auto x = NormalValues(m * k, rng);
   std::vector<float> bf16_ref(m * n), fp32_ref(m * n);
@@ -262,7 +242,7 @@ TEST(GemmBf16, KernelRunsOnAvx512Bf16Cpus) {
   // The default dispatch takes it: MatMul's result is the bf16 oracle's, bit for bit.
   std::mt19937 rng(25);
   const int64_t n = 48, k = 300, m = 40;
-  auto wb = RandomBf16Rows(n, k, rng);
+  auto wb = RandomFloatRows(TensorType::kBF16, n, k, rng);
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
   auto x = NormalValues(m * k, rng);
   std::vector<float> y(m * n), ref(m * n);
@@ -341,7 +321,7 @@ TEST(GemmAmxBf16, MatMulIsTheExactSumOfTheProductsWithinTheBound) {
                         {40, 2100},
                         {35, 8193}}) {
       for (TensorType t : {TensorType::kBF16, TensorType::kF16}) {
-        auto wb = t == TensorType::kBF16 ? RandomBf16Rows(n, k, rng) : RandomF16Rows(n, k, rng);
+        auto wb = RandomFloatRows(t, n, k, rng);
         const WeightMatrix w{t, wb.data(), n, k};
         for (int64_t m : {33, 41, 64, 77}) {
           auto x = NormalValues(m * k, rng);
@@ -362,7 +342,7 @@ TEST(GemmAmxBf16, RangeWritesOnlyItsColumns) {
   if (!GemmAmxBf16Available()) GTEST_SKIP() << "no AMX-BF16 on this CPU / kernel / build";
   std::mt19937 rng(28);
   const int64_t n = 80, k = 291, m = 109, ldy = 100, r0 = 5, r1 = 61;
-  auto wb = RandomBf16Rows(n, k, rng);
+  auto wb = RandomFloatRows(TensorType::kBF16, n, k, rng);
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
   auto x = NormalValues(m * k, rng);
   Bf16Acts a;
@@ -413,7 +393,7 @@ TEST(GemmAmxBf16, MatMulRoutingFollowsBothSwitches) {
   std::mt19937 rng(29);
   const int64_t n = 64, k = 777, m = 48;
   for (TensorType t : {TensorType::kBF16, TensorType::kF16}) {
-    auto wb = t == TensorType::kBF16 ? RandomBf16Rows(n, k, rng) : RandomF16Rows(n, k, rng);
+    auto wb = RandomFloatRows(t, n, k, rng);
     const WeightMatrix w{t, wb.data(), n, k};
     auto x = NormalValues(m * k, rng);
     std::vector<float> tiles(m * n), no_amx(m * n), want(m * n);

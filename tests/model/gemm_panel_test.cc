@@ -27,27 +27,6 @@ namespace {
 
 using namespace test_util;
 
-// n rows of k random values (normal, sd 1) stored as type t.
-std::vector<uint8_t> RandomFloatRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint8_t> buf(n * RowBytes(t, k));
-  for (int64_t i = 0; i < n * k; ++i) {
-    const float v = nd(rng);
-    if (t == TensorType::kF32) {
-      std::memcpy(buf.data() + 4 * i, &v, 4);
-    } else if (t == TensorType::kF16) {
-      const f16_t h = F32ToF16(v);
-      std::memcpy(buf.data() + 2 * i, &h, 2);
-    } else {  // BF16: the high half of the fp32 bits (truncated)
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      const uint16_t b = static_cast<uint16_t>(bits >> 16);
-      std::memcpy(buf.data() + 2 * i, &b, 2);
-    }
-  }
-  return buf;
-}
-
 // The fp32 contract: |y - ref| <= 1e-5 sum_c |w_c x_c| + 1e-6 (each output
 // is a sum of <= kGemmKc-long fp32 chains; the oracle sums in double).
 void ExpectNearOracle(const WeightMatrix& w, const float* x, int64_t m, const float* y, int64_t ldy,

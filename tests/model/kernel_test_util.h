@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "model/kernels.h"
 #include "../simd_targets.h"
 
 namespace hqekv::kernels::test_util {
@@ -31,6 +32,27 @@ inline std::vector<float> NormalValues(int64_t size, std::mt19937& rng) {
   std::vector<float> x(size);
   for (float& v : x) v = nd(rng);
   return x;
+}
+
+// n rows of k random values (normal, sd 1) stored as type t (F32, F16 or
+// BF16: the high half of the fp32 bits, truncated).
+inline std::vector<uint8_t> RandomFloatRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint8_t> buf(n * RowBytes(t, k));
+  for (int64_t i = 0; i < n * k; ++i) {
+    const float v = nd(rng);
+    if (t == TensorType::kF32) {
+      std::memcpy(buf.data() + 4 * i, &v, 4);
+    } else if (t == TensorType::kF16) {
+      PutHalf(buf.data() + 2 * i, v);
+    } else {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      const uint16_t b = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(buf.data() + 2 * i, &b, 2);
+    }
+  }
+  return buf;
 }
 
 }  // namespace hqekv::kernels::test_util

@@ -500,16 +500,23 @@ double ForwardKl(const std::string& path, int prefill = 24) {
   return kl / total;
 }
 
+// A synthetic model of weight type t (d_model 512, d_ff 1024, 8 heads) in a
+// temporary file named from `prefix`; "" when it cannot be written.
+std::string KlModel(TensorType t, const char* prefix) {
+  SyntheticSpec s;
+  s.type = t;
+  s.d_model = 512;
+  s.d_ff = 1024;
+  s.n_heads = 8;
+  const std::string path = hqekv::test::TempPath(prefix) + TensorTypeName(t) + ".gguf";
+  std::filesystem::remove(path);
+  return WriteSyntheticGguf(s, path).ok() ? path : "";
+}
+
 TEST(Int8Acts, ModelKlAgainstFp32ActivationsIsTiny) {
   for (TensorType t : kInt8Types) {
-    SyntheticSpec s;
-    s.type = t;
-    s.d_model = 512;
-    s.d_ff = 1024;
-    s.n_heads = 8;
-    const std::string path = hqekv::test::TempPath("hqekv_int8kl_") + TensorTypeName(t) + ".gguf";
-    std::filesystem::remove(path);
-    ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
+    const std::string path = KlModel(t, "hqekv_int8kl_");
+    ASSERT_FALSE(path.empty());
     const double kl = ForwardKl(path);
     EXPECT_LE(kl, 1e-4) << TensorTypeName(t);
     EXPECT_GT(kl, 0.0) << TensorTypeName(t);  // the forwards really differ
@@ -526,14 +533,8 @@ TEST(Int8Acts, ModelKlAgainstFp32ActivationsIsTiny) {
 // forwards are the fp32 path (KL 0).
 TEST(Bf16Acts, ModelKlAgainstFp32ActivationsIsTiny) {
   for (TensorType t : {TensorType::kBF16, TensorType::kF16}) {
-    SyntheticSpec s;
-    s.type = t;
-    s.d_model = 512;
-    s.d_ff = 1024;
-    s.n_heads = 8;
-    const std::string path = hqekv::test::TempPath("hqekv_bf16kl_") + TensorTypeName(t) + ".gguf";
-    std::filesystem::remove(path);
-    ASSERT_TRUE(WriteSyntheticGguf(s, path).ok());
+    const std::string path = KlModel(t, "hqekv_bf16kl_");
+    ASSERT_FALSE(path.empty());
     const double kl = ForwardKl(path, 48);
     const bool bf16_acts = t == TensorType::kBF16 ? GemmBf16Available() : GemmAmxBf16Available();
     EXPECT_LE(kl, 1e-4) << TensorTypeName(t);
