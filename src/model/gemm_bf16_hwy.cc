@@ -183,7 +183,7 @@ HWY_INLINE void WeightStep(const uint32_t* p) {
   _tile_dpbf16ps(3, 5, 7);
 }
 
-// GemmRange for row_major activations. Per k block of kAmxKc values and
+// GemmRange for tile-major activations. Per k block of kAmxKc values and
 // panel of 32 weight rows (PackPanel, its pairs padded with 0 to a multiple
 // of 16): per 32 activation rows, 2 x 2 tiles over the block's pairs, 16 at
 // a time (two activation tiles and two weight tiles loaded, four tdpbf16ps).
@@ -248,7 +248,7 @@ void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, 
 
 void GemmRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
                int64_t ldy) {
-  if (a->row_major) {
+  if (a->tile_major) {
     if (w.type == TensorType::kF16) return AmxRange<true>(w, a, r0, r1, y, ldy);
     return AmxRange<false>(w, a, r0, r1, y, ldy);
   }

@@ -11,6 +11,16 @@
 
 namespace hqekv::kernels {
 
+namespace {
+// Pair c of activation row xi (k values): bf16(xi[2c]) | bf16(xi[2c + 1]) << 16,
+// a half past the row 0 (both packings round through here).
+uint32_t Bf16Pair(const float* xi, int64_t c, int64_t k) {
+  const uint32_t lo = 2 * c < k ? F32ToBF16(xi[2 * c]) : 0;
+  const uint32_t hi = 2 * c + 1 < k ? F32ToBF16(xi[2 * c + 1]) : 0;
+  return lo | hi << 16;
+}
+}  // namespace
+
 void PackBf16Rows(const float* x, int64_t m, int64_t k, int64_t i0, int64_t i1, uint32_t* words) {
   const int64_t kp = (k + 1) / 2;
   for (int64_t g0 = i0; g0 < i1; g0 += kBf16TileRows) {
@@ -18,17 +28,13 @@ void PackBf16Rows(const float* x, int64_t m, int64_t k, int64_t i0, int64_t i1, 
     uint32_t* dst = words + g0 * kp;
     for (int64_t i = 0; i < rows; ++i) {
       const float* xi = x + (g0 + i) * k;
-      for (int64_t c = 0; c < k / 2; ++c) {
-        dst[c * rows + i] = F32ToBF16(xi[2 * c]) | static_cast<uint32_t>(F32ToBF16(xi[2 * c + 1]))
-                                                       << 16;
-      }
-      if (k % 2) dst[(kp - 1) * rows + i] = F32ToBF16(xi[k - 1]);
+      for (int64_t c = 0; c < kp; ++c) dst[c * rows + i] = Bf16Pair(xi, c, k);
     }
   }
 }
 
 void ResizeBf16Acts(int64_t m, int64_t k, Bf16Acts* out) {
-  out->row_major = false;
+  out->tile_major = false;
   out->ld = 0;
   out->m = m;
   out->k = k;
@@ -36,35 +42,30 @@ void ResizeBf16Acts(int64_t m, int64_t k, Bf16Acts* out) {
   out->words.resize(static_cast<size_t>(m * out->kp));
 }
 
-void ResizeBf16RowMajor(int64_t m, int64_t k, Bf16Acts* out) {
+void ResizeBf16TileMajor(int64_t m, int64_t k, Bf16Acts* out) {
   out->m = m;
   out->k = k;
   out->kp = (k + 1) / 2;
-  out->row_major = true;
+  out->tile_major = true;
   out->ld = (out->kp + 15) / 16 * 16;
   const int64_t rows = (m + kAmxRows - 1) / kAmxRows * kAmxRows;
   out->words.resize(static_cast<size_t>(rows * out->ld));
 }
 
-void PackBf16RowMajor(const float* x, int64_t i0, int64_t i1, Bf16Acts* out) {
-  const int64_t k = out->k, kp = out->kp, ld = out->ld;
+void PackBf16TileMajor(const float* x, int64_t i0, int64_t i1, Bf16Acts* out) {
+  const int64_t k = out->k, ld = out->ld;
+  // Row i's first 16 pairs (gemm_panel.h); pairs 16s .. 16s + 15 at + 512 s.
+  auto row = [&](int64_t i) {
+    return out->words.data() + (i / kAmxRows) * kAmxRows * ld + (i % kAmxRows) * 16;
+  };
   for (int64_t i = i0; i < i1; ++i) {
-    const float* xi = x + i * k;
-    uint32_t* block = out->words.data() + (i / kAmxRows) * kAmxRows * ld + (i % kAmxRows) * 16;
-    for (int64_t c = 0; c < ld; ++c) {
-      uint32_t word = 0;
-      if (2 * c + 1 < k) {
-        word = F32ToBF16(xi[2 * c]) | static_cast<uint32_t>(F32ToBF16(xi[2 * c + 1])) << 16;
-      } else if (2 * c < k) {
-        word = F32ToBF16(xi[2 * c]);
-      }
-      block[(c / 16) * kAmxRows * 16 + c % 16] = word;
-    }
+    uint32_t* dst = row(i);
+    for (int64_t c = 0; c < ld; ++c)
+      dst[(c / 16) * kAmxRows * 16 + c % 16] = Bf16Pair(x + i * k, c, k);
   }
   if (i1 == out->m) {  // the pad rows of the last block
     for (int64_t i = out->m; i % kAmxRows != 0; ++i) {
-      uint32_t* block = out->words.data() + (i / kAmxRows) * kAmxRows * ld + (i % kAmxRows) * 16;
-      for (int64_t c = 0; c < ld; c += 16) std::fill_n(block + c * kAmxRows, 16, 0u);
+      for (int64_t c = 0; c < ld; c += 16) std::fill_n(row(i) + c * kAmxRows, 16, 0u);
     }
   }
 }

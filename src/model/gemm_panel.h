@@ -75,7 +75,7 @@ inline constexpr int64_t kBf16Kc = 2048;
 // 8 g kp (kp = (k + 1) / 2 pairs); within it, word c * rows + i =
 // bf16(x[i][2c]) | bf16(x[i][2c + 1]) << 16 (the odd pair's high half 0).
 //
-// The AMX layout (row_major, see "AMX tiles" below) is tile-major instead:
+// The AMX layout (tile_major, see "AMX tiles" below) instead:
 // ld = kp rounded up to 16 (a tile row holds 16 pairs; the pad words are 0),
 // rows padded with 0 to a multiple of kAmxRows = 32; block b = rows 32b ..
 // 32b + 31 starts at word 32 b ld, and within it pairs 16s .. 16s + 15 of its
@@ -84,8 +84,8 @@ inline constexpr int64_t kBf16Kc = 2048;
 // tile row of a load fall into the same L1 set.)
 struct Bf16Acts {
   int64_t m = 0, k = 0, kp = 0;
-  bool row_major = false;
-  int64_t ld = 0;  // words per row, row_major only
+  bool tile_major = false;
+  int64_t ld = 0;  // pairs per row padded to 16, tile_major only
   std::vector<uint32_t> words;
   const uint32_t* group(int64_t g0) const { return words.data() + g0 * kp; }  // g0 % 8 == 0
 };
@@ -128,16 +128,16 @@ bool GemmAmxBf16Available();
 // against a concurrent MatMul.
 void SetBf16Amx(bool on);
 bool Bf16AmxEnabled();
-// The row_major layout for m x k: size and flags (rows and words of the pad
-// are written by PackBf16RowMajor).
-void ResizeBf16RowMajor(int64_t m, int64_t k, Bf16Acts* out);
-// Rows [i0, i1) of x into a row_major Bf16Acts sized by ResizeBf16RowMajor
+// The tile-major layout for m x k: size and flags (rows and words of the pad
+// are written by PackBf16TileMajor).
+void ResizeBf16TileMajor(int64_t m, int64_t k, Bf16Acts* out);
+// Rows [i0, i1) of x into a tile-major Bf16Acts sized by ResizeBf16TileMajor
 // (with i1 == m also the zero pad rows up to a multiple of kAmxRows).
-void PackBf16RowMajor(const float* x, int64_t i0, int64_t i1, Bf16Acts* out);
+void PackBf16TileMajor(const float* x, int64_t i0, int64_t i1, Bf16Acts* out);
 
 // y[i * ldy + r] = W[r] . bf16(x[i]) for r in [r0, r1), i < a.m; w.type ==
 // kBF16, a.k == w.k, GemmBf16Available() (and GemmAmxBf16Available() for
-// row_major activations, which run on AMX). One thread; any r0 < r1.
+// tile-major activations, which run on AMX). One thread; any r0 < r1.
 void GemmBf16Range(const WeightMatrix& w, const Bf16Acts& a, int64_t r0, int64_t r1, float* y,
                    int64_t ldy);
 

@@ -764,14 +764,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
     Bf16Acts& acts = buffer;
     // AMX CPUs: tile-major activations for the tile kernel (gemm_panel.h).
     if (amx) {
-      ResizeBf16RowMajor(m, w.k, &acts);
+      ResizeBf16TileMajor(m, w.k, &acts);
     } else {
       ResizeBf16Acts(m, w.k, &acts);
     }
     const int64_t groups = (m + kBf16TileRows - 1) / kBf16TileRows;
     auto pack = [&](int64_t g0, int64_t g1) {
       const int64_t i0 = g0 * kBf16TileRows, i1 = std::min(g1 * kBf16TileRows, m);
-      if (amx) return PackBf16RowMajor(x, i0, i1, &acts);
+      if (amx) return PackBf16TileMajor(x, i0, i1, &acts);
       PackBf16Rows(x, m, w.k, i0, i1, acts.words.data());
     };
     // (The packing is 1-2% of the product's time on one thread.)

@@ -263,13 +263,13 @@ TEST(Bf16AmxActs, TileMajorLayoutWithZeroPads) {
     auto x = NormalValues(m * k, rng);
     Bf16Acts a;
     a.words.assign(4096, 0xDEADBEEFu);  // stale words from an earlier call
-    ResizeBf16RowMajor(m, k, &a);
-    ASSERT_TRUE(a.row_major);
+    ResizeBf16TileMajor(m, k, &a);
+    ASSERT_TRUE(a.tile_major);
     const int64_t kp = (k + 1) / 2, ld = (kp + 15) / 16 * 16, rows = (m + 31) / 32 * 32;
     ASSERT_EQ(a.ld, ld);
     ASSERT_EQ(static_cast<int64_t>(a.words.size()), rows * ld);
-    PackBf16RowMajor(x.data(), 0, m / 2, &a);  // in two parts, as MatMul's threads do
-    PackBf16RowMajor(x.data(), m / 2, m, &a);
+    PackBf16TileMajor(x.data(), 0, m / 2, &a);  // in two parts, as MatMul's threads do
+    PackBf16TileMajor(x.data(), m / 2, m, &a);
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t c = 0; c < ld; ++c) {
         const uint32_t word = a.words[(i / 32) * 32 * ld + (c / 16) * 512 + (i % 32) * 16 + c % 16];
@@ -346,13 +346,15 @@ TEST(GemmAmxBf16, RangeWritesOnlyItsColumns) {
   const WeightMatrix w{TensorType::kBF16, wb.data(), n, k};
   auto x = NormalValues(m * k, rng);
   Bf16Acts a;
-  ResizeBf16RowMajor(m, k, &a);
-  PackBf16RowMajor(x.data(), 0, m, &a);
+  ResizeBf16TileMajor(m, k, &a);
+  PackBf16TileMajor(x.data(), 0, m, &a);
   std::vector<float> y(m * ldy, -7.f);
   GemmBf16Range(w, a, r0, r1, y.data(), ldy);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t r = 0; r < ldy; ++r) {
-      if (r < r0 || r >= r1) ASSERT_EQ(y[i * ldy + r], -7.f) << "i=" << i << " r=" << r;
+      if (r < r0 || r >= r1) {
+        ASSERT_EQ(y[i * ldy + r], -7.f) << "i=" << i << " r=" << r;
+      }
     }
   }
   ExpectNearExactBf16Sums(w, x.data(), m, y.data(), ldy, r0, r1);
