@@ -24,11 +24,23 @@
 #include <string>
 #include <vector>
 
-#include "calib/budget.h"
-#include "policy/profile.h"
 #include "core/status.h"
+#include "policy/budget.h"
+#include "policy/profile.h"
 
 namespace hqekv::calib {
+
+// The tier-ratio budget equations live with the other budgets (policy/budget.h).
+using Ratios = policy::TierRatios;  // what the search finds
+using policy::CheckBudget;
+using policy::FeasibleBox;
+using policy::ModelBits;
+using policy::NominalCosts;
+using policy::RatiosText;
+using policy::SearchBox;
+using policy::SolveRatios;
+using policy::TierCosts;
+using policy::ValidateCosts;
 
 // A cache configuration to score: global ratios, or one row per layer.
 struct CacheChoice {

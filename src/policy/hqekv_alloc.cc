@@ -62,11 +62,11 @@ const char* TierName(Tier t) {
   switch (t) {
     case Tier::kF16:
       return "fp16";
-    case Tier::kU4:
+    case Tier::kHigh:
       return "u4";
-    case Tier::kU2:
+    case Tier::kMid:
       return "u2";
-    case Tier::kN1:
+    case Tier::kLow:
       return "n1";
     case Tier::kEvicted:
       return "evicted";
@@ -169,7 +169,7 @@ std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, i
 
 bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts, TierMask usable) {
   constexpr int kEv = static_cast<int>(Tier::kEvicted);
-  for (int t = static_cast<int>(Tier::kU4); t < kEv; ++t) {
+  for (int t = static_cast<int>(Tier::kHigh); t < kEv; ++t) {
     if ((*counts)[t] > 0) {
       int w = t + 1;
       while (w < kEv && !TierUsable(usable, w)) ++w;

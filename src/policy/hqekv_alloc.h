@@ -33,11 +33,15 @@ TierRatios Rescaled(const TierRatios& r);
 // reference digest §3). Other values: an error listing these.
 Result<TierRatios> DefaultRatios(double bits);
 
-// Tiers from the highest precision to the lowest. The numeric order is the
-// downgrade order: a transition is allowed only to a larger value.
-enum class Tier : uint8_t { kF16 = 0, kU4 = 1, kU2 = 2, kN1 = 3, kEvicted = 4 };
+// Tiers from the highest precision to the lowest: fp16, the three quantized
+// slots (their formats are the cache's: u4/u2/n1 under layout=paper, u4/u3/u2
+// under layout=lean, from the tier menu above all-u4), evicted. The numeric
+// order is the downgrade order: a transition is allowed only to a larger value.
+enum class Tier : uint8_t { kF16 = 0, kHigh = 1, kMid = 2, kLow = 3, kEvicted = 4 };
 inline constexpr int kNumTiers = 5;
-const char* TierName(Tier t);  // "fp16", "u4", "u2", "n1", "evicted"
+// "fp16", "u4", "u2", "n1", "evicted": the slots named by the paper's formats
+// (the ratios r4/r2/r1 name them the same way).
+const char* TierName(Tier t);
 
 // torch.round: halves go to the even neighbour.
 double RoundHalfEven(double x);

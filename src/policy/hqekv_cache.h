@@ -34,6 +34,7 @@
 #include "core/half.h"
 #include "policy/cache_context.h"
 #include "policy/hqekv_alloc.h"
+#include "policy/hqekv_options.h"
 #include "policy/selection.h"
 #include "policy/spec.h"
 #include "policy/store_cache.h"
@@ -72,10 +73,10 @@ class HqekvCache final : public StoreBackedCache {
   }
   int64_t chunks_compressed(int layer) const { return compressed_chunks_[layer]; }
   // select=token (or auto on a small head_dim): events evict residual tokens.
-  bool token_select() const { return token_select_; }
+  bool token_select() const { return o_.token_select; }
   // The byte model behind bits= (tests compare it with the bytes held).
   const HqekvCostModel& cost_model() const { return model_; }
-  int pinned_chunks() const { return pinned_; }
+  int pinned_chunks() const { return o_.pinned; }
 
  protected:
   void ResetPolicy() override;
@@ -117,11 +118,20 @@ class HqekvCache final : public StoreBackedCache {
   static void AppendRanges(Unit& U, const std::vector<double>& range);
   // residual_reserve: the store's spare residual tokens (-1: a chunk).
   HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve);
+  // The cache for resolved options (hqekv_cache.cc); *select_chunk: the
+  // budget leaves select=auto nothing to select, resolve with select=chunk.
+  static Result<std::unique_ptr<HqekvCache>> BuildFrom(HqekvOptions o, const KvGeometry& g,
+                                                       bool* select_chunk);
+  // bits=B: the tier formats (the menu above all-u4), the feasibility check
+  // and the first ratios (hqekv_budget.cc).
+  Status SolveBudgetTiers(bool* select_chunk);
 
   quant::Format TierFormat(Tier t, bool is_k) const;
-  // tiers=A/B/C: the formats of the u4 / u2 / n1 tier slots (kind and bits;
-  // grouping and group come from TierFormat).
-  static Result<std::array<quant::Format, 3>> ParseTierFormats(const std::string& text);
+  // bits=B, menu: the three slots from the K/V frontier of the tier menu
+  // (hqekv_menu.h) around B at n tokens; sets the formats and tier bytes.
+  void ChooseMenuSlots(double budget, int64_t n, double k_weight);
+  // k_bytes_, v_bytes_ and the cost model's tier bytes from the formats.
+  void SetTierBytes();
   Status Compress(int layer);
   // Chunk scores (K, V) of every live chunk of (layer, u) from this event's
   // importance window.
@@ -206,43 +216,16 @@ class HqekvCache final : public StoreBackedCache {
   // but the last page's free room).
   bool PackedTightly(int layer) const;
 
+  HqekvOptions o_;  // resolved once (hqekv_options.h); the budget solve sets the tiers
   std::vector<TierRatios> ratios_;  // per layer (bits=: the last event's)
-  double true_bits_ = 0;            // bits=B, else 0
   HqekvCostModel model_;
   // Planes of one chunk, every KV head, per tier (evicted: 0): K and V.
   std::array<int64_t, kNumTiers> k_bytes_{}, v_bytes_{};
   bool budget_below_ = false, budget_above_ = false;
-  int m_ = 20;
-  // Window sums are held in fp16 scaled by sum_scale_ (a power of two, so
-  // exact), the largest that keeps the biggest possible sum (m queries x the
-  // unit's query heads, each row summing to 1) under 32768: small weights
-  // (1e-9 and up) then stay above fp16's smallest subnormal (6e-8) instead of
-  // rounding to 0, so low-attention chunks still rank by their attention.
-  float sum_scale_ = 1.0f;
-  int pinned_ = 2;
-  bool per_head_ = false;
-  bool hadamard_ = false;
-  // Formats of the quantized tier slots kU4, kU2, kN1 (tiers=), and the V
-  // per-token group (vgroup=, clamped to head_dim).
-  std::array<quant::Format, 3> tier_formats_{quant::Uniform(4, quant::Grouping::kPerToken),
-                                             quant::Uniform(2, quant::Grouping::kPerToken),
-                                             quant::Normal(1, quant::Grouping::kPerToken)};
-  int vgroup_ = 32;
-  bool v_per_channel_ = false;  // vgrouping=chan: V quantized per channel like K
-  // bits=B: the tiers the solver mixes (layout=lean on a small head_dim: the
-  // best quantized tier and eviction only; docs/ablations/tiers.md).
-  TierMask usable_ = kAllTiers;
-  Ranking ranking_ = Ranking::kPaper;
-  // select=token: token-level eviction in the residual before sealing (the
-  // window sums then stay open and cumulative: every query is recorded).
-  bool token_select_ = false;
   // select=token: heads whose sums pick tokens separately. Every KV head
   // keeps its own tokens (measured: 1.3-1.8x lower KL than one choice per
   // layer on stories260K, docs/ablations/tiers.md); 1 would pick per layer.
   int TokenHeads() const { return g_.n_kv_heads; }
-  int recent_ = 8;  // select=token: newest residual tokens not judged
-  int sink_ = 0;    // tokens of the attention sink whose chunks outrank the rest
-  int units_per_layer_ = 1;
   std::vector<std::vector<Unit>> units_;    // [layer][unit]
   std::vector<int64_t> compressed_chunks_;  // [layer] chunks ever compressed (evicted included)
   std::vector<int64_t> table_bytes_;        // [layer] the pool's tables after the last event

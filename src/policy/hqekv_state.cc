@@ -65,10 +65,10 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
   for (int l = 0; l < g_.n_layers; ++l) {
     st->units.emplace_back();
     const uint64_t appended = static_cast<uint64_t>(store.AppendedTokens(l));
-    for (int u = 0; u < units_per_layer_; ++u) {
+    for (int u = 0; u < o_.units_per_layer; ++u) {
       const std::string where =
           "HqeKV state: layer " + std::to_string(l) + ", unit " + std::to_string(u) + ": ";
-      const int h0 = per_head_ ? u : 0, h1 = per_head_ ? u + 1 : g_.n_kv_heads;
+      const int h0 = o_.per_head ? u : 0, h1 = o_.per_head ? u + 1 : g_.n_kv_heads;
       // Between events every live chunk is a full, hole-free 32-token chunk
       // (Compress seals whole chunks, evicts whole chunks and compacts).
       const int live = store.NumChunks(l, h0);
@@ -96,7 +96,7 @@ Result<StoreBackedCache::Commit> HqekvCache::LoadPolicy(cache::StateReader& r,
                 U.next.size() <= kept && live <= st->compressed[l] &&
                 U.rsum.size() <= static_cast<size_t>(store.ResidualSize(l, h0)) * g_.n_kv_heads;
       for (size_t c = 0; ok && c < U.tk.size(); ++c)
-        ok = U.tk[c] <= Tier::kN1 && U.tv[c] <= Tier::kN1;
+        ok = U.tk[c] <= Tier::kLow && U.tv[c] <= Tier::kLow;
       if (!ok) return MakeError(where + "tiers, ranges or windows do not match the store");
       st->units.back().push_back(std::move(U));
     }

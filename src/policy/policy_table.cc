@@ -179,6 +179,17 @@ std::vector<PolicyInfo> BuildTable() {
              "formats of the three quantized tiers, best first, e.g. u8/u4/u3 (default: "
              "by layout; any of u8, u4, u3, u2, u1, n2, n1; K per-channel, V per-token; "
              "ratios r4/r2/r1 name these tiers in order)"),
+        Text("vtiers",
+             "formats of V's three quantized tiers, best first (default: as tiers=); any "
+             "quantized store format, e.g. q8_0/q5_1/u4"),
+        Choice("menu", "auto", {"auto", "on", "off"},
+               "bits=B: the tier slots from the tier menu (u8, q8_0, int8, fp8, q5_1, q5_0, "
+               "q4_1, q4_0, u4, u3, u2), K and V chosen apart on the frontier of bytes vs "
+               "sensitivity-weighted error, the two around B mixed; auto = on under "
+               "layout=lean above the all-u4 cost; off = u8/u4/u3 there"),
+        Real("kweight", "16", 0.001, 1e6,
+             "menu: K error's weight relative to V's (refmodel-4l: q8_0 K with q4_0 V has "
+             "1/16 the KL of the swap)"),
         Int("vgroup", "32", 1, 4096,  // layout=lean: head_dim
             "V channels per per-token scale/minimum group (clamped to head_dim; must divide "
             "it): head_dim halves V's metadata at D = 64"),

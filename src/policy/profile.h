@@ -12,7 +12,7 @@
 //   "achieved_true_bits": 2.003, "achieved_nominal_bits": 1.8,
 //   "loss": 0.61, "kl": 0.21, "alpha": 2, "beta": 4,
 //   "trials": 200, "seed": 1,
-//   "tier_costs": {"b4": .., "b2": .., "b1": .., "b0": ..},   // bits/element, see calib/budget.h
+//   "tier_costs": {"b4": .., "b2": .., "b1": .., "b0": ..},   // bits/element, see policy/budget.h
 //   "calibration": {"text": "data/text/wiki.valid.raw", "hash": "fnv1a64:...",
 //                   "tokens": 16384, "window": 512, "prefill": 256},
 //   "kv_options": "tiers=u4/u3/u2,vgroup=64",                  // optional
@@ -38,7 +38,7 @@
 namespace hqekv::policy {
 
 // b_t: bits per original element of the whole cache with every compressible
-// chunk in tier t (measured by the ratio search, calib/budget.h).
+// chunk in tier t (measured by the ratio search, policy/budget.h).
 struct TierCosts {
   double b4 = 4, b2 = 2, b1 = 1, b0 = 0;
 };

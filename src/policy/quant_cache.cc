@@ -85,12 +85,13 @@ QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format 
 
 Result<std::unique_ptr<KvCache>> QuantCache::Make(const KvGeometry& g, std::string describe,
                                                   const quant::Format& kf, const quant::Format& vf,
-                                                  int residual_len) {
+                                                  int residual_len, double budget_bits) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   HQEKV_RETURN_IF_ERROR(quant::Validate(kf, 32, g.head_dim));
   HQEKV_RETURN_IF_ERROR(quant::Validate(vf, 32, g.head_dim));
   std::unique_ptr<QuantCache> c(new QuantCache(g, std::move(describe), kf, vf, residual_len));
   HQEKV_RETURN_IF_ERROR(c->init_status());
+  c->budget_bits_ = budget_bits;
   return std::unique_ptr<KvCache>(std::move(c));
 }
 
@@ -100,6 +101,7 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
   const int D = g.head_dim;
   quant::Format kf, vf;
   int residual = 32;
+  double budget = 0;
   if (spec.name == "fp8") {
     kf = vf = spec.Text("format") == "e5m2" ? quant::Fp8E5M2() : quant::Fp8E4M3();
   } else if (spec.name == "int8") {
@@ -121,13 +123,14 @@ Result<std::unique_ptr<KvCache>> QuantCache::Create(const PolicySpec& spec, cons
     if (spec.Given("bits")) {
       // True bits: the widest code whose cache fits B at the full context.
       HQEKV_ASSIGN_OR_RETURN(bits, KiviBitsForBudget(spec, g, group, residual));
+      budget = spec.Num("bits");
     }
     kf = quant::Uniform(bits, quant::Grouping::kPerChannel);
     vf = quant::Uniform(bits, quant::Grouping::kPerToken, group);
   } else {
     return MakeError("QuantCache: not a quantization policy: '" + spec.name + "'");
   }
-  return Make(g, spec.Canonical(), kf, vf, residual);
+  return Make(g, spec.Canonical(), kf, vf, residual, budget);
 }
 
 bool QuantCache::RepackDue(int before, int after, int stagger) {
@@ -160,6 +163,23 @@ Status QuantCache::EndBatch(int n, bool is_prefill) {
     const int before = store_->NumChunks(l, 0);
     HQEKV_RETURN_IF_ERROR(store_->Seal(l, cache::kAllHeads, seal, kf_, vf_));
     if (RepackDue(before, store_->NumChunks(l, 0), l % 16)) store_->RepackLayer(l);
+  }
+  if (budget_bits_ > 0) {
+    // bits=B: the waiting fp16 tokens cost 16 bits per element; at lengths
+    // shorter than the cache's full context (where KiviBitsForBudget chose
+    // the width) R - 1 of them take a layer above B (kivi:bits=4 held 4.42
+    // true bits 100 tokens into a decode after a 1536-token prompt). While
+    // a layer holds more than B its whole waiting chunks are sealed now.
+    const LayerLayout layout{g_.n_kv_heads, g_.head_dim};
+    for (int l = 0; l < g_.n_layers; ++l) {
+      const int r = store_->ResidualSize(l, 0);
+      if (r < 32) continue;
+      if (LayerBits(layout, LayerAllocatedBytes(l), store_->AppendedTokens(l)) <= budget_bits_)
+        continue;
+      const int before = store_->NumChunks(l, 0);
+      HQEKV_RETURN_IF_ERROR(store_->Seal(l, cache::kAllHeads, r - r % 32, kf_, vf_));
+      if (RepackDue(before, store_->NumChunks(l, 0), l % 16)) store_->RepackLayer(l);
+    }
   }
   return Status::Ok();
 }

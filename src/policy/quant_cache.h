@@ -36,10 +36,13 @@ class QuantCache final : public StoreBackedCache {
   // A cache that seals the oldest multiple of `residual_len` waiting tokens
   // into 32-token chunks, K in kf and V in vf (checked against head_dim);
   // `describe` is its Describe() text. Used by policies that only choose the
-  // formats (policy/llama_cache.h).
+  // formats (policy/llama_cache.h). budget_bits > 0: while a layer holds
+  // more than that many true bits per element after a batch, its waiting
+  // whole chunks are sealed at once (the fp16 residual is what rises above
+  // a bits=B budget on short sequences).
   static Result<std::unique_ptr<KvCache>> Make(const KvGeometry& g, std::string describe,
                                                const quant::Format& kf, const quant::Format& vf,
-                                               int residual_len);
+                                               int residual_len, double budget_bits = 0);
 
   // spec: fp8, int8 or kivi (already parsed). Errors: bad geometry, kivi
   // group not dividing head_dim, residual not a positive multiple of 32.
@@ -57,6 +60,7 @@ class QuantCache final : public StoreBackedCache {
              int residual_len);
   quant::Format kf_, vf_;
   int residual_len_;
+  double budget_bits_ = 0;
 };
 
 }  // namespace hqekv::policy

@@ -68,7 +68,7 @@ int64_t HqekvCostModel::LayerBytes(int64_t n, int64_t nb,
 std::array<double, 4> HqekvCostModel::TierBits(int64_t n) const {
   const int64_t nb = n / layout.chunk;
   std::array<double, 4> b{};
-  const Tier tiers[4] = {Tier::kU4, Tier::kU2, Tier::kN1, Tier::kEvicted};
+  const Tier tiers[4] = {Tier::kHigh, Tier::kMid, Tier::kLow, Tier::kEvicted};
   for (int i = 0; i < 4; ++i) {
     std::array<int64_t, kNumTiers> c{};
     c[0] = std::min<int64_t>(pinned, nb);
@@ -114,14 +114,14 @@ BudgetCounts SolveBudgetCounts(int64_t nb, int pinned,
   const int64_t rest = nb - p;
   out.counts[0] = p;
   room -= p * chunk_bytes[0];
-  constexpr int kU4 = static_cast<int>(Tier::kU4), kEv = static_cast<int>(Tier::kEvicted);
+  constexpr int kHigh = static_cast<int>(Tier::kHigh), kEv = static_cast<int>(Tier::kEvicted);
   auto next_usable = [&](int t) {
     while (t < kEv && !TierUsable(usable, t)) ++t;
     return t;
   };
   // Usable tiers from u4 to evicted: the first t whose all-t cost fits is
   // the worse end of the segment [previous usable tier, t].
-  const int first = next_usable(kU4);
+  const int first = next_usable(kHigh);
   int prev = -1, t = first;
   while (t <= kEv && rest * chunk_bytes[t] > room) {
     prev = t;

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "calib/budget.h"
+#include "policy/budget.h"
 #include "calib/profile.h"
 
 namespace hqekv::calib {

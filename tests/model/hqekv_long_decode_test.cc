@@ -56,7 +56,7 @@ LongRun GenerateLong(const std::string& spec) {
   out.r4 = h->ratios(0).r4;
   for (int l = 0; l < g.n_layers; ++l) {
     int64_t u4 = 0;
-    for (policy::Tier t : h->k_tiers(l, 0)) u4 += t == policy::Tier::kU4;
+    for (policy::Tier t : h->k_tiers(l, 0)) u4 += t == policy::Tier::kHigh;
     out.u4_share += static_cast<double>(u4) / (h->chunks_compressed(l) - 2) / g.n_layers;
   }
   SetNumThreads(1);

@@ -124,13 +124,13 @@ TEST(HqekvAlloc, PlanRanksKByAttentionAndVByRangeAmongKept) {
   const std::vector<double> sv = {0.3, 0.9, 0.2, 0.1, 0.05, 0.8};
   const TierPlan p = PlanTiers(cur, cur, sk, sv, Counts{1, 2, 1, 1, 1});
   using T = Tier;
-  EXPECT_EQ(p.k, (std::vector<T>{T::kF16, T::kEvicted, T::kU4, T::kU4, T::kU2, T::kN1}));
-  EXPECT_EQ(p.v, (std::vector<T>{T::kU4, T::kEvicted, T::kU4, T::kU2, T::kN1, T::kF16}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kF16, T::kEvicted, T::kHigh, T::kHigh, T::kMid, T::kLow}));
+  EXPECT_EQ(p.v, (std::vector<T>{T::kHigh, T::kEvicted, T::kHigh, T::kMid, T::kLow, T::kF16}));
 }
 
 TEST(HqekvAlloc, PlanNeverUpgradesAndKeepsPastEvictions) {
   using T = Tier;
-  const std::vector<T> cur_k = {T::kU2, T::kEvicted, T::kN1, T::kF16, T::kF16};
+  const std::vector<T> cur_k = {T::kMid, T::kEvicted, T::kLow, T::kF16, T::kF16};
   const std::vector<double> s = {0.9, 0.0, 0.8, 0.1, 0.2};
   // Counts ask for 2 fp16 and 0 evicted: the evicted chunk stays evicted, the
   // old u2 and n1 chunks are not upgraded although they rank first, and they
@@ -138,7 +138,7 @@ TEST(HqekvAlloc, PlanNeverUpgradesAndKeepsPastEvictions) {
   // 12; the old plan demoted them to u2 and u4). The u4 slot nobody can take
   // passes to u2.
   const TierPlan p = PlanTiers(cur_k, cur_k, s, s, Counts{2, 1, 1, 1, 0});
-  EXPECT_EQ(p.k, (std::vector<T>{T::kU2, T::kEvicted, T::kN1, T::kF16, T::kF16}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kMid, T::kEvicted, T::kLow, T::kF16, T::kF16}));
   for (size_t i = 0; i < p.k.size(); ++i) EXPECT_GE(p.k[i], cur_k[i]);
 }
 
@@ -146,15 +146,15 @@ TEST(HqekvAlloc, PlanNeverUpgradesAndKeepsPastEvictions) {
 // take 4-bit slots they can never use.
 TEST(HqekvAlloc, PlanNeverSpendsABetterSlotOnAChunkThatCannotMoveUp) {
   using T = Tier;
-  const std::vector<T> cur = {T::kU2, T::kU2, T::kU4, T::kU4, T::kF16};
+  const std::vector<T> cur = {T::kMid, T::kMid, T::kHigh, T::kHigh, T::kF16};
   const std::vector<double> s = {0.9, 0.8, 0.1, 0.2, 0.05};
   const TierPlan p = PlanTiers(cur, cur, s, s, Counts{0, 3, 2, 0, 0});
-  EXPECT_EQ(p.k, (std::vector<T>{T::kU2, T::kU2, T::kU4, T::kU4, T::kU4}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kMid, T::kMid, T::kHigh, T::kHigh, T::kHigh}));
   EXPECT_EQ(p.v, p.k);
   // One u4 slot fewer: the lowest-scored u4 chunk goes to u2 (the new fp16
   // chunk outranks the u4 chunks: scores compare within a tier).
   const TierPlan q = PlanTiers(cur, cur, s, s, Counts{0, 2, 3, 0, 0});
-  EXPECT_EQ(q.k, (std::vector<T>{T::kU2, T::kU2, T::kU2, T::kU4, T::kU4}));
+  EXPECT_EQ(q.k, (std::vector<T>{T::kMid, T::kMid, T::kMid, T::kHigh, T::kHigh}));
 }
 
 // Scores compare within a tier: the worst tier's lowest chunk is evicted (or
@@ -162,24 +162,24 @@ TEST(HqekvAlloc, PlanNeverSpendsABetterSlotOnAChunkThatCannotMoveUp) {
 // compares raw scores across tiers.
 TEST(HqekvAlloc, PlanComparesScoresWithinATier) {
   using T = Tier;
-  const std::vector<T> cur = {T::kU4, T::kU2, T::kU2, T::kU4};
+  const std::vector<T> cur = {T::kHigh, T::kMid, T::kMid, T::kHigh};
   const std::vector<double> s = {0.1, 0.5, 0.3, 0.6};
   const Counts c{0, 2, 1, 0, 1};
   TierPlan p = PlanTiers(cur, cur, s, s, c);
-  EXPECT_EQ(p.k, (std::vector<T>{T::kU4, T::kU2, T::kEvicted, T::kU4}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kHigh, T::kMid, T::kEvicted, T::kHigh}));
   PlanOptions across;
   across.compare_across_tiers = true;
   p = PlanTiers(cur, cur, s, s, c, across);
-  EXPECT_EQ(p.k, (std::vector<T>{T::kEvicted, T::kU2, T::kU2, T::kU4}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kEvicted, T::kMid, T::kMid, T::kHigh}));
   // Demotion: one u4 slot for two u4 chunks and a new fp16 chunk: the new
   // chunk (better current tier) keeps u4 within-tier, the lower u4 chunk
   // moves down.
-  const std::vector<T> cur2 = {T::kU4, T::kU4, T::kF16};
+  const std::vector<T> cur2 = {T::kHigh, T::kHigh, T::kF16};
   const std::vector<double> s2 = {0.4, 0.3, 0.1};
   p = PlanTiers(cur2, cur2, s2, s2, Counts{0, 2, 1, 0, 0});
-  EXPECT_EQ(p.k, (std::vector<T>{T::kU4, T::kU2, T::kU4}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kHigh, T::kMid, T::kHigh}));
   p = PlanTiers(cur2, cur2, s2, s2, Counts{0, 2, 1, 0, 0}, across);
-  EXPECT_EQ(p.k, (std::vector<T>{T::kU4, T::kU4, T::kU2}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kHigh, T::kHigh, T::kMid}));
 }
 
 // Steady decode: one new fp16 chunk per event, counts from AllocateChunks:
@@ -216,14 +216,14 @@ TEST(HqekvAlloc, PlanHoldsTheCountsOverManyEvents) {
 
 TEST(HqekvAlloc, PlanEvictsOnlyUpToTheHistoryTarget) {
   using T = Tier;
-  const std::vector<T> cur = {T::kEvicted, T::kU4, T::kU4, T::kF16};
+  const std::vector<T> cur = {T::kEvicted, T::kHigh, T::kHigh, T::kF16};
   const std::vector<double> s = {0, 0.5, 0.1, 0.9};
   // Target 2 evicted in total, 1 already: one more, the lowest live by K.
   TierPlan p = PlanTiers(cur, cur, s, s, Counts{1, 1, 0, 0, 2});
-  EXPECT_EQ(p.k, (std::vector<T>{T::kEvicted, T::kU4, T::kEvicted, T::kF16}));
+  EXPECT_EQ(p.k, (std::vector<T>{T::kEvicted, T::kHigh, T::kEvicted, T::kF16}));
   // Target 1: nothing more.
   p = PlanTiers(cur, cur, s, s, Counts{1, 2, 0, 0, 1});
-  EXPECT_EQ(p.k[2], T::kU4);
+  EXPECT_EQ(p.k[2], T::kHigh);
 }
 
 TEST(HqekvAlloc, ShiftOneChunkDownMovesTheBestQuantizedTier) {
@@ -236,11 +236,11 @@ TEST(HqekvAlloc, ShiftOneChunkDownMovesTheBestQuantizedTier) {
   EXPECT_FALSE(ShiftOneChunkDown(&c));
   EXPECT_EQ(c, (Counts{0, 0, 0, 0, 5}));
   // Tiers left out of the mask are skipped: u4 -> evicted.
-  const TierMask top = 1u << static_cast<int>(Tier::kU4);
+  const TierMask top = 1u << static_cast<int>(Tier::kHigh);
   c = {1, 2, 0, 0, 1};
   ASSERT_TRUE(ShiftOneChunkDown(&c, top));
   EXPECT_EQ(c, (Counts{1, 1, 0, 0, 2}));
-  EXPECT_FALSE(TierUsable(top, static_cast<int>(Tier::kU2)));
+  EXPECT_FALSE(TierUsable(top, static_cast<int>(Tier::kMid)));
   EXPECT_TRUE(TierUsable(top, static_cast<int>(Tier::kEvicted)));
 }
 

@@ -106,7 +106,7 @@ TEST(HqekvDecode, SinkChunkStaysFp16) {
   const auto* h = dynamic_cast<const HqekvCache*>(c.get());
   Driver d(c.get(), 23);
   d.Step(320, true, false);
-  EXPECT_EQ(h->k_tiers(0, 0)[0], Tier::kU2);
+  EXPECT_EQ(h->k_tiers(0, 0)[0], Tier::kMid);
 }
 
 }  // namespace

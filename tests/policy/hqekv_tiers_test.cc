@@ -40,9 +40,9 @@ TEST(HqekvTiers, BitsDefaultsToTheLeanLayoutAndPaperKeepsThePapers) {
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->pinned_chunks(), 0);
   const auto& tb = h->cost_model().tier_bytes;
-  EXPECT_EQ(tb[static_cast<int>(Tier::kU4)], Planes(*h, "u4:chan:had", "u4:tok:g=64:had"));
-  EXPECT_EQ(tb[static_cast<int>(Tier::kU2)], Planes(*h, "u3:chan:had", "u3:tok:g=64:had"));
-  EXPECT_EQ(tb[static_cast<int>(Tier::kN1)], Planes(*h, "u2:chan:had", "u2:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kHigh)], Planes(*h, "u4:chan:had", "u4:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kMid)], Planes(*h, "u3:chan:had", "u3:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kLow)], Planes(*h, "u2:chan:had", "u2:tok:g=64:had"));
 
   for (const char* spec : {"hqekv:bits=4,layout=paper", "hqekv:ratios=0.5/0.5/0/0"}) {
     SCOPED_TRACE(spec);
@@ -51,9 +51,9 @@ TEST(HqekvTiers, BitsDefaultsToTheLeanLayoutAndPaperKeepsThePapers) {
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(p->pinned_chunks(), 2);
     const auto& pb = p->cost_model().tier_bytes;
-    EXPECT_EQ(pb[static_cast<int>(Tier::kU4)], Planes(*p, "u4:chan", "u4:tok"));
-    EXPECT_EQ(pb[static_cast<int>(Tier::kU2)], Planes(*p, "u2:chan", "u2:tok"));
-    EXPECT_EQ(pb[static_cast<int>(Tier::kN1)], Planes(*p, "n1:chan", "n1:tok"));
+    EXPECT_EQ(pb[static_cast<int>(Tier::kHigh)], Planes(*p, "u4:chan", "u4:tok"));
+    EXPECT_EQ(pb[static_cast<int>(Tier::kMid)], Planes(*p, "u2:chan", "u2:tok"));
+    EXPECT_EQ(pb[static_cast<int>(Tier::kLow)], Planes(*p, "n1:chan", "n1:tok"));
   }
   // Keys given explicitly win over the layout's defaults.
   auto mixed =
@@ -61,36 +61,37 @@ TEST(HqekvTiers, BitsDefaultsToTheLeanLayoutAndPaperKeepsThePapers) {
   const HqekvCache* m = AsHqekv(mixed);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->pinned_chunks(), 1);
-  EXPECT_EQ(m->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+  EXPECT_EQ(m->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*m, "u8:chan", "u8:tok:g=16"));
-  EXPECT_EQ(m->cost_model().tier_bytes[static_cast<int>(Tier::kN1)],
+  EXPECT_EQ(m->cost_model().tier_bytes[static_cast<int>(Tier::kLow)],
             Planes(*m, "n2:chan", "n2:tok:g=16"));
   // The lean tiers are cheaper per chunk than the paper's at the same names.
-  EXPECT_LT(tb[static_cast<int>(Tier::kU4)],
+  EXPECT_LT(tb[static_cast<int>(Tier::kHigh)],
             AsHqekv(MustMake("hqekv:bits=4,layout=paper", Geometry(64)))
                 ->cost_model()
-                .tier_bytes[static_cast<int>(Tier::kU4)]);
+                .tier_bytes[static_cast<int>(Tier::kHigh)]);
 }
 
-// A budget above all-u4 moves the lean tiers one width up (u8/u4/u3) instead
-// of saturating at all-u4; at or below all-u4 they stay u4/u3/u2, and tiers=
-// given by the user is never replaced.
+// menu=off: a budget above all-u4 moves the lean tiers one width up
+// (u8/u4/u3) instead of saturating at all-u4; at or below all-u4 they stay
+// u4/u3/u2, and tiers= given by the user is never replaced (the default menu
+// is tested in hqekv_menu_test.cc).
 TEST(HqekvTiers, BudgetsAboveAllU4UseTheWiderLeanTiers) {
   const double all_u4 = AsHqekv(MustMake("hqekv:bits=4", Geometry(64)))
                             ->cost_model()
                             .TierBits(Geometry(64).max_ctx)[0];
   auto low = MustMake("hqekv:bits=" + std::to_string(all_u4 * 0.98), Geometry(64));
-  EXPECT_EQ(AsHqekv(low)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+  EXPECT_EQ(AsHqekv(low)->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*AsHqekv(low), "u4:chan:had", "u4:tok:g=64:had"));
-  auto high = MustMake("hqekv:bits=8", Geometry(64));
+  auto high = MustMake("hqekv:bits=8,menu=off", Geometry(64));
   const HqekvCache* h = AsHqekv(high);
   ASSERT_NE(h, nullptr);
   const auto& tb = h->cost_model().tier_bytes;
-  EXPECT_EQ(tb[static_cast<int>(Tier::kU4)], Planes(*h, "u8:chan:had", "u8:tok:g=64:had"));
-  EXPECT_EQ(tb[static_cast<int>(Tier::kU2)], Planes(*h, "u4:chan:had", "u4:tok:g=64:had"));
-  EXPECT_EQ(tb[static_cast<int>(Tier::kN1)], Planes(*h, "u3:chan:had", "u3:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kHigh)], Planes(*h, "u8:chan:had", "u8:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kMid)], Planes(*h, "u4:chan:had", "u4:tok:g=64:had"));
+  EXPECT_EQ(tb[static_cast<int>(Tier::kLow)], Planes(*h, "u3:chan:had", "u3:tok:g=64:had"));
   auto given = MustMake("hqekv:bits=8,tiers=u4/u3/u2", Geometry(64));
-  EXPECT_EQ(AsHqekv(given)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+  EXPECT_EQ(AsHqekv(given)->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*AsHqekv(given), "u4:chan:had", "u4:tok:g=64:had"));
 }
 
@@ -103,7 +104,7 @@ TEST(HqekvTiers, SmallHeadsQuantizeVPerChannelAndMixU4WithEviction) {
   auto c = MustMake("hqekv:bits=4.2,select=chunk", Geometry(8));
   HqekvCache* h = AsHqekv(c);
   ASSERT_NE(h, nullptr);
-  EXPECT_EQ(h->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+  EXPECT_EQ(h->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*h, "u4:chan", "u4:chan"));
   testing::Driver drv(c.get(), 3);
   drv.Step(1024, true, false);
@@ -112,8 +113,8 @@ TEST(HqekvTiers, SmallHeadsQuantizeVPerChannelAndMixU4WithEviction) {
     EXPECT_LT(static_cast<int64_t>(k.size()), h->chunks_compressed(l)) << "layer " << l;
     EXPECT_GT(k.size(), 0u);
     for (size_t i = 0; i < k.size(); ++i) {
-      EXPECT_EQ(k[i], Tier::kU4) << "layer " << l << " chunk " << i;
-      EXPECT_EQ(v[i], Tier::kU4) << "layer " << l << " chunk " << i;
+      EXPECT_EQ(k[i], Tier::kHigh) << "layer " << l << " chunk " << i;
+      EXPECT_EQ(v[i], Tier::kHigh) << "layer " << l << " chunk " << i;
     }
   }
   // The sink: the chunk of position 0 is still held in every layer.
@@ -124,16 +125,16 @@ TEST(HqekvTiers, SmallHeadsQuantizeVPerChannelAndMixU4WithEviction) {
     EXPECT_EQ(pos[0], 0) << "layer " << l;
   }
   auto ladder = MustMake("hqekv:bits=4.2,vgrouping=tok,hadamard=1,mix=ladder", Geometry(8));
-  EXPECT_EQ(AsHqekv(ladder)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+  EXPECT_EQ(AsHqekv(ladder)->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*AsHqekv(ladder), "u4:chan:had", "u4:tok:g=8:had"));
   testing::Driver drv2(ladder.get(), 3);
   drv2.Step(1024, true, false);
   bool lower = false;  // the ladder reaches u3 / u2 at this budget
-  for (Tier t : AsHqekv(ladder)->k_tiers(0, 0)) lower = lower || t == Tier::kU2 || t == Tier::kN1;
+  for (Tier t : AsHqekv(ladder)->k_tiers(0, 0)) lower = lower || t == Tier::kMid || t == Tier::kLow;
   EXPECT_TRUE(lower);
   // head_dim 32 and up keep V per token.
   auto d32 = MustMake("hqekv:bits=4.2", Geometry(32));
-  EXPECT_EQ(AsHqekv(d32)->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+  EXPECT_EQ(AsHqekv(d32)->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*AsHqekv(d32), "u4:chan:had", "u4:tok:g=32:had"));
 }
 
@@ -144,8 +145,9 @@ TEST(HqekvTiers, BadTierListsGiveClearErrors) {
   } kCases[] = {
       {"hqekv:bits=4,tiers=u4/u3", "three formats"},
       {"hqekv:bits=4,tiers=u4/u3/u2/n1", "three formats"},
-      {"hqekv:bits=4,tiers=u4/int8/u2", "not a plain uniform/normal"},
-      {"hqekv:bits=4,tiers=u4/u3:chan/u2", "not a plain uniform/normal"},
+      {"hqekv:bits=4,tiers=u4/f16/u2", "not a plain quantized format"},
+      {"hqekv:bits=4,tiers=u4/u3:chan/u2", "not a plain quantized format"},
+      {"hqekv:bits=4,vtiers=u4/u3", "three formats"},
       {"hqekv:bits=4,tiers=u4/u5/u2", "u5"},
       {"hqekv:bits=4,vgroup=48", "does not divide"},
   };
@@ -202,7 +204,7 @@ TEST_F(ShippedProfile, BitsOnTheRightModelUsesItsRatiosAndTiers) {
     EXPECT_DOUBLE_EQ(h->ratios(l).r0, 0.125);
   }
   EXPECT_EQ(h->pinned_chunks(), 1);
-  EXPECT_EQ(h->cost_model().tier_bytes[static_cast<int>(Tier::kU4)],
+  EXPECT_EQ(h->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*h, "u8:chan:had", "u8:tok:g=16:had"));  // kv_options + the lean rotation
   // A key the spec gives wins over the profile's.
   auto own = Make("hqekv:bits=3.4,fp16_chunks=3", "0123456789abcdef");

@@ -240,7 +240,7 @@ TEST(TrueBits, SolveBudgetCountsFillsTheRoomWithTheBetterTier) {
 TEST(TrueBits, SolveBudgetCountsMixesOnlyTheUsableTiers) {
   using Counts = std::array<int64_t, kNumTiers>;
   const Counts bytes = {4096, 1000, 700, 300, 0};
-  const TierMask top = 1u << static_cast<int>(Tier::kU4);
+  const TierMask top = 1u << static_cast<int>(Tier::kHigh);
   for (int64_t room = 0; room <= 9 * 1000 + 1500; room += 53) {
     SCOPED_TRACE(room);
     const BudgetCounts b = SolveBudgetCounts(9, 0, bytes, room, top);
@@ -251,7 +251,7 @@ TEST(TrueBits, SolveBudgetCountsMixesOnlyTheUsableTiers) {
     EXPECT_EQ(b.above, room - 9 * 1000 >= 1000);
   }
   // u4 and n1 usable: between all-u4 and all-n1 only those two.
-  const TierMask u4n1 = (1u << static_cast<int>(Tier::kU4)) | (1u << static_cast<int>(Tier::kN1));
+  const TierMask u4n1 = (1u << static_cast<int>(Tier::kHigh)) | (1u << static_cast<int>(Tier::kLow));
   const BudgetCounts m = SolveBudgetCounts(9, 0, bytes, 9 * 300 + 3 * 700, u4n1);
   EXPECT_EQ(m.counts, (Counts{0, 3, 0, 6, 0}));
 }

@@ -1,0 +1,159 @@
+// HqeKV's tier menu (policy/hqekv_menu.h): the K/V frontier against a
+// brute-force search, the measured format errors, the slot choice, and a
+// bits=B cache above all-u4 built from it that holds B with K and V apart.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/xoshiro.h"
+#include "policy/hqekv_cache.h"
+#include "policy/hqekv_menu.h"
+#include "policy/true_bits.h"
+#include "policy_harness.h"
+
+namespace hqekv::policy {
+namespace {
+
+using testing::MustMake;
+
+// Brute force: over every (K, V) pair that fits, the least damage (ties: the
+// fewest bytes).
+std::optional<KvChoice> BruteForce(const std::vector<StreamChoice>& k,
+                                   const std::vector<StreamChoice>& v, double wk, double wv,
+                                   int64_t room) {
+  std::optional<KvChoice> best;
+  for (size_t i = 0; i < k.size(); ++i) {
+    for (size_t j = 0; j < v.size(); ++j) {
+      const int64_t b = k[i].bytes + v[j].bytes;
+      const double d = wk * k[i].error + wv * v[j].error;
+      if (b > room) continue;
+      if (!best || d < best->damage || (d == best->damage && b < best->bytes))
+        best = KvChoice{static_cast<int>(i), static_cast<int>(j), b, d};
+    }
+  }
+  return best;
+}
+
+TEST(HqekvMenu, FrontierChoiceEqualsBruteForceOnSmallCases) {
+  Xoshiro256 rng(7);
+  int checked = 0, k_wider = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int nk = 1 + static_cast<int>(rng.Next() % 6), nv = 1 + static_cast<int>(rng.Next() % 6);
+    std::vector<StreamChoice> k(nk), v(nv);
+    // Bytes and errors loosely anti-correlated (wider formats err less), with
+    // repeats so that ties occur.
+    for (auto* s : {&k, &v}) {
+      for (StreamChoice& c : *s) {
+        c.bytes = 8 * (1 + static_cast<int64_t>(rng.Next() % 9));
+        c.error =
+            std::ldexp(1.0 + static_cast<double>(rng.Next() % 3), -static_cast<int>(c.bytes / 8));
+      }
+    }
+    const double wk = 1.0 + static_cast<double>(rng.Next() % 32), wv = 1.0;
+    const std::vector<KvChoice> front = KvFrontier(k, v, wk, wv);
+    for (size_t i = 1; i < front.size(); ++i) {
+      ASSERT_GT(front[i].bytes, front[i - 1].bytes);
+      ASSERT_LT(front[i].damage, front[i - 1].damage);
+    }
+    for (int64_t room = 0; room <= 160; room += 8) {
+      const auto got = BestKvChoice(front, room);
+      const auto want = BruteForce(k, v, wk, wv, room);
+      ASSERT_EQ(got.has_value(), want.has_value()) << "trial " << trial << " room " << room;
+      if (!want) continue;
+      EXPECT_EQ(got->damage, want->damage) << "trial " << trial << " room " << room;
+      EXPECT_EQ(got->bytes, want->bytes) << "trial " << trial << " room " << room;
+      if (k[got->k].bytes > v[got->v].bytes) ++k_wider;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  // With K weighted up to 32x, the split often gives K the wider format.
+  EXPECT_GT(k_wider, checked / 4);
+}
+
+// With equal formats offered to both, a K weight above 1 never gives V the
+// wider format, and weight 1 with identical K and V errors splits evenly.
+TEST(HqekvMenu, HeavierKGetsTheWiderFormat) {
+  std::vector<StreamChoice> s;
+  for (int b = 2; b <= 8; ++b) s.push_back({quant::F16(), 32 * b, std::ldexp(1.0, -2 * b)});
+  for (double wk : {4.0, 16.0, 64.0}) {
+    for (const KvChoice& c : KvFrontier(s, s, wk, 1.0)) EXPECT_GE(s[c.k].bytes, s[c.v].bytes);
+  }
+  // 16x the weight = 2 bits of a 4x-per-bit error: the split tends to K = V + 2.
+  const auto c = BestKvChoice(KvFrontier(s, s, 16.0, 1.0), 32 * 12);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(s[c->k].bytes - s[c->v].bytes, 64);
+}
+
+TEST(HqekvMenu, MeasuredErrorsFallWithWidth) {
+  using quant::Grouping;
+  const double u8 = MeasureStreamError(quant::Uniform(8, Grouping::kPerChannel), 32, 64, true);
+  const double u4 = MeasureStreamError(quant::Uniform(4, Grouping::kPerChannel), 32, 64, true);
+  const double u2 = MeasureStreamError(quant::Uniform(2, Grouping::kPerChannel), 32, 64, true);
+  const double q8 = MeasureStreamError(quant::GgmlBlock(quant::Kind::kQ8_0), 32, 64, false);
+  const double q5 = MeasureStreamError(quant::GgmlBlock(quant::Kind::kQ5_1), 32, 64, false);
+  const double q4 = MeasureStreamError(quant::GgmlBlock(quant::Kind::kQ4_0), 32, 64, false);
+  std::printf("rel. error: K u8 %.2e u4 %.2e u2 %.2e, V q8_0 %.2e q5_1 %.2e q4_0 %.2e\n", u8, u4,
+              u2, q8, q5, q4);
+  EXPECT_GT(u8, 0);
+  EXPECT_LT(u8 * 50, u4);
+  EXPECT_LT(u4 * 4, u2);
+  EXPECT_LT(q8 * 50, q5);
+  EXPECT_LT(q5 * 2, q4);
+  // Deterministic.
+  EXPECT_EQ(u4, MeasureStreamError(quant::Uniform(4, Grouping::kPerChannel), 32, 64, true));
+}
+
+TEST(HqekvMenu, SlotsBracketTheBudget) {
+  const std::vector<double> bits = {2.5, 3.5, 4.6, 5.8, 7.3, 8.6};
+  EXPECT_EQ(PickSlots(bits, 5.0), (std::array<int, 3>{4, 3, 2}));
+  EXPECT_EQ(PickSlots(bits, 4.0), (std::array<int, 3>{3, 2, 1}));
+  EXPECT_EQ(PickSlots(bits, 8.0), (std::array<int, 3>{5, 4, 3}));
+  EXPECT_EQ(PickSlots(bits, 20.0), (std::array<int, 3>{5, 4, 3}));
+  EXPECT_EQ(PickSlots(bits, 1.0), (std::array<int, 3>{2, 1, 0}));
+  EXPECT_EQ(PickSlots({3.0}, 5.0), (std::array<int, 3>{0, 0, 0}));
+}
+
+KvGeometry Geometry(int d, int max_ctx) {
+  KvGeometry g = testing::SmallGeometry(2, 4, 2, d);
+  g.max_ctx = max_ctx;
+  return g;
+}
+
+// Above all-u4 the slots come from the menu: three slots of falling bytes;
+// the cache holds <= B after the prefill and at every decode step, and ends
+// within 10% under it (downgrade-only events leave the decode's older chunks
+// below B: the u8/u4/u3 ladder of menu=off ends as far under, printed).
+TEST(HqekvMenu, BudgetsAboveAllU4HoldWithMenuTiers) {
+  for (const std::string menu : {"", ",menu=off"}) {
+    for (const double b : {5.0, 6.5, 8.0}) {
+      const std::string spec = "hqekv:bits=" + std::to_string(b) + menu;
+      SCOPED_TRACE(spec);
+      auto c = MustMake(spec, Geometry(64, 1024));
+      auto* h = dynamic_cast<HqekvCache*>(c.get());
+      ASSERT_NE(h, nullptr);
+      const auto& tb = h->cost_model().tier_bytes;
+      EXPECT_GT(tb[1], tb[2]);
+      EXPECT_GT(tb[2], tb[3]);
+      testing::Driver d(c.get(), 5);
+      d.Step(600, true, false);
+      double worst = c->Stats().bits_per_original();
+      for (int i = 0; i < 200; ++i) {
+        d.Step(1, false, false);
+        worst = std::max(worst, c->Stats().bits_per_original());
+      }
+      const double end = c->Stats().bits_per_original();
+      std::printf("%s: worst %.3f end %.3f\n", spec.c_str(), worst, end);
+      EXPECT_LE(worst, b + 1e-9);
+      if (menu.empty()) {
+        EXPECT_GE(end, b * 0.9);
+        EXPECT_EQ(c->BudgetNote(), "");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hqekv::policy
