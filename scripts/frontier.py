@@ -45,7 +45,7 @@ def run_ppl(binary, model, text_file, spec, ctx, prefill, threads):
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
     j = json.loads(p.stdout)
-    return j["statistics"]["kld"]["mean"], j["kv_end"]["bits_per_original"]
+    return j["statistics"]["kld"]["value"], j["kv_end"]["bits_per_original_element"]
 
 
 def windows_of(path, n, chars, tmpdir):
