@@ -340,11 +340,13 @@ void Engine::Release(Slot& s, const std::string& reason, const std::string& erro
   } else {  // the last sampled token never ran: the cache holds history[0, cached)
     s.history.resize(static_cast<size_t>(s.cached));
   }
+  {  // Counted before the client hears of the end: what it reads next is current.
+    std::lock_guard<std::mutex> l(mu_);
+    m_.kv_reserved -= s.job->reserve;
+    m_.generated_tokens += s.generated;
+    --m_.slots_busy;
+  }
   s.job->ch->Finish(std::move(f));
-  std::lock_guard<std::mutex> l(mu_);
-  m_.kv_reserved -= s.job->reserve;
-  m_.generated_tokens += s.generated;
-  --m_.slots_busy;
   s.job.reset();
 }
 

@@ -229,15 +229,14 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
   svr.set_keep_alive_timeout(kReadTimeoutSeconds);
   const std::string want = "Bearer " + o.api_key;
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
-    // No route takes a Range: a many-range request would repeat the body
-    // once per range (/metrics 700x). Requests with more headers than any
-    // client sends are refused (the parser has read them already; this
-    // bounds what a handler sees, not the read).
-    if (req.has_header("Range")) {
-      SendError(res,
-                ApiError{416, "invalid_request_error", "Range requests are not supported", "", ""});
-      return httplib::Server::HandlerResponse::Handled;
-    }
+    // No route serves parts of a resource: Range is ignored (RFC 9110 allows
+    // it; the whole body, 200). Left in place, httplib would repeat the body
+    // once per listed range (/metrics ~700x for one request). The request
+    // object is httplib's own non-const one, handed over as const.
+    const_cast<httplib::Request&>(req).ranges.clear();
+    // Requests with more header fields than any client sends are refused
+    // (the parser has read them already: this bounds what a handler sees,
+    // not the read).
     if (req.headers.size() > kMaxHeaders) {
       SendError(res,
                 ApiError{431, "invalid_request_error",

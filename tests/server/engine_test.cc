@@ -78,7 +78,7 @@ Done Wait(RequestChannel& ch) {
   return d;
 }
 
-Done Run(Engine& e, const CompletionRequest& r) {
+Done RunToEnd(Engine& e, const CompletionRequest& r) {
   ApiError err;
   auto ch = e.Submit(r, &err);
   EXPECT_NE(ch, nullptr) << err.message;
@@ -98,17 +98,17 @@ TEST(EngineSlotReuse, PinnedSlotReusesOnlyATokenByTokenPrefix) {
   auto e = MakeEngine(*src, o);
   ASSERT_NE(e, nullptr);
   // max_tokens 1: the one sampled token never runs, so slot 0 keeps exactly A's prompt.
-  Done a = Run(*e, Req(kPromptA, 1, 0));
+  Done a = RunToEnd(*e, Req(kPromptA, 1, 0));
   ASSERT_EQ(a.fin.reason, "length");
   // The same prompt again on slot 0: every token comes from the cache.
-  Done again = Run(*e, Req(kPromptA, 1, 0));
+  Done again = RunToEnd(*e, Req(kPromptA, 1, 0));
   EXPECT_EQ(again.fin.usage.cached_tokens, a.fin.usage.prompt_tokens);
   EXPECT_EQ(again.text, a.text);
   // Another conversation, at least as long as the slot's history, on slot 0:
   // nothing may be taken from A's cache, and the answer is B's own.
-  Done ref = Run(*MakeEngine(*src, o), Req(kPromptB, 12, 1));
+  Done ref = RunToEnd(*MakeEngine(*src, o), Req(kPromptB, 12, 1));
   ASSERT_GE(ref.fin.usage.prompt_tokens, a.fin.usage.prompt_tokens);
-  Done b = Run(*e, Req(kPromptB, 12, 0));
+  Done b = RunToEnd(*e, Req(kPromptB, 12, 0));
   EXPECT_EQ(b.fin.usage.cached_tokens, 0) << "slot 0 continued B on A's KV cache";
   EXPECT_EQ(b.text, ref.text);
 }
@@ -230,7 +230,7 @@ TEST(EngineProfiles, RequestsNameProfilesOfTheServersDirectoryNeverPaths) {
   refused(*p, "hqekv:profile=nothere", "no profile 'nothere'");
   CompletionRequest r = Req("Once upon a time", 4);
   r.kv = "hqekv:profile=hqekv-3.2-nominal";  // .json added
-  Done d = Run(*p, r);
+  Done d = RunToEnd(*p, r);
   EXPECT_EQ(d.fin.reason, "length") << d.fin.error;
 }
 
@@ -246,7 +246,7 @@ TEST(EngineRestore, ARestoredSlotCountsAgainstTheBudgetAndInBytesHeld) {
   {
     auto e = MakeEngine(*src, o);
     ASSERT_NE(e, nullptr);
-    Done d = Run(*e, Req(kPromptA + " " + kPromptB, 1, 0));
+    Done d = RunToEnd(*e, Req(kPromptA + " " + kPromptB, 1, 0));
     ApiError rerr;
     reserve = e->ReservationBytes(e->options().kv, d.fin.usage.prompt_tokens + 1, &rerr);
     ASSERT_GT(reserve, 0) << rerr.message;
@@ -277,7 +277,7 @@ TEST(EngineRestore, ARestoredSlotCountsAgainstTheBudgetAndInBytesHeld) {
   ASSERT_TRUE(e->RestoreSlot(0, "s.kv", &info, &err)) << err.message;
   EXPECT_EQ(e->Counters().kv_bytes_held, saved_bytes);
   // The restored prompt is served from the cache.
-  Done d = Run(*e, Req(kPromptA + " " + kPromptB, 1, 0));
+  Done d = RunToEnd(*e, Req(kPromptA + " " + kPromptB, 1, 0));
   EXPECT_GT(d.fin.usage.cached_tokens, 0);
 }
 
@@ -311,7 +311,7 @@ TEST(EngineCancellation, ACancelledRequestFreesItsSlotAndAQueuedOneIsNeverServed
   EXPECT_EQ(m.slots_busy, 0);
   EXPECT_EQ(m.kv_reserved, 0);
   // The slot is free again.
-  Done c = Run(*e, Req(kPromptB, 3));
+  Done c = RunToEnd(*e, Req(kPromptB, 3));
   EXPECT_EQ(c.fin.reason, "length");
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hostile clients and flags against `hqekv serve` (loopback only, a few
 # seconds): counts from flags refused before the server listens; Range
-# requests (a many-range /metrics repeated the body ~700x), header floods,
+# ignored (a many-range /metrics repeated the body ~700x); header floods,
 # a huge Content-Length and client-named profile paths refused with the
 # right status while the server keeps serving; /health answers throughout.
 # Usage: hardening.sh HQEKV_BINARY MODEL
@@ -10,12 +10,12 @@ HQEKV=$1
 MODEL=$2
 . "$(dirname "$0")/lib.sh"
 
-# --- counts from flags: refused before "listening", exit 1, a message naming the flag
+# --- counts from flags: refused before "listening", a nonzero exit, a message naming the flag
 refused_flag() {
   local words=$1; shift
   local rc=0 out
   out=$(timeout 30 "$HQEKV" serve --port 0 -m "$MODEL" "$@" 2>&1) || rc=$?
-  [ "$rc" = 1 ] || fail "serve $* exited $rc (want 1): $out"
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "serve $* exited $rc (want an error): $out"
   echo "$out" | grep -qF -- "$words" || fail "serve $*: message lacks '$words': $out"
   ! echo "$out" | grep -q listening || fail "serve $* listened before refusing"
   echo "ok refused: serve $*"
@@ -24,7 +24,8 @@ refused_flag "--queue must be in [0, 1024]" --queue 100000
 refused_flag "--max-tokens must be in [1," --max-tokens 0
 refused_flag "--max-tokens must be in [1," --max-tokens -5
 refused_flag "--max-body-mb must be in (0, 1024]" --max-body-mb 1e30
-refused_flag "--kv-budget-mb must be in [0," --kv-budget-mb nan
+refused_flag "--kv-budget-mb" --kv-budget-mb nan
+refused_flag "--kv-budget-mb must be in [0," --kv-budget-mb 1e30
 refused_flag "-np must be in [1, 256]" -np 100000
 refused_flag "--profile-dir" --profile-dir /nonexistent/dir
 
@@ -38,14 +39,15 @@ ok_completion() {
   echo "$out" | grep -q '"completion_tokens":3' || fail "follow-up request: $out"
 }
 
-# --- Range: refused, not amplified
+# --- Range: ignored (the whole body once, 200), never amplified
 ranges="bytes=0-"
 for _ in $(seq 1 50); do ranges="$ranges,0-"; done
+plain=$(curl -s "$BASE/metrics" | wc -c)
 got=$(status -H "Range: $ranges" "$BASE/metrics")
-[ "$got" = 416 ] || fail "multi-range /metrics -> $got (want 416)"
+[ "$got" = 200 ] || fail "multi-range /metrics -> $got (want 200, Range ignored)"
 bytes=$(curl -s -H "Range: $ranges" "$BASE/metrics" | wc -c)
-[ "$bytes" -lt 2000 ] || fail "a Range request got $bytes bytes"
-echo "ok range refused ($bytes bytes)"
+[ "$bytes" -le $(( plain * 2 )) ] || fail "a Range request got $bytes bytes (plain: $plain)"
+echo "ok range ignored ($bytes bytes, plain $plain)"
 
 # --- header flood: more than 100 fields -> 431, the server keeps serving
 hdrs=()

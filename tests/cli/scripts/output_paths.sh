@@ -39,10 +39,10 @@ write() {
   case "$WRITER" in
     bench) "$HQEKV" bench -m "$MODEL" -t 1 -p 16 -n 4 --out "$t" ;;
     ppl_kld_base) "$HQEKV" ppl -m "$MODEL" -f "$TEXT" --ctx 64 --chunks 1 -t 1 --kl-divergence-base "$t" ;;
-    calibrate) "$HQEKV" calibrate -m "$MODEL" -f "$TEXT" --bits 3 --bits-mode nominal --trials 2 \
-                 --tokens 256 --window 64 -t 1 -q --force -o "$t" ;;
+    calibrate) "$HQEKV" calibrate -m "$MODEL" -f "$TEXT" --bits 3 --bits-mode nominal --trials 4 \
+                 --tokens 512 --window 128 -t 1 -q --force -o "$t" ;;
     gen_synthetic) "$HQEKV" gen-synthetic --force -o "$t" --layers 1 --dim 64 --heads 2 --kv-heads 2 \
-                     --ff 128 --vocab 256 ;;
+                     --ff 128 --vocab 300 ;;
     prompt_cache) "$HQEKV" run -m "$MODEL" -p "Once upon a time" -n 2 -t 1 --prompt-cache "$t" ;;
     eval_report) "$HQEKV" eval --report-only -o "$D/dir" ;;
     pareto_report) "$HQEKV" study pareto --report-only -o "$D/dir" ;;
