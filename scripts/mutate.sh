@@ -12,7 +12,7 @@
 # (seconds, no build; CTest's mutate_keys runs it, so a refactoring that moves
 # a keyed line fails CI until the mutation is re-keyed). The full run is by
 # hand, before a release and after changing a policy, the store, attention or
-# the server engine (docs/testing/ names the schedule); it exits 1 when any
+# the server engine (docs/reliability.md, "Mutation check"); it exits 1 when any
 # mutation is MISSED or no longer applies.
 # Env:   HQEKV_MUTATE_DIR (scratch, default /tmp/hqekv-mutate), JOBS (2).
 # The working tree is copied as it is (uncommitted edits included); build
