@@ -332,5 +332,28 @@ TEST(EngineCancellation, ACancelledRequestFreesItsSlotAndAQueuedOneIsNeverServed
   EXPECT_EQ(c.fin.reason, "length");
 }
 
+// Slot saves go through the one output-path rule: a link the operator put in
+// --slot-save-path stays a link and its target gets the state.
+TEST(EngineSlotSave, FollowsTheOutputPathRule) {
+  auto src = Source();
+  const std::string dir = hqekv::test::TempPath("engine_save_link");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink("real.kv", dir + "/link.kv");
+  EngineOptions o;
+  o.ctx = 128;
+  o.slot_save_path = dir;
+  auto e = MakeEngine(*src, o);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(RunToEnd(*e, Req(kPromptA, 1, 0)).fin.reason, "length");
+  std::string info;
+  ApiError err;
+  ASSERT_TRUE(e->SaveSlot(0, "link.kv", &info, &err)) << err.message;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.kv"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir + "/real.kv")));
+  EXPECT_GT(std::filesystem::file_size(dir + "/real.kv"), 0u);
+  ASSERT_TRUE(e->RestoreSlot(0, "link.kv", &info, &err)) << err.message;
+}
+
 }  // namespace
 }  // namespace hqekv::server
