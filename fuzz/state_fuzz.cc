@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!header.ok()) return 0;
   const hqekv::KvGeometry& g = header->geometry;
   // Geometries a test model has; bigger ones only cost allocation time.
-  if (g.n_layers < 1 || g.n_layers > 4 || g.n_kv_heads < 1 || g.n_kv_heads > 4 || g.n_q_heads < 1 ||
+  if (g.n_layers < 1 || g.n_layers > 8 || g.n_kv_heads < 1 || g.n_kv_heads > 4 || g.n_q_heads < 1 ||
       g.n_q_heads > 8 || g.head_dim < 2 || g.head_dim > 64 || g.max_ctx < 1 || g.max_ctx > 512 ||
       g.n_q_heads % g.n_kv_heads != 0)
     return 0;
