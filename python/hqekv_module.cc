@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,23 @@ struct LibraryError {
 void Check(hqekv_status s) {
   if (s != HQEKV_OK)
     throw LibraryError{std::string(hqekv_status_name(s)) + ": " + hqekv_last_error()};
+}
+
+// A string for a C API `const char*`: one with an embedded NUL would be cut
+// there (a path or spec silently shortened), so it is refused.
+const char* CStr(const std::string& s, const char* what) {
+  if (s.find('\0') != std::string::npos)
+    throw py::value_error(std::string(what) + ": embedded NUL character");
+  return s.c_str();
+}
+
+// An array extent or element count as the C API's int, refused past INT_MAX
+// instead of wrapping.
+int IntSize(py::ssize_t n, const char* what) {
+  if (n < 0 || n > std::numeric_limits<int>::max())
+    throw py::value_error(std::string(what) + ": " + std::to_string(n) + " is more than " +
+                          std::to_string(std::numeric_limits<int>::max()));
+  return static_cast<int>(n);
 }
 
 // Reads a (buf, cap, len) string of the C API.
@@ -117,18 +135,22 @@ std::string ApplyChatTemplate(const hqekv_model* m, const py::list& messages,
     contents.push_back(py::cast<std::string>(d["content"]));
   }
   std::vector<hqekv_chat_message> msgs(roles.size());
-  for (size_t i = 0; i < msgs.size(); ++i) msgs[i] = {roles[i].c_str(), contents[i].c_str()};
+  for (size_t i = 0; i < msgs.size(); ++i)
+    msgs[i] = {CStr(roles[i], "chat message role"), CStr(contents[i], "chat message content")};
+  const char* t = tmpl ? CStr(*tmpl, "chat template") : nullptr;
   return ReadString([&](char* b, size_t c, size_t* l) {
-    return hqekv_chat_apply_template(m, tmpl ? tmpl->c_str() : nullptr, msgs.data(), msgs.size(),
-                                     add_assistant, b, c, l);
+    return hqekv_chat_apply_template(m, t, msgs.data(), msgs.size(), add_assistant, b, c, l);
   });
 }
 
 struct KvFree {
   void operator()(hqekv_kv* kv) const { hqekv_kv_free(kv); }
 };
+// The geometry is kept here: every array handed to the C API is checked
+// against it (the C API trusts its pointers to hold the store's shape).
 struct KvStore {
   std::unique_ptr<hqekv_kv, KvFree> h;
+  hqekv_kv_geometry g{};
 };
 
 using FloatArray = py::array_t<float, py::array::c_style>;
@@ -186,8 +208,9 @@ PYBIND11_MODULE(hqekv, mod) {
   py::class_<Model>(mod, "Model", "A model file (GGUF or llama2.c checkpoint), memory-mapped.")
       .def(py::init([](const std::string& path, const std::string& tokenizer) {
              hqekv_model* m = nullptr;
-             Check(hqekv_model_load(path.c_str(), tokenizer.empty() ? nullptr : tokenizer.c_str(),
-                                    &m));
+             Check(hqekv_model_load(
+                 CStr(path, "Model: path"),
+                 tokenizer.empty() ? nullptr : CStr(tokenizer, "Model: tokenizer"), &m));
              return Model{std::shared_ptr<hqekv_model>(m, hqekv_model_free)};
            }),
            py::arg("path"), py::arg("tokenizer") = "")
@@ -247,7 +270,7 @@ PYBIND11_MODULE(hqekv, mod) {
             Context c;
             c.model = m.h;
             hqekv_context* h = nullptr;
-            Check(hqekv_context_create(m.h.get(), kv.c_str(), n_ctx, &h));
+            Check(hqekv_context_create(m.h.get(), CStr(kv, "context: kv"), n_ctx, &h));
             c.h.reset(h);
             return c;
           },
@@ -265,8 +288,9 @@ PYBIND11_MODULE(hqekv, mod) {
       .def(
           "decode",
           [](Context& c, const std::vector<int32_t>& tokens) {
+            const int n = IntSize(static_cast<py::ssize_t>(tokens.size()), "decode: len(tokens)");
             py::gil_scoped_release nogil;
-            Check(hqekv_decode(c.h.get(), tokens.data(), static_cast<int>(tokens.size())));
+            Check(hqekv_decode(c.h.get(), tokens.data(), n));
           },
           py::arg("tokens"), "Runs tokens at the next positions (the first batch is the prompt).")
       .def(
@@ -287,16 +311,18 @@ PYBIND11_MODULE(hqekv, mod) {
       .def(
           "save_state",
           [](const Context& c, const std::string& path) {
+            const char* p = CStr(path, "save_state: path");
             py::gil_scoped_release nogil;
-            Check(hqekv_context_save_state(c.h.get(), path.c_str()));
+            Check(hqekv_context_save_state(c.h.get(), p));
           },
           py::arg("path"),
           "Writes the sequence and its (compressed) KV cache to path (hqekv_context_save_state).")
       .def(
           "load_state",
           [](Context& c, const std::string& path) {
+            const char* p = CStr(path, "load_state: path");
             py::gil_scoped_release nogil;
-            Check(hqekv_context_load_state(c.h.get(), path.c_str()));
+            Check(hqekv_context_load_state(c.h.get(), p));
           },
           py::arg("path"),
           "Restores a state saved by a context of the same model, kv spec and n_ctx; on error "
@@ -399,7 +425,7 @@ PYBIND11_MODULE(hqekv, mod) {
       "quant_sizes",
       [](const std::string& fmt, int T, int D) {
         size_t cb = 0, mb = 0;
-        Check(hqekv_quant_sizes(fmt.c_str(), T, D, &cb, &mb));
+        Check(hqekv_quant_sizes(CStr(fmt, "format"), T, D, &cb, &mb));
         return py::make_tuple(cb, mb);
       },
       py::arg("format"), py::arg("T"), py::arg("D"),
@@ -410,17 +436,17 @@ PYBIND11_MODULE(hqekv, mod) {
         if (x.ndim() != 2)
           throw py::value_error("quantize: expected a 2-D array [T, D], got " +
                                 std::to_string(x.ndim()) + " dimensions");
-        const int T = static_cast<int>(x.shape(0)), D = static_cast<int>(x.shape(1));
+        const int T = IntSize(x.shape(0), "quantize: T"), D = IntSize(x.shape(1), "quantize: D");
         FloatArray a = RequireFloat(x, {x.shape(0), x.shape(1)}, "quantize");
         size_t cb = 0, mb = 0;
-        Check(hqekv_quant_sizes(fmt.c_str(), T, D, &cb, &mb));
+        Check(hqekv_quant_sizes(CStr(fmt, "format"), T, D, &cb, &mb));
         ByteArray codes(static_cast<py::ssize_t>(cb)), meta(static_cast<py::ssize_t>(mb));
         const float* src = a.data();
         uint8_t* c = codes.mutable_data();
         uint8_t* m = meta.mutable_data();
         {
           py::gil_scoped_release nogil;
-          Check(hqekv_quantize(fmt.c_str(), src, T, D, c, cb, m, mb));
+          Check(hqekv_quantize(CStr(fmt, "format"), src, T, D, c, cb, m, mb));
         }
         return py::make_tuple(codes, meta);
       },
@@ -429,6 +455,7 @@ PYBIND11_MODULE(hqekv, mod) {
   mod.def(
       "dequantize",
       [](ByteArray codes, ByteArray meta, const std::string& fmt, int T, int D) {
+        const char* f = CStr(fmt, "format");
         FloatArray out(
             {static_cast<py::ssize_t>(T > 0 ? T : 0), static_cast<py::ssize_t>(D > 0 ? D : 0)});
         const uint8_t* c = codes.data();
@@ -437,7 +464,7 @@ PYBIND11_MODULE(hqekv, mod) {
         const size_t cs = codes.size(), ms = meta.size();
         {
           py::gil_scoped_release nogil;
-          Check(hqekv_dequantize(fmt.c_str(), c, cs, m, ms, T, D, dst));
+          Check(hqekv_dequantize(f, c, cs, m, ms, T, D, dst));
         }
         return out;
       },
@@ -451,8 +478,8 @@ PYBIND11_MODULE(hqekv, mod) {
                        int head_dim, int max_ctx) {
              const hqekv_kv_geometry g = {n_layers, n_q_heads, n_kv_heads, head_dim, max_ctx};
              hqekv_kv* kv = nullptr;
-             Check(hqekv_kv_create(spec.c_str(), &g, &kv));
-             return KvStore{std::unique_ptr<hqekv_kv, KvFree>(kv)};
+             Check(hqekv_kv_create(CStr(spec, "KvStore: spec"), &g, &kv));
+             return KvStore{std::unique_ptr<hqekv_kv, KvFree>(kv), g};
            }),
            py::arg("spec"), py::arg("n_layers"), py::arg("n_q_heads"), py::arg("n_kv_heads"),
            py::arg("head_dim"), py::arg("max_ctx"))
@@ -461,11 +488,11 @@ PYBIND11_MODULE(hqekv, mod) {
       .def(
           "append",
           [](KvStore& s, int layer, py::array k, py::array v, const std::vector<int32_t>& pos) {
-            const int n = static_cast<int>(pos.size());
-            const py::ssize_t h = k.ndim() == 3 ? k.shape(1) : 0,
-                              d = k.ndim() == 3 ? k.shape(2) : 0;
-            FloatArray ka = RequireFloat(k, {n, h, d}, "append: k [n, n_kv_heads, head_dim]");
-            FloatArray va = RequireFloat(v, {n, h, d}, "append: v [n, n_kv_heads, head_dim]");
+            const int n = IntSize(static_cast<py::ssize_t>(pos.size()), "append: len(pos)");
+            FloatArray ka = RequireFloat(k, {n, s.g.n_kv_heads, s.g.head_dim},
+                                         "append: k [n, n_kv_heads, head_dim]");
+            FloatArray va = RequireFloat(v, {n, s.g.n_kv_heads, s.g.head_dim},
+                                         "append: v [n, n_kv_heads, head_dim]");
             py::gil_scoped_release nogil;
             Check(hqekv_kv_append(s.h.get(), layer, ka.data(), va.data(), pos.data(), n));
           },
@@ -473,11 +500,11 @@ PYBIND11_MODULE(hqekv, mod) {
       .def(
           "attend",
           [](KvStore& s, int layer, py::array q, const std::vector<int32_t>& pos) {
-            const int n = static_cast<int>(pos.size());
-            const py::ssize_t h = q.ndim() == 3 ? q.shape(1) : 0,
-                              d = q.ndim() == 3 ? q.shape(2) : 0;
-            FloatArray qa = RequireFloat(q, {n, h, d}, "attend: q [n, n_q_heads, head_dim]");
-            FloatArray out({static_cast<py::ssize_t>(n), h, d});
+            const int n = IntSize(static_cast<py::ssize_t>(pos.size()), "attend: len(pos)");
+            FloatArray qa = RequireFloat(q, {n, s.g.n_q_heads, s.g.head_dim},
+                                         "attend: q [n, n_q_heads, head_dim]");
+            FloatArray out({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(s.g.n_q_heads),
+                            static_cast<py::ssize_t>(s.g.head_dim)});
             const float* qp = qa.data();
             float* op = out.mutable_data();
             {

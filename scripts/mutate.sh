@@ -7,7 +7,13 @@
 # keyed on changed: update the mutation), "does not build" (a broken
 # mutation, fix it).
 #
-# Usage: scripts/mutate.sh [--list] [NAME...]   (default: every mutation)
+# Usage: scripts/mutate.sh [--list | --check-keys] [NAME...]   (default: every mutation)
+# --check-keys only checks that every mutation still applies to the checkout
+# (seconds, no build; CTest's mutate_keys runs it, so a refactoring that moves
+# a keyed line fails CI until the mutation is re-keyed). The full run is by
+# hand, before a release and after changing a policy, the store, attention or
+# the server engine (docs/reliability.md, "Mutation check"); it exits 1 when any
+# mutation is MISSED or no longer applies.
 # Env:   HQEKV_MUTATE_DIR (scratch, default /tmp/hqekv-mutate), JOBS (2).
 # The working tree is copied as it is (uncommitted edits included); build
 # directories and .git are not. ccache is used when installed; the first run
@@ -40,18 +46,24 @@ NEEDS_EDGE_TESTS = {"uniform-round-half-away", "int8-round-half-away", "plain-so
 M = [
     ("hqekv-kv-scores-swapped", "K and V scores swapped in the PlanTiers call",
      [("src/policy/hqekv_cache.cc",
-       "const TierPlan plan = PlanTiers(ck, cv, pk, pv, counts);",
-       "const TierPlan plan = PlanTiers(ck, cv, pv, pk, counts);")],
+       "return PlanTiers(ck, cv, pk, pv, counts);",
+       "return PlanTiers(ck, cv, pv, pk, counts);")],
      ["test_policy"]),
     ("hqekv-first-m-queries", "the first m queries recorded instead of the last m",
      [("src/policy/hqekv_cache.cc",
-       "if (event ? (i >= n - m_) : (r_i >= kChunk + 1 - m_)) cur_from = i;",
+       "if (event ? (i >= n - m_) : (r_i >= kHqekvChunk + 1 - m_)) cur_from = i;",
        "if (event ? (i < m_) : (r_i <= m_)) cur_from = i;")],
      ["test_policy"]),
     ("hqekv-no-carry-over", "the prompt queries of the next event's window dropped",
      [("src/policy/hqekv_cache.cc",
-       "if (event && (r_i - C >= kChunk + 1 - m_)) next_from = i;",
+       "if (event && (r_i - C >= kHqekvChunk + 1 - m_)) next_from = i;",
        "if (false) next_from = i;")],
+     ["test_policy"]),
+    ("hqekv-normalise-no-count-floor",
+     "HqeKV's importance normalisation divides by the raw query count (no floor)",
+     [("src/policy/selection.cc",
+       "a[i] = c > 0 ? sum[i] / static_cast<double>(std::max<int64_t>(c, min_count)) : 0.0;",
+       "a[i] = c > 0 ? sum[i] / static_cast<double>(c) : 0.0;")],
      ["test_policy"]),
     ("hqekv-range-from-k", "Range(V) taken from K",
      [("src/policy/hqekv_cache.cc",
@@ -65,8 +77,8 @@ M = [
      ["test_policy", "test_eval:PolicyQualityBand.*"]),
     ("hqekv-u4-is-2bit", "HqeKV's 4-bit tier stores 2-bit codes",
      [("src/policy/hqekv_cache.cc",
-       "f = quant::Uniform(4, gr, group);",
-       "f = quant::Uniform(2, gr, group);")],
+       "quant::Format f = tier_formats_[static_cast<int>(t) - static_cast<int>(Tier::kU4)];",
+       "quant::Format f = tier_formats_[static_cast<int>(t) - static_cast<int>(Tier::kU4) + (t == Tier::kU4)];")],
      ["test_policy", "test_eval:PolicyQualityBand.*"]),
     ("hqekv-alloc-round-half-away", "AllocateChunks rounds half away from zero",
      [("src/policy/hqekv_alloc.cc",
@@ -97,8 +109,8 @@ M = [
      ["test_policy"]),
     ("h2o-ranking-backwards", "H2O keeps the lowest cumulative scores",
      [("src/policy/selection.cc",
-       "[&](int a, int b) { return scores[a] > scores[b]; }",
-       "[&](int a, int b) { return scores[a] < scores[b]; }")],
+       "return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);",
+       "return scores[a] < scores[b] || (scores[a] == scores[b] && a < b);")],
      ["test_policy", "test_eval:PolicyQualityBand.*"]),
     ("snapkv-kernel-ignored", "SnapKV selects on raw votes (no max pooling)",
      [("src/policy/selection.cc",
@@ -135,8 +147,8 @@ M = [
      ["test_quant"]),
     ("simd-softmax-no-max", "multi_query.cc SIMD softmax body without the max subtraction",
      [("src/quant/multi_query.cc",
-       "hn::Exp(df, hn::Max(hn::Sub(v, m), lo))",
-       "hn::Exp(df, hn::Max(v, lo))")],
+       "hn::Exp(ds, hn::Max(hn::Sub(v, m), lo))",
+       "hn::Exp(ds, hn::Max(v, lo))")],
      ["test_quant", "test_cache"]),
     ("plain-softmax-no-max", "plain_cache.cc softmax without the max subtraction",
      [("src/cache/plain_cache.cc",
@@ -162,9 +174,43 @@ M = [
      ["test_core:Parse*"]),
     ("forward-logits-unchecked", "Forward does not check the logits for NaN/inf",
      [("src/model/llama.cc",
-       "if (const size_t at = FirstNonFinite(logits, rows * V); at < rows * V) {",
-       "if (const size_t at = FirstNonFinite(logits, rows * V); at < 0) {")],
+       "if (const size_t at = FirstNonFinite(seqs[0].logits, N * V); at < N * V) {",
+       "if (const size_t at = FirstNonFinite(seqs[0].logits, N * V); at < 0) {")],
      ["test_model:NonFinite.*"]),
+    ("forward-qk-unchecked", "Forward does not check Q/K/V before the cache (NaN weights absorbed)",
+     [("src/model/llama.cc",
+       "if (const size_t at = FirstNonFinite(buf->data(), len); at < len) {",
+       "if (const size_t at = FirstNonFinite(buf->data(), len); at < 0) {")],
+     ["test_model:NonFinite.*"]),
+    # The serving engine (tests/server/engine_test.cc): admission, slot
+    # reuse, queueing, cancellation.
+    ("engine-admission-ignores-own-reservation",
+     "admission compares only the bytes already reserved with --kv-budget-mb",
+     [("src/server/engine.cc",
+       "if (m_.kv_reserved + job->reserve > o_.kv_budget_bytes) return;",
+       "if (m_.kv_reserved > o_.kv_budget_bytes) return;")],
+     ["test_server:Engine*"]),
+    ("engine-slot-reuse-length-only",
+     "a pinned slot's cache is reused for any prompt at least as long as its history",
+     [("src/server/engine.cc",
+       "s.history.size() <= job.prompt.size() &&\n      std::equal(s.history.begin(), s.history.end(), job.prompt.begin())) {",
+       "s.history.size() <= job.prompt.size()) {")],
+     ["test_server:Engine*"]),
+    ("engine-pinned-blocks-queue", "a request pinned to a busy slot holds up the queue",
+     [("src/server/engine.cc",
+       "if (job->req.id_slot >= 0) {  // its slot is busy: the others go first",
+       "if (false) {  // its slot is busy: the others go first")],
+     ["test_server:Engine*"]),
+    ("engine-cancel-ignored", "a cancelled request keeps its slot until it ends",
+     [("src/server/engine.cc",
+       "if (s.job && s.job->ch->cancelled()) Release(s, \"cancelled\");",
+       "if (false) Release(s, \"cancelled\");")],
+     ["test_server:Engine*"]),
+    ("engine-queued-cancel-ignored", "a cancelled request still waiting in the queue is served",
+     [("src/server/engine.cc",
+       "    if (job->ch->cancelled()) {\n      job->ch->Finish(FinishEvent{\"cancelled\", {}, \"\"});",
+       "    if (false) {\n      job->ch->Finish(FinishEvent{\"cancelled\", {}, \"\"});")],
+     ["test_server:Engine*"]),
 ]
 
 def sh(cmd, **kw):
@@ -251,11 +297,36 @@ def restore(patches):
     for f in {p[0] for p in patches}:
         put(os.path.join(ROOT, f), os.path.join(TREE, f))
 
+def check_keys():
+    """Every mutation's keyed text occurs exactly once in the checkout: a
+    refactoring that moves a keyed line makes this fail (no build needed;
+    CTest runs it as mutate_keys)."""
+    stale = []
+    for name, desc, patches, bins in M:
+        texts = {}
+        for f, old, rep in patches:
+            path = os.path.join(ROOT, f)
+            if not os.path.exists(path):
+                stale.append(f"{name}: {f} does not exist")
+                continue
+            text = texts.get(f) or open(path).read()
+            n = text.count(old)
+            if n != 1:
+                stale.append(f"{name}: {f}: keyed text found {n} times")
+                continue
+            texts[f] = text.replace(old, rep)
+    for s in stale:
+        print("stale mutation: " + s)
+    print(f"{len(M) - len({s.split(':')[0] for s in stale})} of {len(M)} mutations apply")
+    return 1 if stale else 0
+
 def main(argv):
     if argv and argv[0] == "--list":
         for name, desc, patches, bins in M:
             print(f"{name:30} {desc}")
         return 0
+    if argv and argv[0] == "--check-keys":
+        return check_keys()
     chosen = [m for m in M if not argv or m[0] in argv]
     unknown = set(argv) - {m[0] for m in M}
     if unknown:

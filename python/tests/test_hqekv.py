@@ -172,3 +172,71 @@ def test_save_and_load_state(model, kv, tmp_path):
     with pytest.raises(hqekv.Error, match="KV policy"):
         model.context(kv="fp16", n_ctx=256).set_state_bytes(a.state_bytes())
     assert b.n_past == len(prompt) + 40
+
+
+# KvStore arrays are checked against the store's geometry, not their own shape:
+# a q with fewer heads than the store would be over-read, one with more would
+# get an output buffer the library overruns.
+def test_kv_store_shapes_are_checked_against_the_store():
+    kv = hqekv.KvStore("fp32", n_layers=1, n_q_heads=4, n_kv_heads=2, head_dim=8, max_ctx=16)
+    kv.append(0, np.zeros((1, 2, 8), np.float32), np.zeros((1, 2, 8), np.float32), [0])
+    for bad_q in [(1, 1, 8), (1, 8, 8), (1, 4, 4), (1, 4, 64), (2, 4, 8)]:
+        with pytest.raises(ValueError, match="expected shape"):
+            kv.attend(0, np.ones(bad_q, np.float32), [0])
+    for bad_kv in [(1, 1, 8), (1, 4, 8), (1, 2, 4), (1, 2, 16)]:
+        with pytest.raises(ValueError, match="expected shape"):
+            kv.append(0, np.zeros(bad_kv, np.float32), np.zeros(bad_kv, np.float32), [1])
+    with pytest.raises(ValueError, match="expected shape"):
+        kv.append(0, np.zeros((1, 2, 8), np.float32), np.zeros((1, 1, 8), np.float32), [1])
+    out = kv.attend(0, np.ones((1, 4, 8), np.float32), [0])
+    assert out.shape == (1, 4, 8)
+
+
+# Sizes past the C API's int and strings with an embedded NUL are refused,
+# never narrowed or cut (a cut path would write another file).
+def test_sizes_and_nul_strings_are_refused(model, tmp_path):
+    huge = np.zeros((2**31, 0), np.float32)  # no bytes, 2^31 rows
+    with pytest.raises(ValueError, match="more than"):
+        hqekv.quantize(huge, "u4")
+    target = str(tmp_path / "state.kv")
+    ctx = model.context(n_ctx=16)
+    ctx.decode([model.bos])
+    with pytest.raises(ValueError, match="NUL"):
+        ctx.save_state(target + "\0.ignored")
+    assert not os.path.exists(target)
+    with pytest.raises(ValueError, match="NUL"):
+        model.context(kv="fp16\0garbage")
+    with pytest.raises(ValueError, match="NUL"):
+        hqekv.quantize(np.zeros((4, 32), np.float32), "u4\0x")
+    with pytest.raises(ValueError, match="NUL"):
+        hqekv.Model(MODEL + "\0x")
+    with pytest.raises(ValueError, match="NUL"):
+        hqekv.apply_chat_template([{"role": "user", "content": "a\0b"}], "chatml")
+
+
+# A property loop over the argument layer (Hypothesis is not packaged in
+# Debian): random shapes, dtypes, layers and positions either work or raise
+# ValueError / hqekv.Error; the process never crashes. 300 cases, seeded.
+def test_argument_layer_property_loop():
+    rng = np.random.default_rng(42)
+    kv = hqekv.KvStore("fp16", n_layers=2, n_q_heads=4, n_kv_heads=2, head_dim=8, max_ctx=32)
+    dtypes = [np.float32, np.float64, np.float16, np.int32]
+    for _ in range(300):
+        n = int(rng.integers(0, 4))
+        shape = tuple(int(x) for x in rng.integers(0, 10, size=int(rng.integers(1, 5))))
+        arr = np.zeros(shape, dtypes[int(rng.integers(0, len(dtypes)))])
+        if rng.random() < 0.3:
+            arr = arr.T  # not C-contiguous for ndim >= 2
+        layer = int(rng.integers(-2, 4))
+        pos = [int(p) for p in rng.integers(-3, 40, size=n)]
+        op = int(rng.integers(0, 3))
+        try:
+            if op == 0:
+                kv.append(layer, arr, arr, pos)
+            elif op == 1:
+                out = kv.attend(layer, arr, pos)
+                assert out.shape == (n, 4, 8)
+            else:
+                hqekv.quantize(arr, ["u4", "f16", "int8", "u2:g=16:had"][int(rng.integers(0, 4))])
+        except (ValueError, hqekv.Error):
+            pass

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/hash.h"
+#include "core/finite.h"
 
 namespace hqekv {
 namespace {
@@ -134,7 +135,30 @@ Result<KvStateMeta> LoadKvState(std::string_view file, const KvStateMeta& expect
   if (static_cast<int64_t>(p.meta.tokens.size()) >= p.meta.geometry.max_ctx ||
       p.meta.tokens.empty())
     return MakeError("KV state file holds no tokens or more than its context");
+  // The checksum only proves the bytes are the ones written: the contents
+  // must also agree with each other (a file rewritten with a recomputed
+  // checksum is still refused).
+  const int64_t n_vocab = static_cast<int64_t>(p.meta.logits.size());
+  for (size_t i = 0; i < p.meta.tokens.size(); ++i) {
+    if (p.meta.tokens[i] < 0 || p.meta.tokens[i] >= n_vocab)
+      return MakeError("KV state file: token " + std::to_string(i) + " is id " +
+                       std::to_string(p.meta.tokens[i]) + ", outside its vocabulary of " +
+                       std::to_string(n_vocab));
+  }
+  if (const size_t at = FirstNonFinite(p.meta.logits.data(), p.meta.logits.size());
+      at < p.meta.logits.size())
+    return MakeError("KV state file: logit " + std::to_string(at) + " is not finite");
   HQEKV_RETURN_IF_ERROR(cache.LoadState(p.state));
+  // Every token of the sequence was appended to the cache once (eviction
+  // drops kept cells, never the count of appended ones).
+  const KvGeometry& g = p.meta.geometry;
+  const int64_t per_token = int64_t{2} * g.n_layers * g.n_kv_heads * g.head_dim;
+  const int64_t original = cache.Stats().original_elements;
+  if (original != static_cast<int64_t>(p.meta.tokens.size()) * per_token) {
+    cache.Reset();
+    return MakeError("KV state file: its cache holds " + std::to_string(original / per_token) +
+                     " positions, its token list " + std::to_string(p.meta.tokens.size()));
+  }
   return p.meta;
 }
 

@@ -48,7 +48,9 @@ Result<KvStateMeta> ReadKvStateHeader(std::string_view file);
 
 // ReadKvStateHeader, then checks the file against `expect` (model identity,
 // geometry, and the policy spec when expect.spec is not empty) and loads the cache state into
-// `cache` (created by the caller from the header's spec). On error `cache` is unchanged.
+// `cache` (created by the caller from the header's spec). On error `cache` is unchanged, or reset
+// when its loaded contents disagree with the token list. Token ids must lie in [0, logits.size()),
+// logits must be finite.
 Result<KvStateMeta> LoadKvState(std::string_view file, const KvStateMeta& expect, KvCache& cache);
 
 }  // namespace hqekv

@@ -5,6 +5,7 @@
 
 #include "capi/handles.h"
 #include "core/parallel.h"
+#include "core/threads.h"
 
 #ifndef HQEKV_VERSION_STRING
 #define HQEKV_VERSION_STRING "unknown"
@@ -85,9 +86,13 @@ hqekv_status hqekv_set_threads(int n_threads) {
       return Fail(HQEKV_ERR_INVALID_ARGUMENT,
                   "hqekv_set_threads: n_threads must be >= 0, got " + std::to_string(n_threads));
     }
-    hqekv::SetNumThreads(n_threads > 0
-                             ? n_threads
-                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    if (n_threads > hqekv::MaxThreads()) {
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  "hqekv_set_threads: n_threads " + std::to_string(n_threads) + " is more than " +
+                      std::to_string(hqekv::MaxThreads()) + " (4 x the " +
+                      std::to_string(hqekv::CpuCount()) + " cores, at least 16)");
+    }
+    hqekv::SetNumThreads(n_threads > 0 ? n_threads : hqekv::CpuCount());
     return HQEKV_OK;
   });
 }

@@ -1,7 +1,10 @@
 // C API: a KV store without a model (append K/V rows, attend, stats).
 #include <string>
+#include <utility>
 
 #include "capi/handles.h"
+#include "core/finite.h"
+#include "io/model_file.h"
 #include "policy/factory.h"
 
 using hqekv::capi::Fail;
@@ -52,6 +55,18 @@ hqekv_status hqekv_kv_create(const char* spec, const hqekv_kv_geometry* geometry
                       " n_kv_heads=" + std::to_string(cg.n_kv_heads) + " head_dim=" +
                       std::to_string(cg.head_dim) + " max_ctx=" + std::to_string(cg.max_ctx));
     }
+    // The bound a model file's dimensions get: a store is never bigger than
+    // a model could ask for (2^30 layers would allocate for minutes).
+    for (const auto& [v, name] :
+         {std::pair{cg.n_layers, "n_layers"}, std::pair{cg.n_q_heads, "n_q_heads"},
+          std::pair{cg.n_kv_heads, "n_kv_heads"}, std::pair{cg.head_dim, "head_dim"},
+          std::pair{cg.max_ctx, "max_ctx"}}) {
+      if (v > hqekv::kMaxConfigDim) {
+        return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string("hqekv_kv_create: ") + name + " " +
+                                                    std::to_string(v) + " is more than " +
+                                                    std::to_string(hqekv::kMaxConfigDim));
+      }
+    }
     hqekv::KvGeometry g;
     g.n_layers = cg.n_layers;
     g.n_q_heads = cg.n_q_heads;
@@ -81,6 +96,16 @@ hqekv_status hqekv_kv_append(hqekv_kv* kv, int layer, const float* k, const floa
     hqekv_status s = CheckLayerBatch(fn, kv, layer, pos, n);
     if (s != HQEKV_OK) return s;
     if (!k || !v) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_kv_append: k or v is NULL");
+    // A NaN or infinity stored in a cache poisons every later attention over it.
+    const hqekv::KvGeometry& g = kv->cache->geometry();
+    const size_t count = size_t(n) * size_t(g.n_kv_heads) * size_t(g.head_dim);
+    for (const auto& [x, name] : {std::pair{k, "k"}, std::pair{v, "v"}}) {
+      if (const size_t at = hqekv::FirstNonFinite(x, count); at < count) {
+        return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string("hqekv_kv_append: ") + name +
+                                                    " has a NaN or infinity at element " +
+                                                    std::to_string(at));
+      }
+    }
     int32_t last = kv->last_pos[layer];
     for (int i = 0; i < n; ++i) {
       if (pos[i] <= last) {

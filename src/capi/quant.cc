@@ -1,7 +1,9 @@
 // C API: quantize / dequantize one chunk in any quantization format.
+#include <cmath>
 #include <string>
 
 #include "capi/handles.h"
+#include "core/finite.h"
 #include "quant/format.h"
 
 using hqekv::capi::Fail;
@@ -71,6 +73,15 @@ hqekv_status hqekv_quantize(const char* format, const float* src, int T, int D, 
       return s;
     if ((s = CheckPlane(fn, "meta", meta, meta_cap, hqekv::quant::MetaBytes(f, T, D))) != HQEKV_OK)
       return s;
+    // A NaN or infinity has no code in any format (it would come back as 0
+    // or the format's largest value): refused, naming the element.
+    const size_t count = size_t(T) * size_t(D);
+    if (const size_t at = hqekv::FirstNonFinite(src, count); at < count) {
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  std::string("hqekv_quantize: src[") + std::to_string(at / size_t(D)) + "][" +
+                      std::to_string(at % size_t(D)) + "] is " +
+                      (std::isnan(src[at]) ? "NaN" : "infinite") + ": only finite values quantize");
+    }
     hqekv::quant::QuantizeChunk(f, src, T, D, codes, meta);
     return HQEKV_OK;
   });

@@ -71,7 +71,12 @@ class ChatSession {
   }
 
   // One user turn: prefill its text, stream the answer. false: stop the session.
+  // True when the last Turn error left the session as it was before the
+  // turn (a turn too long for the context): the conversation goes on.
+  bool turn_refused() const { return turn_refused_; }
+
   Result<bool> Turn(const std::string& user) {
+    turn_refused_ = false;
     ++turn_;
     messages_.push_back({"user", user});
     HQEKV_ASSIGN_OR_RETURN(std::vector<int32_t> ids, NewTurnTokens());
@@ -167,6 +172,7 @@ class ChatSession {
       if (seq_.window.size() <= static_cast<size_t>(KeepTokens()) ||
           n + 1 + KeepTokens() > g_.ctx) {
         messages_.pop_back();
+        turn_refused_ = true;
         return MakeError("the turn has " + std::to_string(n) +
                          " tokens, more than the context of " + std::to_string(g_.ctx) +
                          " holds (use a larger --ctx)");
@@ -185,7 +191,30 @@ class ChatSession {
   Sequence seq_;
   std::string cached_text_;  // the rendered text whose tokens precede the last answer in the cache
   int turn_ = 0;
+  bool turn_refused_ = false;
 };
+
+// Most bytes of one typed turn: a line without end on stdin must not grow
+// memory without bound (a turn this long is far past any context anyway).
+constexpr size_t kMaxTurnBytes = size_t{1} << 20;
+
+// One line of `in` into *line (without '\n'): false at end of input. A line
+// longer than kMaxTurnBytes is read to its end and dropped (*too_long).
+bool ReadTurn(std::istream& in, std::string* line, bool* too_long) {
+  line->clear();
+  *too_long = false;
+  bool any = false;
+  for (int c; (c = in.get()) != std::char_traits<char>::eof();) {
+    any = true;
+    if (c == '\n') return true;
+    if (line->size() < kMaxTurnBytes) {
+      line->push_back(static_cast<char>(c));
+    } else {
+      *too_long = true;
+    }
+  }
+  return any;
+}
 
 int Chat(const ChatArgs& a) {
   auto g = OpenGeneration(a.gen);
@@ -206,7 +235,13 @@ int Chat(const ChatArgs& a) {
   std::string line;
   for (;;) {
     if (tty) std::fputs("> ", stderr);
-    if (!std::getline(std::cin, line) || g_interrupts.load() > 0) break;  // EOF or Ctrl-C
+    bool too_long = false;
+    if (!ReadTurn(std::cin, &line, &too_long) || g_interrupts.load() > 0) break;  // EOF or Ctrl-C
+    if (too_long) {
+      std::fprintf(stderr, "hqekv chat: error: the turn is longer than %zu bytes; not sent\n",
+                   kMaxTurnBytes);
+      continue;
+    }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     if (line == "/exit") break;
@@ -218,6 +253,7 @@ int Chat(const ChatArgs& a) {
     auto more = session.Turn(line);
     if (!more.ok()) {
       std::fprintf(stderr, "hqekv chat: error: %s\n", more.message().c_str());
+      if (session.turn_refused()) continue;  // the conversation is as before the turn
       return 1;
     }
     if (!*more) break;

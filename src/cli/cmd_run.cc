@@ -12,6 +12,7 @@
 #include "cache/kv_report.h"
 #include "cache/kv_state.h"
 #include "cli/generation_setup.h"
+#include "core/file.h"
 #include "cli/kv_flags.h"
 #include "cli/model_args.h"
 #include "cli/number_flags.h"
@@ -137,6 +138,13 @@ int Run(const RunArgs& a) {
   // saved to it. A damaged file or one made for another model is an error.
   KvStateMeta past;
   bool save_cache = !a.prompt_cache.empty();
+  // Checked before the generation: the save happens after the prefill.
+  if (save_cache && !std::filesystem::exists(a.prompt_cache)) {
+    if (Status st = CheckWritable(a.prompt_cache); !st.ok()) {
+      std::fprintf(stderr, "hqekv run: error: --prompt-cache: %s\n", st.message().c_str());
+      return 1;
+    }
+  }
   if (save_cache && std::filesystem::exists(a.prompt_cache)) {
     auto file = ReadFileChecked(a.prompt_cache, uint64_t(1) << 36);
     auto header = file.ok() ? ReadKvStateHeader(*file) : Result<KvStateMeta>(file.error());

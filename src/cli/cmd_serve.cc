@@ -21,11 +21,15 @@ namespace {
 
 struct ServeArgs {
   std::string model, tokenizer, host = "127.0.0.1", kv = "fp16", api_key, slot_save_path,
-                                chat_template;
+                                chat_template, profile_dir;
   int port = 8080, n_slots = 1, ctx = 0, threads = 0, queue = 64, max_tokens = 256;
   double kv_budget_mb = 0, max_body_mb = 1;
   KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
+
+// Bounds of the real-valued flags (MiB): a budget of 1 TiB, a body of 1 GiB.
+constexpr int kMaxKvBudgetMb = 1 << 20;
+constexpr int kMaxBodyMb = 1 << 10;
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "hqekv serve: error: %s\n", msg.c_str());
@@ -43,8 +47,22 @@ int Serve(const ServeArgs& a) {
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not a signal
   if (Status st = ApplyThreads(a.threads); !st.ok()) return Fail(st.message());
   if (a.port < 0 || a.port > 65535) return Fail("--port must be in [0, 65535]");
-  if (a.kv_budget_mb < 0) return Fail("--kv-budget-mb must be >= 0 (0 = no cap)");
-  if (!(a.max_body_mb > 0)) return Fail("--max-body-mb must be > 0");
+  // Every count is checked against its bound before a thread starts or a
+  // byte is allocated (NaN fails each comparison, so each is written to
+  // accept only what is inside).
+  if (!(a.kv_budget_mb >= 0 && a.kv_budget_mb <= kMaxKvBudgetMb))
+    return Fail("--kv-budget-mb must be in [0, " + std::to_string(kMaxKvBudgetMb) +
+                "] (0 = no cap)");
+  if (!(a.max_body_mb > 0 && a.max_body_mb <= kMaxBodyMb))
+    return Fail("--max-body-mb must be in (0, " + std::to_string(kMaxBodyMb) + "]");
+  if (a.queue < 0 || a.queue > server::kMaxQueue)
+    return Fail("--queue must be in [0, " + std::to_string(server::kMaxQueue) + "]");
+  if (a.max_tokens < 1 || a.max_tokens > server::kMaxDefaultTokens)
+    return Fail("--max-tokens must be in [1, " + std::to_string(server::kMaxDefaultTokens) + "]");
+  if (a.n_slots < 1 || a.n_slots > server::kMaxSlots)
+    return Fail("-np must be in [1, " + std::to_string(server::kMaxSlots) + "]");
+  if (!a.profile_dir.empty() && !std::filesystem::is_directory(a.profile_dir))
+    return Fail("--profile-dir " + a.profile_dir + " is not a directory");
   if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
     return Fail("--slot-save-path " + a.slot_save_path + " is not a directory");
   auto kv = a.kv_types.Resolve(a.kv);
@@ -62,6 +80,7 @@ int Serve(const ServeArgs& a) {
   eo.default_max_tokens = a.max_tokens;
   eo.chat_template = a.chat_template;
   eo.slot_save_path = a.slot_save_path;
+  eo.profile_dir = a.profile_dir;
   auto engine = server::Engine::Create(**src, eo);
   if (!engine.ok()) return Fail(engine.message());
   server::HttpOptions ho;
@@ -121,6 +140,9 @@ const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
                   "none): chatml, llama3, phi3, gemma");
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body, MiB (larger: 413)")
       ->capture_default_str();
+  cmd->add_option("--profile-dir", a->profile_dir,
+                  "Directory of HqeKV profiles requests may name (\"kv\":\"hqekv:profile=NAME\"); "
+                  "without it requests may not name a profile");
   cmd->add_option("-t,--threads", a->threads, "Compute threads (0 = all cores)");
   cmd->callback([a, rc] { *rc = Serve(*a); });
 });

@@ -13,6 +13,7 @@
 
 #include "core/file.h"
 #include "core/parallel.h"
+#include "core/threads.h"
 #include "core/status.h"
 #include "io/model_file.h"
 
@@ -29,14 +30,6 @@ inline std::string ModelPathOrDefault(const std::string& model_arg) {
   return DefaultModelPath("");
 #endif
 }
-
-inline int CpuCount() {
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-// Most threads -t accepts: 4 x the cores (at least 16). More only adds
-// contention, and a typo like `-t 10000` would start 10,000 threads.
-inline int MaxThreads() { return std::max(16, 4 * CpuCount()); }
 
 // -t: 0 = all cores, else 1..MaxThreads(); errors name the flag and the limit.
 inline Status CheckThreads(int threads) {

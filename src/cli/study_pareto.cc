@@ -126,6 +126,15 @@ int StudyPareto(const ParetoArgs& a) {
   }
   if (Status st = ApplyThreads(a.threads); !st.ok()) return Fail(st.message());
   if (Status st = CheckWritable(results_path); !st.ok()) return Fail(st.message());
+  std::error_code ec;
+  // A report.md with no results.json beside it was not written by a study
+  // (a study saves results.json after its first cell, the report at the end):
+  // it is the user's, and the run would replace it.
+  if (!fs::exists(results_path, ec) && fs::exists(fs::path(a.out) / "report.md", ec)) {
+    return Fail(
+        "-o '" + a.out +
+        "' holds a report.md but no results.json: not a study directory; choose another -o");
+  }
   eval::ParetoOptions o;
   o.model = ModelPathOrDefault(a.model);
   if (a.texts.empty()) {
@@ -140,7 +149,6 @@ int StudyPareto(const ParetoArgs& a) {
   o.fresh = a.fresh;
   o.on_cell = Progress;
   std::unique_ptr<eval::ParetoResults> previous;
-  std::error_code ec;
   if (!a.fresh && fs::exists(results_path, ec)) {
     auto p = eval::LoadParetoResults(results_path);
     if (!p.ok()) return Fail(p.message() + " (remove it or pass --fresh)");

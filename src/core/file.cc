@@ -208,18 +208,56 @@ void UnregisterTemp(int slot) {
 
 }  // namespace
 
+namespace {
+
+// The last name of a chain of symbolic links starting at `path` that does not
+// exist yet (a dangling link): shell `>` creates that file, so the writer
+// does too. At most 40 hops (Linux's MAXSYMLINKS), then ELOOP.
+Result<std::string> DanglingTarget(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::string p = path;
+  for (int hop = 0; hop < 40; ++hop) {
+    struct stat lst {};
+    if (::lstat(p.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return p;
+    std::error_code ec;
+    const fs::path link = fs::read_symlink(p, ec);
+    if (ec) return MakeError("cannot write " + Quote(path) + ": " + ec.message());
+    p = link.is_absolute() ? link.string() : (fs::path(p).parent_path() / link).string();
+  }
+  return MakeError("cannot write " + Quote(path) + ": " + Reason(ELOOP));
+}
+
+}  // namespace
+
 Result<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
   if (path.empty()) return MakeError("empty output file name");
   namespace fs = std::filesystem;
-  const fs::path target(path);
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;  // follows symbolic links
+  if (exists && S_ISDIR(st.st_mode))
+    return MakeError("cannot write " + Quote(path) + ": it is a directory");
+  if (exists && !S_ISREG(st.st_mode)) {
+    // A device, FIFO or socket (directly or behind a link): written through,
+    // as shell `>` does; there is no old content a rename could keep.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return MakeError("cannot write " + Quote(path) + ": " + Reason(errno));
+    return AtomicFileWriter(fd, path, std::string(), -1);
+  }
+  // The file the rename replaces: a link's final target, so the link stays.
+  std::string target_path = path;
+  if (exists) {
+    std::error_code ec;
+    const fs::path canon = fs::canonical(path, ec);
+    if (ec) return MakeError("cannot write " + Quote(path) + ": " + ec.message());
+    target_path = canon.string();
+  } else {
+    HQEKV_ASSIGN_OR_RETURN(target_path, DanglingTarget(path));
+  }
+  const fs::path target(target_path);
   const std::string name = target.filename().string();
   if (name.empty() || name == "." || name == "..") {
     return MakeError("cannot write " + Quote(path) + ": not a file name");
   }
-  struct stat st {};
-  const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists && S_ISDIR(st.st_mode))
-    return MakeError("cannot write " + Quote(path) + ": it is a directory");
   // Same directory as the target: rename(2) is atomic only within one file system.
   static std::atomic<uint64_t> counter{0};
   const fs::path dir = target.parent_path();
@@ -235,7 +273,9 @@ Result<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
                        Quote(dir.empty() ? std::string(".") : dir.string()) + ": " + Reason(errno));
     }
     if (exists) ::fchmod(fd, st.st_mode & 07777);
-    return AtomicFileWriter(fd, path, tmp, RegisterTemp(tmp));
+    AtomicFileWriter w(fd, path, tmp, RegisterTemp(tmp));
+    w.target_ = target_path;
+    return w;
   }
   return MakeError("cannot write " + Quote(path) + ": no free temporary file name");
 }
@@ -244,6 +284,7 @@ AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
     : fd_(o.fd_),
       path_(std::move(o.path_)),
       tmp_(std::move(o.tmp_)),
+      target_(std::move(o.target_)),
       done_(o.done_),
       slot_(o.slot_) {
   o.fd_ = -1;
@@ -254,7 +295,7 @@ AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
 AtomicFileWriter::~AtomicFileWriter() {
   if (!done_) {
     if (fd_ >= 0) ::close(fd_);
-    ::unlink(tmp_.c_str());
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
   }
   UnregisterTemp(slot_);
 }
@@ -262,10 +303,13 @@ AtomicFileWriter::~AtomicFileWriter() {
 Status AtomicFileWriter::Fail(const std::string& what, int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(tmp_.c_str());
+  const bool through = tmp_.empty();
+  if (!through) ::unlink(tmp_.c_str());
   done_ = true;
   UnregisterTemp(slot_);
   slot_ = -1;
+  if (through)  // a device or FIFO: the bytes already written are gone
+    return MakeError("error writing " + Quote(path_) + ": " + what + ": " + Reason(err));
   return MakeError("error writing " + Quote(path_) + ": " + what + ": " + Reason(err) + " (" +
                    Quote(path_) + " is unchanged)");
 }
@@ -281,15 +325,22 @@ Status AtomicFileWriter::Write(const void* data, size_t n) {
 Status AtomicFileWriter::Commit() {
   if (done_ || fd_ < 0)
     return MakeError("error writing " + Quote(path_) + ": the writer is closed");
+  const bool through = tmp_.empty();
   // fsync before rename: otherwise a crash can leave the new name on empty data.
-  if (::fsync(fd_) != 0 && errno != EINVAL) return Fail("fsync", errno);
+  // Pipes, sockets and most devices cannot be synced (EINVAL, EROFS).
+  if (::fsync(fd_) != 0 && errno != EINVAL && !(through && errno == EROFS))
+    return Fail("fsync", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
     const int e = errno;
     return Fail("close", e);
   }
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+  if (through) {
+    done_ = true;
+    return Status::Ok();
+  }
+  if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
     const int e = errno;
     return Fail("rename from " + Quote(tmp_), e);
   }
@@ -297,7 +348,7 @@ Status AtomicFileWriter::Commit() {
   UnregisterTemp(slot_);
   slot_ = -1;
   // Make the rename itself durable; best effort (some file systems refuse it).
-  const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
+  const std::filesystem::path dir = std::filesystem::path(target_).parent_path();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -315,6 +366,14 @@ Status WriteFileAtomic(const std::string& path, std::string_view bytes) {
 Status CheckWritable(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (struct stat st{};
+      ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    // A device or FIFO is written through later: opening it now could block
+    // (a FIFO without a reader) or consume it, so only the permission is asked.
+    if (::access(path.c_str(), W_OK) != 0)
+      return MakeError("cannot write " + Quote(path) + ": " + Reason(errno));
+    return Status::Ok();
+  }
   const fs::path parent = fs::path(path).parent_path();
   if (parent.empty() || fs::is_directory(parent, ec)) {
     HQEKV_ASSIGN_OR_RETURN(AtomicFileWriter probe, AtomicFileWriter::Create(path));

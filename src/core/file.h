@@ -73,10 +73,19 @@ inline Result<std::string> ReadTextFile(const std::string& path) {
   return ReadFileChecked(path, kMaxTextFileBytes);
 }
 
-// Writes a file atomically: Create makes a temporary file next to `path`
-// (".NAME.tmp.PID.N" in the same directory, so the rename cannot cross file
-// systems), Write appends to it, Commit flushes it to disk (fsync), closes it
-// and renames it over `path` (then fsyncs the directory). Any failing step is
+// Writes a file, by one rule for every output path (docs/reliability.md):
+// - a regular file or a missing name: atomically. Create makes a temporary
+//   file next to it (".NAME.tmp.PID.N" in the same directory, so the rename
+//   cannot cross file systems), Write appends to it, Commit flushes it to disk
+//   (fsync), closes it and renames it over the target (then fsyncs the
+//   directory);
+// - a symbolic link: followed, as shell `>` does. The link stays a link; its
+//   final target is what the rules here apply to (a dangling link's target is
+//   created, atomically);
+// - a character or block device, FIFO or socket: written through, opened as
+//   shell `>` opens it (O_TRUNC, which devices ignore; a FIFO waits for its
+//   reader). There is no old content to keep, so a failed write is not undone;
+// - a directory: refused. Any failing step is
 // an error naming `path` and the system's reason; a writer destroyed without
 // a successful Commit removes its temporary file, and `path` keeps whatever it
 // held. An existing target keeps its permission bits. A SIGINT, SIGTERM or
@@ -101,16 +110,17 @@ class AtomicFileWriter {
   Status Commit();
 
   const std::string& path() const { return path_; }
-  const std::string& temp_path() const { return tmp_; }
+  const std::string& temp_path() const { return tmp_; }  // "" when writing through
 
  private:
   AtomicFileWriter(int fd, std::string path, std::string tmp, int slot)
       : fd_(fd), path_(std::move(path)), tmp_(std::move(tmp)), slot_(slot) {}
   Status Fail(const std::string& what, int err);  // removes the temporary file
   int fd_ = -1;
-  std::string path_, tmp_;
-  bool done_ = false;  // committed or failed: nothing left to clean up
-  int slot_ = -1;      // entry in the signal handler's list of open temporary files
+  std::string path_, tmp_;  // tmp_ is empty when writing through a device or FIFO
+  std::string target_;      // what the rename replaces: path_ with its links resolved
+  bool done_ = false;       // committed or failed: nothing left to clean up
+  int slot_ = -1;           // entry in the signal handler's list of open temporary files
 };
 
 // `bytes` as the whole new content of `path`, atomically (AtomicFileWriter).

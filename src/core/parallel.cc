@@ -1,5 +1,7 @@
 #include "core/parallel.h"
 
+#include "core/threads.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -116,7 +118,9 @@ Pool& GlobalPool() {
 
 }  // namespace
 
-void SetNumThreads(int n) { GlobalPool().Resize(n); }
+int CpuCount() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int MaxThreads() { return std::max(16, 4 * CpuCount()); }
+void SetNumThreads(int n) { GlobalPool().Resize(std::clamp(n, 1, MaxThreads())); }
 int NumThreads() { return GlobalPool().threads(); }
 void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   GlobalPool().Run(n, fn);

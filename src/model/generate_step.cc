@@ -55,19 +55,23 @@ Status ShiftContext(LlamaModel& model, KvCache& cache, Sequence& seq, int n_keep
   return RecomputeWindow(model, cache, seq);
 }
 
+StepResult SampleNext(Sampler& sampler, const std::vector<float>& logits,
+                      const std::vector<int32_t>& history, const StepOptions& options) {
+  StepResult r;
+  r.token = sampler.Sample(logits.data(), static_cast<int>(logits.size()), history);
+  // is_eog runs on every token, also when not stopping: run's stop scanner
+  // sees the text through it.
+  const bool eog = options.is_eog && options.is_eog(r.token);
+  if (options.stop_at_eog && eog) r.end = StepEnd::kEndOfGeneration;
+  return r;
+}
+
 Result<StepResult> GenerateStep(LlamaModel& model, KvCache& cache, Sampler& sampler, Sequence& seq,
                                 const StepOptions& options,
                                 const std::function<void(int32_t)>& on_token) {
   if (!seq.has_logits) return MakeError("generate: no logits (decode the prompt first)");
-  StepResult r;
-  r.token = sampler.Sample(seq.logits.data(), static_cast<int>(seq.logits.size()), seq.history);
-  // is_eog runs on every token, also when not stopping: run's stop scanner
-  // sees the text through it.
-  const bool eog = options.is_eog && options.is_eog(r.token);
-  if (options.stop_at_eog && eog) {
-    r.end = StepEnd::kEndOfGeneration;
-    return r;
-  }
+  StepResult r = SampleNext(sampler, seq.logits, seq.history, options);
+  if (r.end == StepEnd::kEndOfGeneration) return r;
   if (on_token) on_token(r.token);
   if (!options.decode) return r;
   if (seq.window.size() >= static_cast<size_t>(cache.geometry().max_ctx)) {

@@ -68,6 +68,14 @@ struct StepResult {
   StepEnd end = StepEnd::kToken;
 };
 
+// The sampling half of a step, for callers that decode elsewhere (the
+// server batches the decode of every slot in one ForwardMany): a token drawn
+// from `logits` [vocab] with `history` as the penalty window, and
+// kEndOfGeneration when options.stop_at_eog and options.is_eog say it ends
+// generation (is_eog runs on every token). kToken otherwise.
+StepResult SampleNext(Sampler& sampler, const std::vector<float>& logits,
+                      const std::vector<int32_t>& history, const StepOptions& options);
+
 // Samples the next token from seq.logits; unless it ends generation, calls
 // on_token (optional) with it, then decodes it (shifting the context first
 // when the cache is full and options allow).

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 
+#include "core/finite.h"
 #include "core/parallel.h"
 #include "io/arch.h"
 #include "model/elementwise.h"
@@ -18,23 +20,6 @@ using kernels::RmsNorm;  // model/elementwise.h (SIMD)
 
 kernels::WeightMatrix Matrix(const Tensor& t) {
   return kernels::WeightMatrix{t.type, t.data, t.rows(), t.ne[0]};
-}
-
-// Index of the first NaN or infinity of x[0..n), n when all are finite. An
-// integer test of the exponent bits (all ones: inf or NaN) that the compiler
-// vectorizes; about n / 8 cycles, nothing next to the matrix products.
-size_t FirstNonFinite(const float* x, size_t n) {
-  uint32_t any = 0;
-  for (size_t j = 0; j < n; ++j) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[j], sizeof bits);
-    any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  if (!any) return n;
-  for (size_t j = 0; j < n; ++j) {
-    if (!std::isfinite(x[j])) return j;
-  }
-  return n;
 }
 
 // The error of a non-finite value found in rows of `width` floats after
@@ -269,6 +254,20 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
       if (rope_mscale_ != 1.0f) {
         for (int j = 0; j < QD; ++j) q[j] *= rope_mscale_;
         for (int j = 0; j < KD; ++j) k[j] *= rope_mscale_;
+      }
+    }
+    // Q, K and V before they reach a cache: a NaN in attn_q / attn_k would
+    // otherwise be absorbed by a softmax (finite but wrong logits, every
+    // cache but fp32), and one in K or V stored in a cache outlives the call.
+    for (const auto& [buf, width, name] :
+         {std::tuple{&q_, QD, "attn_q"}, std::tuple{&k_, KD, "attn_k"},
+          std::tuple{&v_, KD, "attn_v"}}) {
+      const size_t len = size_t(N) * size_t(width);
+      if (const size_t at = FirstNonFinite(buf->data(), len); at < len) {
+        const std::string stage = "layer " + std::to_string(l) + "'s " + name +
+                                  " projection (blk." + std::to_string(l) + "." + name +
+                                  ", its bias, norm or RoPE)";
+        return NonFiniteError(buf->data(), at, width, stage.c_str(), pos_.data(), tokens, 0);
       }
     }
     // Each sequence appends to and attends over its own cache, rows [r, r + n_s).

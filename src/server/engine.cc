@@ -8,6 +8,8 @@
 #include "cache/kv_state.h"
 #include "core/file.h"
 #include "core/xoshiro.h"
+#include "lm/logprob.h"
+#include "model/generate_step.h"
 #include "model/sampler.h"
 #include "policy/factory.h"
 #include "tokenizer/stop_text.h"
@@ -85,9 +87,18 @@ struct Engine::Probe {
 Engine::Engine(const ModelSource& src, const EngineOptions& o) : src_(src), o_(o) {}
 
 Result<std::unique_ptr<Engine>> Engine::Create(const ModelSource& src, const EngineOptions& o) {
-  if (o.n_slots < 1 || o.n_slots > 256)
-    return MakeError("-np must be in [1, 256], got " + std::to_string(o.n_slots));
-  if (o.queue_max < 0) return MakeError("--queue must be >= 0");
+  if (o.n_slots < 1 || o.n_slots > kMaxSlots)
+    return MakeError("-np must be in [1, " + std::to_string(kMaxSlots) + "], got " +
+                     std::to_string(o.n_slots));
+  if (o.queue_max < 0 || o.queue_max > kMaxQueue)
+    return MakeError("--queue must be in [0, " + std::to_string(kMaxQueue) + "], got " +
+                     std::to_string(o.queue_max));
+  if (o.default_max_tokens < 1 || o.default_max_tokens > kMaxDefaultTokens)
+    return MakeError("--max-tokens must be in [1, " + std::to_string(kMaxDefaultTokens) +
+                     "], got " + std::to_string(o.default_max_tokens));
+  if (o.kv_budget_bytes < 0) return MakeError("--kv-budget-mb must be >= 0 (0 = no cap)");
+  if (!o.profile_dir.empty() && !std::filesystem::is_directory(o.profile_dir))
+    return MakeError("--profile-dir " + o.profile_dir + " is not a directory");
   std::unique_ptr<Engine> e(new Engine(src, o));
   HQEKV_ASSIGN_OR_RETURN(e->model_, LlamaModel::Create(src));
   const ModelConfig& c = src.config;
@@ -108,9 +119,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelSource& src, const Eng
     e->slots_.back()->id = i;
   }
   {  // The default policy must fit at all: a bad --kv fails at start, not per request.
-    std::lock_guard<std::mutex> l(e->mu_);
     ApiError err;
-    if (e->Reserve(e->o_.kv, 1, &err) < 0) return MakeError("--kv: " + err.message);
+    if (e->ReservationBytes(e->o_.kv, 1, &err) < 0) return MakeError("--kv: " + err.message);
   }
   e->thread_ = std::thread([p = e.get()] { p->Loop(); });
   return e;
@@ -143,7 +153,8 @@ RequestLimits Engine::limits() const {
   return l;
 }
 
-int64_t Engine::Reserve(const std::string& spec_text, int tokens, ApiError* err) {
+int64_t Engine::ReservationBytes(const std::string& spec_text, int tokens, ApiError* err) {
+  std::lock_guard<std::mutex> probe_lock(probe_mu_);
   Probe* p = nullptr;
   for (auto& q : probes_)
     if (q->spec == spec_text) p = q.get();
@@ -194,6 +205,8 @@ int64_t Engine::Reserve(const std::string& spec_text, int tokens, ApiError* err)
       }
       (pass == 0 ? probe->b0 : pass == 1 ? probe->b1 : probe->b2) = (*cache)->Stats().bytes.total();
     }
+    // Bounded: a client cycling through specs costs probes, never memory.
+    if (static_cast<int>(probes_.size()) >= kMaxProbedSpecs) probes_.pop_front();
     probes_.push_back(std::move(probe));
     p = probes_.back().get();
   }
@@ -222,23 +235,17 @@ std::shared_ptr<RequestChannel> Engine::Submit(const CompletionRequest& req, Api
   job->max_new = req.max_tokens > 0 ? req.max_tokens : o_.default_max_tokens;
   job->max_new = std::min(job->max_new, o_.ctx - n_prompt);
   std::string spec = o_.kv;
-  if (!req.kv.empty()) {
-    auto s = policy::ParseSpec(req.kv);
-    if (!s.ok()) {
-      *err = BadRequest("'kv': " + s.message(), "kv");
-      return nullptr;
-    }
-    spec = s->Canonical();
-  }
+  if (!req.kv.empty() && !ResolveSpec(req.kv, &spec, err)) return nullptr;
   job->spec = spec;
   job->ch = std::make_shared<RequestChannel>();
+  // Sized before the lock: a new spec's probe does not hold up the engine.
+  job->reserve = ReservationBytes(spec, n_prompt + job->max_new, err);
+  if (job->reserve < 0) return nullptr;
   std::lock_guard<std::mutex> l(mu_);
   if (stop_) {
     *err = ApiError{503, "server_error", "the server is shutting down", "", ""};
     return nullptr;
   }
-  job->reserve = Reserve(spec, n_prompt + job->max_new, err);
-  if (job->reserve < 0) return nullptr;
   if (o_.kv_budget_bytes > 0 && job->reserve > o_.kv_budget_bytes) {
     *err = BadRequest(
         "this request needs about " + std::to_string(job->reserve) + " bytes of KV cache (" + spec +
@@ -263,14 +270,16 @@ std::shared_ptr<RequestChannel> Engine::Submit(const CompletionRequest& req, Api
 }
 
 // Moves queued jobs into free slots, first come first served, while their
-// reservations fit the budget. Idle slots' kept caches are dropped when the
+// reservations fit the budget. A job pinned to a busy slot (id_slot) waits
+// without holding up the jobs behind it; a job waiting for bytes does (the
+// oldest is served first). Idle slots' kept caches are dropped when the
 // bytes are needed.
 void Engine::Admit() {
-  while (!queue_.empty()) {
-    auto& job = queue_.front();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const std::shared_ptr<Job> job = *it;
     if (job->ch->cancelled()) {
       job->ch->Finish(FinishEvent{"cancelled", {}, ""});
-      queue_.pop_front();
+      it = queue_.erase(it);
       continue;
     }
     Slot* free_slot = nullptr;
@@ -279,7 +288,13 @@ void Engine::Admit() {
       if (job->req.id_slot >= 0 && s->id != job->req.id_slot) continue;
       if (!free_slot || (s->cache && !free_slot->cache)) free_slot = s.get();  // prefer warm
     }
-    if (!free_slot) return;
+    if (!free_slot) {
+      if (job->req.id_slot >= 0) {  // its slot is busy: the others go first
+        ++it;
+        continue;
+      }
+      return;  // every slot is busy
+    }
     int64_t idle = 0;
     for (auto& s : slots_)
       if (!s->job && s.get() != free_slot && s->cache) idle += s->cache->Stats().bytes.total();
@@ -299,8 +314,10 @@ void Engine::Admit() {
     s.stop.emplace(job->req.stop);
     m_.kv_reserved += job->reserve;
     ++m_.slots_busy;
+    m_.kv_reserved_peak = std::max(m_.kv_reserved_peak, m_.kv_reserved);
+    m_.slots_busy_peak = std::max(m_.slots_busy_peak, m_.slots_busy);
     m_.prompt_tokens += static_cast<int64_t>(job->prompt.size());
-    queue_.pop_front();
+    it = queue_.erase(it);
   }
 }
 
@@ -323,11 +340,13 @@ void Engine::Release(Slot& s, const std::string& reason, const std::string& erro
   } else {  // the last sampled token never ran: the cache holds history[0, cached)
     s.history.resize(static_cast<size_t>(s.cached));
   }
+  {  // Counted before the client hears of the end: what it reads next is current.
+    std::lock_guard<std::mutex> l(mu_);
+    m_.kv_reserved -= s.job->reserve;
+    m_.generated_tokens += s.generated;
+    --m_.slots_busy;
+  }
   s.job->ch->Finish(std::move(f));
-  std::lock_guard<std::mutex> l(mu_);
-  m_.kv_reserved -= s.job->reserve;
-  m_.generated_tokens += s.generated;
-  --m_.slots_busy;
   s.job.reset();
 }
 
@@ -386,8 +405,12 @@ void Engine::Emit(Slot& s) {
   Job& job = *s.job;
   const Tokenizer& tok = *src_.tokenizer;
   const int V = model_->vocab_size();
-  const int32_t t = s.sampler->Sample(s.logits.data(), V, s.history);
-  if (!job.req.ignore_eos && tok.IsEndOfGeneration(t)) {
+  StepOptions so;
+  so.is_eog = [&tok](int32_t id) { return tok.IsEndOfGeneration(id); };
+  so.stop_at_eog = !job.req.ignore_eos;
+  const StepResult r = SampleNext(*s.sampler, s.logits, s.history, so);
+  const int32_t t = r.token;
+  if (r.end == StepEnd::kEndOfGeneration) {
     TokenEvent e;
     e.text = s.stop->Flush();
     if (!e.text.empty()) job.ch->Push(std::move(e));
@@ -398,10 +421,7 @@ void Engine::Emit(Slot& s) {
   e.piece = tok.DecodePiece(s.history.back(), t);
   if (job.req.logprobs) {
     // Log-softmax of the model's logits (before sampling filters).
-    const float mx = *std::max_element(s.logits.begin(), s.logits.end());
-    double sum = 0;
-    for (float x : s.logits) sum += std::exp(double(x) - mx);
-    const double lse = mx + std::log(sum);
+    const double lse = lm::LogSumExp(s.logits.data(), V);
     e.logprob = static_cast<float>(s.logits[t] - lse);
     std::vector<int32_t> ids(V);
     for (int i = 0; i < V; ++i) ids[i] = i;
@@ -470,7 +490,10 @@ void Engine::Step() {
       Emit(*s);
     }
   }
-  // Account what the caches hold now.
+  AccountHeld();
+}
+
+void Engine::AccountHeld() {
   int64_t held = 0, kept = 0;
   for (auto& sp : slots_) {
     if (!sp->cache) continue;
@@ -482,6 +505,51 @@ void Engine::Step() {
   m_.kv_bytes_held = held;
   m_.kv_kept_elements = kept;
   m_.kv_bytes_peak = std::max(m_.kv_bytes_peak, held);
+}
+
+EngineCounters Engine::Counters() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return m_;
+}
+
+bool Engine::ResolveSpec(const std::string& kv, std::string* spec, ApiError* err) const {
+  auto s = policy::ParseSpec(kv);
+  if (!s.ok()) {
+    *err = BadRequest("'kv': " + s.message(), "kv");
+    return false;
+  }
+  if (s->Given("profile")) {
+    // A name in the operator's profile directory, never a client's path: the
+    // error must not tell whether some file exists elsewhere.
+    const std::string name = s->Text("profile");
+    bool ok = !o_.profile_dir.empty() && !name.empty() && name.size() <= 128 && name[0] != '.';
+    for (char ch : name)
+      ok = ok &&
+           (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
+    if (!ok) {
+      *err = BadRequest(o_.profile_dir.empty()
+                            ? "'kv': this server takes no profile= from requests (start it "
+                              "with --profile-dir DIR to offer the profiles in DIR by name)"
+                            : "'kv': profile= must name a profile of the server's profile "
+                              "directory: 1-128 letters, digits, '.', '_' or '-', not starting "
+                              "with '.'",
+                        "kv");
+      return false;
+    }
+    namespace fs = std::filesystem;
+    const fs::path dir(o_.profile_dir);
+    std::error_code ec;
+    fs::path file = dir / name;
+    if (!fs::is_regular_file(file, ec)) file = dir / (name + ".json");
+    if (!fs::is_regular_file(file, ec)) {
+      *err = BadRequest("'kv': no profile '" + name + "' on this server", "kv");
+      return false;
+    }
+    s->given["profile"] = file.string();
+    s->values["profile"] = file.string();
+  }
+  *spec = s->Canonical();
+  return true;
 }
 
 void Engine::Loop() {
@@ -545,6 +613,9 @@ std::string Engine::MetricsText() const {
          double(m_.kv_bytes_peak));
   metric("kv_bytes_reserved", "gauge", "KV bytes reserved by the requests being served.",
          double(m_.kv_reserved));
+  metric("kv_bytes_reserved_peak", "gauge",
+         "Largest kv_bytes_reserved seen (at most kv_budget_bytes when there is a cap).",
+         double(m_.kv_reserved_peak));
   metric("kv_budget_bytes", "gauge", "--kv-budget-mb in bytes (0 = no cap).",
          double(o_.kv_budget_bytes));
   metric("kv_true_bits", "gauge", "True bits per kept K/V element over every slot.",
@@ -622,7 +693,13 @@ bool Engine::SaveSlot(int id, const std::string& filename, std::string* info, Ap
 bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info, ApiError* err) {
   std::string path;
   if (!SlotFile(id, filename, &path, err)) return false;
-  auto file = ReadFileChecked(path, uint64_t(1) << 34);
+  // A state holds at most the budget's bytes of cache, plus its header,
+  // tokens and logits: a bigger file is not read at all.
+  const uint64_t max_file =
+      o_.kv_budget_bytes > 0
+          ? uint64_t(o_.kv_budget_bytes) + 4 * uint64_t(o_.ctx + model_->vocab_size()) + (1 << 20)
+          : uint64_t(1) << 34;
+  auto file = ReadFileChecked(path, max_file);
   if (!file.ok()) {
     *err = ApiError{404, "invalid_request_error", file.message(), "filename", ""};
     return false;
@@ -656,12 +733,44 @@ bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info,
     *err = BadRequest(path + ": " + st.message(), "filename");
     return false;
   }
+  const int64_t bytes = (*cache)->Stats().bytes.total();
+  if (o_.kv_budget_bytes > 0 && bytes > o_.kv_budget_bytes) {
+    *err = BadRequest(path + ": the state holds " + std::to_string(bytes) +
+                          " bytes of KV cache; the server's whole budget is " +
+                          std::to_string(o_.kv_budget_bytes) + " bytes",
+                      "filename");
+    return false;
+  }
   std::lock_guard<std::mutex> step_lock(step_mu_);
   Slot& s = *slots_[id];
   if (s.job) {
     *err =
         ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
     return false;
+  }
+  if (o_.kv_budget_bytes > 0) {
+    // The restored cache is an idle slot's: it counts against the budget
+    // like one, and other idle slots' caches make room for it first.
+    std::lock_guard<std::mutex> l(mu_);
+    auto idle = [&] {
+      int64_t b = 0;
+      for (auto& o : slots_)
+        if (!o->job && o.get() != &s && o->cache) b += o->cache->Stats().bytes.total();
+      return b;
+    };
+    if (m_.kv_reserved + idle() + bytes > o_.kv_budget_bytes) {
+      for (auto& o : slots_) {
+        if (o->job || o.get() == &s) continue;
+        o->cache.reset();
+        o->history.clear();
+        o->has_logits = false;
+      }
+    }
+    if (m_.kv_reserved + bytes > o_.kv_budget_bytes) {
+      *err = ApiError{503, "server_error",
+                      "the requests being served hold the KV budget; retry later", "", ""};
+      return false;
+    }
   }
   s.cache = std::move(*cache);
   s.spec = header->spec;
@@ -670,6 +779,7 @@ bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info,
   s.logits = meta.logits;
   s.has_logits = true;
   std::ostringstream o;
+  AccountHeld();
   o << "{\"id_slot\":" << id << ",\"filename\":\"" << filename
     << "\",\"n_restored\":" << s.history.size() << ",\"file_bytes\":" << file->size()
     << ",\"kv_bytes\":" << s.cache->Stats().bytes.total() << "}";

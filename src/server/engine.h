@@ -34,6 +34,13 @@
 
 namespace hqekv::server {
 
+// Bounds of every count the server takes from its flags (checked by
+// Engine::Create before any thread starts; docs/server.md lists them).
+inline constexpr int kMaxSlots = 256;              // -np
+inline constexpr int kMaxQueue = 1024;             // --queue
+inline constexpr int kMaxDefaultTokens = 1 << 20;  // --max-tokens
+inline constexpr int kMaxProbedSpecs = 32;         // distinct "kv" specs whose size is cached
+
 struct EngineOptions {
   int n_slots = 1;
   int ctx = 0;  // positions per slot (0: min(model context, 4096))
@@ -43,6 +50,24 @@ struct EngineOptions {
   int default_max_tokens = 256;
   std::string chat_template;   // "" = the model's, else chatml
   std::string slot_save_path;  // "" = slot save/restore disabled
+  // Profiles a request may name ("kv":"hqekv:profile=NAME": DIR/NAME, or
+  // DIR/NAME.json). "" = requests may not name a profile; a path is never
+  // taken from a client.
+  std::string profile_dir;
+};
+
+// What the engine has done, for /metrics and tests (a copy under the lock).
+struct EngineCounters {
+  int64_t requests = 0, rejected = 0, prompt_tokens = 0, generated_tokens = 0;
+  double decode_seconds = 0;  // wall time of decode steps
+  int64_t decode_steps = 0, decode_rows = 0;
+  int64_t kv_bytes_held = 0, kv_kept_elements = 0, kv_bytes_peak = 0, kv_reserved = 0;
+  int64_t kv_reserved_peak = 0;  // largest sum of reservations of requests served together
+  int slots_busy = 0;
+  int slots_busy_peak = 0;
+  // Prompt tokens run through a prefill forward (a restored or reused
+  // slot state skips its cached tokens: "compress once, ask many").
+  int64_t prompt_tokens_evaluated = 0;
 };
 
 struct Usage {
@@ -102,6 +127,10 @@ class Engine {
   bool RestoreSlot(int id, const std::string& filename, std::string* info, ApiError* err);
 
   std::string MetricsText() const;
+  EngineCounters Counters() const;
+  // Bytes a request of `tokens` positions under `spec` (canonical) reserves;
+  // -1 with *err when the spec cannot make a cache.
+  int64_t ReservationBytes(const std::string& spec, int tokens, ApiError* err);
   std::string ModelName() const;
   const EngineOptions& options() const { return o_; }
   RequestLimits limits() const;
@@ -115,8 +144,11 @@ class Engine {
   Engine(const ModelSource& src, const EngineOptions& o);
   void Loop();
   void Step();
-  void Admit();                                                         // under mu_
-  int64_t Reserve(const std::string& spec, int tokens, ApiError* err);  // under mu_
+  void Admit();  // under mu_
+  // The request's policy spec, canonical; a profile named by the client is
+  // looked up in profile_dir. False with *err (400) otherwise.
+  bool ResolveSpec(const std::string& kv, std::string* spec, ApiError* err) const;
+  void AccountHeld();  // under step_mu_: kv_bytes_held and friends from the slots' caches
   bool Prefill(Slot& s);
   void Emit(Slot& s);  // samples from s.logits; finishes or leaves a pending token
   void Release(Slot& s, const std::string& reason, const std::string& error = "");
@@ -128,24 +160,18 @@ class Engine {
   ChatFormat chat_format_ = ChatFormat::kChatML;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::vector<std::unique_ptr<Probe>> probes_;
-  mutable std::mutex mu_;  // queue_, slot assignment, reservations, metrics, probes_
+  // Cached per-spec probes, oldest first, at most kMaxProbedSpecs. Probing
+  // runs a full-context fill: under probe_mu_ only, never under mu_, so
+  // /metrics, other submissions and the scheduler do not wait for it.
+  std::deque<std::unique_ptr<Probe>> probes_;
+  std::mutex probe_mu_;
+  mutable std::mutex mu_;  // queue_, slot assignment, reservations, metrics
   std::mutex step_mu_;     // held by a step and by slot save / restore
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
 
-  // Metrics (under mu_).
-  struct Counters {
-    int64_t requests = 0, rejected = 0, prompt_tokens = 0, generated_tokens = 0;
-    double decode_seconds = 0;  // wall time of decode steps
-    int64_t decode_steps = 0, decode_rows = 0;
-    int64_t kv_bytes_held = 0, kv_kept_elements = 0, kv_bytes_peak = 0, kv_reserved = 0;
-    int slots_busy = 0;
-    // Prompt tokens run through a prefill forward (a restored or reused
-    // slot state skips its cached tokens: "compress once, ask many").
-    int64_t prompt_tokens_evaluated = 0;
-  } m_;
+  EngineCounters m_;  // under mu_
 };
 
 }  // namespace hqekv::server

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <thread>
@@ -15,6 +16,21 @@ using nlohmann::json;
 // Token text may end inside a UTF-8 character (byte tokens): invalid bytes
 // become U+FFFD instead of an exception.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// a == b in time that depends only on the lengths, not on where the first
+// difference is (an API key cannot be guessed byte by byte from timings).
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  // Through a volatile so the compiler cannot stop at the first difference.
+  volatile unsigned char v = diff;
+  return v == 0;
+}
 
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
@@ -200,16 +216,49 @@ void HandleSlot(Engine& engine, const httplib::Request& req, httplib::Response& 
 Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop,
              const std::function<void(int port)>& on_bound) {
   httplib::Server svr;
-  const int threads =
-      o.threads > 0 ? o.threads : engine.options().n_slots + engine.options().queue_max + 4;
+  // One worker per slot and queued request, and 4 for /health, /metrics and
+  // refusals; never more than kMaxHttpThreads.
+  const int threads = std::min(
+      kMaxHttpThreads,
+      o.threads > 0 ? o.threads : engine.options().n_slots + engine.options().queue_max + 4);
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   svr.set_payload_max_length(o.max_body_bytes);
-  svr.set_read_timeout(30, 0);
+  // A client that stops sending mid-request frees its worker after this long.
+  svr.set_read_timeout(kReadTimeoutSeconds, 0);
+  svr.set_write_timeout(kReadTimeoutSeconds, 0);
+  svr.set_keep_alive_timeout(kReadTimeoutSeconds);
   const std::string want = "Bearer " + o.api_key;
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    // No route serves parts of a resource: Range is ignored (RFC 9110 allows
+    // it; the whole body, 200). Left in place, httplib would repeat the body
+    // once per listed range (/metrics ~700x for one request). The request
+    // object is httplib's own non-const one, handed over as const.
+    const_cast<httplib::Request&>(req).ranges.clear();
+    // Requests with more header fields than any client sends are refused
+    // (the parser has read them already: this bounds what a handler sees,
+    // not the read).
+    if (req.headers.size() > kMaxHeaders) {
+      SendError(res,
+                ApiError{431, "invalid_request_error",
+                         "more than " + std::to_string(kMaxHeaders) + " header fields", "", ""});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // A declared body past the limit is refused before any of it is read
+    // (httplib would otherwise read and discard all of it first).
+    if (req.has_header("Content-Length")) {
+      const std::string v = req.get_header_value("Content-Length");
+      const bool digits =
+          !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoull(v) > o.max_body_bytes) {
+        SendError(res, ApiError{413, "invalid_request_error",
+                                "the request body is larger than the server accepts", "", ""});
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (o.api_key.empty() || req.path == "/health")
       return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == want)
+    if (SameSecret(req.get_header_value("Authorization"), want))
       return httplib::Server::HandlerResponse::Unhandled;
     SendError(res, ApiError{401, "authentication_error", "invalid or missing API key", "",
                             "invalid_api_key"});

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,12 @@
 #include "server/engine.h"
 
 namespace hqekv::server {
+
+// Most HTTP worker threads (a connection holds one while it is read or
+// answered), and how long a silent client keeps one.
+inline constexpr int kMaxHttpThreads = 512;
+inline constexpr int kReadTimeoutSeconds = 10;
+inline constexpr size_t kMaxHeaders = 100;  // header fields of one request (more: 431)
 
 struct HttpOptions {
   std::string host = "127.0.0.1";

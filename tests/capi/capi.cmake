@@ -59,3 +59,12 @@ target_compile_options(c_state_test PRIVATE -pedantic-errors -Werror)
 target_link_libraries(c_state_test PRIVATE hqekv_shared)
 file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/state-test)
 add_test(NAME capi_state COMMAND c_state_test ${_model} ${CMAKE_CURRENT_BINARY_DIR}/state-test)
+
+# Hostile arguments through the C API (tests/capi/c_hardening_test.c):
+# non-finite inputs, counts past their bounds, output paths.
+add_executable(c_hardening_test ${CMAKE_CURRENT_LIST_DIR}/c_hardening_test.c)
+set_target_properties(c_hardening_test PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(c_hardening_test PRIVATE -pedantic-errors -Werror)
+target_link_libraries(c_hardening_test PRIVATE hqekv_shared m)
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/hardening-test)
+add_test(NAME capi_hardening COMMAND c_hardening_test ${_model} ${CMAKE_CURRENT_BINARY_DIR}/hardening-test)

@@ -27,3 +27,12 @@ hqekv_cli_failure(NAME cli_err_study_pareto_empty_grid
 hqekv_cli_failure(NAME cli_err_study_pareto_report_only_without_results
   ARGS study pareto --report-only -o ${CMAKE_CURRENT_BINARY_DIR}/pareto_cli_none
   MSG "--report-only:")
+# A user's report.md in the -o directory (no results.json beside it) is not
+# replaced: the run is refused before any work.
+file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/pareto_cli_user_report)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/pareto_cli_user_report/report.md "my notes\n")
+hqekv_cli_failure(NAME cli_output_path_rule_pareto_keeps_user_report
+  ARGS study pareto -m ${_root}/models/stories260K.gguf --prefill 32 --max-tokens 64 --ctx 64 -t 1
+       -f ${_root}/data/text/tinystories_val_subset.txt --kv fp16
+       -o ${CMAKE_CURRENT_BINARY_DIR}/pareto_cli_user_report
+  MSG "holds a report.md but no results.json")

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "../temp_path.h"
 #include "../within_time.h"
@@ -204,6 +205,51 @@ TEST(WriteFileAtomic, UnwritableTargetsGiveErrorsNamingThePath) {
       << missing.message();
   const Status proc = WriteFileAtomic("/proc/x.json", "x");
   EXPECT_FALSE(proc.ok());
+}
+
+// The output-path rule, one row per kind of existing target: what the path is
+// afterwards and where the bytes went.
+TEST(OutputPathRule, RegularFilesReplacedLinksFollowedDevicesAndFifosWrittenThrough) {
+  const std::string d = FreshDir("core_output_rule");
+  // A link to a regular file: the target gets the bytes, the link stays a link.
+  ASSERT_TRUE(WriteFileAtomic(d + "/real.txt", "old").ok());
+  ASSERT_EQ(::symlink("real.txt", (d + "/link").c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomic(d + "/link", "new").ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(d + "/link"));
+  EXPECT_EQ(Slurp(d + "/real.txt"), "new");
+  // A dangling link: its target is created, the link stays.
+  ASSERT_EQ(::symlink("made.txt", (d + "/dangling").c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomic(d + "/dangling", "made").ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(d + "/dangling"));
+  EXPECT_EQ(Slurp(d + "/made.txt"), "made");
+  // A link to a character device: written through; the device stays a device.
+  ASSERT_EQ(::symlink("/dev/null", (d + "/to_null").c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomic(d + "/to_null", "gone").ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(d + "/to_null"));
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  // The device itself, by name: still a device, not a regular file.
+  ASSERT_TRUE(WriteFileAtomic("/dev/null", "gone").ok());
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  // A FIFO: a reader gets every byte; the FIFO stays a FIFO.
+  const std::string fifo = d + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = Slurp(fifo); });
+  const Status w = testing_util::WithinSeconds(10, "WriteFileAtomic(FIFO)",
+                                               [&] { return WriteFileAtomic(fifo, "through"); });
+  reader.join();
+  EXPECT_TRUE(w.ok()) << w.message();
+  EXPECT_EQ(got, "through");
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  // No temporary files left next to any of them.
+  for (const auto& e : std::filesystem::directory_iterator(d))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  // A FIFO checked before long work is not opened (which would block).
+  const Status chk =
+      testing_util::WithinSeconds(5, "CheckWritable(FIFO)", [&] { return CheckWritable(fifo); });
+  EXPECT_TRUE(chk.ok()) << chk.message();
 }
 
 }  // namespace

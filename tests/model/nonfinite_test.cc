@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/file.h"
@@ -93,6 +94,37 @@ TEST(NonFinite, NanInOneEmbeddingRowNamesItsPosition) {
   EXPECT_NE(st.message().find("after the token embedding (token_embd) at position 2 (token 29)"),
             std::string::npos)
       << st.message();
+}
+
+// A NaN or infinity in attn_q / attn_k used to be absorbed by the softmax
+// (finite logits off by nats, for short prompts, every cache but fp32): the
+// error must come at the first position, for one token (the decode path) and
+// for a prompt, under every kind of cache.
+TEST(NonFinite, NanOrInfInQueryOrKeyWeightsIsAnErrorUnderEveryCache) {
+  const std::string q_path = PoisonedModel("blk.0.attn_q.weight", NAN, 7, "attnq");
+  const std::string k_path =
+      PoisonedModel("blk.1.attn_k.weight", std::numeric_limits<float>::infinity(), 300, "attnk");
+  for (const auto& [path, what] : {std::pair{q_path, "layer 0's attn_q projection"},
+                                   std::pair{k_path, "layer 1's attn_k projection"}}) {
+    auto src = LoadModel(path);
+    ASSERT_TRUE(src.ok()) << src.message();
+    auto m = LlamaModel::Create(**src);
+    ASSERT_TRUE(m.ok()) << m.message();
+    for (const char* spec : {"fp16", "fp8", "int8", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2",
+                             "h2o:keep=0.5", "fp32"}) {
+      for (const int n : {1, 5}) {
+        auto cache = MakeKvCache(spec, (*m)->CacheGeometry(64));
+        ASSERT_TRUE(cache.ok()) << spec << ": " << cache.message();
+        const std::vector<int32_t> toks = {1, 17, 29, 5, 64}, pos = {0, 1, 2, 3, 4};
+        std::vector<float> logits(size_t(n) * (*src)->config.vocab_size);
+        const Status st =
+            (*m)->Forward(toks.data(), pos.data(), n, **cache, Logits::kAll, logits.data(), true);
+        ASSERT_FALSE(st.ok()) << spec << " n=" << n << ": finite logits from non-finite weights";
+        EXPECT_NE(st.message().find(what), std::string::npos) << spec << ": " << st.message();
+        EXPECT_NE(st.message().find("at position 0"), std::string::npos) << st.message();
+      }
+    }
+  }
 }
 
 }  // namespace

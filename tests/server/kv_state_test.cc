@@ -3,6 +3,7 @@
 // logits), and every bad file is refused without touching the cache.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,45 @@ TEST(KvState, BadFilesAreRefusedAndTheCacheIsUntouched) {
   KvStateMeta g64 = meta;
   g64.geometry = (*c)->geometry();
   EXPECT_FALSE(LoadKvState(*file, g64, **c).ok());
+}
+
+// A file written with a valid checksum but contents that disagree with each
+// other (the state loader's fuzz target recomputes the checksum the same
+// way): token ids past the vocabulary, non-finite logits, a token list
+// longer or shorter than what the cache holds. Each is refused and the cache
+// is left empty.
+TEST(KvState, InconsistentContentsWithAValidChecksumAreRefused) {
+  StoriesModel f = Load();
+  KvStateMeta meta;
+  auto a = Prefill(f, "fp16", kPrompt, &meta);
+  auto refused = [&](const KvStateMeta& m, const std::string& words) {
+    auto file = EncodeKvState(*a, m);  // a correct checksum over the bad contents
+    ASSERT_TRUE(file.ok()) << file.message();
+    auto b = MakeKvCache("fp16", f.model->CacheGeometry(128));
+    ASSERT_TRUE(b.ok());
+    auto r = LoadKvState(*file, meta, **b);
+    ASSERT_FALSE(r.ok()) << words << ": loaded";
+    EXPECT_NE(r.message().find(words), std::string::npos) << r.message();
+    EXPECT_EQ((*b)->Stats().kept_elements, 0) << words;
+  };
+  KvStateMeta bad = meta;
+  bad.tokens[3] = f.model->vocab_size();
+  refused(bad, "outside its vocabulary");
+  bad = meta;
+  bad.tokens[0] = -7;
+  refused(bad, "outside its vocabulary");
+  bad = meta;
+  bad.logits[5] = std::numeric_limits<float>::quiet_NaN();
+  refused(bad, "not finite");
+  bad = meta;
+  bad.logits[0] = -std::numeric_limits<float>::infinity();
+  refused(bad, "not finite");
+  bad = meta;
+  bad.tokens.push_back(5);  // one more token than the cache holds
+  refused(bad, "positions");
+  bad = meta;
+  bad.tokens.resize(bad.tokens.size() - 4);
+  refused(bad, "positions");
 }
 
 // Every policy of the table saves its state (kv_state_policies_test.cc); a

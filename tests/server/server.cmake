@@ -26,3 +26,12 @@ endif()
 add_test(NAME server_run_prompt_cache
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/prompt_cache.sh $<TARGET_FILE:hqekv>
                  ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
+# Hostile flags and clients (tests/server/hardening.sh): bounds checked before
+# listening, Range / header flood / huge Content-Length / client profile paths
+# refused, /health and normal requests still answered. Loopback, ~10 s.
+if(CURL_EXE)
+  add_test(NAME server_hardening
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hardening.sh $<TARGET_FILE:hqekv>
+                   ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
+  set_tests_properties(server_hardening PROPERTIES TIMEOUT 120)
+endif()

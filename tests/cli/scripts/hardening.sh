@@ -100,6 +100,34 @@ case "$CASE" in
       --trials 200 -o /proc/hqekv-x.json
     [ $(( $(date +%s) - start )) -le 5 ] || fail "the output path was checked only after the search" ;;
 
+  prompt_cache_unwritable)
+    # Refused before the generation: nothing on stdout, and fast.
+    start=$(date +%s)
+    expect_error "--prompt-cache: cannot write '/proc/hqekv-x.kv'" "$HQEKV" run -m "$MODEL" \
+      -p "Once upon a time" -n 2000 --ignore-eos -t 1 --prompt-cache /proc/hqekv-x.kv
+    # stdout holds at most the echoed prompt, no generated token.
+    [ "$(tr -d '\n' <"$D/out")" = "" ] || [ "$(tr -d '\n' <"$D/out")" = "Once upon a time" ] ||
+      fail "the generation ran before the check: $(head -c 200 "$D/out")"
+    [ $(( $(date +%s) - start )) -le 5 ] || fail "checked only after the generation" ;;
+  chat_endless_line)
+    # A 3 MiB line without end, then a real turn: the long one is dropped
+    # with a message (memory stays bounded), the session goes on.
+    { head -c 3145728 /dev/zero | tr '\0' 'a'; printf '\nHello\n'; } >"$D/in"
+    rc=0
+    timeout 60 "$HQEKV" chat -m "$MODEL" --chat-template chatml -n 4 -t 1 --temp 0 <"$D/in" >"$D/out" 2>"$D/err" || rc=$?
+    [ "$rc" -eq 0 ] || fail "chat exited $rc: $(tail -c 300 "$D/err")"
+    grep -q "longer than 1048576 bytes" "$D/err" || fail "no message for the long line: $(tail -c 300 "$D/err")"
+    [ -s "$D/out" ] || fail "no answer to the turn after the long line" ;;
+  chat_turn_past_ctx)
+    # A turn longer than the context is refused; the next turn is answered.
+    long=$(printf 'the cat sat on the mat %.0s' $(seq 1 100))
+    printf '%s\nHello\n' "$long" >"$D/in"
+    rc=0
+    timeout 60 "$HQEKV" chat -m "$MODEL" --chat-template chatml -n 4 -t 1 --temp 0 --ctx 64 <"$D/in" >"$D/out" 2>"$D/err" || rc=$?
+    [ "$rc" -eq 0 ] || fail "chat exited $rc after an over-long turn: $(tail -c 300 "$D/err")"
+    grep -q "more than the context" "$D/err" || fail "no message: $(tail -c 300 "$D/err")"
+    [ -s "$D/out" ] || fail "no answer to the turn after the over-long one" ;;
+
   # ---- class 4: unbounded work from a number ----
   threads_huge_run)   expect_error "-t 10000 is more than" "$HQEKV" run -n 1 -t 10000 ;;
   threads_huge_ppl)   expect_error "-t 10000 is more than" "$HQEKV" ppl -f "$TEXT" -t 10000 ;;
