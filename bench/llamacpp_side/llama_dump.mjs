@@ -4,6 +4,8 @@
 //   node llama_dump.mjs --model M.gguf --tokens-from BASE.kld [--chunk 0]
 //        --mode protocol|batch|decode [--prefill P] [--ctk f16] [--ctv f16]
 //        [--fa on|off] [--threads 1] --out PREFIX
+//   --pairs k/v,k/v,... instead of --ctk/--ctv: one run per pair in one process,
+//   written to PREFIX_k_v.*
 //
 // Modes, on a window t[0..n) (n = the base's ctx; the last token is never fed):
 //   protocol  hqekv's ppl protocol (src/lm/protocol.h): t[0..P) as ONE batch,
@@ -43,7 +45,6 @@ const n = base.info.ctx;
 const P = a.prefill !== undefined ? +a.prefill : base.info.prefill;
 if (!(P >= 1 && P <= n)) throw new Error(`--prefill ${P} must be in [1, ${n}]`);
 const tokens = Array.from(base.chunks[a.chunk].tokens);
-for (const t of [a.ctk, a.ctv]) if (!kTypes[t]) throw new Error(`KV type '${t}': one of ${Object.keys(kTypes).join(", ")}`);
 
 // node-llama-cpp lives in the scratch install (install.sh), not next to this file.
 const nodeDir = process.env.HQEKV_LLAMACPP_NODE_DIR || path.join(path.dirname(new URL(import.meta.url).pathname), "node");
@@ -53,52 +54,64 @@ const logs = [];
 const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true,
   progressLogs: false, logLevel: LlamaLogLevel.info, logger: (lvl, msg) => logs.push(msg)});
 const model = await llama.loadModel({modelPath: a.model});
-const ctx = await model.createContext({
-  contextSize: n, batchSize: n, sequences: 1, threads: {ideal: a.threads, min: a.threads},
-  flashAttention: a.fa === "on",
-  experimentalKvCacheKeyType: kTypes[a.ctk], experimentalKvCacheValueType: kTypes[a.ctv]});
-const seq = ctx.getSequence();
-
-const want = (i) => [tokens[i], {generateNext: {logits: true}}];
-const rows = [];  // [position, Map<token, logit>]
-const t0 = performance.now();
-if (a.mode === "protocol") {
-  const first = [];
-  for (let i = 0; i < P; ++i) first.push(i === P - 1 ? want(i) : tokens[i]);
-  const out = await seq.controlledEvaluate(first);
-  rows.push([P - 1, out[P - 1].next.logits]);
-  for (let i = P; i < n - 1; ++i) {
-    const o = await seq.controlledEvaluate([want(i)]);
-    rows.push([i, o[0].next.logits]);
-  }
-} else if (a.mode === "batch") {
-  const items = [];
-  for (let i = 0; i < n - 1; ++i) items.push(i >= P - 1 ? want(i) : tokens[i]);
-  const out = await seq.controlledEvaluate(items);
-  for (let i = P - 1; i < n - 1; ++i) rows.push([i, out[i].next.logits]);
-} else {
-  for (let i = 0; i < n - 1; ++i) {
-    const o = await seq.controlledEvaluate([i >= P - 1 ? want(i) : tokens[i]]);
-    if (i >= P - 1) rows.push([i, o[0].next.logits]);
-  }
+// One run per K/V pair: --pairs k/v,k/v,... (outputs PREFIX_k_v) or --ctk/--ctv.
+const pairs = a.pairs ? a.pairs.split(",").map((p) => p.split("/")) : [[a.ctk, a.ctv]];
+for (const [ctk, ctv] of pairs) {
+  for (const t of [ctk, ctv]) if (!kTypes[t]) throw new Error(`KV type '${t}': one of ${Object.keys(kTypes).join(", ")}`);
+  const outPrefix = a.pairs ? `${a.out}_${ctk}_${ctv}` : a.out;
+  logs.length = 0;
+  await runOne(ctk, ctv, outPrefix);
 }
-const seconds = (performance.now() - t0) / 1000;
-const V = rows[0][1].size;
-const data = new Float32Array(rows.length * V);
-rows.forEach(([, m], r) => { for (const [tok, lg] of m) data[r * V + tok] = lg; });
-fs.writeFileSync(a.out + ".f32", Buffer.from(data.buffer));
+await model.dispose(); await llama.dispose();
 
-const maps = fs.readFileSync("/proc/self/maps", "utf8");
-const cpuLib = [...new Set((maps.match(/libggml-cpu[-\w.]*\.so/g) || []))];
-const kvLines = logs.filter((l) => /attn_rot|K \(|flash_attn|rotation/.test(l)).map((l) => l.trim());
-const meta = {
-  model: a.model, tokens_from: a.tokens_from, chunk: a.chunk, mode: a.mode, prefill: P, ctx: n,
-  ctk: a.ctk, ctv: a.ctv, flash_attention: a.fa === "on", threads: a.threads,
-  rotation_disabled_env: process.env.LLAMA_ATTN_ROT_DISABLE || "",
-  positions: rows.map((r) => r[0]), vocab: V, seconds,
-  llama_cpp: llama.llamaCppRelease, node_llama_cpp: JSON.parse(fs.readFileSync(
-    path.join(nlcRoot, "package.json"))).version,
-  cpu_backend: cpuLib, cpu: os.cpus()[0]?.model, loadavg: os.loadavg(), kv_log: kvLines};
-fs.writeFileSync(a.out + ".json", JSON.stringify(meta, null, 1));
-await ctx.dispose(); await model.dispose(); await llama.dispose();
-console.error(`${a.out}: ${rows.length} positions x ${V} in ${seconds.toFixed(1)} s (${cpuLib.join(",")})`);
+async function runOne(ctk, ctv, outPrefix) {
+  const ctx = await model.createContext({
+    contextSize: n, batchSize: n, sequences: 1, threads: {ideal: a.threads, min: a.threads},
+    flashAttention: a.fa === "on",
+    experimentalKvCacheKeyType: kTypes[ctk], experimentalKvCacheValueType: kTypes[ctv]});
+  const seq = ctx.getSequence();
+
+  const want = (i) => [tokens[i], {generateNext: {logits: true}}];
+  const rows = [];  // [position, Map<token, logit>]
+  const t0 = performance.now();
+  if (a.mode === "protocol") {
+    const first = [];
+    for (let i = 0; i < P; ++i) first.push(i === P - 1 ? want(i) : tokens[i]);
+    const out = await seq.controlledEvaluate(first);
+    rows.push([P - 1, out[P - 1].next.logits]);
+    for (let i = P; i < n - 1; ++i) {
+      const o = await seq.controlledEvaluate([want(i)]);
+      rows.push([i, o[0].next.logits]);
+    }
+  } else if (a.mode === "batch") {
+    const items = [];
+    for (let i = 0; i < n - 1; ++i) items.push(i >= P - 1 ? want(i) : tokens[i]);
+    const out = await seq.controlledEvaluate(items);
+    for (let i = P - 1; i < n - 1; ++i) rows.push([i, out[i].next.logits]);
+  } else {
+    for (let i = 0; i < n - 1; ++i) {
+      const o = await seq.controlledEvaluate([i >= P - 1 ? want(i) : tokens[i]]);
+      if (i >= P - 1) rows.push([i, o[0].next.logits]);
+    }
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const V = rows[0][1].size;
+  const data = new Float32Array(rows.length * V);
+  rows.forEach(([, m], r) => { for (const [tok, lg] of m) data[r * V + tok] = lg; });
+  fs.writeFileSync(outPrefix + ".f32", Buffer.from(data.buffer));
+
+  const maps = fs.readFileSync("/proc/self/maps", "utf8");
+  const cpuLib = [...new Set((maps.match(/libggml-cpu[-\w.]*\.so/g) || []))];
+  const kvLines = logs.filter((l) => /attn_rot|K \(|flash_attn|rotation/.test(l)).map((l) => l.trim());
+  const meta = {
+    model: a.model, tokens_from: a.tokens_from, chunk: a.chunk, mode: a.mode, prefill: P, ctx: n,
+    ctk, ctv, flash_attention: a.fa === "on", threads: a.threads,
+    rotation_disabled_env: process.env.LLAMA_ATTN_ROT_DISABLE || "",
+    positions: rows.map((r) => r[0]), vocab: V, seconds,
+    llama_cpp: llama.llamaCppRelease, node_llama_cpp: JSON.parse(fs.readFileSync(
+      path.join(nlcRoot, "package.json"))).version,
+    cpu_backend: cpuLib, cpu: os.cpus()[0]?.model, loadavg: os.loadavg(), kv_log: kvLines};
+  fs.writeFileSync(outPrefix + ".json", JSON.stringify(meta, null, 1));
+  console.error(`${outPrefix}: ${rows.length} positions x ${V} in ${seconds.toFixed(1)} s (${cpuLib.join(",")})`);
+  await ctx.dispose();
+}

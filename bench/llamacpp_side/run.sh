@@ -9,10 +9,11 @@
 #   2. llama.cpp (f16 KV) on the same tokens: the protocol with and without
 #      flash attention, the whole window as one batch, and token by token
 #      -> forward parity;
-#   3. llama.cpp with each KV type (q8_0 q5_1 q5_0 q4_1 q4_0, f16/q4_0),
-#      rotation on and off (LLAMA_ATTN_ROT_DISABLE=1), and hqekv's
-#      `llama:` rows (per-token cache, and the residual=32 variant)
-#      -> the KV-type KL table;
+#   3. llama.cpp with each KV type (q8_0 q5_1 q5_0 q4_1 q4_0, f16/q4_0,
+#      q8_0/q4_0), rotation on and off (LLAMA_ATTN_ROT_DISABLE=1), and
+#      hqekv's `llama:` rows (per-token cache, and the residual=32 variant)
+#      -> the KV-type KL table; every one of the 35 quantized pairs with
+#      rotation on -> pair_table.json (the sensitivity table of llama:bits=);
 #   4. report.md / report.json (side_report.mjs).
 # Env: HQEKV (default build/hqekv), THREADS (1), SKIP_DECODE=1 skips the
 # token-by-token parity run (the slowest).
@@ -46,24 +47,39 @@ if [ "${SKIP_DECODE:-0}" != 1 ]; then
   REF_PARITY="$REF_PARITY,\"ref_decode_f16_fa\""
 fi
 PAIRS="q8_0/q8_0 q5_1/q5_1 q5_0/q5_0 q4_1/q4_1 q4_0/q4_0 f16/q4_0 q8_0/q4_0 ${EXTRA_PAIRS:-}"
+# Every K/V pair of llama.cpp's six types, rotation on (its default): the
+# table's rows and bits='s sensitivity table (pair_table.mjs). In the
+# background while the rest runs.
+ALL=""
+for k in f16 q8_0 q5_1 q5_0 q4_1 q4_0; do for v in f16 q8_0 q5_1 q5_0 q4_1 q4_0; do
+  [ $k/$v = f16/f16 ] || ALL="$ALL${ALL:+,}$k/$v"; done; done
+CMDS+=("node llama_dump.mjs ${B[*]} --mode protocol --pairs $ALL --out \$OUT/pair")
+node "$HERE/llama_dump.mjs" --threads "$THREADS" "${B[@]}" --mode protocol --pairs "$ALL" --out "$OUT/pair" &
+ALL_PID=$!
+dump_norot "${B[@]}" --mode protocol --pairs "$(echo $PAIRS | tr ' ' ',')" --out "$OUT/norot"
+# hqekv's rows, scored against its fp16 base (the whole vocabulary: the same
+# KL as `--ref fp16`, without recomputing the reference each time).
+K=(-m "$M" --kl-divergence "$OUT/ref_base.kld" -t "$THREADS" --json)
 ROWS=""
 RUNS="$REF_PARITY"
 for pair in $PAIRS; do
   k=${pair%/*} v=${pair#*/}
   for rot in on off; do
-    name=ref_protocol_${k}_${v}_rot${rot}
-    if [ $rot = on ]; then dump "${B[@]}" --mode protocol --ctk $k --ctv $v --out "$OUT/$name"
-    else dump_norot "${B[@]}" --mode protocol --ctk $k --ctv $v --out "$OUT/$name"; fi
-    run "$HQEKV" ppl -m "$M" -f "$T" "${P[@]}" --ref fp16 --kv "llama:ctk=$k,ctv=$v,rot=$rot" --json >"$OUT/hq_${k}_${v}_rot${rot}.json"
+    run "$HQEKV" ppl "${K[@]}" --kv "llama:ctk=$k,ctv=$v,rot=$rot" >"$OUT/hq_${k}_${v}_rot${rot}.json"
     hq="\"hqekv llama:\":\"hq_${k}_${v}_rot${rot}.json\""
     if [ $rot = on ]; then
-      run "$HQEKV" ppl -m "$M" -f "$T" "${P[@]}" --ref fp16 --kv "llama:ctk=$k,ctv=$v,residual=32" --json >"$OUT/hq_${k}_${v}_res32.json"
+      run "$HQEKV" ppl "${K[@]}" --kv "llama:ctk=$k,ctv=$v,residual=32" >"$OUT/hq_${k}_${v}_res32.json"
       hq="$hq,\"hqekv llama:residual=32\":\"hq_${k}_${v}_res32.json\""
+      name=pair_${k}_${v}
+    else
+      name=norot_${k}_${v}
     fi
     RUNS="$RUNS,\"$name\""
     ROWS="$ROWS${ROWS:+,}{\"ctk\":\"$k\",\"ctv\":\"$v\",\"rot\":\"$rot\",\"llama\":\"$name\",\"hqekv\":{$hq}}"
   done
 done
+wait $ALL_PID
+node "$HERE/pair_table.mjs" "$OUT" pair ref_protocol_f16_fa >"$OUT/pair_table.txt"
 
 # --- stories260K (head_dim 8: llama.cpp's quantized types need 32 | head_dim, f16 only)
 M2=$ROOT/models/stories260K.gguf

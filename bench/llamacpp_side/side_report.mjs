@@ -74,9 +74,9 @@ for (const m of manifest.models) {
       }
       for (const [key, file] of Object.entries(row.hqekv || {})) {
         const j = JSON.parse(fs.readFileSync(path.join(dir, file), "utf8"));
-        out[key + "_kl"] = j.kld?.mean ?? j.kl?.mean ?? null;
-        out[key + "_bits"] = j.true_bits_end ?? null;
-        out[key + "_spec"] = j.test_cache ?? null;
+        out[key + "_kl"] = j.statistics.kld.value;
+        out[key + "_bits"] = j.kv_end.bits_per_original_element;
+        out[key + "_spec"] = j.test_cache;
       }
       report.kv_table.push(out);
     }
