@@ -37,6 +37,19 @@ std::vector<float> Rows(std::mt19937& rng, int n, int heads, int d) {
   return x;
 }
 
+// Appends m random tokens at positions n.. to every layer, then EndBatch;
+// n grows by m.
+void Feed(KvCache& c, std::mt19937& rng, int m, int& n) {
+  const KvGeometry& g = c.geometry();
+  const auto k = Rows(rng, m, g.n_kv_heads, g.head_dim), v = Rows(rng, m, g.n_kv_heads, g.head_dim);
+  std::vector<int32_t> pos(m);
+  for (int i = 0; i < m; ++i) pos[i] = n + i;
+  for (int l = 0; l < g.n_layers; ++l)
+    ASSERT_TRUE(c.Append(l, k.data(), v.data(), pos.data(), m).ok());
+  ASSERT_TRUE(c.EndBatch(m, n == 0).ok());
+  n += m;
+}
+
 // The normalized Sylvester Hadamard matrix of size n (n a power of two),
 // built from its recursive definition H_2n = [[H, H], [H, -H]] / sqrt(2).
 std::vector<double> Sylvester(int n) {
@@ -104,14 +117,7 @@ TEST(LlamaCache, NoResidualBytesHeldAreTheFormulaForEveryTokenCount) {
     std::mt19937 rng(3);
     int n = 0;
     auto feed = [&](int m) {
-      const auto k = Rows(rng, m, g.n_kv_heads, g.head_dim),
-                 v = Rows(rng, m, g.n_kv_heads, g.head_dim);
-      std::vector<int32_t> pos(m);
-      for (int i = 0; i < m; ++i) pos[i] = n + i;
-      for (int l = 0; l < g.n_layers; ++l)
-        ASSERT_TRUE(c->Append(l, k.data(), v.data(), pos.data(), m).ok());
-      ASSERT_TRUE(c->EndBatch(m, n == 0).ok());
-      n += m;
+      Feed(*c, rng, m, n);
       const KvStats st = c->Stats();
       for (int l = 0; l < g.n_layers; ++l) {
         const KvLayerStats& L = st.layers[l];
@@ -276,15 +282,7 @@ TEST(LlamaCache, BitsPicksTheLowestKlPairThatFitsAndHoldsItAtEveryStep) {
         << c->Describe();
     std::mt19937 rng(1);
     int n = 0;
-    auto feed = [&](int m) {
-      const auto k = Rows(rng, m, 2, 64), v = Rows(rng, m, 2, 64);
-      std::vector<int32_t> pos(m);
-      for (int i = 0; i < m; ++i) pos[i] = n + i;
-      for (int l = 0; l < g.n_layers; ++l)
-        ASSERT_TRUE(c->Append(l, k.data(), v.data(), pos.data(), m).ok());
-      ASSERT_TRUE(c->EndBatch(m, n == 0).ok());
-      n += m;
-    };
+    auto feed = [&](int m) { Feed(*c, rng, m, n); };
     feed(64);
     EXPECT_LE(c->Stats().bits_per_original(), b) << "after the prefill";
     while (n < g.max_ctx) {
