@@ -16,7 +16,8 @@
 #      rotation on -> pair_table.json (the sensitivity table of llama:bits=);
 #   4. report.md / report.json (side_report.mjs).
 # Env: HQEKV (default build/hqekv), THREADS (1), SKIP_DECODE=1 skips the
-# token-by-token parity run (the slowest).
+# token-by-token parity run (the slowest), CTX / PREFILL (2048 / 1536: a
+# shorter window checks the plumbing in minutes).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -35,7 +36,8 @@ dump_norot() { CMDS+=("LLAMA_ATTN_ROT_DISABLE=1 node llama_dump.mjs $*"); echo "
 # --- refmodel-4l
 M=$ROOT/models/refmodel-4l.gguf
 T=$ROOT/data/text/wiki.test.raw
-P=(--ctx 2048 --prefill 1536 --max-tokens 2048 -t "$THREADS")
+CTX=${CTX:-2048} PREFILL=${PREFILL:-1536}
+P=(--ctx "$CTX" --prefill "$PREFILL" --max-tokens "$CTX" -t "$THREADS")
 run "$HQEKV" ppl -m "$M" -f "$T" "${P[@]}" --kv fp16 --kl-divergence-base "$OUT/ref_base.kld" --ref-top-k 2048
 B=(--model "$M" --tokens-from "$OUT/ref_base.kld")
 dump "${B[@]}" --mode protocol --fa on --out "$OUT/ref_protocol_f16_fa"
