@@ -202,84 +202,84 @@ Status LlamaTokenCache::Attend(int layer, const float* q, const int32_t* q_pos, 
   const LlamaLayer& L = *layers_[layer];
   const int H = g_.n_kv_heads, D = g_.head_dim, QH = g_.n_q_heads, group = QH / H;
   const int64_t T = L.tokens;
-  // The stored rows as the kernel reads them: K and V dequantized to fp32,
-  // [T][H][D] each (still in the rotated basis when rotated).
-  std::vector<float> kx(static_cast<size_t>(T * H * D)), vx(kx.size());
+  // The stored rows of one KV head as the kernel reads them: K and V
+  // dequantized to fp32, [T][D] each (still in the rotated basis when
+  // rotated); one head at a time keeps the scratch at 2 T D floats.
+  std::vector<float> kx(static_cast<size_t>(T * D)), vx(kx.size());
   std::vector<int32_t> kpos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) std::memcpy(&kpos[t], Record(L, t), 4);
   const size_t kc = quant::CodeBytes(kf_, 1, D), vc = quant::CodeBytes(vf_, 1, D);
-  ParallelFor(T, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const uint8_t* r = Record(L, t);
-      std::memcpy(&kpos[t], r, 4);
-      const uint8_t* kr = r + 4;
-      const uint8_t* vr = kr + H * kb_;
-      for (int h = 0; h < H; ++h) {
-        quant::DequantizeChunk(kf_, kr + h * kb_, kr + h * kb_ + kc, 1, D,
-                               kx.data() + (t * H + h) * D);
-        quant::DequantizeChunk(vf_, vr + h * vb_, vr + h * vb_ + vc, 1, D,
-                               vx.data() + (t * H + h) * D);
-      }
-    }
-  });
   const bool tiled = !IsQuantized(kf_) && !IsQuantized(vf_) && n >= kTiledMinQueries;
   const bool v_f16_acc = !IsQuantized(vf_) && !tiled;
   const quant::Format q8 = quant::GgmlBlock(quant::Kind::kQ8_0);
   const size_t q8c = quant::CodeBytes(q8, 1, D), q8m = quant::MetaBytes(q8, 1, D);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  ParallelFor(static_cast<int64_t>(n) * QH, [&](int64_t b, int64_t e) {
-    std::vector<float> qv(D), acc(D);
-    std::vector<f16_t> acc16(D);
-    std::vector<uint8_t> qcodes(q8c + q8m);
-    for (int64_t job = b; job < e; ++job) {
-      const int i = static_cast<int>(job / QH), h = static_cast<int>(job % QH), kvh = h / group;
-      const float* qs = q + (static_cast<int64_t>(i) * QH + h) * D;
-      std::copy(qs, qs + D, qv.begin());
-      if (krot_) LlamaRotate(qv.data(), D, krot_);
-      if (IsQuantized(kf_)) {
-        // Q in K's dot type: q8_0 (q8_1 for the _1 types holds the same values).
-        quant::QuantizeChunk(q8, qv.data(), 1, D, qcodes.data(), qcodes.data() + q8c);
-        quant::DequantizeChunk(q8, qcodes.data(), qcodes.data() + q8c, 1, D, qv.data());
-      } else if (!tiled) {
-        for (float& x : qv) x = F16ToF32(F32ToF16(x));
+  for (int kvh = 0; kvh < H; ++kvh) {
+    ParallelFor(T, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const uint8_t* kr = Record(L, t) + 4 + kvh * kb_;
+        const uint8_t* vr = Record(L, t) + 4 + H * kb_ + kvh * vb_;
+        quant::DequantizeChunk(kf_, kr, kr + kc, 1, D, kx.data() + t * D);
+        quant::DequantizeChunk(vf_, vr, vr + vc, 1, D, vx.data() + t * D);
       }
-      float M = -std::numeric_limits<float>::infinity(), S = 0.f;
-      std::fill(acc.begin(), acc.end(), 0.f);
-      std::fill(acc16.begin(), acc16.end(), f16_t{0});
-      for (int64_t t = 0; t < T; ++t) {
-        if (kpos[t] > q_pos[i]) continue;
-        const float* kr = kx.data() + (t * H + kvh) * D;
-        const float* vr = vx.data() + (t * H + kvh) * D;
-        float s = 0.f;
-        for (int d = 0; d < D; ++d) s += qv[d] * kr[d];
-        s *= scale;
-        float ms = 1.f, vs = 1.f;
-        if (s > M) {
-          const float old = M;
-          M = s;
-          ms = std::exp(old - M);
-        } else {
-          vs = std::exp(s - M);
+    });
+    // The query heads of this KV head, for every query of the batch.
+    ParallelFor(static_cast<int64_t>(n) * group, [&](int64_t b, int64_t e) {
+      std::vector<float> qv(D), acc(D);
+      std::vector<f16_t> acc16(D);
+      std::vector<uint8_t> qcodes(q8c + q8m);
+      for (int64_t job = b; job < e; ++job) {
+        const int i = static_cast<int>(job / group),
+                  h = kvh * group + static_cast<int>(job % group);
+        const float* qs = q + (static_cast<int64_t>(i) * QH + h) * D;
+        std::copy(qs, qs + D, qv.begin());
+        if (krot_) LlamaRotate(qv.data(), D, krot_);
+        if (IsQuantized(kf_)) {
+          // Q in K's dot type: q8_0 (q8_1 for the _1 types holds the same values).
+          quant::QuantizeChunk(q8, qv.data(), 1, D, qcodes.data(), qcodes.data() + q8c);
+          quant::DequantizeChunk(q8, qcodes.data(), qcodes.data() + q8c, 1, D, qv.data());
+        } else if (!tiled) {
+          for (float& x : qv) x = F16ToF32(F32ToF16(x));
         }
-        if (v_f16_acc) {
-          // ggml's fp16 accumulator: every update rounded to fp16.
-          if (ms != 1.f)
-            for (int d = 0; d < D; ++d) acc16[d] = F32ToF16(F16ToF32(acc16[d]) * ms);
-          for (int d = 0; d < D; ++d) acc16[d] = F32ToF16(F16ToF32(acc16[d]) + vr[d] * vs);
-        } else {
-          if (ms != 1.f)
-            for (int d = 0; d < D; ++d) acc[d] *= ms;
-          for (int d = 0; d < D; ++d) acc[d] += vr[d] * vs;
+        float M = -std::numeric_limits<float>::infinity(), S = 0.f;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        std::fill(acc16.begin(), acc16.end(), f16_t{0});
+        for (int64_t t = 0; t < T; ++t) {
+          if (kpos[t] > q_pos[i]) continue;
+          const float* kr = kx.data() + t * D;
+          const float* vr = vx.data() + t * D;
+          float s = 0.f;
+          for (int d = 0; d < D; ++d) s += qv[d] * kr[d];
+          s *= scale;
+          float ms = 1.f, vs = 1.f;
+          if (s > M) {
+            const float old = M;
+            M = s;
+            ms = std::exp(old - M);
+          } else {
+            vs = std::exp(s - M);
+          }
+          if (v_f16_acc) {
+            // ggml's fp16 accumulator: every update rounded to fp16.
+            if (ms != 1.f)
+              for (int d = 0; d < D; ++d) acc16[d] = F32ToF16(F16ToF32(acc16[d]) * ms);
+            for (int d = 0; d < D; ++d) acc16[d] = F32ToF16(F16ToF32(acc16[d]) + vr[d] * vs);
+          } else {
+            if (ms != 1.f)
+              for (int d = 0; d < D; ++d) acc[d] *= ms;
+            for (int d = 0; d < D; ++d) acc[d] += vr[d] * vs;
+          }
+          S = S * ms + vs;
         }
-        S = S * ms + vs;
+        if (v_f16_acc)
+          for (int d = 0; d < D; ++d) acc[d] = F16ToF32(acc16[d]);
+        const float inv = S == 0.f ? 0.f : 1.f / S;
+        float* o = out + (static_cast<int64_t>(i) * QH + h) * D;
+        for (int d = 0; d < D; ++d) o[d] = acc[d] * inv;
+        if (vrot_) LlamaRotate(o, D, vrot_);
       }
-      if (v_f16_acc)
-        for (int d = 0; d < D; ++d) acc[d] = F16ToF32(acc16[d]);
-      const float inv = S == 0.f ? 0.f : 1.f / S;
-      float* o = out + (static_cast<int64_t>(i) * QH + h) * D;
-      for (int d = 0; d < D; ++d) o[d] = acc[d] * inv;
-      if (vrot_) LlamaRotate(o, D, vrot_);
-    }
-  });
+    });
+  }
   return Status::Ok();
 }
 
