@@ -98,16 +98,21 @@ std::vector<PolicyInfo> BuildTable() {
        QuantCache::Create});
   t.push_back(
       {"llama",
-       "llama.cpp's KV cache types (-ctk / -ctv): per token, blocks of 32 values along head_dim "
-       "with an fp16 scale (q*_1: and an fp16 minimum), ggml's quantizers; true bits per "
-       "element q8_0 8.5, q5_1 6, q5_0 5.5, q4_1 5, q4_0 4.5 (head_dim a multiple of 32); the "
-       "newest tokens wait in an fp16 residual until a 32-token chunk fills",
+       "llama.cpp's KV cache types (-ctk / -ctv) as its CPU build computes them: per token, "
+       "blocks of 32 values along head_dim with an fp16 scale (q*_1: and an fp16 minimum), "
+       "ggml's quantizers, every token quantized when appended, Hadamard rotation of quantized "
+       "K/V (rot=on, llama.cpp's default); true bits per element q8_0 8.5, q5_1 6, q5_0 5.5, "
+       "q4_1 5, q4_0 4.5 plus positions (head_dim a multiple of 32)",
        {Choice("ctk", "f16", LlamaCacheTypes(), "K cache type"),
         Choice("ctv", "f16", LlamaCacheTypes(), "V cache type"),
         // Not a budget key for `eval`, as kivi's: the memory follows from the types.
         Real("bits", "", 0.01, 15.99,
-             "TRUE bits per original element: the K/V type pair with the most bits whose every "
-             "byte fits B at the cache's full context (ties: the wider K)")},
+             "TRUE bits per original element: of the K/V type pairs that hold <= B from 64 "
+             "tokens to the full context, the one with the lowest measured KL"),
+        Choice("rot", "on", {"on", "off"},
+               "llama.cpp's Hadamard rotation of quantized K/V (off: LLAMA_ATTN_ROT_DISABLE=1)"),
+        Choice("residual", "0", {"0", "32"},
+               "32: the earlier variant, newest < 32 tokens in an fp16 residual, no rotation")},
        {{"bits", "ctk"}, {"bits", "ctv"}},
        CreateLlamaCache});
   t.push_back(
