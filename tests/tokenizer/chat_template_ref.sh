@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # hqekv's chat renderings against a reference Jinja engine: every template in
-# tests/data/chat_templates/ (transcribed real templates, see SOURCES.md) is
-# rendered by @huggingface/jinja on the conversations conversations.json lists
-# for it, and by `hqekv chat-template --chat-template FILE` (family detected
-# from the file); the texts must be equal byte for byte. The package is
+# tests/data/chat_templates/ (real templates, see SOURCES.md) is rendered by
+# @huggingface/jinja on the conversations conversations.json lists for it,
+# and by `hqekv chat-template --chat-template FILE` (hqekv's Jinja engine);
+# the texts must be equal byte for byte. The package is
 # installed from the npm registry into NODE_DIR; exit 77 (CTest: skipped)
 # when node/npm is missing or the registry cannot be reached.
 # Usage: chat_template_ref.sh HQEKV_BINARY DATA_DIR NODE_DIR
