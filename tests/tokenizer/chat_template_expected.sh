@@ -12,19 +12,8 @@ DATA=$1
 NODE_DIR=$2
 MODE=${3:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "SKIPPED: node or npm is not installed"
-  exit 77
-fi
-if [ ! -d "$NODE_DIR/node_modules/@huggingface/jinja" ]; then
-  mkdir -p "$NODE_DIR"
-  if ! timeout 180 npm install --prefix "$NODE_DIR" --no-audit --no-fund --silent \
-    @huggingface/jinja >"$NODE_DIR/npm.log" 2>&1; then
-    echo "SKIPPED: npm could not install @huggingface/jinja (offline?):"
-    tail -3 "$NODE_DIR/npm.log"
-    exit 77
-  fi
-fi
+source "$HERE/npm_install.sh"
+npm_install "$NODE_DIR" @huggingface/jinja
 # Run from NODE_DIR so that the import finds node_modules there.
 cp "$HERE/chat_template_expected.mjs" "$NODE_DIR/expected.mjs"
 OUT=$(mktemp)
