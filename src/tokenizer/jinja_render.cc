@@ -1,6 +1,6 @@
 // The tree-walking evaluator of the chat-template engine.
 #include <cmath>
-#include <deque>
+#include <memory>
 
 #include "tokenizer/jinja.h"
 #include "tokenizer/jinja_ast.h"
@@ -11,12 +11,14 @@ namespace {
 
 // Variables of one level: the template, a loop iteration, a macro call. A
 // name set inside a loop body is not seen after the loop, as in Jinja.
+struct Scope;
+using ScopePtr = std::shared_ptr<Scope>;
 struct Scope {
   Object vars;
-  Scope* parent = nullptr;
+  ScopePtr parent;
 
   const Value* Lookup(const std::string& name) const {
-    for (const Scope* s = this; s; s = s->parent)
+    for (const Scope* s = this; s; s = s->parent.get())
       for (const auto& [k, v] : s->vars)
         if (k == name) return &v;
     return nullptr;
@@ -35,6 +37,12 @@ struct Scope {
 enum class Flow { kNormal, kBreak, kContinue };
 
 constexpr int kMaxCallDepth = 200;  // macro recursion
+// A template from a model file is untrusted input: nested loops over
+// range() or a growing string must end in an error, not hang or exhaust
+// memory. Chat templates execute a few thousand statements and write a few
+// KiB per conversation.
+constexpr int64_t kMaxSteps = 2'000'000;       // statements and loop iterations
+constexpr size_t kMaxOutputBytes = 64u << 20;  // rendered text
 
 Error AtPosition(int line, int col, const std::string& what) {
   if (what.rfind("template line ", 0) == 0) return MakeError(what);  // already placed
@@ -44,7 +52,7 @@ Error AtPosition(int line, int col, const std::string& what) {
 
 class Renderer {
  public:
-  Result<Flow> Exec(const Body& body, Scope* scope, std::string* out) {
+  Result<Flow> Exec(const Body& body, const ScopePtr& scope, std::string* out) {
     for (const NodePtr& n : body) {
       HQEKV_ASSIGN_OR_RETURN(Flow f, ExecNode(*n, scope, out));
       if (f != Flow::kNormal) return f;
@@ -52,14 +60,20 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  Scope* NewScope(Scope* parent) {
-    scopes_.emplace_back();
-    scopes_.back().parent = parent;
-    return &scopes_.back();
+  // A scope lives while a render step or a macro defined in it needs it
+  // (loop iterations free theirs as they end).
+  static ScopePtr NewScope(ScopePtr parent) {
+    auto s = std::make_shared<Scope>();
+    s->parent = std::move(parent);
+    return s;
   }
 
  private:
-  Result<Flow> ExecNode(const Node& n, Scope* scope, std::string* out) {
+  Result<Flow> ExecNode(const Node& n, const ScopePtr& scope, std::string* out) {
+    if (++steps_ > kMaxSteps)
+      return AtPosition(n.line, n.col, "template ran more than 2M steps (a runaway loop?)");
+    if (out->size() > kMaxOutputBytes)
+      return AtPosition(n.line, n.col, "template output exceeds 64 MiB");
     switch (n.kind) {
       case Node::Kind::kText:
         *out += n.text;
@@ -98,8 +112,8 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  Status Bind(const std::vector<std::string>& targets, const Value& item, Scope* scope, int line,
-              int col) {
+  Status Bind(const std::vector<std::string>& targets, const Value& item, const ScopePtr& scope,
+              int line, int col) {
     if (targets.size() == 1) {
       scope->Set(targets[0], item);
       return Status::Ok();
@@ -113,7 +127,7 @@ class Renderer {
     return Status::Ok();
   }
 
-  Result<Flow> ExecFor(const Node& n, Scope* scope, std::string* out) {
+  Result<Flow> ExecFor(const Node& n, const ScopePtr& scope, std::string* out) {
     HQEKV_ASSIGN_OR_RETURN(Value seq, Eval(*n.expr, scope));
     auto items_or = Iterate(seq);
     if (!items_or.ok()) return AtPosition(n.line, n.col, items_or.message());
@@ -121,7 +135,7 @@ class Renderer {
     if (n.cond) {  // `for x in y if c`: the loop sees only the items that pass
       Array kept;
       for (const Value& item : items) {
-        Scope* s = NewScope(scope);
+        ScopePtr s = NewScope(scope);
         HQEKV_RETURN_IF_ERROR(Bind(n.targets, item, s, n.line, n.col));
         HQEKV_ASSIGN_OR_RETURN(Value c, Eval(*n.cond, s));
         if (Truthy(c)) kept.push_back(item);
@@ -131,7 +145,9 @@ class Renderer {
     if (items.empty()) return Exec(n.else_body, scope, out);
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < len; ++k) {
-      Scope* s = NewScope(scope);
+      if (++steps_ > kMaxSteps)
+        return AtPosition(n.line, n.col, "template ran more than 2M steps (a runaway loop?)");
+      ScopePtr s = NewScope(scope);
       HQEKV_RETURN_IF_ERROR(Bind(n.targets, items[static_cast<size_t>(k)], s, n.line, n.col));
       Value loop = Value::Dict();
       loop.Set("index", Value::Int(k + 1));
@@ -150,7 +166,7 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  Result<Flow> ExecSet(const Node& n, Scope* scope) {
+  Result<Flow> ExecSet(const Node& n, const ScopePtr& scope) {
     Value v;
     if (n.expr) {
       HQEKV_ASSIGN_OR_RETURN(v, Eval(*n.expr, scope));
@@ -172,14 +188,19 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  Value MakeMacro(const Node& n, Scope* def_scope) {
+  Value MakeMacro(const Node& n, const ScopePtr& def_scope) {
     const Node* node = &n;
-    return Value::Func([this, node, def_scope](const CallArgs& a) -> Result<Value> {
+    // Weak: the macro is stored in the scope it captures.
+    std::weak_ptr<Scope> weak_def = def_scope;
+    return Value::Func([this, node, weak_def](const CallArgs& a) -> Result<Value> {
+      ScopePtr def_scope = weak_def.lock();
+      if (!def_scope)
+        return AtPosition(node->line, node->col, "macro called after its scope ended");
       if (++depth_ > kMaxCallDepth) {
         --depth_;
         return AtPosition(node->line, node->col, "macro calls nested too deeply");
       }
-      Scope* s = NewScope(def_scope);
+      ScopePtr s = NewScope(def_scope);
       const auto& params = node->params;
       for (size_t k = 0; k < params.size(); ++k) {
         const Value* kw = a.Keyword(params[k].first);
@@ -207,10 +228,13 @@ class Renderer {
     });
   }
 
-  Result<Flow> ExecCallBlock(const Node& n, Scope* scope, std::string* out) {
+  Result<Flow> ExecCallBlock(const Node& n, const ScopePtr& scope, std::string* out) {
     const Node* node = &n;
-    Value caller = Value::Func([this, node, scope](const CallArgs& a) -> Result<Value> {
-      Scope* s = NewScope(scope);
+    std::weak_ptr<Scope> weak_scope = scope;
+    Value caller = Value::Func([this, node, weak_scope](const CallArgs& a) -> Result<Value> {
+      ScopePtr outer = weak_scope.lock();
+      if (!outer) return AtPosition(node->line, node->col, "caller() after its scope ended");
+      ScopePtr s = NewScope(outer);
       for (size_t k = 0; k < node->params.size(); ++k)
         s->Set(node->params[k].first, k < a.positional.size() ? a.positional[k] : Value());
       std::string text;
@@ -227,7 +251,7 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  Result<CallArgs> EvalArgs(const Expr& e, Scope* scope, size_t first) {
+  Result<CallArgs> EvalArgs(const Expr& e, const ScopePtr& scope, size_t first) {
     CallArgs a;
     for (size_t k = first; k < e.args.size(); ++k) {
       HQEKV_ASSIGN_OR_RETURN(Value v, Eval(*e.args[k], scope));
@@ -253,7 +277,7 @@ class Renderer {
   }
 
   // A filter block's chain: the innermost filter's input is `input`.
-  Result<Value> EvalFilterChain(const Expr& f, Scope* scope, Value input) {
+  Result<Value> EvalFilterChain(const Expr& f, const ScopePtr& scope, Value input) {
     Value in = std::move(input);
     if (f.args[0]) {
       HQEKV_ASSIGN_OR_RETURN(in, EvalFilterChain(*f.args[0], scope, std::move(in)));
@@ -264,7 +288,7 @@ class Renderer {
     return r;
   }
 
-  Result<Value> Eval(const Expr& e, Scope* scope) {
+  Result<Value> Eval(const Expr& e, const ScopePtr& scope) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;
@@ -355,7 +379,7 @@ class Renderer {
     return Value();
   }
 
-  Result<Value> EvalBinary(const Expr& e, Scope* scope) {
+  Result<Value> EvalBinary(const Expr& e, const ScopePtr& scope) {
     const std::string& op = e.name;
     HQEKV_ASSIGN_OR_RETURN(Value a, Eval(*e.args[0], scope));
     if (op == "and") return Truthy(a) ? Eval(*e.args[1], scope) : a;
@@ -435,8 +459,8 @@ class Renderer {
     return type_error();
   }
 
-  std::deque<Scope> scopes_;  // every scope lives to the end of the render
   int depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace
@@ -451,9 +475,9 @@ Result<Template> Template::Parse(std::string_view source) {
 Result<std::string> Template::Render(const nlohmann::ordered_json& context) const {
   if (!context.is_object()) return MakeError("template context must be a JSON object");
   Renderer r;
-  Scope* globals = r.NewScope(nullptr);
+  ScopePtr globals = Renderer::NewScope(nullptr);
   globals->vars = GlobalFunctions();
-  Scope* vars = r.NewScope(globals);
+  ScopePtr vars = Renderer::NewScope(globals);
   for (const auto& [k, v] : context.items()) vars->Set(k, FromJson(v));
   std::string out;
   HQEKV_ASSIGN_OR_RETURN(Flow f, r.Exec(*body_, vars, &out));

@@ -182,6 +182,16 @@ TEST(Jinja, ErrorsAreValuesWithLineAndColumn) {
             "ERROR: template line 1, column 8: cannot apply '<' to string and integer");
   EXPECT_EQ(R("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").rfind("ERROR: ", 0), 0u);
   EXPECT_EQ(R("{{ x }}", ojson::array()), "ERROR: template context must be a JSON object");
+  // Untrusted templates end: a runaway loop and a growing string are errors.
+  EXPECT_NE(R("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+                .find("template ran more than 2M steps"),
+            std::string::npos);
+  EXPECT_NE(R("{{ range(1000000)|length }}").find("range longer than 131072 items"),
+            std::string::npos);
+  EXPECT_NE(R("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}"
+              "{% set ns.s = ns.s + ns.s %}{{ ns.s }}{% endfor %}")
+                .find("exceeds 64 MiB"),
+            std::string::npos);
 }
 
 }  // namespace
