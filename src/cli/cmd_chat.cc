@@ -55,7 +55,7 @@ constexpr const char* kAnswerSentinel = "\x01hqekv-answer\x01";
 
 class ChatSession {
  public:
-  ChatSession(const ChatArgs& a, Generation& g, ChatFormat format)
+  ChatSession(const ChatArgs& a, Generation& g, const ChatFormat& format)
       : a_(a), g_(g), tok_(*g.src->tokenizer), format_(format) {
     stops_ = a.stops;
     stops_.push_back(ChatEndOfTurnText(format));
@@ -79,12 +79,18 @@ class ChatSession {
     turn_refused_ = false;
     ++turn_;
     messages_.push_back({"user", user});
-    HQEKV_ASSIGN_OR_RETURN(std::vector<int32_t> ids, NewTurnTokens());
+    auto new_ids = NewTurnTokens();
+    if (!new_ids.ok()) {
+      messages_.pop_back();  // e.g. the template's raise_exception: the turn is not kept
+      return new_ids.error();
+    }
+    std::vector<int32_t> ids = std::move(*new_ids);
     const int held = static_cast<int>(seq_.window.size());  // 0 when re-rendered from scratch
     HQEKV_RETURN_IF_ERROR(MakeRoom(static_cast<int>(ids.size())));
     HQEKV_RETURN_IF_ERROR(
         DecodeTokens(*g_.model, *g_.cache, seq_, ids.data(), static_cast<int>(ids.size())));
-    cached_text_ = RenderChat(format_, messages_, /*add_generation_prompt=*/true);
+    HQEKV_ASSIGN_OR_RETURN(cached_text_,
+                           TryRenderChat(format_, messages_, /*add_generation_prompt=*/true));
 
     StopText out(stops_);
     int32_t prev = ids.back();
@@ -150,7 +156,8 @@ class ChatSession {
     if (!seq_.window.empty() && messages_.size() >= 2) {
       std::vector<ChatMessage> marked = messages_;
       marked[marked.size() - 2].content = kAnswerSentinel;
-      const std::string full = RenderChat(format_, marked, true);
+      auto full_or = TryRenderChat(format_, marked, true);
+      const std::string full = full_or.ok() ? std::move(*full_or) : std::string();
       const size_t at = full.find(kAnswerSentinel);
       if (at != std::string::npos && full.compare(0, at, cached_text_) == 0)
         text = full.substr(at + std::string(kAnswerSentinel).size());
@@ -159,7 +166,7 @@ class ChatSession {
     if (fresh) {
       g_.cache->Reset();
       seq_.Clear();
-      text = RenderChat(format_, messages_, true);
+      HQEKV_ASSIGN_OR_RETURN(text, TryRenderChat(format_, messages_, true));
     }
     std::vector<int32_t> ids = tok_.Encode(text, fresh && tok_.add_bos(), !a_.no_special);
     if (ids.empty()) return MakeError("the turn's text encodes to no tokens");
@@ -222,13 +229,16 @@ int Chat(const ChatArgs& a) {
     std::fprintf(stderr, "hqekv chat: error: %s\n", g.message().c_str());
     return 1;
   }
-  auto format = ResolveChatFormat(g->src->tokenizer->chat_template(), a.chat_template);
+  auto format = ResolveChatFormat(g->src->tokenizer->chat_template(), a.chat_template,
+                                  ChatTokensOf(*g->src->tokenizer));
   if (!format.ok()) {
     std::fprintf(stderr, "hqekv chat: error: %s: %s\n", g->path.c_str(), format.message().c_str());
     return 1;
   }
   std::fprintf(stderr, "[hqekv chat] %s | kv %s | template %s | /reset, /exit, Ctrl-C\n",
                g->src->config.name.c_str(), g->cache->Describe().c_str(), ChatFormatName(*format));
+  if (!format->fallback_note().empty())
+    std::fprintf(stderr, "[hqekv chat] %s\n", format->fallback_note().c_str());
   InstallInterruptHandler();
   ChatSession session(a, *g, *format);
   const bool tty = isatty(STDIN_FILENO);

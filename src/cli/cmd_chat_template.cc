@@ -1,7 +1,11 @@
-// `hqekv chat-template`: prints a conversation (a JSON array of
-// {"role", "content"} objects) as a chat format renders it, the text `chat`
-// and `run --chat` feed the tokenizer. For checking the renderings against a
-// Jinja engine (tests/tokenizer/chat_template_ref.sh).
+// `hqekv chat-template`: prints a conversation as a chat format renders it,
+// the text `chat` and `run --chat` feed the tokenizer. The conversation is a
+// JSON array of messages ({"role", "content"}, and "tool_calls" and the like
+// for templates that read them) or an object {"messages": [...], "tools":
+// [...], other template variables}. A template file runs through the Jinja
+// engine with --bos-token / --eos-token; a leading BOS text is dropped, as
+// the tokenizer adds BOS (tests/tokenizer/chat_template_ref.sh compares the
+// output with @huggingface/jinja's).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -18,34 +22,54 @@ namespace {
 
 struct ChatTemplateArgs {
   std::string format, messages_file;
+  std::string bos_token = "<s>", eos_token = "</s>";
   bool no_generation_prompt = false;
 };
 
-Result<std::vector<ChatMessage>> ReadMessages(const std::string& path) {
+Result<ChatInput> ReadConversation(const std::string& path) {
   HQEKV_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) return MakeError(path + ": not a JSON array of messages");
-  std::vector<ChatMessage> out;
-  for (const auto& m : j) {
-    if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
-        !m["content"].is_string()) {
-      return MakeError(path + ": every message needs string \"role\" and \"content\"");
+  const auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ChatInput in;
+  if (j.is_array()) {
+    in.messages = j;
+  } else if (j.is_object() && j.contains("messages") && j["messages"].is_array()) {
+    for (const auto& [k, v] : j.items()) {
+      if (k == "messages")
+        in.messages = v;
+      else if (k == "tools")
+        in.tools = v;
+      else
+        in.extra[k] = v;
     }
-    out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  } else {
+    return MakeError(path + ": not a JSON array of messages nor an object with \"messages\"");
   }
-  return out;
+  for (const auto& m : in.messages) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      return MakeError(path + ": every message needs a string \"role\"");
+  }
+  return in;
 }
 
 int Render(const ChatTemplateArgs& a) {
-  auto format = ResolveChatFormat("", a.format);
-  auto messages = format.ok() ? ReadMessages(a.messages_file)
-                              : Result<std::vector<ChatMessage>>(format.error());
-  if (!messages.ok()) {
-    std::fprintf(stderr, "hqekv chat-template: error: %s\n", messages.message().c_str());
+  ChatTokens tokens;
+  tokens.bos = a.bos_token;
+  tokens.eos = a.eos_token;
+  auto format = ResolveChatFormat("", a.format, tokens);
+  auto in = format.ok() ? ReadConversation(a.messages_file) : Result<ChatInput>(format.error());
+  if (!in.ok()) {
+    std::fprintf(stderr, "hqekv chat-template: error: %s\n", in.message().c_str());
     return 1;
   }
-  const std::string text = RenderChat(*format, *messages, !a.no_generation_prompt);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!format->fallback_note().empty())
+    std::fprintf(stderr, "hqekv chat-template: %s\n", format->fallback_note().c_str());
+  in->add_generation_prompt = !a.no_generation_prompt;
+  auto text = RenderChat(*format, *in);
+  if (!text.ok()) {
+    std::fprintf(stderr, "hqekv chat-template: error: %s\n", text.message().c_str());
+    return 1;
+  }
+  std::fwrite(text->data(), 1, text->size(), stdout);
   return 0;
 }
 
@@ -56,8 +80,14 @@ const CommandRegistrar kRegister(12, [](CLI::App& app, int* rc) {
   cmd->add_option("--chat-template", a->format,
                   "Format name (" + SupportedChatFormatNames() + ") or a Jinja template file")
       ->required();
-  cmd->add_option("--messages", a->messages_file, "JSON file: [{\"role\":..., \"content\":...}]")
+  cmd->add_option(
+         "--messages", a->messages_file,
+         "JSON file: [{\"role\":..., \"content\":...}] or {\"messages\": [...], \"tools\": [...]}")
       ->required();
+  cmd->add_option("--bos-token", a->bos_token, "bos_token text a template sees")
+      ->capture_default_str();
+  cmd->add_option("--eos-token", a->eos_token, "eos_token text a template sees")
+      ->capture_default_str();
   cmd->add_flag("--no-generation-prompt", a->no_generation_prompt,
                 "Leave out the opening of the assistant's turn");
   cmd->callback([a, rc] { *rc = Render(*a); });

@@ -96,15 +96,19 @@ int Run(const RunArgs& a) {
   const Tokenizer& tok = *g.src->tokenizer;
   const bool echo_prompt = !a.chat;  // chat prints the reply only
   if (a.chat) {
-    auto format = ResolveChatFormat(tok.chat_template(), a.chat_template);
-    if (!format.ok()) {
-      std::fprintf(stderr, "hqekv run: error: %s: %s\n", path.c_str(), format.message().c_str());
-      return 1;
-    }
+    auto format = ResolveChatFormat(tok.chat_template(), a.chat_template, ChatTokensOf(tok));
     std::vector<ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", prompt});
-    prompt = RenderChat(*format, msgs, /*add_generation_prompt=*/true);
+    auto rendered = format.ok() ? TryRenderChat(*format, msgs, /*add_generation_prompt=*/true)
+                                : Result<std::string>(format.error());
+    if (!rendered.ok()) {
+      std::fprintf(stderr, "hqekv run: error: %s: %s\n", path.c_str(), rendered.message().c_str());
+      return 1;
+    }
+    if (!format->fallback_note().empty())
+      std::fprintf(stderr, "hqekv run: %s\n", format->fallback_note().c_str());
+    prompt = std::move(*rendered);
   } else if (!a.system.empty() || !a.chat_template.empty()) {
     std::fprintf(stderr, "hqekv run: error: --system and --chat-template need --chat\n");
     return 1;

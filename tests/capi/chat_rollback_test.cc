@@ -45,10 +45,11 @@ TEST(CapiChat, RendersAFamilyByName) {
 }
 
 TEST(CapiChat, RecognisesJinjaSource) {
-  // Markers of Meta's Llama 3 template (the family is found by substring).
+  // Meta's Llama 3 template, run by the Jinja engine.
   const char* jinja =
       "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-      "{{ m['content'] | trim }}<|eot_id|>{% endfor %}";
+      "{{ m['content'] | trim }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}";
   hqekv_status s;
   EXPECT_EQ(Apply(nullptr, jinja, {{"user", " Hi "}}, 1, &s),
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
@@ -85,9 +86,8 @@ TEST(CapiChat, BadInputIsAnErrorWithAMessage) {
   EXPECT_EQ(hqekv_chat_apply_template(nullptr, "chatml", null_content, 1, 1, nullptr, 0, &len),
             HQEKV_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hqekv_last_error()).find("msgs[0]"), std::string::npos);
-  EXPECT_EQ(
-      hqekv_chat_apply_template(nullptr, "{{ unknown }}", kConv.data(), 1, 1, nullptr, 0, &len),
-      HQEKV_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hqekv_chat_apply_template(nullptr, "{{ unknown ", kConv.data(), 1, 1, nullptr, 0, &len),
+            HQEKV_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hqekv_last_error()).find("not a recognised family"), std::string::npos);
   EXPECT_EQ(hqekv_chat_apply_template(nullptr, nullptr, kConv.data(), 1, 1, nullptr, 0, &len),
             HQEKV_ERR_INVALID_ARGUMENT);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # hqekv's chat renderings against a reference Jinja engine: every template in
-# tests/data/chat_templates/ (transcribed real templates, see SOURCES.md) is
-# rendered by @huggingface/jinja on the conversations conversations.json lists
-# for it, and by `hqekv chat-template --chat-template FILE` (family detected
-# from the file); the texts must be equal byte for byte. The package is
+# tests/data/chat_templates/ (real templates, see SOURCES.md) is rendered by
+# @huggingface/jinja on the conversations conversations.json lists for it,
+# and by `hqekv chat-template --chat-template FILE` (hqekv's Jinja engine);
+# the texts must be equal byte for byte. The package is
 # installed from the npm registry into NODE_DIR; exit 77 (CTest: skipped)
 # when node/npm is missing or the registry cannot be reached.
 # Usage: chat_template_ref.sh HQEKV_BINARY DATA_DIR NODE_DIR
@@ -12,19 +12,8 @@ HQEKV=$1
 DATA=$2
 NODE_DIR=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "SKIPPED: node or npm is not installed"
-  exit 77
-fi
-if [ ! -d "$NODE_DIR/node_modules/@huggingface/jinja" ]; then
-  mkdir -p "$NODE_DIR"
-  if ! timeout 180 npm install --prefix "$NODE_DIR" --no-audit --no-fund --silent \
-    @huggingface/jinja >"$NODE_DIR/npm.log" 2>&1; then
-    echo "SKIPPED: npm could not install @huggingface/jinja (offline?):"
-    tail -3 "$NODE_DIR/npm.log"
-    exit 77
-  fi
-fi
+source "$HERE/npm_install.sh"
+npm_install "$NODE_DIR" @huggingface/jinja
 # The renderer runs from NODE_DIR so that its import finds node_modules there.
 cp "$HERE/chat_template_ref.mjs" "$NODE_DIR/render.mjs"
 WORK=$(mktemp -d)

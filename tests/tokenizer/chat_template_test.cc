@@ -23,6 +23,9 @@ constexpr const char* kLlama31Excerpt =
     "trim + "
     "'<|eot_id|>' }}";
 
+const std::vector<ChatMessage> kConversation = {
+    {"system", "You are terse."}, {"user", " Hi! "}, {"assistant", "Hello."}, {"user", "2+2?"}};
+
 TEST(ChatTemplate, DetectsFamiliesByMarkers) {
   EXPECT_EQ(DetectChatFormat(kQwen25Excerpt), ChatFormat::kChatML);
   EXPECT_EQ(DetectChatFormat(kLlama31Excerpt), ChatFormat::kLlama3);
@@ -42,11 +45,70 @@ TEST(ChatTemplate, ResolveNamesTheFlagOnErrors) {
   EXPECT_NE(unknown.message().find("--chat-template"), std::string::npos);
   EXPECT_NE(unknown.message().find("chatml"), std::string::npos);
   EXPECT_FALSE(ResolveChatFormat("", "").ok());
-  EXPECT_FALSE(ResolveChatFormat("{{ m }}", "").ok());
+  // A template that parses runs through the engine whatever its family (the
+  // detector alone rejected "{{ m }}"); one that neither parses nor has a
+  // family is an error naming both.
+  auto plain = ResolveChatFormat("{{ m }}", "");
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  EXPECT_TRUE(plain->runs_template());
+  EXPECT_FALSE(plain->family().has_value());
+  auto broken = ResolveChatFormat("{{ m ", "");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.message().find("does not parse"), std::string::npos) << broken.message();
+  EXPECT_NE(broken.message().find("line 1"), std::string::npos) << broken.message();
+  EXPECT_NE(broken.message().find("--chat-template"), std::string::npos);
 }
 
-const std::vector<ChatMessage> kConversation = {
-    {"system", "You are terse."}, {"user", " Hi! "}, {"assistant", "Hello."}, {"user", "2+2?"}};
+TEST(ChatTemplate, UnparsableTemplateFallsBackToItsFamily) {
+  // The excerpt is not a whole template (its if has no endif).
+  auto f = ResolveChatFormat(kQwen25Excerpt, "");
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->runs_template());
+  EXPECT_EQ(f->family(), ChatFamily::kChatML);
+  EXPECT_NE(f->fallback_note().find("does not parse"), std::string::npos);
+}
+
+// The model's template runs through the engine with the model's BOS/EOS
+// texts; a leading BOS text goes (the tokenizer adds BOS).
+TEST(ChatTemplate, RunsTheModelsTemplate) {
+  const std::string tmpl =
+      "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{{ eos_token }}"
+      "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+      "{% if tools %}[{{ tools | length }} tools]{% endif %}";
+  ChatTokens tokens{"<B>", "<E>", /*add_bos=*/true, /*add_eos=*/false};
+  auto f = ResolveChatFormat(tmpl, "", tokens);
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_TRUE(f->runs_template());
+  EXPECT_STREQ(ChatFormatName(*f), "jinja");
+  EXPECT_STREQ(ChatEndOfTurnText(*f), "<E>");  // no family: the eos text
+  EXPECT_EQ(*TryRenderChat(*f, {{"user", " hi "}}, true), "<user>hi<E><assistant>");
+  ChatInput in;
+  in.messages = ChatMessagesJson({{"user", "a"}});
+  in.tools = nlohmann::ordered_json::parse(R"([{"type": "function"}])");
+  in.add_generation_prompt = false;
+  EXPECT_EQ(*RenderChat(*f, in), "<user>a<E>[1 tools]");
+  tokens.add_bos = false;  // a tokenizer that does not add BOS: the text keeps it
+  EXPECT_EQ(*TryRenderChat(*ResolveChatFormat(tmpl, "", tokens), {{"user", "x"}}, false),
+            "<B><user>x<E>");
+}
+
+// raise_exception is an error with the template's message for callers that
+// can report it; the legacy RenderChat writes the family's fixed format.
+TEST(ChatTemplate, TemplateErrorsAreReported) {
+  const std::string tmpl =
+      "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') "
+      "}}{% endif %}{% for m in messages %}{{ '<start_of_turn>' + m.role + '\n' + m.content + "
+      "'<end_of_turn>\n' }}{% endfor %}";
+  auto f = ResolveChatFormat(tmpl, "", ChatTokens{});
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_EQ(f->family(), ChatFamily::kGemma);
+  auto err = TryRenderChat(*f, kConversation, true);
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.message().find("System role not supported"), std::string::npos);
+  EXPECT_NE(err.message().find("line 1"), std::string::npos);
+  EXPECT_EQ(RenderChat(*f, kConversation, true),
+            RenderChat(ChatFormat::kGemma, kConversation, true));
+}
 
 TEST(ChatTemplate, RendersChatMl) {
   EXPECT_EQ(RenderChat(ChatFormat::kChatML, kConversation, true),
@@ -138,12 +200,16 @@ TEST(ChatTemplate, OverrideReadsATemplateFile) {
     std::fputs("{{ '<<SYS>>' }}{{ '[INST] ' }}", f);
     std::fclose(f);
   }
-  EXPECT_EQ(*ResolveChatFormat("", path), ChatFormat::kLlama2);
+  auto from_file = ResolveChatFormat("", path);
+  ASSERT_TRUE(from_file.ok()) << from_file.message();
+  EXPECT_TRUE(from_file->runs_template());
+  EXPECT_EQ(from_file->family(), ChatFamily::kLlama2);
+  EXPECT_EQ(RenderChat(*from_file, {{"user", "x"}}, true), "<<SYS>>[INST] ");
   const std::string junk = hqekv::test::TempPath("hqekv_junk_template.jinja");
   {
     FILE* f = std::fopen(junk.c_str(), "wb");
     ASSERT_NE(f, nullptr);
-    std::fputs("{{ messages }}", f);
+    std::fputs("{{ messages ", f);
     std::fclose(f);
   }
   auto bad = ResolveChatFormat("", junk);
