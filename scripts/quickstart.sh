@@ -22,11 +22,13 @@ echo
 import json, sys
 r = json.load(sys.stdin)
 b = r["bits_per_original_element"]
-print(f"KV cache: {r[\"kv_bytes\"] / 1048576:.2f} MiB for {r[\"prompt_tokens\"] + r[\"generated_tokens\"]} tokens, "
-      f"{16 / b:.1f}x smaller than fp16 ({b:.2f} bits per element, every byte counted)")
-print(f"Speed: prefill {r[\"prefill_tok_s\"]:.0f} tok/s, decode {r[\"decode_tok_s\"]:.0f} tok/s")
+mib = r["kv_bytes"] / 1048576
+tokens = r["prompt_tokens"] + r["generated_tokens"]
+print("KV cache: %.2f MiB for %d tokens, %.1fx smaller than fp16 (%.2f bits per element, every byte counted)" % (mib, tokens, 16 / b, b))
+print("Speed: prefill %.0f tok/s, decode %.0f tok/s" % (r["prefill_tok_s"], r["decode_tok_s"]))
 print("Generated:", " ".join(r["text"].split())[:300])
-if r["note"]: print("Note:", r["note"])
+if r["note"]:
+    print("Note:", r["note"])
 '
 echo
 echo "Your own model: ./build/hqekv run -m MODEL.gguf -p \"...\" --kv hqekv:bits=3.4   (docs/models.md)"
