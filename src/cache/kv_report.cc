@@ -47,14 +47,27 @@ std::string MemorySummary(const KvStats& stats) {
   } else {
     std::snprintf(size, sizeof size, "%.1f KiB", static_cast<double>(stats.bytes.total()) / 1024.0);
   }
+  // An uncompressed cache is the reference itself: its page rounding and
+  // positions make it a little over 16 (32) bits per element, which is not
+  // "larger than fp16".
+  bool uncompressed = stats.kept_elements > 0;
+  for (const KvLayerStats& l : stats.layers) {
+    for (const auto* tiers : {&l.k_tiers, &l.v_tiers}) {
+      for (const auto& [tier, cells] : *tiers) {
+        if (cells > 0 && tier != "fp16" && tier != "fp32") uncompressed = false;
+      }
+    }
+  }
   char buf[160];
   if (bits <= 0) {
     std::snprintf(buf, sizeof buf, "KV %s", size);
+  } else if (uncompressed) {
+    std::snprintf(buf, sizeof buf, "KV %s, uncompressed, %.2f bits/element", size, bits);
   } else if (bits <= 16.0) {
     std::snprintf(buf, sizeof buf, "KV %s, %.1fx smaller than fp16, %.2f bits/element", size,
                   16.0 / bits, bits);
   } else {
-    std::snprintf(buf, sizeof buf, "KV %s, %.1fx LARGER than fp16, %.2f bits/element", size,
+    std::snprintf(buf, sizeof buf, "KV %s, %.1fx the bytes of fp16, %.2f bits/element", size,
                   bits / 16.0, bits);
   }
   return buf;

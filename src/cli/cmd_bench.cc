@@ -94,7 +94,8 @@ const CommandRegistrar kRegister(14, [](CLI::App& app, int* rc) {
                                        "KV cache spec; repeat --kv for several (specs contain "
                                        "commas)")
                            ->capture_default_str());
-  cmd->add_option("-t,--threads", a->config.threads, "Thread counts (comma list; 0 = all cores)")
+  cmd->add_option("-t,--threads", a->config.threads,
+                  "Thread counts (comma list; 0 = all cores, the default)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", a->config.reps, "Repetitions per test")

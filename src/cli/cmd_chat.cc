@@ -33,6 +33,7 @@ struct ChatArgs {
   std::vector<std::string> stops;
   int n = 256;  // tokens per answer at most
   bool no_special = false, ignore_eos = false;
+  bool conversation = false;  // llama.cpp's -cnv: chat always is one
 };
 
 // Ctrl-C presses not yet handled (set by the handler, read by the loops).
@@ -279,11 +280,14 @@ const CommandRegistrar kRegister(11, [](CLI::App& app, int* rc) {
   cmd->add_option("-n,--n-predict", a->n, "Tokens per answer at most")
       ->check(IntFlag(1, 1 << 30))
       ->capture_default_str();
-  cmd->add_option("--system", a->system, "System message");
+  cmd->add_option("--system,--system-prompt", a->system, "System message (-sys)");
+  cmd->add_flag("--conversation", a->conversation,
+                "Accepted for llama.cpp's -cnv: chat is always a conversation");
   cmd->add_option("--chat-template", a->chat_template,
                   "Chat format instead of the file's template (" + SupportedChatFormatNames() +
                       ") or a Jinja template file");
-  cmd->add_option("--stop", a->stops, "End an answer when it contains this text (repeatable)");
+  cmd->add_option("--stop,-r,--reverse-prompt", a->stops,
+                  "End an answer when it contains this text (repeatable)");
   cmd->add_flag("--no-special", a->no_special, "Control tokens typed in a turn stay plain text");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->callback([a, rc] { *rc = Chat(*a); });

@@ -37,6 +37,7 @@ struct RunArgs {
   // control tokens; chat renders the prompt as one user turn (after an
   // optional system turn) with the model's chat template.
   bool no_special = false, print_special = false, chat = false, ignore_eos = false;
+  bool no_display_prompt = false, no_chat = false;
   std::string system, chat_template;
   std::string prompt_cache;  // --prompt-cache FILE (cache/kv_state.h)
   std::vector<std::string> stops;
@@ -94,7 +95,8 @@ int Run(const RunArgs& a) {
   const ModelConfig& c = g.src->config;
   const int ctx = g.ctx;
   const Tokenizer& tok = *g.src->tokenizer;
-  const bool echo_prompt = !a.chat;  // chat prints the reply only
+  // Chat prints the reply only; --json prints nothing but its object.
+  const bool echo_prompt = !a.chat && !a.json && !a.no_display_prompt;
   if (a.chat) {
     auto format = ResolveChatFormat(tok.chat_template(), a.chat_template, ChatTokensOf(tok));
     std::vector<ChatMessage> msgs;
@@ -224,7 +226,11 @@ int Run(const RunArgs& a) {
   }
   const KvStats st = g.cache->Stats();
   const int decoded_steps = std::max<int>(0, static_cast<int>(r->tokens.size()) - 1);
-  const double prefill_tps = r->prefill_seconds > 0 ? r->prompt_tokens / r->prefill_seconds : 0.0;
+  // Tokens/s over the tokens the prefill computed: those restored from
+  // --prompt-cache took no forward pass.
+  const int computed = r->prompt_tokens - opt.n_past;
+  const double prefill_tps =
+      r->prefill_seconds > 0 && computed > 0 ? computed / r->prefill_seconds : 0.0;
   const double decode_tps =
       r->decode_seconds > 0 && decoded_steps > 0 ? decoded_steps / r->decode_seconds : 0.0;
   if (a.json) {
@@ -292,12 +298,18 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
                 "Control tokens written in the prompt stay plain text");
   cmd->add_flag("--special", a->print_special,
                 "Print generated control tokens (hidden by default)");
-  cmd->add_flag("--chat,--conversation", a->chat,
-                "Render the prompt as a user turn with the model's chat template");
-  cmd->add_option("--system", a->system, "System message of --chat");
+  auto* chat = cmd->add_flag("--chat,--conversation", a->chat,
+                             "Render the prompt as a user turn with the model's chat template "
+                             "(-cnv)");
+  cmd->add_flag("--no-conversation", a->no_chat, "Plain completion (the default; -no-cnv)")
+      ->excludes(chat);
+  cmd->add_option("--system,--system-prompt", a->system, "System message of --chat (-sys)");
+  cmd->add_flag("--no-display-prompt", a->no_display_prompt,
+                "Print only the generated text, not the prompt before it");
   cmd->add_option("--chat-template", a->chat_template,
                   "Chat format instead of the file's template: " + SupportedChatFormatNames());
-  cmd->add_option("--stop", a->stops, "Stop when the output contains this text (repeatable)");
+  cmd->add_option("--stop,-r,--reverse-prompt", a->stops,
+                  "Stop when the output contains this text (repeatable)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->add_option("--prompt-cache", a->prompt_cache,
                   "KV state file: reuse the prompt's compressed cache from it when it matches "

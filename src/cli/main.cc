@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cli/llama_compat.h"
 #include "cli/number_flags.h"
 #include "cli/registry.h"
+#include "cli/suggest.h"
 #include "core/file.h"
 
 namespace hqekv::cli {
@@ -23,6 +26,21 @@ std::vector<std::pair<int, CommandFactory>>& Registry() {
 CommandRegistrar::CommandRegistrar(int order, CommandFactory factory) {
   Registry().emplace_back(order, std::move(factory));
 }
+
+namespace {
+// llama.cpp's GPU and batch flags on every command that loads a model (it
+// has -m/--model), warned about once the command line is parsed.
+void AddLlamaCompat(CLI::App& cmd, std::vector<std::unique_ptr<LlamaCompatFlags>>& keep) {
+  for (CLI::App* sub : cmd.get_subcommands([](CLI::App*) { return true; })) {
+    AddLlamaCompat(*sub, keep);
+    if (sub->get_option_no_throw("--model") == nullptr) continue;
+    auto& flags = keep.emplace_back(std::make_unique<LlamaCompatFlags>());
+    flags->Add(sub, sub->get_option_no_throw("-b") != nullptr);
+    LlamaCompatFlags* f = flags.get();
+    sub->parse_complete_callback([f, sub] { f->Warn(sub->get_name().c_str()); });
+  }
+}
+}  // namespace
 
 void AddAllCommands(CLI::App& app, int* rc) {
   auto& r = Registry();
@@ -43,22 +61,25 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "hqekv 0.1.0");
   int rc = 0;
   hqekv::cli::AddAllCommands(app, &rc);
+  std::vector<std::unique_ptr<hqekv::cli::LlamaCompatFlags>> compat;
+  hqekv::cli::AddLlamaCompat(app, compat);
   // Every numeric flag through the one checked parser (cli/number_flags.h).
   hqekv::cli::CheckAllNumericFlags(app);
-  // llama.cpp's multi-letter single-dash spellings, read as long options
-  // (CLI11 has none): `-np N` (slots of `serve`), `-ctk` / `-ctv` (KV cache
-  // types, cli/kv_flags.h).
+  // llama.cpp's multi-letter single-dash spellings (`-ngl`, `-fa`, `-sys`,
+  // `-ctk`, ...), read as long options (cli/llama_compat.h).
   std::vector<const char*> args(argv, argv + argc);
-  for (auto& arg : args) {
-    const std::string s = arg;
-    if (s == "-np") arg = "--np";
-    if (s == "-ctk") arg = "--cache-type-k";
-    if (s == "-ctv") arg = "--cache-type-v";
-  }
+  hqekv::cli::RewriteLlamaDashFlags(args);
   try {
     app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // --help / --version print to stdout
+    // Exit codes: 0 success, 1 runtime error, 2 usage error (CLI11's own
+    // codes, 105-115, are one class for a user: the command line is wrong).
+    const int code = app.exit(e) == 0 ? 0 : 2;  // --help / --version print to stdout
+    if (code != 0) {
+      for (const std::string& line : hqekv::cli::Suggestions(app, args)) {
+        std::fprintf(stderr, "hqekv: %s\n", line.c_str());
+      }
+    }
     if (const hqekv::Status st = hqekv::CheckStdout(); !st.ok()) {
       std::fprintf(stderr, "hqekv: error: %s\n", st.message().c_str());
       return code != 0 ? code : 1;

@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/parallel.h"
@@ -80,10 +81,15 @@ Result<DepthFill> MakeDepthFill(LlamaModel& model, const CacheFactory& make_cach
   return f;
 }
 
+struct RunResult {
+  double tok_per_s = 0;
+  KvStats kv;  // the cache after the run
+};
+
 // One run: the filled cache (restored, or filled again), then the timed
-// part; returns tokens/s of the timed part.
-Result<double> OneRun(LlamaModel& model, const CacheFactory& make_cache, const std::string& kv,
-                      const DepthFill& fill, bool prompt, int n, std::mt19937_64& rng) {
+// part; returns tokens/s of the timed part and the cache's statistics.
+Result<RunResult> OneRun(LlamaModel& model, const CacheFactory& make_cache, const std::string& kv,
+                         const DepthFill& fill, bool prompt, int n, std::mt19937_64& rng) {
   HQEKV_ASSIGN_OR_RETURN(auto cache, make_cache(kv, model.CacheGeometry(fill.capacity)));
   if (fill.saved) {
     HQEKV_RETURN_IF_ERROR(cache->LoadState(fill.state));
@@ -104,7 +110,7 @@ Result<double> OneRun(LlamaModel& model, const CacheFactory& make_cache, const s
     }
   }
   const double dt = Seconds() - t0;
-  return dt > 0 ? n / dt : 0.0;
+  return RunResult{dt > 0 ? n / dt : 0.0, cache->Stats()};
 }
 
 template <class... A>
@@ -148,8 +154,10 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
                        std::to_string(model.config().max_ctx));
     }
   }
-  for (int t : c.threads) {
-    if (t < 1) return MakeError("bench: thread count must be >= 1, got " + std::to_string(t));
+  std::vector<int> threads = c.threads;
+  for (int& t : threads) {
+    if (t < 0) return MakeError("bench: thread count must be >= 0, got " + std::to_string(t));
+    if (t == 0) t = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   std::mt19937_64 rng(c.seed);
   std::vector<BenchRow> rows;
@@ -157,7 +165,7 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
     // One fill per depth for this spec, made at the first thread count
     // (with that many threads) and reused by the others.
     std::map<int, DepthFill> fills;
-    for (int t : c.threads) {
+    for (int t : threads) {
       SetNumThreads(t);
       for (int depth : c.depths) {
         auto it = fills.find(depth);
@@ -180,9 +188,11 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
             // One untimed warm-up run (page faults, pool start, caches).
             HQEKV_RETURN_IF_ERROR(OneRun(model, make_cache, kv, fill, prompt == 1, n, rng));
             for (int rep = 0; rep < c.reps; ++rep) {
-              HQEKV_ASSIGN_OR_RETURN(double tps,
+              HQEKV_ASSIGN_OR_RETURN(RunResult run,
                                      OneRun(model, make_cache, kv, fill, prompt == 1, n, rng));
-              r.tok_per_s.push_back(tps);
+              r.tok_per_s.push_back(run.tok_per_s);
+              r.kv_bytes = run.kv.bytes.total();
+              r.kv_bits = run.kv.bits_per_original();
             }
             MeanSd(&r);
             if (progress) progress(r);
@@ -197,12 +207,15 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
 
 std::string BenchMarkdown(const std::string& model_name, int64_t weight_bytes,
                           const std::vector<BenchRow>& rows) {
-  std::string o = "| model | size | kv | threads | test | t/s |\n|---|---:|---|---:|---|---:|\n";
+  std::string o =
+      "| model | size | kv | kv MiB | kv bits/elem | threads | test | t/s |\n"
+      "|---|---:|---|---:|---:|---:|---|---:|\n";
   for (const BenchRow& r : rows) {
     const std::string test = r.test + (r.depth > 0 ? " @ d" + std::to_string(r.depth) : "");
     o += "| " + model_name + " | " + Fmt("%.1f MiB", weight_bytes / 1048576.0) + " | " + r.kv +
-         " | " + std::to_string(r.threads) + " | " + test + " | " +
-         Fmt("%.2f ± %.2f", r.mean, r.sd) + " |\n";
+         " | " + Fmt("%.2f", r.kv_bytes / 1048576.0) + " | " + Fmt("%.2f", r.kv_bits) + " | " +
+         std::to_string(r.threads) + " | " + test + " | " + Fmt("%.2f ± %.2f", r.mean, r.sd) +
+         " |\n";
   }
   return o;
 }
@@ -217,7 +230,9 @@ std::string BenchJson(const std::string& model_name, int64_t weight_bytes,
          ", \"threads\": " + std::to_string(r.threads) + ", \"test\": " + JsonString(r.test) +
          ", \"n_prompt\": " + std::to_string(r.test[0] == 'p' ? r.n_tokens : 0) +
          ", \"n_gen\": " + std::to_string(r.test[0] == 't' ? r.n_tokens : 0) +
-         ", \"depth\": " + std::to_string(r.depth) + ", \"samples_ts\": [";
+         ", \"depth\": " + std::to_string(r.depth) +
+         ", \"kv_bytes\": " + std::to_string(r.kv_bytes) +
+         ", \"kv_bits_per_element\": " + Fmt("%.4f", r.kv_bits) + ", \"samples_ts\": [";
     for (size_t j = 0; j < r.tok_per_s.size(); ++j) {
       o += (j ? ", " : "") + Fmt("%.4f", r.tok_per_s[j]);
     }

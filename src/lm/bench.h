@@ -20,7 +20,7 @@ struct BenchConfig {
   std::vector<int> tg = {128};  // generation lengths
   std::vector<int> depths = {0};
   std::vector<std::string> kv = {"fp16"};
-  std::vector<int> threads = {1};
+  std::vector<int> threads = {0};  // 0 = all cores (as llama-bench); the CLI resolves it
   int reps = 3;
   uint64_t seed = 1;  // token ids are random in [3, vocab)
 };
@@ -30,6 +30,10 @@ struct BenchRow {
   int threads = 0, depth = 0, n_tokens = 0;
   std::vector<double> tok_per_s;  // one per repetition
   double mean = 0, sd = 0;
+  // The KV cache after the last repetition (depth + the test's tokens):
+  // bytes held, every byte counted, and bits per original element.
+  int64_t kv_bytes = 0;
+  double kv_bits = 0;
 };
 
 // Makes an empty cache for a spec (the CLI passes policy::MakeKvCache).

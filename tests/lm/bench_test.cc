@@ -74,13 +74,28 @@ TEST_F(BenchTest, EveryCellMeasuredWithMeanAndSd) {
     EXPECT_LE(row.sd, mx - mn + 1e-9);
   }
   const std::string md = BenchMarkdown("synth", 1 << 20, *rows);
-  EXPECT_NE(md.find("| synth | 1.0 MiB | fp32 | 2 | pp8 @ d16 | "), std::string::npos) << md;
+  EXPECT_NE(md.find("| kv MiB | kv bits/elem |"), std::string::npos) << md;
+  EXPECT_NE(md.find(" | 2 | pp8 @ d16 | "), std::string::npos) << md;
+  // The KV bytes after the run: depth + the test's tokens, every byte
+  // counted; fp32 holds twice fp16's payload, and at least 16 / 32 bits per
+  // original element.
+  for (const BenchRow& row : *rows) {
+    EXPECT_GT(row.kv_bytes, 0) << row.kv << " " << row.test;
+    EXPECT_GE(row.kv_bits, row.kv == "fp32" ? 32.0 : 16.0) << row.kv;
+  }
+  const BenchRow& f16 = (*rows)[2];   // fp16, 1 thread, depth 16, pp8
+  const BenchRow& f32 = (*rows)[10];  // fp32, 1 thread, depth 16, pp8
+  ASSERT_EQ(f16.test + f16.kv, "pp8fp16");
+  ASSERT_EQ(f32.test + f32.kv, "pp8fp32");
+  EXPECT_GT(f32.kv_bytes, f16.kv_bytes);
   EXPECT_NE(md.find(" ± "), std::string::npos);
   const std::string js = BenchJson("synth", 1 << 20, *rows);
   EXPECT_EQ(js.front(), '[');
   EXPECT_NE(js.find("\"test\": \"tg4\", \"n_prompt\": 0, \"n_gen\": 4, \"depth\": 16"),
             std::string::npos)
       << js;
+  EXPECT_NE(js.find("\"kv_bytes\": " + std::to_string(f16.kv_bytes)), std::string::npos) << js;
+  EXPECT_NE(js.find("\"kv_bits_per_element\": "), std::string::npos) << js;
 }
 
 TEST_F(BenchTest, FillsEachDepthOncePerSpecAndRestoresIt) {
