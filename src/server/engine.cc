@@ -112,7 +112,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelSource& src, const Eng
   e->o_.kv = spec->Canonical();
   const std::string& tmpl = src.tokenizer->chat_template();
   if (!o.chat_template.empty() || !tmpl.empty()) {
-    HQEKV_ASSIGN_OR_RETURN(e->chat_format_, ResolveChatFormat(tmpl, o.chat_template));
+    HQEKV_ASSIGN_OR_RETURN(e->chat_format_,
+                           ResolveChatFormat(tmpl, o.chat_template, ChatTokensOf(*src.tokenizer)));
   }
   for (int i = 0; i < o.n_slots; ++i) {
     e->slots_.push_back(std::make_unique<Slot>());
