@@ -1,4 +1,5 @@
-// Validation of a cached cell before it is reused (issue 19 class 4): a cell
+// Validation of a cached cell before it is reused (docs/evaluation.md, "Cells,
+// budgets and the cache of finished cells"): a cell
 // file from an older build, edited by hand or damaged must be recomputed, not
 // reported (a cell with `accuracy: 7.5` once printed "750.0%" and wrong true
 // bits). CellStore::Load calls this after parsing.

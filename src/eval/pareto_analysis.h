@@ -1,5 +1,5 @@
 // What a Pareto study's points say: the frontier of quality per true bit and
-// the issue-12 target check (hqekv against the best other policy at equal
+// the target check of docs/evaluation.md (hqekv against the best other policy at equal
 // true bits).
 #pragma once
 
@@ -40,7 +40,7 @@ struct TargetRow {
 struct TargetBudget {
   double bits, threshold;
 };
-// Issue 12: 3.4, 4.2 and 5.4 bits at <= 0.8x, 8 bits at <= 1.0x, +-3%.
+// docs/evaluation.md, "The Pareto study": 3.4, 4.2 and 5.4 bits at <= 0.8x, 8 bits at <= 1.0x, +-3%.
 inline constexpr TargetBudget kParetoTargets[] = {{3.4, 0.8}, {4.2, 0.8}, {5.4, 0.8}, {8, 1.0}};
 inline constexpr double kParetoTolerance = 0.03;
 

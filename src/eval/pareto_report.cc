@@ -120,7 +120,7 @@ ParetoReport RenderParetoReport(const ParetoResults& r) {
   }
 
   // The target check first: the answer.
-  md += "## Target check (issue 12)\n\n";
+  md += "## Target check\n\n";
   md += std::string("At each budget B, the lowest-KL `") + kParetoTargetFamily +
         "` point with true bits within ±" + Fmt("%g", kParetoTolerance * 100) +
         "% of B against the lowest-KL point of every other policy in the same window. PASS "

@@ -1,6 +1,6 @@
 // The report of a Pareto study (eval/pareto_study.h), made from its results
 // alone so that `study pareto --report-only` regenerates it byte for byte:
-// report.md (the command, the issue-12 target check, then per text a plot and
+// report.md (the command, the target check, then per text a plot and
 // a table sorted by true bits) and one SVG plot per text.
 #pragma once
 

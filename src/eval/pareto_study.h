@@ -92,7 +92,7 @@ Status SaveParetoResults(const std::string& path, const ParetoResults& r);  // a
 //     set to the same value (e.g. K and V types; a lone non-numeric key at
 //     its default gives NAME alone: fp8, fp8:format=e5m2); otherwise NAME
 //     alone;
-//   - plus kParetoExtraSpecs whose policy exists (the KIVI points);
+//   - plus kParetoExtraSpecs whose policy exists (the KIVI points of docs/evaluation.md);
 //   - minus the rows of kParetoSkipPolicies (fp32: the oracle holds twice the
 //     reference's bytes; it only stretches the bits axis).
 // Specs that do not parse are skipped (a row whose defaults need a value).
