@@ -11,8 +11,8 @@
 #include "cli/model_args.h"
 #include "core/file.h"
 #include "core/hash.h"
-#include "eval/pareto_report.h"
-#include "eval/pareto_study.h"
+#include "eval/study/pareto_report.h"
+#include "eval/study/pareto_study.h"
 
 namespace hqekv::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "eval/tasks.h"
+#include "eval/run/tasks.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "eval/harness.h"
+#include "eval/run/harness.h"
 
 namespace hqekv::eval {
 

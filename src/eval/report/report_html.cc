@@ -7,9 +7,9 @@
 #include <set>
 #include <sstream>
 
-#include "eval/report.h"
-#include "eval/report_svg.h"
-#include "eval/report_tables.h"
+#include "eval/report/report.h"
+#include "eval/report/report_svg.h"
+#include "eval/report/report_tables.h"
 
 namespace hqekv::eval {
 namespace {

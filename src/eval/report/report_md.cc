@@ -1,7 +1,7 @@
 #include <sstream>
 
-#include "eval/report.h"
-#include "eval/report_tables.h"
+#include "eval/report/report.h"
+#include "eval/report/report_tables.h"
 
 namespace hqekv::eval {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "core/file.h"
 
-#include "eval/report.h"
+#include "eval/report/report.h"
 
 namespace hqekv::eval {
 namespace {

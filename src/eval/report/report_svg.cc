@@ -1,4 +1,4 @@
-#include "eval/report_svg.h"
+#include "eval/report/report_svg.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,11 @@
-#include "eval/report_tables.h"
+#include "eval/report/report_tables.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 
-#include "eval/intervals.h"
+#include "eval/run/intervals.h"
 
 namespace hqekv::eval {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/intervals.h"
-#include "eval/report.h"
+#include "eval/run/intervals.h"
+#include "eval/report/report.h"
 
 namespace hqekv::eval {
 

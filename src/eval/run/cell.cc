@@ -1,6 +1,6 @@
-#include "eval/cell.h"
+#include "eval/run/cell.h"
 
-#include "eval/json_field.h"
+#include "eval/run/json_field.h"
 
 namespace hqekv::eval {
 

@@ -50,7 +50,7 @@ struct CellResult {
   double agreement = 0;  // top-1 agreement with fp16
   double ppl = 0;        // teacher-forced tasks
   int64_t steps = 0;     // scored teacher-forced steps
-  // 95% intervals (eval/intervals.h): Wilson for the accuracy and the
+  // 95% intervals (eval/run/intervals.h): Wilson for the accuracy and the
   // agreement (over instances, or over steps for teacher-forced tasks), the
   // standard error of the mean KL. trials: the n of those intervals.
   double trials = 0;

@@ -1,4 +1,4 @@
-#include "eval/cell_check.h"
+#include "eval/run/cell_check.h"
 
 #include <cmath>
 #include <sstream>

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "eval/cell.h"
+#include "eval/run/cell.h"
 
 namespace hqekv::eval {
 

@@ -1,4 +1,4 @@
-#include "eval/cell_runner.h"
+#include "eval/run/cell_runner.h"
 
 #include <unistd.h>
 

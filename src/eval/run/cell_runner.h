@@ -11,11 +11,11 @@
 
 #include "cache/kv_cache.h"
 #include "core/status.h"
-#include "eval/cell.h"
-#include "eval/cell_store.h"
-#include "eval/corpus.h"
-#include "eval/harness.h"
-#include "eval/suite.h"
+#include "eval/run/cell.h"
+#include "eval/run/cell_store.h"
+#include "eval/run/corpus.h"
+#include "eval/run/harness.h"
+#include "eval/run/suite.h"
 
 namespace hqekv::eval {
 

@@ -1,11 +1,11 @@
-#include "eval/cell_store.h"
+#include "eval/run/cell_store.h"
 
 #include <cstdio>
 #include <filesystem>
 
 #include "core/file.h"
 #include "core/hash.h"
-#include "eval/cell_check.h"
+#include "eval/run/cell_check.h"
 
 namespace hqekv::eval {
 namespace fs = std::filesystem;
@@ -25,7 +25,7 @@ std::optional<CellResult> CellStore::Load(const std::string& hash) const {
   if (j.is_discarded()) return std::nullopt;
   auto c = CellFromJson(j);
   if (!c.ok() || c->hash != hash) return std::nullopt;
-  // Damaged, hand-edited or older-schema cells are recomputed (eval/cell_check.h).
+  // Damaged, hand-edited or older-schema cells are recomputed (eval/run/cell_check.h).
   if (!ValidateCell(j, *c).ok()) return std::nullopt;
   return std::move(c).value();
 }

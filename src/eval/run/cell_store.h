@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "eval/cell.h"
+#include "eval/run/cell.h"
 
 namespace hqekv::eval {
 

@@ -1,4 +1,4 @@
-#include "eval/corpus.h"
+#include "eval/run/corpus.h"
 
 #include <cctype>
 #include <sstream>

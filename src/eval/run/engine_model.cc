@@ -1,4 +1,4 @@
-#include "eval/engine_model.h"
+#include "eval/run/engine_model.h"
 
 #include <algorithm>
 #include <cstdio>

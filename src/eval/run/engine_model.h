@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "eval/eval_model.h"
+#include "eval/run/eval_model.h"
 #include "model/llama.h"
 #include "io/model_source.h"
 

@@ -1,4 +1,4 @@
-#include "eval/harness.h"
+#include "eval/run/harness.h"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "core/parallel.h"
-#include "eval/cell_runner.h"
-#include "eval/quality_cells.h"
-#include "eval/speed_cells.h"
+#include "eval/run/cell_runner.h"
+#include "eval/run/quality_cells.h"
+#include "eval/run/speed_cells.h"
 
 namespace hqekv::eval {
 namespace {

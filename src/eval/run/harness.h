@@ -11,9 +11,9 @@
 
 #include "cache/kv_cache.h"
 #include "core/status.h"
-#include "eval/cell.h"
-#include "eval/eval_model.h"
-#include "eval/suite.h"
+#include "eval/run/cell.h"
+#include "eval/run/eval_model.h"
+#include "eval/run/suite.h"
 
 namespace hqekv::eval {
 

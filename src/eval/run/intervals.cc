@@ -1,4 +1,4 @@
-#include "eval/intervals.h"
+#include "eval/run/intervals.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,13 +1,13 @@
-#include "eval/quality_cells.h"
+#include "eval/run/quality_cells.h"
 
 #include <algorithm>
 #include <sstream>
 #include <vector>
 
-#include "eval/intervals.h"
-#include "eval/rng.h"
-#include "eval/runner.h"
-#include "eval/scoring.h"
+#include "eval/run/intervals.h"
+#include "eval/run/rng.h"
+#include "eval/run/runner.h"
+#include "eval/run/scoring.h"
 
 namespace hqekv::eval {
 namespace {

@@ -3,10 +3,10 @@
 #pragma once
 
 #include "core/status.h"
-#include "eval/cell_runner.h"
-#include "eval/eval_model.h"
-#include "eval/harness.h"
-#include "eval/suite.h"
+#include "eval/run/cell_runner.h"
+#include "eval/run/eval_model.h"
+#include "eval/run/harness.h"
+#include "eval/run/suite.h"
 
 namespace hqekv::eval {
 

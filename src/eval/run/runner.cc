@@ -1,4 +1,4 @@
-#include "eval/runner.h"
+#include "eval/run/runner.h"
 
 #include <algorithm>
 #include <chrono>

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
-#include "eval/eval_model.h"
-#include "eval/scoring.h"
-#include "eval/tasks.h"
+#include "eval/run/eval_model.h"
+#include "eval/run/scoring.h"
+#include "eval/run/tasks.h"
 
 namespace hqekv::eval {
 

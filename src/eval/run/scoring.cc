@@ -1,9 +1,9 @@
-#include "eval/scoring.h"
+#include "eval/run/scoring.h"
 
 #include <cctype>
 #include <cmath>
 
-#include "eval/intervals.h"
+#include "eval/run/intervals.h"
 #include "lm/logprob.h"
 
 namespace hqekv::eval {

@@ -1,4 +1,4 @@
-#include "eval/speed_cells.h"
+#include "eval/run/speed_cells.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "eval/scoring.h"
+#include "eval/run/scoring.h"
 #include "lm/logprob.h"
 
 namespace hqekv::eval {

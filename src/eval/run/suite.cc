@@ -1,4 +1,4 @@
-#include "eval/suite.h"
+#include "eval/run/suite.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 
 #include "core/hash.h"
 #include "core/number.h"
-#include "eval/rng.h"
+#include "eval/run/rng.h"
 #include "policy/spec.h"
 
 namespace hqekv::eval {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "eval/tasks.h"
+#include "eval/run/tasks.h"
 
 namespace hqekv::eval {
 

@@ -1,11 +1,11 @@
-#include "eval/tasks.h"
+#include "eval/run/tasks.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 
-#include "eval/rng.h"
+#include "eval/run/rng.h"
 
 namespace hqekv::eval {
 namespace {

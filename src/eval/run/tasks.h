@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "eval/corpus.h"
+#include "eval/run/corpus.h"
 
 namespace hqekv::eval {
 

@@ -1,4 +1,4 @@
-#include "eval/pareto_analysis.h"
+#include "eval/study/pareto_analysis.h"
 
 #include <cmath>
 #include <cstdio>

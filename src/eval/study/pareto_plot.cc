@@ -1,11 +1,11 @@
-#include "eval/pareto_plot.h"
+#include "eval/study/pareto_plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-#include "eval/report_svg.h"
+#include "eval/report/report_svg.h"
 
 namespace hqekv::eval {
 namespace {

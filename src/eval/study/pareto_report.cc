@@ -1,4 +1,4 @@
-#include "eval/pareto_report.h"
+#include "eval/study/pareto_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 
-#include "eval/pareto_analysis.h"
-#include "eval/pareto_plot.h"
+#include "eval/study/pareto_analysis.h"
+#include "eval/study/pareto_plot.h"
 
 namespace hqekv::eval {
 namespace {

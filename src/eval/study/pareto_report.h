@@ -1,4 +1,4 @@
-// The report of a Pareto study (eval/pareto_study.h), made from its results
+// The report of a Pareto study (eval/study/pareto_study.h), made from its results
 // alone so that `study pareto --report-only` regenerates it byte for byte:
 // report.md (the command, the target check, then per text a plot and
 // a table sorted by true bits) and one SVG plot per text.
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "eval/pareto_study.h"
+#include "eval/study/pareto_study.h"
 
 namespace hqekv::eval {
 

@@ -1,4 +1,4 @@
-#include "eval/pareto_study.h"
+#include "eval/study/pareto_study.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,8 +10,8 @@
 
 #include "core/file.h"
 #include "core/hash.h"
-#include "eval/engine_model.h"
-#include "eval/json_field.h"
+#include "eval/run/engine_model.h"
+#include "eval/run/json_field.h"
 #include "lm/lm_compare.h"
 #include "policy/factory.h"
 #include "policy/spec.h"

@@ -14,7 +14,7 @@
 // its key (CellKey: format version, code version, model identity, text
 // hash, spec, protocol): a re-run reuses every cell whose key matches and
 // computes the rest; the file holds the cells of the last run. The report
-// (eval/pareto_report.h) is generated from the file alone.
+// (eval/study/pareto_report.h) is generated from the file alone.
 #pragma once
 
 #include <functional>

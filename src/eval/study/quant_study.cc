@@ -1,7 +1,7 @@
 // The quantization study (see quant_study.h). Every conversion goes through the
 // real chunk API (quant::QuantizeChunk / DequantizeChunk), so what it measures
 // is exactly what the KV store would hold.
-#include "eval/quant_study.h"
+#include "eval/study/quant_study.h"
 
 #include <algorithm>
 #include <cmath>

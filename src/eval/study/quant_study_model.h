@@ -1,5 +1,5 @@
 // `hqekv study quant --from-model MODEL -f TEXT`: the quantization study of
-// eval/quant_study.h on the real K and V of a model (the paper's Table 1 and
+// eval/study/quant_study.h on the real K and V of a model (the paper's Table 1 and
 // Table 2, per layer and overall) instead of synthetic Gaussian vectors.
 //
 // A RecordingKvCache wraps an fp32 cache and copies every appended K/V row;
@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/kv_cache.h"
-#include "eval/eval_model.h"
-#include "eval/quant_study.h"
+#include "eval/run/eval_model.h"
+#include "eval/study/quant_study.h"
 
 namespace hqekv::eval {
 
