@@ -15,7 +15,9 @@ blocks, and checks:
   4. where a doc writes `PATH` (`SYMBOL`) -- a path followed by one code span in parentheses --
      SYMBOL (its last ::-part) occurs in that file (in one of the files, for a brace or glob
      form), so that "the policy table is `src/policy/policy_table.cc` (`kPolicyTable`)" stays
-     true when the table moves.
+     true when the table moves;
+  5. in a checklist table (header `| what | where |`), every row's `where` cell names at least
+     one repository path, so a row cannot lose its file silently.
 Paths under build/ and the few out-of-tree names in ALLOW, and the other projects' paths in
 FOREIGN, are not checked.
 
@@ -95,6 +97,7 @@ class Checker:
         self.root = root
         self.top = {d for d in os.listdir(root)
                     if os.path.isdir(os.path.join(root, d)) and not d.startswith(('.', 'build'))}
+        self.top_files = {f for f in os.listdir(root) if os.path.isfile(os.path.join(root, f))}
         src = os.path.join(root, 'src')
         self.modules = {d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d))}
         self.problems = []
@@ -103,6 +106,8 @@ class Checker:
         """The repository-relative form of a code word, or None if it is not a path."""
         word = word.strip().rstrip('.,;')
         word = re.sub(r':\d+(-\d+)?(,\d+(-\d+)?)*$', '', word)  # file:line, file:a-b
+        if word in self.top_files:
+            return word  # README.md, CMakeLists.txt
         if '/' not in word or not PATHCHARS.match(word) or '<' in word or '>' in word:
             return None
         if word.startswith('./'):
@@ -165,8 +170,18 @@ class Checker:
                     return
         self.report(doc, no, f'{symbol} not found in {rel}')
 
+    def check_checklist_row(self, doc, no, line):
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) < 2 or set(cells[-1]) <= set('-: '):
+            return  # the separator row
+        for span in CODE.findall(cells[-1]):
+            if any(self.repo_path(w) for w in span.split()):
+                return
+        self.report(doc, no, 'checklist row names no repository path in its "where" cell')
+
     def check_file(self, doc):
         fenced = False
+        checklist = False  # inside a `| what | where |` table
         with open(os.path.join(self.root, doc), errors='replace') as fh:
             for no, line in enumerate(fh, 1):
                 if FENCE.match(line):
@@ -174,6 +189,13 @@ class Checker:
                     continue
                 if fenced:
                     continue
+                if re.match(r'^\|\s*what\s*\|\s*where\s*\|\s*$', line):
+                    checklist = True
+                    continue
+                if checklist and line.startswith('|'):
+                    self.check_checklist_row(doc, no, line)
+                else:
+                    checklist = False
                 for span in CODE.findall(line):
                     for word in span.split():
                         self.check_word(doc, no, word)

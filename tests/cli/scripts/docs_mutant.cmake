@@ -1,4 +1,4 @@
-# Builds a small tree in ${WORK} (src/core/status.h, a doc naming it and three
+# Builds a small tree in ${WORK} (src/core/status.h, a doc naming it and five
 # wrong things) and requires scripts/check_docs.py to fail naming each wrong
 # thing with its file and line, and to pass the right ones.
 file(REMOVE_RECURSE ${WORK})
@@ -9,7 +9,8 @@ file(WRITE ${WORK}/docs/guide.md
   "The table: `src/core/table.cc`.\n"
   "Harness: `../shared/anchors/`.\n"
   "Claim: `core/status.h` (`NoSuchTable`), link [x](../src/core/gone.h).\n"
-  "```sh\nls `src/in/a/fence.h`\n```\n")
+  "```sh\nls `src/in/a/fence.h`\n```\n"
+  "| what | where |\n|---|---|\n| errors | `src/core/status.h` |\n| a table | the table file |\n")
 execute_process(COMMAND ${PYTHON} ${SRC}/scripts/check_docs.py --root ${WORK}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0)
@@ -18,13 +19,14 @@ endif()
 foreach(want "docs/guide.md:2: src/core/table.cc missing"
              "docs/guide.md:3: ../shared/anchors/ is outside the repository"
              "docs/guide.md:4: NoSuchTable not found in src/core/status.h"
-             "docs/guide.md:4: src/core/gone.h missing")
+             "docs/guide.md:4: src/core/gone.h missing"
+             "docs/guide.md:11: checklist row names no repository path")
   string(FIND "${err}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the docs check did not report '${want}': ${err}")
   endif()
 endforeach()
-foreach(wrong "guide.md:1:" "fence.h")
+foreach(wrong "guide.md:1:" "fence.h" "guide.md:10:")
   string(FIND "${err}" "${wrong}" at)
   if(NOT at EQUAL -1)
     message(FATAL_ERROR "the docs check reported '${wrong}', which is right or fenced: ${err}")
