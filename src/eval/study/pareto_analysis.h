@@ -40,7 +40,8 @@ struct TargetRow {
 struct TargetBudget {
   double bits, threshold;
 };
-// docs/evaluation.md, "The Pareto study": 3.4, 4.2 and 5.4 bits at <= 0.8x, 8 bits at <= 1.0x, +-3%.
+// docs/evaluation.md, "The Pareto study": 3.4, 4.2 and 5.4 bits at <= 0.8x, 8 bits at <= 1.0x,
+// +-3%.
 inline constexpr TargetBudget kParetoTargets[] = {{3.4, 0.8}, {4.2, 0.8}, {5.4, 0.8}, {8, 1.0}};
 inline constexpr double kParetoTolerance = 0.03;
 
