@@ -1,4 +1,5 @@
-// Deterministic pseudo-random numbers for task generation. SplitMix64 is
+// Deterministic pseudo-random numbers for task generation. SplitMix64
+// (core/splitmix64.h) is
 // used instead of <random> distributions because the standard leaves the
 // distribution algorithms implementation-defined: the same seed must give the
 // same prompts with every compiler and standard library.
@@ -6,18 +7,15 @@
 
 #include <cstdint>
 
+#include "core/splitmix64.h"
+
 namespace hqekv::eval {
 
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : state_(seed ^ 0x9E3779B97F4A7C15ull) {}
+  explicit Rng(uint64_t seed) : state_(seed ^ kSplitMix64Gamma) {}
 
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return SplitMix64Next(state_); }
   // Uniform integer in [0, n) (n > 0); the modulo bias is < n / 2^64.
   uint64_t Below(uint64_t n) { return Next() % n; }
   // Uniform integer in [lo, hi].
