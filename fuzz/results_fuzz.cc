@@ -1,5 +1,5 @@
 // libFuzzer target for the cached eval cells read back from disk
-// (eval/cell.h CellFromJson + eval/cell_check.h ValidateCell, as
+// (eval/run/cell.h CellFromJson + eval/run/cell_check.h ValidateCell, as
 // CellStore::Load does): any input gives a cell or an error; a cell that
 // loads and validates survives a write and read round trip. (Only these two
 // files are compiled in: the rest of eval pulls in the model kernels.)
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "eval/cell.h"
-#include "eval/cell_check.h"
+#include "eval/run/cell.h"
+#include "eval/run/cell_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 131072) return 0;

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Checks that hqekv's module graph is the one CMake declares, and draws it.
 
-Each directory src/<m>/ is one module, built as the static library hqekv_<m>
-by `hqekv_module(<m> DEPS ...)` in CMakeLists.txt; the CLI (src/cli) is the
+Each directory src/<m>/, sub-folders included (src/eval/run/...), is one
+module, built as the static library hqekv_<m> by `hqekv_module(<m> DEPS ...)`
+in CMakeLists.txt; the CLI (src/cli) is the
 executable `hqekv`, whose modules are listed in `target_link_libraries(hqekv
-PRIVATE ...)`. A file includes another module's header as "other/file.h".
+PRIVATE ...)`. A file includes another module's header as "other/file.h" (or
+"other/sub/file.h"); the first folder names the module.
 
 The rules, each checked here and failing with a message that names the file
 and line:

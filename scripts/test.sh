@@ -10,8 +10,9 @@ J=$(nproc)
 # time (docs/CONTRIBUTING.md "CI time"); incremental work may leave them off.
 UNITY=-DCMAKE_UNITY_BUILD=ON
 
-echo "== Module layers and formatting"
+echo "== Module layers, doc paths and formatting"
 python3 scripts/check_layers.py
+python3 scripts/check_docs.py
 bash scripts/format.sh --check
 
 echo "== Release build and tests"

@@ -2,8 +2,8 @@
 // teacher-forced positions of a text, with the real KV cache of each trial
 // (MakeKvCache: real eviction out of the softmax, real K and V tiers, fp16
 // chunks and residual as deployed) — the objective the authors' search only
-// approximated (reference digest §7-8: V at 8 bits, eviction by zeroing, no
-// fp16 chunks, labels off by one).
+// approximated (the published calibration: V at 8 bits, eviction by zeroing,
+// no fp16 chunks, labels off by one; docs/calibration.md).
 //
 // Protocol (lm/protocol.h, lm::RunWindow): the token stream is cut into
 // windows of `window` tokens that fit the model's context (BOS + window - 1

@@ -15,10 +15,10 @@
 #include "cli/number_flags.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
-#include "eval/engine_model.h"
-#include "eval/harness.h"
-#include "eval/report.h"
-#include "eval/suite.h"
+#include "eval/run/engine_model.h"
+#include "eval/run/harness.h"
+#include "eval/report/report.h"
+#include "eval/run/suite.h"
 #include "policy/factory.h"
 
 namespace hqekv::cli::cmd_eval {

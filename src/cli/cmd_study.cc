@@ -1,9 +1,9 @@
 // `hqekv study`: measurements behind the method. `study quant` runs the
-// quantization study (eval/quant_study.h) on seeded synthetic Gaussian
+// quantization study (eval/study/quant_study.h) on seeded synthetic Gaussian
 // vectors, or with --from-model MODEL -f TEXT on the real K/V the model writes
-// while prefilling TEXT, per layer and overall (eval/quant_study_model.h).
+// while prefilling TEXT, per layer and overall (eval/study/quant_study_model.h).
 // `study pareto` measures KL vs true bits of a grid of policies
-// (cli/study_pareto.h, eval/pareto_study.h).
+// (cli/study_pareto.h, eval/study/pareto_study.h).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -14,9 +14,9 @@
 #include "cli/study_pareto.h"
 #include "core/file.h"
 
-#include "eval/engine_model.h"
-#include "eval/quant_study.h"
-#include "eval/quant_study_model.h"
+#include "eval/run/engine_model.h"
+#include "eval/study/quant_study.h"
+#include "eval/study/quant_study_model.h"
 
 namespace hqekv::cli::cmd_study {
 namespace {
@@ -29,7 +29,7 @@ struct StudyQuantArgs {
 };
 
 // --from-model: the study on the K/V the model writes while prefilling TEXT
-// (eval/quant_study_model.h), per layer and overall.
+// (eval/study/quant_study_model.h), per layer and overall.
 int StudyQuantFromModel(const StudyQuantArgs& a) {
   auto fail = [](const std::string& m) {
     std::fprintf(stderr, "hqekv study quant: error: %s\n", m.c_str());

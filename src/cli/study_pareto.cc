@@ -11,8 +11,8 @@
 #include "cli/model_args.h"
 #include "core/file.h"
 #include "core/hash.h"
-#include "eval/pareto_report.h"
-#include "eval/pareto_study.h"
+#include "eval/study/pareto_report.h"
+#include "eval/study/pareto_study.h"
 
 namespace hqekv::cli {
 namespace {
@@ -174,7 +174,7 @@ void AddStudyPareto(CLI::App& study, int* rc) {
   CLI::App* p = study.add_subcommand(
       "pareto",
       "KL vs true bits of every KV policy family against fp16, on texts: results.json, "
-      "report.md (the frontier and the issue-12 target check) and one SVG plot per text");
+      "report.md (the frontier and the target check) and one SVG plot per text");
   p->add_option("-m,--model", a->model, kDefaultModelHelp);
   p->add_option("-f,--file", a->texts,
                 "Text (repeatable; default: data/text/pg11_alice_in_wonderland.txt, "

@@ -1,6 +1,6 @@
 // `hqekv study pareto`: KL vs true bits of a grid of KV policies on texts,
-// with the Pareto frontier and the issue-12 target check
-// (eval/pareto_study.h, eval/pareto_report.h). Added to `study` by
+// with the Pareto frontier and the target check
+// (eval/study/pareto_study.h, eval/study/pareto_report.h). Added to `study` by
 // cmd_study.cc.
 #pragma once
 

@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/splitmix64.h"
+
 namespace hqekv {
 
 class Xoshiro256 {
  public:
   explicit Xoshiro256(uint64_t seed) {
-    for (auto& s : s_) s = SplitMix64(seed);
+    for (auto& s : s_) s = SplitMix64Next(seed);
   }
 
   uint64_t Next() {
@@ -39,12 +41,6 @@ class Xoshiro256 {
   }
 
  private:
-  static uint64_t SplitMix64(uint64_t& x) {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
   static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
   uint64_t s_[4];

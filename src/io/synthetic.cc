@@ -5,18 +5,15 @@
 #include <vector>
 
 #include "core/half.h"
+#include "core/splitmix64.h"
 #include "io/arch.h"
 #include "io/gguf_writer.h"
 
 namespace hqekv {
 namespace {
 
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer: a stateless counter hash
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// A stateless counter hash (SplitMix64's output function).
+uint64_t Mix(uint64_t x) { return SplitMix64Hash(x); }
 
 uint64_t NameSeed(const std::string& name, uint64_t seed) {
   uint64_t h = Mix(seed);

@@ -1,6 +1,6 @@
 // Next-token distribution math, the one implementation used by `hqekv ppl`
 // (lm/lm_compare.h), calibration (calib/lm_scorer.h) and evaluation
-// (eval/scoring.h). Inputs are a model's logits, fp32 [n]; every sum is
+// (eval/run/scoring.h). Inputs are a model's logits, fp32 [n]; every sum is
 // accumulated in double in index order; results are nats.
 //
 // Numerics, fixed because stored results depend on them bit for bit:

@@ -27,7 +27,7 @@
 namespace hqekv::lm {
 
 // A model as the protocol drives it. Adapters: LlamaStep (below) and the
-// evaluation's EvalModel (eval/runner.cc).
+// evaluation's EvalModel (eval/run/runner.cc).
 class StepModel {
  public:
   virtual ~StepModel() = default;

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <string>
 
+#include "core/splitmix64.h"
+
 namespace hqekv::policy {
 
 std::vector<double> NormalizeImportance(const std::vector<double>& sum,
@@ -66,13 +68,8 @@ const char* RankingName(Ranking r) {
 }
 
 namespace {
-// SplitMix64 finaliser: a well-mixed 64-bit hash of x.
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// A well-mixed 64-bit hash of x.
+uint64_t Mix64(uint64_t x) { return SplitMix64Hash(x); }
 }  // namespace
 
 ChunkScores ScoreChunks(Ranking ranking, const std::vector<double>& importance,

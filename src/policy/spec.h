@@ -36,7 +36,7 @@ struct ParamInfo {
   std::string help;
   // A key that fixes the cache's memory (keep=, bits= of an eviction policy,
   // hqekv's bits= / ratios= / profile=, a fixed window): `eval` runs a
-  // policy without one at every --bits budget (eval/suite.h).
+  // policy without one at every --bits budget (eval/run/suite.h).
   bool budget = false;
 };
 

@@ -1,6 +1,6 @@
 // Cached cells are validated before reuse (issue 19 class 4): missing fields,
 // values out of range or not finite make the cell be recomputed, never reported.
-#include "eval/cell_check.h"
+#include "eval/run/cell_check.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/file.h"
-#include "eval/cell_store.h"
+#include "eval/run/cell_store.h"
 
 namespace hqekv::eval {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "../within_time.h"
-#include "eval/cell_store.h"
+#include "eval/run/cell_store.h"
 
 namespace hqekv::eval {
 namespace {

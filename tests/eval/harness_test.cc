@@ -1,4 +1,4 @@
-#include "eval/harness.h"
+#include "eval/run/harness.h"
 
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "eval/cell_store.h"
-#include "eval/report.h"
-#include "eval/suite.h"
+#include "eval/run/cell_store.h"
+#include "eval/report/report.h"
+#include "eval/run/suite.h"
 #include "policy/factory.h"
 #include "toy_model.h"
 

@@ -1,16 +1,16 @@
-// Interval math (eval/intervals.h), Pareto fronts and byte units of the
+// Interval math (eval/run/intervals.h), Pareto fronts and byte units of the
 // report tables, and the independence of task instances across seeds and
-// configurations (eval/suite.h InstanceSeed).
-#include "eval/intervals.h"
+// configurations (eval/run/suite.h InstanceSeed).
+#include "eval/run/intervals.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
-#include "eval/report_tables.h"
-#include "eval/suite.h"
-#include "eval/tasks.h"
+#include "eval/report/report_tables.h"
+#include "eval/run/suite.h"
+#include "eval/run/tasks.h"
 #include "toy_model.h"
 
 namespace hqekv::eval {

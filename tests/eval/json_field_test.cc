@@ -1,11 +1,11 @@
-// JsonTo (eval/json_field.h) and the readers that use it: a number that does
+// JsonTo (eval/run/json_field.h) and the readers that use it: a number that does
 // not fit its field is an error, never a cast (fuzz_results found a JSON float
 // 2.0e19 cast to int: undefined behaviour).
-#include "eval/json_field.h"
+#include "eval/run/json_field.h"
 
 #include <gtest/gtest.h>
 
-#include "eval/cell.h"
+#include "eval/run/cell.h"
 
 namespace hqekv::eval {
 namespace {

@@ -1,4 +1,4 @@
-#include "eval/pareto_study.h"
+#include "eval/study/pareto_study.h"
 
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include "eval/pareto_analysis.h"
-#include "eval/pareto_plot.h"
-#include "eval/pareto_report.h"
+#include "eval/study/pareto_analysis.h"
+#include "eval/study/pareto_plot.h"
+#include "eval/study/pareto_report.h"
 #include "policy/spec.h"
 #include "../source_root.h"
 

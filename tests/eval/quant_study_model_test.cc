@@ -1,4 +1,4 @@
-#include "eval/quant_study_model.h"
+#include "eval/study/quant_study_model.h"
 
 #include <gtest/gtest.h>
 

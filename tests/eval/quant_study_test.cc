@@ -1,6 +1,6 @@
 // The quantization study: option checks, the statistics, and the two findings
 // it reproduces on Gaussian vectors.
-#include "eval/quant_study.h"
+#include "eval/study/quant_study.h"
 
 #include <gtest/gtest.h>
 

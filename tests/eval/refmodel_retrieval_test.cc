@@ -12,10 +12,10 @@
 #include <memory>
 #include <string>
 
-#include "eval/corpus.h"
-#include "eval/engine_model.h"
-#include "eval/runner.h"
-#include "eval/tasks.h"
+#include "eval/run/corpus.h"
+#include "eval/run/engine_model.h"
+#include "eval/run/runner.h"
+#include "eval/run/tasks.h"
 #include "policy/factory.h"
 #include "../source_root.h"
 

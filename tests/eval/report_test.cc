@@ -1,8 +1,8 @@
-#include "eval/report.h"
+#include "eval/report/report.h"
 
 #include <gtest/gtest.h>
 
-#include "eval/report_svg.h"
+#include "eval/report/report_svg.h"
 
 namespace hqekv::eval {
 namespace {

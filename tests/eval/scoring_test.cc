@@ -1,4 +1,4 @@
-#include "eval/scoring.h"
+#include "eval/run/scoring.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "eval/tasks.h"
+#include "eval/run/tasks.h"
 
 #include <gtest/gtest.h>
 
@@ -7,6 +7,8 @@
 #include <regex>
 #include <set>
 
+#include "core/hash.h"
+#include "eval/run/rng.h"
 #include "toy_model.h"
 
 namespace hqekv::eval {
@@ -73,6 +75,28 @@ TEST(Tasks, PinnedAnswers) {
   ASSERT_TRUE(a.ok() && m.ok());
   EXPECT_EQ(a->answers, std::vector<std::string>{"37883"});
   EXPECT_EQ(m->answers, std::vector<std::string>{"48414"});
+}
+
+// Every text of one instance of each task, and the stream seeds, pinned by
+// hash: the generators' bits (the SplitMix64 stream of eval/run/rng.h) must not
+// move when code is reorganised.
+TEST(Tasks, PinnedInstanceTexts) {
+  const std::map<TaskKind, uint64_t> want = {
+      {TaskKind::kPasskey, 0x141ae7a5a5093693ull},  {TaskKind::kMultiKey, 0xddc69bd2bab23646ull},
+      {TaskKind::kVarTrack, 0x4558e9c34d662cdeull}, {TaskKind::kCopy, 0xfa47c1535b5ee6c6ull},
+      {TaskKind::kLm, 0x665561988b5de85full},
+  };
+  for (const auto& [k, hash] : want) {
+    auto t = MakeTask(Spec(k), Stories(), 7, Count);
+    ASSERT_TRUE(t.ok()) << TaskName(k) << ": " << t.message();
+    uint64_t h = Fnv1a64(t->prefill);
+    h = Fnv1a64(t->continuation, h);
+    for (const auto& a : t->answers) h = Fnv1a64(a, h);
+    EXPECT_EQ(h, hash) << TaskName(k) << " 0x" << std::hex << h;
+  }
+  EXPECT_EQ(MixSeed(1, 2, 3), 11066911893388219453ull) << std::hex << MixSeed(1, 2, 3);
+  Rng r(5);
+  EXPECT_EQ(r.Next(), 10284945619046896904ull) << std::hex << Rng(5).Next();
 }
 
 TEST(Tasks, PasskeyNeedleAtDepthQuestionLast) {

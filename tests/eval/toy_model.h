@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/eval_model.h"
-#include "eval/rng.h"
+#include "eval/run/eval_model.h"
+#include "eval/run/rng.h"
 
 namespace hqekv::eval::testing {
 

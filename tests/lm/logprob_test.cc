@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/splitmix64.h"
+
 namespace hqekv::lm {
 namespace {
 
@@ -16,12 +18,7 @@ const double kLn2 = std::log(2.0);
 class Uniform {
  public:
   explicit Uniform(uint64_t seed) : s_(seed) {}
-  double operator()() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-  }
+  double operator()() { return static_cast<double>(SplitMix64Next(s_) >> 11) * 0x1.0p-53; }
 
  private:
   uint64_t s_;

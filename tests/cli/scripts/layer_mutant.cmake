@@ -1,11 +1,11 @@
 # Copies what scripts/check_layers.py reads into ${WORK}, plants
-# `#include "eval/cell.h"` in src/quant/format.cc (a lower layer including a
+# `#include "eval/run/cell.h"` in src/quant/format.cc (a lower layer including a
 # higher one), and requires the check to fail naming that file and line.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 file(COPY ${SRC}/src ${SRC}/tests ${SRC}/CMakeLists.txt ${SRC}/README.md DESTINATION ${WORK})
 file(READ ${WORK}/src/quant/format.cc text)
-file(WRITE ${WORK}/src/quant/format.cc "#include \"eval/cell.h\"\n${text}")
+file(WRITE ${WORK}/src/quant/format.cc "#include \"eval/run/cell.h\"\n${text}")
 execute_process(COMMAND ${PYTHON} ${SRC}/scripts/check_layers.py --root ${WORK}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0)
