@@ -9,23 +9,24 @@
 // prefetches after it can be served (plain fp16 cache, 32K tokens: 15.7 ->
 // 8.4-9.1 ms per step with every page touched, 10.1-10.5 with only the
 // first and last byte of an 8 KiB block that spans 3 pages;
-// docs/performance.md, wave 17).
+// docs/performance.md "Prefetching").
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace hqekv::cache {
+namespace hqekv::attn {
 
 // Blocks of this size or more get their pages touched (smaller ones: the
-// touches cost more than the walks they hide; wave 9).
+// touches cost more than the walks they hide: bench_attention StoreDecode,
+// 2/4-bit tiers).
 inline constexpr size_t kTouchBytes = 4096;
 
 // fp16 rows per kernel call in a decode walk that spreads a later block's
 // line requests over its calls (each call preceded by its share): 8 and 16
 // alike, 6-7% faster per step at 16K-32K than one burst per 32-token page of
-// the plain cache, 4 slower at 16K (docs/performance.md, wave 17); the
-// store's fp16 chunks the same way (wave 18).
+// the plain cache, 4 slower at 16K (bench_attention PlainDecode/f16); the
+// store's fp16 chunks the same way (StoreDecode/f16).
 inline constexpr int kF16PieceTokens = 8;
 
 // Calls fn(offset) for one byte in every 4 KiB page that [start, start + n)
@@ -69,4 +70,4 @@ inline void PrefetchBytes(const uint8_t* p, size_t n) {
   PrefetchRange(p, n);
 }
 
-}  // namespace hqekv::cache
+}  // namespace hqekv::attn

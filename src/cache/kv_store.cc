@@ -817,6 +817,8 @@ ChunkView KvStore::View(const Layer& L, const Stream& s, const ChunkRec& c) cons
   v.T = c.T();
   v.kept = s.Kept(c);
   v.pos0 = c.pos0;
+  v.k_fmt = static_cast<int>(c.k_fmt());
+  v.v_fmt = static_cast<int>(c.v_fmt());
   v.k_format = L.Fmt(c.k_fmt());
   v.v_format = L.Fmt(c.v_fmt());
   if (c.live()) {
@@ -833,6 +835,14 @@ ChunkView KvStore::Chunk(int layer, int head, int c) const {
   const Layer& L = *layers_[layer];
   const Stream& s = L.streams[head];
   return View(L, s, s.chunks[c]);
+}
+
+int KvStore::NumFormats(int layer) const {
+  return static_cast<int>(layers_[layer]->formats.size());
+}
+
+const quant::Format& KvStore::LayerFormat(int layer, int i) const {
+  return layers_[layer]->Fmt(static_cast<uint32_t>(i));
 }
 
 ResidualView KvStore::Residual(int layer, int head) const {
