@@ -6,7 +6,7 @@
 
 #include "attn/prefetch.h"
 #include "core/half.h"
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 
 namespace hqekv::attn {
 namespace {
@@ -18,12 +18,12 @@ namespace {
 // cache/plain_cache.cc). kernel(codes, t0, len): tokens [t0, t0 + len) of the
 // chunk. False (nothing done) for other kinds or without lines to request.
 template <class Kernel>
-bool FromAheadInPieces(const ChunkRef& c, quant::PrefetchLines* ahead, const Kernel& kernel) {
+bool FromAheadInPieces(const ChunkRef& c, attn::PrefetchLines* ahead, const Kernel& kernel) {
   if (c.format.kind != quant::Kind::kF16 || !ahead || ahead->next >= ahead->end) return false;
   const size_t row_bytes = sizeof(f16_t) * static_cast<size_t>(c.D);
   const int piece_lines = static_cast<int>((row_bytes * kF16PieceTokens + 63) / 64);
   for (int t0 = 0; t0 < c.T; t0 += kF16PieceTokens) {
-    ahead->next = quant::RequestLines(ahead->next, ahead->end, piece_lines);
+    ahead->next = attn::RequestLines(ahead->next, ahead->end, piece_lines);
     kernel(c.codes + row_bytes * static_cast<size_t>(t0), t0, std::min(kF16PieceTokens, c.T - t0));
   }
   return true;
@@ -40,7 +40,7 @@ bool TryInt16Query(const ChunkRef& c, const float* q, int group, float* scores, 
                                         ss);
 }
 bool TryInt8Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                 PreparedQuery& pq, quant::PrefetchLines* ahead) {
+                 PreparedQuery& pq, attn::PrefetchLines* ahead) {
   const int D = c.D;
   return quant::Int16QueryRowsApply(c.format, c.T, D) &&
          pq.i8.Score(
@@ -51,7 +51,7 @@ bool TryInt8Rows(const ChunkRef& c, const float* q, int group, float* scores, si
              });
 }
 bool TryQ8_0Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                 PreparedQuery& pq, quant::PrefetchLines* ahead) {
+                 PreparedQuery& pq, attn::PrefetchLines* ahead) {
   const int D = c.D;
   return quant::Q8_0QueryRowsApply(c.format, c.T, D) &&
          pq.q8.Score(
@@ -73,38 +73,38 @@ bool TryBf16Rows(const ChunkRef& c, const float* q, int group, float* scores, si
              });
 }
 bool TryF16PiecesDot(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                     quant::PrefetchLines* ahead) {
+                     attn::PrefetchLines* ahead) {
   return FromAheadInPieces(c, ahead, [&](const uint8_t* rows, int t0, int len) {
     quant::DotChunkMulti(c.format, rows, nullptr, len, c.D, q, c.D, group, scores + t0, ss);
   });
 }
 
 void DotKFp32(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-              PreparedQuery&, quant::PrefetchLines*) {
+              PreparedQuery&, attn::PrefetchLines*) {
   DotFp32(c, q, group, scores, ss);
 }
 void DotKInt16Query(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                    PreparedQuery&, quant::PrefetchLines*) {
+                    PreparedQuery&, attn::PrefetchLines*) {
   if (!TryInt16Query(c, q, group, scores, ss)) DotFp32(c, q, group, scores, ss);
 }
 void DotKInt8Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                  PreparedQuery& pq, quant::PrefetchLines* ahead) {
+                  PreparedQuery& pq, attn::PrefetchLines* ahead) {
   if (!TryInt8Rows(c, q, group, scores, ss, pq, ahead)) DotFp32(c, q, group, scores, ss);
 }
 void DotKQ8_0Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                  PreparedQuery& pq, quant::PrefetchLines* ahead) {
+                  PreparedQuery& pq, attn::PrefetchLines* ahead) {
   if (!TryQ8_0Rows(c, q, group, scores, ss, pq, ahead)) DotFp32(c, q, group, scores, ss);
 }
 void DotKBf16Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                  PreparedQuery& pq, quant::PrefetchLines*) {
+                  PreparedQuery& pq, attn::PrefetchLines*) {
   if (!TryBf16Rows(c, q, group, scores, ss, pq)) DotFp32(c, q, group, scores, ss);
 }
 void DotKF16Pieces(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                   PreparedQuery&, quant::PrefetchLines* ahead) {
+                   PreparedQuery&, attn::PrefetchLines* ahead) {
   if (!TryF16PiecesDot(c, q, group, scores, ss, ahead)) DotFp32(c, q, group, scores, ss);
 }
 void DotKLadderRounded(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                       PreparedQuery& pq, quant::PrefetchLines* ahead) {
+                       PreparedQuery& pq, attn::PrefetchLines* ahead) {
   LadderDotK(c, q, group, scores, ss, true, pq, ahead);
 }
 
@@ -114,53 +114,53 @@ void AxpyFp32(const ChunkRef& c, const float* w, size_t ws, int group, float* ac
   quant::AxpyChunkMulti(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D);
 }
 bool TryF16PiecesAxpy(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                      quant::PrefetchLines* ahead) {
+                      attn::PrefetchLines* ahead) {
   return FromAheadInPieces(c, ahead, [&](const uint8_t* rows, int t0, int len) {
     quant::AxpyChunkMulti(c.format, rows, nullptr, len, c.D, w + t0, ws, group, acc, c.D);
   });
 }
 
 void AxpyVFp32(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-               quant::PrefetchLines*) {
+               attn::PrefetchLines*) {
   AxpyFp32(c, w, ws, group, acc);
 }
 void AxpyVInt16Weights(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                       quant::PrefetchLines*) {
+                       attn::PrefetchLines*) {
   if (!quant::AxpyChunkMultiInt16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc,
                                          c.D)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
 void AxpyVInt8Rows(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                   quant::PrefetchLines* ahead) {
+                   attn::PrefetchLines* ahead) {
   if (!quant::AxpyRowsInt16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D,
                                    ahead)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
 void AxpyVQ8_0Rows(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                   quant::PrefetchLines* ahead) {
+                   attn::PrefetchLines* ahead) {
   if (!quant::AxpyRowsQ8_0Int16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D,
                                        ahead)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
 void AxpyVBf16Rows(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                   quant::PrefetchLines*) {
+                   attn::PrefetchLines*) {
   if (!quant::AxpyRowsBf16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
 void AxpyVF16Pieces(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                    quant::PrefetchLines* ahead) {
+                    attn::PrefetchLines* ahead) {
   if (!TryF16PiecesAxpy(c, w, ws, group, acc, ahead)) AxpyFp32(c, w, ws, group, acc);
 }
 void AxpyVLadderRounded(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                        quant::PrefetchLines* ahead) {
+                        attn::PrefetchLines* ahead) {
   LadderAxpyV(c, w, ws, group, acc, true, ahead);
 }
 void AxpyVLadderPlain(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                      quant::PrefetchLines* ahead) {
+                      attn::PrefetchLines* ahead) {
   LadderAxpyV(c, w, ws, group, acc, false, ahead);
 }
 
@@ -183,7 +183,7 @@ bool KernelTakesLines(const quant::Format& f) {
 }
 
 void LadderDotK(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                bool rounded_query, PreparedQuery& pq, quant::PrefetchLines* ahead) {
+                bool rounded_query, PreparedQuery& pq, attn::PrefetchLines* ahead) {
   if (!rounded_query) return DotFp32(c, q, group, scores, ss);
   if (TryInt16Query(c, q, group, scores, ss)) return;
   if (TryInt8Rows(c, q, group, scores, ss, pq, ahead)) return;
@@ -194,7 +194,7 @@ void LadderDotK(const ChunkRef& c, const float* q, int group, float* scores, siz
 }
 
 void LadderAxpyV(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                 bool rounded_weights, quant::PrefetchLines* ahead) {
+                 bool rounded_weights, attn::PrefetchLines* ahead) {
   const quant::Format& f = c.format;
   if (rounded_weights &&
       (quant::AxpyChunkMultiInt16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D) ||

@@ -38,9 +38,9 @@
 #include <cstdint>
 
 #include "quant/format.h"
-#include "quant/multi_query_rows_bf16.h"
-#include "quant/multi_query_rows_q16.h"
-#include "quant/prefetch_lines.h"
+#include "attn/multi_query_rows_bf16.h"
+#include "attn/multi_query_rows_q16.h"
+#include "attn/prefetch.h"
 
 namespace hqekv::attn {
 
@@ -87,10 +87,10 @@ struct PreparedQuery {
 // scores[h·ss + t] for the `group` query rows q[h·D ..] (already scaled).
 // `ahead`: a later chunk's code block whose lines the kernel may request.
 using DotKFn = void (*)(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                        PreparedQuery& pq, quant::PrefetchLines* ahead);
+                        PreparedQuery& pq, attn::PrefetchLines* ahead);
 // acc[h·D + d] += sum_t w[h·ws + t] x̂[t][d] for the `group` weight rows.
 using AxpyVFn = void (*)(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                         quant::PrefetchLines* ahead);
+                         attn::PrefetchLines* ahead);
 
 // Which candidate a set runs first (then the fallback).
 enum class DotPath : uint8_t {
@@ -118,7 +118,7 @@ struct ChunkKernels {
   DotPath dot_path = DotPath::kFp32;
   AxpyPath axpy_path = AxpyPath::kFp32;
   // The kernels of this format request a later chunk's lines themselves
-  // (int8, q8_0, fp16): the walk hands them the block (quant::PrefetchLines)
+  // (int8, q8_0, fp16): the walk hands them the block (attn::PrefetchLines)
   // instead of prefetching it in one burst.
   bool takes_lines = false;
 };
@@ -145,8 +145,8 @@ bool KernelTakesLines(const quant::Format& f);
 // The full candidate lists, tried in order for every chunk (the selection's
 // oracle; tests only).
 void LadderDotK(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
-                bool rounded_query, PreparedQuery& pq, quant::PrefetchLines* ahead);
+                bool rounded_query, PreparedQuery& pq, attn::PrefetchLines* ahead);
 void LadderAxpyV(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
-                 bool rounded_weights, quant::PrefetchLines* ahead);
+                 bool rounded_weights, attn::PrefetchLines* ahead);
 
 }  // namespace hqekv::attn

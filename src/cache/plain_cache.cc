@@ -10,7 +10,7 @@
 #include "cache/prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 
 namespace hqekv {
 namespace {
@@ -21,7 +21,7 @@ constexpr int64_t kBlock = PlainKvCache::kPageTokens;
 const quant::Format kF16Rows = quant::F16();
 // fp16 decode attends page j while the pages kPagesAhead later are requested
 // (attn/prefetch.h; 2, 3, 4 and 6 measured alike at 32K, 1 and 8 a little
-// slower; docs/performance.md, wave 17).
+// slower; bench_store_attention PlainFp16Decode).
 constexpr int64_t kPagesAhead = 3;
 // Tokens per kernel call, each preceded by its share of the later page's line
 // requests (attn/prefetch.h).

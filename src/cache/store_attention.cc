@@ -11,8 +11,8 @@
 #include "cache/store_prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
-#include "quant/multi_query.h"
-#include "quant/prefetch_lines.h"
+#include "attn/multi_query.h"
+#include "attn/prefetch.h"
 
 namespace hqekv::cache {
 namespace {
@@ -32,20 +32,20 @@ using attn::PrefetchBytes;
 // a prefetch that missed the TLB did not hide the miss (int8 / fp8 at 32K:
 // 8.0-10.7 -> 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks the
 // same loads cost 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; bench_attention
-// StoreDecode).
+// DecodeAttention).
 // The int8 and q8_0 row kernels take the line prefetches of a later code
-// block (quant/prefetch_lines.h) and spread them over their loops: issued as
+// block (attn/prefetch.h) and spread them over their loops: issued as
 // one burst here they cost 10-23% of an int8 decode step at 16K-32K (q8_0:
-// 0-4%; StoreDecode/int8, StoreDecode/q8_0). The fp8 kernels gained nothing
+// 0-4%; DecodeAttention/int8, /q8_0). The fp8 kernels gained nothing
 // that way and keep the burst.
 // fp16 chunks take them a piece at a time (attn/kernel_set.h, candidate 5),
-// as the plain cache's walk does: StoreDecode/f16 at 16K / 32K 0.82 / 0.94 of
+// as the plain cache's walk does: DecodeAttention/fp16 at 16K / 32K 0.82 / 0.94 of
 // the time of one burst, one binary switched by the environment.
 // A code block: its pages touched (fp16: prefetched, PrefetchPages) and the
 // block handed to the kernels through *ahead when they take lines (and it is
 // a page or more), else prefetched at once.
 void PrefetchCodes(const quant::Format& f, bool takes_lines, const uint8_t* p, size_t n,
-                   quant::PrefetchLines* ahead) {
+                   attn::PrefetchLines* ahead) {
   if (n >= attn::kTouchBytes && takes_lines) {
     if (f.kind == quant::Kind::kF16) {
       attn::PrefetchPages(p, n);
@@ -61,19 +61,19 @@ void PrefetchCodes(const quant::Format& f, bool takes_lines, const uint8_t* p, s
 // heads of a layer in turn), which the hardware prefetchers do not follow: while the kernels
 // read chunk ci, chunk ci + kPrefetchAhead is requested (8 measured 3-5%
 // faster than 1 for the 2/4-bit tiers at 16K: each first touch of a page
-// walks the page table; bench_attention StoreDecode at 16K).
+// walks the page table; bench_attention DecodeAttention at 16K).
 constexpr size_t kPrefetchAhead = 8;
 
 // The kernels of one layer's formats (attn/kernel_set.h), indexed by a
 // chunk's format index (ChunkView::k_fmt / v_fmt): resolved once per call.
 using LayerKernels = std::vector<const attn::ChunkKernels*>;
 
-void PrefetchK(const ChunkView& c, int D, const LayerKernels& lk, quant::PrefetchLines* ahead) {
+void PrefetchK(const ChunkView& c, int D, const LayerKernels& lk, attn::PrefetchLines* ahead) {
   PrefetchBytes(c.k_meta, quant::MetaBytes(c.k_format, c.T, D));
   PrefetchCodes(c.k_format, lk[c.k_fmt]->takes_lines, c.k_codes,
                 quant::CodeBytes(c.k_format, c.T, D), ahead);
 }
-void PrefetchV(const ChunkView& c, int D, const LayerKernels& lk, quant::PrefetchLines* ahead) {
+void PrefetchV(const ChunkView& c, int D, const LayerKernels& lk, attn::PrefetchLines* ahead) {
   PrefetchBytes(c.v_meta, quant::MetaBytes(c.v_format, c.T, D));
   PrefetchCodes(c.v_format, lk[c.v_fmt]->takes_lines, c.v_codes,
                 quant::CodeBytes(c.v_format, c.T, D), ahead);
@@ -169,7 +169,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
   // faults).
   thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
   thread_local attn::PreparedQuery pq;
-  quant::PrefetchLines ahead;  // a later chunk's code block, requested by the kernels
+  attn::PrefetchLines ahead;  // a later chunk's code block, requested by the kernels
   row_sum.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());

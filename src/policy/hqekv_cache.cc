@@ -10,7 +10,7 @@
 #include "policy/profile.h"
 #include "policy/selection.h"
 #include "policy/true_bits.h"
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 
 namespace hqekv::policy {
 namespace {

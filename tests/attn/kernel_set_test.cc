@@ -127,7 +127,7 @@ TEST(KernelSet, SelectedKernelsGiveTheLadderBits) {
             const size_t ss = static_cast<size_t>(T) + 3;
             std::vector<float> got(ss * kGroup, -7.0f), want(got);
             PreparedQuery pq_got, pq_want;
-            quant::PrefetchLines a_got, a_want;
+            attn::PrefetchLines a_got, a_want;
             if (with_lines) {
               a_got.Set(later.data(), later.size());
               a_want.Set(later.data(), later.size());

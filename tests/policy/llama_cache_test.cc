@@ -63,7 +63,7 @@ TEST(LlamaCache, PayloadAndScalesAreLlamaCppsBitsAndEveryByteIsCounted) {
 }
 
 // Decode steps over q8_0 chunks round the query / the weights to int16
-// (quant/multi_query_rows_q16.h, as for int8): 2e-4, the bound of the int8 and
+// (attn/multi_query_rows_q16.h, as for int8): 2e-4, the bound of the int8 and
 // KIVI caches in policy_cache_test (measured up to 8.2e-5 here); the other
 // block types are read exactly.
 TEST(LlamaCache, AttentionReadsTheBlockLayoutsExactly) {
