@@ -10,7 +10,7 @@
 //
 // Prefill attention (issue 15): the last Q queries of an N-token prompt
 // (causal) over the plain fp16 / fp32 cache, tiled (Attend: blocks of query
-// rows × pages, quant/flash_attention.h) against the per-query path
+// rows × pages, attn/flash_attention.h) against the per-query path
 // (AttendPerQuery, the decode path that prefill used before), 1 thread by CPU
 // time and 2 threads by wall time (with every thread's CPU time). The same
 // over compressed stores (kivi-2, hqekv-3.2; the prompt sealed by the
@@ -191,7 +191,7 @@ void BM_MachineThreads(benchmark::State& state, bool read, int threads) {
 // Compute peaks of this core in this run (issue 15 target 3's arithmetic
 // bound): multiply-adds per second of 512-bit fp32 FMAs (16 per instruction)
 // and of vpdpwssd (int16 pairs, 32 per instruction: the KIVI / HqeKV decode
-// kernels, quant/multi_query_q16.cc), 12 independent chains each. One
+// kernels, attn/multi_query_q16.cc), 12 independent chains each. One
 // decode step at 32K (8 KV heads x 4 query heads x 32768 tokens x D = 128,
 // K dot + V axpy) is 268 M multiply-adds.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)

@@ -283,8 +283,8 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
   // each plane of the stream in consecutive units of consecutive pages, the
   // order decode attention reads it in (K pass, then V pass). Chunk by chunk
   // the K and V blocks alternated, and a decode step over int8 / fp8 / q8_0
-  // at 32K took 1.20 / 1.30 / 1.31x as long (docs/performance.md "Wave 10:
-  // stream-major block placement").
+  // at 32K took 1.20 / 1.30 / 1.31x as long (bench_attention DecodeAttention,
+  // stream-major block placement).
   std::vector<ChunkRec> recs(nc);
   std::vector<ChunkExtra> extras(nc);
   for (int i = 0, at = 0; i < nc; at += recs[i].T(), ++i) {
@@ -624,7 +624,7 @@ void KvStore::RepackPool(Layer& L) {
   // codes, ...): each plane of a stream lands in consecutive units, as a
   // multi-chunk seal places it (a repacked decode-grown kivi-2 store at 32K:
   // 5.1-5.8 ms per step, 6.0-6.9 in chunk-by-chunk order; docs/performance.md
-  // "Wave 10: stream-major block placement").
+  // stream-major block placement).
   std::stable_sort(moves.begin(), moves.end(),
                    [](const Move& a, const Move& b) { return a.bytes > b.bytes; });
   PagePool fresh(L.pool.page_bytes(), cfg_.max_cached_pages, &L.counter);
@@ -817,6 +817,8 @@ ChunkView KvStore::View(const Layer& L, const Stream& s, const ChunkRec& c) cons
   v.T = c.T();
   v.kept = s.Kept(c);
   v.pos0 = c.pos0;
+  v.k_fmt = static_cast<int>(c.k_fmt());
+  v.v_fmt = static_cast<int>(c.v_fmt());
   v.k_format = L.Fmt(c.k_fmt());
   v.v_format = L.Fmt(c.v_fmt());
   if (c.live()) {
@@ -833,6 +835,14 @@ ChunkView KvStore::Chunk(int layer, int head, int c) const {
   const Layer& L = *layers_[layer];
   const Stream& s = L.streams[head];
   return View(L, s, s.chunks[c]);
+}
+
+int KvStore::NumFormats(int layer) const {
+  return static_cast<int>(layers_[layer]->formats.size());
+}
+
+const quant::Format& KvStore::LayerFormat(int layer, int i) const {
+  return layers_[layer]->Fmt(static_cast<uint32_t>(i));
 }
 
 ResidualView KvStore::Residual(int layer, int head) const {

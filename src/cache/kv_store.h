@@ -131,6 +131,9 @@ struct ChunkView {
   int32_t pos0 = 0;        // original position of slot 0
   PositionList positions;  // explicit positions, or none (pos0 + t)
   quant::Format k_format, v_format;
+  // Indices of k_format / v_format in the layer's format table
+  // (KvStore::LayerFormat): what per-format tables (attn/kernel_set.h) key on.
+  int k_fmt = 0, v_fmt = 0;
   const uint8_t* k_codes =
       nullptr;                      // quant::CodeBytes(k_format, T, D) bytes (nullptr if tombstone)
   const uint8_t* k_meta = nullptr;  // quant::MetaBytes(k_format, T, D) bytes
@@ -221,6 +224,10 @@ class KvStore {
   int NumChunks(int layer, int head) const;           // tombstones included
   ChunkView Chunk(int layer, int head, int c) const;  // 0 <= c < NumChunks
   ResidualView Residual(int layer, int head) const;
+  // The layer's format table: every format a chunk of the layer has used,
+  // indexed by ChunkView::k_fmt / v_fmt (entries are only appended).
+  int NumFormats(int layer) const;
+  const quant::Format& LayerFormat(int layer, int i) const;  // 0 <= i < NumFormats
   int ResidualSize(int layer, int head) const { return Residual(layer, head).n; }
   int64_t KeptTokens(int layer, int head) const;  // chunks + residual
   int64_t AppendedTokens(int layer) const;        // every token ever appended

@@ -6,11 +6,11 @@
 #include <memory>
 #include <type_traits>
 
-#include "cache/prefetch.h"
+#include "attn/prefetch.h"
 #include "cache/prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 
 namespace hqekv {
 namespace {
@@ -20,12 +20,12 @@ namespace {
 constexpr int64_t kBlock = PlainKvCache::kPageTokens;
 const quant::Format kF16Rows = quant::F16();
 // fp16 decode attends page j while the pages kPagesAhead later are requested
-// (cache/prefetch.h; 2, 3, 4 and 6 measured alike at 32K, 1 and 8 a little
-// slower; docs/performance.md, wave 17).
+// (attn/prefetch.h; 2, 3, 4 and 6 measured alike at 32K, 1 and 8 a little
+// slower; bench_store_attention PlainFp16Decode).
 constexpr int64_t kPagesAhead = 3;
 // Tokens per kernel call, each preceded by its share of the later page's line
-// requests (cache/prefetch.h).
-constexpr int kPieceTokens = cache::kF16PieceTokens;
+// requests (attn/prefetch.h).
+constexpr int kPieceTokens = attn::kF16PieceTokens;
 
 // Stores row[0..D) as row r of head h in page p ([H][kBlock][D] values),
 // allocating the page at its full size when it is new.
@@ -242,14 +242,14 @@ Status PlainKvCache::AttendPerQuery(int layer, const float* q, const int32_t* q_
           return reinterpret_cast<const uint8_t*>(pages[page].data() + head);
         };
         for (int64_t pa = 0; pa < kPagesAhead && pa * kBlock < t; ++pa)
-          cache::PrefetchBytes(rows(pa), head_bytes);
+          attn::PrefetchBytes(rows(pa), head_bytes);
         for (int64_t j = 0; j < t; j += kBlock) {
           const int64_t pa = j / kBlock + kPagesAhead;
           const uint8_t* later = pa * kBlock < t ? rows(pa) : nullptr;
-          if (later) cache::TouchPages(later, head_bytes);
+          if (later) attn::TouchPages(later, head_bytes);
           const int T = static_cast<int>(std::min<int64_t>(kBlock, t - j));
           for (int a = 0; a < T; a += kPieceTokens) {
-            if (later) cache::PrefetchRange(later + a / kPieceTokens * piece_bytes, piece_bytes);
+            if (later) attn::PrefetchRange(later + a / kPieceTokens * piece_bytes, piece_bytes);
             kernel(rows(j / kBlock) + sizeof(f16_t) * static_cast<size_t>(a) * D,
                    std::min(kPieceTokens, T - a), j + a);
           }

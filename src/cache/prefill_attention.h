@@ -1,5 +1,5 @@
 // Prefill (many-query) causal attention over KV heads held as tiles of
-// fp32 / fp16 rows (quant/flash_attention.h): the query heads of a GQA group
+// fp32 / fp16 rows (attn/flash_attention.h): the query heads of a GQA group
 // become rows of one block, so every K/V tile a block reads serves all of
 // them, and the work is split over (KV head × block of rows) on the
 // core/parallel.h pool.
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
-#include "quant/flash_attention.h"
+#include "attn/flash_attention.h"
 
 namespace hqekv::cache {
 

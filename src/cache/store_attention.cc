@@ -6,14 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "cache/prefetch.h"
+#include "attn/kernel_set.h"
+#include "attn/prefetch.h"
 #include "cache/store_prefill_attention.h"
 #include "core/parallel.h"
 #include "quant/format.h"
-#include "quant/multi_query.h"
-#include "quant/multi_query_rows_bf16.h"
-#include "quant/multi_query_rows_q16.h"
-#include "quant/prefetch_lines.h"
+#include "attn/multi_query.h"
+#include "attn/prefetch.h"
 
 namespace hqekv::cache {
 namespace {
@@ -21,179 +20,69 @@ namespace {
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 constexpr int kResidualPiece = 64;  // tokens
 
+using attn::PrefetchBytes;
+
 // Starts loading the bytes of the next chunk into the cache while this one is
 // computed: one stream's chunks lie on different pages (decode-time seals
 // place the KV heads of a layer in turn; a multi-chunk seal places each
 // plane of a stream in consecutive units, but pages are separate
 // allocations), which the hardware prefetchers do not follow. Blocks of at
 // least a page (the 8-bit tiers' 32 x 128 code blocks, fp16 chunks) also get
-// their pages touched (fp16: prefetched, below; cache/prefetch.h): without it
+// their pages touched (fp16: prefetched, below; attn/prefetch.h): without it
 // a prefetch that missed the TLB did not hide the miss (int8 / fp8 at 32K:
-// 8.0-10.7 -> 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks the same loads cost
-// 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; docs/performance.md "Wave 9:
-// lead measurements").
+// 8.0-10.7 -> 6.7-8.2 ms per step). For the 2/4-bit tiers' smaller blocks the
+// same loads cost 20-45% (kivi-2 at 32K 4.7-4.8 -> 6.0-7.0 ms; bench_attention
+// DecodeAttention).
 // The int8 and q8_0 row kernels take the line prefetches of a later code
-// block (quant/prefetch_lines.h) and spread them over their loops: issued as
+// block (attn/prefetch.h) and spread them over their loops: issued as
 // one burst here they cost 10-23% of an int8 decode step at 16K-32K (q8_0:
-// 0-4%; docs/performance.md "Wave 15: lead"). The fp8 kernels gained nothing
+// 0-4%; DecodeAttention/int8, /q8_0). The fp8 kernels gained nothing
 // that way and keep the burst.
-// fp16 chunks take them a piece at a time (FromAheadInPieces), as the plain
-// cache's walk does: StoreDecode/f16 at 16K / 32K 0.82 / 0.94 of the time of
-// one burst, one binary switched by the environment (docs/performance.md,
-// wave 18).
-bool KernelTakesLines(const quant::Format& f) {
-  return f.kind == quant::Kind::kInt8 || f.kind == quant::Kind::kQ8_0 ||
-         f.kind == quant::Kind::kF16;
-}
+// fp16 chunks take them a piece at a time (attn/kernel_set.h, candidate 5),
+// as the plain cache's walk does: DecodeAttention/fp16 at 16K / 32K 0.82 / 0.94 of
+// the time of one burst, one binary switched by the environment.
 // A code block: its pages touched (fp16: prefetched, PrefetchPages) and the
 // block handed to the kernels through *ahead when they take lines (and it is
 // a page or more), else prefetched at once.
-void PrefetchCodes(const quant::Format& f, const uint8_t* p, size_t n,
-                   quant::PrefetchLines* ahead) {
-  if (n >= kTouchBytes && KernelTakesLines(f)) {
+void PrefetchCodes(const quant::Format& f, bool takes_lines, const uint8_t* p, size_t n,
+                   attn::PrefetchLines* ahead) {
+  if (n >= attn::kTouchBytes && takes_lines) {
     if (f.kind == quant::Kind::kF16) {
-      PrefetchPages(p, n);
+      attn::PrefetchPages(p, n);
     } else {
-      TouchPages(p, n);
+      attn::TouchPages(p, n);
     }
     ahead->Set(p, n);
     return;
   }
   PrefetchBytes(p, n);
 }
-// fp16 rows (no metadata) for the fp32 kernels: called per kF16PieceTokens
-// tokens (cache/prefetch.h), each call after as many lines of *ahead (a later
-// chunk's block) as the piece reads, so that the requests overlap the
-// arithmetic instead of stalling in one burst (the plain cache's walk,
-// cache/plain_cache.cc). kernel(codes, t0, len): tokens [t0, t0 + len) of the
-// chunk.
-template <class Kernel>
-bool FromAheadInPieces(const quant::Format& f, const uint8_t* codes, int T, int D,
-                       quant::PrefetchLines* ahead, const Kernel& kernel) {
-  if (f.kind != quant::Kind::kF16 || !ahead || ahead->next >= ahead->end) return false;
-  const size_t row_bytes = sizeof(f16_t) * static_cast<size_t>(D);
-  const int piece_lines = static_cast<int>((row_bytes * kF16PieceTokens + 63) / 64);
-  for (int t0 = 0; t0 < T; t0 += kF16PieceTokens) {
-    ahead->next = quant::RequestLines(ahead->next, ahead->end, piece_lines);
-    kernel(codes + row_bytes * static_cast<size_t>(t0), t0, std::min(kF16PieceTokens, T - t0));
-  }
-  return true;
-}
 // Chunks of a KV head lie on different pages (decode-time seals place the
 // heads of a layer in turn), which the hardware prefetchers do not follow: while the kernels
 // read chunk ci, chunk ci + kPrefetchAhead is requested (8 measured 3-5%
 // faster than 1 for the 2/4-bit tiers at 16K: each first touch of a page
-// walks the page table, docs/performance.md "Wave 5").
+// walks the page table; bench_attention DecodeAttention at 16K).
 constexpr size_t kPrefetchAhead = 8;
-void PrefetchK(const ChunkView& c, int D, quant::PrefetchLines* ahead) {
+
+// The kernels of one layer's formats (attn/kernel_set.h), indexed by a
+// chunk's format index (ChunkView::k_fmt / v_fmt): resolved once per call.
+using LayerKernels = std::vector<const attn::ChunkKernels*>;
+
+void PrefetchK(const ChunkView& c, int D, const LayerKernels& lk, attn::PrefetchLines* ahead) {
   PrefetchBytes(c.k_meta, quant::MetaBytes(c.k_format, c.T, D));
-  PrefetchCodes(c.k_format, c.k_codes, quant::CodeBytes(c.k_format, c.T, D), ahead);
+  PrefetchCodes(c.k_format, lk[c.k_fmt]->takes_lines, c.k_codes,
+                quant::CodeBytes(c.k_format, c.T, D), ahead);
 }
-void PrefetchV(const ChunkView& c, int D, quant::PrefetchLines* ahead) {
+void PrefetchV(const ChunkView& c, int D, const LayerKernels& lk, attn::PrefetchLines* ahead) {
   PrefetchBytes(c.v_meta, quant::MetaBytes(c.v_format, c.T, D));
-  PrefetchCodes(c.v_format, c.v_codes, quant::CodeBytes(c.v_format, c.T, D), ahead);
+  PrefetchCodes(c.v_format, lk[c.v_fmt]->takes_lines, c.v_codes,
+                quant::CodeBytes(c.v_format, c.T, D), ahead);
 }
-
-// Query rows prepared once per query and KV head for a row kernel (the rows
-// of `src`; nullptr: none yet), on the first chunk of that kind that needs
-// them.
-template <class Rows>
-struct PreparedRows {
-  Rows rows;
-  const float* src = nullptr;
-  bool ok = false;
-
-  // prepare(&rows) when q is not the source yet, then dot(rows) if that
-  // worked; false sends the caller to the next kernel.
-  template <class Prepare, class Dot>
-  bool Score(const float* q, const Prepare& prepare, const Dot& dot) {
-    if (src != q) {
-      src = q;
-      ok = prepare(&rows);
-    }
-    return ok && dot(rows);
-  }
-};
-
-// The prepared rows of each row kernel: fp8 (bf16, quant::DotRowsBf16Prepared),
-// q8_0 (int16, quant::DotRowsQ8_0Prepared) and int8 (int16,
-// quant::DotRowsInt16Prepared).
-struct PreparedQuery {
-  PreparedRows<quant::Bf16Query> bf16;
-  PreparedRows<quant::Q8_0Query> q8;
-  PreparedRows<quant::Int16Query> i8;
-  void Forget() { bf16.src = q8.src = i8.src = nullptr; }
-};
-
-// Scores of one chunk's K for `group` query rows: an int16-query kernel when
-// asked for and available (per-channel KIVI / HqeKV chunks, int8 and q8_0 rows), the
-// bf16 one for fp8 rows, else the fp32-query one.
-void DotK(const ChunkView& c, int D, const float* q, int group, float* scores, size_t ss,
-          bool rounded_query, PreparedQuery& pq, quant::PrefetchLines* ahead) {
-  const quant::Format& f = c.k_format;
-  if (!rounded_query) {
-    quant::DotChunkMulti(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
-    return;
-  }
-  if (quant::DotChunkMultiInt16Query(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss)) {
-    return;
-  }
-  if (quant::Int16QueryRowsApply(f, c.T, D) &&
-      pq.i8.Score(
-          q, [&](quant::Int16Query* r) { return quant::PrepareInt16Query(q, D, group, D, r); },
-          [&](const quant::Int16Query& r) {
-            return quant::DotRowsInt16Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss, ahead);
-          })) {
-    return;
-  }
-  if (quant::Q8_0QueryRowsApply(f, c.T, D) &&
-      pq.q8.Score(
-          q, [&](quant::Q8_0Query* r) { return quant::PrepareQ8_0Query(q, D, group, D, r); },
-          [&](const quant::Q8_0Query& r) {
-            return quant::DotRowsQ8_0Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss, ahead);
-          })) {
-    return;
-  }
-  if (quant::Bf16RowsPreferred() && quant::Bf16QueryRowsApply(f, c.T, D) &&
-      pq.bf16.Score(
-          q, [&](quant::Bf16Query* r) { return quant::PrepareBf16Query(q, D, group, D, r); },
-          [&](const quant::Bf16Query& r) {
-            return quant::DotRowsBf16Prepared(f, c.k_codes, c.k_meta, c.T, r, scores, ss);
-          })) {
-    return;
-  }
-  if (FromAheadInPieces(f, c.k_codes, c.T, D, ahead, [&](const uint8_t* rows, int t0, int len) {
-        quant::DotChunkMulti(f, rows, nullptr, len, D, q, D, group, scores + t0, ss);
-      })) {
-    return;
-  }
-  quant::DotChunkMulti(f, c.k_codes, c.k_meta, c.T, D, q, D, group, scores, ss);
+attn::ChunkRef KRef(const ChunkView& c, int D) {
+  return attn::ChunkRef{c.k_format, c.k_codes, c.k_meta, c.T, D};
 }
-
-// The chunk's V times `group` weight rows added to acc: an int16-weight
-// kernel when asked for and available (per-token KIVI / HqeKV chunks, int8 and q8_0
-// rows), the bf16 one for fp8 rows where this CPU runs it faster
-// (quant::Bf16RowsPreferred), else the fp32-weight one.
-void AxpyV(const ChunkView& c, int D, const float* w, size_t ws, int group, float* acc,
-           bool rounded_weights, quant::PrefetchLines* ahead) {
-  if (rounded_weights &&
-      (quant::AxpyChunkMultiInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
-                                         D) ||
-       quant::AxpyRowsInt16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D,
-                                   ahead) ||
-       quant::AxpyRowsQ8_0Int16Weights(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc,
-                                       D, ahead) ||
-       (quant::Bf16RowsPreferred() && quant::AxpyRowsBf16Weights(c.v_format, c.v_codes, c.v_meta,
-                                                                 c.T, D, w, ws, group, acc, D)))) {
-    return;
-  }
-  if (FromAheadInPieces(
-          c.v_format, c.v_codes, c.T, D, ahead, [&](const uint8_t* rows, int t0, int len) {
-            quant::AxpyChunkMulti(c.v_format, rows, nullptr, len, D, w + t0, ws, group, acc, D);
-          })) {
-    return;
-  }
-  quant::AxpyChunkMulti(c.v_format, c.v_codes, c.v_meta, c.T, D, w, ws, group, acc, D);
+attn::ChunkRef VRef(const ChunkView& c, int D) {
+  return attn::ChunkRef{c.v_format, c.v_codes, c.v_meta, c.T, D};
 }
 
 // Everything one KV head needs, gathered once per call.
@@ -260,11 +149,10 @@ size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 
 // span's columns), its softmax normalized over the span; the span's output and
 // softmax statistics go to *part, and neither out nor the sink is touched
 // (StoreAttention merges the spans).
-void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n_q_heads,
-                const float* q, const int32_t* q_pos, int n, float* out, const AttentionSink* sink,
-                int first_sink_query, bool rounded_query, bool rounded_weights,
-                const Span& span = {}, float* shared_scores = nullptr,
-                const SpanResult* part = nullptr) {
+void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk, int g, int group,
+                int n_q_heads, const float* q, const int32_t* q_pos, int n, float* out,
+                const AttentionSink* sink, int first_sink_query, const Span& span = {},
+                float* shared_scores = nullptr, const SpanResult* part = nullptr) {
   const int D = store.head_dim();
   const int n_kept = p.n_kept;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -280,8 +168,8 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
   // layer and KV head; reallocating ~n_kept·group floats each time costs page
   // faults).
   thread_local std::vector<float> qs, qr, own_scores, tmp, acc, acc_rot, row_sum;
-  thread_local PreparedQuery pq;
-  quant::PrefetchLines ahead;  // a later chunk's code block, requested by the kernels
+  thread_local attn::PreparedQuery pq;
+  attn::PrefetchLines ahead;  // a later chunk's code block, requested by the kernels
   row_sum.resize(group);
   qs.resize(static_cast<size_t>(group) * D);
   qr.resize(qs.size());
@@ -315,10 +203,10 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     const size_t n_chunks = sp.c1;
     const int r_span = sp.residual ? r_vis : 0;  // residual tokens this span reads
     for (size_t ci = sp.c0; ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
-      PrefetchK(p.chunks[ci], D, &ahead);
+      PrefetchK(p.chunks[ci], D, lk, &ahead);
     for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
-      if (ci + kPrefetchAhead < n_chunks) PrefetchK(p.chunks[ci + kPrefetchAhead], D, &ahead);
+      if (ci + kPrefetchAhead < n_chunks) PrefetchK(p.chunks[ci + kPrefetchAhead], D, lk, &ahead);
       if (ci + 1 == n_chunks && sp.residual) {  // the residual comes next
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
       }
@@ -330,11 +218,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       const float* qk = c.k_format.hadamard ? qr.data() : qs.data();
       if (kept == c.T && c.Position(c.T - 1) <= qp) {  // every slot kept and visible: in place
-        DotK(c, D, qk, group, scores_base + j, ss, rounded_query, pq, &ahead);
+        lk[c.k_fmt]->dot_k(KRef(c, D), qk, group, scores_base + j, ss, pq, &ahead);
         j += kept;
         continue;
       }
-      DotK(c, D, qk, group, tmp.data(), c.T, rounded_query, pq, &ahead);
+      lk[c.k_fmt]->dot_k(KRef(c, D), qk, group, tmp.data(), c.T, pq, &ahead);
       for (int hh = 0; hh < group; ++hh) {
         const float* src = tmp.data() + static_cast<size_t>(hh) * c.T;
         float* row = scores_base + hh * ss;
@@ -380,11 +268,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
     if (p.v_hadamard) std::fill(acc_rot.begin(), acc_rot.end(), 0.0f);
     j = sp.j0;
     for (size_t ci = sp.c0; any && ci < std::min(n_chunks, sp.c0 + kPrefetchAhead); ++ci)
-      PrefetchV(p.chunks[ci], D, &ahead);
+      PrefetchV(p.chunks[ci], D, lk, &ahead);
     for (size_t ci = sp.c0; ci < n_chunks; ++ci) {
       const ChunkView& c = p.chunks[ci];
       if (any && ci + kPrefetchAhead < n_chunks)
-        PrefetchV(p.chunks[ci + kPrefetchAhead], D, &ahead);
+        PrefetchV(p.chunks[ci + kPrefetchAhead], D, lk, &ahead);
       if (any && ci + 1 == n_chunks && sp.residual) {
         PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
       }
@@ -395,7 +283,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
       }
       float* a = c.v_format.hadamard ? acc_rot.data() : acc.data();
       if (kept == c.T) {  // weights in place (invisible slots have weight 0)
-        AxpyV(c, D, scores_base + j, ss, group, a, rounded_weights, &ahead);
+        lk[c.v_fmt]->axpy_v(VRef(c, D), scores_base + j, ss, group, a, &ahead);
         j += kept;
         continue;
       }
@@ -405,7 +293,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, int g, int group, int n
         int jj = j;
         for (int t = 0; t < c.T; ++t) wt[t] = c.Kept(t) ? row[jj++] : 0.0f;
       }
-      AxpyV(c, D, tmp.data(), c.T, group, a, rounded_weights, &ahead);
+      lk[c.v_fmt]->axpy_v(VRef(c, D), tmp.data(), c.T, group, a, &ahead);
       j += kept;
     }
     for (int a = 0; any && a < r_span; a += kResidualPiece) {
@@ -475,9 +363,10 @@ int SpansPerHead(const std::vector<HeadPlan>& plans, int want, const StoreAttent
 // s and M = max_s m_s, span s weighs c_s = l_s e^(m_s - M) / sum_r l_r
 // e^(m_r - M); out = sum_s c_s out_s, and span s's weights (normalized over
 // the span) are scaled by c_s before the sink sees the row.
-void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int spans, int group,
-                 int n_q_heads, const float* q, const int32_t* q_pos, float* out,
-                 const AttentionSink* sink, const StoreAttentionOptions& o, bool parallel) {
+void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, const LayerKernels& lk,
+                 int spans, int group, int n_q_heads, const float* q, const int32_t* q_pos,
+                 float* out, const AttentionSink* sink, const StoreAttentionOptions& o,
+                 bool parallel) {
   const int H = static_cast<int>(plans.size());
   const int D = store.head_dim();
   const int tasks = H * spans;
@@ -517,8 +406,8 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, int s
     for (int64_t t = b; t < e; ++t) {
       const int g = static_cast<int>(t) / spans;
       const SpanResult r = result(static_cast<int>(t));
-      AttendHead(store, plans[g], g, group, n_q_heads, q, q_pos, 1, out, sink, o.first_sink_query,
-                 o.rounded_query, o.rounded_weights, sp[t], scores + row0[g], &r);
+      AttendHead(store, plans[g], lk, g, group, n_q_heads, q, q_pos, 1, out, sink,
+                 o.first_sink_query, sp[t], scores + row0[g], &r);
     }
   };
   if (parallel) {
@@ -610,6 +499,12 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   StoreAttentionOptions opts = options;
   opts.rounded_query = options.rounded_query && n == 1;
   opts.rounded_weights = options.rounded_weights && n == 1;
+  const attn::KernelOptions ko{opts.rounded_query, opts.rounded_weights};
+  LayerKernels lk(store.NumFormats(layer));
+  for (size_t i = 0; i < lk.size(); ++i) {
+    lk[i] =
+        &attn::CachedKernels(store.LayerFormat(layer, static_cast<int>(i)), store.head_dim(), ko);
+  }
   int64_t work = 0;
   for (int g = 0; g < H; ++g) {
     work += store.KeptTokens(layer, g) * n * group * store.head_dim();  // = the plan's n_kept
@@ -621,7 +516,7 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
     for (int g = 0; g < H; ++g) plans[g] = Plan(store, layer, g, sink && *sink);
     const int spans = SpansPerHead(plans, want, options);
     if (spans > 1) {
-      AttendSplit(store, plans, spans, group, n_q_heads, q, q_pos, out, sink, opts,
+      AttendSplit(store, plans, lk, spans, group, n_q_heads, q, q_pos, out, sink, opts,
                   work >= options.parallel_min_work);
       return Status::Ok();
     }
@@ -631,8 +526,8 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
       if (!planned) plans[g] = Plan(store, layer, static_cast<int>(g), sink && *sink);
-      AttendHead(store, plans[g], static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
-                 options.first_sink_query, opts.rounded_query, opts.rounded_weights);
+      AttendHead(store, plans[g], lk, static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
+                 options.first_sink_query);
     }
   };
   if (H > 1 && work >= options.parallel_min_work) {

@@ -72,10 +72,10 @@ struct StoreAttentionOptions {
   // everywhere (the oracle path). Batches of n > 1 queries always use fp32.
   // - Per-channel K chunks with integer levels (KIVI / HqeKV tiers: u1/u2/
   //   u3/u4, n1): quant::DotChunkMultiInt16Query; int8 K chunks:
-  //   quant::DotRowsInt16Query (quant/multi_query_rows_q16.h). The query is
+  //   quant::DotRowsInt16Query (attn/multi_query_rows_q16.h). The query is
   //   rounded to int16 per chunk, VNNI dots; a score moves by at most half a
-  //   query step per code (quant/multi_query.h).
-  // - fp8 K chunks: quant::DotRowsBf16Prepared (quant/multi_query_rows_bf16.h),
+  //   query step per code (attn/multi_query.h).
+  // - fp8 K chunks: quant::DotRowsBf16Prepared (attn/multi_query_rows_bf16.h),
   //   the query rounded to bf16 once per query and KV head; each score within
   //   2^-8 of sum |q·k|.
   bool rounded_query = true;
@@ -85,11 +85,11 @@ struct StoreAttentionOptions {
   // always use fp32.
   // - Per-token V chunks with integer levels (KIVI / HqeKV tiers: u1/u2/u4/u8,
   //   n1; T a multiple of 16): quant::AxpyChunkMultiInt16Weights; int8 V
-  //   chunks: quant::AxpyRowsInt16Weights (quant/multi_query_rows_q16.h). Each
+  //   chunks: quant::AxpyRowsInt16Weights (attn/multi_query_rows_q16.h). Each
   //   weight row times the group multiplier rounded to int16 per chunk and
   //   group, VNNI dots over token pairs; an output moves by at most half a
-  //   weight step per code (quant/multi_query.h).
-  // - fp8 V chunks: quant::AxpyRowsBf16Weights (quant/multi_query_rows_bf16.h),
+  //   weight step per code (attn/multi_query.h).
+  // - fp8 V chunks: quant::AxpyRowsBf16Weights (attn/multi_query_rows_bf16.h),
   //   w·s rounded to bf16.
   bool rounded_weights = true;
 };

@@ -5,7 +5,7 @@
 
 #include "cache/prefill_attention.h"
 #include "core/parallel.h"
-#include "quant/flash_attention.h"
+#include "attn/flash_attention.h"
 
 namespace hqekv::cache {
 namespace {

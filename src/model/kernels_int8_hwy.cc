@@ -89,7 +89,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Weights from DRAM (a decode step over a model larger than the caches:
 // bench_kernels --cold) need more: at 3072 the int8 kernels read cold at
 // 0.61-0.90 of the same-size cold read, the k = 14336 rows lowest; at 6144
-// 0.73-1.05 (Wave 10, docs/performance.md; 8192-16384 no better, prefetcht1
+// 0.73-1.05 (bench_kernels --cold; 8192-16384 no better, prefetcht1
 // no better). Warm (weights in L3) 6144 is level with 3072.
 //
 // Q8_0 rows of more than kSplitPrefetchK values (k = 14336: the FFN down
@@ -100,7 +100,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // cold, Q8_0 at k = 14336 ran at 0.74-0.80 of the same-size cold read (k =
 // 4096: 0.92-0.98), the same kernel over a 4 KiB slice of the activations
 // (wrong results, timing only) at 0.90; two steps: 0.94 (8 pairs, either
-// binary first; Wave 13, docs/performance.md). Not taken: at k = 4096 (Q8_0
+// binary first; bench_kernels --cold). Not taken: at k = 4096 (Q8_0
 // 0.79 against 0.92), and for the other types at k = 14336, where it was
 // level or lower once the run order was alternated.
 constexpr int kPrefetchBytes = 6144;

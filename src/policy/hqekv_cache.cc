@@ -8,7 +8,7 @@
 #include "policy/selection.h"
 #include "policy/hqekv_options.h"
 #include "policy/true_bits.h"
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 
 namespace hqekv::policy {
 HqekvCache::HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve)

@@ -2,7 +2,7 @@
 // quant/ needs to know about a kind — its spec name and legal bit widths, its
 // plane sizes, and its scalar reference (the oracle) and fast (Highway)
 // functions. Parsing, naming, validation, sizes and the chunk entry points
-// (format.cc, dispatch.cc, ref.cc, multi_query.cc) look a kind up here
+// (format.cc, dispatch.cc, ref.cc) look a kind up here
 // instead of switching on it, so a new format is one row plus its own
 // reference and kernel files (checklist: quant/README.md, "Adding a format").
 //
@@ -28,8 +28,8 @@ using DequantizeFn = void (*)(const Format& f, const uint8_t* codes, const uint8
 
 // Fast (Highway, runtime-dispatched) kernels: each returns false, doing
 // nothing, when it has no fast path for this format and shape; the caller
-// then runs the reference. Same contracts as quant/internal.h's simd:: and
-// quant/multi_query.h.
+// then runs the reference. Same contracts as quant/internal.h's simd::.
+// (Multi-query attention kernels choose by kind in attn/multi_query.cc.)
 using FastQuantizeFn = bool (*)(const Format& f, const float* src, int T, int D, uint8_t* codes,
                                 uint8_t* meta);
 using FastDequantizeFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
@@ -38,12 +38,6 @@ using FastDotFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t*
                            const float* q, float* scores);
 using FastAxpyFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                             int D, const float* w, float* acc);
-using FastDotMultiFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                                int D, const float* q, size_t q_stride, int m, float* scores,
-                                size_t s_stride);
-using FastAxpyMultiFn = bool (*)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                                 int D, const float* w, size_t w_stride, int m, float* acc,
-                                 size_t a_stride);
 
 // Plane sizes in bytes of one T × D chunk (T, D > 0).
 using PlaneBytesFn = size_t (*)(const Format& f, int T, int D);
@@ -73,9 +67,6 @@ struct FormatTraits {
   FastDequantizeFn fast_dequantize;
   FastDotFn fast_dot;
   FastAxpyFn fast_axpy;
-  // Multi-query kernels; nullptr: the single-query entry points once per row.
-  FastDotMultiFn fast_dot_multi;
-  FastAxpyMultiFn fast_axpy_multi;
   // Values per block along D of one token (llama.cpp block types: 32; D must
   // be a multiple); 0: no such constraint.
   int d_block;

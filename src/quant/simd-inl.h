@@ -1,5 +1,5 @@
 // Highway helpers shared by the quant kernels (quant/simd.cc: single query;
-// quant/multi_query.cc: multi query): vector tags, per-thread scratch, code
+// attn/multi_query.cc: multi query): vector tags, per-thread scratch, code
 // fetching and unpacking, fp16 metadata planes, the affine map of a group and
 // the fast-path shape checks. Included once per SIMD target by a .cc that uses
 // hwy/foreach_target.h, after <hwy/highway.h> (the gemma.cpp "-inl.h" style:

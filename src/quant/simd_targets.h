@@ -1,5 +1,5 @@
 // The SIMD targets every quant Highway translation unit (quant/simd.cc,
-// quant/multi_query.cc) is compiled for. Include before hwy/foreach_target.h.
+// attn/multi_query.cc) is compiled for. Include before hwy/foreach_target.h.
 #pragma once
 
 // SSSE3 adds compile time for machines that no longer matter; they run EMU128.

@@ -11,9 +11,9 @@
 #include "hadamard_format.h"
 #include "core/parallel.h"
 #include "quant/format.h"
-#include "quant/multi_query.h"
-#include "quant/multi_query_rows_bf16.h"
-#include "quant/multi_query_rows_q16.h"
+#include "attn/multi_query.h"
+#include "attn/multi_query_rows_bf16.h"
+#include "attn/multi_query_rows_q16.h"
 
 namespace hqekv::cache {
 namespace {
@@ -492,7 +492,7 @@ TEST(StoreAttention, DecodeInt16WeightsStayCloseToTheFp32Weights) {
   EXPECT_EQ(a2, b2);
 }
 
-// Decode steps over fp8 chunks use the bf16 kernels (quant/multi_query_rows_bf16.h)
+// Decode steps over fp8 chunks use the bf16 kernels (attn/multi_query_rows_bf16.h)
 // under the same options where the CPU has them: the query rows are prepared
 // once per query and KV head (Hadamard chunks read the rotated rows, plain ones
 // the others) and w·s rounded to bf16. Outputs stay close to the fp32 path
@@ -555,7 +555,7 @@ TEST(StoreAttention, DecodeFp8Bf16StaysCloseToTheFp32Kernels) {
 }
 
 // Decode steps over llama.cpp q8_0 chunks use the int16 kernels of
-// quant/multi_query_rows_q16.h under the same options where the CPU has them:
+// attn/multi_query_rows_q16.h under the same options where the CPU has them:
 // the query rows rounded to int16 and laid out once per query and KV head
 // (Hadamard chunks read the rotated rows, plain ones the others; fp8 chunks
 // in between prepare their own bf16 rows), and w·d rounded to int16 per

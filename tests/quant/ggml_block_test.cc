@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "quant/format_traits.h"
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 #include "quant_test_util.h"
 
 namespace hqekv::quant {

@@ -1,4 +1,4 @@
-// Scalar oracles of quant/multi_query_rows_bf16.h (bf16 scores and value
+// Scalar oracles of attn/multi_query_rows_bf16.h (bf16 scores and value
 // sums over fp8 chunks), and the tables and roundings the kernels share.
 #include <array>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "core/half.h"
 #include "quant/internal.h"
-#include "quant/multi_query_rows_bf16.h"
+#include "attn/multi_query_rows_bf16.h"
 
 namespace hqekv::quant {
 namespace {

@@ -1,5 +1,5 @@
 // bf16 decode-attention kernels over fp8 chunks (E4M3 and E5M2): the fp8
-// counterpart of quant/multi_query_rows_q16.h (int8).
+// counterpart of attn/multi_query_rows_q16.h (int8).
 //
 // fp8 per chunk (Kind::kFp8E4M3 / kFp8E5M2, quant/README.md): x̂[t][d] =
 // s·v(c[t][d]), s the chunk's fp16 scale, v the code's value (codes above the
@@ -16,7 +16,7 @@
 // error per query / weight entry 16x below fp8's own (E4M3: 2^-4). Splitting the
 // fp32 side into two bf16 halves would keep ~2^-17 but doubles the
 // vdpbf16ps count, and on Zen 5 that made K slower than the fp32 kernel
-// (docs/performance.md, wave 11); refmodel-4l moved by mean KL 2.7e-5 (fp8
+// (kernel alone); refmodel-4l moved by mean KL 2.7e-5 (fp8
 // against fp16: 1.4e-3).
 // Why not int16 as for int8: fp8 values span 2^-9 .. 448 (E4M3), so an int16
 // value times an int16 query row overflows an int32 sum after a few terms.
@@ -69,8 +69,8 @@ bool AxpyRowsBf16Weights(const Format& f, const uint8_t* codes, const uint8_t* m
 // CPU rather than the fp32 row kernels (DotChunkMulti / AxpyChunkMulti). Both
 // are correct wherever they run; which is faster depends on how the core
 // issues vdpbf16ps and vpermi2b. AMD (Zen 5, the tuning machine): the bf16
-// kernels, 464 -> 315 ns per chunk (docs/performance.md, wave 11). Intel
-// Xeon with AVX512_BF16 and AMX (wave 19): the fp32 row kernels, decode step
+// kernels, 464 -> 315 ns per chunk (kernel alone). Intel
+// Xeon with AVX512_BF16 and AMX (DecodeAttention/fp8): the fp32 row kernels, decode step
 // 0.87-0.88x of the bf16 kernels' time at 4K and 0.92-0.93x at 32K. Decided by
 // the CPU's vendor, never by a timing at run time, so that one CPU always
 // gives the same bits. False where the kernels decline anyway.

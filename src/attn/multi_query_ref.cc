@@ -8,7 +8,7 @@
 
 #include "core/half.h"
 #include "quant/internal.h"
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 
 namespace hqekv::quant::ref {
 

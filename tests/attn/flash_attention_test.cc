@@ -1,6 +1,6 @@
 // quant::AttendRows (tiled SIMD, online softmax) against ref::AttendRows (the
 // scalar two-pass oracle) on every SIMD target this CPU runs.
-#include "quant/flash_attention.h"
+#include "attn/flash_attention.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "quant_test_util.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {

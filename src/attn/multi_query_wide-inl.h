@@ -1,6 +1,6 @@
 // Full-width (up to 16 float lanes) multi-query kernels for the two layouts
 // the KIVI / HqeKV tiers store: K per-channel (T = 32 tokens per channel) and
-// V per-token groups. Included by quant/multi_query.cc once per SIMD target
+// V per-token groups. Included by attn/multi_query.cc once per SIMD target
 // (the toggle guard below, as quant/simd-inl.h), after simd-inl.h.
 //
 // Why a second set: the kernels of multi_query.cc cap vectors at 8 lanes so

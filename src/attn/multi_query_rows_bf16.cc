@@ -1,5 +1,5 @@
 // bf16 decode-attention kernels over fp8 chunks
-// (quant/multi_query_rows_bf16.h). Codes widen to bf16 by two vpermi2b byte
+// (attn/multi_query_rows_bf16.h). Codes widen to bf16 by two vpermi2b byte
 // lookups over the 7-bit magnitude (low and high byte of the bf16; the sign
 // ORed into the high byte) and one unpack pair, 64 codes at a time: 5 vector
 // operations against ~16 for the fp16 route of the fp32 kernels
@@ -10,10 +10,10 @@
 // stored in that order once per KV head (PrepareBf16Query), and the value
 // sums are put back in channel order once per chunk. vdpbf16ps through
 // inline asm (in place; through the intrinsic GCC 12 copies accumulators, as
-// seen for vpdpwssd in quant/multi_query_rows_q16.cc).
+// seen for vpdpwssd in attn/multi_query_rows_q16.cc).
 //
-// Kernel alone (32 x 128 E4M3 chunk, 4 rows, L2, docs/performance.md wave
-// 11): K 300 -> 165 ns, V 275 -> 200 ns against the fp32 kernels.
+// Kernel alone (32 x 128 E4M3 chunk, 4 rows, L2, kernel alone):
+// K 300 -> 165 ns, V 275 -> 200 ns against the fp32 kernels.
 //
 // Kernel on the AVX3_DL target only, and only where the CPU also has
 // AVX512_BF16 (checked once at run time; Zen 4/5, Sapphire Rapids): every other
@@ -26,12 +26,12 @@
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "quant/multi_query_rows_bf16.cc"
+#define HWY_TARGET_INCLUDE "attn/multi_query_rows_bf16.cc"
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 
 #include "quant/internal.h"
-#include "quant/multi_query_rows_bf16.h"
+#include "attn/multi_query_rows_bf16.h"
 
 HWY_BEFORE_NAMESPACE();
 #undef HQEKV_RB16_OK

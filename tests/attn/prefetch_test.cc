@@ -1,6 +1,6 @@
-// cache/prefetch.h: the page touches that walk the page table before the
+// attn/prefetch.h: the page touches that walk the page table before the
 // line prefetches of a later chunk or page (one load per 4 KiB page).
-#include "cache/prefetch.h"
+#include "attn/prefetch.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-namespace hqekv::cache {
+namespace hqekv::attn {
 namespace {
 
 std::vector<size_t> Touches(uintptr_t start, size_t n) {
@@ -57,4 +57,4 @@ TEST(PageTouches, PrefetchBytesReadsOnlyInsideTheRange) {
 }
 
 }  // namespace
-}  // namespace hqekv::cache
+}  // namespace hqekv::attn

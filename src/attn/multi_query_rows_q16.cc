@@ -1,7 +1,7 @@
 // Int16 decode-attention kernels over int8 and q8_0 chunks
-// (quant/multi_query_rows_q16.h). int8: K: the query rows rounded to int16 once per
+// (attn/multi_query_rows_q16.h). int8: K: the query rows rounded to int16 once per
 // query and KV head (PrepareInt16Query: a decode step reuses them for every
-// chunk; 195 -> 130 ns per 32 x 128 chunk and 4 rows, wave 13), then dotted
+// chunk; 195 -> 130 ns per 32 x 128 chunk and 4 rows, bench_attention), then dotted
 // with the sign-extended codes by vpdpwssd (32 products per
 // instruction against 16 for an fp32 FMA, and one vpmovsxbw per 32 codes
 // instead of a vpmovsxbd and a vcvtdq2ps per 16); four tokens x up to four
@@ -15,14 +15,14 @@
 // vpdpwssd leaves one block sum per lane (the block scale is one product per
 // 16 blocks), with the query rows prepared once per KV head; V is int8's pair
 // kernel with one int16 weight per (token, block). Kernel alone (32 x 128
-// chunk, 4 rows, L2, docs/performance.md wave 12): K 280 -> 165 ns, V 255 ->
+// chunk, 4 rows, L2, kernel alone): K 280 -> 165 ns, V 255 ->
 // 167 ns against the fp32 kernels. Oracles ref::DotRowsQ8_0Int16Query /
 // ref::AxpyRowsQ8_0Int16Weights, bit-identical.
 //
 // Kernel on the AVX3_DL target only (AVX-512 VNNI, compiled in here with
-// HWY_WANT_AVX3_DL; GCC, as quant/multi_query_q16.cc): every other target
+// HWY_WANT_AVX3_DL; GCC, as attn/multi_query_q16.cc): every other target
 // reports "no kernel" and the caller keeps the fp32 kernels of
-// quant/multi_query_rows-inl.h.
+// attn/multi_query_rows-inl.h.
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
 #endif
@@ -31,14 +31,14 @@
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "quant/multi_query_rows_q16.cc"
+#define HWY_TARGET_INCLUDE "attn/multi_query_rows_q16.cc"
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 
 #include "quant/internal.h"
-#include "quant/multi_query_rows_q16.h"
-#include "quant/prefetch_lines.h"
-#include "quant/row_blocks-inl.h"  // WithRowBlock
+#include "attn/multi_query_rows_q16.h"
+#include "attn/prefetch.h"
+#include "attn/row_blocks-inl.h"  // WithRowBlock
 
 HWY_BEFORE_NAMESPACE();
 #undef HQEKV_RQ16_VNNI
@@ -139,7 +139,7 @@ HWY_NOINLINE const uint8_t* DotBlock(const int8_t* codes, const float* s, int T,
                                      const uint8_t* pf, const uint8_t* const pf_end) {
   int t0 = 0;
   for (; t0 + 4 <= T; t0 += 4) {
-    pf = RequestLines(pf, pf_end, 9);  // 8 passes per 32-token chunk: 72 >= 68 lines
+    pf = attn::RequestLines(pf, pf_end, 9);  // 8 passes per 32-token chunk: 72 >= 68 lines
     __m512i acc[MB][4];
     for (int h = 0; h < MB; ++h) {
       for (int k = 0; k < 4; ++k) acc[h][k] = _mm512_setzero_si512();
@@ -240,7 +240,7 @@ HWY_NOINLINE const uint8_t* AxpyBlock(const int8_t* codes, int T, int D, int d0,
     for (int j = 0; j < 4; ++j) sum[h][j] = _mm512_setzero_si512();
   }
   for (int t = 0; t < T; t += 2) {
-    pf = RequestLines(pf, pf_end, 3);  // 16 pairs x 2 column blocks per 32 x 128 chunk
+    pf = attn::RequestLines(pf, pf_end, 3);  // 16 pairs x 2 column blocks per 32 x 128 chunk
     const __m512i a = _mm512_loadu_si512(codes + static_cast<size_t>(t) * D + d0);
     const __m512i b = _mm512_loadu_si512(codes + static_cast<size_t>(t + 1) * D + d0);
     __m512i x[4];
@@ -383,7 +383,7 @@ void DotRowsQ8Block(const uint8_t* codes, const uint8_t* meta, int T, int D, con
   const uint8_t* pf = pf_io;
   for (int k0 = 0; k0 < nb; k0 += 16) {
     const int n = std::min(16, nb - k0);
-    pf = RequestLines(pf, pf_end, 9);  // 8 passes per 32-token chunk: 72 >= 68 lines
+    pf = attn::RequestLines(pf, pf_end, 9);  // 8 passes per 32-token chunk: 72 >= 68 lines
     __m512i acc[MB];
     DotGroupQ8<MB>(codes + 32 * static_cast<size_t>(k0), n, qw, s3, acc);
     const __mmask16 km = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
@@ -515,7 +515,7 @@ HWY_NOINLINE const uint8_t* AxpyBlockQ8(const int8_t* codes, int T, int D, int d
   }
   const int32_t* p = pairs + d0 / 32;
   for (int t = 0; t < T; t += 2, p += per_row) {
-    pf = RequestLines(pf, pf_end, 3);  // 16 pairs x 2 column blocks per 32 x 128 chunk
+    pf = attn::RequestLines(pf, pf_end, 3);  // 16 pairs x 2 column blocks per 32 x 128 chunk
     const __m512i a = _mm512_loadu_si512(codes + static_cast<size_t>(t) * D + d0);
     const __m512i b = _mm512_loadu_si512(codes + static_cast<size_t>(t + 1) * D + d0);
     __m512i x[4];
@@ -565,7 +565,7 @@ bool PrepareInt16Impl(const float* q, size_t qs, int m, int D, int16_t* qi, floa
 
 bool DotInt16PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           const int16_t* qi, const float* sq, int m, float* scores, size_t ss,
-                          PrefetchLines* ahead) {
+                          attn::PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || !Int16QueryRowsApply(f, T, D)) return false;
   alignas(64) float s[kMaxT];
@@ -591,7 +591,7 @@ bool DotInt16PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* 
 
 bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* w, size_t ws, int m, float* acc, size_t as,
-                       PrefetchLines* ahead) {
+                       attn::PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
   alignas(64) float s[kMaxT];
@@ -649,7 +649,7 @@ bool PrepareQ8Impl(const float* q, size_t qs, int m, int D, int32_t* words, floa
 
 bool DotQ8PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const int32_t* words, const float* sq, int m, float* scores, size_t ss,
-                       PrefetchLines* ahead) {
+                       attn::PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || !Q8_0QueryRowsApply(f, T, D)) return false;
   __m512i s3[4];
@@ -674,7 +674,8 @@ bool DotQ8PreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* met
 }
 
 bool AxpyRowsQ8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                    const float* w, size_t ws, int m, float* acc, size_t as, PrefetchLines* ahead) {
+                    const float* w, size_t ws, int m, float* acc, size_t as,
+                    attn::PrefetchLines* ahead) {
 #if HQEKV_RQ16_VNNI
   if (m <= 0 || m > 16 || !Q8_0WeightsRowsApply(f, T, D)) return false;
   const int per_row = D / 32;
@@ -770,7 +771,7 @@ bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query
 
 bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                           const Int16Query& q, float* scores, size_t s_stride,
-                          PrefetchLines* ahead) {
+                          attn::PrefetchLines* ahead) {
   if (q.m <= 0 || !Int16QueryRowsApply(f, T, q.D)) return false;
   return HWY_DYNAMIC_DISPATCH(DotInt16PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.qi),
                                                     q.sq.data(), q.m, scores, s_stride, ahead);
@@ -791,7 +792,7 @@ bool Int16WeightsRowsApply(const Format& f, int T, int D) {
 
 bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
-                          PrefetchLines* ahead) {
+                          attn::PrefetchLines* ahead) {
   if (m <= 0 || m > 16 || !Int16WeightsRowsApply(f, T, D)) return false;
   return HWY_DYNAMIC_DISPATCH(AxpyRowsInt16Impl)(f, codes, meta, T, D, w, w_stride, m, acc,
                                                  a_stride, ahead);
@@ -827,7 +828,8 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
 }
 
 bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                         const Q8_0Query& q, float* scores, size_t s_stride, PrefetchLines* ahead) {
+                         const Q8_0Query& q, float* scores, size_t s_stride,
+                         attn::PrefetchLines* ahead) {
   if (q.m <= 0 || !Q8_0QueryRowsApply(f, T, q.D)) return false;
   return HWY_DYNAMIC_DISPATCH(DotQ8PreparedImpl)(f, codes, meta, T, q.D, AlignedRows(q.words),
                                                  q.sq.data(), q.m, scores, s_stride, ahead);
@@ -847,7 +849,7 @@ bool Q8_0WeightsRowsApply(const Format& f, int T, int D) {
 
 bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                               int D, const float* w, size_t w_stride, int m, float* acc,
-                              size_t a_stride, PrefetchLines* ahead) {
+                              size_t a_stride, attn::PrefetchLines* ahead) {
   if (m <= 0 || m > 16 || !Q8_0WeightsRowsApply(f, T, D)) return false;
   return HWY_DYNAMIC_DISPATCH(AxpyRowsQ8Impl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride,
                                               ahead);

@@ -1,4 +1,4 @@
-// Int16-weight value accumulation (quant/multi_query.h,
+// Int16-weight value accumulation (attn/multi_query.h,
 // AxpyChunkMultiInt16Weights) against its scalar oracle
 // (ref::AxpyChunkMultiInt16Weights: the same integer math) on every x86
 // target this CPU runs, AVX-512 VNNI included; and the oracle against the
@@ -14,8 +14,8 @@
 
 #include "hwy/targets.h"
 #include "quant/internal.h"
-#include "quant/multi_query.h"
-#include "quant_test_util.h"
+#include "attn/multi_query.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {

@@ -1,5 +1,5 @@
 // Int16 decode-attention kernels over llama.cpp q8_0 chunks
-// (quant/multi_query_rows_q16.h: DotRowsQ8_0Int16Query / DotRowsQ8_0Prepared
+// (attn/multi_query_rows_q16.h: DotRowsQ8_0Int16Query / DotRowsQ8_0Prepared
 // and AxpyRowsQ8_0Int16Weights) against their scalar oracles (the same
 // integer sums and fp32 operations, bit-identical) on every x86 target this
 // CPU runs, AVX-512 VNNI included; the oracles against the fp32 references
@@ -16,9 +16,9 @@
 
 #include "hwy/targets.h"
 #include "quant/internal.h"
-#include "quant/multi_query.h"
-#include "quant/multi_query_rows_q16.h"
-#include "quant_test_util.h"
+#include "attn/multi_query.h"
+#include "attn/multi_query_rows_q16.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {

@@ -1,4 +1,4 @@
-// Int16-query scores over int8 chunks (quant/multi_query_rows_q16.h,
+// Int16-query scores over int8 chunks (attn/multi_query_rows_q16.h,
 // DotRowsInt16Query, and DotRowsInt16Prepared with rows prepared once) against their scalar oracle
 // (ref::DotRowsInt16Query: the same integer math, bit-identical) on every x86 target this CPU runs,
 // AVX-512 VNNI included; the oracle against the fp32-query reference
@@ -16,9 +16,9 @@
 
 #include "hwy/targets.h"
 #include "quant/internal.h"
-#include "quant/multi_query.h"
-#include "quant/multi_query_rows_q16.h"
-#include "quant_test_util.h"
+#include "attn/multi_query.h"
+#include "attn/multi_query_rows_q16.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {

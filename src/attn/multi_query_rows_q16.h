@@ -1,6 +1,6 @@
 // Int16 decode-attention kernels over the row-major 8-bit integer chunks:
 // int8 (per-token scale) and llama.cpp q8_0 (per-block scale, second half of
-// this header). The 8-bit row-major counterparts of quant/multi_query.h's
+// this header). The 8-bit row-major counterparts of attn/multi_query.h's
 // DotChunkMultiInt16Query (which covers the per-channel KIVI / HqeKV layouts).
 //
 // int8 per token (Kind::kInt8, quant/README.md): x̂[t][d] = s[t]·c[t][d],
@@ -17,7 +17,7 @@
 // |c[t][d]| (the query's rounding) plus fp32 rounding.
 //
 // Why int16 and not int8 (vpdpbusd): an int8 query moved refmodel-4l's
-// next-token distributions by KL 1.7e-3 (docs/performance.md, wave 6).
+// next-token distributions by KL 1.7e-3 (hqekv ppl --kv int8 --ref fp16).
 #pragma once
 
 #include <cstddef>
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "quant/format.h"
-#include "quant/prefetch_lines.h"
+#include "attn/prefetch.h"
 
 namespace hqekv::quant {
 
@@ -44,7 +44,7 @@ bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* met
 
 // The query rows rounded once (qi, sq above): a decode step scores every
 // chunk of a KV head with the same rows, and rounding them per chunk call
-// cost ~4.5% of an int8 step at 32K (docs/performance.md, wave 13). The
+// cost ~4.5% of an int8 step at 32K (bench_attention DecodeAttention/int8). The
 // rounding depends on the row only, so the scores are the same bits as
 // DotRowsInt16Query's. m == 0: not prepared.
 struct Int16Query {
@@ -61,12 +61,12 @@ bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query
 // do not apply. Oracle: ref::DotRowsInt16Query (bit-identical).
 //
 // ahead (this and the other three kernels below; nullptr: none): bytes the
-// caller reads later (quant/prefetch_lines.h), requested a few lines per loop
+// caller reads later (attn/prefetch.h), requested a few lines per loop
 // iteration of this call; ahead->next moves past what was requested (the
 // whole of a 4 KiB block for a 32 x 128 chunk). No output depends on it.
 bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                           const Int16Query& q, float* scores, size_t s_stride,
-                          PrefetchLines* ahead = nullptr);
+                          attn::PrefetchLines* ahead = nullptr);
 
 // Int16-weight value accumulation over int8 V chunks (decode attention): per
 // row h the weights times the token scales are rounded to int16 once per call:
@@ -84,7 +84,7 @@ bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* 
 bool Int16WeightsRowsApply(const Format& f, int T, int D);
 bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
-                          PrefetchLines* ahead = nullptr);
+                          attn::PrefetchLines* ahead = nullptr);
 
 // ---- llama.cpp q8_0 blocks (Kind::kQ8_0, quant/README.md): x̂ = c·d[k],
 // block k = values [32k, 32k + 32) of the row-major chunk (token t's blocks
@@ -122,7 +122,7 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
 // apply. Oracle: ref::DotRowsQ8_0Int16Query (bit-identical).
 bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                          const Q8_0Query& q, float* scores, size_t s_stride,
-                         PrefetchLines* ahead = nullptr);
+                         attn::PrefetchLines* ahead = nullptr);
 // Prepare + DotRowsQ8_0Prepared in one call (tests, one-off callers).
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                            const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
@@ -140,7 +140,7 @@ bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t*
 bool Q8_0WeightsRowsApply(const Format& f, int T, int D);
 bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                               int D, const float* w, size_t w_stride, int m, float* acc,
-                              size_t a_stride, PrefetchLines* ahead = nullptr);
+                              size_t a_stride, attn::PrefetchLines* ahead = nullptr);
 
 namespace ref {
 bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

@@ -1,4 +1,4 @@
-// Scalar oracles of quant/multi_query_rows_q16.h (int16-query scores and
+// Scalar oracles of attn/multi_query_rows_q16.h (int16-query scores and
 // int16-weight value sums over int8 and q8_0 chunks): the kernels' integer math
 // written out per element.
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "quant/internal.h"
-#include "quant/multi_query_rows_q16.h"
+#include "attn/multi_query_rows_q16.h"
 
 namespace hqekv::quant::ref {
 namespace {

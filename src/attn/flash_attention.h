@@ -36,7 +36,7 @@
 //
 // Tolerance against ref::AttendRows (the scalar two-pass oracle: all scores,
 // std::exp softmax, then the weighted sum; asserted by
-// tests/quant/flash_attention_test.cc on every compiled target):
+// tests/attn/flash_attention_test.cc on every compiled target):
 // |out - ref| <= 4e-6 · max|v| · (1 + max_r,t |q_r · k_t|) per element
 // (summation order, FMA and exp rounding only).
 #pragma once

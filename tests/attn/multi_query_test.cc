@@ -1,9 +1,9 @@
-// Multi-query kernels (quant/multi_query.h) against their oracle, the
+// Multi-query kernels (attn/multi_query.h) against their oracle, the
 // single-query scalar reference called once per row, for every format and
 // grouping, m in {1,...,5,8}, T in {1,7,32}, D in {8,64,96,128}, with row strides
-// larger than the rows. Tolerances (quant/multi_query.h): scores within
+// larger than the rows. Tolerances (attn/multi_query.h): scores within
 // 1e-5·D·max|x̂|·max|q|, accumulators within 1e-5·T·max|x̂|·max|w|.
-#include "quant/multi_query.h"
+#include "attn/multi_query.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 
 #include "core/half.h"
 #include "quant/internal.h"
-#include "quant_test_util.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {

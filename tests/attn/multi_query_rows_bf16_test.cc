@@ -1,4 +1,4 @@
-// bf16 kernels over fp8 chunks (quant/multi_query_rows_bf16.h): K scores
+// bf16 kernels over fp8 chunks (attn/multi_query_rows_bf16.h): K scores
 // (DotRowsBf16Query / DotRowsBf16Prepared) and V sums (AxpyRowsBf16Weights)
 // against their scalar oracles on every x86 target this CPU runs, AVX3_DL
 // included (the same bf16 inputs and exact products; the kernels sum in
@@ -19,9 +19,9 @@
 
 #include "hwy/targets.h"
 #include "quant/internal.h"
-#include "quant/multi_query.h"
-#include "quant/multi_query_rows_bf16.h"
-#include "quant_test_util.h"
+#include "attn/multi_query.h"
+#include "attn/multi_query_rows_bf16.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {

@@ -15,16 +15,16 @@
 // those). On AVX2 / AVX-512 the KIVI / HqeKV layouts (per-channel K with
 // T == 32 and bits 1/2/4; per-token V whose groups are whole vectors and
 // whose vectors hold >= 32 code bits) run full-width kernels instead
-// (quant/multi_query_wide-inl.h: 16 lanes on AVX-512, levels by one lane
+// (attn/multi_query_wide-inl.h: 16 lanes on AVX-512, levels by one lane
 // permutation), and int8, fp8 (E4M3 / E5M2) and the llama.cpp blocks (q8_0,
 // q4_0, q4_1, q5_0, q5_1) run full-width row kernels with the token / chunk
 // scale applied once per score and folded into the weights
-// (quant/multi_query_rows-inl.h; the llama.cpp blocks otherwise fall back to
+// (attn/multi_query_rows-inl.h; the llama.cpp blocks otherwise fall back to
 // quant/ggml_block_simd.cc's multi-query kernels). Hadamard formats work in the rotated domain
 // exactly as DotChunk / AxpyChunk do: the caller rotates q, and rotates the accumulator back.
 //
 // Tolerance against the single-query scalar reference (ref::DotChunkMulti,
-// the oracle; asserted by tests/quant/multi_query_test.cc): scores within
+// the oracle; asserted by tests/attn/multi_query_test.cc): scores within
 // 1e-5 · D · max|x̂| · max|q|, accumulators within 1e-5 · T · max|x̂| · max|w|
 // (different summation order and FMA use only; same bound as format.h's
 // SIMD kernels).

@@ -16,8 +16,8 @@
 
 #include "core/half.h"
 #include "quant/format.h"
-#include "quant/multi_query.h"
-#include "quant_test_util.h"
+#include "attn/multi_query.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {

@@ -1,4 +1,4 @@
-// Highway kernels of quant/multi_query.h, compiled once per SIMD target
+// Highway kernels of attn/multi_query.h, compiled once per SIMD target
 // (foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH), plus the
 // public entry points (fallback: the single-query entry points per row).
 //
@@ -24,15 +24,15 @@
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "quant/multi_query.cc"
+#define HWY_TARGET_INCLUDE "attn/multi_query.cc"
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include "quant/format_traits.h"
 #include "quant/internal.h"
-#include "quant/multi_query.h"
-#include "quant/row_blocks-inl.h"  // ForRowBlocks
+#include "attn/multi_query.h"
+#include "attn/row_blocks-inl.h"  // ForRowBlocks
 #include "quant/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -62,8 +62,8 @@ using Lv = Levels<DF>;
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
 
-#include "quant/multi_query_wide-inl.h"
-#include "quant/multi_query_rows-inl.h"
+#include "attn/multi_query_wide-inl.h"
+#include "attn/multi_query_rows-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hqekv::quant {
@@ -523,36 +523,45 @@ bool AccumulateF16Impl(uint16_t* sums, const float* w, float scale, int n) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-// Public entry points (quant/multi_query.h) and the table's simd:: kernels.
+// Public entry points (attn/multi_query.h).
 namespace hqekv::quant {
 HWY_EXPORT(DotMultiImpl);
 HWY_EXPORT(AxpyMultiImpl);
 HWY_EXPORT(SoftmaxRowImpl);
 HWY_EXPORT(AccumulateF16Impl);
 
-namespace simd {
+namespace {
+// The multi-query kernels of every kind they cover; false: none for this
+// format / shape (the caller runs the single-query entry points per row).
 bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
               const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
   if (HWY_DYNAMIC_DISPATCH(DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride))
     return true;
   // llama.cpp blocks without a full-width kernel: ggml_block_simd.cc's.
   return IsGgmlBlock(f.kind) &&
-         DotMultiGgmlBlock(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
+         simd::DotMultiGgmlBlock(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
 }
 bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
+  // u3: its own per-token kernel (quant/simd.cc), bit-identical to m single rows.
+  if (f.kind == Kind::kUniform3) {
+    return simd::AxpyMultiUniform3(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
+  }
   if (HWY_DYNAMIC_DISPATCH(AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride))
     return true;
   return IsGgmlBlock(f.kind) &&
-         AxpyMultiGgmlBlock(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
+         simd::AxpyMultiGgmlBlock(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
 }
-}  // namespace simd
+}  // namespace
 
 void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
   if (m <= 0) return;
-  const FastDotMultiFn fast = Traits(f.kind).fast_dot_multi;
-  if (fast != nullptr && fast(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) return;
+  // f32 and u3 have no multi-query K kernel.
+  if (f.kind != Kind::kF32 && f.kind != Kind::kUniform3 &&
+      DotMulti(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) {
+    return;
+  }
   for (int h = 0; h < m; ++h)
     DotChunk(f, codes, meta, T, D, q + h * q_stride, scores + h * s_stride);
 }
@@ -560,8 +569,9 @@ void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, i
 void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
   if (m <= 0) return;
-  const FastAxpyMultiFn fast = Traits(f.kind).fast_axpy_multi;
-  if (fast != nullptr && fast(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) return;
+  if (f.kind != Kind::kF32 && AxpyMulti(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) {
+    return;
+  }
   for (int h = 0; h < m; ++h) AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
 }
 

@@ -1,5 +1,5 @@
 // Line prefetches handed to the int8 / q8_0 decode-attention row kernels
-// (quant/prefetch_lines.h, the `ahead` argument of quant/multi_query_rows_q16.h):
+// (attn/prefetch.h, the `ahead` argument of attn/multi_query_rows_q16.h):
 // the outputs are the same bits with and without a range, and a kernel that
 // ran requested the whole 4 KiB block of a 32 x 128 chunk (what
 // cache/store_attention.cc relies on to drop its burst of line prefetches).
@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "quant/multi_query_rows_q16.h"
-#include "quant/prefetch_lines.h"
-#include "quant_test_util.h"
+#include "attn/multi_query_rows_q16.h"
+#include "attn/prefetch.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {
@@ -29,15 +29,15 @@ std::vector<float> Rows(int n, uint32_t seed, bool positive) {
 
 TEST(PrefetchLines, SetReplacesAndFlushForgets) {
   std::vector<uint8_t> a(4096), b(640);
-  PrefetchLines p;
+  attn::PrefetchLines p;
   p.Set(a.data(), a.size());
   EXPECT_EQ(p.next, a.data());
   EXPECT_EQ(p.end, a.data() + a.size());
-  p.next = RequestLines(p.next, p.end, 3);
+  p.next = attn::RequestLines(p.next, p.end, 3);
   EXPECT_EQ(p.next, a.data() + 3 * 64);
   p.Set(b.data(), b.size());  // the rest of a is requested, b replaces it
   EXPECT_EQ(p.next, b.data());
-  p.next = RequestLines(p.next, p.end, 100);  // never past the end
+  p.next = attn::RequestLines(p.next, p.end, 100);  // never past the end
   EXPECT_EQ(p.next, p.end);
   p.Flush();
   EXPECT_EQ(p.next, nullptr);
@@ -54,7 +54,7 @@ void ExpectSameAndConsumed(std::vector<float>& out, const Call& call) {
   const bool ran = call(nullptr);
   const std::vector<float> plain = out;
   out = start;
-  PrefetchLines ahead;
+  attn::PrefetchLines ahead;
   ahead.Set(later.data(), later.size());
   ASSERT_EQ(call(&ahead), ran);
   EXPECT_EQ(std::memcmp(out.data(), plain.data(), out.size() * sizeof(float)), 0);
@@ -79,11 +79,11 @@ void CheckKernels(const Format& f, uint32_t seed, const Prepare& prepare, const 
   Query prepared;
   std::vector<float> scores(kRows * kT, 0.0f), acc(kRows * kD, 0.5f);
   if (prepare(q.data(), kD, kRows, kD, &prepared)) {
-    ExpectSameAndConsumed(scores, [&](PrefetchLines* ahead) {
+    ExpectSameAndConsumed(scores, [&](attn::PrefetchLines* ahead) {
       return dot(f, e.codes.data(), e.meta.data(), kT, prepared, scores.data(), kT, ahead);
     });
   }
-  ExpectSameAndConsumed(acc, [&](PrefetchLines* ahead) {
+  ExpectSameAndConsumed(acc, [&](attn::PrefetchLines* ahead) {
     return axpy(f, e.codes.data(), e.meta.data(), kT, kD, w.data(), kT, kRows, acc.data(), kD,
                 ahead);
   });

@@ -1,4 +1,4 @@
-// Highway kernel of quant/flash_attention.h, compiled once per SIMD target
+// Highway kernel of attn/flash_attention.h, compiled once per SIMD target
 // (foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH).
 //
 // Layout of one block of RB = kRv × N query rows (N float lanes), lanes over
@@ -26,14 +26,14 @@
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "quant/flash_attention.cc"
+#define HWY_TARGET_INCLUDE "attn/flash_attention.cc"
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include "core/half.h"
-#include "quant/flash_attention.h"
+#include "attn/flash_attention.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace hqekv::quant {

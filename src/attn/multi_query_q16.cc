@@ -1,4 +1,4 @@
-// Int16-query scores over per-channel K chunks (quant/multi_query.h,
+// Int16-query scores over per-channel K chunks (attn/multi_query.h,
 // DotChunkMultiInt16Query): the query times the chunk's per-channel scale is
 // rounded to int16 once per chunk and head, then dotted with the codes by
 // vpdpwssd (32 products per instruction against 16 fp32 FMAs, and the code
@@ -6,7 +6,7 @@
 // (multi_query_ref.cc), the same integer math in scalar code. Why 16 bits, not
 // 8: an int8 query (vpdpbusd, 64 products per instruction) moved refmodel-4l's
 // next-token distributions by KL 1.7e-3 against the fp32 query (kivi-2), over
-// the 1e-4 budget; int16 rounds 258x finer (docs/performance.md, wave 6).
+// the 1e-4 budget; int16 rounds 258x finer (hqekv ppl --ref fp16).
 //
 // Kernel on the AVX3_DL target only (AVX-512 VNNI + VBMI, compiled in here:
 // HWY_WANT_AVX3_DL; GCC, as model/kernels_int8_hwy.cc, because Highway 1.0's
@@ -15,7 +15,7 @@
 //
 // Layout (quant/README.md, per-channel T = 32): channel d's 32 codes of b
 // bits are 4b bytes at byte 4b·d, token t at bit t·b. The K kernel widens
-// codes to bytes, not words (wave 12): vpdpbusd sums 4 adjacent byte
+// codes to bytes, not words (bench_attention): vpdpbusd sums 4 adjacent byte
 // products into one int32 lane, so a lane holds one token's codes of 4
 // channels: per 64-byte load (16/b channels), one vpermb per output vector
 // (16 tokens × 4 channels) puts the byte that holds each code in place, one
@@ -38,14 +38,14 @@
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "quant/multi_query_q16.cc"
+#define HWY_TARGET_INCLUDE "attn/multi_query_q16.cc"
 #include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
 #include <hwy/highway.h>
 
 #include "quant/internal.h"
-#include "quant/multi_query.h"
-#include "quant/row_blocks-inl.h"  // WithRowBlock
-#include "quant/simd-inl.h"        // LoadF16V, FoldNormal1
+#include "attn/multi_query.h"
+#include "attn/row_blocks-inl.h"  // WithRowBlock
+#include "quant/simd-inl.h"       // LoadF16V, FoldNormal1
 
 HWY_BEFORE_NAMESPACE();
 #undef HQEKV_Q16_VNNI
@@ -310,7 +310,7 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
     // Vector by vector, each a and b decoded once per block for its rows:
     // with the kV a and b vectors held across the rows GCC spilled them and
     // reloaded one per product (the rounding alone took 84-86 ns per 32 x 128
-    // chunk and 4 rows, 60-65 ns this way; docs/performance.md, wave 14).
+    // chunk and 4 rows, 60-65 ns this way; kernel alone).
     alignas(64) float qa[4][16 * kV];
     alignas(16) float mx[4], inv[4];
     const __m512i split = SplitControl();

@@ -2,7 +2,7 @@
 // fp16, 8-bit and llama.cpp-block layouts: fp16, int8 (fp16 scale per token), fp8 E4M3 /
 // E5M2 (fp16 scale per chunk) and q8_0 / q4_0 / q4_1 / q5_0 / q5_1 (blocks of
 // 32 values along D, fp16 scale [and minimum] per block). Included by
-// quant/multi_query.cc once per SIMD target, after multi_query_wide-inl.h
+// attn/multi_query.cc once per SIMD target, after multi_query_wide-inl.h
 // (uses its DW tag, kWideLanes and HQEKV_WIDE_MULTI) and ForRowBlocks.
 //
 // The query heads of a GQA group share every decoded vector: N values of one
@@ -71,7 +71,7 @@ struct Int8RowDec {
 // compressed store): the hardware conversion, 16 lanes, no scale. Through
 // the 8-lane row kernel of multi_query.cc (one horizontal sum per token and
 // row) an fp16 decode step at 32K read 6 GB/s, a quarter of the machine's
-// read bandwidth (docs/performance.md, wave 17).
+// read bandwidth (bench_attention DecodeAttention).
 struct F16RowDec {
   HQEKV_QUANT_TAGS(DW);
   const uint8_t* codes;
@@ -247,7 +247,7 @@ void DotRowsWidePass(const Dec& dec, int t_begin, int T, int D, const float* q, 
 // chains hide the FMA latency that the one-token pass (8 chains, each 2D/N
 // deep, then a dependent reduction) exposed. Kernel alone (int8, 32 x 128,
 // 4 rows, in L2): 453 -> 247 ns per chunk; fp8 E4M3 464 -> 315 ns
-// (docs/performance.md, wave 9). The 4 sums of a row are reduced together and
+// (bench_attention DecodeAttention). The 4 sums of a row are reduced together and
 // scaled by the 4 token scales in one vector.
 template <int MB, class Dec>
 void DotRowsWide4Tokens(const Dec& dec, int T, int D, const float* q, size_t qs, float* scores,

@@ -1,11 +1,11 @@
-// Scalar oracle of quant/flash_attention.h: per row, every visible score,
+// Scalar oracle of attn/flash_attention.h: per row, every visible score,
 // then a std::exp softmax (max subtracted), then the weighted sum of V rows.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/half.h"
-#include "quant/flash_attention.h"
+#include "attn/flash_attention.h"
 
 namespace hqekv::quant::ref {
 namespace {

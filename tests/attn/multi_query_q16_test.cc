@@ -1,4 +1,4 @@
-// Int16-query scores (quant/multi_query.h, DotChunkMultiInt16Query) against
+// Int16-query scores (attn/multi_query.h, DotChunkMultiInt16Query) against
 // their scalar oracle (ref::DotChunkMultiInt16Query: the same integer math) on
 // every x86 target this CPU runs, AVX-512 VNNI included; and the oracle
 // against the fp32-query reference (ref::DotChunkMulti) within the rounding
@@ -13,8 +13,8 @@
 
 #include "hwy/targets.h"
 #include "quant/internal.h"
-#include "quant/multi_query.h"
-#include "quant_test_util.h"
+#include "attn/multi_query.h"
+#include "../quant/quant_test_util.h"
 
 namespace hqekv::quant {
 namespace {
