@@ -18,7 +18,7 @@ and line:
   3. the declared graph has no cycle;
   4. tests/<m>/ includes only modules reachable from the libraries that
      `hqekv_test_module(<m> LIBS...)` in tests/CMakeLists.txt links;
-  5. README.md holds the current drawing of the graph between the markers
+  5. docs/CONTRIBUTING.md holds the current drawing of the graph between the markers
      <!-- layers:begin --> and <!-- layers:end --> (`--write-readme` rewrites it).
 
 Usage: scripts/check_layers.py [--root DIR] [--write-readme] [--print]
@@ -206,7 +206,7 @@ def main():
                         errors.append(f'{os.path.relpath(path, root)}:{no}: includes "{dep}/..." '
                                       f'but test_{m} does not link it (tests/CMakeLists.txt)')
 
-    readme = os.path.join(root, 'README.md')
+    readme = os.path.join(root, 'docs', 'CONTRIBUTING.md')
     if not cycle and os.path.exists(readme):
         text = open(readme).read()
         block = f'{BEGIN}\n{drawing(graph)}\n{END}'
@@ -219,10 +219,10 @@ def main():
                         f.write(text.replace(current, block))
                     os.replace(tmp, readme)
                 else:
-                    errors.append('README.md: the layer drawing is stale; run '
+                    errors.append('docs/CONTRIBUTING.md: the layer drawing is stale; run '
                                   'scripts/check_layers.py --write-readme')
         else:
-            errors.append(f'README.md: no {BEGIN} ... {END} block for the layer drawing')
+            errors.append(f'docs/CONTRIBUTING.md: no {BEGIN} ... {END} block for the layer drawing')
 
     if args.print and not cycle:
         print(drawing(graph))

@@ -3,7 +3,8 @@
 # higher one), and requires the check to fail naming that file and line.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
-file(COPY ${SRC}/src ${SRC}/tests ${SRC}/CMakeLists.txt ${SRC}/README.md DESTINATION ${WORK})
+file(COPY ${SRC}/src ${SRC}/tests ${SRC}/CMakeLists.txt DESTINATION ${WORK})
+file(COPY ${SRC}/docs/CONTRIBUTING.md DESTINATION ${WORK}/docs)
 file(READ ${WORK}/src/quant/format.cc text)
 file(WRITE ${WORK}/src/quant/format.cc "#include \"eval/run/cell.h\"\n${text}")
 execute_process(COMMAND ${PYTHON} ${SRC}/scripts/check_layers.py --root ${WORK}
