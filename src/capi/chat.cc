@@ -41,8 +41,11 @@ hqekv_status hqekv_chat_apply_template(const hqekv_model* model, const char* tmp
     const std::string_view jinja =
         tmpl ? std::string_view(tmpl) : std::string_view(model->src->tokenizer->chat_template());
     const bool is_name = tmpl && hqekv::ChatFormatFromName(tmpl).has_value();
-    auto format = hqekv::ResolveChatFormat(is_name ? "" : jinja, is_name ? tmpl : "",
-                                           hqekv::ChatTokensOf(*model->src->tokenizer));
+    // The model's own bos/eos texts where there is a model; a template given
+    // alone gets its family's usual ones.
+    auto format = model ? hqekv::ResolveChatFormat(is_name ? "" : jinja, is_name ? tmpl : "",
+                                                   hqekv::ChatTokensOf(*model->src->tokenizer))
+                        : hqekv::ResolveChatFormat(is_name ? "" : jinja, is_name ? tmpl : "");
     if (!format.ok())
       return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(kFn) + ": " + format.message());
     return hqekv::capi::CopyOut(kFn, hqekv::RenderChat(*format, conv, add_assistant != 0), buf, cap,

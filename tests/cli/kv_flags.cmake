@@ -23,7 +23,7 @@ hqekv_cli_success(NAME cli_ppl_ctk_ctv
        -c 128 -t 1 --kv-report
   REGEX "K q8_0=[0-9]+ .*V q4_0=[0-9]+")
 hqekv_cli_success(NAME cli_bench_kv_cache_dtype ARGS bench -p 0 -n 4 -r 1 -t 1 --kv-cache-dtype fp8
-  REGEX "\\| fp8 \\| 1 \\| tg4 \\|")
+  REGEX "\\| fp8 \\| [0-9.]+ \\| [0-9.]+ \\| 1 \\| tg4 \\|")
 hqekv_cli_failure(NAME cli_err_kv_and_ctk ARGS run --kv fp16 -ctk q8_0 -n 1
   MSG "--kv and -ctk/--cache-type-k both choose the KV cache")
 hqekv_cli_failure(NAME cli_err_kv_and_dtype ARGS ppl -f ${_kvf_text} --kv fp8 --kv-cache-dtype fp8

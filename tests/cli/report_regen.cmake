@@ -9,6 +9,12 @@ foreach(dir ${_reports})
   if(NOT IS_DIRECTORY ${dir} OR NOT EXISTS ${dir}/report.md)
     continue()
   endif()
+  # The llama.cpp side-by-side report is written by bench/llamacpp_side's
+  # node scripts from llama.cpp's own runs (its manifest.json names them),
+  # not by hqekv: nothing here can regenerate it.
+  if(EXISTS ${dir}/manifest.json AND EXISTS ${dir}/pair_table.json)
+    continue()
+  endif()
   get_filename_component(name ${dir} NAME)
   set(kind eval)
   if(NOT EXISTS ${dir}/report.html)
