@@ -34,8 +34,8 @@ FormatRec ToRec(const quant::Format& f) {
 bool FromRec(const FormatRec& r, quant::Format* f) {
   size_t n_kinds = 0;  // one table row per kind: a new kind is accepted without an edit here
   quant::AllTraits(&n_kinds);
-  if (r.kind >= n_kinds ||
-      r.grouping > static_cast<uint8_t>(quant::Grouping::kPerChannel) || r.hadamard > 1)
+  if (r.kind >= n_kinds || r.grouping > static_cast<uint8_t>(quant::Grouping::kPerChannel) ||
+      r.hadamard > 1)
     return false;
   f->kind = static_cast<quant::Kind>(r.kind);
   f->bits = r.bits;

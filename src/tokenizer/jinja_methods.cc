@@ -284,7 +284,8 @@ Object GlobalFunctions() {
                    Array out;
                    for (int64_t x = r[0]; r[2] > 0 ? x < r[1] : x > r[1]; x += r[2]) {
                      out.push_back(Value::Int(x));
-                     if (out.size() > (1u << 17)) return MakeError("range longer than 131072 items");
+                     if (out.size() > (1u << 17))
+                       return MakeError("range longer than 131072 items");
                    }
                    return Value::List(std::move(out));
                  }));
