@@ -23,7 +23,7 @@ namespace {
 
 using testing::MustMake;
 
-KvGeometry Geometry(int d = 64, int max_ctx = 2048) {
+KvGeometry LlamaGeometry(int d = 64, int max_ctx = 2048) {
   KvGeometry g = testing::SmallGeometry(2, 4, 2, d);
   g.max_ctx = max_ctx;
   return g;
@@ -110,7 +110,7 @@ TEST(LlamaCache, NoResidualBytesHeldAreTheFormulaForEveryTokenCount) {
   for (const char* t : {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"}) {
     const std::string spec = std::string("llama:ctk=") + t + ",ctv=q4_0";
     SCOPED_TRACE(spec);
-    const KvGeometry g = Geometry(64, 600);
+    const KvGeometry g = LlamaGeometry(64, 600);
     auto c = MustMake(spec, g);
     ASSERT_NE(c, nullptr);
     const quant::Format kf = *quant::ParseFormat(t), vf = *quant::ParseFormat("q4_0");
@@ -213,7 +213,7 @@ TEST(LlamaCache, AttentionIsLlamaCppsOverQuantizedRotatedRowsIncludingTheNewestT
     const std::string spec =
         std::string("llama:ctk=") + k.k + ",ctv=" + k.v + ",rot=" + (k.rot ? "on" : "off");
     SCOPED_TRACE(spec + " D=" + std::to_string(k.d));
-    KvGeometry g = Geometry(k.d, 256);
+    KvGeometry g = LlamaGeometry(k.d, 256);
     g.n_layers = 1;
     auto c = MustMake(spec, g);
     ASSERT_NE(c, nullptr);
@@ -244,7 +244,7 @@ TEST(LlamaCache, AttentionIsLlamaCppsOverQuantizedRotatedRowsIncludingTheNewestT
   }
   // The first token alone: softmax weight 1, so the output is that token's
   // stored V: quantized (here q4_0, no rotation), not the fp32 value.
-  KvGeometry g = Geometry(64, 16);
+  KvGeometry g = LlamaGeometry(64, 16);
   g.n_layers = 1;
   auto c = MustMake("llama:ctk=q8_0,ctv=q4_0,rot=off", g);
   std::mt19937 rng(2);
@@ -267,7 +267,7 @@ TEST(LlamaCache, AttentionIsLlamaCppsOverQuantizedRotatedRowsIncludingTheNewestT
 }
 
 TEST(LlamaCache, BitsPicksTheLowestKlPairThatFitsAndHoldsItAtEveryStep) {
-  const KvGeometry g = Geometry(64, 640);
+  const KvGeometry g = LlamaGeometry(64, 640);
   for (double b : {5.0, 5.6, 6.2, 7.0, 9.2}) {
     char spec[64];
     std::snprintf(spec, sizeof spec, "llama:bits=%g", b);
@@ -307,7 +307,7 @@ TEST(LlamaCache, BitsPicksTheLowestKlPairThatFitsAndHoldsItAtEveryStep) {
 }
 
 TEST(LlamaCache, TheResidualVariantIsTheStoreCacheWithItsFp16Residual) {
-  auto c = MustMake("llama:ctk=q8_0,ctv=q4_0,residual=32", Geometry());
+  auto c = MustMake("llama:ctk=q8_0,ctv=q4_0,residual=32", LlamaGeometry());
   ASSERT_NE(c, nullptr);
   ASSERT_NE(dynamic_cast<StoreBackedCache*>(c.get()), nullptr);
   testing::Driver drv(c.get(), 3);
@@ -335,12 +335,12 @@ TEST(LlamaCache, BadInputGivesClearErrors) {
       {"llama:ctv=q8_0", 48, "not a multiple of"},
   };
   for (const Case& k : cases) {
-    auto c = MakeKvCache(k.spec, Geometry(k.d));
+    auto c = MakeKvCache(k.spec, LlamaGeometry(k.d));
     ASSERT_FALSE(c.ok()) << k.spec;
     EXPECT_NE(c.message().find(k.says), std::string::npos) << k.spec << ": " << c.message();
   }
   // f16 works at any head size (the bundled model has D = 8).
-  EXPECT_NE(MustMake("llama:ctk=f16,ctv=f16", Geometry(8)), nullptr);
+  EXPECT_NE(MustMake("llama:ctk=f16,ctv=f16", LlamaGeometry(8)), nullptr);
 }
 
 }  // namespace

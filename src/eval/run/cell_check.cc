@@ -7,7 +7,7 @@
 namespace hqekv::eval {
 namespace {
 
-std::string Num(double x) {
+std::string CheckNum(double x) {
   std::ostringstream o;
   o.precision(10);
   o << x;
@@ -31,7 +31,8 @@ Status ValidateCell(const nlohmann::json& j, const CellResult& c) {
   auto in = [&](const char* name, double x, double lo, double hi) -> Status {
     if (!std::isfinite(x)) return MakeError(where + name + " is not finite");
     if (x < lo || x > hi) {
-      return MakeError(where + name + " " + Num(x) + " outside [" + Num(lo) + ", " + Num(hi) + "]");
+      return MakeError(where + name + " " + CheckNum(x) + " outside [" + CheckNum(lo) + ", " +
+                       CheckNum(hi) + "]");
     }
     return Status::Ok();
   };
@@ -50,7 +51,7 @@ Status ValidateCell(const nlohmann::json& j, const CellResult& c) {
   HQEKV_RETURN_IF_ERROR(in("depth", c.depth, -1, 1));
   HQEKV_RETURN_IF_ERROR(in("budget", c.budget, -1, 64));
   HQEKV_RETURN_IF_ERROR(in("ppl", c.ppl, 0, kBig));
-  if (c.ppl != 0 && c.ppl < 1) return MakeError(where + "ppl " + Num(c.ppl) + " below 1");
+  if (c.ppl != 0 && c.ppl < 1) return MakeError(where + "ppl " + CheckNum(c.ppl) + " below 1");
   for (const auto& [name, v] : {std::pair<const char*, int64_t>{"n", c.n},
                                 {"steps", c.steps},
                                 {"context", c.context},

@@ -9,7 +9,7 @@
 namespace hqekv::eval {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point t0) {
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -65,14 +65,14 @@ Status RunTeacherForced(EvalModel& model, KvCache& cache, PreparedInstance* inst
   };
   auto t0 = std::chrono::steady_clock::now();
   hooks.after_prefill = [&] {
-    r->prefill_seconds = Since(t0);
+    r->prefill_seconds = SecondsSince(t0);
     t0 = std::chrono::steady_clock::now();
   };
   EvalStep step(model);
   const lm::Window w{tokens.data(), static_cast<int>(tokens.size()), np,
                      np - 1 + std::max(inst->task.score_from, 0)};
   HQEKV_RETURN_IF_ERROR(lm::RunWindow(step, cache, w, hooks));
-  r->decode_seconds = Since(t0);
+  r->decode_seconds = SecondsSince(t0);
   r->prefill_tokens = np;
   r->decode_tokens = w.n - np;
   return Status::Ok();
@@ -117,7 +117,7 @@ Result<InstanceResult> RunInstance(EvalModel& model, KvCache& cache, PreparedIns
   const int np = static_cast<int>(inst->prompt.size());
   auto t0 = std::chrono::steady_clock::now();
   HQEKV_RETURN_IF_ERROR(model.Forward(cache, inst->prompt.data(), np, 0, true, &logits));
-  r.prefill_seconds = Since(t0);
+  r.prefill_seconds = SecondsSince(t0);
   r.prefill_tokens = np;
   if (static_cast<int>(logits.size()) != V)
     return MakeError("model returned logits of the wrong size");
@@ -144,7 +144,7 @@ Result<InstanceResult> RunInstance(EvalModel& model, KvCache& cache, PreparedIns
   }
   r.generated = model.Decode(gen);
   r.correct = ExactMatch(r.generated, t.answers);
-  r.decode_seconds = Since(t0);
+  r.decode_seconds = SecondsSince(t0);
   r.stats = cache.Stats();
   return r;
 }
