@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "model/llama.h"
 #include "io/model_source.h"
 #include "io/synthetic.h"
@@ -195,7 +195,7 @@ void BM_PrefillStories(benchmark::State& s) { Prefill(s, "stories"); }
 void BM_DecodeSynth1B(benchmark::State& s) { Decode(s, "synth"); }
 void BM_PrefillSynth1B(benchmark::State& s) { Prefill(s, "synth"); }
 
-// One weight type's GEMV kernel (model/kernels.h MatVec) on a 4096 x 4096
+// One weight type's GEMV kernel (kernels/kernels.h MatVec) on a 4096 x 4096
 // matrix (8-56 MiB: past the caches), one thread: weight GB/s, and the ratio
 // to memcpy and to Q8_0 (the first row) in the same run. The bytes are 0x11
 // everywhere (every fp16 scale a small normal number): speed only.

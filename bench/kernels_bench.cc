@@ -34,8 +34,8 @@
 
 #include "core/half.h"
 #include "core/parallel.h"
-#include "model/gemm_panel.h"
-#include "model/kernels.h"
+#include "kernels/gemm_panel.h"
+#include "kernels/kernels.h"
 #include "compute_peak.h"
 #include "cpu_time.h"
 

@@ -13,10 +13,31 @@ string(REGEX REPLACE ".*HQEKV_API_VERSION ([0-9]+).*" "\\1" HQEKV_API_VERSION "$
 target_include_directories(hqekv_capi PUBLIC ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(hqekv_capi PRIVATE HQEKV_VERSION_STRING="${PROJECT_VERSION}")
 
-set(HQEKV_LIBRARY_MODULES core quant attn cache policy tokenizer io model capi)
+# The modules in the library: hqekv_capi and every hqekv_* module it reaches
+# through the DEPS of hqekv_module() (CMakeLists.txt), so a new module below
+# capi joins without an edit here.
+function(hqekv_module_closure out)
+  set(todo hqekv_capi)
+  set(seen "")
+  while(todo)
+    list(POP_FRONT todo t)
+    if(t IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${t})
+    get_target_property(deps ${t} LINK_LIBRARIES)
+    foreach(d ${deps})
+      if(d MATCHES "^hqekv_[a-z]+$" AND TARGET ${d})
+        list(APPEND todo ${d})
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} ${seen} PARENT_SCOPE)
+endfunction()
+hqekv_module_closure(HQEKV_LIBRARY_TARGETS)
 set(_objs "")
-foreach(m ${HQEKV_LIBRARY_MODULES})
-  list(APPEND _objs $<TARGET_OBJECTS:hqekv_${m}>)
+foreach(t ${HQEKV_LIBRARY_TARGETS})
+  list(APPEND _objs $<TARGET_OBJECTS:${t}>)
 endforeach()
 
 set(_public_include $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>

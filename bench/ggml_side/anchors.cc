@@ -38,7 +38,7 @@
 #include "cache/store_attention.h"
 #include "core/parallel.h"
 #include "io/gguf_types.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "policy/factory.h"
 #include "quant/format.h"
 #include "bench_store.h"  // bench/: BuildStore, AppendRandomTokens, OneLayer

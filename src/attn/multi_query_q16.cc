@@ -9,7 +9,7 @@
 // the 1e-4 budget; int16 rounds 258x finer (hqekv ppl --ref fp16).
 //
 // Kernel on the AVX3_DL target only (AVX-512 VNNI + VBMI, compiled in here:
-// HWY_WANT_AVX3_DL; GCC, as model/kernels_int8_hwy.cc, because Highway 1.0's
+// HWY_WANT_AVX3_DL; GCC, as kernels/kernels_int8_hwy.cc, because Highway 1.0's
 // target string for it names avxvnni): every other target reports "no kernel"
 // and the caller keeps the fp32-query kernels of multi_query.cc.
 //

@@ -54,7 +54,7 @@ std::string SupportedTensorTypeNames();  // "F32, F16, ..." in table order (for 
 
 // The one table of tensor types, in TensorType order: ggml id, name and block
 // geometry (ggml.h / ggml-common.h; see above). The weight kernels
-// (model/kernels.h) and the GGUF reader and writer all read it.
+// (kernels/kernels.h) and the GGUF reader and writer all read it.
 struct TensorTypeInfo {
   TensorType type;
   uint32_t ggml_id;

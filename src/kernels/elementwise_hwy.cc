@@ -1,10 +1,10 @@
 // SIMD element-wise steps (elementwise.h); the scalar oracles are at the end.
 #include <cmath>
 
-#include "model/elementwise.h"
+#include "kernels/elementwise.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "model/elementwise_hwy.cc"
+#define HWY_TARGET_INCLUDE "kernels/elementwise_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"

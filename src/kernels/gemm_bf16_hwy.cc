@@ -18,11 +18,11 @@
 #include <unistd.h>
 #endif
 
-#include "model/gemm_panel.h"
-#include "model/kernels.h"
+#include "kernels/gemm_panel.h"
+#include "kernels/kernels.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "model/gemm_bf16_hwy.cc"
+#define HWY_TARGET_INCLUDE "kernels/gemm_bf16_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
@@ -42,7 +42,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 #if HQEKV_BF16
 bool Bf16Available() { return __builtin_cpu_supports("avx512bf16"); }
 
-#include "model/gemm_tile-inl.h"
+#include "kernels/gemm_tile-inl.h"
 
 using DF = hn::CappedTag<float, 16>;
 using VF = hn::Vec<DF>;
@@ -78,7 +78,7 @@ void TileAny(int rows, const uint32_t* p, const uint32_t* xp, int64_t kcp, float
   WithTileRows<kBf16TileRows>(rows, [&]<int R>() { Tile<R>(p, xp, kcp, y, ldy, cols, add); });
 }
 
-#include "model/transpose16_avx512-inl.h"
+#include "kernels/transpose16_avx512-inl.h"
 
 // Pair c of row r: (W[r][2c], W[r][2c + 1]), the high half 0 past the row.
 uint32_t PairWord(const WeightMatrix& w, int64_t r, int64_t c) {

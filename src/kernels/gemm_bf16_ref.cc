@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "model/gemm_panel.h"
+#include "kernels/gemm_panel.h"
 
 namespace hqekv::kernels {
 

@@ -17,13 +17,13 @@
 // each block's partial sum starts at 0 and is added to Y, so a value is a sum
 // of k / kGemmKc sequential fp32 chains of <= kGemmKc products.
 //
-// Oracle: MatMulRef (double accumulation); tests/model/gemm_panel_test.cc.
+// Oracle: MatMulRef (double accumulation); tests/kernels/gemm_panel_test.cc.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 namespace hqekv::kernels {
 
@@ -109,7 +109,7 @@ bool GemmBf16Available();
 // and precision (not one of the sequential orders: measured on a Xeon, 38-44
 // of 256 sums equal any fp32 sequential order), so the contract is not
 // GemmBf16Ref's bits but the exact sum of the same bf16 products within
-// 2^-17 of sum |w x| (tests/model/gemm_bf16_test.cc). Used by MatMul where
+// 2^-17 of sum |w x| (tests/kernels/gemm_bf16_test.cc). Used by MatMul where
 // GemmAmxBf16Available() and SetBf16Amx has not switched it off, for BF16
 // weights and for F16 weights too: each fp16 weight is split into two bf16
 // parts, w = hi + lo exactly (hi: the top 16 bits of its fp32; lo = w - hi
@@ -117,7 +117,7 @@ bool GemmBf16Available();
 // activation tiles (8 tdpbf16ps per step instead of 4). F16 on AMX thus takes
 // bf16 activations, as BF16 does everywhere (SetInt8Activations(false) keeps
 // fp32); model-level KL against fp32 activations 3.8e-8 on the synthetic F16
-// model (tests/model/kernels_int8_test.cc). Xeon, 14336 x 4096, m = 512:
+// model (tests/kernels/kernels_int8_test.cc). Xeon, 14336 x 4096, m = 512:
 // F16 128-136 GFLOP/s (fp32 panels) -> 236-321 on AMX.
 inline constexpr int64_t kAmxRows = 32;
 // AVX3_DL target, a CPU with AMX-TILE and AMX-BF16, and the kernel granted the

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <vector>
 
-#include "model/gemm_panel.h"
-#include "model/kernels.h"
+#include "kernels/gemm_panel.h"
+#include "kernels/kernels.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "model/gemm_panel_hwy.cc"
+#define HWY_TARGET_INCLUDE "kernels/gemm_panel_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
@@ -32,7 +32,7 @@ constexpr int kMr = 6;
 
 int64_t PanelRows() { return 2 * static_cast<int64_t>(hn::Lanes(DF())); }
 
-#include "model/gemm_tile-inl.h"
+#include "kernels/gemm_tile-inl.h"
 
 // y[i * ldy + j] (+)= sum_c P[c][j] Xp[c][i] for i < kRows, j < cols (<= NR):
 // P is kc x NR (k-major panel), Xp kc x kRows (k-major activations). `add`
@@ -80,7 +80,7 @@ HWY_INLINE __m512 Load16(const uint8_t* row, int64_t c) {
   }
 }
 
-#include "model/transpose16_avx512-inl.h"
+#include "kernels/transpose16_avx512-inl.h"
 
 // Full 32-row panel of a float type, columns [k0, k0 + kc16) (kc16 % 16 == 0).
 template <TensorType kType>

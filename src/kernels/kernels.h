@@ -68,7 +68,7 @@ void MatVecMany(const WeightMatrix* const* ws, float* const* ys, int count, cons
 // falls back to MatVec; int8-path types see below; F16 / BF16 with m <= 32
 // take a dot-form kernel; larger BF16 products on AVX-512 BF16 CPUs the
 // bf16-activation vdpbf16ps GEMM; everything else the outer-product GEMM over
-// fp32 weight panels (both in model/gemm_panel.h).
+// fp32 weight panels (both in kernels/gemm_panel.h).
 void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y);
 
 // Scalar reference of MatMul (double accumulation, no threads).

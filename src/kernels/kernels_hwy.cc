@@ -5,11 +5,11 @@
 #include <cstring>
 
 #include "core/half.h"
-#include "model/kernels.h"
-#include "model/kernels_lowbit.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_lowbit.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "model/kernels_hwy.cc"
+#define HWY_TARGET_INCLUDE "kernels/kernels_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
@@ -642,7 +642,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "core/parallel.h"
-#include "model/gemm_panel.h"
+#include "kernels/gemm_panel.h"
 
 namespace hqekv::kernels {
 

@@ -42,10 +42,10 @@
 #include <vector>
 
 #include "core/half.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "model/kernels_int8_hwy.cc"
+#define HWY_TARGET_INCLUDE "kernels/kernels_int8_hwy.cc"
 #include "hwy/aligned_allocator.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
@@ -76,7 +76,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define HQEKV_INT8_512 0
 #endif
 
-#include "model/kernels_int8_decode-inl.h"
+#include "kernels/kernels_int8_decode-inl.h"
 
 // Software prefetch of the weight stream (row kernels: decode), kPrefetchBytes
 // ahead, one per 64 bytes (a step's bytes). The row kernels' work per byte

@@ -7,7 +7,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 namespace hqekv::kernels {
 namespace {

@@ -5,10 +5,10 @@
 #include <cstring>
 
 #include "core/half.h"
-#include "model/kernels_lowbit.h"
+#include "kernels/kernels_lowbit.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "model/kernels_lowbit_hwy.cc"
+#define HWY_TARGET_INCLUDE "kernels/kernels_lowbit_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 namespace hqekv::kernels {
 namespace {

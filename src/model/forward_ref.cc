@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "model/llama.h"
 
 namespace hqekv {

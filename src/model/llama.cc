@@ -10,13 +10,13 @@
 #include "core/finite.h"
 #include "core/parallel.h"
 #include "io/arch.h"
-#include "model/elementwise.h"
+#include "kernels/elementwise.h"
 #include "model/rope.h"
 
 namespace hqekv {
 namespace {
 
-using kernels::RmsNorm;  // model/elementwise.h (SIMD)
+using kernels::RmsNorm;  // kernels/elementwise.h (SIMD)
 
 kernels::WeightMatrix Matrix(const Tensor& t) {
   return kernels::WeightMatrix{t.type, t.data, t.rows(), t.ne[0]};

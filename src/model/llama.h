@@ -18,7 +18,7 @@
 
 #include "cache/kv_cache.h"
 #include "core/status.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "io/model_source.h"
 
 namespace hqekv {

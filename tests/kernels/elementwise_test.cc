@@ -1,6 +1,6 @@
-// The SIMD element-wise steps of the forward pass (model/elementwise.h)
+// The SIMD element-wise steps of the forward pass (kernels/elementwise.h)
 // against their scalar oracles on every SIMD target this CPU has.
-#include "model/elementwise.h"
+#include "kernels/elementwise.h"
 
 #include <gtest/gtest.h>
 

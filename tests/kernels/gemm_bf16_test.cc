@@ -3,7 +3,7 @@
 // summation order), on every x86 target this CPU runs (only AVX3_DL on an
 // AVX512_BF16 CPU has the kernel; the others must report it unavailable and
 // MatMul must keep the fp32-panel path there); its routing from MatMul; and
-// the model-level effect (tests/model/kernels_int8_test.cc has the KL).
+// the model-level effect (tests/kernels/kernels_int8_test.cc has the KL).
 //
 // Exactness: the oracle sums each pair as the instruction's definition does
 // (odd product, then even, each sum rounded to fp32). Measured on Zen 5:
@@ -18,8 +18,8 @@
 
 #include "core/half.h"
 #include "core/parallel.h"
-#include "model/gemm_panel.h"
-#include "model/kernels.h"
+#include "kernels/gemm_panel.h"
+#include "kernels/kernels.h"
 #include "../simd_targets.h"
 #include "kernel_test_util.h"
 

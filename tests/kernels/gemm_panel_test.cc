@@ -6,7 +6,7 @@
 // test, gemm_bf16_test.cc). F16 / BF16 with m <= 32 take the dot-form small-m kernel of
 // kernels_hwy.cc (m = 2..17 here), larger m the panel GEMM (33, 41). Block
 // types go through the panel GEMM too (kernels_test.cc).
-#include "model/gemm_panel.h"
+#include "kernels/gemm_panel.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include "core/half.h"
 #include "core/parallel.h"
 #include "hwy/targets.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "../simd_targets.h"
 #include "kernel_test_util.h"
 

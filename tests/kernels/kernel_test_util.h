@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "../simd_targets.h"
 
 namespace hqekv::kernels::test_util {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 namespace hqekv::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// Fused Q2_K / Q3_K / IQ4_NL / IQ4_XS dots (model/kernels_lowbit.h) equal the
+// Fused Q2_K / Q3_K / IQ4_NL / IQ4_XS dots (kernels/kernels_lowbit.h) equal the
 // scalar oracle DotRef on every SIMD target compiled here.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/half.h"
-#include "model/kernels.h"
-#include "model/kernels_lowbit.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_lowbit.h"
 #include "../simd_targets.h"
 #include "kernel_test_util.h"
 

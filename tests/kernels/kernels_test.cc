@@ -1,6 +1,6 @@
 // Weight kernels: SIMD vs the scalar reference on every weight type, and the
 // block layouts on hand-built blocks.
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 #include <gtest/gtest.h>
 
