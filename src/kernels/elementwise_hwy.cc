@@ -3,6 +3,8 @@
 
 #include "kernels/elementwise.h"
 
+#include "kernels/dispatch.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/elementwise_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -64,6 +66,12 @@ void AddIntoImpl(float* x, const float* y, size_t n) {
   for (; i < n; ++i) x[i] += y[i];
 }
 
+// This target's entry points (kernels/dispatch.h).
+const ElementwiseKernels* ElementwiseKernelTable() {
+  static constexpr ElementwiseKernels kTable = {&RmsNormImpl, &SwiGluImpl, &AddIntoImpl};
+  return &kTable;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::kernels
 HWY_AFTER_NAMESPACE();
@@ -71,15 +79,16 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::kernels {
 
-HWY_EXPORT(RmsNormImpl);
-HWY_EXPORT(SwiGluImpl);
-HWY_EXPORT(AddIntoImpl);
+HWY_EXPORT(ElementwiseKernelTable);
+const ElementwiseKernels& ElementwiseKernelsForCpu() {
+  return *HWY_DYNAMIC_DISPATCH(ElementwiseKernelTable)();
+}
 
 void RmsNorm(const float* x, const float* w, int d, float eps, float* out) {
-  HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, w, d, eps, out);
+  ElementwiseKernelsForCpu().rms_norm(x, w, d, eps, out);
 }
-void SwiGlu(float* g, const float* u, size_t n) { HWY_DYNAMIC_DISPATCH(SwiGluImpl)(g, u, n); }
-void AddInto(float* x, const float* y, size_t n) { HWY_DYNAMIC_DISPATCH(AddIntoImpl)(x, y, n); }
+void SwiGlu(float* g, const float* u, size_t n) { ElementwiseKernelsForCpu().swiglu(g, u, n); }
+void AddInto(float* x, const float* y, size_t n) { ElementwiseKernelsForCpu().add_into(x, y, n); }
 
 // The forward pass's former scalar code, kept as the oracles.
 void RmsNormRef(const float* x, const float* w, int d, float eps, float* out) {

@@ -21,6 +21,8 @@
 #include "kernels/gemm_panel.h"
 #include "kernels/kernels.h"
 
+#include "kernels/dispatch.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gemm_bf16_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -283,6 +285,12 @@ void GemmRange(const WeightMatrix&, const Bf16Acts*, int64_t, int64_t, float*, i
 }
 #endif
 
+// This target's entry points (kernels/dispatch.h).
+const Bf16GemmKernels* Bf16GemmKernelTable() {
+  static constexpr Bf16GemmKernels kTable = {&Bf16Available, &AmxAvailable, &GemmRange};
+  return &kTable;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::kernels
 #if HQEKV_BF16
@@ -293,16 +301,17 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::kernels {
 
-HWY_EXPORT(Bf16Available);
-HWY_EXPORT(AmxAvailable);
-HWY_EXPORT(GemmRange);
+HWY_EXPORT(Bf16GemmKernelTable);
+const Bf16GemmKernels& Bf16GemmKernelsForCpu() {
+  return *HWY_DYNAMIC_DISPATCH(Bf16GemmKernelTable)();
+}
 
-bool GemmBf16Available() { return HWY_DYNAMIC_DISPATCH(Bf16Available)(); }
-bool GemmAmxBf16Available() { return HWY_DYNAMIC_DISPATCH(AmxAvailable)(); }
+bool GemmBf16Available() { return Bf16GemmKernelsForCpu().bf16_available(); }
+bool GemmAmxBf16Available() { return Bf16GemmKernelsForCpu().amx_available(); }
 
 void GemmBf16Range(const WeightMatrix& w, const Bf16Acts& a, int64_t r0, int64_t r1, float* y,
                    int64_t ldy) {
-  HWY_DYNAMIC_DISPATCH(GemmRange)(w, &a, r0, r1, y, ldy);
+  Bf16GemmKernelsForCpu().gemm_range(w, &a, r0, r1, y, ldy);
 }
 
 }  // namespace hqekv::kernels

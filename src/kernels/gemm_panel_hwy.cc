@@ -8,6 +8,8 @@
 #include "kernels/gemm_panel.h"
 #include "kernels/kernels.h"
 
+#include "kernels/dispatch.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gemm_panel_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -176,6 +178,12 @@ void GemmRange(const WeightMatrix& w, const float* x, int64_t m, int64_t r0, int
   }
 }
 
+// This target's entry points (kernels/dispatch.h).
+const PanelGemmKernels* PanelGemmKernelTable() {
+  static constexpr PanelGemmKernels kTable = {&PanelRows, &GemmRange};
+  return &kTable;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::kernels
 HWY_AFTER_NAMESPACE();
@@ -183,14 +191,16 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::kernels {
 
-HWY_EXPORT(PanelRows);
-HWY_EXPORT(GemmRange);
+HWY_EXPORT(PanelGemmKernelTable);
+const PanelGemmKernels& PanelGemmKernelsForCpu() {
+  return *HWY_DYNAMIC_DISPATCH(PanelGemmKernelTable)();
+}
 
-int64_t GemmPanelRows() { return HWY_DYNAMIC_DISPATCH(PanelRows)(); }
+int64_t GemmPanelRows() { return PanelGemmKernelsForCpu().panel_rows(); }
 
 void GemmPanelRange(const WeightMatrix& w, const float* x, int64_t m, int64_t r0, int64_t r1,
                     float* y, int64_t ldy) {
-  HWY_DYNAMIC_DISPATCH(GemmRange)(w, x, m, r0, r1, y, ldy);
+  PanelGemmKernelsForCpu().gemm_range(w, x, m, r0, r1, y, ldy);
 }
 
 }  // namespace hqekv::kernels

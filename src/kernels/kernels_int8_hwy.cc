@@ -44,6 +44,8 @@
 #include "core/half.h"
 #include "kernels/kernels.h"
 
+#include "kernels/dispatch.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/kernels_int8_hwy.cc"
 #include "hwy/aligned_allocator.h"
@@ -491,6 +493,12 @@ void Int8RowsRange(int type, const uint8_t* w, int64_t row_bytes, const Int8Acts
   RowRange(t, w, row_bytes, *a, i0, i1, r0, r1, y, ldy);
 }
 
+// This target's entry points (kernels/dispatch.h).
+const Int8Kernels* Int8KernelTable() {
+  static constexpr Int8Kernels kTable = {&QuantizeBlocks, &Int8RowsRange};
+  return &kTable;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::kernels
 #if HQEKV_VNNI
@@ -501,8 +509,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::kernels {
 
-HWY_EXPORT(QuantizeBlocks);
-HWY_EXPORT(Int8RowsRange);
+HWY_EXPORT(Int8KernelTable);
+const Int8Kernels& Int8KernelsForCpu() { return *HWY_DYNAMIC_DISPATCH(Int8KernelTable)(); }
 
 void QuantizeActs(const float* x, int64_t m, int64_t k, Int8Acts* out) {
   out->m = m;
@@ -511,22 +519,21 @@ void QuantizeActs(const float* x, int64_t m, int64_t k, Int8Acts* out) {
   out->d.resize(static_cast<size_t>(m * k / 32));
   out->s.resize(static_cast<size_t>(m * k / 32));
   out->s16.resize(static_cast<size_t>(m * k / 16));
-  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)
-  (x, m * k / 32, out->q.data(), out->d.data(), out->s.data(), out->s16.data());
+  Int8KernelsForCpu().quantize_blocks(x, m * k / 32, out->q.data(), out->d.data(), out->s.data(),
+                                      out->s16.data());
 }
 
 float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i) {
   float y = 0;
-  HWY_DYNAMIC_DISPATCH(Int8RowsRange)
-  (static_cast<int>(t), static_cast<const uint8_t*>(row), 0, &a, i, i + 1, 0, 1, &y, 1);
+  Int8KernelsForCpu().rows_range(static_cast<int>(t), static_cast<const uint8_t*>(row), 0, &a, i,
+                                 i + 1, 0, 1, &y, 1);
   return y;
 }
 
 void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
               int64_t ldy) {
-  HWY_DYNAMIC_DISPATCH(Int8RowsRange)
-  (static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), RowBytes(w.type, w.k), &a, 0, a.m,
-   r0, r1, y, ldy);
+  Int8KernelsForCpu().rows_range(static_cast<int>(w.type), static_cast<const uint8_t*>(w.data),
+                                 RowBytes(w.type, w.k), &a, 0, a.m, r0, r1, y, ldy);
 }
 
 }  // namespace hqekv::kernels
