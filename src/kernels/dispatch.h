@@ -52,15 +52,6 @@ struct PanelGemmKernels {
 };
 const PanelGemmKernels& PanelGemmKernelsForCpu();
 
-// gemm_bf16_hwy.cc: bf16-activation GEMM (vdpbf16ps panels or AMX tiles).
-struct Bf16GemmKernels {
-  bool (*bf16_available)();
-  bool (*amx_available)();
-  void (*gemm_range)(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
-                     int64_t ldy);
-};
-const Bf16GemmKernels& Bf16GemmKernelsForCpu();
-
 // elementwise_hwy.cc: the element-wise steps of elementwise.h.
 struct ElementwiseKernels {
   void (*rms_norm)(const float* x, const float* w, int d, float eps, float* out);

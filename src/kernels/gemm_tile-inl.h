@@ -1,9 +1,9 @@
 // Included by the GEMM micro-kernels inside a per-target namespace
 // (hwy::HWY_NAMESPACE, with `hn` naming it): no include guard on purpose,
 // each foreach_target pass compiles its own copy. One home for what the
-// register-tiled kernels (gemm_panel_hwy.cc: fp32 panels; gemm_bf16_hwy.cc:
-// bf16 pair panels) do around their k loop: write or add the accumulators
-// back, and pick the kernel for a tile's row count. (The output prefetch
+// register-tiled Highway kernels (gemm_panel_hwy.cc: fp32 panels; the bf16
+// kernel of gemm_bf16_avx512.cc has an AVX-512 copy of StoreTileRow) do around their k loop: write
+// or add the accumulators back, and pick the kernel for a tile's row count. (The output prefetch
 // before the k loop stays in each kernel: as an inlined helper it kept GCC
 // 12 from moving the accumulators' stack copies out of the k loop.)
 

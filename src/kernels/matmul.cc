@@ -1,6 +1,6 @@
 // The entry points of kernels.h over the per-target kernels of kernels_hwy.cc
 // (fp32 activations), kernels_int8_hwy.cc (int8 activations), gemm_panel_hwy.cc
-// (fp32 panel GEMM) and gemm_bf16_hwy.cc (bf16 activations): which kernel a
+// (fp32 panel GEMM) and gemm_bf16_avx512.cc (bf16 activations): which kernel a
 // product takes, and how its rows are split across the thread pool.
 #include <algorithm>
 #include <cstdint>
@@ -113,7 +113,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t m, float* y) {
     }
   }
   // BF16 weights on AVX-512 BF16 CPUs: bf16 activations, vdpbf16ps panel GEMM
-  // or AMX tiles (gemm_bf16_hwy.cc), switched off with the int8 path (fp32
+  // or AMX tiles (gemm_bf16_avx512.cc), switched off with the int8 path (fp32
   // activations).
   // F16 weights on AMX CPUs too: bf16 activations and each weight split into
   // two bf16 parts (gemm_panel.h "AMX tiles").

@@ -1,8 +1,8 @@
-// Included by AVX-512 code inside a per-target namespace (hwy::HWY_NAMESPACE,
-// under `#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3` or an AVX-512 pragma):
+// Included by AVX-512 code: inside a per-target namespace (hwy::HWY_NAMESPACE,
+// under `#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3`) or under an AVX-512 pragma:
 // no include guard on purpose, each foreach_target pass compiles its own copy.
 // One home for the 16 x 16 transpose that packs GEMM weight panels k-major
-// (gemm_panel_hwy.cc: fp32 values; gemm_bf16_hwy.cc: 32-bit bf16 pairs,
+// (gemm_panel_hwy.cc: fp32 values; gemm_bf16_avx512.cc: 32-bit bf16 pairs,
 // passed as float bits: the shuffles only move 32-bit lanes).
 
 // p[c * ldp + i] = r[i][c] for a 16 x 16 block (rows r[0..16), 16 values

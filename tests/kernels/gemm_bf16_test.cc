@@ -1,4 +1,4 @@
-// The bf16-activation GEMM (gemm_bf16_hwy.cc, vdpbf16ps) against its scalar
+// The bf16-activation GEMM (gemm_bf16_avx512.cc, vdpbf16ps) against its scalar
 // oracle GemmBf16Ref (same bf16 rounding of the activations, same fp32
 // summation order), on every x86 target this CPU runs (only AVX3_DL on an
 // AVX512_BF16 CPU has the kernel; the others must report it unavailable and

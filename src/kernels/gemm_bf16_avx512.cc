@@ -1,15 +1,14 @@
 // bf16-activation GEMM for BF16 weights: vdpbf16ps register-blocked
 // micro-kernel over pair-interleaved weight panels (layout and summation
 // order: gemm_panel.h), and on AMX CPUs a tile kernel over the same panels
-// (gemm_panel.h "AMX tiles"). Compiled for every Highway target, but only the
-// AVX3_DL target of a GCC build has the kernel (Highway 1.0 has no AVX-512
-// BF16 target: the instructions are enabled here with a nested target
-// pragma, as kernels_int8_hwy.cc does for VNNI, and the CPU is asked at run
-// time); the other targets report it unavailable. Oracle: GemmBf16Ref.
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL
-#endif
+// (gemm_panel.h "AMX tiles"). Compiled once (not per Highway target), with
+// the instruction sets as function target attributes, and taken only where
+// the CPU has them: AVX-512 BF16 with Highway's AVX3_DL target supported
+// (the set the kernel was tuned and tested on; tests that force a lower
+// target see it unavailable), AMX-TILE + AMX-BF16 for the tile kernel. GCC
+// only (clang builds report it unavailable). Oracle: GemmBf16Ref.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -18,66 +17,95 @@
 #include <unistd.h>
 #endif
 
+#include "hwy/targets.h"
 #include "kernels/gemm_panel.h"
 #include "kernels/kernels.h"
 
-#include "kernels/dispatch.h"
-
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/gemm_bf16_hwy.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/highway.h"
-
-HWY_BEFORE_NAMESPACE();
-#undef HQEKV_BF16
-#if HWY_TARGET == HWY_AVX3_DL && !HWY_COMPILER_CLANG
-#pragma GCC push_options
-#pragma GCC target("avx512bf16")
-#define HQEKV_BF16 1
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HQEKV_GEMM_BF16 1
+#include <immintrin.h>
 #else
-#define HQEKV_BF16 0
+#define HQEKV_GEMM_BF16 0
 #endif
+
 namespace hqekv::kernels {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
-#if HQEKV_BF16
-bool Bf16Available() { return __builtin_cpu_supports("avx512bf16"); }
+#if HQEKV_GEMM_BF16
+namespace gemm_bf16_avx512 {
+// Highway 1.0's AVX3_DL feature set (hwy/ops/set_macros-inl.h) plus AVX-512 BF16.
+#pragma GCC push_options
+#pragma GCC target(                                                              \
+    "sse2,ssse3,sse4.1,sse4.2,pclmul,aes,avx,avx2,bmi,bmi2,fma,f16c,avx512f,"    \
+    "avx512vl,avx512dq,avx512bw,vpclmulqdq,avx512vbmi,avx512vbmi2,vaes,avxvnni," \
+    "avx512bitalg,avx512vpopcntdq,avx512bf16")
 
-#include "kernels/gemm_tile-inl.h"
-
-using DF = hn::CappedTag<float, 16>;
-using VF = hn::Vec<DF>;
+// yi[j] (+)= lo / hi lanes j < cols <= 32 (lo: columns 0..15, hi: 16..31); `add` adds to yi
+// (every k block after the first); a partial row goes through a stack copy. (The AVX-512 form
+// of gemm_tile-inl.h's StoreTileRow: the same adds and stores.)
+__attribute__((always_inline)) inline void StoreTileRow(__m512 lo, __m512 hi, float* __restrict yi,
+                                                        int64_t cols, bool add) {
+  if (cols == 32) {
+    if (add) {
+      lo = _mm512_add_ps(lo, _mm512_loadu_ps(yi));
+      hi = _mm512_add_ps(hi, _mm512_loadu_ps(yi + 16));
+    }
+    _mm512_storeu_ps(yi, lo);
+    _mm512_storeu_ps(yi + 16, hi);
+    return;
+  }
+  alignas(64) float tile[32];
+  _mm512_store_ps(tile, lo);
+  _mm512_store_ps(tile + 16, hi);
+  for (int64_t j = 0; j < cols; ++j) yi[j] = add ? yi[j] + tile[j] : tile[j];
+}
 
 // y[i * ldy + j] (+)= sum over pairs c of P[c][j] . Xp[c][i], i < kRows,
 // j < cols (<= 32): P is kcp x 32 words (two vectors per pair), Xp kcp x
 // kRows words. `add` adds to y (every k block after the first).
 template <int kRows>
-HWY_NOINLINE void Tile(const uint32_t* HWY_RESTRICT p, const uint32_t* HWY_RESTRICT xp, int64_t kcp,
-                       float* HWY_RESTRICT y, int64_t ldy, int64_t cols, bool add) {
-  const DF df;
-  VF a[kRows], b[kRows];
+__attribute__((noinline)) void Tile(const uint32_t* __restrict p, const uint32_t* __restrict xp,
+                                    int64_t kcp, float* __restrict y, int64_t ldy, int64_t cols,
+                                    bool add) {
+  __m512 a[kRows], b[kRows];
   // The output tile is read (or written) after the k loop: fetch it now.
   for (int i = 0; i < kRows; ++i) {
     __builtin_prefetch(y + i * ldy, 1);
     __builtin_prefetch(y + i * ldy + 31, 1);
   }
-  for (int i = 0; i < kRows; ++i) a[i] = b[i] = hn::Zero(df);
+  for (int i = 0; i < kRows; ++i) a[i] = b[i] = _mm512_setzero_ps();
   for (int64_t c = 0; c < kcp; ++c, p += 32, xp += kRows) {
     const __m512bh w0 = (__m512bh)_mm512_loadu_si512(p);
     const __m512bh w1 = (__m512bh)_mm512_loadu_si512(p + 16);
     for (int i = 0; i < kRows; ++i) {
       const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(xp[i]));
-      a[i].raw = _mm512_dpbf16_ps(a[i].raw, w0, xv);
-      b[i].raw = _mm512_dpbf16_ps(b[i].raw, w1, xv);
+      a[i] = _mm512_dpbf16_ps(a[i], w0, xv);
+      b[i] = _mm512_dpbf16_ps(b[i], w1, xv);
     }
   }
-  for (int i = 0; i < kRows; ++i) StoreTileRow(df, a[i], b[i], y + i * ldy, cols, add);
+  for (int i = 0; i < kRows; ++i) StoreTileRow(a[i], b[i], y + i * ldy, cols, add);
 }
 
 void TileAny(int rows, const uint32_t* p, const uint32_t* xp, int64_t kcp, float* y, int64_t ldy,
              int64_t cols, bool add) {
-  WithTileRows<kBf16TileRows>(rows, [&]<int R>() { Tile<R>(p, xp, kcp, y, ldy, cols, add); });
+  static_assert(kBf16TileRows == 8);
+  switch (rows) {
+    case 8:
+      return Tile<8>(p, xp, kcp, y, ldy, cols, add);
+    case 7:
+      return Tile<7>(p, xp, kcp, y, ldy, cols, add);
+    case 6:
+      return Tile<6>(p, xp, kcp, y, ldy, cols, add);
+    case 5:
+      return Tile<5>(p, xp, kcp, y, ldy, cols, add);
+    case 4:
+      return Tile<4>(p, xp, kcp, y, ldy, cols, add);
+    case 3:
+      return Tile<3>(p, xp, kcp, y, ldy, cols, add);
+    case 2:
+      return Tile<2>(p, xp, kcp, y, ldy, cols, add);
+    default:
+      return Tile<1>(p, xp, kcp, y, ldy, cols, add);
+  }
 }
 
 #include "kernels/transpose16_avx512-inl.h"
@@ -148,7 +176,7 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-bool AmxAvailable() {
+bool AmxCpu() {
   static const bool ok = [] {
     if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
 #if defined(__linux__)
@@ -166,17 +194,16 @@ bool AmxAvailable() {
 // accumulator tiles c (tile 2 * (i / 16) + (j / 16)); `add` as StoreTileRow.
 void StoreAccumulators(const float (*c)[16][16], int64_t rows, int64_t cols, float* y, int64_t ldy,
                        bool add) {
-  const DF df;
   for (int64_t i = 0; i < rows; ++i) {
     const float* lo = c[2 * (i / 16)][i % 16];
     const float* hi = c[2 * (i / 16) + 1][i % 16];
-    StoreTileRow(df, hn::Load(df, lo), hn::Load(df, hi), y + i * ldy, cols, add);
+    StoreTileRow(_mm512_load_ps(lo), _mm512_load_ps(hi), y + i * ldy, cols, add);
   }
 }
 
 // 16 pairs of the panel's 32 rows at p (two weight tiles, one 128-byte panel
 // row per pair) times the two activation tiles loaded: the four sum tiles.
-HWY_INLINE void WeightStep(const uint32_t* p) {
+__attribute__((always_inline)) inline void WeightStep(const uint32_t* p) {
   _tile_loadd(6, p, 128);
   _tile_loadd(7, p + 16, 128);
   _tile_dpbf16ps(0, 4, 6);
@@ -248,8 +275,8 @@ void AmxRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, 
 }
 #pragma GCC pop_options
 
-void GemmRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
-               int64_t ldy) {
+void GemmRangeAvx512(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1, float* y,
+                     int64_t ldy) {
   if (a->tile_major) {
     if (w.type == TensorType::kF16) return AmxRange<true>(w, a, r0, r1, y, ldy);
     return AmxRange<false>(w, a, r0, r1, y, ldy);
@@ -276,43 +303,32 @@ void GemmRange(const WeightMatrix& w, const Bf16Acts* a, int64_t r0, int64_t r1,
     }
   }
 }
-#else
-bool Bf16Available() { return false; }
-bool AmxAvailable() { return false; }
-
-void GemmRange(const WeightMatrix&, const Bf16Acts*, int64_t, int64_t, float*, int64_t) {
-  HWY_ASSERT(false);  // callers check GemmBf16Available()
-}
-#endif
-
-// This target's entry points (kernels/dispatch.h).
-const Bf16GemmKernels* Bf16GemmKernelTable() {
-  static constexpr Bf16GemmKernels kTable = {&Bf16Available, &AmxAvailable, &GemmRange};
-  return &kTable;
-}
-
-}  // namespace HWY_NAMESPACE
-}  // namespace hqekv::kernels
-#if HQEKV_BF16
 #pragma GCC pop_options
-#endif
-HWY_AFTER_NAMESPACE();
+}  // namespace gemm_bf16_avx512
 
-#if HWY_ONCE
-namespace hqekv::kernels {
+namespace {
 
-HWY_EXPORT(Bf16GemmKernelTable);
-const Bf16GemmKernels& Bf16GemmKernelsForCpu() {
-  return *HWY_DYNAMIC_DISPATCH(Bf16GemmKernelTable)();
+// Highway's AVX3_DL target supported (honours hwy::SetSupportedTargetsForTest).
+bool Avx3DlSupported() { return (hwy::SupportedTargets() & HWY_AVX3_DL) != 0; }
+
+}  // namespace
+
+bool GemmBf16Available() {
+  static const bool cpu = __builtin_cpu_supports("avx512bf16");
+  return cpu && Avx3DlSupported();
 }
 
-bool GemmBf16Available() { return Bf16GemmKernelsForCpu().bf16_available(); }
-bool GemmAmxBf16Available() { return Bf16GemmKernelsForCpu().amx_available(); }
+bool GemmAmxBf16Available() { return Avx3DlSupported() && gemm_bf16_avx512::AmxCpu(); }
 
 void GemmBf16Range(const WeightMatrix& w, const Bf16Acts& a, int64_t r0, int64_t r1, float* y,
                    int64_t ldy) {
-  Bf16GemmKernelsForCpu().gemm_range(w, &a, r0, r1, y, ldy);
+  gemm_bf16_avx512::GemmRangeAvx512(w, &a, r0, r1, y, ldy);
 }
+#else
+bool GemmBf16Available() { return false; }
+bool GemmAmxBf16Available() { return false; }
+// Not reached: callers check GemmBf16Available() first.
+void GemmBf16Range(const WeightMatrix&, const Bf16Acts&, int64_t, int64_t, float*, int64_t) {}
+#endif
 
 }  // namespace hqekv::kernels
-#endif  // HWY_ONCE
