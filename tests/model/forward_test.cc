@@ -47,7 +47,7 @@ struct Fp32Activations {
 
 // Prefill 7 tokens (all logits) then 3 single-token steps; compares each.
 // The reference keeps fp32 activations, so the int8-activation path of Q8_0 /
-// Q4_K products is off here (its effect: tests/kernels/kernels_int8_test.cc).
+// Q4_K products is off here (its effect: tests/model/reduced_acts_forward_test.cc).
 void CheckAgainstReference(const SyntheticSpec& spec, const std::string& tag, int threads = 1) {
   SetNumThreads(threads);
   const Fp32Activations fp32_acts;
