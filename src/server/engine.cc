@@ -18,6 +18,13 @@ namespace hqekv::server {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// Save, restore and erase need an idle slot.
+ApiError SlotBusyError(int id) {
+  return ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+}
+}  // namespace
+
 void RequestChannel::Push(TokenEvent e) {
   std::lock_guard<std::mutex> l(mu_);
   tokens_.push_back(std::move(e));
@@ -628,8 +635,7 @@ bool Engine::EraseSlot(int id, int* n_erased, ApiError* err) {
   std::lock_guard<std::mutex> step_lock(step_mu_);
   Slot& s = *slots_[id];
   if (s.job) {
-    *err =
-        ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+    *err = SlotBusyError(id);
     return false;
   }
   *n_erased = s.cache ? static_cast<int>(s.history.size()) : 0;
@@ -739,8 +745,7 @@ bool Engine::SaveSlot(int id, const std::string& filename, std::string* info, Ap
   std::lock_guard<std::mutex> step_lock(step_mu_);
   Slot& s = *slots_[id];
   if (s.job) {
-    *err =
-        ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+    *err = SlotBusyError(id);
     return false;
   }
   if (!s.cache || s.history.empty() || !s.has_logits) {
@@ -822,8 +827,7 @@ bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info,
   std::lock_guard<std::mutex> step_lock(step_mu_);
   Slot& s = *slots_[id];
   if (s.job) {
-    *err =
-        ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+    *err = SlotBusyError(id);
     return false;
   }
   if (o_.kv_budget_bytes > 0) {

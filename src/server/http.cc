@@ -732,6 +732,15 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
           [&](const httplib::Request&, httplib::Response& r) { HandleProps(engine, o, r); });
   svr.Get("/slots",
           [&](const httplib::Request&, httplib::Response& r) { HandleSlotsList(engine, r); });
+  // llama-server / OpenAI routes this server does not have: a clear 501
+  // instead of "no route".
+  for (const char* p :
+       {"/v1/embeddings", "/embeddings", "/embedding", "/infill", "/rerank", "/v1/rerank"})
+    svr.Post(p, [](const httplib::Request& q, httplib::Response& r) {
+      SendError(r, ApiError{501, "not_supported_error",
+                            q.path + " is not implemented by this server (text generation only)",
+                            "", ""});
+    });
   svr.Post(R"(/slots/(\d{1,6}))",
            [&](const httplib::Request& q, httplib::Response& r) { HandleSlot(engine, q, r); });
 

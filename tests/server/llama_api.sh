@@ -11,6 +11,9 @@ set -euo pipefail
 HQEKV=$1
 MODEL=$2
 . "$(dirname "$0")/lib.sh"
+# The interpreter itself, not a version-manager shim (~2 s a start on a busy
+# machine, and this script starts it ~50 times).
+PY=$(python3 -c 'import sys; print(sys.executable)')
 
 # req METHOD PATH [curl args...]: prints "STATUS BODY"
 req() {
@@ -23,7 +26,7 @@ req() {
 }
 # json EXPR < "STATUS BODY": evaluates a Python expression over the body (d)
 json() {
-  python3 -c 'import json,sys
+  "$PY" -c 'import json,sys
 s=sys.stdin.read(); d=json.loads(s.split(" ",1)[1])
 print(eval(sys.argv[1]))' "$1"
 }
@@ -129,7 +132,7 @@ freq=$(post /completion "{$R,\"return_tokens\":true,\"frequency_penalty\":2}" | 
 pres=$(post /completion "{$R,\"return_tokens\":true,\"presence_penalty\":2}" | json 'd["tokens"]')
 [ "$plain" != "$freq" ] || fail "frequency_penalty 2 changed nothing: $plain"
 [ "$plain" != "$pres" ] || fail "presence_penalty 2 changed nothing: $plain"
-distinct() { python3 -c "import sys,ast; print(len(set(ast.literal_eval(sys.argv[1]))))" "$1"; }
+distinct() { "$PY" -c "import sys,ast; print(len(set(ast.literal_eval(sys.argv[1]))))" "$1"; }
 [ "$(distinct "$freq")" -ge "$(distinct "$plain")" ] || fail "frequency_penalty repeated more"
 expect_status 400 "$(post /v1/completions '{"prompt":"x","presence_penalty":3}')" "presence range"
 echo "ok logit_bias, penalties ($(distinct "$plain") -> $(distinct "$freq") distinct tokens of 48)"
@@ -141,7 +144,7 @@ echo "ok echo"
 
 # --- token-array prompts: the same answer as the text they encode
 ids=$(post /tokenize '{"content":"Once upon a time","add_special":true}' | json 'd["tokens"]')
-[ "$(echo "$ids" | python3 -c 'import sys,ast; print(len(ast.literal_eval(sys.stdin.read())))')" -ge 4 ] ||
+[ "$(echo "$ids" | "$PY" -c 'import sys,ast; print(len(ast.literal_eval(sys.stdin.read())))')" -ge 4 ] ||
   fail "tokenize: $ids"
 t_text=$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}' | json 'd["choices"][0]["text"]')
 t_ids=$(post /v1/completions "{\"prompt\":$ids,\"max_tokens\":8,\"temperature\":0}" | json 'd["choices"][0]["text"]')
@@ -169,7 +172,7 @@ expect_status 200 "$out" "/completion"
   fail "/completion fields: $out"
 plain_text=$(echo "$out" | json 'd["content"]')
 sse=$(curl -sN "$BASE/completion" -d '{"prompt":"Once upon a time","n_predict":6,"temperature":0,"stream":true}')
-streamed=$(echo "$sse" | python3 -c 'import sys,json
+streamed=$(echo "$sse" | "$PY" -c 'import sys,json
 t=""; last=None
 for l in sys.stdin:
     if l.startswith("data: "):
@@ -201,6 +204,12 @@ expect_status 200 "$out" "erase"
 expect_status 404 "$(req POST "/slots/9?action=erase")" "erase unknown slot"
 echo "ok GET /slots, erase"
 
+# --- routes of llama-server / OpenAI not implemented: 501, not 404
+out=$(post /v1/embeddings '{"input":"x"}')
+expect_status 501 "$out" "embeddings"
+echo "$out" | json 'd["error"]["message"]' | grep "not implemented" >/dev/null || fail "501 message: $out"
+echo "ok /v1/embeddings 501"
+
 # --- CORS
 hdr=$(curl -s -D - -o /dev/null -X OPTIONS "$BASE/v1/chat/completions" \
   -H "Origin: http://example.com" -H "Access-Control-Request-Method: POST")
@@ -213,7 +222,7 @@ echo "ok CORS"
 
 # --- the request log: one JSON line per request with the fields
 sleep 0.2
-python3 - "$SERVER_LOG" <<'EOF' || fail "request log"
+"$PY" - "$SERVER_LOG" <<'EOF' || fail "request log"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"')]
 reqs = [l for l in lines if l.get("event") == "request"]
