@@ -15,6 +15,7 @@
 #include "cli/registry.h"
 #include "server/engine.h"
 #include "server/http.h"
+#include "tokenizer/chat_template.h"
 
 namespace hqekv::cli::cmd_serve {
 namespace {
@@ -145,7 +146,8 @@ const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
                   "Directory of POST /slots/{id}?action=save|restore files");
   cmd->add_option("--chat-template", a->chat_template,
                   "Chat format instead of the file's template (default chatml when the file has "
-                  "none): chatml, llama3, phi3, gemma");
+                  "none): " +
+                      SupportedChatFormatNames());
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body, MiB (larger: 413)")
       ->capture_default_str();
   cmd->add_option("--profile-dir", a->profile_dir,
