@@ -15,15 +15,7 @@ MODEL=$2
 # machine, and this script starts it ~50 times).
 PY=$(python3 -c 'import sys; print(sys.executable)')
 
-# req METHOD PATH [curl args...]: prints "STATUS BODY"
-req() {
-  local method=$1 path=$2
-  shift 2
-  curl -s -o /tmp/llama_api_body.$$ -w '%{http_code}' -X "$method" "$BASE$path" "$@" || true
-  echo -n " "
-  cat /tmp/llama_api_body.$$ 2>/dev/null
-  rm -f /tmp/llama_api_body.$$
-}
+req() { http_req "$@"; }
 # json EXPR < "STATUS BODY": evaluates a Python expression over the body (d)
 json() {
   "$PY" -c 'import json,sys
