@@ -48,11 +48,16 @@ Fixture& Get() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > 16384) return 0;
   Fixture& f = Get();
-  const bool chat = data[0] & 1;
+  // The first byte picks the route: 0 completions, 1 chat, 2 llama-server's
+  // /completion, 3 completions.
+  const int route = data[0] & 3;
+  const auto kind = route == 1   ? hqekv::server::RequestKind::kChat
+                    : route == 2 ? hqekv::server::RequestKind::kNative
+                                 : hqekv::server::RequestKind::kCompletion;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   hqekv::server::CompletionRequest r;
   hqekv::server::ApiError err;
-  if (!hqekv::server::ParseCompletionRequest(body, chat, f.engine->limits(), &r, &err)) {
+  if (!hqekv::server::ParseCompletionRequest(body, kind, f.engine->limits(), &r, &err)) {
     if (err.status < 400 || err.status > 599) std::abort();
     return 0;
   }

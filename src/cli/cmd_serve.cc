@@ -15,6 +15,7 @@
 #include "cli/registry.h"
 #include "server/engine.h"
 #include "server/http.h"
+#include "tokenizer/chat_template.h"
 
 namespace hqekv::cli::cmd_serve {
 namespace {
@@ -22,7 +23,9 @@ namespace {
 struct ServeArgs {
   std::string model, tokenizer, host = "127.0.0.1", kv = "fp16", api_key, slot_save_path,
                                 chat_template, profile_dir;
-  int port = 8080, n_slots = 1, ctx = 0, threads = 0, queue = 64, max_tokens = 256;
+  int port = 8080, n_slots = 1, ctx = 0, threads = 0, queue = 64, max_tokens = 256,
+      threads_http = 0;
+  bool no_request_log = false;
   double kv_budget_mb = 0, max_body_mb = 1;
   KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
@@ -59,6 +62,9 @@ int Serve(const ServeArgs& a) {
     return Fail("--queue must be in [0, " + std::to_string(server::kMaxQueue) + "]");
   if (a.max_tokens < 1 || a.max_tokens > server::kMaxDefaultTokens)
     return Fail("--max-tokens must be in [1, " + std::to_string(server::kMaxDefaultTokens) + "]");
+  if (a.threads_http < 0 || a.threads_http > server::kMaxHttpThreads)
+    return Fail("--threads-http must be in [0, " + std::to_string(server::kMaxHttpThreads) +
+                "] (0 = max(32, slots + queue + 4))");
   if (a.n_slots < 1 || a.n_slots > server::kMaxSlots)
     return Fail("-np must be in [1, " + std::to_string(server::kMaxSlots) + "]");
   if (!a.profile_dir.empty() && !std::filesystem::is_directory(a.profile_dir))
@@ -88,6 +94,9 @@ int Serve(const ServeArgs& a) {
   ho.port = a.port;
   ho.api_key = a.api_key;
   ho.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
+  ho.threads = a.threads_http;
+  ho.log_requests = !a.no_request_log;
+  ho.model_path = path;
   std::atomic<bool> stop{false};
   std::thread waiter([&] {
     int sig = 0;
@@ -137,13 +146,19 @@ const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
                   "Directory of POST /slots/{id}?action=save|restore files");
   cmd->add_option("--chat-template", a->chat_template,
                   "Chat format instead of the file's template (default chatml when the file has "
-                  "none): chatml, llama3, phi3, gemma");
+                  "none): " +
+                      SupportedChatFormatNames());
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body, MiB (larger: 413)")
       ->capture_default_str();
   cmd->add_option("--profile-dir", a->profile_dir,
                   "Directory of HqeKV profiles requests may name (\"kv\":\"hqekv:profile=NAME\"); "
                   "without it requests may not name a profile");
   cmd->add_option("-t,--threads", a->threads, "Compute threads (0 = all cores)");
+  cmd->add_option("--threads-http", a->threads_http,
+                  "Connections served at once; more get 503 but /health is still answered "
+                  "(0 = max(32, slots + queue + 4), at most 512)");
+  cmd->add_flag("--no-request-log", a->no_request_log,
+                "Do not log one JSON line per request on stderr");
   cmd->callback([a, rc] { *rc = Serve(*a); });
 });
 

@@ -20,6 +20,14 @@ Status ValidateSamplerConfig(const SamplerConfig& c) {
                      std::to_string(c.repeat_penalty));
   }
   if (c.repeat_last_n < 0) return MakeError("repeat_last_n must be >= 0");
+  if (!std::isfinite(c.presence_penalty) || !std::isfinite(c.frequency_penalty))
+    return MakeError("presence_penalty and frequency_penalty must be finite numbers");
+  for (const auto& [id, bias] : c.logit_bias) {
+    if (id < 0) return MakeError("logit_bias: token id " + std::to_string(id) + " is negative");
+    if (!std::isfinite(bias))
+      return MakeError("logit_bias: the bias of token " + std::to_string(id) +
+                       " must be a finite number (kLogitBan bans it)");
+  }
   return Status::Ok();
 }
 
@@ -30,16 +38,25 @@ Result<Sampler> Sampler::Create(const SamplerConfig& c) {
 
 int32_t Sampler::Sample(const float* logits, int vocab, const std::vector<int32_t>& history) {
   work_.assign(logits, logits + vocab);
-  if (c_.repeat_penalty != 1.0f && c_.repeat_last_n > 0) {
+  for (const auto& [id, bias] : c_.logit_bias)
+    if (id < vocab) work_[id] += bias;
+  const bool counts = c_.presence_penalty != 0.0f || c_.frequency_penalty != 0.0f;
+  if ((c_.repeat_penalty != 1.0f || counts) && c_.repeat_last_n > 0) {
     const size_t from = history.size() > static_cast<size_t>(c_.repeat_last_n)
                             ? history.size() - c_.repeat_last_n
                             : 0;
     std::vector<int32_t> seen(history.begin() + from, history.end());
     std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t t : seen) {
+    for (size_t i = 0; i < seen.size();) {
+      const int32_t t = seen[i];
+      size_t j = i;
+      while (j < seen.size() && seen[j] == t) ++j;
+      const float count = static_cast<float>(j - i);
+      i = j;
       if (t < 0 || t >= vocab) continue;
-      work_[t] = work_[t] > 0 ? work_[t] / c_.repeat_penalty : work_[t] * c_.repeat_penalty;
+      float& w = work_[t];
+      if (c_.repeat_penalty != 1.0f) w = w > 0 ? w / c_.repeat_penalty : w * c_.repeat_penalty;
+      w -= count * c_.frequency_penalty + c_.presence_penalty;
     }
   }
   if (c_.temperature == 0.0f) {

@@ -18,6 +18,13 @@ namespace hqekv::server {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// Save, restore and erase need an idle slot.
+ApiError SlotBusyError(int id) {
+  return ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+}
+}  // namespace
+
 void RequestChannel::Push(TokenEvent e) {
   std::lock_guard<std::mutex> l(mu_);
   tokens_.push_back(std::move(e));
@@ -49,6 +56,7 @@ struct Engine::Job {
   int max_new = 0;
   int64_t reserve = 0;
   std::shared_ptr<RequestChannel> ch;
+  Clock::time_point started, prefilled;  // the prefill's start and end
 };
 
 struct Engine::Slot {
@@ -151,6 +159,7 @@ RequestLimits Engine::limits() const {
   RequestLimits l;
   l.ctx = o_.ctx;
   l.n_slots = o_.n_slots;
+  l.vocab = model_->vocab_size();
   return l;
 }
 
@@ -218,11 +227,25 @@ std::shared_ptr<RequestChannel> Engine::Submit(const CompletionRequest& req, Api
   auto job = std::make_shared<Job>();
   job->req = req;
   const Tokenizer& tok = *src_.tokenizer;
-  std::string text = req.prompt;
-  if (req.chat) text = RenderChat(chat_format_, req.messages, /*add_generation_prompt=*/true);
-  job->prompt = tok.Encode(text, tok.add_bos() || text.empty(), /*parse_special=*/req.chat);
+  if (req.prompt_is_tokens) {  // ids as given: no BOS added, checked against the vocabulary
+    job->prompt = req.prompt_tokens;
+    for (int32_t t : job->prompt) {
+      if (t < 0 || t >= model_->vocab_size()) {
+        *err = BadRequest("'prompt' token id " + std::to_string(t) + " is not in [0, " +
+                              std::to_string(model_->vocab_size()) + ")",
+                          "prompt");
+        return nullptr;
+      }
+    }
+  } else {
+    std::string text = req.prompt;
+    if (req.chat) text = RenderChatPrompt(req.messages);
+    job->prompt = tok.Encode(text, tok.add_bos() || text.empty(), /*parse_special=*/req.chat);
+  }
   if (job->prompt.empty()) {
-    *err = BadRequest("the prompt is empty and the model has no BOS token", "prompt");
+    *err = BadRequest(req.prompt_is_tokens ? "'prompt' is an empty array of token ids"
+                                           : "the prompt is empty and the model has no BOS token",
+                      "prompt");
     return nullptr;
   }
   const int n_prompt = static_cast<int>(job->prompt.size());
@@ -322,13 +345,21 @@ void Engine::Admit() {
   }
 }
 
-void Engine::Release(Slot& s, const std::string& reason, const std::string& error) {
+void Engine::Release(Slot& s, const std::string& reason, const std::string& error, bool stop_word) {
   FinishEvent f;
   f.reason = reason;
   f.error = error;
   f.usage.prompt_tokens = static_cast<int>(s.job->prompt.size());
   f.usage.completion_tokens = s.generated;
   f.usage.cached_tokens = s.reused;
+  f.stop_word = stop_word;
+  f.id_slot = s.id;
+  using Ms = std::chrono::duration<double, std::milli>;
+  if (s.prefilled) {
+    f.usage.prompt_ms =
+        s.reused >= f.usage.prompt_tokens ? 0.0 : Ms(s.job->prefilled - s.job->started).count();
+    f.usage.predicted_ms = Ms(Clock::now() - s.job->prefilled).count();
+  }
   if (s.cache) {
     const KvStats st = s.cache->Stats();
     f.usage.kv_bytes = st.bytes.total();
@@ -355,7 +386,8 @@ void Engine::Release(Slot& s, const std::string& reason, const std::string& erro
 // when the request names this slot (id_slot) and the cached tokens are a
 // prefix of its prompt (a restored state: only the rest is run).
 bool Engine::Prefill(Slot& s) {
-  const Job& job = *s.job;
+  Job& job = *s.job;
+  job.started = Clock::now();
   size_t reuse = 0;
   if (job.req.id_slot == s.id && s.cache && s.spec == job.spec && !s.history.empty() &&
       s.history.size() <= job.prompt.size() &&
@@ -399,6 +431,7 @@ bool Engine::Prefill(Slot& s) {
   s.reused = static_cast<int>(reuse);
   s.has_logits = true;
   s.prefilled = true;
+  job.prefilled = Clock::now();
   return true;
 }
 
@@ -420,6 +453,7 @@ void Engine::Emit(Slot& s) {
   }
   TokenEvent e;
   e.piece = tok.DecodePiece(s.history.back(), t);
+  e.id = t;
   if (job.req.logprobs) {
     // Log-softmax of the model's logits (before sampling filters).
     const double lse = lm::LogSumExp(s.logits.data(), V);
@@ -439,7 +473,7 @@ void Engine::Emit(Slot& s) {
   const bool hit_stop = s.stop->Add(e.piece);
   e.text = hit_stop ? s.stop->Flush() : s.stop->Release();
   job.ch->Push(std::move(e));
-  if (hit_stop) return Release(s, "stop");
+  if (hit_stop) return Release(s, "stop", "", /*stop_word=*/true);
   if (s.generated >= job.max_new || static_cast<int>(s.history.size()) >= o_.ctx) {
     TokenEvent tail;
     tail.text = s.stop->Flush();
@@ -587,6 +621,55 @@ void Engine::Loop() {
     if (s->job) Release(*s, "cancelled", "the server is shutting down");
 }
 
+std::string Engine::RenderChatPrompt(const std::vector<ChatMessage>& messages) const {
+  return RenderChat(chat_format_, messages, /*add_generation_prompt=*/true);
+}
+
+const char* Engine::ChatTemplateName() const { return ChatFormatName(chat_format_); }
+
+bool Engine::EraseSlot(int id, int* n_erased, ApiError* err) {
+  if (id < 0 || id >= o_.n_slots) {
+    *err = ApiError{404, "invalid_request_error", "no slot " + std::to_string(id), "", ""};
+    return false;
+  }
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  Slot& s = *slots_[id];
+  if (s.job) {
+    *err = SlotBusyError(id);
+    return false;
+  }
+  *n_erased = s.cache ? static_cast<int>(s.history.size()) : 0;
+  s.cache.reset();
+  s.spec.clear();
+  s.history.clear();
+  s.has_logits = false;
+  s.cached = 0;
+  AccountHeld();
+  return true;
+}
+
+std::vector<Engine::SlotInfo> Engine::Slots() {
+  std::lock_guard<std::mutex> step_lock(step_mu_);
+  std::vector<SlotInfo> out;
+  for (auto& sp : slots_) {
+    const Slot& s = *sp;
+    SlotInfo i;
+    i.id = s.id;
+    i.busy = s.job != nullptr;
+    if (s.cache) {
+      i.spec = s.spec;
+      i.n_cached = s.cached;
+      i.kv_bytes = s.cache->Stats().bytes.total();
+    }
+    if (s.job) {
+      i.n_prompt = static_cast<int>(s.job->prompt.size());
+      i.n_generated = s.generated;
+    }
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
 std::string Engine::MetricsText() const {
   std::lock_guard<std::mutex> l(mu_);
   std::ostringstream o;
@@ -662,8 +745,7 @@ bool Engine::SaveSlot(int id, const std::string& filename, std::string* info, Ap
   std::lock_guard<std::mutex> step_lock(step_mu_);
   Slot& s = *slots_[id];
   if (s.job) {
-    *err =
-        ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+    *err = SlotBusyError(id);
     return false;
   }
   if (!s.cache || s.history.empty() || !s.has_logits) {
@@ -745,8 +827,7 @@ bool Engine::RestoreSlot(int id, const std::string& filename, std::string* info,
   std::lock_guard<std::mutex> step_lock(step_mu_);
   Slot& s = *slots_[id];
   if (s.job) {
-    *err =
-        ApiError{409, "invalid_request_error", "slot " + std::to_string(id) + " is busy", "", ""};
+    *err = SlotBusyError(id);
     return false;
   }
   if (o_.kv_budget_bytes > 0) {

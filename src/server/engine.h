@@ -76,11 +76,14 @@ struct Usage {
   int cached_tokens = 0;  // prompt tokens taken from the slot's cache (not run again)
   int64_t kv_bytes = 0;
   double kv_true_bits = 0;
+  double prompt_ms = 0;     // prefill of the prompt (0 when it came from the cache)
+  double predicted_ms = 0;  // from the end of the prefill to the end of the request
 };
 
 struct TokenEvent {
   std::string text;   // text released by this token (may be empty: held back for stop strings)
   std::string piece;  // the token's own text
+  int32_t id = -1;    // the token
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;  // most likely tokens, with logprobs
 };
@@ -88,7 +91,9 @@ struct TokenEvent {
 struct FinishEvent {
   std::string reason;  // "stop", "length", "cancelled", "error"
   Usage usage;
-  std::string error;  // reason "error"
+  std::string error;       // reason "error"
+  bool stop_word = false;  // reason "stop" because a stop string occurred (else end of generation)
+  int id_slot = -1;        // the slot that served the request
 };
 
 // From the scheduler to the HTTP thread of one request.
@@ -126,6 +131,27 @@ class Engine {
   bool SaveSlot(int id, const std::string& filename, std::string* info, ApiError* err);
   bool RestoreSlot(int id, const std::string& filename, std::string* info, ApiError* err);
 
+  // Empties an idle slot's cache (llama-server's action=erase); *n_erased
+  // gets the tokens it held. 404 unknown slot, 409 busy.
+  bool EraseSlot(int id, int* n_erased, ApiError* err);
+
+  // What GET /slots shows of one slot.
+  struct SlotInfo {
+    int id = 0;
+    bool busy = false;
+    std::string spec;                   // the cache's policy ("" = no cache)
+    int n_cached = 0;                   // tokens the cache holds
+    int64_t kv_bytes = 0;               // true bytes it holds
+    int n_prompt = 0, n_generated = 0;  // of the request being served
+  };
+  // Taken between scheduler steps (waits for the current one).
+  std::vector<SlotInfo> Slots();
+
+  // The prompt a chat request becomes (the model's chat template).
+  std::string RenderChatPrompt(const std::vector<ChatMessage>& messages) const;
+  const char* ChatTemplateName() const;
+  const Tokenizer& tokenizer() const { return *src_.tokenizer; }
+
   std::string MetricsText() const;
   EngineCounters Counters() const;
   // Bytes a request of `tokens` positions under `spec` (canonical) reserves;
@@ -133,7 +159,7 @@ class Engine {
   int64_t ReservationBytes(const std::string& spec, int tokens, ApiError* err);
   std::string ModelName() const;
   const EngineOptions& options() const { return o_; }
-  RequestLimits limits() const;
+  RequestLimits limits() const;  // includes the vocabulary size
   // Cancels every request (in flight and queued) and stops the scheduler.
   void Shutdown();
 
@@ -151,7 +177,8 @@ class Engine {
   void AccountHeld();  // under step_mu_: kv_bytes_held and friends from the slots' caches
   bool Prefill(Slot& s);
   void Emit(Slot& s);  // samples from s.logits; finishes or leaves a pending token
-  void Release(Slot& s, const std::string& reason, const std::string& error = "");
+  void Release(Slot& s, const std::string& reason, const std::string& error = "",
+               bool stop_word = false);
   bool SlotFile(int id, const std::string& filename, std::string* path, ApiError* err);
 
   const ModelSource& src_;

@@ -1,8 +1,11 @@
 // The HTTP front of `hqekv serve` (cpp-httplib): OpenAI-compatible routes
 // over an Engine, following llama-server's conventions.
 //   POST /v1/completions, /v1/chat/completions   (stream: SSE "data: {...}")
-//   GET  /v1/models, /health, /metrics (Prometheus text)
-//   POST /slots/{id}?action=save|restore         body {"filename": NAME}
+//   POST /completion (llama-server's native form), /tokenize, /detokenize,
+//        /apply-template
+//   GET  /v1/models, /health, /metrics (Prometheus text), /props, /slots
+//   POST /slots/{id}?action=save|restore|erase   body {"filename": NAME}
+//   OPTIONS *                                    CORS preflight
 // Every error is OpenAI's JSON error object with its HTTP status.
 #pragma once
 
@@ -19,7 +22,8 @@ namespace hqekv::server {
 
 // Most HTTP worker threads (a connection holds one while it is read or
 // answered), and how long a silent client keeps one.
-inline constexpr int kMaxHttpThreads = 512;
+inline constexpr int kMaxHttpThreads = 512;  // connections served at once (more: 503)
+inline constexpr int kMinHttpThreads = 32;
 inline constexpr int kReadTimeoutSeconds = 10;
 inline constexpr size_t kMaxHeaders = 100;  // header fields of one request (more: 431)
 
@@ -28,7 +32,9 @@ struct HttpOptions {
   int port = 8080;
   std::string api_key;              // "" = no check
   size_t max_body_bytes = 1 << 20;  // larger bodies: 413
-  int threads = 0;                  // HTTP worker threads (0: slots + queue + 4)
+  int threads = 0;  // connections served at once (0: max(32, slots + queue + 4)); more: 503
+  bool log_requests = true;  // one JSON line per request on stderr
+  std::string model_path;    // shown by GET /props
 };
 
 // Serves until `*stop` becomes true (checked every 50 ms; SIGTERM sets it in

@@ -32,6 +32,54 @@ TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
   EXPECT_EQ(s.Sample(neg, 2, {0}), 1);  // -1*2 = -2 < -1.5: negative logits are multiplied
 }
 
+TEST(Sampler, PresenceAndFrequencyPenaltiesFollowOpenAIsFormula) {
+  // logit -= count * frequency + (count > 0) * presence, over the window.
+  const float l[3] = {3.0f, 2.5f, 0.0f};
+  SamplerConfig c;
+  c.frequency_penalty = 0.3f;
+  Sampler f = Make(c);
+  EXPECT_EQ(f.Sample(l, 3, {0}), 0);     // 3 - 0.3 = 2.7 > 2.5
+  EXPECT_EQ(f.Sample(l, 3, {0, 0}), 1);  // 3 - 0.6 = 2.4 < 2.5: the count matters
+  c = {};
+  c.presence_penalty = 0.6f;
+  Sampler p = Make(c);
+  EXPECT_EQ(p.Sample(l, 3, {0}), 1);        // 3 - 0.6 = 2.4
+  EXPECT_EQ(p.Sample(l, 3, {1, 1, 1}), 0);  // presence does not grow with the count
+  c.repeat_last_n = 1;                      // the window: only the last token
+  Sampler w = Make(c);
+  EXPECT_EQ(w.Sample(l, 3, {0, 1}), 0);
+  c = {};
+  c.presence_penalty = -2.0f;  // negative: encourages what was seen
+  Sampler neg = Make(c);
+  const float close[3] = {3.0f, 2.5f, 1.5f};
+  EXPECT_EQ(neg.Sample(close, 3, {2}), 2);  // 1.5 + 2 = 3.5 > 3
+}
+
+TEST(Sampler, LogitBiasAddsBeforeEverythingAndBans) {
+  const float l[4] = {5.0f, 1.0f, 0.0f, 4.9f};
+  SamplerConfig c;
+  c.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(Make(c).Sample(l, 4, {}), 3);
+  c.logit_bias = {{2, 10.0f}};
+  EXPECT_EQ(Make(c).Sample(l, 4, {}), 2);
+  c.logit_bias = {{0, kLogitBan}, {3, kLogitBan}, {9, 50.0f}};  // id 9 past the vocabulary: no-op
+  EXPECT_EQ(Make(c).Sample(l, 4, {}), 1);
+  // Every token banned, at a temperature: still a token, never a NaN pick.
+  c.logit_bias = {{0, kLogitBan}, {1, kLogitBan}, {2, kLogitBan}, {3, kLogitBan}};
+  c.temperature = 0.5f;
+  const int32_t t = Make(c).Sample(l, 4, {});
+  EXPECT_TRUE(t >= 0 && t < 4);
+  // Sampled: a banned token is never drawn.
+  c.logit_bias = {{0, kLogitBan}};
+  c.temperature = 1.0f;
+  Sampler s = Make(c);
+  for (int i = 0; i < 200; ++i) EXPECT_NE(s.Sample(l, 4, {}), 0);
+  c.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(Sampler::Create(c).ok());
+  c.logit_bias = {{1, std::nanf("")}};
+  EXPECT_FALSE(Sampler::Create(c).ok());
+}
+
 TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
   std::vector<float> l(50);
   for (int i = 0; i < 50; ++i) l[i] = std::sin(i * 0.7f);

@@ -2,6 +2,7 @@
 # picks it: --port 0) and stop it with SIGTERM, checking it exits 0.
 #   start_server HQEKV ARGS...   sets PORT, SERVER_PID, BASE, SERVER_LOG
 #   stop_server                  SIGTERM; fails unless the exit status is 0
+#   http_req METHOD PATH [curl args...]   prints "STATUS BODY"
 SERVER_LOG=""
 start_server() {
   local bin=$1
@@ -27,3 +28,12 @@ stop_server() {
   grep -q "stopped" "$SERVER_LOG" || { cat "$SERVER_LOG"; echo "no clean stop"; exit 1; }
 }
 fail() { echo "FAIL: $*"; [ -n "$SERVER_LOG" ] && tail -5 "$SERVER_LOG"; exit 1; }
+http_req() {
+  local method=$1 path=$2 body
+  shift 2
+  body=$(mktemp)
+  curl -s -o "$body" -w '%{http_code}' -X "$method" "$BASE$path" "$@" || true
+  echo -n " "
+  cat "$body"
+  rm -f "$body"
+}

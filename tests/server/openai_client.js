@@ -1,4 +1,5 @@
-// The official OpenAI Node client against `hqekv serve` (BASE, key node-key).
+// The official OpenAI Node client against `hqekv serve` (BASE, key node-key):
+// completions, chat, streaming, n, seed, stop, unsupported parameters, errors.
 const assert = require('assert');
 const OpenAI = require('openai');
 
@@ -41,6 +42,60 @@ async function main() {
     finish = chunk.choices[0].finish_reason || finish;
   }
   assert.ok(finish === 'length' || finish === 'stop', 'stream finish_reason ' + finish);
+
+  // n: one choice per sequence, indexed; usage sums the completions.
+  const many = await client.completions.create(
+      {model: 'x', prompt: 'Once upon a time', max_tokens: 6, temperature: 1, seed: 3, n: 3});
+  assert.deepStrictEqual(many.choices.map((ch) => ch.index).sort(), [0, 1, 2], 'n=3 indexes');
+  assert.strictEqual(many.usage.completion_tokens, 18, 'n=3 usage');
+  assert.ok(new Set(many.choices.map((ch) => ch.text)).size >= 2, 'n=3 choices differ');
+
+  // seed: the same seed gives the same sampled text, another seed another.
+  const sampled = async (seed) => (await client.completions.create({
+    model: 'x', prompt: 'Once upon a time', max_tokens: 16, temperature: 1, seed,
+  })).choices[0].text;
+  const s1 = await sampled(7), s2 = await sampled(7), s3 = await sampled(8);
+  assert.strictEqual(s1, s2, 'same seed, same text');
+  assert.notStrictEqual(s1, s3, 'another seed, another text');
+
+  // stop: the text ends before the first stop string.
+  const free = await client.completions.create(
+      {model: 'x', prompt: 'Once upon a time', max_tokens: 60, temperature: 0});
+  assert.ok(free.choices[0].text.includes('.'), 'the greedy text has a period to stop at');
+  const stopped = await client.completions.create({
+    model: 'x', prompt: 'Once upon a time', max_tokens: 60, temperature: 0, stop: ['.', 'zzz'],
+  });
+  assert.strictEqual(stopped.choices[0].finish_reason, 'stop', 'stop finish_reason');
+  assert.strictEqual(stopped.choices[0].text, free.choices[0].text.split('.')[0],
+                     'the text ends before the stop string');
+
+  // Streaming n=2: chunks of both choices, each ending with its finish_reason.
+  const nStream = await client.chat.completions.create({
+    model: 'x', messages: [{role: 'user', content: 'Hi'}], max_tokens: 5, temperature: 1,
+    seed: 1, n: 2, stream: true,
+  });
+  const finished = new Set();
+  let usage = null;
+  for await (const chunk of nStream) {
+    for (const ch of chunk.choices) if (ch.finish_reason) finished.add(ch.index);
+    usage = chunk.usage || usage;
+  }
+  assert.deepStrictEqual([...finished].sort(), [0, 1], 'streamed n=2 finishes both');
+  assert.ok(usage && usage.completion_tokens >= 2, 'streamed usage');
+
+  // An unsupported parameter: 400 naming it, never silently ignored.
+  await assert.rejects(
+      client.chat.completions.create({
+        model: 'x', messages: [{role: 'user', content: 'Hi'}],
+        response_format: {type: 'json_object'},
+      }),
+      (e) => e.status === 400 && e.param === 'response_format' && /not supported/.test(e.message));
+  await assert.rejects(
+      client.chat.completions.create({
+        model: 'x', messages: [{role: 'user', content: 'Hi'}],
+        tools: [{type: 'function', function: {name: 'f', parameters: {}}}],
+      }),
+      (e) => e.status === 400 && e.param === 'tools');
 
   // An invalid policy: the client raises BadRequestError with the server's message.
   await assert.rejects(

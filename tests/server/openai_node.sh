@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `hqekv serve` driven by the official `openai` npm client on Debian's nodejs:
-# completions, chat, streaming, an API error. The client is installed from the
+# completions, chat, streaming, n, seed, stop, an unsupported parameter, API
+# errors. The client is installed from the
 # npm registry into NODE_DIR (default: a node/ folder next to this build's
 # test, given by CMake); exit 77 (CTest: skipped) when npm cannot reach it.
 # Usage: openai_node.sh HQEKV_BINARY MODEL [NODE_DIR]

@@ -2,6 +2,7 @@
 // stop-string scanner (tokenizer/stop_text.h).
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 
 #include "server/request.h"
@@ -116,6 +117,102 @@ TEST(Request, BadBodiesAre400NamingTheField) {
     EXPECT_EQ(e.param, c.param) << c.body;
     EXPECT_FALSE(e.message.empty()) << c.body;
   }
+}
+
+TEST(Request, UnsupportedParametersAre400NamingThemUnlessNeutral) {
+  const char* refused[] = {
+      R"({"prompt":"x","tools":[{"type":"function","function":{"name":"f"}}]})",
+      R"({"prompt":"x","tool_choice":"auto"})",
+      R"({"prompt":"x","response_format":{"type":"json_object"}})",
+      R"({"prompt":"x","grammar":"root ::= \"a\""})",
+      R"({"prompt":"x","suffix":"tail"})",
+      R"({"prompt":"x","json_schema":{"type":"object"}})",
+      R"({"prompt":"x","mirostat":2})",
+      R"({"prompt":"x","typical_p":0.5})",
+      R"({"prompt":"x","n":2,"best_of":3})",
+      R"({"prompt":"x","echo":true,"logprobs":1})",
+  };
+  const char* params[] = {"tools",       "tool_choice", "response_format", "grammar", "suffix",
+                          "json_schema", "mirostat",    "typical_p",       "best_of", "echo"};
+  for (size_t i = 0; i < std::size(refused); ++i) {
+    const ApiError e = Parse(refused[i], false);
+    EXPECT_EQ(e.status, 400) << refused[i];
+    EXPECT_EQ(e.param, params[i]) << refused[i];
+    EXPECT_EQ(e.code, "unsupported_parameter") << refused[i];
+    EXPECT_NE(e.message.find("not supported"), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(Parse(R"({"messages":[{"role":"user","content":"x"}],"echo":true})", true).param,
+            "echo");
+  // Neutral values change nothing: accepted.
+  EXPECT_EQ(Parse(R"({"prompt":"x","tools":[],"tool_choice":"none","response_format":
+      {"type":"text"},"grammar":"","suffix":null,"mirostat":0,"typical_p":1,"n":2,
+      "best_of":2})",
+                  false)
+                .status,
+            0);
+}
+
+TEST(Request, ChoicesPenaltiesLogitBiasEchoAndTokenPrompts) {
+  CompletionRequest r;
+  ASSERT_EQ(Parse(R"({"prompt":[[5, 6, 7]],"n":3,"echo":true,"presence_penalty":0.5,
+      "frequency_penalty":-1,"logit_bias":{"12":-100,"3":2.5},"repeat_penalty":1.1,
+      "repeat_last_n":16})",
+                  false, &r)
+                .status,
+            0);
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(r.n, 3);
+  EXPECT_TRUE(r.echo);
+  EXPECT_FLOAT_EQ(r.sampler.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampler.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(r.sampler.repeat_penalty, 1.1f);
+  EXPECT_EQ(r.sampler.repeat_last_n, 16);
+  ASSERT_EQ(r.sampler.logit_bias.size(), 2u);
+  // llama-server's array form; false bans.
+  ASSERT_EQ(Parse(R"({"prompt":[1,2],"logit_bias":[[4,false],[9,1]]})", false, &r).status, 0);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2}));
+  ASSERT_EQ(r.sampler.logit_bias.size(), 2u);
+  EXPECT_EQ(r.sampler.logit_bias[0].first, 4);
+  EXPECT_EQ(r.sampler.logit_bias[0].second, kLogitBan);
+  RequestLimits lim = Limits();
+  lim.vocab = 100;
+  ApiError e;
+  CompletionRequest q;
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":[1,100]})", false, lim, &q, &e));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_FALSE(
+      ParseCompletionRequest(R"({"prompt":"x","logit_bias":{"100":1}})", false, lim, &q, &e));
+  EXPECT_EQ(e.param, "logit_bias");
+  for (const char* body : {R"({"prompt":"x","n":0})", R"({"prompt":"x","n":17})",
+                           R"({"prompt":"x","n":2,"id_slot":0})"})
+    EXPECT_EQ(Parse(body, false).param, "n") << body;
+  for (const char* body :
+       {R"({"prompt":"x","logit_bias":{"a":1}})", R"({"prompt":"x","logit_bias":{"1":101}})",
+        R"({"prompt":"x","logit_bias":[[1]]})", R"({"prompt":"x","logit_bias":"no"})",
+        R"({"prompt":"x","logit_bias":{"1":true}})"})
+    EXPECT_EQ(Parse(body, false).param, "logit_bias") << body;
+  for (const char* body :
+       {R"({"prompt":"x","presence_penalty":2.5})", R"({"prompt":"x","frequency_penalty":"lots"})"})
+    EXPECT_EQ(Parse(body, false).status, 400) << body;
+  EXPECT_EQ(Parse(R"({"prompt":["a","b"]})", false).param, "prompt");  // one prompt a request
+  EXPECT_EQ(Parse(R"({"prompt":[1.5]})", false).param, "prompt");
+}
+
+TEST(Request, NativeCompletionUsesLlamaServersDefaults) {
+  CompletionRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseCompletionRequest(R"({"prompt":"x","n_predict":-1})", RequestKind::kNative,
+                                     Limits(), &r, &e))
+      << e.message;
+  EXPECT_EQ(r.max_tokens, 0);  // -1: the server's default
+  EXPECT_FLOAT_EQ(r.sampler.temperature, kRunSamplerDefaults.temperature);
+  EXPECT_EQ(r.sampler.top_k, kRunSamplerDefaults.top_k);
+  EXPECT_FLOAT_EQ(r.sampler.min_p, kRunSamplerDefaults.min_p);
+  ASSERT_TRUE(ParseCompletionRequest(R"({"prompt":"x","n_predict":7,"temperature":0})",
+                                     RequestKind::kNative, Limits(), &r, &e));
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.sampler.temperature, 0.0f);
 }
 
 TEST(Request, ErrorJsonHasOpenAIShape) {

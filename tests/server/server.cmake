@@ -35,3 +35,14 @@ if(CURL_EXE)
                    ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
   set_tests_properties(server_hardening PROPERTIES TIMEOUT 120)
 endif()
+# What a llama-server / vLLM user expects (tests/server/llama_api.sh): busy
+# port refused, Content-Type, unsupported parameters, n / seed / stop /
+# logit_bias / penalties / echo, token prompts, /completion, /tokenize,
+# /detokenize, /props, /apply-template, GET /slots, erase, CORS, request log,
+# 503 past the connection cap. Loopback, ~20 s.
+if(CURL_EXE AND PYTHON3_EXE)
+  add_test(NAME server_llama_api
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/llama_api.sh $<TARGET_FILE:hqekv>
+                   ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
+  set_tests_properties(server_llama_api PROPERTIES TIMEOUT 180)
+endif()
