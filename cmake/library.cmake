@@ -13,7 +13,7 @@ string(REGEX REPLACE ".*HQEKV_API_VERSION ([0-9]+).*" "\\1" HQEKV_API_VERSION "$
 target_include_directories(hqekv_capi PUBLIC ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(hqekv_capi PRIVATE HQEKV_VERSION_STRING="${PROJECT_VERSION}")
 
-set(HQEKV_LIBRARY_MODULES core quant attn cache policy tokenizer io model capi)
+set(HQEKV_LIBRARY_MODULES core quant attn cache policy tokenizer io model lm capi)
 set(_objs "")
 foreach(m ${HQEKV_LIBRARY_MODULES})
   list(APPEND _objs $<TARGET_OBJECTS:hqekv_${m}>)

@@ -310,6 +310,46 @@ HQEKV_API hqekv_status hqekv_kv_attend(hqekv_kv* kv, int layer, const float* q,
 HQEKV_API hqekv_status hqekv_kv_end_batch(hqekv_kv* kv, int n, int is_prefill);
 HQEKV_API hqekv_status hqekv_kv_stats_get(const hqekv_kv* kv, hqekv_kv_stats* out);
 HQEKV_API hqekv_status hqekv_kv_report_json(const hqekv_kv* kv, char* buf, size_t cap, size_t* len);
+
+/* ---- Quality of a KV policy against a reference -------------------------
+ * The protocol of `hqekv ppl --kv SPEC --ref REF` (docs/evaluation.md): the
+ * tokens are cut into consecutive chunks of n_ctx (a shorter stream is one
+ * chunk; the first token of each chunk becomes BOS when the model file asks
+ * for one); in each chunk the first n_prefill tokens run as one batch (the
+ * policy's compression event), the rest are teacher-forced one at a time
+ * and each of their next-token distributions is compared with the
+ * reference cache's. Figures equal `hqekv ppl --json`'s for the same input. */
+typedef struct hqekv_compare_params {
+  int32_t n_ctx;     /* tokens per chunk, >= 2; 0 = min(512, tokens) */
+  int32_t n_prefill; /* 0 = n_ctx / 2 */
+  int32_t n_chunks;  /* 0 = every whole chunk */
+  int32_t ref_top_k; /* -1 = exact KL unless a chunk would store > 64M values
+                        (then 256, a lower bound); 0 = exact; k = top-k bound */
+} hqekv_compare_params;
+
+HQEKV_API hqekv_compare_params hqekv_compare_default_params(void);
+
+typedef struct hqekv_compare_result {
+  int32_t n_chunks, n_ctx, n_prefill;
+  int64_t n_scored;                /* next-token predictions compared */
+  double ppl_ref, ppl_test;        /* perplexity of the scored tokens */
+  double kl_mean, kl_stderr;       /* KL(ref || test), nats per token */
+  double kl_p99, kl_max;           /* over the scored positions */
+  double top1_agree, top1_stderr;  /* fraction with the same argmax */
+  int32_t kl_is_top_k_bound;       /* 1: KL over the ref's top-k + one bucket */
+  hqekv_kv_stats kv_after_prefill; /* the test cache after the last chunk's prefill */
+  hqekv_kv_stats kv_end;           /* ... and after its last token */
+  hqekv_kv_stats ref_kv_end;       /* the reference cache at the same point */
+} hqekv_compare_result;
+
+/* Scores kv_spec against ref_spec (NULL: "fp16") on tokens[0..n). params
+ * NULL: the defaults. Errors: HQEKV_ERR_SPEC (either spec),
+ * HQEKV_ERR_INVALID_ARGUMENT (too few tokens, a prefill that leaves nothing
+ * to score, a token outside the vocabulary), HQEKV_ERR_COMPUTE. */
+HQEKV_API hqekv_status hqekv_compare(const hqekv_model* model, const int32_t* tokens, size_t n,
+                                     const char* kv_spec, const char* ref_spec,
+                                     const hqekv_compare_params* params,
+                                     hqekv_compare_result* out);
 HQEKV_API hqekv_status hqekv_kv_reset(hqekv_kv* kv);
 
 #ifdef __cplusplus

@@ -39,11 +39,14 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
+// The folder holding data/text/ (the repository, or the installed
+// share/hqekv/): eval's task texts are read under it.
 std::string SourceRoot() {
-#ifdef HQEKV_SOURCE_DIR
-  if (fs::is_directory(fs::path(HQEKV_SOURCE_DIR) / "data" / "text")) return HQEKV_SOURCE_DIR;
-#endif
-  return ".";
+  const fs::path text = BundledPath("data/text");
+  std::error_code ec;
+  if (!fs::is_directory(text, ec)) return ".";
+  const std::string root = text.parent_path().parent_path().string();
+  return root.empty() ? "." : root;
 }
 
 // Prepares DIR: an existing hqekv eval dir is resumed; any other existing
