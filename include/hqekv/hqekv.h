@@ -420,8 +420,7 @@ typedef struct hqekv_compare_result {
  * to score, a token outside the vocabulary), HQEKV_ERR_COMPUTE. */
 HQEKV_API hqekv_status hqekv_compare(const hqekv_model* model, const int32_t* tokens, size_t n,
                                      const char* kv_spec, const char* ref_spec,
-                                     const hqekv_compare_params* params,
-                                     hqekv_compare_result* out);
+                                     const hqekv_compare_params* params, hqekv_compare_result* out);
 HQEKV_API hqekv_status hqekv_kv_reset(hqekv_kv* kv);
 
 #ifdef __cplusplus

@@ -197,6 +197,7 @@ int main(int argc, char** argv) {
   hqekv_sampler_free(greedy);
   hqekv_context_free(ctx);
   hqekv_model_free(m);
-  if (failures == 0) printf("4 sequences, 2 policies, %d batched steps: equal to single runs\n", STEPS);
+  if (failures == 0)
+    printf("4 sequences, 2 policies, %d batched steps: equal to single runs\n", STEPS);
   return failures == 0 ? 0 : 1;
 }

@@ -107,9 +107,9 @@ Table RankingTable(const Summary& s) {
   for (const RankedRow& x : rk.rows) {
     std::string q = "-";
     if (!std::isnan(x.quality)) {
-      q = rk.by_accuracy ? Pct(x.quality) + " [" + Pct(x.ci.lo) + ", " + Pct(x.ci.hi) + "]"
-                         : Fmt(-x.quality, 3) + " [" + Fmt(-x.ci.hi, 3) + ", " + Fmt(-x.ci.lo, 3) +
-                               "]";
+      q = rk.by_accuracy
+              ? Pct(x.quality) + " [" + Pct(x.ci.lo) + ", " + Pct(x.ci.hi) + "]"
+              : Fmt(-x.quality, 3) + " [" + Fmt(-x.ci.hi, 3) + ", " + Fmt(-x.ci.lo, 3) + "]";
     }
     const std::string kl =
         std::isnan(x.row->kl) ? "-" : Fmt(x.row->kl, 3) + " +- " + Fmt(x.row->kl_se, 2);
@@ -298,8 +298,8 @@ Ranking RankPolicies(const Summary& s) {
   for (size_t i = 0; i < out.rows.size(); ++i) {
     RankedRow& x = out.rows[i];
     const RankedRow* above = i > 0 ? &out.rows[i - 1] : nullptr;
-    x.tie = above && !std::isnan(x.quality) && !std::isnan(above->quality) &&
-            x.ci.Overlaps(above->ci);
+    x.tie =
+        above && !std::isnan(x.quality) && !std::isnan(above->quality) && x.ci.Overlaps(above->ci);
     if (!x.tie) shown = static_cast<int>(i) + 1;
     x.rank = shown;
   }
@@ -356,7 +356,6 @@ std::string RankingText(const Summary& s) {
   for (const auto& r : t.rows) line(r);
   return out;
 }
-
 
 std::vector<Table> ReportTables(const EvalRun& run, const Summary& s) {
   std::vector<Table> out = {MainTable(run, s), RankingTable(s), VerdictTable(s), LmTable(run)};

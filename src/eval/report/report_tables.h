@@ -54,6 +54,7 @@ struct Ranking {
   std::string usable_tasks;  // "a, b" (empty when by KL)
   std::vector<RankedRow> rows;
 };
+// The rows point into `s`, which must outlive the Ranking.
 Ranking RankPolicies(const Summary& s);
 
 // The one-sentence answer every report leads with: which policy gives the
