@@ -1,4 +1,6 @@
 // Python bindings of hqekv over its C API (include/hqekv/hqekv.h):
+// The extension `hqekv._hqekv`; the package python/hqekv/ re-exports it and
+// adds the high-level API (Model.generate / chat / perplexity, pareto):
 //   import hqekv
 //   m = hqekv.Model("models/stories260K.gguf")
 //   ctx = m.context(kv="kivi:nominal_bits=2", n_ctx=512)
@@ -143,6 +145,10 @@ std::string ApplyChatTemplate(const hqekv_model* m, const py::list& messages,
   });
 }
 
+struct Sampler {
+  std::unique_ptr<hqekv_sampler, void (*)(hqekv_sampler*)> h{nullptr, hqekv_sampler_free};
+};
+
 struct KvFree {
   void operator()(hqekv_kv* kv) const { hqekv_kv_free(kv); }
 };
@@ -179,9 +185,10 @@ FloatArray RequireFloat(const py::array& a, const std::vector<py::ssize_t>& shap
 
 }  // namespace
 
-PYBIND11_MODULE(hqekv, mod) {
+PYBIND11_MODULE(_hqekv, mod) {
   mod.doc() =
-      "hqekv: KV-cache compression engine (Python bindings over the C API, include/hqekv/hqekv.h)";
+      "hqekv's binding over its C API (include/hqekv/hqekv.h); import the package `hqekv`, which "
+      "re-exports these names next to the high-level API.";
   static py::exception<LibraryError> error(mod, "Error", PyExc_RuntimeError);
   g_error = error.ptr();
   py::register_exception_translator([](std::exception_ptr p) {
@@ -236,6 +243,51 @@ PYBIND11_MODULE(hqekv, mod) {
       .def_property_readonly("n_params",
                              [](const Model& m) { return hqekv_model_n_params(m.h.get()); })
       .def_property_readonly("bos", [](const Model& m) { return hqekv_model_bos(m.h.get()); })
+      .def_property_readonly("add_bos",
+                             [](const Model& m) { return hqekv_model_add_bos(m.h.get()) != 0; })
+      .def(
+          "is_eog",
+          [](const Model& m, int32_t token) { return hqekv_model_is_eog(m.h.get(), token) != 0; },
+          py::arg("token"), "True for an end-of-generation token (EOS, EOT, EOM).")
+      .def(
+          "compare_tokens",
+          [](const Model& m, const std::vector<int32_t>& tokens, const std::string& kv,
+             const std::string& ref, int n_ctx, int n_prefill, int n_chunks, int ref_top_k) {
+            hqekv_compare_params p = hqekv_compare_default_params();
+            p.n_ctx = n_ctx;
+            p.n_prefill = n_prefill;
+            p.n_chunks = n_chunks;
+            p.ref_top_k = ref_top_k;
+            hqekv_compare_result r{};
+            const char* k = CStr(kv, "compare: kv");
+            const char* b = CStr(ref, "compare: ref");
+            {
+              py::gil_scoped_release nogil;
+              Check(hqekv_compare(m.h.get(), tokens.data(), tokens.size(), k, b, &p, &r));
+            }
+            py::dict d;
+            d["chunks"] = r.n_chunks;
+            d["n_ctx"] = r.n_ctx;
+            d["n_prefill"] = r.n_prefill;
+            d["scored"] = r.n_scored;
+            d["ppl_ref"] = r.ppl_ref;
+            d["ppl"] = r.ppl_test;
+            d["kl"] = r.kl_mean;
+            d["kl_stderr"] = r.kl_stderr;
+            d["kl_p99"] = r.kl_p99;
+            d["kl_max"] = r.kl_max;
+            d["top1"] = r.top1_agree;
+            d["top1_stderr"] = r.top1_stderr;
+            d["kl_is_top_k_bound"] = r.kl_is_top_k_bound != 0;
+            d["kv_after_prefill"] = StatsDict(r.kv_after_prefill);
+            d["kv_end"] = StatsDict(r.kv_end);
+            d["ref_kv_end"] = StatsDict(r.ref_kv_end);
+            return d;
+          },
+          py::arg("tokens"), py::arg("kv"), py::arg("ref") = "fp16", py::arg("n_ctx") = 0,
+          py::arg("n_prefill") = 0, py::arg("n_chunks") = 0, py::arg("ref_top_k") = -1,
+          "hqekv_compare: KL / top-1 / perplexity of the kv spec against the ref spec on tokens, "
+          "by the protocol of `hqekv ppl --kv --ref` (equal figures).")
       .def_property_readonly("eos", [](const Model& m) { return hqekv_model_eos(m.h.get()); })
       .def(
           "tokenize",
@@ -277,6 +329,34 @@ PYBIND11_MODULE(hqekv, mod) {
           py::arg("kv") = "fp16", py::arg("n_ctx") = 0,
           "A context (KV cache of one sequence) under a --kv policy spec; n_ctx 0: the model's, at "
           "most 4096.");
+
+  py::class_<Sampler>(
+      mod, "Sampler",
+      "A sampler chain (temperature, top-k, top-p, min-p, repetition penalty, seed); "
+      "temperature 0 is greedy.")
+      .def(py::init([](float temperature, int top_k, float top_p, float min_p, float repeat_penalty,
+                       int repeat_last_n, uint64_t seed) {
+             hqekv_sampler_params p = SamplerParams(temperature, top_k, top_p, min_p,
+                                                    repeat_penalty, repeat_last_n, seed);
+             hqekv_sampler* s = nullptr;
+             Check(hqekv_sampler_create(&p, &s));
+             Sampler out;
+             out.h.reset(s);
+             return out;
+           }),
+           py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
+           py::arg("min_p") = 0.0f, py::arg("repeat_penalty") = 1.0f, py::arg("repeat_last_n") = 64,
+           py::arg("seed") = 0)
+      .def(
+          "sample",
+          [](Sampler& s, const Context& c) {
+            int32_t token = -1;
+            Check(hqekv_sampler_sample(s.h.get(), c.h.get(), &token));
+            return token;
+          },
+          py::arg("ctx"),
+          "The next token from the context's last logits (the tokens decoded so far are the "
+          "repetition history); does not decode it.");
 
   py::class_<Context>(mod, "Context", "A model and the (compressed) KV cache of one sequence.")
       .def_property_readonly("n_ctx",

@@ -1,65 +1,48 @@
 #!/usr/bin/env python3
-"""Runs one prompt under several KV policies and prints a memory / quality
-table: KV bytes held, true bits per element, and how far each policy's
-next-token distributions drift from the fp16 cache's (mean KL divergence over
-the generated tokens, teacher-forced on the fp16 text) and the greedy text.
+"""Compares KV policies on a text, the few lines a kvpress user writes to
+compare presses: per policy, KV bytes held, true bits per element (every
+byte counted), times smaller than fp16, KL(fp16 || policy) of the next-token
+distributions after compression, top-1 agreement, and a greedy continuation.
 
-    PYTHONPATH=build/python python3 examples/python/compare_policies.py \
-        [-m models/stories260K.gguf] [-p PROMPT] [-n 300] [--kv fp16 kivi:nominal_bits=2 hqekv:nominal_bits=3.2]
+    python3 examples/python/compare_policies.py            # bundled refmodel-4l, wiki.test.raw
+        [-m MODEL.gguf] [-f TEXT] [--ctx 512] [--chunks 2] [--kv fp16 llama:bits=8.5 ...]
+
+(From the build tree: PYTHONPATH=build/python; after `pip install .`: as is.)
 """
 import argparse
 
-import numpy as np
-
 import hqekv
 
-
-def log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max()
-    return x - m - np.log(np.exp(x - m).sum())
+DEFAULT_KV = ["fp16", "llama:ctk=q8_0,ctv=q8_0", "llama:ctk=q4_0,ctv=q4_0", "kivi:nominal_bits=2",
+              "hqekv:bits=3.4"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-m", "--model", default="models/stories260K.gguf")
-    ap.add_argument("-p", "--prompt", default="Once upon a time")
-    ap.add_argument("-n", type=int, default=300, help="tokens to generate")
-    ap.add_argument("--kv", nargs="+", default=["fp16", "kivi:nominal_bits=2", "hqekv:nominal_bits=3.2"])
-    ap.add_argument("-t", "--threads", type=int, default=1)
+    ap.add_argument("-m", "--model", default=None, help="GGUF (default: the bundled refmodel-4l)")
+    ap.add_argument("-f", "--file", default=None, help="text file (default: the bundled wiki.test.raw)")
+    ap.add_argument("--ctx", type=int, default=512, help="tokens per chunk (half prefilled, half scored)")
+    ap.add_argument("--chunks", type=int, default=2)
+    ap.add_argument("-p", "--prompt", default="The history of")
+    ap.add_argument("-n", type=int, default=24, help="tokens of greedy text per policy")
+    ap.add_argument("--kv", nargs="+", default=DEFAULT_KV)
+    ap.add_argument("-t", "--threads", type=int, default=0)
     a = ap.parse_args()
 
     hqekv.set_threads(a.threads)
     model = hqekv.Model(a.model)
-    prompt = model.tokenize(a.prompt, add_bos=True)
-    n_ctx = len(prompt) + a.n + 1
-
-    # The reference: greedy tokens and distributions with the uncompressed cache.
-    ref = model.context(kv="fp16", n_ctx=n_ctx)
-    ref.decode(prompt)
-    ref_tokens, ref_logp = [], []
-    for _ in range(a.n):
-        lp = log_softmax(ref.logits())
-        t = int(np.argmax(lp))
-        ref_logp.append(lp)
-        ref_tokens.append(t)
-        ref.decode([t])
-
-    print(f"{'kv':16s} {'KV bytes':>10s} {'true bits':>9s} {'mean KL':>9s} {'top-1 agree':>11s}  text")
-    for spec in a.kv:
-        ctx = model.context(kv=spec, n_ctx=n_ctx)
-        ctx.decode(prompt)
-        kl, agree = 0.0, 0
-        for i, t in enumerate(ref_tokens):  # teacher-forced on the reference text
-            lp = log_softmax(ctx.logits())
-            p = np.exp(ref_logp[i])
-            kl += float(np.sum(p * (ref_logp[i] - lp)))
-            agree += int(np.argmax(lp)) == t
-            ctx.decode([t])
-        st = ctx.kv_stats()
-        text = model.context(kv=spec, n_ctx=n_ctx).generate(a.prompt, max_new=a.n)
-        print(f"{spec:16s} {st['bytes_total']:10d} {st['true_bits']:9.3f} {kl / a.n:9.5f} "
-              f"{agree / a.n:11.3f}  {text[:48]!r}")
+    text = open(a.file, encoding="utf-8").read() if a.file else hqekv.bundled_text("wiki.test.raw")
+    rows = hqekv.pareto(model, text, a.kv, n_ctx=a.ctx, n_chunks=a.chunks, progress=True)
+    if not isinstance(rows, list):  # a pandas DataFrame
+        rows = rows.to_dict("records")
+    print(f"{model!r}, {a.chunks} chunk(s) of {a.ctx} tokens")
+    print(f"{'kv':26s} {'KV bytes':>9s} {'bits/elem':>9s} {'x smaller':>9s} {'KL':>9s} {'top-1':>6s}  text")
+    for r in rows:
+        gen = model.generate(a.prompt, kv=r["spec"], max_tokens=a.n)
+        mark = "*" if r["on_frontier"] else " "
+        print(f"{r['spec']:26s} {r['bytes']:9d} {r['bits']:9.3f} {r['x_smaller']:9.2f} {r['kl']:9.5f} "
+              f"{r['top1']:6.3f}{mark} {gen[:40]!r}")
+    print("* on the bits/KL frontier (no policy with fewer bits has a lower KL)")
 
 
 if __name__ == "__main__":

@@ -310,6 +310,117 @@ HQEKV_API hqekv_status hqekv_kv_attend(hqekv_kv* kv, int layer, const float* q,
 HQEKV_API hqekv_status hqekv_kv_end_batch(hqekv_kv* kv, int n, int is_prefill);
 HQEKV_API hqekv_status hqekv_kv_stats_get(const hqekv_kv* kv, hqekv_kv_stats* out);
 HQEKV_API hqekv_status hqekv_kv_report_json(const hqekv_kv* kv, char* buf, size_t cap, size_t* len);
+
+/* ---- Many sequences in one context (llama.h's seq_id) --------------------
+ * A context holds sequence 0 (what hqekv_decode, hqekv_generate and the
+ * state calls use) and any number of sequences added by hqekv_seq_add, each
+ * with its own KV cache under its own policy spec and up to n_ctx tokens.
+ * Positions are implicit: a sequence's tokens sit at 0, 1, 2, ... in the
+ * order they are decoded. hqekv_decode_batch runs tokens of several
+ * sequences in ONE forward pass (every weight matrix is read once for all
+ * of them; attention runs per sequence on its own cache). */
+typedef int32_t hqekv_seq_id;
+
+/* Adds an empty sequence under kv_spec (NULL: the context's spec); *out is
+ * its id (> 0, never reused by this context). */
+HQEKV_API hqekv_status hqekv_seq_add(hqekv_context* ctx, const char* kv_spec, hqekv_seq_id* out);
+/* Removes a sequence and frees its cache; sequence 0 is cleared instead. */
+HQEKV_API hqekv_status hqekv_seq_remove(hqekv_context* ctx, hqekv_seq_id seq);
+/* Keeps the first n_keep tokens of a sequence and drops the rest (rewind;
+ * llama_memory_seq_rm(seq, n_keep, -1)): the kept tokens are recomputed
+ * into the cache as one prompt batch, so every policy supports it. */
+HQEKV_API hqekv_status hqekv_seq_truncate(hqekv_context* ctx, hqekv_seq_id seq, int n_keep);
+/* A new sequence holding an exact copy of src's cache and tokens (same
+ * policy: its compressed state is copied, not recomputed). */
+HQEKV_API hqekv_status hqekv_seq_copy(hqekv_context* ctx, hqekv_seq_id src, hqekv_seq_id* out);
+/* Tokens in a sequence (-1 for an unknown id). */
+HQEKV_API int hqekv_seq_n_past(const hqekv_context* ctx, hqekv_seq_id seq);
+HQEKV_API const char* hqekv_seq_kv_describe(const hqekv_context* ctx, hqekv_seq_id seq);
+HQEKV_API hqekv_status hqekv_seq_kv_stats(const hqekv_context* ctx, hqekv_seq_id seq,
+                                          hqekv_kv_stats* out);
+/* Runs n tokens: tokens[i] appended to sequence seq_ids[i] (a sequence's
+ * tokens in the order given; the first batch of an empty sequence is its
+ * prompt, the policy's compression event). logits[i] != 0 asks for the
+ * logits after token i (NULL: after the last token of each sequence). The
+ * last token of each sequence always updates that sequence's logits (for
+ * hqekv_seq_sample). Checked before anything runs (ids, tokens, room); a
+ * batch that fails part-way leaves every sequence as before the call. */
+HQEKV_API hqekv_status hqekv_decode_batch(hqekv_context* ctx, const hqekv_seq_id* seq_ids,
+                                          const int32_t* tokens, const int8_t* logits, int n);
+/* Logits [n_vocab] after token i of the last hqekv_decode_batch (i < 0:
+ * counted from the end, as llama_get_logits_ith); HQEKV_ERR_STATE when
+ * they were not asked for. Valid until the next batch. */
+HQEKV_API hqekv_status hqekv_get_logits_ith(const hqekv_context* ctx, int i, const float** logits,
+                                            int* n_vocab);
+/* The k most probable next tokens after token i of the last batch, by
+ * decreasing probability, with their natural-log probabilities (k <=
+ * n_vocab). */
+HQEKV_API hqekv_status hqekv_get_top_logprobs_ith(const hqekv_context* ctx, int i, int k,
+                                                  int32_t* ids, float* logprobs);
+/* hqekv_sampler_sample on a sequence's last logits and history. */
+HQEKV_API hqekv_status hqekv_seq_sample(hqekv_sampler* sampler, const hqekv_context* ctx,
+                                        hqekv_seq_id seq, int32_t* token);
+/* A sequence's state (tokens, logits, compressed cache), the format of
+ * hqekv_context_state_get_data; loading needs a sequence of the same spec. */
+HQEKV_API hqekv_status hqekv_seq_state_get_data(const hqekv_context* ctx, hqekv_seq_id seq,
+                                                uint8_t* buf, size_t cap, size_t* len);
+HQEKV_API hqekv_status hqekv_seq_state_set_data(hqekv_context* ctx, hqekv_seq_id seq,
+                                                const uint8_t* data, size_t len);
+
+/* ---- Vocabulary and file metadata ------------------------------------------ */
+/* The text of a token as the vocabulary stores it (SentencePiece pieces keep
+ * their U+2581 spaces, byte tokens read <0xNN>). */
+HQEKV_API hqekv_status hqekv_token_get_text(const hqekv_model* model, int32_t token, char* buf,
+                                            size_t cap, size_t* len);
+/* 1 for a control token (BOS, EOS, chat markers), 0 otherwise or out of range. */
+HQEKV_API int hqekv_token_is_control(const hqekv_model* model, int32_t token);
+/* GGUF metadata: the number of keys, the key at index i, and a key's value
+ * as text (arrays as their type, length and first 8 items). A missing key
+ * is HQEKV_ERR_INVALID_ARGUMENT; llama2.c files have no metadata. */
+HQEKV_API int hqekv_model_meta_count(const hqekv_model* model);
+HQEKV_API hqekv_status hqekv_model_meta_key_by_index(const hqekv_model* model, int i, char* buf,
+                                                     size_t cap, size_t* len);
+HQEKV_API hqekv_status hqekv_model_meta_val_str(const hqekv_model* model, const char* key,
+                                                char* buf, size_t cap, size_t* len);
+
+/* ---- Quality of a KV policy against a reference -------------------------
+ * The protocol of `hqekv ppl --kv SPEC --ref REF` (docs/evaluation.md): the
+ * tokens are cut into consecutive chunks of n_ctx (a shorter stream is one
+ * chunk; the first token of each chunk becomes BOS when the model file asks
+ * for one); in each chunk the first n_prefill tokens run as one batch (the
+ * policy's compression event), the rest are teacher-forced one at a time
+ * and each of their next-token distributions is compared with the
+ * reference cache's. Figures equal `hqekv ppl --json`'s for the same input. */
+typedef struct hqekv_compare_params {
+  int32_t n_ctx;     /* tokens per chunk, >= 2; 0 = min(512, tokens) */
+  int32_t n_prefill; /* 0 = n_ctx / 2 */
+  int32_t n_chunks;  /* 0 = every whole chunk */
+  int32_t ref_top_k; /* -1 = exact KL unless a chunk would store > 64M values
+                        (then 256, a lower bound); 0 = exact; k = top-k bound */
+} hqekv_compare_params;
+
+HQEKV_API hqekv_compare_params hqekv_compare_default_params(void);
+
+typedef struct hqekv_compare_result {
+  int32_t n_chunks, n_ctx, n_prefill;
+  int64_t n_scored;                /* next-token predictions compared */
+  double ppl_ref, ppl_test;        /* perplexity of the scored tokens */
+  double kl_mean, kl_stderr;       /* KL(ref || test), nats per token */
+  double kl_p99, kl_max;           /* over the scored positions */
+  double top1_agree, top1_stderr;  /* fraction with the same argmax */
+  int32_t kl_is_top_k_bound;       /* 1: KL over the ref's top-k + one bucket */
+  hqekv_kv_stats kv_after_prefill; /* the test cache after the last chunk's prefill */
+  hqekv_kv_stats kv_end;           /* ... and after its last token */
+  hqekv_kv_stats ref_kv_end;       /* the reference cache at the same point */
+} hqekv_compare_result;
+
+/* Scores kv_spec against ref_spec (NULL: "fp16") on tokens[0..n). params
+ * NULL: the defaults. Errors: HQEKV_ERR_SPEC (either spec),
+ * HQEKV_ERR_INVALID_ARGUMENT (too few tokens, a prefill that leaves nothing
+ * to score, a token outside the vocabulary), HQEKV_ERR_COMPUTE. */
+HQEKV_API hqekv_status hqekv_compare(const hqekv_model* model, const int32_t* tokens, size_t n,
+                                     const char* kv_spec, const char* ref_spec,
+                                     const hqekv_compare_params* params, hqekv_compare_result* out);
 HQEKV_API hqekv_status hqekv_kv_reset(hqekv_kv* kv);
 
 #ifdef __cplusplus

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/kv_cache.h"
@@ -34,6 +36,20 @@ struct hqekv_context {
   bool context_shift = false;  // hqekv_context_set_shift
   int n_keep = 0;
   hqekv::Sequence seq;  // tokens decoded, the cache's window, the last logits
+
+  // Sequences added by hqekv_seq_add (ids 1..; sequence 0 is cache/seq above).
+  struct ExtraSeq {
+    std::unique_ptr<hqekv::KvCache> cache;
+    std::string describe;
+    hqekv::Sequence seq;
+  };
+  std::map<int32_t, ExtraSeq> extra;
+  int32_t next_seq_id = 1;
+  // The logits rows the last hqekv_decode_batch was asked for: batch_row[i]
+  // is the row of token i ([n_vocab] floats at batch_logits + row * n_vocab)
+  // or -1.
+  std::vector<float> batch_logits;
+  std::vector<int32_t> batch_row;
 };
 
 struct hqekv_sampler {
@@ -69,6 +85,22 @@ hqekv_status Guard(const char* fn, Body&& body) noexcept {
 
 // Copies s into buf[cap] as the header's (buf, cap, len) convention says.
 hqekv_status CopyOut(const char* fn, const std::string& s, char* buf, size_t cap, size_t* len);
+
+// One sequence of a context: its cache, spec description and tokens.
+struct SeqRef {
+  hqekv::KvCache* cache = nullptr;
+  const std::string* describe = nullptr;
+  hqekv::Sequence* seq = nullptr;
+};
+// Sequence `id` of ctx (0: the context's own), or {} when there is none.
+SeqRef FindSeq(const hqekv_context* ctx, int32_t id);
+
+// The state bytes of one sequence (cache/kv_state.h format) / loads them,
+// checked against the sequence's model, spec and geometry first.
+hqekv_status EncodeSeqState(const char* fn, const hqekv_context* ctx, const SeqRef& s,
+                            std::string* out);
+hqekv_status DecodeSeqState(const char* fn, const hqekv_context* ctx, const SeqRef& s,
+                            std::string_view file);
 
 // Fills the C struct from a cache's stats.
 void FillStats(const KvStats& st, hqekv_kv_stats* out);

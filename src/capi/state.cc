@@ -10,48 +10,61 @@
 using hqekv::capi::Fail;
 using hqekv::capi::Guard;
 
-namespace {
+namespace hqekv::capi {
 
-// The state file's bytes for ctx, or a failed status (message recorded).
-hqekv_status Encode(const char* fn, const hqekv_context* ctx, std::string* out) {
-  if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": ctx is NULL");
-  if (!ctx->seq.has_logits || ctx->seq.window.empty())
+hqekv_status EncodeSeqState(const char* fn, const hqekv_context* ctx, const SeqRef& s,
+                            std::string* out) {
+  if (!s.seq->has_logits || s.seq->window.empty())
     return Fail(HQEKV_ERR_STATE, std::string(fn) + ": nothing to save (decode a prompt first)");
   hqekv::KvStateMeta meta;
   meta.model_identity = ctx->src->identity;
-  meta.spec = ctx->describe;
-  meta.geometry = ctx->cache->geometry();
-  meta.tokens = ctx->seq.window;
-  meta.logits = ctx->seq.logits;
-  auto bytes = hqekv::EncodeKvState(*ctx->cache, meta);
+  meta.spec = *s.describe;
+  meta.geometry = s.cache->geometry();
+  meta.tokens = s.seq->window;
+  meta.logits = s.seq->logits;
+  auto bytes = hqekv::EncodeKvState(*s.cache, meta);
   if (!bytes.ok()) return Fail(HQEKV_ERR_STATE, std::string(fn) + ": " + bytes.message());
   *out = std::move(*bytes);
   return HQEKV_OK;
 }
 
-// Loads `file` into ctx: checked against the context's model, spec and
-// geometry before anything changes.
-hqekv_status Decode(const char* fn, hqekv_context* ctx, std::string_view file) {
+hqekv_status DecodeSeqState(const char* fn, const hqekv_context* ctx, const SeqRef& s,
+                            std::string_view file) {
   auto header = hqekv::ReadKvStateHeader(file);
   if (!header.ok()) return Fail(HQEKV_ERR_LOAD, std::string(fn) + ": " + header.message());
-  if (header->logits.size() != ctx->seq.logits.size()) {
+  const size_t vocab = static_cast<size_t>(ctx->src->config.vocab_size);
+  if (header->logits.size() != vocab) {
     return Fail(HQEKV_ERR_LOAD, std::string(fn) + ": the state's logits (" +
                                     std::to_string(header->logits.size()) +
                                     ") do not match this model's vocabulary");
   }
   hqekv::KvStateMeta expect;
   expect.model_identity = ctx->src->identity;
-  expect.spec = ctx->describe;
-  expect.geometry = ctx->cache->geometry();
-  auto meta = hqekv::LoadKvState(file, expect, *ctx->cache);
+  expect.spec = *s.describe;
+  expect.geometry = s.cache->geometry();
+  auto meta = hqekv::LoadKvState(file, expect, *s.cache);
   if (!meta.ok()) return Fail(HQEKV_ERR_LOAD, std::string(fn) + ": " + meta.message());
-  hqekv::Sequence& seq = ctx->seq;
+  hqekv::Sequence& seq = *s.seq;
   seq.Clear();
   seq.window = meta->tokens;
   seq.history = meta->tokens;
   seq.logits = std::move(meta->logits);
   seq.has_logits = true;
   return HQEKV_OK;
+}
+
+}  // namespace hqekv::capi
+
+namespace {
+
+// The state file's bytes for ctx's sequence 0, or a failed status.
+hqekv_status Encode(const char* fn, const hqekv_context* ctx, std::string* out) {
+  if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": ctx is NULL");
+  return hqekv::capi::EncodeSeqState(fn, ctx, hqekv::capi::FindSeq(ctx, 0), out);
+}
+
+hqekv_status Decode(const char* fn, hqekv_context* ctx, std::string_view file) {
+  return hqekv::capi::DecodeSeqState(fn, ctx, hqekv::capi::FindSeq(ctx, 0), file);
 }
 
 }  // namespace

@@ -49,14 +49,6 @@ struct CalibrateArgs {
   bool quiet = false;
 };
 
-// Bundled files are found from the working directory, else the source tree.
-std::string Bundled(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) return path;
-  const std::string alt = std::string(HQEKV_SOURCE_DIR) + "/" + path;
-  return std::filesystem::exists(alt, ec) ? alt : path;
-}
-
 std::string Duration(double s) {
   char buf[32];
   if (!std::isfinite(s) || s < 0) return "?";
@@ -98,8 +90,9 @@ int RunCalibrate(const CalibrateArgs& a) {
       return 1;
     }
   }
-  const std::string model_path = a.model.empty() ? ModelPathOrDefault(a.model) : Bundled(a.model);
-  const std::string text_path = Bundled(a.text);
+  const std::string model_path =
+      a.model.empty() ? ModelPathOrDefault(a.model) : BundledPath(a.model);
+  const std::string text_path = BundledPath(a.text);
   auto text_or = ReadTextFile(text_path);
   if (!text_or.ok()) {
     std::fprintf(stderr, "hqekv calibrate: %s\n", text_or.message().c_str());

@@ -6,12 +6,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/model_args.h"
+#include "eval/report/report_tables.h"
 #include "cli/number_flags.h"
 #include "cli/registry.h"
 #include "core/parallel.h"
@@ -39,11 +41,14 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
+// The folder holding data/text/ (the repository, or the installed
+// share/hqekv/): eval's task texts are read under it.
 std::string SourceRoot() {
-#ifdef HQEKV_SOURCE_DIR
-  if (fs::is_directory(fs::path(HQEKV_SOURCE_DIR) / "data" / "text")) return HQEKV_SOURCE_DIR;
-#endif
-  return ".";
+  const fs::path text = BundledPath("data/text");
+  std::error_code ec;
+  if (!fs::is_directory(text, ec)) return ".";
+  const std::string root = text.parent_path().parent_path().string();
+  return root.empty() ? "." : root;
 }
 
 // Prepares DIR: an existing hqekv eval dir is resumed; any other existing
@@ -90,6 +95,9 @@ int ReportOnly(const EvalArgs& a) {
   auto run = eval::RunFromJson(j);
   if (!run.ok()) return Fail(run.message());
   if (auto st = eval::WriteReports(*run, a.out); !st.ok()) return Fail(st.message());
+  // The answer and the ranking on the terminal; the rest is in the report.
+  const eval::Summary summary = eval::Summarize(*run);
+  std::printf("%s\n\n%s\n", eval::Answer(summary).c_str(), eval::RankingText(summary).c_str());
   std::printf("rewrote %s/report.md and %s/report.html\n", a.out.c_str(), a.out.c_str());
   return 0;
 }
@@ -107,7 +115,13 @@ int Eval(EvalArgs a) {
     budgets = *b;
   }
   const std::string root = SourceRoot();
-  const std::string path = ModelPathOrDefault(a.model);
+  // Default: the bundled refmodel-4l (head_dim 64), where compressed caches
+  // are as small as on real models (stories260K's head_dim 8 makes every
+  // quantized cache look big); $HQEKV_MODEL and -m win.
+  const char* env_model = std::getenv("HQEKV_MODEL");
+  const std::string path = a.model.empty() && !(env_model && *env_model)
+                               ? BundledPath("models/refmodel-4l.gguf")
+                               : ModelPathOrDefault(a.model);
   auto model = eval::EngineModel::Load(path, a.ctx);
   if (!model.ok()) return Fail(model.message());
   if (Status st = CheckContext(a.ctx, (*model)->source().config); !st.ok())
@@ -149,6 +163,9 @@ int Eval(EvalArgs a) {
   if (!run.ok()) return Fail(run.message());
   run->command = CommandLine(a);
   if (auto st = eval::WriteReports(*run, a.out); !st.ok()) return Fail(st.message());
+  // The answer and the ranking on the terminal; the rest is in the report.
+  const eval::Summary summary = eval::Summarize(*run);
+  std::printf("%s\n\n%s\n", eval::Answer(summary).c_str(), eval::RankingText(summary).c_str());
   std::printf(
       "%d cells (%d computed, %d reused) in %.1f s\nwrote %s/results.json, %s/report.md, "
       "%s/report.html\n",
@@ -165,7 +182,8 @@ const CommandRegistrar kRegistrar(70, [](CLI::App& app, int* rc) {
   CLI::App* cmd = app.add_subcommand("eval",
                                      "Evaluate KV policies: quality vs true memory on retrieval, "
                                      "copy and language-modelling tasks");
-  cmd->add_option("-m,--model", args->model, kDefaultModelHelp);
+  cmd->add_option("-m,--model", args->model,
+                  "model file (default: $HQEKV_MODEL, else the bundled models/refmodel-4l.gguf)");
   cmd->add_option("--suite", args->suite, "quick | standard | paper")
       ->check(CLI::IsMember({"quick", "standard", "paper"}));
   cmd->add_option("--kv", args->kv,

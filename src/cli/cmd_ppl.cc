@@ -147,15 +147,6 @@ Status ScoreChunks(LlamaModel& model, KvCache& cache, int chunks, NextRef next_r
   return Status();
 }
 
-// Chunk c of the token stream, BOS first when the vocabulary has one.
-std::vector<int32_t> ChunkTokens(const std::vector<int32_t>& ids, const lm::ChunkPlan& plan, int c,
-                                 int32_t bos) {
-  std::vector<int32_t> t(ids.begin() + static_cast<size_t>(c) * plan.ctx,
-                         ids.begin() + static_cast<size_t>(c + 1) * plan.ctx);
-  if (bos >= 0) t[0] = bos;
-  return t;
-}
-
 // The BOS that starts each chunk, or -1: only when the model file asks for
 // one (tokenizer.ggml.add_bos_token; Qwen's files say false), as
 // llama-perplexity does.
@@ -247,8 +238,8 @@ int WriteBase(const PplArgs& a, const Out& out, Loaded& m, const std::vector<int
                plan.scored_per_chunk(), info.top_k, info.top_k == c.vocab_size ? " (exact)" : "");
   std::vector<double> nll;
   for (int ch = 0; ch < plan.chunks; ++ch) {
-    auto ref = lm::ComputeReference(*m.model, **cache, ChunkTokens(ids, plan, ch, ChunkBos(tok)),
-                                    plan.prefill, info.top_k);
+    auto ref = lm::ComputeReference(
+        *m.model, **cache, lm::ChunkTokens(ids, plan, ch, ChunkBos(tok)), plan.prefill, info.top_k);
     if (!ref.ok()) return Fail(ref.message());
     for (float lp : ref->target_logprob) nll.push_back(-static_cast<double>(lp));
     if (Status st = w->Add(*ref); !st.ok()) return Fail(st.message());
@@ -340,15 +331,13 @@ int Compare(const PplArgs& a, const Out& out, Loaded& m, const std::vector<int32
   if (!test_cache.ok()) return Fail("--kv: " + test_cache.message());
   // Exact KL (whole vocabulary) unless one chunk would store > 64M values.
   int top_k = a.ref_top_k;
-  if (top_k < 0) {
-    top_k = static_cast<int64_t>(c.vocab_size) * plan.scored_per_chunk() <= (64 << 20) ? 0 : 256;
-  }
+  if (top_k < 0) top_k = lm::DefaultRefTopK(c.vocab_size, plan);
   std::vector<lm::PositionScore> pos;
   lm::LmScore last;
   bool bound = false;
   auto next_ref = [&](int ch) {
-    auto ref = lm::ComputeReference(*m.model, **ref_cache,
-                                    ChunkTokens(ids, plan, ch, ChunkBos(tok)), plan.prefill, top_k);
+    auto ref = lm::ComputeReference(
+        *m.model, **ref_cache, lm::ChunkTokens(ids, plan, ch, ChunkBos(tok)), plan.prefill, top_k);
     if (ref.ok()) bound = ref->top_k < ref->vocab;
     return ref;
   };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -28,6 +29,19 @@ inline std::string ModelPathOrDefault(const std::string& model_arg) {
   return DefaultModelPath(HQEKV_SOURCE_DIR);
 #else
   return DefaultModelPath("");
+#endif
+}
+
+// A bundled file (models/..., data/text/...): as given when it exists from
+// the working directory, else core/file.h's FindBundled (installed
+// share/hqekv/, the build tree's repository, the source tree).
+inline std::string BundledPath(const std::string& rel) {
+  std::error_code ec;
+  if (std::filesystem::exists(rel, ec)) return rel;
+#ifdef HQEKV_SOURCE_DIR
+  return FindBundled(rel, HQEKV_SOURCE_DIR);
+#else
+  return FindBundled(rel, "");
 #endif
 }
 

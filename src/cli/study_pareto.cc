@@ -72,16 +72,6 @@ std::string CommandLine(const ParetoArgs& a) {
   return c + " -o " + Quote(a.out);
 }
 
-// A default text path: as given when it exists here, else in the source tree
-// this binary was built from.
-std::string DefaultTextPath(const std::string& rel) {
-#ifdef HQEKV_SOURCE_DIR
-  std::error_code ec;
-  if (!fs::exists(rel, ec)) return (fs::path(HQEKV_SOURCE_DIR) / rel).string();
-#endif
-  return rel;
-}
-
 Status WriteReport(const std::string& dir, const eval::ParetoResults& r) {
   const eval::ParetoReport rep = eval::RenderParetoReport(r);
   HQEKV_RETURN_IF_ERROR(WriteFileAtomic((fs::path(dir) / "report.md").string(), rep.markdown));
@@ -138,7 +128,7 @@ int StudyPareto(const ParetoArgs& a) {
   eval::ParetoOptions o;
   o.model = ModelPathOrDefault(a.model);
   if (a.texts.empty()) {
-    for (const auto& t : kDefaultTexts) o.texts.push_back(DefaultTextPath(t));
+    for (const auto& t : kDefaultTexts) o.texts.push_back(BundledPath(t));
   } else {
     o.texts = a.texts;
   }

@@ -407,23 +407,30 @@ Status CheckStdout() {
   return Status::Ok();
 }
 
-std::string DefaultModelPath(std::string_view source_dir) {
-  if (const char* env = std::getenv("HQEKV_MODEL"); env && *env) return env;
-  const std::string rel = "models/stories260K.gguf";
+std::string FindBundled(std::string_view rel_view, std::string_view source_dir) {
+  const std::filesystem::path rel{std::string(rel_view)};
   std::error_code ec;
   std::vector<std::filesystem::path> candidates;
+  if (const char* env = std::getenv("HQEKV_DATA_DIR"); env && *env)
+    candidates.push_back(std::filesystem::path(env) / rel);
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    candidates.push_back(exe.parent_path() / ".." / rel);
-    candidates.push_back(exe.parent_path() / ".." / ".." / rel);
+    const std::filesystem::path bin = exe.parent_path();
+    candidates.push_back(bin / ".." / "share" / "hqekv" / rel);
+    candidates.push_back(bin / ".." / rel);
+    candidates.push_back(bin / ".." / ".." / rel);
   }
   if (!source_dir.empty()) candidates.push_back(std::filesystem::path(source_dir) / rel);
   candidates.push_back(rel);
   for (const auto& c : candidates) {
-    if (std::filesystem::is_regular_file(c, ec))
-      return std::filesystem::weakly_canonical(c, ec).string();
+    if (std::filesystem::exists(c, ec)) return std::filesystem::weakly_canonical(c, ec).string();
   }
-  return rel;
+  return rel.string();
+}
+
+std::string DefaultModelPath(std::string_view source_dir) {
+  if (const char* env = std::getenv("HQEKV_MODEL"); env && *env) return env;
+  return FindBundled("models/stories260K.gguf", source_dir);
 }
 
 }  // namespace hqekv

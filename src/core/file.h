@@ -138,12 +138,18 @@ Status CheckWritable(const std::string& path);
 // ignored). The error says "cannot write standard output: REASON".
 Status CheckStdout();
 
+// A bundled file or folder (a model under models/, a text under data/text/),
+// given by its path relative to the repository root: the first that exists
+// of $HQEKV_DATA_DIR/REL, the installed copy next to the running executable
+// (PREFIX/bin/hqekv -> PREFIX/share/hqekv/REL, where `cmake --install` puts
+// them), the executable's ../REL and ../../REL (a build tree inside the
+// repository), `source_dir`/REL (the source tree the binary was built from;
+// "" skips it), and REL in the working directory. None: REL itself (opening
+// it then reports it missing).
+std::string FindBundled(std::string_view rel, std::string_view source_dir);
+
 // The model used when a subcommand gets no -m: $HQEKV_MODEL when set and not
-// empty; else the first models/stories260K.gguf found next to the running
-// executable (its ../ and ../../, i.e. a build tree inside the repository),
-// in `source_dir` (the source tree the binary was built from; "" skips it),
-// or in the working directory. When none exists, the relative path
-// "models/stories260K.gguf" (loading it then reports it missing).
+// empty; else FindBundled("models/stories260K.gguf", source_dir).
 std::string DefaultModelPath(std::string_view source_dir);
 
 // The rule above in one line, for every subcommand's --help of -m.

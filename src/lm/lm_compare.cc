@@ -218,4 +218,16 @@ Result<ChunkPlan> PlanChunks(int64_t n_tokens, int ctx, int prefill, int chunks)
   return p;
 }
 
+int DefaultRefTopK(int vocab, const ChunkPlan& plan) {
+  return static_cast<int64_t>(vocab) * plan.scored_per_chunk() <= (int64_t{64} << 20) ? 0 : 256;
+}
+
+std::vector<int32_t> ChunkTokens(const std::vector<int32_t>& ids, const ChunkPlan& plan, int c,
+                                 int32_t bos) {
+  std::vector<int32_t> t(ids.begin() + static_cast<size_t>(c) * plan.ctx,
+                         ids.begin() + static_cast<size_t>(c + 1) * plan.ctx);
+  if (bos >= 0) t[0] = bos;
+  return t;
+}
+
 }  // namespace hqekv::lm

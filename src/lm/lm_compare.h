@@ -113,4 +113,15 @@ struct ChunkPlan {
 // prefill that leaves nothing to score.
 Result<ChunkPlan> PlanChunks(int64_t n_tokens, int ctx, int prefill, int chunks);
 
+// The reference's top-k for a chunk plan when the user did not choose one:
+// 0 (exact KL over the whole vocabulary) unless one chunk would store more
+// than 64M log-probabilities (vocab x scored positions), then 256.
+int DefaultRefTopK(int vocab, const ChunkPlan& plan);
+
+// Chunk c of the token stream (plan.ctx tokens), its first token replaced by
+// `bos` when bos >= 0 (as llama-perplexity does when the model file asks
+// for a BOS; pass -1 otherwise).
+std::vector<int32_t> ChunkTokens(const std::vector<int32_t>& ids, const ChunkPlan& plan, int c,
+                                 int32_t bos);
+
 }  // namespace hqekv::lm

@@ -68,3 +68,11 @@ target_compile_options(c_hardening_test PRIVATE -pedantic-errors -Werror)
 target_link_libraries(c_hardening_test PRIVATE hqekv_shared m)
 file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/hardening-test)
 add_test(NAME capi_hardening COMMAND c_hardening_test ${_model} ${CMAKE_CURRENT_BINARY_DIR}/hardening-test)
+
+# Many sequences in one context (tests/capi/c_batch_test.c): 4 sequences under 2 KV
+# policies through one hqekv_decode_batch per step equal 4 single-sequence runs.
+add_executable(c_batch_test ${CMAKE_CURRENT_LIST_DIR}/c_batch_test.c)
+set_target_properties(c_batch_test PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(c_batch_test PRIVATE -pedantic-errors -Werror)
+target_link_libraries(c_batch_test PRIVATE hqekv_shared m)
+add_test(NAME capi_batch_sequences COMMAND c_batch_test ${PROJECT_SOURCE_DIR}/models/refmodel-4l.gguf)

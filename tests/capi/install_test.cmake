@@ -23,6 +23,25 @@ foreach(f include/hqekv/hqekv.h ${LIBDIR}/libhqekv.so ${LIBDIR}/libhqekv.a ${LIB
   endif()
 endforeach()
 
+# The bundled models, texts and profiles under share/hqekv/, and the installed
+# program finds its default model there (not in the source tree), run from
+# a folder outside the repository.
+foreach(f share/hqekv/models/stories260K.gguf share/hqekv/models/refmodel-4l.gguf
+          share/hqekv/models/SOURCES.md share/hqekv/data/text/wiki.test.raw
+          share/hqekv/profiles/refmodel-4l/hqekv-3.4-tpe16.json)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "cmake --install did not install ${f}")
+  endif()
+endforeach()
+unset(ENV{HQEKV_MODEL})
+unset(ENV{HQEKV_DATA_DIR})
+execute_process(COMMAND ${prefix}/bin/hqekv inspect WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(REAL_PATH ${prefix}/share/hqekv/models/stories260K.gguf installed_model)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "file: +${installed_model}\n")
+  message(FATAL_ERROR "the installed hqekv did not default to ${installed_model} (${rc}):\n${out}\n${err}")
+endif()
+
 set(prompt "Once upon a time")
 run_checked(${CLI} run -m ${MODEL} -p ${prompt} --temp 0 -n 20 -t 1)
 set(expected "${last_out}")
@@ -50,12 +69,19 @@ if(NOT last_out STREQUAL expected)
   message(FATAL_ERROR "the pkg-config build printed [${last_out}], hqekv run [${expected}]")
 endif()
 # The Python module, when built: importable from the prefix (no pip).
-if(PYTHON AND EXISTS ${prefix}/${PYDIR})
+if(PYTHON AND EXISTS ${prefix}/${PYDIR}/hqekv)
   set(ENV{PYTHONPATH} ${prefix}/${PYDIR})
   run_checked(${PYTHON} -c "import hqekv\nprint(hqekv.Model('${MODEL}').context().generate('${prompt}', max_new=20))")
   if(NOT "${prompt}${last_out}" STREQUAL expected)
     message(FATAL_ERROR "the installed Python module printed [${prompt}${last_out}], hqekv run [${expected}]")
   endif()
-  message(STATUS "installed Python module: equal text")
+  run_checked(${PYTHON} -c "import hqekv\nprint(hqekv.default_model('stories260K'))")
+  file(REAL_PATH ${prefix}/share/hqekv/models/stories260K.gguf want)
+  string(STRIP "${last_out}" got)
+  file(REAL_PATH "${got}" got)
+  if(NOT got STREQUAL want)
+    message(FATAL_ERROR "the installed package's default_model() is [${got}], not ${want}")
+  endif()
+  message(STATUS "installed Python module: equal text, bundled model found under share/hqekv")
 endif()
 message(STATUS "find_package (shared, static) and pkg-config builds print: ${expected}")

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "eval/report/report_svg.h"
+#include "eval/report/report_tables.h"
 
 namespace hqekv::eval {
 namespace {
@@ -125,6 +126,56 @@ TEST(Svg, PlotsPointsAndHandlesEmpty) {
   const std::string l = RenderSvg(logp);
   EXPECT_EQ(l.find("nan"), std::string::npos);
   EXPECT_EQ(l.find("inf"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hqekv::eval
+
+namespace hqekv::eval {
+namespace {
+
+// Two retrieval cells per policy with `trials` instances each: accuracies
+// 0.9 / 0.8 / 0.7, KL 0.01 / 0.2 / 0.05.
+EvalRun TieRun(double trials) {
+  EvalRun r;
+  r.suite = "unit";
+  r.model = "m";
+  const struct {
+    const char* p;
+    double acc, kl, bits;
+  } rows[] = {{"fp16", 0.9, 0, 16}, {"a:bits=2", 0.8, 0.2, 2}, {"b:bits=2", 0.7, 0.05, 2}};
+  for (const auto& x : rows) {
+    CellResult lm = Q(x.p, "lm", 0.5, x.kl, x.bits);
+    CellResult cp = Q(x.p, "copy", x.acc, x.kl, x.bits);
+    cp.trials = trials;
+    r.cells.push_back(lm);
+    r.cells.push_back(cp);
+  }
+  return r;
+}
+
+TEST(RankPolicies, UsesKlWhenAccuraciesDoNotSeparateThePolicies) {
+  // 4 instances each: every Wilson interval overlaps the best one, so KL
+  // ranks: b (KL 0.05) dominates a (KL 0.2, same bits) although a's
+  // accuracy is higher; fp16 (KL 0) leads front 1.
+  const Summary few_s = Summarize(TieRun(4));  // the ranking points into it
+  const Ranking few = RankPolicies(few_s);
+  EXPECT_FALSE(few.by_accuracy);
+  std::vector<std::string> order;
+  for (const auto& x : few.rows) order.push_back(x.row->policy);
+  EXPECT_EQ(order, (std::vector<std::string>{"fp16", "b:bits=2", "a:bits=2"}));
+  EXPECT_NE(Answer(few_s).find("Ranked by KL"), std::string::npos);
+  // 2000 instances: the intervals separate, accuracy ranks.
+  const Summary many_s = Summarize(TieRun(2000));
+  const Ranking many = RankPolicies(many_s);
+  EXPECT_TRUE(many.by_accuracy);
+  // Now a (0.8) dominates b (0.7) at the same bits: b drops to front 2.
+  std::vector<std::string> by_acc;
+  for (const auto& x : many.rows) by_acc.push_back(x.row->policy);
+  EXPECT_EQ(by_acc, (std::vector<std::string>{"fp16", "a:bits=2", "b:bits=2"}));
+  const std::string text = RankingText(many_s);
+  EXPECT_NE(text.find("rank"), std::string::npos);
+  EXPECT_NE(text.find("a:bits=2"), std::string::npos);
 }
 
 }  // namespace

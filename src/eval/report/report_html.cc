@@ -181,11 +181,12 @@ std::string ReportHtml(const EvalRun& run) {
        "width:620px}\n"
        ".meta{font-size:13px;color:#444}code{background:#f4f4f4;padding:1px 4px}\n"
        "</style></head><body>\n";
-  o << "<h1>" << XmlEscape(title) << "</h1>\n<p class=\"meta\">command: <code>"
-    << XmlEscape(run.command) << "</code><br>machine: " << XmlEscape(run.machine)
-    << "; threads: " << run.threads << "<br>started " << XmlEscape(run.started_utc)
-    << "; wall time " << FmtFixed(run.seconds, 1) << " s; cells: " << run.computed << " computed, "
-    << run.reused << " reused; context cap " << run.max_ctx << " tokens</p>\n";
+  o << "<h1>" << XmlEscape(title) << "</h1>\n<p><b>" << XmlEscape(Answer(Summarize(run)))
+    << "</b></p>\n<p class=\"meta\">command: <code>" << XmlEscape(run.command)
+    << "</code><br>machine: " << XmlEscape(run.machine) << "; threads: " << run.threads
+    << "<br>started " << XmlEscape(run.started_utc) << "; wall time " << FmtFixed(run.seconds, 1)
+    << " s; cells: " << run.computed << " computed, " << run.reused << " reused; context cap "
+    << run.max_ctx << " tokens</p>\n";
 
   const std::vector<Table> tables = ReportTables(run, s);
   o << "<h2 id=\"answer\">The answer: quality at memory</h2>\n";

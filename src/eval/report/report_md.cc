@@ -23,6 +23,7 @@ std::string ReportMarkdown(const EvalRun& run) {
   const Summary s = Summarize(run);
   std::ostringstream o;
   o << "# hqekv evaluation: " << run.model << ", suite " << run.suite << "\n\n";
+  o << "**" << Answer(s) << "**\n\n";
   o << "- command: `" << run.command << "`\n";
   o << "- machine: " << run.machine << "; threads: " << run.threads << "\n";
   o << "- started: " << run.started_utc << "; wall time: " << FmtFixed(run.seconds, 1)

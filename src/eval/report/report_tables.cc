@@ -94,69 +94,27 @@ Table RankingTable(const Summary& s) {
   Table t;
   t.id = "ranking";
   t.title = "Ranking";
-  std::vector<std::string> used;
-  for (const auto& v : s.verdicts)
-    if (v.usable) used.push_back(v.task);
-  std::string list;
-  for (const auto& u : used) list += (list.empty() ? "" : ", ") + u;
-  const bool by_acc = !used.empty();
+  const Ranking rk = RankPolicies(s);
   t.caption =
-      "Quality at memory: policies are ordered by Pareto front (front 1: no other policy holds "
-      "fewer bits/orig with equal or better quality), then by lower KL. Quality is " +
-      (by_acc ? "the pooled accuracy over the usable tasks (" + list + ")"
-              : std::string("-KL (no retrieval task is usable: fp16 fails all of them)")) +
+      "Policies are ordered by Pareto front (front 1: no other policy holds fewer bits/orig with "
+      "equal or better quality), then by lower KL. Quality is " +
+      (rk.by_accuracy ? "the pooled accuracy over the usable tasks (" + rk.usable_tasks + ")"
+                      : std::string("-KL (no usable task separates the policies: every "
+                                    "accuracy interval overlaps the best one)")) +
       ", with its 95% interval (Wilson for accuracies, +-1.96 se for KL); a row whose interval "
       "overlaps the one above is shown as a tie (=).";
   t.header = {"rank", "front", "policy", "bits/orig", "quality [95% CI]", "KL +- se"};
-  struct R {
-    const PolicyRow* r;
-    double q;
-    Interval ci;
-    int front = 0;
-  };
-  std::vector<R> rs;
-  for (const auto& r : s.rows) {
-    R x{&r, NAN, {}, 0};
-    if (by_acc) {
-      const PooledQuality pq = UsableAccuracy(s, r);
-      x.q = pq.q;
-      x.ci = pq.ci;
-    } else if (!std::isnan(r.kl)) {
-      x.q = -r.kl;
-      const double h = kZ95 * (std::isnan(r.kl_se) ? 0 : r.kl_se);
-      x.ci = {-r.kl - h, -r.kl + h};
-    }
-    rs.push_back(x);
-  }
-  std::vector<double> cost, quality;
-  for (const auto& x : rs) {
-    cost.push_back(x.r->bits_per_original);
-    quality.push_back(x.q);
-  }
-  const std::vector<int> fronts = ParetoFronts(cost, quality);
-  for (size_t i = 0; i < rs.size(); ++i) rs[i].front = fronts[i];
-  std::stable_sort(rs.begin(), rs.end(), [](const R& a, const R& b) {
-    if (a.front != b.front) return a.front < b.front;
-    const double ak = std::isnan(a.r->kl) ? 1e300 : a.r->kl,
-                 bk = std::isnan(b.r->kl) ? 1e300 : b.r->kl;
-    return ak < bk;
-  });
-  int rank = 0, shown = 0;
-  for (size_t i = 0; i < rs.size(); ++i) {
-    const R& x = rs[i];
-    ++rank;
-    const bool tie =
-        i > 0 && !std::isnan(x.q) && !std::isnan(rs[i - 1].q) && x.ci.Overlaps(rs[i - 1].ci);
-    if (!tie) shown = rank;
+  for (const RankedRow& x : rk.rows) {
     std::string q = "-";
-    if (!std::isnan(x.q)) {
-      q = by_acc ? Pct(x.q) + " [" + Pct(x.ci.lo) + ", " + Pct(x.ci.hi) + "]"
-                 : Fmt(-x.q, 3) + " [" + Fmt(-x.ci.hi, 3) + ", " + Fmt(-x.ci.lo, 3) + "]";
+    if (!std::isnan(x.quality)) {
+      q = rk.by_accuracy
+              ? Pct(x.quality) + " [" + Pct(x.ci.lo) + ", " + Pct(x.ci.hi) + "]"
+              : Fmt(-x.quality, 3) + " [" + Fmt(-x.ci.hi, 3) + ", " + Fmt(-x.ci.lo, 3) + "]";
     }
     const std::string kl =
-        std::isnan(x.r->kl) ? "-" : Fmt(x.r->kl, 3) + " +- " + Fmt(x.r->kl_se, 2);
-    t.rows.push_back({(tie ? "=" : "") + std::to_string(shown), std::to_string(x.front),
-                      x.r->policy, Fmt(x.r->bits_per_original, 4), q, kl});
+        std::isnan(x.row->kl) ? "-" : Fmt(x.row->kl, 3) + " +- " + Fmt(x.row->kl_se, 2);
+    t.rows.push_back({(x.tie ? "=" : "") + std::to_string(x.rank), std::to_string(x.front),
+                      x.row->policy, Fmt(x.row->bits_per_original, 4), q, kl});
   }
   return t;
 }
@@ -290,6 +248,114 @@ Table ErrorTable(const EvalRun& run) {
 }
 
 }  // namespace
+
+Ranking RankPolicies(const Summary& s) {
+  Ranking out;
+  std::vector<std::string> used;
+  for (const auto& v : s.verdicts)
+    if (v.usable) used.push_back(v.task);
+  for (const auto& u : used) out.usable_tasks += (out.usable_tasks.empty() ? "" : ", ") + u;
+  std::vector<PooledQuality> acc;
+  for (const auto& r : s.rows) acc.push_back(UsableAccuracy(s, r));
+  bool separates = false;  // some policy is surely worse than the best on accuracy
+  if (!used.empty()) {
+    const PooledQuality* best = nullptr;
+    for (const auto& a : acc)
+      if (!std::isnan(a.q) && (!best || a.q > best->q)) best = &a;
+    for (const auto& a : acc)
+      if (best && !std::isnan(a.q) && a.ci.hi < best->ci.lo) separates = true;
+  }
+  out.by_accuracy = separates;
+  if (!separates) out.usable_tasks.clear();
+  for (size_t k = 0; k < s.rows.size(); ++k) {
+    const PolicyRow& r = s.rows[k];
+    RankedRow x;
+    x.row = &r;
+    if (out.by_accuracy) {
+      x.quality = acc[k].q;
+      x.ci = acc[k].ci;
+    } else if (!std::isnan(r.kl)) {
+      x.quality = -r.kl;
+      const double h = kZ95 * (std::isnan(r.kl_se) ? 0 : r.kl_se);
+      x.ci = {-r.kl - h, -r.kl + h};
+    }
+    out.rows.push_back(x);
+  }
+  std::vector<double> cost, quality;
+  for (const auto& x : out.rows) {
+    cost.push_back(x.row->bits_per_original);
+    quality.push_back(x.quality);
+  }
+  const std::vector<int> fronts = ParetoFronts(cost, quality);
+  for (size_t i = 0; i < out.rows.size(); ++i) out.rows[i].front = fronts[i];
+  std::stable_sort(out.rows.begin(), out.rows.end(), [](const RankedRow& a, const RankedRow& b) {
+    if (a.front != b.front) return a.front < b.front;
+    const double ak = std::isnan(a.row->kl) ? 1e300 : a.row->kl,
+                 bk = std::isnan(b.row->kl) ? 1e300 : b.row->kl;
+    return ak < bk;
+  });
+  int shown = 0;
+  for (size_t i = 0; i < out.rows.size(); ++i) {
+    RankedRow& x = out.rows[i];
+    const RankedRow* above = i > 0 ? &out.rows[i - 1] : nullptr;
+    x.tie =
+        above && !std::isnan(x.quality) && !std::isnan(above->quality) && x.ci.Overlaps(above->ci);
+    if (!x.tie) shown = static_cast<int>(i) + 1;
+    x.rank = shown;
+  }
+  return out;
+}
+
+std::string Answer(const Summary& s) {
+  const Ranking rk = RankPolicies(s);
+  const PolicyRow* fp16 = nullptr;
+  for (const auto& r : s.rows)
+    if (r.policy == "fp16") fp16 = &r;
+  // Front 1 by bits: the cheapest policy no other beats on quality, and the best quality.
+  const RankedRow* cheapest = nullptr;
+  for (const auto& x : rk.rows) {
+    if (x.front != 1 || x.row->policy == "fp16" || std::isnan(x.row->bits_per_original)) continue;
+    if (!cheapest || x.row->bits_per_original < cheapest->row->bits_per_original) cheapest = &x;
+  }
+  if (rk.rows.empty()) return "No policy ran.";
+  const RankedRow& top = rk.rows.front();
+  auto describe = [&](const PolicyRow& r) {
+    std::string d = r.policy + " holds " + FmtFixed(r.bits_per_original, 2) + " bits per element";
+    if (fp16 && fp16 != &r && r.bits_per_original > 0)
+      d += " (" + FmtFixed(fp16->bits_per_original / r.bits_per_original, 1) +
+           "x smaller than fp16)";
+    if (!std::isnan(r.kl)) d += " at KL " + Fmt(r.kl, 3);
+    return d;
+  };
+  std::string a = "Best quality: " + describe(*top.row) + ".";
+  if (cheapest && cheapest->row != top.row)
+    a += " Least memory without losing to a cheaper policy: " + describe(*cheapest->row) + ".";
+  a += rk.by_accuracy ? " Ranked by accuracy on " + rk.usable_tasks + "."
+                      : " Ranked by KL: the tasks' accuracies do not separate the policies.";
+  return a;
+}
+
+std::string RankingText(const Summary& s) {
+  const Table t = RankingTable(s);
+  std::vector<size_t> width(t.header.size(), 0);
+  auto fit = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
+  };
+  fit(t.header);
+  for (const auto& r : t.rows) fit(r);
+  std::string out;
+  auto line = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) {
+      out += row[c];
+      if (c + 1 < row.size()) out += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    out += "\n";
+  };
+  line(t.header);
+  for (const auto& r : t.rows) line(r);
+  return out;
+}
 
 std::vector<Table> ReportTables(const EvalRun& run, const Summary& s) {
   std::vector<Table> out = {MainTable(run, s), RankingTable(s), VerdictTable(s), LmTable(run)};

@@ -33,6 +33,39 @@ struct PooledQuality {
 };
 PooledQuality UsableAccuracy(const Summary& s, const PolicyRow& r);
 
+// The ranking of the report and of the terminal summary. Quality is the
+// pooled accuracy over the usable tasks -- unless no policy's interval lies
+// wholly below the best one's (the tasks cannot tell the policies apart),
+// or no task is usable: then quality is -KL(fp16 || policy), so a tie on
+// accuracy never hides a difference the language-modelling cells measure.
+// Rows are ordered by Pareto front (cost: bits per original element), then
+// by lower KL; `tie` marks a row whose quality interval overlaps the row
+// above.
+struct RankedRow {
+  const PolicyRow* row = nullptr;
+  double quality = NAN;
+  Interval ci;
+  int front = 0;
+  int rank = 0;  // shown rank (equal for tied rows)
+  bool tie = false;
+};
+struct Ranking {
+  bool by_accuracy = false;
+  std::string usable_tasks;  // "a, b" (empty when by KL)
+  std::vector<RankedRow> rows;
+};
+// The rows point into `s`, which must outlive the Ranking.
+Ranking RankPolicies(const Summary& s);
+
+// The one-sentence answer every report leads with: which policy gives the
+// best quality at the least memory (front 1, fewest bits) and how it
+// compares with fp16, e.g. "hqekv:bits=3.2 holds 3.18 bits per element
+// (5.0x smaller than fp16) at KL 0.012; ...".
+std::string Answer(const Summary& s);
+
+// The ranking as aligned plain-text columns for the terminal (`hqekv eval`).
+std::string RankingText(const Summary& s);
+
 // Pareto fronts of items with a cost (lower is better: bits per original
 // element) and a quality (higher is better): front 1 holds the items no
 // other item dominates (no more cost and no less quality, one strictly

@@ -7,6 +7,10 @@ execute_process(COMMAND "${HQEKV}" eval --suite quick -o "${OUT}" --no-progress
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "hqekv eval failed (${rc}):\n${out}\n${err}")
 endif()
+# The answer and the ranking reach the terminal.
+if(NOT out MATCHES "Best quality: [^\n]+ bits per element" OR NOT out MATCHES "rank +front +policy")
+  message(FATAL_ERROR "hqekv eval printed no answer / ranking:\n${out}")
+endif()
 foreach(f results.json report.md report.html)
   if(NOT EXISTS "${OUT}/${f}")
     message(FATAL_ERROR "missing ${OUT}/${f}")
