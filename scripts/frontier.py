@@ -28,7 +28,11 @@ DEFAULT_COMPETITORS = [
     "llama:ctk=q8_0,ctv=q8_0",
     "llama:ctk=q8_0,ctv=q5_1",
     "llama:ctk=q8_0,ctv=q4_0",
+    "llama:ctk=q5_1,ctv=q5_1",
+    "llama:ctk=q5_0,ctv=q5_0",
     "llama:ctk=q5_1,ctv=q4_0",
+    "llama:ctk=q5_0,ctv=q4_0",
+    "llama:ctk=q4_1,ctv=q4_1",
     "llama:ctk=q4_0,ctv=q4_0",
     "int8",
     "fp8",
@@ -82,6 +86,9 @@ def main():
     ap.add_argument("--bits", action="append", type=float, default=[],
                     help="extra hqekv:bits=B points of the curve")
     ap.add_argument("--hqekv", default="hqekv", help="the hqekv spec prefix (e.g. hqekv:menu=off)")
+    ap.add_argument("--variant", action="append",
+                    help="extra keys appended to each hqekv:bits=B row (repeatable; each gives one "
+                         "more row per competitor), e.g. ,layer_bits=0/0.3/-0.2/-0.1")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", help="also write the markdown here")
     a = ap.parse_args()
@@ -110,10 +117,11 @@ def main():
             for spec in competitors:
                 b, kl, lo, hi = measure(spec)
                 lines.append(f"| `{spec}` | {b:.3f} | {kl:.3e} | {lo:.2e}..{hi:.2e} | |")
-                hs = f"{a.hqekv}{sep}bits={b:.3f}"
-                hb, hkl, hlo, hhi = measure(hs)
-                lines.append(f"| `{hs}` | {hb:.3f} | {hkl:.3e} | {hlo:.2e}..{hhi:.2e} | "
-                             f"{hkl / kl:.2f} |")
+                for variant in [""] + (a.variant or []):
+                    hs = f"{a.hqekv}{sep}bits={b:.3f}{variant}"
+                    hb, hkl, hlo, hhi = measure(hs)
+                    lines.append(f"| `{hs}` | {hb:.3f} | {hkl:.3e} | {hlo:.2e}..{hhi:.2e} | "
+                                 f"{hkl / kl:.2f} |")
             for bits in a.bits:
                 hs = f"{a.hqekv}{sep}bits={bits:g}"
                 hb, hkl, hlo, hhi = measure(hs)

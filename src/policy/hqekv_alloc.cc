@@ -122,7 +122,8 @@ TierRatios Rescaled(const TierRatios& r) {
 }
 
 Result<TierRatios> DefaultRatios(double bits) {
-  // Llama-3.1-8B-Instruct rows of config/ratios.json (digest §3), B_avg -> r4, r2, r1, r0.
+  // Llama-3.1-8B-Instruct rows of config/ratios.json (docs/policies.md "HqeKV", Ratios), B_avg ->
+  // r4, r2, r1, r0.
   struct Row {
     double bits;
     TierRatios r;

@@ -29,8 +29,8 @@ std::string RatiosText(const TierRatios& r);
 TierRatios Rescaled(const TierRatios& r);
 
 // Built-in ratios for bits = 2, 2.8, 3.2, 3.25: the authors' TPE results for
-// Llama-3.1-8B-Instruct (config/ratios.json of skywclouds/HqeKV, quoted in the
-// reference digest §3). Other values: an error listing these.
+// Llama-3.1-8B-Instruct (config/ratios.json of skywclouds/HqeKV; docs/policies.md
+// "HqeKV", Ratios). Other values: an error listing these.
 Result<TierRatios> DefaultRatios(double bits);
 
 // Tiers from the highest precision to the lowest: fp16, the three quantized
@@ -53,8 +53,8 @@ double RoundHalfEven(double x);
 //   largest fractional parts (ties: the more precise tier first).
 // The counts sum to nb, and a tier whose ratio is 0 never gets a chunk (so
 // ratios=0.5/0.5/0/0 never makes 1-bit chunks). The reference rounds half-even
-// and then dumps the whole rounding shortfall on the 1-bit tier (digest §3),
-// which made 1-bit chunks at r1 = 0: fixed on purpose (issue 12).
+// and then dumps the whole rounding shortfall on the 1-bit tier, which made
+// 1-bit chunks at r1 = 0: fixed on purpose (docs/policies.md "HqeKV", Counts).
 std::array<int64_t, kNumTiers> AllocateChunks(int64_t nb, const TierRatios& r, int pinned_chunks);
 
 // The tiers a bits=B solve may use: bit t for Tier t (fp16 and evicted are
@@ -84,8 +84,8 @@ bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts, TierMask usable =
 //   score_v      : chunk score for V (mean attention x Range(V)).
 //   counts       : AllocateChunks(nb, ...).
 // The store is downgrade-only, so a tier's slots go only to chunks that can
-// hold that tier (issue 12: the old plan ranked all chunks together and took
-// max(plan, current), so already-2-bit chunks took 4-bit slots they could
+// hold that tier (docs/policies.md "HqeKV" fix 5: ranking all chunks together and taking
+// max(plan, current) let already-2-bit chunks take 4-bit slots they could
 // never use and the real 4-bit chunks were demoted; the 4-bit share drifted
 // to a fraction of its budget over a decode):
 //   1. eviction: the lowest-ranked live chunks by K, as many as bring the
@@ -100,7 +100,8 @@ bool ShiftOneChunkDown(std::array<int64_t, kNumTiers>* counts, TierMask usable =
 // Ranking ("compare within tiers"): a chunk in a better current tier ranks
 // above one in a worse tier, scores decide within a tier. Scores measured
 // over the compressed cache are inflated by a chunk's own quantization error
-// (2-bit chunks scored 1.5-4x their exact attention on refmodel-4l, issue 12),
+// (2-bit chunks scored 1.5-4x their exact attention on refmodel-4l, test
+// HqekvDecode.*),
 // so comparing a 2-bit chunk's score with a 4-bit chunk's would favour the
 // noisier chunk; within a tier the inflation is shared. With
 // compare_across_tiers = true raw scores are compared instead (ablation).

@@ -97,9 +97,13 @@ int64_t HqekvCache::WindowGrowth(int layer, int64_t ahead) const {
   return grow;
 }
 
-int64_t HqekvCache::BudgetBytes(int64_t tokens) const {
+double HqekvCache::LayerBudget(int layer) const {
+  return o_.layer_bits.empty() ? o_.true_bits : o_.true_bits + o_.layer_bits[layer];
+}
+
+int64_t HqekvCache::BudgetBytes(int layer, int64_t tokens) const {
   return static_cast<int64_t>(
-      std::floor(TrueBitsBytes(o_.true_bits, tokens, g_.n_kv_heads, g_.head_dim)));
+      std::floor(TrueBitsBytes(LayerBudget(layer), tokens, g_.n_kv_heads, g_.head_dim)));
 }
 
 int64_t HqekvCache::ResidualTokenBytes() const {
@@ -114,13 +118,13 @@ bool HqekvCache::HoldsBudget(int layer) const {
     // head (and its sums) before the next event can evict.
     const int64_t steps = 1;
     const int64_t grow = steps * ResidualTokenBytes() + WindowGrowth(layer, steps);
-    return LayerBits(model_.layout, held, n) <= o_.true_bits &&
-           LayerBits(model_.layout, held + grow, n + steps) <= o_.true_bits;
+    return LayerBits(model_.layout, held, n) <= LayerBudget(layer) &&
+           LayerBits(model_.layout, held + grow, n + steps) <= LayerBudget(layer);
   }
   const int64_t ahead = TokensToWindow(layer);
   const double now = LayerBits(model_.layout, held, n);
   const double peak = LayerBits(model_.layout, held + WindowGrowth(layer, ahead), n + ahead);
-  return std::max(now, peak) <= o_.true_bits;
+  return std::max(now, peak) <= LayerBudget(layer);
 }
 
 int64_t HqekvCache::PlaneBytesHeld(int layer) const {
@@ -204,7 +208,8 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
             std::max<int64_t>(kept + kHqekvChunk, static_cast<int64_t>(U.next.capacity())) +
         static_cast<int64_t>(sizeof(int32_t)) * 2 * (static_cast<int64_t>(U.next_q.size()) + o_.m);
   }
-  const int64_t room = std::min(BudgetBytes(n), BudgetBytes(n + ahead) - window) - fixed;
+  const int64_t room =
+      std::min(BudgetBytes(layer, n), BudgetBytes(layer, n + ahead) - window) - fixed;
   // The pool after the plan: the planes packed tightly in whole pages (the
   // event repacks when they are not) and the page table, as after the last
   // event plus an entry or two (before the first: 32 bytes per page).

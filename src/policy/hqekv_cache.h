@@ -1,5 +1,5 @@
 // HqeKV (Wang et al., Findings of ACL 2026) over the KvStore, following the
-// authors' code as the reference digest §1-6 describes it, with its bugs fixed
+// authors' code as docs/policies.md "HqeKV" describes it, with its bugs fixed
 // on purpose (each fix marked "FIX" in hqekv_cache.cc and listed in
 // docs/policies.md).
 //
@@ -8,7 +8,7 @@
 //     the query heads of the unit (all Hq heads of the layer by default), and
 //     the positions of those queries; a_i = sum_i / m, the window mean (the
 //     reference divides by the min(m, N - i) queries that see token i, which
-//     ranked the newest chunk first: changed on purpose, issue 12);
+//     ranked the newest chunk first: changed on purpose, docs/policies.md "HqeKV");
 //   - Range(V) per compressed token: sum over the unit's KV heads of
 //     max_d V - min_d V, from the exact fp16 V when the token is compressed;
 //   - the K tier and V tier of every live 32-token chunk.
@@ -89,8 +89,8 @@ class HqekvCache final : public StoreBackedCache {
   Result<Commit> LoadPolicy(cache::StateReader& r, const cache::KvStore& store) override;
 
  private:
-  // Per-unit state, sized for a small footprint (issue 12: the policy's own
-  // state is counted in its true bits): per compressed kept token 1 byte of
+  // Per-unit state, sized for a small footprint (the policy's own state is
+  // counted in its true bits, docs/policies.md "Accounting"): per compressed kept token 1 byte of
   // Range(V) (+ 2 bytes per chunk), and while an importance window is open
   // 2 bytes per kept token (fp16 sums, freed at the event).
   // Every container allocates through the layer's StateAlloc (counted).
@@ -207,9 +207,11 @@ class HqekvCache final : public StoreBackedCache {
   // Pool bytes of one head's explicit list of `slots` positions spanning
   // `span` (last - first): uint16 offsets up to 65535, else int32; whole units.
   static int64_t ListBlockBytes(int64_t unit, int64_t slots, int64_t span);
-  // Bytes the budget allows a layer after `tokens` appended tokens:
-  // floor(true_bits × tokens × H_kv × D × 2 / 8).
-  int64_t BudgetBytes(int64_t tokens) const;
+  // Bytes the budget allows `layer` after `tokens` appended tokens:
+  // floor(LayerBudget(layer) × tokens × H_kv × D × 2 / 8).
+  int64_t BudgetBytes(int layer, int64_t tokens) const;
+  // The layer's true-bits budget: B plus its layer_bits= offset (0 without).
+  double LayerBudget(int layer) const;
   // One residual token in every KV head: fp16 K and V plus its int32 position.
   int64_t ResidualTokenBytes() const;
   // True when the layer's pool holds its planes in whole pages (no holes

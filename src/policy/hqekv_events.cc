@@ -29,8 +29,8 @@ ChunkScores HqekvCache::UnitScores(int layer, int u) const {
   for (int i = 0; i < nc && i < static_cast<int>(U.cur.size()); ++i)
     sum[i] = F16ToF32(U.cur[i]) / o_.sum_scale;
   const std::vector<int32_t> cpos(pos.begin(), pos.begin() + nc);
-  // min_count = m: the window mean (issue 12: dividing the newest tokens'
-  // sums by the few queries that see them ranked the newest chunk first).
+  // min_count = m: the window mean (dividing the newest tokens' sums by the
+  // few queries that see them ranked the newest chunk first; selection.h).
   // select=token: the cumulative sums themselves (H2O's score).
   const std::vector<double> a =
       o_.token_select ? sum
@@ -61,7 +61,7 @@ TierPlan HqekvCache::PlanUnit(int layer, int u, int64_t nb,
   // K tiers follow the attention ranking, V tiers attention x range among
   // the kept chunks.
   // Scores compare within a tier only (PlanTiers): a compressed chunk's
-  // score is inflated by its own quantization error (issue 12).
+  // score is inflated by its own quantization error (PlanTiers, hqekv_alloc.h).
   return PlanTiers(ck, cv, pk, pv, counts);
 }
 
@@ -235,13 +235,14 @@ Status HqekvCache::Compress(int layer) {
   // FIX (decode budget): counts over every chunk ever compressed, evicted ones
   // included, with the configured ratios at every event, so the evict share
   // r0 holds during decoding too. The reference decays its eviction ratio to
-  // ~0 after prefill (digest §3 step 5) and a long generation drifts above
+  // ~0 after prefill (docs/policies.md "HqeKV" fix 3) and a long generation drifts above
   // the prefill's eviction share.
   std::array<int64_t, kNumTiers> counts;
   if (o_.true_bits > 0) {
     // bits=B: the counts whose planes fit what the layer's measured bytes
-    // leave of B at this length and when the next window opens (issue 12:
-    // the analytic upper bound of true_bits.h left the cache 4-7% below B).
+    // leave of B at this length and when the next window opens (the analytic
+    // upper bound of true_bits.h left the cache 4-7% below B; test
+    // TrueBits.HqekvEndsWithin3PercentOfTheBudget).
     int64_t planes_room = 0;
     const BudgetCounts bc = SolveEventCounts(layer, nb, &planes_room);
     counts = bc.counts;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -190,7 +191,44 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   }
   o.menu = spec.Text("menu");
   o.k_weight = spec.Num("kweight");
+  if (spec.Has("layer_bits")) {
+    HQEKV_ASSIGN_OR_RETURN(o.layer_bits, ParseLayerBits(spec.Text("layer_bits"), g.n_layers));
+    if (!by_bits) return MakeError(where + ": layer_bits= needs bits=");
+    for (const double d : o.layer_bits) {
+      if (o.true_bits + d <= 0) {
+        return MakeError(where + ": layer_bits= leaves a layer at " +
+                         std::to_string(o.true_bits + d) + " bits (must be > 0)");
+      }
+    }
+  }
   return o;
+}
+
+Result<std::vector<double>> ParseLayerBits(const std::string& text, int n_layers) {
+  std::vector<double> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t slash = std::min(text.find('/', start), text.size());
+    const std::string item = text.substr(start, slash - start);
+    char* end = nullptr;
+    const double d = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(d)) {
+      return MakeError("layer_bits=" + text + ": '" + item + "' is not a number");
+    }
+    out.push_back(d);
+    start = slash + 1;
+  }
+  if (static_cast<int>(out.size()) != n_layers) {
+    return MakeError("layer_bits=" + text + ": " + std::to_string(out.size()) +
+                     " values for a model of " + std::to_string(n_layers) + " layers");
+  }
+  double sum = 0;
+  for (const double d : out) sum += d;
+  if (std::fabs(sum) > 1e-3 * n_layers) {
+    return MakeError("layer_bits=" + text + ": the offsets sum to " + std::to_string(sum) +
+                     ", not 0 (every layer holds as many elements, so a mean of 0 keeps B)");
+  }
+  return out;
 }
 
 Result<std::array<quant::Format, 3>> ParseTierFormats(const std::string& text) {

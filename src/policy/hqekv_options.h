@@ -44,8 +44,9 @@ struct HqekvOptions {
   TierMask usable = kAllTiers;
   Ranking ranking = Ranking::kPaper;
   int sink = 0;
-  std::string menu = "auto";  // menu=: the tier menu above all-u4 (hqekv_menu.h)
-  double k_weight = 16;       // kweight=
+  std::string menu = "auto";       // menu=: the tier menu above all-u4 (hqekv_menu.h)
+  double k_weight = 16;            // kweight=
+  std::vector<double> layer_bits;  // layer_bits=: per-layer offsets from B (empty: none)
   int units_per_layer = 1;
   // Window sums are held in fp16 scaled by sum_scale (a power of two, so
   // exact), the largest that keeps the biggest possible sum (m queries x the
@@ -63,6 +64,10 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& spec, const KvGeometr
                                          const CacheContext& ctx, bool force_chunk);
 
 // tiers=A/B/C: three quantized store formats, best first (kind and bits).
+// "d0/d1/..." (one offset in bits per layer, summing to 0 within 1e-3 per
+// layer): layer_bits=.
+Result<std::vector<double>> ParseLayerBits(const std::string& text, int n_layers);
+
 Result<std::array<quant::Format, 3>> ParseTierFormats(const std::string& text);
 
 // The store format of tier t for K or V (fp16 for kF16 and kEvicted): K per

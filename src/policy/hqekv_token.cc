@@ -85,8 +85,8 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   // only as many wait as fit with nothing else kept, and the others are
   // judged like the older tokens.
   int W = std::min(o_.recent, r);
-  while (W > 0 && !(TokenPlanBytes(base, 0, 0, W, W) <= BudgetBytes(n) &&
-                    TokenPlanBytes(base, 0, 0, W + 1, W + 1) <= BudgetBytes(n + 1))) {
+  while (W > 0 && !(TokenPlanBytes(base, 0, 0, W, W) <= BudgetBytes(layer, n) &&
+                    TokenPlanBytes(base, 0, 0, W + 1, W + 1) <= BudgetBytes(layer, n + 1))) {
     --W;
   }
   const int cand = r - W;  // the oldest residual tokens are judged
@@ -151,8 +151,8 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   // Fits now, and after the next step's token (the next event can evict).
   auto fits = [&](int64_t s, int64_t r_left) {
     const int64_t l = lists(s, r_left - W);
-    return TokenPlanBytes(base, s, l, r_left, r_left) <= BudgetBytes(n) &&
-           TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= BudgetBytes(n + 1);
+    return TokenPlanBytes(base, s, l, r_left, r_left) <= BudgetBytes(layer, n) &&
+           TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= BudgetBytes(layer, n + 1);
   };
   // As many whole chunks as fit, then as many residual survivors (< 32).
   int64_t s = cand / kHqekvChunk;
@@ -163,8 +163,8 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   {
     const int64_t l = lists(s, x);
     token_room_[layer] =
-        std::min(BudgetBytes(n) - TokenPlanBytes(base, s, l, W + x, W + x),
-                 BudgetBytes(n + 1) - TokenPlanBytes(base, s, l, W + x + 1, W + x + 1));
+        std::min(BudgetBytes(layer, n) - TokenPlanBytes(base, s, l, W + x, W + x),
+                 BudgetBytes(layer, n + 1) - TokenPlanBytes(base, s, l, W + x + 1, W + x + 1));
   }
   std::vector<std::vector<int>> kept_idx(Hs);  // per selection head: kept residual indices
   for (int hs = 0; hs < Hs; ++hs) {

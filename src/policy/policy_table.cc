@@ -188,10 +188,14 @@ std::vector<PolicyInfo> BuildTable() {
              "formats of V's three quantized tiers, best first (default: as tiers=); any "
              "quantized store format, e.g. q8_0/q5_1/u4"),
         Choice("menu", "auto", {"auto", "on", "off"},
-               "bits=B: the tier slots from the tier menu (u8, q8_0, int8, fp8, q5_1, q5_0, "
+               "bits=B: the tier slots from the tier menu (u8, q8_0, int8, q5_1, q5_0, "
                "q4_1, q4_0, u4, u3, u2), K and V chosen apart on the frontier of bytes vs "
                "sensitivity-weighted error, the two around B mixed; auto = on under "
                "layout=lean above the all-u4 cost; off = u8/u4/u3 there"),
+        Text("layer_bits",
+             "bits=B: per-layer offsets d0/d1/... in bits (one per layer, mean 0): layer l "
+             "holds B + d_l, so the cache still holds B (e.g. from measured per-layer "
+             "sensitivity, docs/results/frontier.md)"),
         Real("kweight", "16", 0.001, 1e6,
              "menu: K error's weight relative to V's (refmodel-4l: q8_0 K with q4_0 V has "
              "1/16 the KL of the swap)"),

@@ -138,7 +138,7 @@ bool QuantCache::RepackDue(int before, int after, int stagger) {
   // the heads of a layer in turn: one head's chunks then lie 8 heads' blocks
   // apart: a decode-grown int8 cache of 31744 tokens took 15.1-18.3 ms per
   // step, 6.1-7.6 with the repacks below (RepackLayer: every plane of a
-  // stream in consecutive units; docs/performance.md "Wave 10: stream-major
+  // stream in consecutive units; docs/history/performance-log.md, "stream-major
   // block placement"). The layer is repacked whenever the chunks per head cross a
   // multiple of max(16, bit_floor(chunks) / 8): at most 1/8 of a long cache
   // (or 16 chunks) is in decode order, and the copy of the layer comes every

@@ -10,13 +10,13 @@
 
 namespace hqekv::policy {
 
-// ---- HqeKV importance (digest §2) -------------------------------------------
+// ---- HqeKV importance (docs/policies.md "HqeKV") -----------------------------
 
 // a_i = sum_i / max(c_i, min_count), c_i = number of the recorded queries
 // that can see token i (query position >= token position): min(m, N - i)
 // when the last m queries are recorded. Tokens no recorded query sees get 0.
 // min_count = 1 is the reference's rule; it divides the newest tokens' sums
-// by 1, 2, ... and made the newest chunk rank first in most layers (issue 12),
+// by 1, 2, ... and made the newest chunk rank first in most layers on refmodel-4l,
 // so HqekvCache passes min_count = m (the window's mean: a query that cannot
 // see a token gives it 0).
 // sum: [n] accumulated attention (summed over query heads); token_pos: [n];
