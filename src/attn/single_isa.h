@@ -3,7 +3,7 @@
 // AVX-512 code compiled once, not per Highway target: their functions carry
 // the instruction sets below (HQEKV_SINGLE_ISA_BEGIN ... _END around the
 // kernel code), and the public entry points call them only when
-// Avx3DlRuns() says the CPU has them; elsewhere they report "no kernel" and
+// Avx3DlRuns() says they may run; elsewhere they report "no kernel" and
 // the caller keeps the portable Highway kernels.
 //
 // The instruction sets are Highway 1.0's AVX3_DL target string (the target
@@ -12,8 +12,7 @@
 // attributes differ, and there the kernels are not compiled.
 #pragma once
 
-#include <hwy/base.h>     // HWY_PUSH_ATTRIBUTES, HWY_INLINE
-#include <hwy/targets.h>  // hwy::SupportedTargets, HWY_AVX3_DL
+#include <hwy/base.h>  // HWY_PUSH_ATTRIBUTES, HWY_INLINE
 
 #if defined(__x86_64__) && HWY_COMPILER_GCC && !HWY_COMPILER_CLANG
 #define HQEKV_SINGLE_ISA 1
@@ -41,15 +40,13 @@
 
 namespace hqekv::attn {
 
-// True when the kernels of the region may run: the CPU has AVX3_DL (as
-// Highway detects it). Highway's test hook (hwy::SetSupportedTargetsForTest,
-// tests/simd_targets.h) turns them off like any other AVX3_DL code.
-inline bool Avx3DlRuns() {
-#if HQEKV_SINGLE_ISA
-  return (hwy::SupportedTargets() & HWY_AVX3_DL) != 0;
-#else
-  return false;
-#endif
-}
+// True when the kernels of the region may run: Highway's dispatcher has
+// chosen its AVX3_DL target (attn/single_isa.cc), i.e. the CPU has AVX3_DL and
+// no test forced another target (tests/simd_targets.h) -- the condition these
+// kernels ran under when they were compiled per Highway target. One atomic
+// load and one indirect call per kernel call; hwy::SupportedTargets() runs
+// CPUID every time (DecodeAttention/int8/4096 of bench_attention took 30x as
+// long with it).
+bool Avx3DlRuns();
 
 }  // namespace hqekv::attn
