@@ -322,7 +322,7 @@ constexpr bool RowsComplete() {
   return true;
 }
 static_assert(RowsInKindOrder(), "kTable rows must follow quant::Kind order");
-static_assert(kRows == static_cast<size_t>(Kind::kQ5_1) + 1, "one row per quant::Kind");
+static_assert(kRows == static_cast<size_t>(Kind::kCount), "one row per quant::Kind");
 // GCC's UBSan instruments the function-pointer null checks, which makes them
 // non-constant: the sanitizer build skips this one (the release build, which
 // CI also runs, keeps it).
