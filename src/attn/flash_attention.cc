@@ -1,5 +1,5 @@
 // Highway kernel of attn/flash_attention.h, compiled once per SIMD target
-// (foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH).
+// (foreach_target.h) and chosen at run time (one table per target).
 //
 // Layout of one block of RB = kRv × N query rows (N float lanes), lanes over
 // rows, all in per-thread aligned scratch:
@@ -23,6 +23,21 @@
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "attn/flash_attention.h"
+
+// The kernels of one Highway target: one export and one dispatch for the file.
+#ifndef HQEKV_ATTN_FLASH_TABLE_DEFINED_
+#define HQEKV_ATTN_FLASH_TABLE_DEFINED_
+namespace hqekv::quant {
+struct FlashTable {
+  int (*rows_block)();
+  void (*attend_rows)(const KvTiles& kv, const float* q, size_t q_stride, int R,
+                      const int64_t* visible, float* out, size_t out_stride,
+                      const ColumnSums& cols);
+};
+}  // namespace hqekv::quant
+#endif
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
@@ -304,6 +319,13 @@ void AttendRowsImpl(const KvTiles& kv, const float* q, size_t q_stride, int R,
   }
 }
 
+// This target's kernels, one table (exported below).
+const FlashTable* FlashTableForTarget() {
+  static constexpr FlashTable kTable{.rows_block = &AttendRowsBlockImpl,
+                                     .attend_rows = &AttendRowsImpl};
+  return &kTable;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
@@ -311,14 +333,18 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::quant {
 
-HWY_EXPORT(AttendRowsBlockImpl);
-HWY_EXPORT(AttendRowsImpl);
+HWY_EXPORT(FlashTableForTarget);
 
-int AttendRowsBlock() { return HWY_DYNAMIC_DISPATCH(AttendRowsBlockImpl)(); }
+namespace {
+// Looked up per call, not kept in a static: see QuantSimd() in quant/simd.cc.
+const FlashTable& Flash() { return *HWY_DYNAMIC_DISPATCH(FlashTableForTarget)(); }
+}  // namespace
+
+int AttendRowsBlock() { return Flash().rows_block(); }
 
 void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const int64_t* visible,
                 float* out, size_t out_stride, const ColumnSums& cols) {
-  HWY_DYNAMIC_DISPATCH(AttendRowsImpl)(kv, q, q_stride, R, visible, out, out_stride, cols);
+  Flash().attend_rows(kv, q, q_stride, R, visible, out, out_stride, cols);
 }
 
 }  // namespace hqekv::quant

@@ -1,5 +1,5 @@
 // Highway kernels of attn/multi_query.h, compiled once per SIMD target
-// (foreach_target.h) and chosen at run time (HWY_DYNAMIC_DISPATCH), plus the
+// (foreach_target.h) and chosen at run time (one table per target), plus the
 // public entry points (fallback: the single-query entry points per row).
 //
 // Register blocking: up to kHeads query rows per pass, each with kVecs
@@ -21,6 +21,23 @@
 #include <limits>
 #include <type_traits>
 #include <vector>
+
+#include "quant/format.h"
+
+// The kernels of one Highway target: one export and one dispatch for the file.
+#ifndef HQEKV_ATTN_MULTI_QUERY_TABLE_DEFINED_
+#define HQEKV_ATTN_MULTI_QUERY_TABLE_DEFINED_
+namespace hqekv::quant {
+struct MultiQueryTable {
+  bool (*dot_multi)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* q, size_t qs, int m, float* scores, size_t ss);
+  bool (*axpy_multi)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                     const float* w, size_t ws, int m, float* acc, size_t as);
+  bool (*softmax_row)(float* x, int n, float* max_out, float* sum_out, bool normalize);
+  bool (*accumulate_f16)(uint16_t* sums, const float* w, float scale, int n);
+};
+}  // namespace hqekv::quant
+#endif
 
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
@@ -419,7 +436,7 @@ bool RowsFast(const Format& f, int D, int N) {
 }  // namespace
 
 // ------------------------------------------------------------ entry points
-// (exported per target below; external linkage for HWY_EXPORT)
+// (listed in this target's table below)
 
 bool DotMultiImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                   const float* q, size_t qs, int m, float* scores, size_t ss) {
@@ -518,6 +535,17 @@ bool AccumulateF16Impl(uint16_t* sums, const float* w, float scale, int n) {
 #endif
 }
 
+// This target's kernels, one table (exported below).
+const MultiQueryTable* MultiQueryTableForTarget() {
+  static constexpr MultiQueryTable kTable{
+      .dot_multi = &DotMultiImpl,
+      .axpy_multi = &AxpyMultiImpl,
+      .softmax_row = &SoftmaxRowImpl,
+      .accumulate_f16 = &AccumulateF16Impl,
+  };
+  return &kTable;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
@@ -525,18 +553,19 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 // Public entry points (attn/multi_query.h).
 namespace hqekv::quant {
-HWY_EXPORT(DotMultiImpl);
-HWY_EXPORT(AxpyMultiImpl);
-HWY_EXPORT(SoftmaxRowImpl);
-HWY_EXPORT(AccumulateF16Impl);
+HWY_EXPORT(MultiQueryTableForTarget);
+
+namespace {
+// Looked up per call, not kept in a static: see QuantSimd() in quant/simd.cc.
+const MultiQueryTable& MultiQuery() { return *HWY_DYNAMIC_DISPATCH(MultiQueryTableForTarget)(); }
+}  // namespace
 
 namespace {
 // The multi-query kernels of every kind they cover; false: none for this
 // format / shape (the caller runs the single-query entry points per row).
 bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
               const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
-  if (HWY_DYNAMIC_DISPATCH(DotMultiImpl)(f, codes, meta, T, D, q, q_stride, m, scores, s_stride))
-    return true;
+  if (MultiQuery().dot_multi(f, codes, meta, T, D, q, q_stride, m, scores, s_stride)) return true;
   // llama.cpp blocks without a full-width kernel: ggml_block_simd.cc's.
   return IsGgmlBlock(f.kind) &&
          simd::DotMultiGgmlBlock(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
@@ -547,8 +576,7 @@ bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T
   if (f.kind == Kind::kUniform3) {
     return simd::AxpyMultiUniform3(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
   }
-  if (HWY_DYNAMIC_DISPATCH(AxpyMultiImpl)(f, codes, meta, T, D, w, w_stride, m, acc, a_stride))
-    return true;
+  if (MultiQuery().axpy_multi(f, codes, meta, T, D, w, w_stride, m, acc, a_stride)) return true;
   return IsGgmlBlock(f.kind) &&
          simd::AxpyMultiGgmlBlock(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
 }
@@ -575,21 +603,19 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   for (int h = 0; h < m; ++h) AxpyChunk(f, codes, meta, T, D, w + h * w_stride, acc + h * a_stride);
 }
 
-bool SoftmaxRow(float* x, int n) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, nullptr, true);
-}
+bool SoftmaxRow(float* x, int n) { return MultiQuery().softmax_row(x, n, nullptr, nullptr, true); }
 
 void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
   if (n <= 0) return;
-  if (!HWY_DYNAMIC_DISPATCH(AccumulateF16Impl)(sums, w, scale, n)) {
+  if (!MultiQuery().accumulate_f16(sums, w, scale, n)) {
     ref::AccumulateF16(sums, w, scale, n);
   }
 }
 bool SoftmaxRowStats(float* x, int n, float* max, float* sum) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, max, sum, true);
+  return MultiQuery().softmax_row(x, n, max, sum, true);
 }
 bool SoftmaxRowUnnormalized(float* x, int n, float* sum) {
-  return HWY_DYNAMIC_DISPATCH(SoftmaxRowImpl)(x, n, nullptr, sum, false);
+  return MultiQuery().softmax_row(x, n, nullptr, sum, false);
 }
 
 }  // namespace hqekv::quant

@@ -8,10 +8,11 @@
 // next-token distributions by KL 1.7e-3 against the fp32 query (kivi-2), over
 // the 1e-4 budget; int16 rounds 258x finer (hqekv ppl --ref fp16).
 //
-// Kernel on the AVX3_DL target only (AVX-512 VNNI + VBMI, compiled in here:
-// HWY_WANT_AVX3_DL; GCC, as kernels/kernels_int8_hwy.cc, because Highway 1.0's
-// target string for it names avxvnni): every other target reports "no kernel"
-// and the caller keeps the fp32-query kernels of multi_query.cc.
+// Compiled once with the AVX3_DL instruction sets plus AVX-512 VNNI
+// (attn/single_isa.h; GCC, x86-64, as kernels/kernels_int8_hwy.cc, because
+// Highway 1.0's target string for AVX3_DL names avxvnni only) and run only
+// where the CPU has them: elsewhere the entry points report "no kernel" and
+// the caller keeps the fp32-query kernels of multi_query.cc.
 //
 // Layout (quant/README.md, per-channel T = 32): channel d's 32 codes of b
 // bits are 4b bytes at byte 4b·d, token t at bit t·b. The K kernel widens
@@ -27,40 +28,25 @@
 // decode, and the same integer sum as the word kernel it replaces, bit for
 // bit. Shapes: T == 32, D a multiple of 16, <= 4096 (so |sum| <= 32767 · 15
 // · 4096 < 2^31).
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL
-#endif
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
-#include "quant/simd_targets.h"
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "attn/multi_query_q16.cc"
-#include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
-#include <hwy/highway.h>
+#include <hwy/highway.h>  // the static target's WithRowBlock (attn/row_blocks-inl.h)
 
 #include "quant/internal.h"
+#include "attn/single_isa.h"
 #include "attn/multi_query.h"
 #include "attn/row_blocks-inl.h"  // WithRowBlock
-#include "quant/simd-inl.h"       // LoadF16V, FoldNormal1
 
-HWY_BEFORE_NAMESPACE();
-#undef HQEKV_Q16_VNNI
-#if HWY_TARGET == HWY_AVX3_DL && !HWY_COMPILER_CLANG
-#pragma GCC push_options
-#pragma GCC target("avx512vnni")
-#define HQEKV_Q16_VNNI 1
-#else
-#define HQEKV_Q16_VNNI 0
-#endif
-namespace hqekv::quant {
-namespace HWY_NAMESPACE {
+#if HQEKV_SINGLE_ISA
+HQEKV_SINGLE_ISA_BEGIN(",avx512vnni")
+namespace hqekv::quant::q16 {
 namespace {
+using HWY_NAMESPACE::WithRowBlock;
 
-#if HQEKV_Q16_VNNI
 // Per-thread int16 query rows (as bytes) and per-row scale / offset.
 struct Q16Scratch {
   // [m][ceil(D/32)][64]: per row and 32-channel block, the low bytes of the
@@ -222,14 +208,21 @@ HWY_INLINE void DotPass(const uint8_t* codes, int D, const uint8_t* qb, size_t r
 // The chunk's multiplier a and offset b of groups [i, i + 16) of `groups`
 // (per-channel K: channels; per-token V: token-major groups): the fp16 planes
 // (quant/README.md) with normal-1 folded in, as
-// AffineFromPlanes<Offset::kFusedOnFmaTargets> (simd-inl.h) does into memory.
+// AffineFromPlanes<Offset::kFusedOnFmaTargets> (quant/simd-inl.h) does into
+// memory: the same vcvtph2ps and, for normal-1, FoldNormal1's fused
+// b = mu - c·sigma (vfnmadd) and a = 2c·sigma, spelled here in AVX-512.
 HWY_INLINE void AffineAt(const uint8_t* meta, size_t groups, size_t i, bool n1, __m512* a,
                          __m512* b) {
-  const hn::Full512<float> d;
-  auto va = LoadF16V(d, meta + 2 * i), vb = LoadF16V(d, meta + 2 * (groups + i));
-  if (n1) FoldNormal1<Offset::kFusedOnFmaTargets>(d, va, vb);
-  *a = va.raw;
-  *b = vb.raw;
+  __m512 va = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * i)));
+  __m512 vb = _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 2 * (groups + i))));
+  if (n1) {
+    const float c = kNormalCentres1[1];
+    vb = _mm512_fnmadd_ps(_mm512_set1_ps(c), va, vb);
+    va = _mm512_mul_ps(_mm512_set1_ps(2.0f * c), va);
+  }
+  *a = va;
+  *b = vb;
 }
 
 // Lanes that are NaN or +-inf (vfpclassps: QNaN 0x01, +inf 0x08, -inf 0x10,
@@ -288,6 +281,15 @@ HWY_INLINE __m128 Reduce4(const __m512 v[4], const Op& op) {
   const __m512 z = op(y, _mm512_shuffle_f32x4(y, y, 0xB1));  // block 1 onto 0
   return _mm512_castps512_ps128(z);
 }
+// Reduce4's operations. Function objects, not lambdas: a lambda in a template
+// is instantiated after the instruction-set region has closed and would lose
+// its AVX-512 attributes (GCC's -Wpsabi).
+struct MaxOf16 {
+  HWY_INLINE __m512 operator()(__m512 x, __m512 y) const { return _mm512_max_ps(x, y); }
+};
+struct SumOf16 {
+  HWY_INLINE __m512 operator()(__m512 x, __m512 y) const { return _mm512_add_ps(x, y); }
+};
 
 // Rounds qa[h] = q[h]·a to int16 per row (scale amax/32767), off[h] = q[h]·b.
 // False when some qa is not finite (then nothing is written to the scores).
@@ -331,8 +333,8 @@ bool QuantizeRows(const uint8_t* meta, int D, bool n1, const float* q, size_t qs
           off[h] = _mm512_fmadd_ps(qv, b, off[h]);      // per row in the same order: v = 0, 1, ...
         }
       }
-      const __m128 m4 = Reduce4(amax, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
-      const __m128 o4 = Reduce4(off, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+      const __m128 m4 = Reduce4(amax, MaxOf16());
+      const __m128 o4 = Reduce4(off, SumOf16());
       // sq = amax / 32767 and the rounding multiplier 32767 / amax (0 for an
       // all-zero row), as StoreRow.
       const __m128 pos = _mm_cmpgt_ps(m4, _mm_setzero_ps());
@@ -627,13 +629,10 @@ bool AxpyRows(const uint8_t* codes, const uint8_t* meta, int T, int D, int group
   }
   return true;
 }
-#endif  // HQEKV_Q16_VNNI
-
 }  // namespace
 
 bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t qs, int m, float* scores, size_t ss) {
-#if HQEKV_Q16_VNNI
   if (!Int16QueryApplies(f, T, D) || D % 16 != 0) return false;
   Q16Scratch& s = Q16Buffers();
   const bool n1 = f.kind == Kind::kNormal;
@@ -657,16 +656,10 @@ bool DotInt16QueryImpl(const Format& f, const uint8_t* codes, const uint8_t* met
       break;
   }
   return true;
-#else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)q, (void)qs, (void)m, (void)scores,
-      (void)ss;
-  return false;
-#endif
 }
 
 bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                           const float* w, size_t ws, int m, float* acc, size_t as) {
-#if HQEKV_Q16_VNNI
   if (!Int16WeightsApply(f, T, D)) return false;
   const bool n1 = f.kind == Kind::kNormal;
   switch (f.bits) {
@@ -679,24 +672,30 @@ bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* 
     default:
       return AxpyRows<8>(codes, meta, T, D, f.group, n1, w, ws, m, acc, as);
   }
-#else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
-      (void)as;
-  return false;
-#endif
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant
-#if HQEKV_Q16_VNNI
-#pragma GCC pop_options
-#endif
-HWY_AFTER_NAMESPACE();
+}  // namespace hqekv::quant::q16
+HQEKV_SINGLE_ISA_END
+#endif  // HQEKV_SINGLE_ISA
 
-#if HWY_ONCE
 namespace hqekv::quant {
-HWY_EXPORT(DotInt16QueryImpl);
-HWY_EXPORT(AxpyInt16WeightsImpl);
+namespace {
+// The kernels when this CPU runs them, else nullptr.
+struct Q16Kernels {
+  bool (*dot_int16_query)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                          const float* q, size_t qs, int m, float* scores, size_t ss);
+  bool (*axpy_int16_weights)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                             int D, const float* w, size_t ws, int m, float* acc, size_t as);
+};
+const Q16Kernels* Q16KernelsHere() {
+#if HQEKV_SINGLE_ISA
+  static constexpr Q16Kernels kKernels{.dot_int16_query = &q16::DotInt16QueryImpl,
+                                       .axpy_int16_weights = &q16::AxpyInt16WeightsImpl};
+  if (attn::Avx3DlRuns()) return &kKernels;
+#endif
+  return nullptr;
+}
+}  // namespace
 
 namespace {
 // Formats whose level of code c is c itself (uniform, uniform-3; normal-1
@@ -720,8 +719,8 @@ bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uin
                                 int D, const float* w, size_t w_stride, int m, float* acc,
                                 size_t a_stride) {
   if (m <= 0 || !Int16WeightsApply(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(AxpyInt16WeightsImpl)(f, codes, meta, T, D, w, w_stride, m, acc,
-                                                    a_stride);
+  const Q16Kernels* k = Q16KernelsHere();
+  return k != nullptr && k->axpy_int16_weights(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
 }
 
 bool Int16QueryApplies(const Format& f, int T, int D) {
@@ -734,9 +733,8 @@ bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_
                              int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride) {
   if (m <= 0 || !Int16QueryApplies(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotInt16QueryImpl)(f, codes, meta, T, D, q, q_stride, m, scores,
-                                                 s_stride);
+  const Q16Kernels* k = Q16KernelsHere();
+  return k != nullptr && k->dot_int16_query(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
 }
 
 }  // namespace hqekv::quant
-#endif  // HWY_ONCE

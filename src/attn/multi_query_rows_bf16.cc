@@ -15,38 +15,22 @@
 // Kernel alone (32 x 128 E4M3 chunk, 4 rows, L2, kernel alone):
 // K 300 -> 165 ns, V 275 -> 200 ns against the fp32 kernels.
 //
-// Kernel on the AVX3_DL target only, and only where the CPU also has
-// AVX512_BF16 (checked once at run time; Zen 4/5, Sapphire Rapids): every other
-// target / CPU reports "no kernel" and the caller keeps the fp32 kernels.
-#ifndef HWY_WANT_AVX3_DL
-#define HWY_WANT_AVX3_DL
-#endif
+// Compiled once with the AVX3_DL instruction sets plus AVX512_BF16
+// (attn/single_isa.h; GCC, x86-64) and run only where the CPU has both
+// (BF16 checked once at run time; Zen 4/5, Sapphire Rapids): elsewhere the
+// entry points report "no kernel" and the caller keeps the fp32 kernels.
 #include <algorithm>
 #include <cstring>
 
-#include "quant/simd_targets.h"
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "attn/multi_query_rows_bf16.cc"
-#include <hwy/foreach_target.h>  // NOLINT: re-includes this file once per target
-#include <hwy/highway.h>
-
 #include "quant/internal.h"
+#include "attn/single_isa.h"
 #include "attn/multi_query_rows_bf16.h"
 
-HWY_BEFORE_NAMESPACE();
-#undef HQEKV_RB16_OK
-#if HWY_TARGET == HWY_AVX3_DL && !HWY_COMPILER_CLANG
-#pragma GCC push_options
-#pragma GCC target("avx512vbmi,avx512bf16")
-#define HQEKV_RB16_OK 1
-#else
-#define HQEKV_RB16_OK 0
-#endif
-namespace hqekv::quant {
-namespace HWY_NAMESPACE {
+#if HQEKV_SINGLE_ISA
+HQEKV_SINGLE_ISA_BEGIN(",avx512vbmi,avx512bf16")
+namespace hqekv::quant::rows_bf16 {
 namespace {
 
-#if HQEKV_RB16_OK
 constexpr int kMaxD = 512;
 constexpr int kMaxT = 64;
 
@@ -271,29 +255,21 @@ void AxpyBlock(const uint8_t* codes, int T, int D, int d0, const uint32_t* pairs
     }
   }
 }
-#endif  // HQEKV_RB16_OK
-
 }  // namespace
 
 // Rows h in [0, m) of q into words (Bf16QueryWords(m, D) of them): rows
 // 4b .. 4b + 3 at b·(D/64)·kQueryBlock, row h % 4 at + (h % 4)·kRowBlock.
 bool PrepareImpl(const float* q, size_t qs, int m, int D, uint16_t* words) {
-#if HQEKV_RB16_OK
   if (m <= 0 || D < 64 || D > kMaxD || D % 64 != 0 || !CpuHasBf16()) return false;
   for (int h = 0; h < m; ++h) {
     uint16_t* o = words + static_cast<size_t>(h / 4) * (D / 64) * kQueryBlock + (h % 4) * kRowBlock;
     if (!SplitQueryRow(q + h * qs, D, o)) return false;
   }
   return true;
-#else
-  (void)q, (void)qs, (void)m, (void)D, (void)words;
-  return false;
-#endif
 }
 
 bool DotPreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                      const uint16_t* words, int m, float* scores, size_t ss) {
-#if HQEKV_RB16_OK
   if (m <= 0 || !Bf16QueryRowsApply(f, T, D) || !CpuHasBf16()) return false;
   const Tables tb = LoadTables(f.kind == Kind::kFp8E4M3);
   const float s = F16ToF32(LoadF16(meta));
@@ -317,15 +293,10 @@ bool DotPreparedImpl(const Format& f, const uint8_t* codes, const uint8_t* meta,
     }
   }
   return true;
-#else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)words, (void)m, (void)scores, (void)ss;
-  return false;
-#endif
 }
 
 bool AxpyRowsBf16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                       const float* w, size_t ws, int m, float* acc, size_t as) {
-#if HQEKV_RB16_OK
   if (m <= 0 || m > 16 || !Bf16WeightsRowsApply(f, T, D) || !CpuHasBf16()) return false;
   const float s = F16ToF32(LoadF16(meta));
   alignas(64) uint32_t pairs[16 * kMaxT / 2];
@@ -355,25 +326,32 @@ bool AxpyRowsBf16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta
     }
   }
   return true;
-#else
-  (void)f, (void)codes, (void)meta, (void)T, (void)D, (void)w, (void)ws, (void)m, (void)acc,
-      (void)as;
-  return false;
-#endif
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant
-#if HQEKV_RB16_OK
-#pragma GCC pop_options
-#endif
-HWY_AFTER_NAMESPACE();
+}  // namespace hqekv::quant::rows_bf16
+HQEKV_SINGLE_ISA_END
+#endif  // HQEKV_SINGLE_ISA
 
-#if HWY_ONCE
 namespace hqekv::quant {
-HWY_EXPORT(PrepareImpl);
-HWY_EXPORT(DotPreparedImpl);
-HWY_EXPORT(AxpyRowsBf16Impl);
+namespace {
+// The kernels when this CPU runs them, else nullptr.
+struct RowsBf16Kernels {
+  bool (*prepare)(const float* q, size_t qs, int m, int D, uint16_t* words);
+  bool (*dot_prepared)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                       const uint16_t* words, int m, float* scores, size_t ss);
+  bool (*axpy_rows)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* w, size_t ws, int m, float* acc, size_t as);
+};
+const RowsBf16Kernels* RowsBf16KernelsHere() {
+#if HQEKV_SINGLE_ISA
+  static constexpr RowsBf16Kernels kKernels{.prepare = &rows_bf16::PrepareImpl,
+                                            .dot_prepared = &rows_bf16::DotPreparedImpl,
+                                            .axpy_rows = &rows_bf16::AxpyRowsBf16Impl};
+  if (attn::Avx3DlRuns()) return &kKernels;
+#endif
+  return nullptr;
+}
+}  // namespace
 
 namespace {
 bool Fp8Shape(const Format& f, int D) {
@@ -408,7 +386,8 @@ bool PrepareBf16Query(const float* q, size_t q_stride, int m, int D, Bf16Query* 
   out->m = 0;
   if (m <= 0 || D < 64 || D > 512 || D % 64 != 0) return false;
   out->words.resize(static_cast<size_t>((m + 3) / 4) * (D / 64) * kWordsPerBlock);
-  if (!HWY_DYNAMIC_DISPATCH(PrepareImpl)(q, q_stride, m, D, out->words.data())) return false;
+  const RowsBf16Kernels* k = RowsBf16KernelsHere();
+  if (k == nullptr || !k->prepare(q, q_stride, m, D, out->words.data())) return false;
   out->m = m;
   out->D = D;
   return true;
@@ -417,8 +396,9 @@ bool PrepareBf16Query(const float* q, size_t q_stride, int m, int D, Bf16Query* 
 bool DotRowsBf16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                          const Bf16Query& q, float* scores, size_t s_stride) {
   if (q.m <= 0 || !Bf16QueryRowsApply(f, T, q.D)) return false;
-  return HWY_DYNAMIC_DISPATCH(DotPreparedImpl)(f, codes, meta, T, q.D, q.words.data(), q.m, scores,
-                                               s_stride);
+  const RowsBf16Kernels* k = RowsBf16KernelsHere();
+  return k != nullptr &&
+         k->dot_prepared(f, codes, meta, T, q.D, q.words.data(), q.m, scores, s_stride);
 }
 
 bool DotRowsBf16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
@@ -432,8 +412,7 @@ bool DotRowsBf16Query(const Format& f, const uint8_t* codes, const uint8_t* meta
 bool AxpyRowsBf16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
   if (m <= 0 || m > 16 || !Bf16WeightsRowsApply(f, T, D)) return false;
-  return HWY_DYNAMIC_DISPATCH(AxpyRowsBf16Impl)(f, codes, meta, T, D, w, w_stride, m, acc,
-                                                a_stride);
+  const RowsBf16Kernels* k = RowsBf16KernelsHere();
+  return k != nullptr && k->axpy_rows(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
 }
 }  // namespace hqekv::quant
-#endif  // HWY_ONCE

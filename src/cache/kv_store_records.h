@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "cache/kv_store.h"
 #include "cache/page_pool.h"
@@ -255,5 +256,33 @@ struct KvStore::Layer {
     return static_cast<int>(formats.size() - 1);
   }
 };
+
+// Helpers of the store's files (kv_store.cc, kv_store_compact.cc).
+
+// f16 / f32 without rotation: a chunk in it converts to any format without
+// first losing bits.
+inline bool IsLossless(const quant::Format& f) {
+  return !f.hadamard && (f.kind == quant::Kind::kF16 || f.kind == quant::Kind::kF32);
+}
+
+// True when T ascending positions span at most 65536 (uint16 offsets from the
+// first hold them: a narrow list, 2 bytes a slot instead of 4).
+inline bool NarrowSpan(const int32_t* pos, int T) {
+  return ExplicitListBytes(T, static_cast<int64_t>(pos[T - 1]) - pos[0]) ==
+         2 * static_cast<size_t>(T);
+}
+
+// Writes an explicit list of T ascending positions to dst: uint16 offsets
+// from the first (narrow) or int32 positions.
+inline void WritePositions(bool narrow, const int32_t* pos, int T, uint8_t* dst) {
+  if (!narrow) {
+    std::memcpy(dst, pos, static_cast<size_t>(T) * sizeof(int32_t));
+    return;
+  }
+  for (int t = 0; t < T; ++t) {
+    const uint16_t off = static_cast<uint16_t>(pos[t] - pos[0]);
+    std::memcpy(dst + 2 * static_cast<size_t>(t), &off, sizeof(off));
+  }
+}
 
 }  // namespace hqekv::cache

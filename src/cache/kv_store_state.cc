@@ -9,7 +9,6 @@
 #include "cache/kv_store.h"
 #include "cache/kv_store_records.h"
 #include "cache/state_io.h"
-#include "quant/format_traits.h"
 
 namespace hqekv::cache {
 namespace {
@@ -32,10 +31,9 @@ FormatRec ToRec(const quant::Format& f) {
 }
 
 bool FromRec(const FormatRec& r, quant::Format* f) {
-  size_t n_kinds = 0;  // one table row per kind: a new kind is accepted without an edit here
-  quant::AllTraits(&n_kinds);
-  if (r.kind >= n_kinds || r.grouping > static_cast<uint8_t>(quant::Grouping::kPerChannel) ||
-      r.hadamard > 1)
+  // Any kind below kCount (a new kind is accepted without an edit here).
+  if (r.kind >= static_cast<uint8_t>(quant::Kind::kCount) ||
+      r.grouping > static_cast<uint8_t>(quant::Grouping::kPerChannel) || r.hadamard > 1)
     return false;
   f->kind = static_cast<quant::Kind>(r.kind);
   f->bits = r.bits;

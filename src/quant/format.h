@@ -37,6 +37,9 @@ enum class Kind : uint8_t {
   kQ4_1,  // 4-bit codes, x^ = q * d + m
   kQ5_0,  // 5-bit codes (high bits in a separate 32-bit mask), x^ = (q - 16) * d
   kQ5_1,  // 5-bit codes (high bits separate), x^ = q * d + m
+  // Not a kind: the number of kinds (the format table's row count). A new
+  // kind goes above this line.
+  kCount,
 };
 
 enum class Grouping : uint8_t {

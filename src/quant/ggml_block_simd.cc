@@ -21,6 +21,25 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/format_traits.h"  // FastQuantizeFn ...
+
+// The kernels of one Highway target: one export and one dispatch for the file.
+#ifndef HQEKV_QUANT_GGML_BLOCK_TABLE_DEFINED_
+#define HQEKV_QUANT_GGML_BLOCK_TABLE_DEFINED_
+namespace hqekv::quant {
+struct GgmlBlockSimdTable {
+  FastQuantizeFn quantize;
+  FastDequantizeFn dequantize;
+  FastDotFn dot;
+  FastAxpyFn axpy;
+  bool (*dot_multi)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                    const float* q, size_t qs, int m, float* scores, size_t ss);
+  bool (*axpy_multi)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+                     const float* w, size_t ws, int m, float* acc, size_t as);
+};
+}  // namespace hqekv::quant
+#endif
+
 #include "quant/simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/ggml_block_simd.cc"
@@ -370,6 +389,20 @@ bool AxpyMultiGgmlBlockImpl(const Format& f, const uint8_t* codes, const uint8_t
 }
 
 }  // namespace
+
+// This target's kernels, one table (exported below).
+const GgmlBlockSimdTable* GgmlBlockSimdTableForTarget() {
+  static constexpr GgmlBlockSimdTable kTable{
+      .quantize = &QuantizeGgmlBlockImpl,
+      .dequantize = &DequantizeGgmlBlockImpl,
+      .dot = &DotGgmlBlockImpl,
+      .axpy = &AxpyGgmlBlockImpl,
+      .dot_multi = &DotMultiGgmlBlockImpl,
+      .axpy_multi = &AxpyMultiGgmlBlockImpl,
+  };
+  return &kTable;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hqekv::quant
 HWY_AFTER_NAMESPACE();
@@ -377,39 +410,39 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hqekv::quant {
 
-HWY_EXPORT(QuantizeGgmlBlockImpl);
-HWY_EXPORT(DequantizeGgmlBlockImpl);
-HWY_EXPORT(DotGgmlBlockImpl);
-HWY_EXPORT(AxpyGgmlBlockImpl);
-HWY_EXPORT(DotMultiGgmlBlockImpl);
-HWY_EXPORT(AxpyMultiGgmlBlockImpl);
+HWY_EXPORT(GgmlBlockSimdTableForTarget);
+
+namespace {
+// Looked up per call, not kept in a static: see QuantSimd() in quant/simd.cc.
+const GgmlBlockSimdTable& GgmlBlockSimd() {
+  return *HWY_DYNAMIC_DISPATCH(GgmlBlockSimdTableForTarget)();
+}
+}  // namespace
 
 namespace simd {
 bool QuantizeGgmlBlock(const Format& f, const float* src, int T, int D, uint8_t* codes,
                        uint8_t* meta) {
-  return HWY_DYNAMIC_DISPATCH(QuantizeGgmlBlockImpl)(f, src, T, D, codes, meta);
+  return GgmlBlockSimd().quantize(f, src, T, D, codes, meta);
 }
 bool DequantizeGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                          float* dst) {
-  return HWY_DYNAMIC_DISPATCH(DequantizeGgmlBlockImpl)(f, codes, meta, T, D, dst);
+  return GgmlBlockSimd().dequantize(f, codes, meta, T, D, dst);
 }
 bool DotGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                   const float* q, float* scores) {
-  return HWY_DYNAMIC_DISPATCH(DotGgmlBlockImpl)(f, codes, meta, T, D, q, scores);
+  return GgmlBlockSimd().dot(f, codes, meta, T, D, q, scores);
 }
 bool AxpyGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* w, float* acc) {
-  return HWY_DYNAMIC_DISPATCH(AxpyGgmlBlockImpl)(f, codes, meta, T, D, w, acc);
+  return GgmlBlockSimd().axpy(f, codes, meta, T, D, w, acc);
 }
 bool DotMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
-  return HWY_DYNAMIC_DISPATCH(DotMultiGgmlBlockImpl)(f, codes, meta, T, D, q, q_stride, m, scores,
-                                                     s_stride);
+  return GgmlBlockSimd().dot_multi(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
 }
 bool AxpyMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                         const float* w, size_t w_stride, int m, float* acc, size_t a_stride) {
-  return HWY_DYNAMIC_DISPATCH(AxpyMultiGgmlBlockImpl)(f, codes, meta, T, D, w, w_stride, m, acc,
-                                                      a_stride);
+  return GgmlBlockSimd().axpy_multi(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
 }
 }  // namespace simd
 

@@ -258,7 +258,8 @@ void DequantizeGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* m
 void NormalStats(const float* x, int n, size_t stride, float* mean, float* stdev);
 }  // namespace ref
 
-// Highway kernels (quant/simd.cc), dispatched to the best target at run time.
+// Highway kernels (quant/simd.cc), dispatched to the best target at run time
+// through one table per translation unit.
 // Each returns false, doing nothing, when it has no fast path for the format
 // and shape (the caller then uses ref::). Hadamard is not handled here: the
 // caller rotates. DequantizeStored does not undo a rotation.
@@ -291,12 +292,8 @@ HQEKV_QUANT_DECLARE_FAMILY(Uniform3)
 HQEKV_QUANT_DECLARE_FAMILY(GgmlBlock)  // quant/ggml_block_simd.cc
 #undef HQEKV_QUANT_DECLARE_FAMILY
 
-// Multi-query kernels (quant/multi_query.cc): every kind they cover.
-bool DotMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-              const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
-bool AxpyMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-               const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
-// The same for the ggml block types (quant/ggml_block_simd.cc).
+// Multi-query kernels of the ggml block types (quant/ggml_block_simd.cc;
+// attn/multi_query.cc falls back to them).
 bool DotMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                        const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
 bool AxpyMultiGgmlBlock(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,

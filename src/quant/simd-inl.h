@@ -182,9 +182,9 @@ HWY_INLINE hn::Vec<D> LoadF16V(D df, const uint8_t* p) {
 enum class Offset { kRoundTwice, kFusedOnFmaTargets };
 
 // Normal-1 folded into the affine map of the code, one vector of groups:
-// b = mu - c·sigma (rounded as kOffset says), a = 2c·sigma (the one home of
-// this fold: AffineFromPlanes below, and the int16 kernels of
-// multi_query_q16.cc on their 16-lane registers).
+// b = mu - c·sigma (rounded as kOffset says), a = 2c·sigma (the Highway home
+// of this fold, used by AffineFromPlanes below; attn/multi_query_q16.cc, raw
+// AVX-512 compiled once, spells the fused form in its AffineAt).
 template <Offset kOffset, class D>
 HWY_INLINE void FoldNormal1(D d, hn::Vec<D>& a, hn::Vec<D>& b) {
   const float c = kNormalCentres1[1];
