@@ -25,6 +25,12 @@ struct KvGeometry {
   int n_kv_heads = 0;
   int head_dim = 0;  // D
   int max_ctx = 0;   // largest position + 1 the engine will ever use
+  // Sliding-window layers (Gemma): layer_window[l] = W > 0 means a query at
+  // position p of layer l sees only keys at p - W < pos <= p; 0 or an empty
+  // vector: every key (a global layer). policy::CreateCache gives window
+  // layers their own ring cache (cache/window_cache.h) and the policy only
+  // the global ones; a cache created directly ignores this field.
+  std::vector<int> layer_window = {};
 };
 
 // Every size positive and n_q_heads a multiple of n_kv_heads; the error

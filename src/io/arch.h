@@ -17,6 +17,10 @@ struct ArchTraits {
   bool qk_norm;      // per-head RMSNorm of q and k before RoPE (attn_{q,k}_norm.weight)
   bool qkv_bias;     // q/k/v projections carry biases; the loader also accepts them on any
                      // architecture when the file has them, the synthetic writer emits them
+  bool gemma_block;  // sqrt(d) embedding scale, post-attention/post-FFN norms, GELU gate
+                     // (ModelConfig::gemma_block)
+  int swa_period;    // window layers when the file gives attention.sliding_window and no
+                     // pattern: layer l is one when l % period < period - 1 (0: every layer)
 };
 
 // The row for `name`, or nullptr when the architecture is not supported.

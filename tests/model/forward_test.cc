@@ -149,6 +149,41 @@ TEST(Forward, Qwen3QkNormMqaExplicitHeadDim) {
   CheckAgainstReference(s, "qwen3", 2);
 }
 
+// Gemma 3: sqrt(d) embedding scale, QK-norm, post norms, GELU gate, five
+// window layers per global one (layers 0-4 and 6 here, window 8 over
+// positions 1, 4, 7, ...: each window query sees its last 3 keys), a local
+// RoPE base, a final soft-cap.
+TEST(Forward, Gemma3SlidingWindowPostNormsGelu) {
+  SyntheticSpec s;
+  s.arch = "gemma3";
+  s.n_layers = 7;
+  s.n_heads = 4;
+  s.n_kv_heads = 1;
+  s.head_dim = 96;  // not d_model / n_heads
+  s.sliding_window = 8;
+  s.rope_theta = 1000000.0f;
+  s.rope_theta_swa = 10000.0f;
+  s.final_softcap = 30.0f;
+  s.type = TensorType::kF16;
+  CheckAgainstReference(s, "gemma3", 2);
+}
+
+TEST(Forward, Gemma3WindowLayersFollowLlamaCppsPattern) {
+  SyntheticSpec s;
+  s.arch = "gemma3";
+  s.n_layers = 13;
+  s.sliding_window = 512;
+  const std::string path = TempModel(s, "gemma3pattern");
+  auto src = LoadModel(path);
+  ASSERT_TRUE(src.ok()) << src.message();
+  const ModelConfig& c = (*src)->config;
+  const std::vector<int> want = {512, 512, 512, 512, 512, 0, 512, 512, 512, 512, 512, 0, 512};
+  EXPECT_EQ(c.layer_window, want);
+  EXPECT_FLOAT_EQ(c.rope_theta_swa, 10000.0f);  // llama.cpp's default without the key
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / 8.0f);   // 1/sqrt(head_dim 64)
+  std::filesystem::remove(path);
+}
+
 TEST(Forward, Llama3RopeScaling) {
   SyntheticSpec s;
   s.rope_factor = 8.0f;
