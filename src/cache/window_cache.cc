@@ -68,6 +68,8 @@ Result<std::unique_ptr<WindowedKvCache>> WindowedKvCache::Create(const KvGeometr
     return MakeError("sliding-window cache: " + std::to_string(g.layer_window.size()) +
                      " layer windows for " + std::to_string(g.n_layers) + " layers");
   const KvGeometry want = GlobalGeometry(g);
+  if (g.attn_softcap > 0 && inner)
+    return MakeError("sliding-window cache: soft-capped attention needs every layer in a ring");
   if (want.n_layers == g.n_layers) return MakeError("sliding-window cache: no layer has a window");
   if ((want.n_layers > 0) != (inner != nullptr))
     return MakeError(
@@ -98,7 +100,7 @@ Result<std::unique_ptr<WindowedKvCache>> WindowedKvCache::Create(const KvGeometr
 std::string WindowedKvCache::Describe() const {
   int w = 0;
   for (int x : g_.layer_window) w = std::max(w, x);
-  return (inner_ ? inner_->Describe() : std::string("none")) + "+window" + std::to_string(w) +
+  return (inner_ ? inner_->Describe() + "+" : std::string()) + "window" + std::to_string(w) +
          (fp32_ ? ":fp32" : ":fp16");
 }
 
@@ -165,6 +167,7 @@ Status WindowedKvCache::Attend(int layer, const float* q, const int32_t* q_pos, 
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int W = r.window;
+  const float cap = g_.attn_softcap;
   ParallelFor(int64_t{n} * H, [&](int64_t begin, int64_t end) {
     std::vector<float> s;
     for (int64_t task = begin; task < end; ++task) {
@@ -180,7 +183,9 @@ Status WindowedKvCache::Attend(int layer, const float* q, const int32_t* q_pos, 
       s.resize(t1 - t0);
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t t = t0; t < t1; ++t) {
-        s[t - t0] = WindowDot(qh, &kf[t * row + kh * D], D) * scale;
+        float x = WindowDot(qh, &kf[t * row + kh * D], D) * scale;
+        if (cap > 0) x = cap * std::tanh(x / cap);  // Gemma 2's attention soft-cap
+        s[t - t0] = x;
         mx = std::max(mx, s[t - t0]);
       }
       float sum = 0;
@@ -206,10 +211,13 @@ void WindowedKvCache::Fold(Ring& r) const {
   const int64_t slots = std::min<int64_t>(total, r.window);
   if (static_cast<int64_t>(r.pos.size()) < slots) {
     // Slots grow only before the ring first wraps (count < W), so token t
-    // stays at slot t % W; exact reservations keep capacity == slots · row.
-    r.k.reserve(slots * row);
-    r.v.reserve(slots * row);
-    r.pos.reserve(slots);
+    // stays at slot t % W. Capacity doubles (amortized O(1) a token) up to
+    // W exactly, so a full ring holds W slots and no more.
+    const int64_t cap = std::min<int64_t>(
+        r.window, std::max<int64_t>(slots, 2 * static_cast<int64_t>(r.pos.capacity())));
+    r.k.reserve(cap * row);
+    r.v.reserve(cap * row);
+    r.pos.reserve(cap);
     r.k.resize(slots * row);
     r.v.resize(slots * row);
     r.pos.resize(slots);

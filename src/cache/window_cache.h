@@ -36,13 +36,16 @@ class WindowedKvCache final : public KvCache {
   // g has layer_window with one entry per layer and at least one W > 0;
   // inner is a cache of GlobalGeometry(g) (nullptr when that has no layer).
   // `inner_spec` names the inner cache in Describe().
-  // fp32: rings hold fp32 values instead of fp16.
+  // fp32: rings hold fp32 values instead of fp16. With g.attn_softcap > 0
+  // every layer must be a ring (a global layer one of W = max_ctx), since no
+  // policy cache applies the cap.
   static Result<std::unique_ptr<WindowedKvCache>> Create(const KvGeometry& g,
                                                          std::unique_ptr<KvCache> inner,
                                                          bool fp32 = false);
 
   const KvGeometry& geometry() const override { return g_; }
-  // "<inner>+window<W>:fp16" (e.g. "hqekv+window512:fp16").
+  // "<inner>+window<W>:fp16" (e.g. "hqekv+window512:fp16"); "window<W>:fp16"
+  // without an inner cache.
   std::string Describe() const override;
   void Reset() override;
   Status Append(int layer, const float* k, const float* v, const int32_t* pos, int n) override;

@@ -112,6 +112,11 @@ struct ModelConfig {
   // the FFN gate is GELU (tanh form) instead of SiLU. Norm weights are used as
   // stored: llama.cpp's converter already folded Gemma's (1 + w) into them.
   bool gemma_block = false;
+  // phi3 (ArchTraits::fused): blk.N.attn_qkv.weight {d_model, q_dim + 2 kv_dim}
+  // replaces attn_q/k/v, and blk.N.ffn_up.weight {d_model, 2 d_ff} (gate rows
+  // first) replaces ffn_gate + ffn_up.
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
   // Sliding-window attention, as llama.cpp reads it: <arch>.attention.
   // sliding_window = W tokens; layer_window[l] = W for a window layer (its
   // query at position p sees keys p - W < pos <= p), 0 for a global one.
@@ -128,6 +133,9 @@ struct ModelConfig {
   float attn_scale = 0;
   // Final logits -> cap * tanh(logits / cap) (<arch>.final_logit_softcapping); 0: none.
   float final_softcap = 0;
+  // Attention scores -> cap * tanh(score / cap) before the softmax (Gemma 2,
+  // <arch>.attn_logit_softcapping); 0: none. Carried to KvGeometry.
+  float attn_softcap = 0;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -124,14 +124,24 @@ Status ReadRopeScaling(const GgufFile& f, const std::string& a, const std::strin
 // logit soft-cap, and the query scale llama.cpp derives from the model size.
 Status ReadGemmaKeys(const GgufFile& f, const std::string& a, const std::string& where,
                      const ArchTraits& arch, ModelConfig* c) {
-  HQEKV_ASSIGN_OR_RETURN(c->sliding_window, ConfigInt(f, a + "attention.sliding_window", 0));
-  HQEKV_ASSIGN_OR_RETURN(c->rope_theta_swa, ConfigFloat(f, a + "rope.freq_base_swa", 10000.0f));
-  HQEKV_ASSIGN_OR_RETURN(c->final_softcap, ConfigFloat(f, a + "final_logit_softcapping", 0.0f));
-  if (c->final_softcap < 0)
-    return MakeError(where + a + "final_logit_softcapping must not be negative");
+  HQEKV_ASSIGN_OR_RETURN(c->sliding_window,
+                         ConfigInt(f, a + "attention.sliding_window", arch.default_window));
+  HQEKV_ASSIGN_OR_RETURN(
+      c->rope_theta_swa,
+      ConfigFloat(f, a + "rope.freq_base_swa",
+                  arch.default_rope_theta_swa > 0 ? arch.default_rope_theta_swa : c->rope_theta));
+  HQEKV_ASSIGN_OR_RETURN(c->final_softcap,
+                         ConfigFloat(f, a + "final_logit_softcapping", arch.default_final_softcap));
+  HQEKV_ASSIGN_OR_RETURN(c->attn_softcap,
+                         ConfigFloat(f, a + "attn_logit_softcapping", arch.default_attn_softcap));
+  if (c->final_softcap < 0 || c->attn_softcap < 0)
+    return MakeError(where + a +
+                     "final_logit_softcapping and attn_logit_softcapping must not be "
+                     "negative");
   // llama.cpp: 1/sqrt(d_model / heads) for the 27B sizes (62 layers in
-  // Gemma 3), 1/sqrt(head_dim) otherwise.
-  const bool big = c->n_layers == 62;
+  // Gemma 3, 46 in Gemma 2), 1/sqrt(head_dim) otherwise (it does not read
+  // query_pre_attn_scalar, whose value equals that in the released models).
+  const bool big = c->n_layers == (arch.swa_period == 2 ? 46 : 62);
   const int per_head = big && c->n_heads > 0 ? c->d_model / c->n_heads : c->head_dim;
   if (per_head > 0) c->attn_scale = 1.0f / std::sqrt(static_cast<float>(per_head));
   if (c->sliding_window <= 0) return Status::Ok();
@@ -198,6 +208,8 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
   c.rope = arch->rope;
   c.qk_norm = arch->qk_norm;
   c.gemma_block = arch->gemma_block;
+  c.fused_qkv = arch->fused;
+  c.fused_gate_up = arch->fused;
   if (arch->gemma_block) HQEKV_RETURN_IF_ERROR(ReadGemmaKeys(f, a, where, *arch, &c));
 
   HQEKV_RETURN_IF_ERROR(ReadRopeScaling(f, a, where, &c));
@@ -286,8 +298,9 @@ Status ValidateModel(ModelSource& m) {
   // block_count against the tensors present, before building per-layer
   // expectations: every layer has >= 9 tensors, so 1M declared layers in a
   // small file is refused at once instead of after seconds and gigabytes.
-  const size_t per_layer =
-      9 + (c.attn_bias ? 3 : 0) + (c.qk_norm ? 2 : 0) + (c.gemma_block ? 2 : 0);
+  const size_t per_layer = 9 + (c.attn_bias ? 3 : 0) + (c.qk_norm ? 2 : 0) +
+                           (c.gemma_block ? 2 : 0) - (c.fused_qkv ? 2 : 0) -
+                           (c.fused_gate_up ? 1 : 0);
   if (m.tensors.size() < per_layer * static_cast<size_t>(c.n_layers)) {
     // Name the first missing layer; the scan is bounded by the tensors present.
     const int scan =
@@ -315,13 +328,21 @@ Status ValidateModel(ModelSource& m) {
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     want.push_back({b + "attn_norm.weight", {d}, true});
-    want.push_back({b + "attn_q.weight", {d, q}, false});
-    want.push_back({b + "attn_k.weight", {d, kv}, false});
-    want.push_back({b + "attn_v.weight", {d, kv}, false});
+    if (c.fused_qkv) {
+      want.push_back({b + "attn_qkv.weight", {d, q + 2 * kv}, false});
+    } else {
+      want.push_back({b + "attn_q.weight", {d, q}, false});
+      want.push_back({b + "attn_k.weight", {d, kv}, false});
+      want.push_back({b + "attn_v.weight", {d, kv}, false});
+    }
     want.push_back({b + "attn_output.weight", {q, d}, false});
     want.push_back({b + "ffn_norm.weight", {d}, true});
-    want.push_back({b + "ffn_gate.weight", {d, ff}, false});
-    want.push_back({b + "ffn_up.weight", {d, ff}, false});
+    if (c.fused_gate_up) {
+      want.push_back({b + "ffn_up.weight", {d, 2 * ff}, false});
+    } else {
+      want.push_back({b + "ffn_gate.weight", {d, ff}, false});
+      want.push_back({b + "ffn_up.weight", {d, ff}, false});
+    }
     want.push_back({b + "ffn_down.weight", {ff, d}, false});
     if (c.attn_bias) {
       want.push_back({b + "attn_q.bias", {q}, true});
@@ -337,6 +358,13 @@ Status ValidateModel(ModelSource& m) {
       want.push_back({b + "post_ffw_norm.weight", {d}, true});
     }
   }
+  // Phi-3 128K files: LongRoPE's per-frequency factors (short below the
+  // original context, long above), not implemented yet.
+  if (m.Find("rope_factors_long.weight") || m.Find("rope_factors_short.weight") ||
+      m.Find("blk.0.rope_factors_long.weight"))
+    return MakeError(where +
+                     "LongRoPE (rope_factors_long / rope_factors_short tensors, "
+                     "Phi-3 128K files) is not supported");
   if (m.Find("rope_freqs.weight")) want.push_back({"rope_freqs.weight", {c.head_dim / 2}, true});
   for (const Want& w : want) {
     const Tensor* t = m.Find(w.name);

@@ -264,6 +264,7 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   if (s.sliding_window > 0) w.SetU32(a + "attention.sliding_window", s.sliding_window);
   if (s.rope_theta_swa > 0) w.SetF32(a + "rope.freq_base_swa", s.rope_theta_swa);
   if (s.final_softcap > 0) w.SetF32(a + "final_logit_softcapping", s.final_softcap);
+  if (s.attn_softcap > 0) w.SetF32(a + "attn_logit_softcapping", s.attn_softcap);
   if (s.rope_factor > 0) {
     w.SetString(a + "rope.scaling.type", s.rope_scaling_type);
     w.SetF32(a + "rope.scaling.factor", s.rope_factor);
@@ -315,9 +316,13 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
     const std::string p = "blk." + std::to_string(l) + ".";
     const float in_sd = 1.0f / std::sqrt(static_cast<float>(s.d_model));
     HQEKV_RETURN_IF_ERROR(vec(p + "attn_norm.weight", s.d_model, 1.0f, 0.2f));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.d_model, q, in_sd));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.d_model, kv, in_sd));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.d_model, kv, in_sd));
+    if (arch->fused) {
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", s.d_model, q + 2 * kv, in_sd));
+    } else {
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.d_model, q, in_sd));
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.d_model, kv, in_sd));
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.d_model, kv, in_sd));
+    }
     if (arch->qkv_bias) {
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q.bias", q, 0.0f, 0.1f));
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv, 0.0f, 0.1f));
@@ -332,8 +337,12 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
     if (arch->gemma_block)
       HQEKV_RETURN_IF_ERROR(vec(p + "post_attention_norm.weight", s.d_model, 1.0f, 0.2f));
     HQEKV_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", s.d_model, 1.0f, 0.2f));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.d_model, s.d_ff, in_sd));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, s.d_ff, in_sd));
+    if (arch->fused) {  // gate rows, then up rows
+      HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, 2 * int64_t{s.d_ff}, in_sd));
+    } else {
+      HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.d_model, s.d_ff, in_sd));
+      HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, s.d_ff, in_sd));
+    }
     HQEKV_RETURN_IF_ERROR(
         matrix(p + "ffn_down.weight", s.d_ff, s.d_model, 1.0f / std::sqrt(float(s.d_ff))));
     if (arch->gemma_block)

@@ -36,6 +36,7 @@ struct SyntheticSpec {
                              // architecture's period, ArchTraits::swa_period)
   float rope_theta_swa = 0;  // > 0: <arch>.rope.freq_base_swa
   float final_softcap = 0;   // > 0: <arch>.final_logit_softcapping
+  float attn_softcap = 0;    // > 0: <arch>.attn_logit_softcapping
   bool tied_output = true;
   TensorType type = TensorType::kQ8_0;  // matrices (embedding and output included)
   // Mixed-type files as llama.cpp's quantizer writes them (e.g. Q4_K_M): per

@@ -121,12 +121,28 @@ Result<std::unique_ptr<ReferenceForward>> ReferenceForward::Create(const ModelSo
     L.k_norm = m->Vec(p + "attn_k_norm.weight");
     L.post_attn_norm = m->Vec(p + "post_attention_norm.weight");
     L.post_ffn_norm = m->Vec(p + "post_ffw_norm.weight");
-    L.wq = m->Matrix(p + "attn_q.weight", &in, &out);
-    L.wk = m->Matrix(p + "attn_k.weight", &in, &out);
-    L.wv = m->Matrix(p + "attn_v.weight", &in, &out);
+    const ModelConfig& c = src.config;
+    if (c.fused_qkv) {  // rows q, then k, then v
+      const std::vector<double> qkv = m->Matrix(p + "attn_qkv.weight", &in, &out);
+      const size_t q = size_t(c.q_dim()) * in, kv = size_t(c.kv_dim()) * in;
+      L.wq.assign(qkv.begin(), qkv.begin() + q);
+      L.wk.assign(qkv.begin() + q, qkv.begin() + q + kv);
+      L.wv.assign(qkv.begin() + q + kv, qkv.begin() + q + 2 * kv);
+    } else {
+      L.wq = m->Matrix(p + "attn_q.weight", &in, &out);
+      L.wk = m->Matrix(p + "attn_k.weight", &in, &out);
+      L.wv = m->Matrix(p + "attn_v.weight", &in, &out);
+    }
     L.wo = m->Matrix(p + "attn_output.weight", &in, &out);
-    L.gate = m->Matrix(p + "ffn_gate.weight", &in, &out);
-    L.up = m->Matrix(p + "ffn_up.weight", &in, &out);
+    if (c.fused_gate_up) {  // rows gate, then up
+      const std::vector<double> gu = m->Matrix(p + "ffn_up.weight", &in, &out);
+      const size_t half = size_t(c.d_ff) * in;
+      L.gate.assign(gu.begin(), gu.begin() + half);
+      L.up.assign(gu.begin() + half, gu.end());
+    } else {
+      L.gate = m->Matrix(p + "ffn_gate.weight", &in, &out);
+      L.up = m->Matrix(p + "ffn_up.weight", &in, &out);
+    }
     L.down = m->Matrix(p + "ffn_down.weight", &in, &out);
   }
   return m;
@@ -211,6 +227,7 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
           double d = 0;
           for (int j = 0; j < HD; ++j) d += q[hh * HD + j] * L.keys[t][kvh * HD + j];
           s[t] = d * q_scale;
+          if (c.attn_softcap > 0) s[t] = c.attn_softcap * std::tanh(s[t] / c.attn_softcap);
           if (visible(t)) mx = std::max(mx, s[t]);
         }
         double sum = 0;

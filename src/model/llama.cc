@@ -35,6 +35,12 @@ Status NonFiniteError(const float* x, size_t at, int width, const char* stage, c
                    "not finite there; no result is computed from it");
 }
 
+// Rows [first, first + count) of w, as a matrix of its own (zero copy: rows
+// of every weight type are whole blocks).
+kernels::WeightMatrix RowsOf(const kernels::WeightMatrix& w, int64_t first, int64_t count) {
+  return kernels::WeightMatrix{w.type, w.row(first), count, w.k};
+}
+
 // gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (ggml's, which
 // llama.cpp's CPU backend evaluates through an fp16 table: 0.5 x (1 +
 // tanh(sqrt(2/pi) (x + 0.044715 x^3)))). Scalar: the FFN matmuls dominate.
@@ -111,12 +117,29 @@ Status LlamaModel::Init() {
     Layer& L = layers_[l];
     HQEKV_RETURN_IF_ERROR(vec(p + "attn_norm.weight", c.d_model, &L.attn_norm));
     HQEKV_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", c.d_model, &L.ffn_norm));
-    HQEKV_RETURN_IF_ERROR(get(p + "attn_q.weight", c.d_model, c.q_dim(), &L.wq));
-    HQEKV_RETURN_IF_ERROR(get(p + "attn_k.weight", c.d_model, c.kv_dim(), &L.wk));
-    HQEKV_RETURN_IF_ERROR(get(p + "attn_v.weight", c.d_model, c.kv_dim(), &L.wv));
+    if (c.fused_qkv) {
+      // Views into the fused matrix: rows [0, q), [q, q + kv), [q + kv, q + 2 kv).
+      kernels::WeightMatrix qkv;
+      HQEKV_RETURN_IF_ERROR(
+          get(p + "attn_qkv.weight", c.d_model, c.q_dim() + 2 * c.kv_dim(), &qkv));
+      L.wq = RowsOf(qkv, 0, c.q_dim());
+      L.wk = RowsOf(qkv, c.q_dim(), c.kv_dim());
+      L.wv = RowsOf(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      HQEKV_RETURN_IF_ERROR(get(p + "attn_q.weight", c.d_model, c.q_dim(), &L.wq));
+      HQEKV_RETURN_IF_ERROR(get(p + "attn_k.weight", c.d_model, c.kv_dim(), &L.wk));
+      HQEKV_RETURN_IF_ERROR(get(p + "attn_v.weight", c.d_model, c.kv_dim(), &L.wv));
+    }
     HQEKV_RETURN_IF_ERROR(get(p + "attn_output.weight", c.q_dim(), c.d_model, &L.wo));
-    HQEKV_RETURN_IF_ERROR(get(p + "ffn_gate.weight", c.d_model, c.d_ff, &L.gate));
-    HQEKV_RETURN_IF_ERROR(get(p + "ffn_up.weight", c.d_model, c.d_ff, &L.up));
+    if (c.fused_gate_up) {  // gate rows first, then up (ggml_swiglu of the halves)
+      kernels::WeightMatrix gu;
+      HQEKV_RETURN_IF_ERROR(get(p + "ffn_up.weight", c.d_model, 2 * int64_t{c.d_ff}, &gu));
+      L.gate = RowsOf(gu, 0, c.d_ff);
+      L.up = RowsOf(gu, c.d_ff, c.d_ff);
+    } else {
+      HQEKV_RETURN_IF_ERROR(get(p + "ffn_gate.weight", c.d_model, c.d_ff, &L.gate));
+      HQEKV_RETURN_IF_ERROR(get(p + "ffn_up.weight", c.d_model, c.d_ff, &L.up));
+    }
     HQEKV_RETURN_IF_ERROR(get(p + "ffn_down.weight", c.d_ff, c.d_model, &L.down));
     if (c.attn_bias) {
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q.bias", c.q_dim(), &L.bq));
@@ -159,8 +182,8 @@ Status LlamaModel::Init() {
 KvGeometry LlamaModel::CacheGeometry(int max_ctx) const {
   const ModelConfig& c = src_.config;
   return KvGeometry{
-      c.n_layers,    c.n_heads, c.n_kv_heads, c.head_dim, max_ctx > 0 ? max_ctx : c.max_ctx,
-      c.layer_window};
+      c.n_layers,     c.n_heads,     c.n_kv_heads, c.head_dim, max_ctx > 0 ? max_ctx : c.max_ctx,
+      c.layer_window, c.attn_softcap};
 }
 
 int64_t LlamaModel::WeightBytesPerToken() const {

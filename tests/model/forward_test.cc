@@ -168,6 +168,46 @@ TEST(Forward, Gemma3SlidingWindowPostNormsGelu) {
   CheckAgainstReference(s, "gemma3", 2);
 }
 
+// Gemma 2: window and global layers alternate, attention scores and final
+// logits soft-capped (llama.cpp's defaults 50 and 30: the file has no keys;
+// a small attention cap here so that it bites), local RoPE base = global.
+TEST(Forward, Gemma2SoftCapsAndAlternatingWindows) {
+  SyntheticSpec s;
+  s.arch = "gemma2";
+  s.n_layers = 4;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.sliding_window = 8;
+  s.attn_softcap = 1.5f;
+  s.type = TensorType::kF16;
+  CheckAgainstReference(s, "gemma2");
+  const std::string path = TempModel(s, "gemma2keys");
+  auto src = LoadModel(path);
+  ASSERT_TRUE(src.ok()) << src.message();
+  const ModelConfig& c = (*src)->config;
+  EXPECT_EQ(c.layer_window, (std::vector<int>{8, 0, 8, 0}));
+  EXPECT_FLOAT_EQ(c.attn_softcap, 1.5f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 30.0f);  // llama.cpp's default without the key
+  EXPECT_FLOAT_EQ(c.rope_theta_swa, c.rope_theta);
+  // Only the rings apply the cap: a compressing policy is refused, by name.
+  auto m = LlamaModel::Create(**src);
+  ASSERT_TRUE(m.ok());
+  auto bad = MakeKvCache("kivi", (*m)->CacheGeometry(64));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("soft-caps"), std::string::npos) << bad.message();
+  std::filesystem::remove(path);
+}
+
+// Phi-3: q/k/v in one attn_qkv matrix, gate and up in one ffn_up of 2 d_ff rows.
+TEST(Forward, Phi3FusedQkvAndGateUp) {
+  SyntheticSpec s;
+  s.arch = "phi3";
+  s.n_heads = 4;
+  s.n_kv_heads = 4;
+  s.type = TensorType::kQ8_0;
+  CheckAgainstReference(s, "phi3");
+}
+
 TEST(Forward, Gemma3WindowLayersFollowLlamaCppsPattern) {
   SyntheticSpec s;
   s.arch = "gemma3";

@@ -99,6 +99,20 @@ TEST(WindowCache, AttendsOverItsWindowAcrossBatchesAndHoldsOnlyIt) {
   EXPECT_EQ(s.original_elements, 2 * 18 * row * 2);
 }
 
+TEST(WindowCache, LayerClassSpecNamesTheGlobalPolicy) {
+  auto a = policy::ParseSpec("global:hqekv:bits=3.4,local:fp16");
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ(a->name, "hqekv");
+  EXPECT_DOUBLE_EQ(a->Num("bits"), 3.4);
+  auto b = policy::ParseSpec("global:kivi");
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ(b->name, "kivi");
+  auto c = policy::ParseSpec("global:hqekv:bits=3,local:kivi");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("local:kivi"), std::string::npos) << c.message();
+  EXPECT_FALSE(policy::ParseSpec("local:fp16").ok());
+}
+
 // Gemma 3 1B's cache geometry (26 layers, 1 KV head of 256, window 512:
 // 22 window layers, 4 global ones) read from a synthetic file, 32K tokens:
 // with hqekv at 3.4 bits on the global layers the cache holds at most a
@@ -128,7 +142,7 @@ TEST(WindowCache, Gemma3OneBGeometryAt32KHoldsWindowsAndFitsAQuarterOfFp16) {
   int windows = 0;
   for (int w : g.layer_window) windows += w == 512;
   ASSERT_EQ(windows, 22);
-  auto made = MakeKvCache("hqekv:bits=3.4", g);
+  auto made = MakeKvCache("global:hqekv:bits=3.4,local:fp16", g);
   ASSERT_TRUE(made.ok()) << made.message();
   KvCache& c = **made;
   const int T = 32768, B = 2048, row = g.n_kv_heads * g.head_dim;
