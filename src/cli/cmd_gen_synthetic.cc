@@ -100,6 +100,7 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
   cmd->add_option("--final-softcap", a->spec.final_softcap,
                   "Final logit soft-cap (final_logit_softcapping; 0: not written)")
       ->capture_default_str();
+  cmd->add_option("--name", a->spec.name, "general.name (default synthetic-<arch>)");
   cmd->add_option("--seed", a->spec.seed)->capture_default_str();
   cmd->add_flag("--untied", a->untied, "Separate output matrix");
   cmd->add_flag("--force", a->force, "Overwrite an existing output file");

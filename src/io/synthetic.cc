@@ -249,7 +249,7 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   GgufWriter w;
   const std::string a = s.arch + ".";
   w.SetString("general.architecture", s.arch);
-  w.SetString("general.name", "synthetic-" + s.arch);
+  w.SetString("general.name", s.name.empty() ? "synthetic-" + s.arch : s.name);
   w.SetU32(a + "block_count", s.n_layers);
   w.SetU32(a + "embedding_length", s.d_model);
   w.SetU32(a + "feed_forward_length", s.d_ff);

@@ -32,6 +32,7 @@ struct SyntheticSpec {
   float rope_factor = 0;  // > 0: rope scaling keys of rope_scaling_type are written
   int rope_orig_ctx = 64;
   std::string rope_scaling_type = "llama3";  // llama3 (+ its freq factors), linear, yarn
+  std::string name;                          // general.name; empty: "synthetic-<arch>"
   int sliding_window = 0;    // > 0: <arch>.attention.sliding_window (window layers by the
                              // architecture's period, ArchTraits::swa_period)
   float rope_theta_swa = 0;  // > 0: <arch>.rope.freq_base_swa

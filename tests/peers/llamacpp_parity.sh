@@ -6,7 +6,8 @@
 #   qwen25   Qwen2.5-0.5B's layer (qwen2: q/k/v biases, d_model 896, 14 / 2 heads of 64), 2 layers
 #   qwen3    Qwen3-0.6B's heads (qwen3: QK-norm, 16 / 8 heads of 64), 2 layers
 #   phi3     Phi-3-mini's layer (phi3: fused attn_qkv and gate+up ffn_up, d_model 3072,
-#            32 / 32 heads of 96), 1 layer
+#            32 / 32 heads of 96), 1 layer; named so that llama.cpp's vocabulary loader
+#            does not look for Phi-3's <|endoftext|> (it does for names containing "phi3")
 #   gemma2   Gemma-2-2B's layers (gemma2: d_model 2304, 8 / 4 heads of 256, window and global
 #            layers alternating, attention / final soft-caps 50 / 30 as llama.cpp defaults
 #            them), 4 layers, window 32 (the real model's is 4096)
@@ -45,7 +46,7 @@ declare -A SHAPE=(
   [llama1b]="--arch llama --layers 1 --dim 2048 --heads 32 --kv-heads 8"
   [qwen25]="--arch qwen2 --layers 2 --dim 896 --heads 14 --kv-heads 2"
   [qwen3]="--arch qwen3 --layers 2 --dim 1024 --heads 16 --kv-heads 8"
-  [phi3]="--arch phi3 --layers 1 --dim 3072 --heads 32 --kv-heads 32"
+  [phi3]="--arch phi3 --layers 1 --dim 3072 --heads 32 --kv-heads 32 --name synthetic-mini"
   [gemma2]="--arch gemma2 --layers 4 --dim 2304 --heads 8 --kv-heads 4 --head-dim 256 --window 32"
   [gemma3]="--arch gemma3 --layers 6 --dim 1152 --heads 4 --kv-heads 1 --head-dim 256 --window 32 --rope-theta 1000000")
 # 256-value super-blocks (K types, IQ4_XS) need d_model % 256 == 0: not Qwen2.5's 896.
