@@ -34,7 +34,7 @@ struct ArchTraits {
 // The row for `name`, or nullptr when the architecture is not supported.
 const ArchTraits* FindArch(std::string_view name);
 
-// "llama, qwen2, qwen3": the names of every row, for error messages and help.
+// "llama, qwen2, qwen3, gemma3, gemma2, phi3": the names of every row, for error messages and help.
 std::string SupportedArchNames();
 
 }  // namespace hqekv

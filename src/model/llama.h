@@ -1,4 +1,5 @@
-// The fast forward pass of Llama-family decoders (arch llama, qwen2, qwen3)
+// The fast forward pass of Llama-family decoders (arch llama, qwen2, qwen3,
+// gemma2, gemma3, phi3: io/arch.h)
 // over a pluggable KvCache:
 //   x = embed(token)
 //   per layer: h = RMSNorm(x) * attn_norm
