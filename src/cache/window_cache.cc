@@ -306,4 +306,91 @@ int64_t WindowedKvCache::LayerAllocatedBytes(int layer) const {
   return RingStats(rings_[layer]).bytes.total();
 }
 
+namespace {
+
+constexpr char kWindowStateMagic[8] = {'H', 'Q', 'W', 'I', 'N', 'D', 'O', 'W'};
+
+template <class T>
+void PutWindowPod(std::string* out, const T& v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <class T>
+bool GetWindowPod(std::string_view* in, T* v) {
+  if (in->size() < sizeof *v) return false;
+  std::memcpy(v, in->data(), sizeof *v);
+  in->remove_prefix(sizeof *v);
+  return true;
+}
+
+}  // namespace
+
+Status WindowedKvCache::SaveState(std::string* out) const {
+  std::string s(kWindowStateMagic, sizeof kWindowStateMagic);
+  PutWindowPod(&s, uint32_t{1});
+  for (const Ring& r : rings_) {
+    if (!r.spos.empty())
+      return MakeError("sliding-window cache: state saved in the middle of a batch");
+    if (r.window == 0) continue;
+    PutWindowPod(&s, int64_t{r.count});
+    PutWindowPod(&s, int32_t{r.last_pos});
+    PutWindowPod(&s, static_cast<int64_t>(r.pos.size()));
+    s.append(reinterpret_cast<const char*>(r.pos.data()), r.pos.size() * sizeof(int32_t));
+    s.append(reinterpret_cast<const char*>(r.k.data()), r.k.size());
+    s.append(reinterpret_cast<const char*>(r.v.data()), r.v.size());
+  }
+  std::string inner;
+  if (inner_) HQEKV_RETURN_IF_ERROR(inner_->SaveState(&inner));
+  PutWindowPod(&s, static_cast<uint64_t>(inner.size()));
+  s += inner;
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status WindowedKvCache::LoadState(std::string_view in) {
+  auto bad = [](const std::string& why) {
+    return MakeError("sliding-window cache state: " + why + " (nothing was changed)");
+  };
+  if (in.size() < sizeof kWindowStateMagic ||
+      std::memcmp(in.data(), kWindowStateMagic, sizeof kWindowStateMagic) != 0)
+    return bad("not a window-cache state");
+  in.remove_prefix(sizeof kWindowStateMagic);
+  uint32_t version = 0;
+  if (!GetWindowPod(&in, &version) || version != 1) return bad("unknown version");
+  std::vector<Ring> rings(rings_.size());
+  for (size_t l = 0; l < rings_.size(); ++l) {
+    Ring& r = rings[l];
+    r.window = rings_[l].window;
+    if (r.window == 0) continue;
+    int64_t count = 0, slots = 0;
+    int32_t last = -1;
+    if (!GetWindowPod(&in, &count) || !GetWindowPod(&in, &last) || !GetWindowPod(&in, &slots))
+      return bad("truncated");
+    if (count < 0 || slots != std::min<int64_t>(count, r.window) || last >= g_.max_ctx ||
+        (count > 0) != (last >= 0))
+      return bad("layer " + std::to_string(l) + " has an inconsistent token count");
+    const size_t pbytes = static_cast<size_t>(slots) * sizeof(int32_t);
+    const size_t kv = static_cast<size_t>(slots) * row_bytes_;
+    if (in.size() < pbytes + 2 * kv) return bad("truncated");
+    r.count = count;
+    r.last_pos = last;
+    r.pos.resize(slots);
+    std::memcpy(r.pos.data(), in.data(), pbytes);
+    in.remove_prefix(pbytes);
+    r.k.assign(in.begin(), in.begin() + kv);
+    in.remove_prefix(kv);
+    r.v.assign(in.begin(), in.begin() + kv);
+    in.remove_prefix(kv);
+    for (int32_t p : r.pos) {
+      if (p < 0 || p > last) return bad("layer " + std::to_string(l) + " has a bad position");
+    }
+  }
+  uint64_t inner_len = 0;
+  if (!GetWindowPod(&in, &inner_len) || inner_len != in.size()) return bad("truncated");
+  if ((inner_len > 0) != (inner_ != nullptr)) return bad("global-layer state does not match");
+  if (inner_) HQEKV_RETURN_IF_ERROR(inner_->LoadState(in));
+  rings_ = std::move(rings);
+  return Status::Ok();
+}
+
 }  // namespace hqekv

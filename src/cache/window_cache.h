@@ -57,6 +57,12 @@ class WindowedKvCache final : public KvCache {
   KvStats Stats() const override;
   int64_t LayerAllocatedBytes(int layer) const override;
   std::string BudgetNote() const override { return inner_ ? inner_->BudgetNote() : ""; }
+  // "HQWINDOW" v1: per window layer int64 count, int32 last position, int64
+  // slots, positions[slots], K and V bytes of the slots; then the inner
+  // cache's own state (length-prefixed). Only between batches (nothing
+  // staged); LoadState checks everything before changing anything.
+  Status SaveState(std::string* out) const override;
+  Status LoadState(std::string_view in) override;
 
   const KvCache* inner() const { return inner_.get(); }
   // Tokens a window layer holds after the last EndBatch (min(appended, W)).

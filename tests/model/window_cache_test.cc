@@ -99,6 +99,41 @@ TEST(WindowCache, AttendsOverItsWindowAcrossBatchesAndHoldsOnlyIt) {
   EXPECT_EQ(s.original_elements, 2 * 18 * row * 2);
 }
 
+// Save after a prompt longer than the window, load into a fresh cache: the
+// next token's attention is identical; a corrupted state is refused.
+TEST(WindowCache, StateRoundTripsAndBadStateIsRefused) {
+  KvGeometry g{2, 2, 1, 8, 64};
+  g.layer_window = {4, 0};
+  auto a = MakeKvCache("fp16", g);
+  auto b = MakeKvCache("fp16", g);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  std::vector<float> k(10 * 8), v(10 * 8), q(2 * 8), oa(2 * 8), ob(2 * 8);
+  std::vector<int32_t> pos(10);
+  for (int i = 0; i < 10; ++i) pos[i] = i;
+  for (float& x : k) x = nd(rng);
+  for (float& x : v) x = nd(rng);
+  for (int l = 0; l < 2; ++l) ASSERT_TRUE((*a)->Append(l, k.data(), v.data(), pos.data(), 10).ok());
+  ASSERT_TRUE((*a)->EndBatch(10, true).ok());
+  std::string state;
+  ASSERT_TRUE((*a)->SaveState(&state).ok());
+  ASSERT_TRUE((*b)->LoadState(state).ok());
+  for (float& x : q) x = nd(rng);
+  const int32_t p10 = 10;
+  for (int l = 0; l < 2; ++l) {
+    ASSERT_TRUE((*a)->Append(l, k.data(), v.data(), &p10, 1).ok());
+    ASSERT_TRUE((*b)->Append(l, k.data(), v.data(), &p10, 1).ok());
+    ASSERT_TRUE((*a)->Attend(l, q.data(), &p10, 1, oa.data()).ok());
+    ASSERT_TRUE((*b)->Attend(l, q.data(), &p10, 1, ob.data()).ok());
+    EXPECT_EQ(oa, ob) << "layer " << l;
+  }
+  std::string broken = state;
+  broken[8 + 4 + 7] = static_cast<char>(0x80);  // layer 0's token count (int64) made negative
+  EXPECT_FALSE((*b)->LoadState(broken).ok());
+  EXPECT_FALSE((*b)->LoadState(state.substr(0, state.size() / 2)).ok());
+}
+
 TEST(WindowCache, LayerClassSpecNamesTheGlobalPolicy) {
   auto a = policy::ParseSpec("global:hqekv:bits=3.4,local:fp16");
   ASSERT_TRUE(a.ok()) << a.message();
