@@ -25,6 +25,16 @@ struct KvGeometry {
   int n_kv_heads = 0;
   int head_dim = 0;  // D
   int max_ctx = 0;   // largest position + 1 the engine will ever use
+  // Sliding-window layers (Gemma): layer_window[l] = W > 0 means a query at
+  // position p of layer l sees only keys at p - W < pos <= p; 0 or an empty
+  // vector: every key (a global layer). policy::CreateCache gives window
+  // layers their own ring cache (cache/window_cache.h) and the policy only
+  // the global ones; a cache created directly ignores this field.
+  std::vector<int> layer_window = {};
+  // Gemma 2's attention soft-cap: scores s -> cap * tanh(s / cap) before the
+  // softmax; 0: none. Only the ring cache (cache/window_cache.h) applies it,
+  // so policy::CreateCache accepts fp16 / fp32 only when it is set.
+  float attn_softcap = 0;
 };
 
 // Every size positive and n_q_heads a multiple of n_kv_heads; the error
@@ -90,7 +100,8 @@ class KvCache {
 
   // Attention of n queries of one layer over the kept tokens of that layer.
   // q: [n][n_q_heads][head_dim] fp32 (RoPE applied); q_pos: [n]. Query i sees
-  // every kept token whose position <= q_pos[i] (causal); scores are scaled by
+  // every kept token whose position <= q_pos[i] (causal; a window layer of a
+  // cache::WindowedKvCache also p - W < position); scores are scaled by
   // 1/sqrt(head_dim) and normalized by one fp32 softmax per (query, head).
   // Query head h reads KV head h / (n_q_heads / n_kv_heads).
   // out: [n][n_q_heads][head_dim] fp32.

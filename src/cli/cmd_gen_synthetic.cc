@@ -85,6 +85,22 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
   cmd->add_option("--ctx", a->spec.max_ctx)
       ->check(IntFlag(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
+  cmd->add_option("--head-dim", a->spec.head_dim, "Head dimension (0: dim / heads)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--window", a->spec.sliding_window,
+                  "Sliding window in tokens (gemma3: <arch>.attention.sliding_window; 0: none)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--rope-theta", a->spec.rope_theta, "RoPE base (rope.freq_base)")
+      ->capture_default_str();
+  cmd->add_option("--rope-theta-swa", a->spec.rope_theta_swa,
+                  "RoPE base of window layers (rope.freq_base_swa; 0: not written)")
+      ->capture_default_str();
+  cmd->add_option("--final-softcap", a->spec.final_softcap,
+                  "Final logit soft-cap (final_logit_softcapping; 0: not written)")
+      ->capture_default_str();
+  cmd->add_option("--name", a->spec.name, "general.name (default synthetic-<arch>)");
   cmd->add_option("--seed", a->spec.seed)->capture_default_str();
   cmd->add_flag("--untied", a->untied, "Separate output matrix");
   cmd->add_flag("--force", a->force, "Overwrite an existing output file");

@@ -19,6 +19,7 @@
 //   blk.N.ffn_gate.weight  {d_model, d_ff}
 //   blk.N.ffn_up.weight    {d_model, d_ff}
 //   blk.N.ffn_down.weight  {d_ff, d_model}
+//   blk.N.post_attention_norm.weight / post_ffw_norm.weight {d_model}  (gemma: post_norms)
 //   rope_freqs.weight      {head_dim/2}  optional (llama.cpp's Llama 3.1 GGUFs):
 //                          frequency i is divided by rope_freqs[i] (F32)
 // Norm weights and biases are always F32 after loading validation (GGUF
@@ -105,6 +106,36 @@ struct ModelConfig {
   bool qk_norm = false;        // qwen3: RMSNorm of each q/k head before RoPE
   bool attn_bias = false;      // qwen2: q/k/v biases
   bool tied_output = false;    // no output.weight: logits use token_embd.weight
+  // Gemma-style blocks (ArchTraits::gemma_block): the embedding is multiplied
+  // by sqrt(d_model), each attention and FFN output passes through its own
+  // RMSNorm (post_attention_norm, post_ffw_norm) before the residual add, and
+  // the FFN gate is GELU (tanh form) instead of SiLU. Norm weights are used as
+  // stored: llama.cpp's converter already folded Gemma's (1 + w) into them.
+  bool gemma_block = false;
+  // phi3 (ArchTraits::fused): blk.N.attn_qkv.weight {d_model, q_dim + 2 kv_dim}
+  // replaces attn_q/k/v, and blk.N.ffn_up.weight {d_model, 2 d_ff} (gate rows
+  // first) replaces ffn_gate + ffn_up.
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
+  // Sliding-window attention, as llama.cpp reads it: <arch>.attention.
+  // sliding_window = W tokens; layer_window[l] = W for a window layer (its
+  // query at position p sees keys p - W < pos <= p), 0 for a global one.
+  // Window layers are given by attention.sliding_window_pattern (a bool per
+  // layer, or a period n: layer l is a window layer when l % n < n - 1),
+  // else the architecture's default period. Empty when the file has no window.
+  int sliding_window = 0;
+  std::vector<int> layer_window;
+  // RoPE base of window layers (<arch>.rope.freq_base_swa, else llama.cpp's
+  // default for the family); window layers never use rope scaling.
+  float rope_theta_swa = 10000.0f;
+  // Query scale before q·k (gemma: 1/sqrt(head_dim), 1/sqrt(d_model/heads)
+  // for the 27B sizes as llama.cpp decides it); 0: 1/sqrt(head_dim).
+  float attn_scale = 0;
+  // Final logits -> cap * tanh(logits / cap) (<arch>.final_logit_softcapping); 0: none.
+  float final_softcap = 0;
+  // Attention scores -> cap * tanh(score / cap) before the softmax (Gemma 2,
+  // <arch>.attn_logit_softcapping); 0: none. Carried to KvGeometry.
+  float attn_softcap = 0;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

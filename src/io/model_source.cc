@@ -119,6 +119,49 @@ Status ReadRopeScaling(const GgufFile& f, const std::string& a, const std::strin
                    " (supported: none, linear, yarn, llama3)");
 }
 
+// Gemma-family keys as llama.cpp reads them (ModelConfig): the sliding
+// window and which layers use it, the window layers' RoPE base, the final
+// logit soft-cap, and the query scale llama.cpp derives from the model size.
+Status ReadGemmaKeys(const GgufFile& f, const std::string& a, const std::string& where,
+                     const ArchTraits& arch, ModelConfig* c) {
+  HQEKV_ASSIGN_OR_RETURN(c->sliding_window,
+                         ConfigInt(f, a + "attention.sliding_window", arch.default_window));
+  HQEKV_ASSIGN_OR_RETURN(
+      c->rope_theta_swa,
+      ConfigFloat(f, a + "rope.freq_base_swa",
+                  arch.default_rope_theta_swa > 0 ? arch.default_rope_theta_swa : c->rope_theta));
+  HQEKV_ASSIGN_OR_RETURN(c->final_softcap,
+                         ConfigFloat(f, a + "final_logit_softcapping", arch.default_final_softcap));
+  HQEKV_ASSIGN_OR_RETURN(c->attn_softcap,
+                         ConfigFloat(f, a + "attn_logit_softcapping", arch.default_attn_softcap));
+  if (c->final_softcap < 0 || c->attn_softcap < 0)
+    return MakeError(where + a +
+                     "final_logit_softcapping and attn_logit_softcapping must not be "
+                     "negative");
+  // llama.cpp: 1/sqrt(d_model / heads) for the 27B sizes (62 layers in
+  // Gemma 3, 46 in Gemma 2), 1/sqrt(head_dim) otherwise (it does not read
+  // query_pre_attn_scalar, whose value equals that in the released models).
+  const bool big = c->n_layers == (arch.swa_period == 2 ? 46 : 62);
+  const int per_head = big && c->n_heads > 0 ? c->d_model / c->n_heads : c->head_dim;
+  if (per_head > 0) c->attn_scale = 1.0f / std::sqrt(static_cast<float>(per_head));
+  if (c->sliding_window <= 0) return Status::Ok();
+  if (c->n_layers <= 0 || c->n_layers > kMaxConfigDim) return Status::Ok();  // validation says why
+  const std::string pkey = a + "attention.sliding_window_pattern";
+  c->layer_window.assign(c->n_layers, 0);
+  if (const GgufValue* pv = f.Find(pkey); pv && pv->type == GgufType::kArray) {
+    if (pv->ints.size() != static_cast<size_t>(c->n_layers))
+      return MakeError(where + pkey + " has " + std::to_string(pv->array_size()) +
+                       " entries, expected one per layer (" + std::to_string(c->n_layers) + ")");
+    for (int l = 0; l < c->n_layers; ++l) c->layer_window[l] = pv->ints[l] ? c->sliding_window : 0;
+    return Status::Ok();
+  }
+  int period = 0;
+  HQEKV_ASSIGN_OR_RETURN(period, ConfigInt(f, pkey, arch.swa_period));
+  for (int l = 0; l < c->n_layers; ++l)
+    c->layer_window[l] = period == 0 || l % period < period - 1 ? c->sliding_window : 0;
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
                                               const std::string& path,
                                               std::shared_ptr<const MappedFile> map) {
@@ -164,6 +207,10 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
   HQEKV_ASSIGN_OR_RETURN(c.rope_dim, ConfigInt(f, a + "rope.dimension_count", c.head_dim));
   c.rope = arch->rope;
   c.qk_norm = arch->qk_norm;
+  c.gemma_block = arch->gemma_block;
+  c.fused_qkv = arch->fused;
+  c.fused_gate_up = arch->fused;
+  if (arch->gemma_block) HQEKV_RETURN_IF_ERROR(ReadGemmaKeys(f, a, where, *arch, &c));
 
   HQEKV_RETURN_IF_ERROR(ReadRopeScaling(f, a, where, &c));
 
@@ -227,6 +274,11 @@ Status ValidateModel(ModelSource& m) {
                      " (partial rotary embedding is not supported)");
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0))
     return MakeError(where + "rms_eps and rope_theta must be positive");
+  if (!c.layer_window.empty() &&
+      (c.layer_window.size() != static_cast<size_t>(c.n_layers) || !(c.rope_theta_swa > 0)))
+    return MakeError(where +
+                     "sliding-window layers need one entry per layer and a positive "
+                     "rope.freq_base_swa");
   if (c.rope_scaling != RopeScaling::kNone && !(c.rope_factor > 0))
     return MakeError(where + "rope scaling factor " + std::to_string(c.rope_factor) +
                      " must be positive");
@@ -246,7 +298,9 @@ Status ValidateModel(ModelSource& m) {
   // block_count against the tensors present, before building per-layer
   // expectations: every layer has >= 9 tensors, so 1M declared layers in a
   // small file is refused at once instead of after seconds and gigabytes.
-  const size_t per_layer = 9 + (c.attn_bias ? 3 : 0) + (c.qk_norm ? 2 : 0);
+  const size_t per_layer = 9 + (c.attn_bias ? 3 : 0) + (c.qk_norm ? 2 : 0) +
+                           (c.gemma_block ? 2 : 0) - (c.fused_qkv ? 2 : 0) -
+                           (c.fused_gate_up ? 1 : 0);
   if (m.tensors.size() < per_layer * static_cast<size_t>(c.n_layers)) {
     // Name the first missing layer; the scan is bounded by the tensors present.
     const int scan =
@@ -274,13 +328,21 @@ Status ValidateModel(ModelSource& m) {
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     want.push_back({b + "attn_norm.weight", {d}, true});
-    want.push_back({b + "attn_q.weight", {d, q}, false});
-    want.push_back({b + "attn_k.weight", {d, kv}, false});
-    want.push_back({b + "attn_v.weight", {d, kv}, false});
+    if (c.fused_qkv) {
+      want.push_back({b + "attn_qkv.weight", {d, q + 2 * kv}, false});
+    } else {
+      want.push_back({b + "attn_q.weight", {d, q}, false});
+      want.push_back({b + "attn_k.weight", {d, kv}, false});
+      want.push_back({b + "attn_v.weight", {d, kv}, false});
+    }
     want.push_back({b + "attn_output.weight", {q, d}, false});
     want.push_back({b + "ffn_norm.weight", {d}, true});
-    want.push_back({b + "ffn_gate.weight", {d, ff}, false});
-    want.push_back({b + "ffn_up.weight", {d, ff}, false});
+    if (c.fused_gate_up) {
+      want.push_back({b + "ffn_up.weight", {d, 2 * ff}, false});
+    } else {
+      want.push_back({b + "ffn_gate.weight", {d, ff}, false});
+      want.push_back({b + "ffn_up.weight", {d, ff}, false});
+    }
     want.push_back({b + "ffn_down.weight", {ff, d}, false});
     if (c.attn_bias) {
       want.push_back({b + "attn_q.bias", {q}, true});
@@ -291,7 +353,18 @@ Status ValidateModel(ModelSource& m) {
       want.push_back({b + "attn_q_norm.weight", {c.head_dim}, true});
       want.push_back({b + "attn_k_norm.weight", {c.head_dim}, true});
     }
+    if (c.gemma_block) {
+      want.push_back({b + "post_attention_norm.weight", {d}, true});
+      want.push_back({b + "post_ffw_norm.weight", {d}, true});
+    }
   }
+  // Phi-3 128K files: LongRoPE's per-frequency factors (short below the
+  // original context, long above), not implemented yet.
+  if (m.Find("rope_factors_long.weight") || m.Find("rope_factors_short.weight") ||
+      m.Find("blk.0.rope_factors_long.weight"))
+    return MakeError(where +
+                     "LongRoPE (rope_factors_long / rope_factors_short tensors, "
+                     "Phi-3 128K files) is not supported");
   if (m.Find("rope_freqs.weight")) want.push_back({"rope_freqs.weight", {c.head_dim / 2}, true});
   for (const Want& w : want) {
     const Tensor* t = m.Find(w.name);
@@ -311,6 +384,9 @@ Status ValidateModel(ModelSource& m) {
   h.Add(c.arch);
   for (int v : {c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size})
     h.Add(std::to_string(v));
+  // Window layers change what the KV cache holds; files without one keep
+  // the identity they always had.
+  for (int w : c.layer_window) h.Add("w" + std::to_string(w));
   for (const auto& [name, t] : m.tensors)
     h.Add(name + ":" + TensorTypeName(t.type) + ShapeString(t.ne));
   char hex[17];

@@ -215,6 +215,7 @@ Result<TensorType> SyntheticMatrixType(const SyntheticSpec& s, const std::string
 }
 
 uint64_t SyntheticWeightBytes(const SyntheticSpec& s) {
+  const ArchTraits* arch = FindArch(s.arch);
   const int hd = HeadDim(s);
   const int64_t q = int64_t(s.n_heads) * hd, kv = int64_t(s.n_kv_heads) * hd;
   auto mat = [&](const std::string& name, int64_t in, int64_t out) -> uint64_t {
@@ -223,10 +224,12 @@ uint64_t SyntheticWeightBytes(const SyntheticSpec& s) {
   };
   uint64_t b = mat("token_embd", s.d_model, s.vocab) +
                (s.tied_output ? 0 : mat("output", s.d_model, s.vocab)) + 4ull * s.d_model;
-  const uint64_t layer = mat("attn_q", s.d_model, q) + mat("attn_k", s.d_model, kv) +
-                         mat("attn_v", s.d_model, kv) + mat("attn_output", q, s.d_model) +
-                         mat("ffn_gate", s.d_model, s.d_ff) + mat("ffn_up", s.d_model, s.d_ff) +
-                         mat("ffn_down", s.d_ff, s.d_model) + 8ull * s.d_model;
+  const uint64_t layer =
+      mat("attn_q", s.d_model, q) + mat("attn_k", s.d_model, kv) + mat("attn_v", s.d_model, kv) +
+      mat("attn_output", q, s.d_model) + mat("ffn_gate", s.d_model, s.d_ff) +
+      mat("ffn_up", s.d_model, s.d_ff) + mat("ffn_down", s.d_ff, s.d_model) + 8ull * s.d_model +
+      (arch && arch->gemma_block ? 8ull * s.d_model : 0) + (arch && arch->qk_norm ? 8ull * hd : 0) +
+      (arch && arch->qkv_bias ? 4ull * (q + 2 * kv) : 0);
   return b + layer * s.n_layers;
 }
 
@@ -246,7 +249,7 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   GgufWriter w;
   const std::string a = s.arch + ".";
   w.SetString("general.architecture", s.arch);
-  w.SetString("general.name", "synthetic-" + s.arch);
+  w.SetString("general.name", s.name.empty() ? "synthetic-" + s.arch : s.name);
   w.SetU32(a + "block_count", s.n_layers);
   w.SetU32(a + "embedding_length", s.d_model);
   w.SetU32(a + "feed_forward_length", s.d_ff);
@@ -258,6 +261,10 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   w.SetU32(a + "context_length", s.max_ctx);
   w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.SetF32(a + "rope.freq_base", s.rope_theta);
+  if (s.sliding_window > 0) w.SetU32(a + "attention.sliding_window", s.sliding_window);
+  if (s.rope_theta_swa > 0) w.SetF32(a + "rope.freq_base_swa", s.rope_theta_swa);
+  if (s.final_softcap > 0) w.SetF32(a + "final_logit_softcapping", s.final_softcap);
+  if (s.attn_softcap > 0) w.SetF32(a + "attn_logit_softcapping", s.attn_softcap);
   if (s.rope_factor > 0) {
     w.SetString(a + "rope.scaling.type", s.rope_scaling_type);
     w.SetF32(a + "rope.scaling.factor", s.rope_factor);
@@ -299,14 +306,23 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
     return w.AddTensor(n, TensorType::kF32, {len},
                        F32Bytes(VecAround(seed(n), len, centre, spread)));
   };
-  HQEKV_RETURN_IF_ERROR(matrix("token_embd.weight", s.d_model, s.vocab, 1.0f));
+  // Gemma multiplies the embedding by sqrt(d_model) (and ties the output to
+  // it): values of sd 1/sqrt(d_model) keep the residual stream O(1) and the
+  // logits a few nats wide, as in the real models, so that attention (and a
+  // sliding-window mask) visibly moves the next-token distribution.
+  const float embd_sd = arch->gemma_block ? 1.0f / std::sqrt(static_cast<float>(s.d_model)) : 1.0f;
+  HQEKV_RETURN_IF_ERROR(matrix("token_embd.weight", s.d_model, s.vocab, embd_sd));
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const float in_sd = 1.0f / std::sqrt(static_cast<float>(s.d_model));
     HQEKV_RETURN_IF_ERROR(vec(p + "attn_norm.weight", s.d_model, 1.0f, 0.2f));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.d_model, q, in_sd));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.d_model, kv, in_sd));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.d_model, kv, in_sd));
+    if (arch->fused) {
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_qkv.weight", s.d_model, q + 2 * kv, in_sd));
+    } else {
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.d_model, q, in_sd));
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.d_model, kv, in_sd));
+      HQEKV_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.d_model, kv, in_sd));
+    }
     if (arch->qkv_bias) {
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q.bias", q, 0.0f, 0.1f));
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv, 0.0f, 0.1f));
@@ -318,11 +334,19 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
     }
     HQEKV_RETURN_IF_ERROR(
         matrix(p + "attn_output.weight", q, s.d_model, 1.0f / std::sqrt(float(q))));
+    if (arch->gemma_block)
+      HQEKV_RETURN_IF_ERROR(vec(p + "post_attention_norm.weight", s.d_model, 1.0f, 0.2f));
     HQEKV_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", s.d_model, 1.0f, 0.2f));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.d_model, s.d_ff, in_sd));
-    HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, s.d_ff, in_sd));
+    if (arch->fused) {  // gate rows, then up rows
+      HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, 2 * int64_t{s.d_ff}, in_sd));
+    } else {
+      HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.d_model, s.d_ff, in_sd));
+      HQEKV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.d_model, s.d_ff, in_sd));
+    }
     HQEKV_RETURN_IF_ERROR(
         matrix(p + "ffn_down.weight", s.d_ff, s.d_model, 1.0f / std::sqrt(float(s.d_ff))));
+    if (arch->gemma_block)
+      HQEKV_RETURN_IF_ERROR(vec(p + "post_ffw_norm.weight", s.d_model, 1.0f, 0.2f));
   }
   HQEKV_RETURN_IF_ERROR(vec("output_norm.weight", s.d_model, 1.0f, 0.2f));
   if (!s.tied_output) {

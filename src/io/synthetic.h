@@ -17,7 +17,9 @@
 namespace hqekv {
 
 struct SyntheticSpec {
-  std::string arch = "llama";  // llama (normal RoPE), qwen2 (biases, NeoX), qwen3 (QK-norm, NeoX)
+  // llama (normal RoPE), qwen2 (biases, NeoX), qwen3 (QK-norm, NeoX), gemma3
+  // (QK-norm, NeoX, post norms: ArchTraits::gemma_block)
+  std::string arch = "llama";
   int n_layers = 2;
   int d_model = 256;
   int n_heads = 4;
@@ -30,6 +32,12 @@ struct SyntheticSpec {
   float rope_factor = 0;  // > 0: rope scaling keys of rope_scaling_type are written
   int rope_orig_ctx = 64;
   std::string rope_scaling_type = "llama3";  // llama3 (+ its freq factors), linear, yarn
+  std::string name;                          // general.name; empty: "synthetic-<arch>"
+  int sliding_window = 0;    // > 0: <arch>.attention.sliding_window (window layers by the
+                             // architecture's period, ArchTraits::swa_period)
+  float rope_theta_swa = 0;  // > 0: <arch>.rope.freq_base_swa
+  float final_softcap = 0;   // > 0: <arch>.final_logit_softcapping
+  float attn_softcap = 0;    // > 0: <arch>.attn_logit_softcapping
   bool tied_output = true;
   TensorType type = TensorType::kQ8_0;  // matrices (embedding and output included)
   // Mixed-type files as llama.cpp's quantizer writes them (e.g. Q4_K_M): per

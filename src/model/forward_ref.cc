@@ -119,12 +119,30 @@ Result<std::unique_ptr<ReferenceForward>> ReferenceForward::Create(const ModelSo
     L.bv = m->Vec(p + "attn_v.bias");
     L.q_norm = m->Vec(p + "attn_q_norm.weight");
     L.k_norm = m->Vec(p + "attn_k_norm.weight");
-    L.wq = m->Matrix(p + "attn_q.weight", &in, &out);
-    L.wk = m->Matrix(p + "attn_k.weight", &in, &out);
-    L.wv = m->Matrix(p + "attn_v.weight", &in, &out);
+    L.post_attn_norm = m->Vec(p + "post_attention_norm.weight");
+    L.post_ffn_norm = m->Vec(p + "post_ffw_norm.weight");
+    const ModelConfig& c = src.config;
+    if (c.fused_qkv) {  // rows q, then k, then v
+      const std::vector<double> qkv = m->Matrix(p + "attn_qkv.weight", &in, &out);
+      const size_t q = size_t(c.q_dim()) * in, kv = size_t(c.kv_dim()) * in;
+      L.wq.assign(qkv.begin(), qkv.begin() + q);
+      L.wk.assign(qkv.begin() + q, qkv.begin() + q + kv);
+      L.wv.assign(qkv.begin() + q + kv, qkv.begin() + q + 2 * kv);
+    } else {
+      L.wq = m->Matrix(p + "attn_q.weight", &in, &out);
+      L.wk = m->Matrix(p + "attn_k.weight", &in, &out);
+      L.wv = m->Matrix(p + "attn_v.weight", &in, &out);
+    }
     L.wo = m->Matrix(p + "attn_output.weight", &in, &out);
-    L.gate = m->Matrix(p + "ffn_gate.weight", &in, &out);
-    L.up = m->Matrix(p + "ffn_up.weight", &in, &out);
+    if (c.fused_gate_up) {  // rows gate, then up
+      const std::vector<double> gu = m->Matrix(p + "ffn_up.weight", &in, &out);
+      const size_t half = size_t(c.d_ff) * in;
+      L.gate.assign(gu.begin(), gu.begin() + half);
+      L.up.assign(gu.begin() + half, gu.end());
+    } else {
+      L.gate = m->Matrix(p + "ffn_gate.weight", &in, &out);
+      L.up = m->Matrix(p + "ffn_up.weight", &in, &out);
+    }
     L.down = m->Matrix(p + "ffn_down.weight", &in, &out);
   }
   return m;
@@ -147,6 +165,14 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
   if (const Tensor* rf = src_.Find("rope_freqs.weight")) {
     for (int i = 0; i < c.head_dim / 2; ++i) inv[i] /= rf->f32()[i];
   }
+  std::vector<double> inv_swa;  // window layers: their own base, no scaling
+  if (!c.layer_window.empty()) {
+    ModelConfig local = c;
+    local.rope_theta = c.rope_theta_swa;
+    local.rope_scaling = RopeScaling::kNone;
+    inv_swa = InvFreq(local);
+  }
+  const double q_scale = c.attn_scale > 0 ? c.attn_scale : 1.0 / std::sqrt(double(HD));
   std::vector<float> logits(static_cast<size_t>(n) * c.vocab_size);
   for (int i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
@@ -157,8 +183,13 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
     // same as a batched pass with a causal mask.
     std::vector<double> x(embed_.begin() + static_cast<int64_t>(tokens[i]) * D,
                           embed_.begin() + static_cast<int64_t>(tokens[i] + 1) * D);
+    if (c.gemma_block) {
+      for (double& e : x) e *= std::sqrt(static_cast<double>(D));
+    }
     std::vector<double> h(D), q(QD), k(KD), v(KD), att(QD), o(D), g(F), u(F);
-    for (Layer& L : layers_) {
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      Layer& L = layers_[li];
+      const int window = c.layer_window.empty() ? 0 : c.layer_window[li];
       RmsNorm(x.data(), L.attn_norm, D, c.rms_eps, h.data());
       MatVec(L.wq, D, QD, h.data(), q.data());
       MatVec(L.wk, D, KD, h.data(), k.data());
@@ -174,9 +205,9 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
         for (int hh = 0; hh < c.n_kv_heads; ++hh)
           RmsNorm(&k[hh * HD], L.k_norm, HD, c.rms_eps, &k[hh * HD]);
       }
-      Rope(c, inv, pos[i], c.n_heads, q.data());
-      Rope(c, inv, pos[i], c.n_kv_heads, k.data());
-      if (c.rope_scaling == RopeScaling::kYarn) {  // ggml's mscale on q and k
+      Rope(c, window > 0 ? inv_swa : inv, pos[i], c.n_heads, q.data());
+      Rope(c, window > 0 ? inv_swa : inv, pos[i], c.n_kv_heads, k.data());
+      if (c.rope_scaling == RopeScaling::kYarn && window == 0) {  // ggml's mscale on q and k
         const double ms = c.rope_attn_factor * (1 + 0.1 * std::log(double{c.rope_factor}));
         for (double& x : q) x *= ms;
         for (double& x : k) x *= ms;
@@ -188,14 +219,19 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
         const int kvh = hh / group;
         std::vector<double> s(T);
         double mx = -1e300;
+        // Key t's position: past_pos_[t], the current token last.
+        auto visible = [&](size_t t) {
+          return window == 0 || pos[i] - (t + 1 < T ? past_pos_[t] : pos[i]) < window;
+        };
         for (size_t t = 0; t < T; ++t) {
           double d = 0;
           for (int j = 0; j < HD; ++j) d += q[hh * HD + j] * L.keys[t][kvh * HD + j];
-          s[t] = d / std::sqrt(static_cast<double>(HD));
-          mx = std::max(mx, s[t]);
+          s[t] = d * q_scale;
+          if (c.attn_softcap > 0) s[t] = c.attn_softcap * std::tanh(s[t] / c.attn_softcap);
+          if (visible(t)) mx = std::max(mx, s[t]);
         }
         double sum = 0;
-        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (size_t t = 0; t < T; ++t) sum += (s[t] = visible(t) ? std::exp(s[t] - mx) : 0.0);
         for (int j = 0; j < HD; ++j) {
           double a = 0;
           for (size_t t = 0; t < T; ++t) a += s[t] / sum * L.values[t][kvh * HD + j];
@@ -203,18 +239,29 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
         }
       }
       MatVec(L.wo, QD, D, att.data(), o.data());
+      if (!L.post_attn_norm.empty()) RmsNorm(o.data(), L.post_attn_norm, D, c.rms_eps, o.data());
       for (int j = 0; j < D; ++j) x[j] += o[j];
       RmsNorm(x.data(), L.ffn_norm, D, c.rms_eps, h.data());
       MatVec(L.gate, D, F, h.data(), g.data());
       MatVec(L.up, D, F, h.data(), u.data());
-      for (int j = 0; j < F; ++j) g[j] = g[j] / (1 + std::exp(-g[j])) * u[j];
+      if (c.gemma_block) {  // GELU, tanh form
+        const double kC = std::sqrt(2.0 / 3.14159265358979323846);
+        for (int j = 0; j < F; ++j)
+          g[j] = 0.5 * g[j] * (1 + std::tanh(kC * (g[j] + 0.044715 * g[j] * g[j] * g[j]))) * u[j];
+      } else {
+        for (int j = 0; j < F; ++j) g[j] = g[j] / (1 + std::exp(-g[j])) * u[j];
+      }
       MatVec(L.down, F, D, g.data(), o.data());
+      if (!L.post_ffn_norm.empty()) RmsNorm(o.data(), L.post_ffn_norm, D, c.rms_eps, o.data());
       for (int j = 0; j < D; ++j) x[j] += o[j];
     }
     past_pos_.push_back(pos[i]);
     RmsNorm(x.data(), output_norm_, D, c.rms_eps, h.data());
     std::vector<double> lg(c.vocab_size);
     MatVec(output_, D, c.vocab_size, h.data(), lg.data());
+    if (c.final_softcap > 0) {
+      for (double& e : lg) e = c.final_softcap * std::tanh(e / c.final_softcap);
+    }
     for (int j = 0; j < c.vocab_size; ++j)
       logits[static_cast<size_t>(i) * c.vocab_size + j] = static_cast<float>(lg[j]);
   }

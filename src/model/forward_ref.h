@@ -33,6 +33,7 @@ class ReferenceForward {
 
   struct Layer {
     std::vector<double> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+    std::vector<double> post_attn_norm, post_ffn_norm;  // gemma blocks
     std::vector<double> wq, wk, wv, wo, gate, up, down;
     std::vector<std::vector<double>> keys, values;  // per past token: [kv_dim]
   };

@@ -35,6 +35,28 @@ Status NonFiniteError(const float* x, size_t at, int width, const char* stage, c
                    "not finite there; no result is computed from it");
 }
 
+// Rows [first, first + count) of w, as a matrix of its own (zero copy: rows
+// of every weight type are whole blocks).
+kernels::WeightMatrix RowsOf(const kernels::WeightMatrix& w, int64_t first, int64_t count) {
+  return kernels::WeightMatrix{w.type, w.row(first), count, w.k};
+}
+
+// gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (ggml's, which
+// llama.cpp's CPU backend evaluates through an fp16 table: 0.5 x (1 +
+// tanh(sqrt(2/pi) (x + 0.044715 x^3)))). Scalar: the FFN matmuls dominate.
+void GemmaGeGlu(float* gate, const float* up, size_t count) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  for (size_t i = 0; i < count; ++i) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * up[i];
+  }
+}
+
+// logits -> cap * tanh(logits / cap) (Gemma's final soft-cap).
+void SoftCapLogits(float* logits, size_t count, float cap) {
+  for (size_t i = 0; i < count; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Create(const ModelSource& src) {
@@ -95,12 +117,29 @@ Status LlamaModel::Init() {
     Layer& L = layers_[l];
     HQEKV_RETURN_IF_ERROR(vec(p + "attn_norm.weight", c.d_model, &L.attn_norm));
     HQEKV_RETURN_IF_ERROR(vec(p + "ffn_norm.weight", c.d_model, &L.ffn_norm));
-    HQEKV_RETURN_IF_ERROR(get(p + "attn_q.weight", c.d_model, c.q_dim(), &L.wq));
-    HQEKV_RETURN_IF_ERROR(get(p + "attn_k.weight", c.d_model, c.kv_dim(), &L.wk));
-    HQEKV_RETURN_IF_ERROR(get(p + "attn_v.weight", c.d_model, c.kv_dim(), &L.wv));
+    if (c.fused_qkv) {
+      // Views into the fused matrix: rows [0, q), [q, q + kv), [q + kv, q + 2 kv).
+      kernels::WeightMatrix qkv;
+      HQEKV_RETURN_IF_ERROR(
+          get(p + "attn_qkv.weight", c.d_model, c.q_dim() + 2 * c.kv_dim(), &qkv));
+      L.wq = RowsOf(qkv, 0, c.q_dim());
+      L.wk = RowsOf(qkv, c.q_dim(), c.kv_dim());
+      L.wv = RowsOf(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      HQEKV_RETURN_IF_ERROR(get(p + "attn_q.weight", c.d_model, c.q_dim(), &L.wq));
+      HQEKV_RETURN_IF_ERROR(get(p + "attn_k.weight", c.d_model, c.kv_dim(), &L.wk));
+      HQEKV_RETURN_IF_ERROR(get(p + "attn_v.weight", c.d_model, c.kv_dim(), &L.wv));
+    }
     HQEKV_RETURN_IF_ERROR(get(p + "attn_output.weight", c.q_dim(), c.d_model, &L.wo));
-    HQEKV_RETURN_IF_ERROR(get(p + "ffn_gate.weight", c.d_model, c.d_ff, &L.gate));
-    HQEKV_RETURN_IF_ERROR(get(p + "ffn_up.weight", c.d_model, c.d_ff, &L.up));
+    if (c.fused_gate_up) {  // gate rows first, then up (ggml_swiglu of the halves)
+      kernels::WeightMatrix gu;
+      HQEKV_RETURN_IF_ERROR(get(p + "ffn_up.weight", c.d_model, 2 * int64_t{c.d_ff}, &gu));
+      L.gate = RowsOf(gu, 0, c.d_ff);
+      L.up = RowsOf(gu, c.d_ff, c.d_ff);
+    } else {
+      HQEKV_RETURN_IF_ERROR(get(p + "ffn_gate.weight", c.d_model, c.d_ff, &L.gate));
+      HQEKV_RETURN_IF_ERROR(get(p + "ffn_up.weight", c.d_model, c.d_ff, &L.up));
+    }
     HQEKV_RETURN_IF_ERROR(get(p + "ffn_down.weight", c.d_ff, c.d_model, &L.down));
     if (c.attn_bias) {
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q.bias", c.q_dim(), &L.bq));
@@ -111,7 +150,23 @@ Status LlamaModel::Init() {
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", c.head_dim, &L.q_norm));
       HQEKV_RETURN_IF_ERROR(vec(p + "attn_k_norm.weight", c.head_dim, &L.k_norm));
     }
+    if (c.gemma_block) {
+      HQEKV_RETURN_IF_ERROR(vec(p + "post_attention_norm.weight", c.d_model, &L.post_attn_norm));
+      HQEKV_RETURN_IF_ERROR(vec(p + "post_ffw_norm.weight", c.d_model, &L.post_ffn_norm));
+    }
+    L.window = !c.layer_window.empty() && c.layer_window[l] > 0;
   }
+  if (!c.layer_window.empty() && c.layer_window.size() != static_cast<size_t>(c.n_layers))
+    return MakeError(where + ": sliding-window layer list does not have one entry per layer");
+  if (!c.layer_window.empty()) {
+    // llama.cpp's window layers: their own base, frequency scale 1.
+    ModelConfig local = c;
+    local.rope_theta = c.rope_theta_swa;
+    local.rope_scaling = RopeScaling::kNone;
+    local.rope_factor = 0;
+    inv_freq_swa_ = RopeInvFreq(local);
+  }
+  if (c.attn_scale > 0) q_scale_ = c.attn_scale * std::sqrt(static_cast<float>(c.head_dim));
   inv_freq_ = RopeInvFreq(c);
   rope_mscale_ = RopeAttentionScale(c);
   // llama.cpp's Llama 3.1 files store the rope scaling as per-frequency
@@ -126,8 +181,9 @@ Status LlamaModel::Init() {
 
 KvGeometry LlamaModel::CacheGeometry(int max_ctx) const {
   const ModelConfig& c = src_.config;
-  return KvGeometry{c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
-                    max_ctx > 0 ? max_ctx : c.max_ctx};
+  return KvGeometry{
+      c.n_layers,     c.n_heads,     c.n_kv_heads, c.head_dim, max_ctx > 0 ? max_ctx : c.max_ctx,
+      c.layer_window, c.attn_softcap};
 }
 
 int64_t LlamaModel::WeightBytesPerToken() const {
@@ -215,6 +271,10 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
   u_.resize(N * F);
   for (int i = 0; i < n; ++i)
     kernels::DequantizeRow(embed_.type, embed_.row(tokens[i]), D, &x_[i * D]);
+  if (c.gemma_block) {
+    const float scale = std::sqrt(static_cast<float>(D));
+    for (size_t j = 0; j < N * D; ++j) x_[j] *= scale;
+  }
   // Non-finite values are caught where they first appear (residual stream
   // after the embedding and after each block, then the logits), so that no
   // NaN reaches a printed result and the error names the tensors at fault.
@@ -249,9 +309,13 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
         for (int h = 0; h < c.n_kv_heads; ++h)
           RmsNorm(k + h * HD, L.k_norm, HD, c.rms_eps, k + h * HD);
       }
-      ApplyRope(c.rope, inv_freq_, pos_[i], c.n_heads, HD, q);
-      ApplyRope(c.rope, inv_freq_, pos_[i], c.n_kv_heads, HD, k);
-      if (rope_mscale_ != 1.0f) {
+      const std::vector<float>& inv = L.window ? inv_freq_swa_ : inv_freq_;
+      ApplyRope(c.rope, inv, pos_[i], c.n_heads, HD, q);
+      ApplyRope(c.rope, inv, pos_[i], c.n_kv_heads, HD, k);
+      if (q_scale_ != 1.0f) {
+        for (int j = 0; j < QD; ++j) q[j] *= q_scale_;
+      }
+      if (rope_mscale_ != 1.0f && !L.window) {
         for (int j = 0; j < QD; ++j) q[j] *= rope_mscale_;
         for (int j = 0; j < KD; ++j) k[j] *= rope_mscale_;
       }
@@ -279,6 +343,9 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
           S.cache->Attend(l, &q_[size_t(r) * QD], S.pos, S.n, &att_[size_t(r) * QD]));
     }
     Project(L.wo, att_.data(), n, h_.data());
+    if (L.post_attn_norm) {
+      for (int i = 0; i < n; ++i) RmsNorm(&h_[i * D], L.post_attn_norm, D, c.rms_eps, &h_[i * D]);
+    }
     kernels::AddInto(x_.data(), h_.data(), N * D);  // the residual
     if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D) {
       const std::string stage =
@@ -295,8 +362,15 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
       Project(L.gate, h_.data(), n, g_.data());
       Project(L.up, h_.data(), n, u_.data());
     }
-    kernels::SwiGlu(g_.data(), u_.data(), N * F);  // silu(gate) * up
+    if (c.gemma_block) {
+      GemmaGeGlu(g_.data(), u_.data(), N * F);
+    } else {
+      kernels::SwiGlu(g_.data(), u_.data(), N * F);  // silu(gate) * up
+    }
     Project(L.down, g_.data(), n, h_.data());
+    if (L.post_ffn_norm) {
+      for (int i = 0; i < n; ++i) RmsNorm(&h_[i * D], L.post_ffn_norm, D, c.rms_eps, &h_[i * D]);
+    }
     kernels::AddInto(x_.data(), h_.data(), N * D);  // the residual
     if (const size_t at = FirstNonFinite(x_.data(), N * D); at < N * D) {
       const std::string stage =
@@ -309,6 +383,7 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
   if (which == Logits::kAll) {  // one sequence (Forward)
     for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], output_norm_, D, c.rms_eps, &h_[i * D]);
     Project(output_, h_.data(), n, seqs[0].logits);
+    if (c.final_softcap > 0) SoftCapLogits(seqs[0].logits, N * V, c.final_softcap);
     if (const size_t at = FirstNonFinite(seqs[0].logits, N * V); at < N * V) {
       return NonFiniteError(seqs[0].logits, at, c.vocab_size,
                             "the output head (output_norm, output)", pos_.data(), tokens, 0);
@@ -335,6 +410,7 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
     for (int s = 0, r = 0; s < count; ++s) {
       r += seqs[s].n;
       if (!seqs[s].logits) continue;
+      if (c.final_softcap > 0) SoftCapLogits(seqs[s].logits, V, c.final_softcap);
       if (const size_t at = FirstNonFinite(seqs[s].logits, V); at < V) {
         return NonFiniteError(seqs[s].logits, at, c.vocab_size,
                               "the output head (output_norm, output)", pos_.data(), tokens, r - 1);

@@ -1,4 +1,5 @@
-// The fast forward pass of Llama-family decoders (arch llama, qwen2, qwen3)
+// The fast forward pass of Llama-family decoders (arch llama, qwen2, qwen3,
+// gemma2, gemma3, phi3: io/arch.h)
 // over a pluggable KvCache:
 //   x = embed(token)
 //   per layer: h = RMSNorm(x) * attn_norm
@@ -7,6 +8,11 @@
 //              cache.Append(k, v); a = cache.Attend(q);  x += a Wo
 //              h = RMSNorm(x) * ffn_norm;  x += (silu(h Wgate) * (h Wup)) Wdown
 //   logits = RMSNorm(x) * output_norm  Wout (token_embd when tied)
+// Gemma blocks (gemma3): x = embed * sqrt(d_model); the attention and FFN
+// outputs pass through post_attention_norm / post_ffw_norm before their
+// residual add; the gate is GELU (tanh form); window layers use their own
+// RoPE base and the cache limits them to their window (KvGeometry::
+// layer_window); logits may be soft-capped.
 // A batch of n tokens runs as GEMMs over the batch (prefill); n == 1 as GEMVs
 // (decode). Work is split over the core/parallel.h pool. Not thread-safe: one
 // LlamaModel runs one Forward at a time (it owns the scratch buffers).
@@ -81,6 +87,8 @@ class LlamaModel {
     const float* ffn_norm = nullptr;
     const float *bq = nullptr, *bk = nullptr, *bv = nullptr;
     const float *q_norm = nullptr, *k_norm = nullptr;
+    const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // gemma_block
+    bool window = false;  // sliding-window layer: local RoPE (inv_freq_swa_)
     kernels::WeightMatrix wq, wk, wv, wo, gate, up, down;
   };
 
@@ -94,6 +102,8 @@ class LlamaModel {
   kernels::WeightMatrix embed_, output_;
   const float* output_norm_ = nullptr;
   std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_swa_;  // window layers: rope_theta_swa, no scaling
+  float q_scale_ = 1.0f;      // on q after RoPE: attn_scale * sqrt(head_dim) (caches divide by it)
   float rope_mscale_ = 1.0f;  // RopeAttentionScale: YaRN's magnitude on q and k
   // Scratch, resized per batch: x, h [n][d]; q, att [n][q_dim]; k, v
   // [n][kv_dim]; g, u [n][d_ff].

@@ -129,7 +129,24 @@ std::string PolicySpec::Canonical() const {
 }
 
 Result<PolicySpec> ParseSpec(const std::string& text) {
-  const std::string t = Trim(text);
+  std::string t = Trim(text);
+  // Layer classes of models with sliding-window layers (cache/window_cache.h):
+  // "global:SPEC[,local:fp16]" = SPEC for the global layers; window layers are
+  // fp16 rings (the only local form so far). On models without window layers
+  // every layer is global.
+  if (t.rfind("global:", 0) == 0) {
+    t = Trim(t.substr(7));
+    const size_t local = t.find(",local:");
+    if (local != std::string::npos) {
+      const std::string lspec = Trim(t.substr(local + 7));
+      if (lspec != "fp16")
+        return MakeError("KV policy '" + Trim(text) + "': local:" + lspec +
+                         " is not supported (window layers are fp16 rings; local:fp16)");
+      t = Trim(t.substr(0, local));
+    }
+  } else if (t.rfind("local:", 0) == 0) {
+    return MakeError("KV policy '" + t + "': write global:SPEC,local:fp16");
+  }
   if (t.empty()) return MakeError("empty KV policy spec (known: " + KnownNames() + ")");
   const size_t colon = t.find(':');
   PolicySpec spec;

@@ -26,12 +26,12 @@ TEST(ArchTable, RowsAndLookup) {
   EXPECT_TRUE(FindArch("qwen2")->qkv_bias);
   EXPECT_EQ(FindArch("gpt2"), nullptr);
   EXPECT_EQ(FindArch("Llama"), nullptr);  // names are exact, as in GGUF
-  EXPECT_EQ(SupportedArchNames(), "llama, qwen2, qwen3");
+  EXPECT_EQ(SupportedArchNames(), "llama, qwen2, qwen3, gemma3, gemma2, phi3");
 }
 
 // A synthetic file of each architecture loads with that row's traits.
 TEST(ArchTable, EveryRowLoadsFromASyntheticFile) {
-  for (const char* name : {"llama", "qwen2", "qwen3"}) {
+  for (const char* name : {"llama", "qwen2", "qwen3", "gemma3", "gemma2", "phi3"}) {
     SyntheticSpec s;
     s.arch = name;
     s.n_layers = 1;
@@ -47,13 +47,20 @@ TEST(ArchTable, EveryRowLoadsFromASyntheticFile) {
     EXPECT_EQ((*m)->config.rope, a->rope) << name;
     EXPECT_EQ((*m)->config.qk_norm, a->qk_norm) << name;
     EXPECT_EQ((*m)->config.attn_bias, a->qkv_bias) << name;
+    EXPECT_EQ((*m)->config.gemma_block, a->gemma_block) << name;
+    EXPECT_EQ((*m)->config.fused_qkv, a->fused) << name;
+    // The tensors the row asks for: post norms (gemma), fused matrices (phi3).
+    EXPECT_EQ((*m)->Find("blk.0.post_ffw_norm.weight") != nullptr, a->gemma_block) << name;
+    EXPECT_EQ((*m)->Find("blk.0.attn_qkv.weight") != nullptr, a->fused) << name;
+    EXPECT_EQ((*m)->Find("blk.0.ffn_gate.weight") == nullptr, a->fused) << name;
     std::remove(path.c_str());
   }
   SyntheticSpec bad;
   bad.arch = "mamba";
   auto st = WriteSyntheticGguf(bad, hqekv::test::TempPath("arch_bad.gguf"), true);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("'mamba' (supported: llama, qwen2, qwen3)"), std::string::npos)
+  EXPECT_NE(st.message().find("'mamba' (supported: llama, qwen2, qwen3, gemma3, gemma2, phi3)"),
+            std::string::npos)
       << st.message();
 }
 

@@ -149,6 +149,81 @@ TEST(Forward, Qwen3QkNormMqaExplicitHeadDim) {
   CheckAgainstReference(s, "qwen3", 2);
 }
 
+// Gemma 3: sqrt(d) embedding scale, QK-norm, post norms, GELU gate, five
+// window layers per global one (layers 0-4 and 6 here, window 8 over
+// positions 1, 4, 7, ...: each window query sees its last 3 keys), a local
+// RoPE base, a final soft-cap.
+TEST(Forward, Gemma3SlidingWindowPostNormsGelu) {
+  SyntheticSpec s;
+  s.arch = "gemma3";
+  s.n_layers = 7;
+  s.n_heads = 4;
+  s.n_kv_heads = 1;
+  s.head_dim = 96;  // not d_model / n_heads
+  s.sliding_window = 8;
+  s.rope_theta = 1000000.0f;
+  s.rope_theta_swa = 10000.0f;
+  s.final_softcap = 30.0f;
+  s.type = TensorType::kF16;
+  CheckAgainstReference(s, "gemma3", 2);
+}
+
+// Gemma 2: window and global layers alternate, attention scores and final
+// logits soft-capped (llama.cpp's defaults 50 and 30: the file has no keys;
+// a small attention cap here so that it bites), local RoPE base = global.
+TEST(Forward, Gemma2SoftCapsAndAlternatingWindows) {
+  SyntheticSpec s;
+  s.arch = "gemma2";
+  s.n_layers = 4;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.sliding_window = 8;
+  s.attn_softcap = 1.5f;
+  s.type = TensorType::kF16;
+  CheckAgainstReference(s, "gemma2");
+  const std::string path = TempModel(s, "gemma2keys");
+  auto src = LoadModel(path);
+  ASSERT_TRUE(src.ok()) << src.message();
+  const ModelConfig& c = (*src)->config;
+  EXPECT_EQ(c.layer_window, (std::vector<int>{8, 0, 8, 0}));
+  EXPECT_FLOAT_EQ(c.attn_softcap, 1.5f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 30.0f);  // llama.cpp's default without the key
+  EXPECT_FLOAT_EQ(c.rope_theta_swa, c.rope_theta);
+  // Only the rings apply the cap: a compressing policy is refused, by name.
+  auto m = LlamaModel::Create(**src);
+  ASSERT_TRUE(m.ok());
+  auto bad = MakeKvCache("kivi", (*m)->CacheGeometry(64));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("soft-caps"), std::string::npos) << bad.message();
+  std::filesystem::remove(path);
+}
+
+// Phi-3: q/k/v in one attn_qkv matrix, gate and up in one ffn_up of 2 d_ff rows.
+TEST(Forward, Phi3FusedQkvAndGateUp) {
+  SyntheticSpec s;
+  s.arch = "phi3";
+  s.n_heads = 4;
+  s.n_kv_heads = 4;
+  s.type = TensorType::kQ8_0;
+  CheckAgainstReference(s, "phi3");
+}
+
+TEST(Forward, Gemma3WindowLayersFollowLlamaCppsPattern) {
+  SyntheticSpec s;
+  s.arch = "gemma3";
+  s.n_layers = 13;
+  s.sliding_window = 512;
+  const std::string path = TempModel(s, "gemma3pattern");
+  auto src = LoadModel(path);
+  ASSERT_TRUE(src.ok()) << src.message();
+  const ModelConfig& c = (*src)->config;
+  const std::vector<int> want = {512, 512, 512, 512, 512, 0, 512, 512, 512, 512, 512, 0, 512};
+  EXPECT_EQ(c.layer_window, want);
+  EXPECT_FLOAT_EQ(c.rope_theta_swa, 10000.0f);  // llama.cpp's default without the key
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / 8.0f);   // 1/sqrt(head_dim 64)
+  std::filesystem::remove(path);
+}
+
 TEST(Forward, Llama3RopeScaling) {
   SyntheticSpec s;
   s.rope_factor = 8.0f;

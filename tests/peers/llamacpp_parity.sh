@@ -4,8 +4,17 @@
 # in the weight types hqekv reads:
 #   llama1b  Llama-3.2-1B's layer (d_model 2048, 32 query / 8 KV heads of 64), 1 layer
 #   qwen25   Qwen2.5-0.5B's layer (qwen2: q/k/v biases, d_model 896, 14 / 2 heads of 64), 2 layers
-#   qwen3    Qwen3-0.6B's heads (qwen3: QK-norm, 16 / 8 heads; head_dim 64 here, the real
-#            model's is 128 with d_model 1024, which gen-synthetic cannot write), 2 layers
+#   qwen3    Qwen3-0.6B's heads (qwen3: QK-norm, 16 / 8 heads of 64), 2 layers
+#   phi3     Phi-3-mini's layer (phi3: fused attn_qkv and gate+up ffn_up, d_model 3072,
+#            32 / 32 heads of 96), 1 layer; named so that llama.cpp's vocabulary loader
+#            does not look for Phi-3's <|endoftext|> (it does for names containing "phi3")
+#   gemma2   Gemma-2-2B's layers (gemma2: d_model 2304, 8 / 4 heads of 256, window and global
+#            layers alternating, attention / final soft-caps 50 / 30 as llama.cpp defaults
+#            them), 4 layers, window 32 (the real model's is 4096)
+#   gemma3   Gemma-3-1B's layers (gemma3: d_model 1152, 4 query / 1 KV head of 256, QK-norm,
+#            post norms, GELU, sqrt(d) embedding scale, RoPE bases 1e6 global / 1e4 local),
+#            6 layers = 5 sliding-window + 1 global; the window is 32 tokens here (the real
+#            model's is 512) so that the 96-token run crosses it and the mask matters
 # (d_ff 1024 and a 512-token synthetic vocabulary keep the files small). For
 # each file llama.cpp continues a 32-token prompt greedily for 64 tokens
 # (tests/peers/llamacpp_greedy.mjs) and hqekv is teacher-forced on llama.cpp's
@@ -36,14 +45,20 @@ REL_BOUND=${REL_BOUND:-0.05}
 declare -A SHAPE=(
   [llama1b]="--arch llama --layers 1 --dim 2048 --heads 32 --kv-heads 8"
   [qwen25]="--arch qwen2 --layers 2 --dim 896 --heads 14 --kv-heads 2"
-  [qwen3]="--arch qwen3 --layers 2 --dim 1024 --heads 16 --kv-heads 8")
+  [qwen3]="--arch qwen3 --layers 2 --dim 1024 --heads 16 --kv-heads 8"
+  [phi3]="--arch phi3 --layers 1 --dim 3072 --heads 32 --kv-heads 32 --name synthetic-mini"
+  [gemma2]="--arch gemma2 --layers 4 --dim 2304 --heads 8 --kv-heads 4 --head-dim 256 --window 32"
+  [gemma3]="--arch gemma3 --layers 6 --dim 1152 --heads 4 --kv-heads 1 --head-dim 256 --window 32 --rope-theta 1000000")
 # 256-value super-blocks (K types, IQ4_XS) need d_model % 256 == 0: not Qwen2.5's 896.
 declare -A TYPES=(
   [llama1b]="F16 Q8_0 Q4_K Q6_K"
   [qwen25]="F32 BF16 Q8_0 Q5_0 Q5_1 Q4_0 Q4_1 IQ4_NL"
-  [qwen3]="F16 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS Q4_0")
+  [qwen3]="F16 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS Q4_0"
+  [phi3]="F16 Q4_0"
+  [gemma2]="F16 Q4_K"
+  [gemma3]="F16 Q8_0 Q4_0")
 JOBS=()
-for shape in llama1b qwen25 qwen3; do
+for shape in ${PEERS_SHAPES:-llama1b qwen25 qwen3 phi3 gemma2 gemma3}; do
   for type in ${TYPES[$shape]}; do
     m=$WORK/$shape-$type.gguf
     # shellcheck disable=SC2086
