@@ -136,7 +136,7 @@ M = [
      [("src/quant/uniform_ref.cc",
        "codes[i] = static_cast<uint8_t>(std::nearbyint(std::min(std::max(v, 0.0f), top)));",
        "codes[i] = static_cast<uint8_t>(std::round(std::min(std::max(v, 0.0f), top)));"),
-      ("src/quant/simd.cc",
+      ("src/quant/simd_codec-inl.h",
        "return hn::ConvertTo(di, hn::Round(hn::Min(hn::Max(v, hn::Zero(df)), top)));",
        "return hn::ConvertTo(di, hn::Floor(hn::Add(hn::Min(hn::Max(v, hn::Zero(df)), top), hn::Set(df, 0.5f))));")],
      ["test_quant"]),
