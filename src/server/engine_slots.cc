@@ -10,6 +10,7 @@
 #include "core/file.h"
 #include "policy/factory.h"
 #include "server/engine.h"
+#include "server/engine_state.h"
 
 namespace hqekv::server {
 
