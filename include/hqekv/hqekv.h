@@ -60,7 +60,8 @@ typedef enum hqekv_status {
   HQEKV_ERR_STATE = 6,            /* the call is not valid now (e.g. logits before any decode) */
   HQEKV_ERR_COMPUTE = 7,          /* the engine or the cache reported an error */
   HQEKV_ERR_OUT_OF_MEMORY = 8,
-  HQEKV_ERR_INTERNAL = 9 /* a bug in hqekv: please report the message */
+  HQEKV_ERR_INTERNAL = 9, /* a bug in hqekv: please report the message */
+  HQEKV_ERR_ABORTED = 10  /* the context's abort callback asked to stop */
 } hqekv_status;
 
 /* Message of the last failed call on this thread ("" when none failed). */
@@ -210,6 +211,18 @@ typedef struct hqekv_sampler hqekv_sampler;
 HQEKV_API hqekv_status hqekv_sampler_create(const hqekv_sampler_params* params,
                                             hqekv_sampler** out);
 HQEKV_API void hqekv_sampler_free(hqekv_sampler* sampler);
+/* OpenAI's presence and frequency penalties on a sampler (0 = off; finite):
+ * the logit of a token already in the last repeat_last_n tokens loses
+ * presence + frequency x its count. The sampler's random state restarts from
+ * its seed. */
+HQEKV_API hqekv_status hqekv_sampler_set_penalties(hqekv_sampler* sampler, float presence,
+                                                   float frequency);
+/* Adds bias[i] to the logit of tokens[i] before every other step (replacing
+ * any earlier bias; n = 0 clears it); a bias of -INFINITY bans the token.
+ * Ids past the vocabulary are ignored. The random state restarts from the
+ * seed. */
+HQEKV_API hqekv_status hqekv_sampler_set_logit_bias(hqekv_sampler* sampler, const int32_t* tokens,
+                                                    const float* bias, size_t n);
 /* Picks the next token from the context's logits; the tokens decoded so far
  * are the history of the repetition penalty. Does not decode it. */
 HQEKV_API hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_context* ctx,
@@ -223,6 +236,14 @@ HQEKV_API hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_
  * when cap == 0; cap must be >= max_new otherwise). */
 HQEKV_API hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_new,
                                       int32_t* out, size_t cap, size_t* n_out);
+
+/* An abort callback, as llama.h's: hqekv_decode, hqekv_decode_batch and
+ * every step of hqekv_generate call abort_fn(user) before computing; a
+ * nonzero return stops the call with HQEKV_ERR_ABORTED and the context as
+ * before it (hqekv_generate keeps the tokens emitted so far in out[] and
+ * *n_out). NULL removes it. The callback runs on the calling thread. */
+HQEKV_API hqekv_status hqekv_context_set_abort_callback(hqekv_context* ctx, int (*abort_fn)(void*),
+                                                       void* user);
 
 /* Context shift for hqekv_generate (llama.cpp's, as `hqekv run`): with
  * enable = 1, a step that finds the context full keeps its first n_keep

@@ -83,6 +83,19 @@ hqekv_status CheckBatch(const char* fn, const hqekv_context* ctx, const int32_t*
   return HQEKV_OK;
 }
 
+// Rebuilds the sampler from its config with `edit` applied (the random state
+// restarts from the seed); the sampler is unchanged when the result is invalid.
+template <class Edit>
+hqekv_status ReconfigureSampler(const char* fn, hqekv_sampler* sampler, Edit&& edit) {
+  if (!sampler) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": sampler is NULL");
+  hqekv::SamplerConfig c = sampler->sampler.config();
+  edit(c);
+  auto s = hqekv::Sampler::Create(c);
+  if (!s.ok()) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": " + s.message());
+  sampler->sampler = std::move(*s);
+  return HQEKV_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -130,7 +143,8 @@ const char* hqekv_context_kv_describe(const hqekv_context* ctx) {
 
 hqekv_status hqekv_decode(hqekv_context* ctx, const int32_t* tokens, int n) {
   return Guard("hqekv_decode", [&] {
-    const hqekv_status s = CheckBatch("hqekv_decode", ctx, tokens, n);
+    hqekv_status s = CheckBatch("hqekv_decode", ctx, tokens, n);
+    if (s == HQEKV_OK) s = hqekv::capi::CheckAbort("hqekv_decode", ctx);
     return s != HQEKV_OK ? s : DecodeChecked(ctx, tokens, n);
   });
 }
@@ -187,6 +201,45 @@ hqekv_status hqekv_sampler_create(const hqekv_sampler_params* params, hqekv_samp
 
 void hqekv_sampler_free(hqekv_sampler* sampler) { delete sampler; }
 
+hqekv_status hqekv_sampler_set_penalties(hqekv_sampler* sampler, float presence, float frequency) {
+  return Guard("hqekv_sampler_set_penalties", [&] {
+    return ReconfigureSampler("hqekv_sampler_set_penalties", sampler, [&](hqekv::SamplerConfig& c) {
+      c.presence_penalty = presence;
+      c.frequency_penalty = frequency;
+    });
+  });
+}
+
+hqekv_status hqekv_sampler_set_logit_bias(hqekv_sampler* sampler, const int32_t* tokens,
+                                          const float* bias, size_t n) {
+  return Guard("hqekv_sampler_set_logit_bias", [&] {
+    if (n > 0 && (!tokens || !bias)) {
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT,
+                  "hqekv_sampler_set_logit_bias: tokens or bias is NULL");
+    }
+    return ReconfigureSampler(
+        "hqekv_sampler_set_logit_bias", sampler, [&](hqekv::SamplerConfig& c) {
+          c.logit_bias.clear();
+          for (size_t i = 0; i < n; ++i) {
+            // -inf (or anything below the ban) bans: the finite ban value.
+            const float b = bias[i] <= hqekv::kLogitBan ? hqekv::kLogitBan : bias[i];
+            c.logit_bias.emplace_back(tokens[i], b);
+          }
+        });
+  });
+}
+
+hqekv_status hqekv_context_set_abort_callback(hqekv_context* ctx, int (*abort_fn)(void*),
+                                              void* user) {
+  return Guard("hqekv_context_set_abort_callback", [&] {
+    if (!ctx)
+      return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_set_abort_callback: ctx is NULL");
+    ctx->abort_fn = abort_fn;
+    ctx->abort_user = user;
+    return HQEKV_OK;
+  });
+}
+
 hqekv_status hqekv_sampler_sample(hqekv_sampler* sampler, const hqekv_context* ctx,
                                   int32_t* token) {
   return Guard("hqekv_sampler_sample", [&] {
@@ -228,6 +281,8 @@ hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_
     step.context_shift = ctx->context_shift;
     step.n_keep = ctx->n_keep;
     for (int i = 0; i < max_new; ++i) {
+      if (const hqekv_status a = hqekv::capi::CheckAbort("hqekv_generate", ctx); a != HQEKV_OK)
+        return a;  // out[0..*n_out) stay emitted; the context holds them
       step.decode = i + 1 < max_new;
       auto r = hqekv::GenerateStep(*ctx->model, *ctx->cache, sampler->sampler, ctx->seq, step);
       if (!r.ok()) {

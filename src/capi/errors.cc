@@ -43,6 +43,12 @@ hqekv_status CopyOut(const char* fn, const std::string& s, char* buf, size_t cap
   return HQEKV_OK;
 }
 
+hqekv_status CheckAbort(const char* fn, const hqekv_context* ctx) {
+  if (ctx && ctx->abort_fn && ctx->abort_fn(ctx->abort_user) != 0)
+    return Fail(HQEKV_ERR_ABORTED, std::string(fn) + ": stopped by the abort callback");
+  return HQEKV_OK;
+}
+
 }  // namespace hqekv::capi
 
 extern "C" {
@@ -71,6 +77,8 @@ const char* hqekv_status_name(hqekv_status status) {
       return "HQEKV_ERR_OUT_OF_MEMORY";
     case HQEKV_ERR_INTERNAL:
       return "HQEKV_ERR_INTERNAL";
+    case HQEKV_ERR_ABORTED:
+      return "HQEKV_ERR_ABORTED";
   }
   return "HQEKV_ERR_UNKNOWN";
 }

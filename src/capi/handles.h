@@ -35,7 +35,9 @@ struct hqekv_context {
   int n_ctx = 0;
   bool context_shift = false;  // hqekv_context_set_shift
   int n_keep = 0;
-  hqekv::Sequence seq;  // tokens decoded, the cache's window, the last logits
+  hqekv::Sequence seq;               // tokens decoded, the cache's window, the last logits
+  int (*abort_fn)(void*) = nullptr;  // hqekv_context_set_abort_callback
+  void* abort_user = nullptr;
 
   // Sequences added by hqekv_seq_add (ids 1..; sequence 0 is cache/seq above).
   struct ExtraSeq {
@@ -101,6 +103,10 @@ hqekv_status EncodeSeqState(const char* fn, const hqekv_context* ctx, const SeqR
                             std::string* out);
 hqekv_status DecodeSeqState(const char* fn, const hqekv_context* ctx, const SeqRef& s,
                             std::string_view file);
+
+// HQEKV_ERR_ABORTED (message naming fn) when ctx's abort callback asks to
+// stop, else HQEKV_OK.
+hqekv_status CheckAbort(const char* fn, const hqekv_context* ctx);
 
 // Fills the C struct from a cache's stats.
 void FillStats(const KvStats& st, hqekv_kv_stats* out);

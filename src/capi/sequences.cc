@@ -197,6 +197,7 @@ hqekv_status hqekv_decode_batch(hqekv_context* ctx, const hqekv_seq_id* seq_ids,
       return Fail(HQEKV_ERR_INVALID_ARGUMENT,
                   "hqekv_decode_batch: n must be > 0, got " + std::to_string(n));
     const int vocab = ctx->src->config.vocab_size;
+    if (const hqekv_status a = hqekv::capi::CheckAbort(fn, ctx); a != HQEKV_OK) return a;
     std::vector<SeqPart> parts;
     for (int i = 0; i < n; ++i) {
       if (tokens[i] < 0 || tokens[i] >= vocab) {

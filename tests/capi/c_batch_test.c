@@ -25,6 +25,12 @@ static const char* kSpecs[NSEQ] = {"fp16", "llama:ctk=q4_0,ctv=q4_0", "fp16",
 static const char* kPrompts[NSEQ] = {"Once upon a time", "The history of the", "In the year",
                                      "The river"};
 
+/* An abort callback that lets `*left` calls through, then asks to stop. */
+static int abort_after(void* user) {
+  int* left = (int*)user;
+  return (*left)-- <= 0;
+}
+
 static int argmax(const float* v, int n) {
   int best = 0, i;
   for (i = 1; i < n; ++i)
@@ -193,6 +199,52 @@ int main(int argc, char** argv) {
   CHECK(len > 0);
   CHECK_ERR(hqekv_model_meta_val_str(m, "no.such.key", text, sizeof text, &len),
             HQEKV_ERR_INVALID_ARGUMENT, "no.such.key");
+
+  /* Abort callback: generation stops after 3 tokens, which stay emitted and decoded. */
+  {
+    hqekv_context* c = NULL;
+    int left = 3;
+    int32_t out[10];
+    size_t n_out = 0;
+    REQUIRE_OK(hqekv_context_create(m, "fp16", 256, &c));
+    REQUIRE_OK(hqekv_decode(c, prompts[0], (int)np[0]));
+    REQUIRE_OK(hqekv_context_set_abort_callback(c, abort_after, &left));
+    CHECK_ERR(hqekv_generate(c, greedy, 10, out, 10, &n_out), HQEKV_ERR_ABORTED, "abort callback");
+    CHECK(n_out == 3 && memcmp(out, ref[0], 3 * sizeof(int32_t)) == 0);
+    CHECK(hqekv_context_n_past(c) == (int)np[0] + 3);
+    CHECK_ERR(hqekv_decode(c, out, 1), HQEKV_ERR_ABORTED, "abort callback");
+    CHECK(hqekv_context_n_past(c) == (int)np[0] + 3);
+    CHECK(strcmp(hqekv_status_name(HQEKV_ERR_ABORTED), "HQEKV_ERR_ABORTED") == 0);
+    REQUIRE_OK(hqekv_context_set_abort_callback(c, NULL, NULL));
+    REQUIRE_OK(hqekv_decode(c, &ref[0][3], 1));
+    hqekv_context_free(c);
+  }
+
+  /* Logit bias and penalties on a sampler (the chain of `hqekv run` and the server). */
+  {
+    hqekv_context* c = NULL;
+    hqekv_sampler* s = NULL;
+    int32_t t = -1, ban = ref[0][0], five = 5;
+    float minus_inf = -INFINITY, big = 1000.0f, nan = NAN;
+    REQUIRE_OK(hqekv_context_create(m, "fp16", 256, &c));
+    REQUIRE_OK(hqekv_decode(c, prompts[0], (int)np[0]));
+    REQUIRE_OK(hqekv_sampler_create(&gp, &s));
+    REQUIRE_OK(hqekv_sampler_set_logit_bias(s, &ban, &minus_inf, 1));
+    REQUIRE_OK(hqekv_sampler_sample(s, c, &t));
+    CHECK(t != ref[0][0]);
+    REQUIRE_OK(hqekv_sampler_set_logit_bias(s, &five, &big, 1));
+    REQUIRE_OK(hqekv_sampler_sample(s, c, &t));
+    CHECK(t == 5);
+    CHECK_ERR(hqekv_sampler_set_logit_bias(s, &five, &nan, 1), HQEKV_ERR_INVALID_ARGUMENT,
+              "finite");
+    CHECK_ERR(hqekv_sampler_set_penalties(s, nan, 0.0f), HQEKV_ERR_INVALID_ARGUMENT, "finite");
+    REQUIRE_OK(hqekv_sampler_set_logit_bias(s, NULL, NULL, 0));
+    REQUIRE_OK(hqekv_sampler_set_penalties(s, 0.5f, 0.5f));
+    REQUIRE_OK(hqekv_sampler_sample(s, c, &t));
+    CHECK(t >= 0 && t < vocab);
+    hqekv_sampler_free(s);
+    hqekv_context_free(c);
+  }
 
   hqekv_sampler_free(greedy);
   hqekv_context_free(ctx);
