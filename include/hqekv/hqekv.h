@@ -243,7 +243,7 @@ HQEKV_API hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler
  * before it (hqekv_generate keeps the tokens emitted so far in out[] and
  * *n_out). NULL removes it. The callback runs on the calling thread. */
 HQEKV_API hqekv_status hqekv_context_set_abort_callback(hqekv_context* ctx, int (*abort_fn)(void*),
-                                                       void* user);
+                                                        void* user);
 
 /* Context shift for hqekv_generate (llama.cpp's, as `hqekv run`): with
  * enable = 1, a step that finds the context full keeps its first n_keep
