@@ -26,7 +26,7 @@ using namespace test_util;
 
 // n random rows of k values: random quant bytes (every int8 incl. -128, every
 // 6-bit scale/min), moderate fp16 scales.
-std::vector<uint8_t> RandomRows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
+std::vector<uint8_t> RandomInt8Rows(TensorType t, int64_t n, int64_t k, std::mt19937& rng) {
   std::vector<uint8_t> buf(n * RowBytes(t, k));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> u(0.001f, 0.03f);
@@ -148,7 +148,7 @@ TEST(Int8Acts, SimdDotEqualsOracleOnEveryTarget) {
       if (k % BlockSize(t) != 0) continue;
       for (int64_t m : {6, 13}) {
         const int64_t n = m == 6 ? 7 : 19;
-        const auto w = RandomRows(t, n, k, rng);
+        const auto w = RandomInt8Rows(t, n, k, rng);
         const auto x = ActsWithTies(m * k, rng);
         Int8Acts a;
         QuantizeActsRef(x.data(), m, k, &a);
@@ -348,8 +348,8 @@ TEST(KernelsSimd, DequantizeRowEqualsOracleOnEveryTarget) {
     const uint16_t h = static_cast<uint16_t>(i);
     std::memcpy(&f16[2 * i], &h, 2);
   }
-  const auto bf16 = RandomRows(TensorType::kQ8_0, 1, 4096, rng);  // any bytes: 2176 values
-  const auto q8 = RandomRows(TensorType::kQ8_0, 3, 1024, rng);
+  const auto bf16 = RandomInt8Rows(TensorType::kQ8_0, 1, 4096, rng);  // any bytes: 2176 values
+  const auto q8 = RandomInt8Rows(TensorType::kQ8_0, 3, 1024, rng);
   struct Row {
     TensorType t;
     const uint8_t* p;
@@ -381,7 +381,7 @@ TEST(Int8Acts, ErrorWithinQuantizationBound) {
   std::mt19937 rng(9);
   for (TensorType t : kInt8Types) {
     const int64_t k = 2048;
-    const auto w = RandomRows(t, 1, k, rng);
+    const auto w = RandomInt8Rows(t, 1, k, rng);
     const auto x = ActsWithTies(k, rng);
     Int8Acts a;
     QuantizeActsRef(x.data(), 1, k, &a);
@@ -405,7 +405,7 @@ TEST(Int8Acts, MatVecAndMatMulTakeThePathWhenEnabled) {
     SetNumThreads(threads);
     for (TensorType t : kInt8Types) {
       const int64_t n = 37, k = 2048;
-      const auto wb = RandomRows(t, n, k, rng);
+      const auto wb = RandomInt8Rows(t, n, k, rng);
       const WeightMatrix w{t, wb.data(), n, k};
       for (int64_t m : {1, 5, 20}) {
         const auto x = ActsWithTies(m * k, rng);
