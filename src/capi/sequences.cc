@@ -333,11 +333,7 @@ hqekv_status hqekv_get_top_logprobs_ith(const hqekv_context* ctx, int i, int k, 
                                                   " is outside [1, " + std::to_string(vocab) + "]");
     }
     const double lse = hqekv::lm::LogSumExp(row, vocab);
-    std::vector<int32_t> order(static_cast<size_t>(vocab));
-    for (int t = 0; t < vocab; ++t) order[static_cast<size_t>(t)] = t;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-      return row[a] > row[b] || (row[a] == row[b] && a < b);
-    });
+    const std::vector<int32_t> order = hqekv::lm::TopTokens(row, vocab, k);
     for (int t = 0; t < k; ++t) {
       ids[t] = order[static_cast<size_t>(t)];
       logprobs[t] = static_cast<float>(row[ids[t]] - lse);

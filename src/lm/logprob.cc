@@ -2,9 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 namespace hqekv::lm {
+
+std::vector<int32_t> TopTokens(const float* logits, int n, int k) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  ids.resize(static_cast<size_t>(k));
+  return ids;
+}
 
 double LogSumExp(const float* logits, int n) {
   const float mx = *std::max_element(logits, logits + n);

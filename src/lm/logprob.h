@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace hqekv::lm {
 
@@ -26,6 +27,10 @@ void LogSoftmax(const float* logits, int n, T* out);
 // Index of the largest value, the first one on ties. n > 0. T: float or double.
 template <class T>
 int32_t Argmax(const T* v, int n);
+
+// The k (<= n) most probable tokens of softmax(logits), by decreasing logit,
+// the lower id first on ties (top log-probs of the server and the C API).
+std::vector<int32_t> TopTokens(const float* logits, int n, int k);
 
 // Negative log-likelihood of `token` under softmax(logits): -log p_token,
 // with log p_token rounded to T first (T = float gives exactly minus the

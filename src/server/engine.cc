@@ -409,12 +409,8 @@ void Engine::Emit(Slot& s) {
     // Log-softmax of the model's logits (before sampling filters).
     const double lse = lm::LogSumExp(s.logits.data(), V);
     e.logprob = static_cast<float>(s.logits[t] - lse);
-    std::vector<int32_t> ids(V);
-    for (int i = 0; i < V; ++i) ids[i] = i;
     const int k = std::min(job.req.top_logprobs, V);
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-      return s.logits[a] > s.logits[b] || (s.logits[a] == s.logits[b] && a < b);
-    });
+    const std::vector<int32_t> ids = lm::TopTokens(s.logits.data(), V, k);
     for (int i = 0; i < k; ++i)
       e.top.emplace_back(tok.DecodePiece(s.history.back(), ids[i]),
                          static_cast<float>(s.logits[ids[i]] - lse));
