@@ -1,4 +1,4 @@
-# The library people build on: libhqekv.so (SONAME libhqekv.so.<API version>)
+# The library people build on: libhqekv.so (SONAME libhqekv.so.<ABI version>)
 # and libhqekv.a, both made of the objects of the modules the C API
 # (include/hqekv/hqekv.h, src/capi/) needs; install() rules with the exported
 # targets hqekv::hqekv (shared) and hqekv::hqekv_static, hqekvConfig.cmake +
@@ -6,9 +6,12 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# The SONAME follows the C API's version (bumped on every incompatible change).
+# The SONAME follows the C API's ABI version (bumped only on an incompatible
+# change); the file version is ABI.API.PATCH (API: bumped when calls are added).
 file(STRINGS ${PROJECT_SOURCE_DIR}/include/hqekv/hqekv.h _api_line REGEX "^#define HQEKV_API_VERSION ")
 string(REGEX REPLACE ".*HQEKV_API_VERSION ([0-9]+).*" "\\1" HQEKV_API_VERSION "${_api_line}")
+file(STRINGS ${PROJECT_SOURCE_DIR}/include/hqekv/hqekv.h _abi_line REGEX "^#define HQEKV_ABI_VERSION ")
+string(REGEX REPLACE ".*HQEKV_ABI_VERSION ([0-9]+).*" "\\1" HQEKV_ABI_VERSION "${_abi_line}")
 
 target_include_directories(hqekv_capi PUBLIC ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(hqekv_capi PRIVATE HQEKV_VERSION_STRING="${PROJECT_VERSION}")
@@ -45,7 +48,7 @@ set(_public_include $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
 
 add_library(hqekv_shared SHARED ${_objs})
 set_target_properties(hqekv_shared PROPERTIES OUTPUT_NAME hqekv EXPORT_NAME hqekv
-                      VERSION ${HQEKV_API_VERSION}.${PROJECT_VERSION_MINOR}.${PROJECT_VERSION_PATCH} SOVERSION ${HQEKV_API_VERSION}
+                      VERSION ${HQEKV_ABI_VERSION}.${HQEKV_API_VERSION}.${PROJECT_VERSION_PATCH} SOVERSION ${HQEKV_ABI_VERSION}
                       LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/hqekv.map)
 target_include_directories(hqekv_shared INTERFACE ${_public_include})
 target_link_libraries(hqekv_shared PRIVATE hwy::hwy Threads::Threads)

@@ -92,6 +92,7 @@ struct Model {
 struct Context {
   std::shared_ptr<hqekv_model> model;
   std::unique_ptr<hqekv_context, void (*)(hqekv_context*)> h{nullptr, hqekv_context_free};
+  int last_batch = 0;  // tokens of the last decode() (rows of embeddings())
 };
 
 hqekv_sampler_params SamplerParams(float temperature, int top_k, float top_p, float min_p,
@@ -371,6 +372,7 @@ PYBIND11_MODULE(_hqekv, mod) {
             const int n = IntSize(static_cast<py::ssize_t>(tokens.size()), "decode: len(tokens)");
             py::gil_scoped_release nogil;
             Check(hqekv_decode(c.h.get(), tokens.data(), n));
+            c.last_batch = n;
           },
           py::arg("tokens"), "Runs tokens at the next positions (the first batch is the prompt).")
       .def(
@@ -387,7 +389,52 @@ PYBIND11_MODULE(_hqekv, mod) {
           },
           "Logits [n_vocab] of the last decoded token (a read-only view, valid until the next "
           "decode).")
-      .def("reset", [](Context& c) { Check(hqekv_context_reset(c.h.get())); })
+      .def(
+          "set_embeddings",
+          [](Context& c, bool on) { Check(hqekv_context_set_embeddings(c.h.get(), on ? 1 : 0)); },
+          py::arg("on") = true,
+          "Keep each decoded token's final hidden state (hqekv_context_set_embeddings).")
+      .def(
+          "embeddings",
+          [](const Context& c) {
+            const float* e = nullptr;
+            int d = 0;
+            Check(hqekv_get_embeddings_ith(c.h.get(), 0, &e, &d));
+            FloatArray a({static_cast<py::ssize_t>(c.last_batch), static_cast<py::ssize_t>(d)});
+            for (int i = 0; i < c.last_batch; ++i) {
+              Check(hqekv_get_embeddings_ith(c.h.get(), i, &e, &d));
+              std::copy(e, e + d, a.mutable_data() + static_cast<size_t>(i) * d);
+            }
+            return a;
+          },
+          "Hidden states [n_tokens, n_embd] of the last decode (embeddings must be on).")
+      .def(
+          "embedding",
+          [](const Context& c, const std::string& pooling, bool normalize) {
+            hqekv_pooling p;
+            if (pooling == "mean") {
+              p = HQEKV_POOLING_MEAN;
+            } else if (pooling == "last") {
+              p = HQEKV_POOLING_LAST;
+            } else if (pooling == "first") {
+              p = HQEKV_POOLING_FIRST;
+            } else {
+              throw py::value_error("embedding: pooling must be 'mean', 'last' or 'first', got '" +
+                                    pooling + "'");
+            }
+            const int d = hqekv_model_n_embd(c.model.get());
+            FloatArray a({static_cast<py::ssize_t>(d)});
+            Check(hqekv_get_embeddings_seq(c.h.get(), 0, p, normalize ? 1 : 0, a.mutable_data(),
+                                           static_cast<size_t>(d)));
+            return a;
+          },
+          py::arg("pooling") = "mean", py::arg("normalize") = true,
+          "One vector [n_embd] for the last decode (hqekv_get_embeddings_seq).")
+      .def("reset",
+           [](Context& c) {
+             Check(hqekv_context_reset(c.h.get()));
+             c.last_batch = 0;
+           })
       .def(
           "save_state",
           [](const Context& c, const std::string& path) {
@@ -467,6 +514,7 @@ PYBIND11_MODULE(_hqekv, mod) {
             {
               py::gil_scoped_release nogil;
               Check(hqekv_decode(c.h.get(), ids.data(), static_cast<int>(ids.size())));
+              c.last_batch = static_cast<int>(ids.size());
               hqekv_sampler* s = nullptr;
               Check(hqekv_sampler_create(&p, &s));
               std::unique_ptr<hqekv_sampler, void (*)(hqekv_sampler*)> owner(s, hqekv_sampler_free);

@@ -28,9 +28,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Bumped on every incompatible change of this header (functions, structs,
- * enum values). hqekv_api_version() returns the library's value. */
-#define HQEKV_API_VERSION 1
+/* The API's version: bumped when calls are added (the changelog in
+ * docs/api.md lists what each version added) and on any incompatible
+ * change. hqekv_api_version() returns the library's value; a program built
+ * against version N runs on a library of version >= N with the same
+ * HQEKV_ABI_VERSION. */
+#define HQEKV_API_VERSION 2
+/* Bumped only on an incompatible change of this header (a function, struct
+ * or enum value changed or removed); it is the library's SONAME
+ * (libhqekv.so.<HQEKV_ABI_VERSION>). */
+#define HQEKV_ABI_VERSION 1
 
 #if defined(HQEKV_STATIC_DEFINE)
 #define HQEKV_API
@@ -76,6 +83,23 @@ HQEKV_API const char* hqekv_version(void); /* project version, e.g. "0.1.0" */
 /* Threads of the shared compute pool (0 = all cores). Results are
  * reproducible for a fixed thread count. */
 HQEKV_API hqekv_status hqekv_set_threads(int n_threads);
+
+/* Log messages (llama_log_set's role; since API version 2). The library
+ * prints nothing by itself; with a callback it reports what a person wants
+ * to know: INFO when a model is loaded or a context or sequence created
+ * (what and how big), WARN when a KV policy cannot meet its budget (the note
+ * `hqekv run` prints), ERROR with the message of every failed call (the
+ * text hqekv_last_error() returns). message is valid during the call only.
+ * The callback may run on any thread that calls the library, one call at a
+ * time, and must not call hqekv_log_set. NULL removes it (process-wide). */
+typedef enum hqekv_log_level {
+  HQEKV_LOG_DEBUG = 0,
+  HQEKV_LOG_INFO = 1,
+  HQEKV_LOG_WARN = 2,
+  HQEKV_LOG_ERROR = 3
+} hqekv_log_level;
+typedef void (*hqekv_log_callback)(hqekv_log_level level, const char* message, void* user);
+HQEKV_API void hqekv_log_set(hqekv_log_callback callback, void* user);
 
 /* ---- Model ------------------------------------------------------------- */
 
@@ -378,6 +402,9 @@ HQEKV_API hqekv_status hqekv_get_logits_ith(const hqekv_context* ctx, int i, con
  * n_vocab). */
 HQEKV_API hqekv_status hqekv_get_top_logprobs_ith(const hqekv_context* ctx, int i, int k,
                                                   int32_t* ids, float* logprobs);
+/* Every sequence except seq is removed (llama_memory_seq_keep); sequence 0
+ * is cleared unless seq is 0. Since API version 2. */
+HQEKV_API hqekv_status hqekv_seq_keep(hqekv_context* ctx, hqekv_seq_id seq);
 /* hqekv_sampler_sample on a sequence's last logits and history. */
 HQEKV_API hqekv_status hqekv_seq_sample(hqekv_sampler* sampler, const hqekv_context* ctx,
                                         hqekv_seq_id seq, int32_t* token);
@@ -387,6 +414,30 @@ HQEKV_API hqekv_status hqekv_seq_state_get_data(const hqekv_context* ctx, hqekv_
                                                 uint8_t* buf, size_t cap, size_t* len);
 HQEKV_API hqekv_status hqekv_seq_state_set_data(hqekv_context* ctx, hqekv_seq_id seq,
                                                 const uint8_t* data, size_t len);
+
+/* ---- Embeddings (since API version 2) ------------------------------------
+ * With embeddings on, every later hqekv_decode and hqekv_decode_batch also
+ * keeps each token's final hidden state: the output of the model's last
+ * norm, the input of its output head ([n_embd] floats; llama.cpp's
+ * embeddings with pooling "none"). They are the model's hidden states as
+ * computed with this context's KV policy (a compressed cache changes them as
+ * it changes the logits). Valid until the next decode. */
+HQEKV_API hqekv_status hqekv_context_set_embeddings(hqekv_context* ctx, int enable);
+/* The hidden state after token i of the last decode or decode batch (i < 0:
+ * counted from the end). HQEKV_ERR_STATE when embeddings were off for it. */
+HQEKV_API hqekv_status hqekv_get_embeddings_ith(const hqekv_context* ctx, int i, const float** embd,
+                                                int* n_embd);
+typedef enum hqekv_pooling {
+  HQEKV_POOLING_MEAN = 1, /* mean over the sequence's tokens in the batch */
+  HQEKV_POOLING_LAST = 2, /* its last token (what a causal model has seen most of) */
+  HQEKV_POOLING_FIRST = 3 /* its first token (CLS-style) */
+} hqekv_pooling;
+/* One vector for sequence seq's tokens in the last decode (batch):
+ * out[n_embd] (cap >= n_embd floats), L2-normalised when normalize != 0 (as
+ * llama.cpp's embedding example does). */
+HQEKV_API hqekv_status hqekv_get_embeddings_seq(const hqekv_context* ctx, hqekv_seq_id seq,
+                                                hqekv_pooling pooling, int normalize, float* out,
+                                                size_t cap);
 
 /* ---- Vocabulary and file metadata ------------------------------------------ */
 /* The text of a token as the vocabulary stores it (SentencePiece pieces keep

@@ -253,6 +253,24 @@ class Model(_hqekv.Model):
                               repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
                               seed=seed))
 
+    def embed(self, text: str, kv: Optional[str] = None, *, pooling: str = "mean",
+              normalize: bool = True, n_ctx: Optional[int] = None):
+        """One vector [n_embd] for text: its tokens decoded in one batch under
+        KV policy `kv`, the final hidden states (after the model's last norm)
+        pooled ("mean", "last" or "first") and L2-normalised unless
+        normalize=False. A numpy array."""
+        ids = self.tokenize(text, add_bos=self.add_bos or not text)
+        if not ids:
+            raise ValueError("empty text and the model's tokenizer has no BOS token")
+        ctx = self._context(kv, n_ctx)
+        ctx.reset()
+        ctx.set_embeddings(True)
+        try:
+            ctx.decode(ids)
+            return ctx.embedding(pooling, normalize)
+        finally:
+            ctx.set_embeddings(False)
+
     def perplexity(self, text: str, kv: str = "fp16", ref: str = "fp16", *, n_ctx: int = 512,
                    n_prefill: int = 0, n_chunks: int = 0, ref_top_k: int = -1) -> PerplexityResult:
         """KV policy `kv` against the reference cache `ref` on text: chunks of

@@ -145,3 +145,29 @@ def test_stubs_declare_every_public_name_of_the_extension():
                 if attr.startswith("_"):
                     continue
                 assert attr in declared[name], f"_hqekv.{name}.{attr} is missing from _hqekv.pyi"
+
+
+def test_embed_pools_the_hidden_states(ref):
+    import numpy as np
+    text = "Alice was beginning to get very tired of sitting by her sister on the bank."
+    e = ref.embed(text)
+    assert e.shape == (ref.n_embd,) and abs(float(np.linalg.norm(e)) - 1.0) < 1e-5
+    # The mean of the per-token rows, normalised, is the pooled vector.
+    ctx = ref.context(kv="fp16", n_ctx=256)
+    ctx.set_embeddings(True)
+    ids = ref.tokenize(text, add_bos=ref.add_bos)
+    ctx.decode(ids)
+    rows = ctx.embeddings()
+    assert rows.shape == (len(ids), ref.n_embd)
+    mean = rows.mean(axis=0)
+    assert np.allclose(e, mean / np.linalg.norm(mean), atol=1e-5)
+    assert np.allclose(ctx.embedding("last", False), rows[-1])
+    # A related sentence is closer than an unrelated one.
+    near = ref.embed("Alice was getting tired of sitting next to her sister on the bank.")
+    far = ref.embed("The stock market fell sharply on Tuesday after the quarterly report.")
+    assert float(e @ near) > float(e @ far)
+    with pytest.raises(ValueError, match="pooling"):
+        ctx.embedding("max")
+    ctx.reset()
+    with pytest.raises(hqekv.Error, match="no embeddings"):
+        ctx.embeddings()

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "capi/handles.h"
+#include "core/log.h"
 #include "model/sampler.h"
 #include "policy/factory.h"
 #include "tokenizer/tokenizer.h"
@@ -49,13 +50,25 @@ hqekv_status DecodeChecked(hqekv_context* ctx, const int32_t* tokens, int n) {
     return " (restoring the context failed too: " + r.message() + "; the context was reset)";
   };
   hqekv::Status s;
+  std::vector<float> embd;
+  if (ctx->embeddings_on) embd.resize(static_cast<size_t>(n) * ctx->src->config.d_model);
   try {
-    s = hqekv::DecodeTokens(*ctx->model, *ctx->cache, seq, tokens, n);
+    s = hqekv::DecodeTokens(*ctx->model, *ctx->cache, seq, tokens, n,
+                            ctx->embeddings_on ? embd.data() : nullptr);
   } catch (...) {
     (void)rollback();  // the exception is what Guard reports
     throw;
   }
-  if (s.ok()) return HQEKV_OK;
+  if (s.ok()) {
+    // The last batch is now this one (hqekv_get_*_ith index it): logits
+    // rows belong to hqekv_decode_batch only.
+    ctx->batch_row.clear();
+    ctx->batch_logits.clear();
+    ctx->embd = std::move(embd);
+    ctx->embd_seq.assign(ctx->embd.empty() ? 0 : static_cast<size_t>(n), 0);
+    hqekv::capi::LogBudgetNote(ctx, *ctx->cache, 0);
+    return HQEKV_OK;
+  }
   return Fail(HQEKV_ERR_COMPUTE, "hqekv_decode: " + s.message() + rollback());
 }
 
@@ -124,6 +137,10 @@ hqekv_status hqekv_context_create(const hqekv_model* model, const char* kv_spec,
     ctx->cache = std::move(*cache);
     ctx->describe = ctx->cache->Describe();
     ctx->seq.logits.assign(c.vocab_size, 0.0f);
+    if (hqekv::LogEnabled()) {
+      hqekv::Log(hqekv::LogLevel::kInfo, "context: kv " + ctx->describe + ", n_ctx " +
+                                             std::to_string(ctx->n_ctx) + ", model " + c.name);
+    }
     *out = ctx.release();
     return HQEKV_OK;
   });
@@ -167,6 +184,10 @@ hqekv_status hqekv_context_reset(hqekv_context* ctx) {
     if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_context_reset: ctx is NULL");
     ctx->cache->Reset();
     ctx->seq.Clear();
+    ctx->batch_row.clear();
+    ctx->batch_logits.clear();
+    ctx->embd.clear();
+    ctx->embd_seq.clear();
     return HQEKV_OK;
   });
 }
@@ -295,6 +316,7 @@ hqekv_status hqekv_generate(hqekv_context* ctx, hqekv_sampler* sampler, int max_
       out[(*n_out)++] = r->token;
       if (r->end == hqekv::StepEnd::kContextFull) break;
     }
+    hqekv::capi::LogBudgetNote(ctx, *ctx->cache, 0);
     return HQEKV_OK;
   });
 }

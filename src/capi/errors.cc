@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "capi/handles.h"
+#include "core/log.h"
 #include "core/parallel.h"
 #include "core/threads.h"
 
@@ -16,13 +17,36 @@ namespace {
 thread_local std::string last_error;
 }  // namespace
 
+// The callback of hqekv_log_set, called through core's sink.
+struct LogBox {
+  hqekv_log_callback callback = nullptr;
+  void* user = nullptr;
+};
+LogBox log_box;
+
+void LogTrampoline(hqekv::LogLevel level, const char* message, void* box) {
+  const LogBox& b = *static_cast<const LogBox*>(box);
+  if (b.callback) b.callback(static_cast<hqekv_log_level>(level), message, b.user);
+}
+
 hqekv_status Fail(hqekv_status status, std::string message) {
+  hqekv::Log(hqekv::LogLevel::kError, message);
   try {
     last_error = std::move(message);
   } catch (...) {
     // Out of memory while recording the message: keep the status.
   }
   return status;
+}
+
+void LogBudgetNote(hqekv_context* ctx, const hqekv::KvCache& cache, int32_t seq) {
+  if (!hqekv::LogEnabled()) return;
+  const std::string note = cache.BudgetNote();
+  bool& warned = ctx->budget_warned[seq];
+  const bool was = warned;
+  warned = !note.empty();
+  if (note.empty() || was) return;
+  hqekv::Log(hqekv::LogLevel::kWarn, "sequence " + std::to_string(seq) + ": " + note);
 }
 
 hqekv_status CopyOut(const char* fn, const std::string& s, char* buf, size_t cap, size_t* len) {
@@ -84,6 +108,15 @@ const char* hqekv_status_name(hqekv_status status) {
 }
 
 int hqekv_api_version(void) { return HQEKV_API_VERSION; }
+
+void hqekv_log_set(hqekv_log_callback callback, void* user) {
+  // Remove the sink first: after that no call is in flight, so the box can
+  // change without a race; then install the trampoline over the new box.
+  hqekv::SetLogSink(nullptr, nullptr);
+  if (!callback) return;
+  hqekv::capi::log_box = {callback, user};
+  hqekv::SetLogSink(hqekv::capi::LogTrampoline, &hqekv::capi::log_box);
+}
 
 const char* hqekv_version(void) { return HQEKV_VERSION_STRING; }
 

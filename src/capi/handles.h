@@ -52,6 +52,14 @@ struct hqekv_context {
   // or -1.
   std::vector<float> batch_logits;
   std::vector<int32_t> batch_row;
+  // Embeddings (hqekv_context_set_embeddings): when on, the last decode's
+  // hidden states [n][n_embd] and the sequence id of each of its tokens.
+  bool embeddings_on = false;
+  std::vector<float> embd;
+  std::vector<int32_t> embd_seq;
+  // Sequences whose budget note was logged and still holds (logged again
+  // only after the budget was met in between).
+  std::map<int32_t, bool> budget_warned;
 };
 
 struct hqekv_sampler {
@@ -107,6 +115,10 @@ hqekv_status DecodeSeqState(const char* fn, const hqekv_context* ctx, const SeqR
 // HQEKV_ERR_ABORTED (message naming fn) when ctx's abort callback asks to
 // stop, else HQEKV_OK.
 hqekv_status CheckAbort(const char* fn, const hqekv_context* ctx);
+
+// Logs `cache`'s budget note (KvCache::BudgetNote) as a WARN when sequence
+// `seq` goes from meeting its budget to not meeting it (once, not per step).
+void LogBudgetNote(hqekv_context* ctx, const hqekv::KvCache& cache, int32_t seq);
 
 // Fills the C struct from a cache's stats.
 void FillStats(const KvStats& st, hqekv_kv_stats* out);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "capi/handles.h"
+#include "core/log.h"
 #include "io/model_source.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,6 +23,16 @@ hqekv_status hqekv_model_load(const char* path, const char* tokenizer_path, hqek
     if (!src.ok()) return Fail(HQEKV_ERR_LOAD, "hqekv_model_load: " + src.message());
     auto m = std::make_unique<hqekv_model>();
     m->src = std::shared_ptr<const hqekv::ModelSource>(std::move(*src));
+    if (hqekv::LogEnabled()) {
+      const hqekv::ModelConfig& c = m->src->config;
+      hqekv::Log(hqekv::LogLevel::kInfo,
+                 std::string("loaded ") + path + ": " + c.arch + ", " + std::to_string(c.n_layers) +
+                     " layers, d_model " + std::to_string(c.d_model) + ", " +
+                     std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) + " heads of " +
+                     std::to_string(c.head_dim) + ", vocab " + std::to_string(c.vocab_size) +
+                     ", context " + std::to_string(c.max_ctx) + ", " +
+                     std::to_string(m->src->ParameterCount()) + " parameters");
+    }
     *out = m.release();
     return HQEKV_OK;
   });

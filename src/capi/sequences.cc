@@ -9,6 +9,7 @@
 
 #include "cache/kv_state.h"
 #include "capi/handles.h"
+#include "core/log.h"
 #include "lm/logprob.h"
 #include "policy/factory.h"
 
@@ -77,6 +78,7 @@ struct SeqPart {
   std::vector<int32_t> tokens, pos, index;  // index: position in the caller's batch
   bool all_rows = false;                    // logits asked for a token before its last
   std::vector<float> rows;                  // [n][vocab] when all_rows, else [vocab]
+  std::vector<float> embd;                  // [n][n_embd] when embeddings are on
 };
 
 }  // namespace
@@ -92,6 +94,9 @@ hqekv_status hqekv_seq_add(hqekv_context* ctx, const char* kv_spec, hqekv_seq_id
         MakeCache("hqekv_seq_add", ctx, kv_spec ? kv_spec : ctx->describe.c_str(), &s);
     if (st != HQEKV_OK) return st;
     *out = ctx->next_seq_id++;
+    if (hqekv::LogEnabled()) {
+      hqekv::Log(hqekv::LogLevel::kInfo, "sequence " + std::to_string(*out) + ": kv " + s.describe);
+    }
     ctx->extra.emplace(*out, std::move(s));
     return HQEKV_OK;
   });
@@ -106,6 +111,21 @@ hqekv_status hqekv_seq_remove(hqekv_context* ctx, hqekv_seq_id seq) {
       return HQEKV_OK;
     }
     if (ctx->extra.erase(seq) == 0) return UnknownSeq("hqekv_seq_remove", seq);
+    return HQEKV_OK;
+  });
+}
+
+hqekv_status hqekv_seq_keep(hqekv_context* ctx, hqekv_seq_id seq) {
+  return Guard("hqekv_seq_keep", [&] {
+    if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, "hqekv_seq_keep: ctx is NULL");
+    if (!hqekv::capi::FindSeq(ctx, seq).seq) return UnknownSeq("hqekv_seq_keep", seq);
+    for (auto it = ctx->extra.begin(); it != ctx->extra.end();) {
+      it = it->first == seq ? std::next(it) : ctx->extra.erase(it);
+    }
+    if (seq != 0) {
+      ctx->cache->Reset();
+      ctx->seq.Clear();
+    }
     return HQEKV_OK;
   });
 }
@@ -158,6 +178,9 @@ hqekv_status hqekv_seq_copy(hqekv_context* ctx, hqekv_seq_id src, hqekv_seq_id* 
       s.seq.history = from.seq->history;
     }
     *out = ctx->next_seq_id++;
+    if (hqekv::LogEnabled()) {
+      hqekv::Log(hqekv::LogLevel::kInfo, "sequence " + std::to_string(*out) + ": kv " + s.describe);
+    }
     ctx->extra.emplace(*out, std::move(s));
     return HQEKV_OK;
   });
@@ -232,6 +255,8 @@ hqekv_status hqekv_decode_batch(hqekv_context* ctx, const hqekv_seq_id* seq_ids,
       }
       const size_t rows = p.all_rows ? p.tokens.size() : 1;
       p.rows.assign(rows * static_cast<size_t>(vocab), 0.0f);
+      if (ctx->embeddings_on)
+        p.embd.assign(p.tokens.size() * static_cast<size_t>(ctx->src->config.d_model), 0.0f);
     }
     // The weights are read once for every sequence that needs only its last
     // logits; a sequence asking for earlier rows runs alone (all-rows mode).
@@ -245,6 +270,7 @@ hqekv_status hqekv_decode_batch(hqekv_context* ctx, const hqekv_seq_id* seq_ids,
       b.cache = p.ref.cache;
       b.logits = p.rows.data();
       b.is_prefill = p.ref.seq->window.empty();
+      b.embeddings = p.embd.empty() ? nullptr : p.embd.data();
       many.push_back(b);
     }
     hqekv::Status st;
@@ -273,7 +299,8 @@ hqekv_status hqekv_decode_batch(hqekv_context* ctx, const hqekv_seq_id* seq_ids,
         if (!p.all_rows) continue;
         st = ctx->model->Forward(p.tokens.data(), p.pos.data(), static_cast<int>(p.tokens.size()),
                                  *p.ref.cache, hqekv::Logits::kAll, p.rows.data(),
-                                 p.ref.seq->window.empty());
+                                 p.ref.seq->window.empty(),
+                                 p.embd.empty() ? nullptr : p.embd.data());
       }
     } catch (...) {
       (void)rollback();
@@ -284,7 +311,15 @@ hqekv_status hqekv_decode_batch(hqekv_context* ctx, const hqekv_seq_id* seq_ids,
 
     ctx->batch_row.assign(static_cast<size_t>(n), -1);
     ctx->batch_logits.clear();
+    const size_t d_model = static_cast<size_t>(ctx->src->config.d_model);
+    ctx->embd.assign(ctx->embeddings_on ? static_cast<size_t>(n) * d_model : 0, 0.0f);
+    ctx->embd_seq.assign(ctx->embeddings_on ? static_cast<size_t>(n) : 0, 0);
     for (SeqPart& p : parts) {
+      for (size_t k = 0; k < p.embd.size() / d_model; ++k) {
+        std::copy_n(&p.embd[k * d_model], d_model, &ctx->embd[size_t(p.index[k]) * d_model]);
+        ctx->embd_seq[size_t(p.index[k])] = p.id;
+      }
+      hqekv::capi::LogBudgetNote(ctx, *p.ref.cache, p.id);
       hqekv::Sequence& seq = *p.ref.seq;
       seq.window.insert(seq.window.end(), p.tokens.begin(), p.tokens.end());
       seq.history.insert(seq.history.end(), p.tokens.begin(), p.tokens.end());

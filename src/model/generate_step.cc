@@ -12,15 +12,15 @@ void Sequence::Clear() {
   context_shifts = 0;
 }
 
-Status DecodeTokens(LlamaModel& model, KvCache& cache, Sequence& seq, const int32_t* tokens,
-                    int n) {
+Status DecodeTokens(LlamaModel& model, KvCache& cache, Sequence& seq, const int32_t* tokens, int n,
+                    float* embeddings) {
   const int32_t start = static_cast<int32_t>(seq.window.size());
   std::vector<int32_t> pos(n);
   for (int i = 0; i < n; ++i) pos[i] = start + i;
   seq.logits.resize(model.vocab_size());
   seq.has_logits = false;
   HQEKV_RETURN_IF_ERROR(model.Forward(tokens, pos.data(), n, cache, Logits::kLast,
-                                      seq.logits.data(), /*is_prefill=*/start == 0));
+                                      seq.logits.data(), /*is_prefill=*/start == 0, embeddings));
   seq.window.insert(seq.window.end(), tokens, tokens + n);
   seq.history.insert(seq.history.end(), tokens, tokens + n);
   seq.has_logits = true;

@@ -33,8 +33,9 @@ struct Sequence {
 // empty sequence is the prompt: the cache's prefill event). The caller
 // checked ids and room. On error the sequence is unchanged except
 // has_logits = false; the cache may hold part of the batch (see
-// RecomputeWindow).
-Status DecodeTokens(LlamaModel& model, KvCache& cache, Sequence& seq, const int32_t* tokens, int n);
+// RecomputeWindow). embeddings (optional): [n][d_model] final hidden states.
+Status DecodeTokens(LlamaModel& model, KvCache& cache, Sequence& seq, const int32_t* tokens, int n,
+                    float* embeddings = nullptr);
 
 // Clears the cache and decodes seq.window again as one prompt batch at
 // positions 0.. (logits of its last token in seq.logits). Used after a

@@ -232,8 +232,9 @@ Status LlamaModel::CheckSeq(const SeqBatch& s) const {
 }
 
 Status LlamaModel::Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache,
-                           Logits which, float* logits, bool is_prefill) {
-  const SeqBatch s{tokens, pos, n, &cache, which == Logits::kNone ? nullptr : logits, is_prefill};
+                           Logits which, float* logits, bool is_prefill, float* embeddings) {
+  const SeqBatch s{tokens,     pos,       n, &cache, which == Logits::kNone ? nullptr : logits,
+                   is_prefill, embeddings};
   return Run(&s, 1, which);
 }
 
@@ -379,6 +380,14 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
     }
   }
 
+  // Embeddings: every row of a sequence that asks, through the output norm.
+  for (int s = 0, r = 0; s < count; r += seqs[s].n, ++s) {
+    if (!seqs[s].embeddings) continue;
+    for (int i = 0; i < seqs[s].n; ++i) {
+      RmsNorm(&x_[size_t(r + i) * D], output_norm_, D, c.rms_eps,
+              &seqs[s].embeddings[size_t(i) * D]);
+    }
+  }
   const size_t V = static_cast<size_t>(c.vocab_size);
   if (which == Logits::kAll) {  // one sequence (Forward)
     for (int i = 0; i < n; ++i) RmsNorm(&x_[i * D], output_norm_, D, c.rms_eps, &h_[i * D]);

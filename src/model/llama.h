@@ -33,7 +33,9 @@ enum class Logits { kNone, kLast, kAll };
 
 // One sequence's part of a multi-sequence batch (LlamaModel::ForwardMany):
 // n tokens at positions pos[n] appended to its own cache; logits[vocab]
-// receives the logits of its last token (nullptr: none).
+// receives the logits of its last token (nullptr: none); embeddings[n][d_model]
+// receives every token's final hidden state after the output norm, the input
+// of the output head (llama.cpp's embeddings with pooling "none"; nullptr: none).
 struct SeqBatch {
   const int32_t* tokens = nullptr;
   const int32_t* pos = nullptr;
@@ -41,6 +43,7 @@ struct SeqBatch {
   KvCache* cache = nullptr;
   float* logits = nullptr;
   bool is_prefill = false;
+  float* embeddings = nullptr;
 };
 
 class LlamaModel {
@@ -63,8 +66,9 @@ class LlamaModel {
   // nothing. Ends with cache.EndBatch(n, is_prefill): pass true for a prompt
   // (the policy's compression event), false for a decoded or teacher-forced
   // token.
+  // embeddings (optional): [n][d_model] final hidden states, as SeqBatch's.
   Status Forward(const int32_t* tokens, const int32_t* pos, int n, KvCache& cache, Logits which,
-                 float* logits, bool is_prefill);
+                 float* logits, bool is_prefill, float* embeddings = nullptr);
 
   // Several sequences in one pass (continuous batching): the rows of every
   // sequence go through each weight matmul together, so one step reads the

@@ -76,3 +76,31 @@ set_target_properties(c_batch_test PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED 
 target_compile_options(c_batch_test PRIVATE -pedantic-errors -Werror)
 target_link_libraries(c_batch_test PRIVATE hqekv_shared m)
 add_test(NAME capi_batch_sequences COMMAND c_batch_test ${PROJECT_SOURCE_DIR}/models/refmodel-4l.gguf)
+
+# Embeddings, the log callback and hqekv_seq_keep (tests/capi/c_embed_log_test.c).
+add_executable(c_embed_log_test ${CMAKE_CURRENT_LIST_DIR}/c_embed_log_test.c)
+set_target_properties(c_embed_log_test PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(c_embed_log_test PRIVATE -pedantic-errors -Werror)
+target_link_libraries(c_embed_log_test PRIVATE hqekv_shared m)
+add_test(NAME capi_embeddings_log COMMAND c_embed_log_test ${PROJECT_SOURCE_DIR}/models/refmodel-4l.gguf)
+
+# ABI: programs built against API version 1's header (tests/capi/abi_v1, the
+# header as released at version 1) run on today's library: the batch test
+# and the C example, compiled against the old header, linked to the new
+# libhqekv.so, must pass as they do against the new header.
+foreach(_old c_batch_test example_generate)
+  if(_old STREQUAL "example_generate")
+    set(_src ${PROJECT_SOURCE_DIR}/examples/c/generate.c)
+  else()
+    set(_src ${CMAKE_CURRENT_LIST_DIR}/${_old}.c)
+  endif()
+  add_executable(${_old}_v1 ${_src})
+  set_target_properties(${_old}_v1 PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+  target_compile_options(${_old}_v1 PRIVATE -pedantic-errors -Werror)
+  target_include_directories(${_old}_v1 BEFORE PRIVATE ${CMAKE_CURRENT_LIST_DIR}/abi_v1)
+  target_link_libraries(${_old}_v1 PRIVATE hqekv_shared m)
+endforeach()
+add_test(NAME capi_abi_v1_batch COMMAND c_batch_test_v1 ${PROJECT_SOURCE_DIR}/models/refmodel-4l.gguf)
+add_test(NAME capi_abi_v1_example COMMAND ${CMAKE_COMMAND}
+  "-DRUN=$<TARGET_FILE:hqekv>;run;-m;${_model};-p;Once upon a time;--temp;0;-n;40;-t;1;--kv;kivi:nominal_bits=2"
+  "-DOTHER=$<TARGET_FILE:example_generate_v1>;${_model};Once upon a time;40;kivi:nominal_bits=2" -P ${_compare})
