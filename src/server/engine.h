@@ -131,6 +131,11 @@ class Engine {
   bool SaveSlot(int id, const std::string& filename, std::string* info, ApiError* err);
   bool RestoreSlot(int id, const std::string& filename, std::string* info, ApiError* err);
 
+  // Mean-pooled, L2-normalised final hidden states [n_embd] of each input
+  // (token ids, 1..ctx each) under policy `kv` ("" = --kv), computed
+  // between scheduler steps. False with *err (400) otherwise.
+  bool Embed(const std::vector<std::vector<int32_t>>& inputs, const std::string& kv,
+             std::vector<std::vector<float>>* out, ApiError* err);
   // Empties an idle slot's cache (llama-server's action=erase); *n_erased
   // gets the tokens it held. 404 unknown slot, 409 busy.
   bool EraseSlot(int id, int* n_erased, ApiError* err);

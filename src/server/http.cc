@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "server/embeddings.h"
+
 namespace hqekv::server {
 namespace {
 
@@ -732,10 +734,18 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
           [&](const httplib::Request&, httplib::Response& r) { HandleProps(engine, o, r); });
   svr.Get("/slots",
           [&](const httplib::Request&, httplib::Response& r) { HandleSlotsList(engine, r); });
+  for (const char* p : {"/v1/embeddings", "/embeddings", "/embedding"})
+    svr.Post(p, [&](const httplib::Request& q, httplib::Response& r) {
+      json j, body;
+      if (!ObjectBody(q, &j, r)) return;
+      ApiError e;
+      if (!EmbeddingsResponse(engine, j, &body, &tl_trace.prompt_tokens, &e))
+        return SendError(r, e);
+      r.set_content(Dump(body), "application/json");
+    });
   // llama-server / OpenAI routes this server does not have: a clear 501
   // instead of "no route".
-  for (const char* p :
-       {"/v1/embeddings", "/embeddings", "/embedding", "/infill", "/rerank", "/v1/rerank"})
+  for (const char* p : {"/infill", "/rerank", "/v1/rerank"})
     svr.Post(p, [](const httplib::Request& q, httplib::Response& r) {
       SendError(r, ApiError{501, "not_supported_error",
                             q.path + " is not implemented by this server (text generation only)",

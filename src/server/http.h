@@ -2,7 +2,7 @@
 // over an Engine, following llama-server's conventions.
 //   POST /v1/completions, /v1/chat/completions   (stream: SSE "data: {...}")
 //   POST /completion (llama-server's native form), /tokenize, /detokenize,
-//        /apply-template
+//        /apply-template, /v1/embeddings (also /embeddings, /embedding)
 //   GET  /v1/models, /health, /metrics (Prometheus text), /props, /slots
 //   POST /slots/{id}?action=save|restore|erase   body {"filename": NAME}
 //   OPTIONS *                                    CORS preflight

@@ -196,11 +196,32 @@ expect_status 200 "$out" "erase"
 expect_status 404 "$(req POST "/slots/9?action=erase")" "erase unknown slot"
 echo "ok GET /slots, erase"
 
+# --- /v1/embeddings: unit vectors of n_embd, one per input, in order; a
+# repeated input gives the same vector; the llama-server spellings answer too
+out=$(post /v1/embeddings '{"input":["Once upon a time","The cat sat","Once upon a time"]}')
+expect_status 200 "$out" "embeddings"
+echo "$out" | "$PY" -c '
+import json, math, sys
+d = json.loads(sys.stdin.read().split(" ", 1)[1])
+v = [x["embedding"] for x in sorted(d["data"], key=lambda x: x["index"])]
+assert d["object"] == "list" and len(v) == 3 and d["usage"]["prompt_tokens"] > 3, d["usage"]
+assert all(len(e) == len(v[0]) > 0 for e in v)
+assert all(abs(math.sqrt(sum(x * x for x in e)) - 1) < 1e-4 for e in v)
+assert max(abs(a - b) for a, b in zip(v[0], v[2])) < 1e-6
+assert max(abs(a - b) for a, b in zip(v[0], v[1])) > 1e-3
+' || fail "embeddings: $out"
+for p in /embeddings /embedding; do
+  expect_status 200 "$(post $p '{"input":[1,2,3],"kv":"kivi:nominal_bits=2"}')" "$p with token ids"
+done
+expect_status 400 "$(post /v1/embeddings '{"input":"x","encoding_format":"base64"}')" "base64 embeddings"
+expect_status 400 "$(post /v1/embeddings '{"input":[]}')" "empty embedding input"
+expect_status 400 "$(post /v1/embeddings '{"input":"x","kv":"kivi:bitz=2"}')" "embedding kv spec"
+echo "ok /v1/embeddings"
 # --- routes of llama-server / OpenAI not implemented: 501, not 404
-out=$(post /v1/embeddings '{"input":"x"}')
-expect_status 501 "$out" "embeddings"
+out=$(post /infill '{"input_prefix":"x"}')
+expect_status 501 "$out" "infill"
 echo "$out" | json 'd["error"]["message"]' | grep "not implemented" >/dev/null || fail "501 message: $out"
-echo "ok /v1/embeddings 501"
+echo "ok /infill 501"
 
 # --- CORS
 hdr=$(curl -s -D - -o /dev/null -X OPTIONS "$BASE/v1/chat/completions" \
