@@ -200,10 +200,11 @@ def main():
 
         # 3. A corrupted entry: refused, the answer is computed and still the cold one.
         doc3 = [11 + (i * 31) % 2000 for i in range(2 * BLOCK)]
+        puts0 = puts(ports[0])
         cold3, _ = complete(ports[0], doc3 + q1)
-        wait_until(lambda: puts(ports[0]) >= 4 + 2 + 2, 'replica 1 to publish doc3')
+        wait_until(lambda: puts(ports[0]) >= puts0 + 2, 'replica 1 to publish doc3')
         keys = redis_cmd(redis_port, 'KEYS', 'scaleout:*')
-        assert len(keys) >= 8, keys
+        assert len(keys) >= 6, keys
         for k in keys:  # flip one byte in the middle of every entry
             n = redis_cmd(redis_port, 'STRLEN', k)
             b = redis_cmd(redis_port, 'GETRANGE', k, n // 2, n // 2)
@@ -233,12 +234,14 @@ def main():
         #    from 6 threads through HAProxy while Redis dies.
         prompts = [[17 + (i * (43 + j)) % 2000 for i in range(2 * BLOCK)] + q1 for j in range(6)]
         refs = [complete(ports[0], p)[0]['tokens'] for p in prompts]
-        results, errors = [None] * len(prompts), []
+        results, errors, done = [None] * len(prompts), [], []
+        rounds = 4
 
         def run(j):
             try:
-                for _ in range(3):
+                for _ in range(rounds):
                     out, _ = complete(lb, prompts[j])
+                    done.append(time.time())
                     if out['tokens'] != refs[j]:
                         errors.append('prompt %d: %r != %r' % (j, out['tokens'], refs[j]))
                 results[j] = True
@@ -247,13 +250,16 @@ def main():
         threads = [threading.Thread(target=run, args=(j,)) for j in range(len(prompts))]
         for t in threads:
             t.start()
-        time.sleep(0.3)
+        wait_until(lambda: len(done) >= 3, 'the first answers')
         procs['redis'].send_signal(signal.SIGKILL)
         procs['redis'].wait()
+        killed = time.time()
         for t in threads:
             t.join(max(1, DEADLINE - time.time()))
         assert not errors, errors
         assert all(results), results
+        after = sum(1 for d in done if d > killed)
+        assert after >= 1, 'every request ended before Redis was killed'
         # Down: still served (computed).
         down, _ = complete(ports[1], prompts[0])
         assert down['tokens'] == refs[0] and down['tokens_cached'] == 0, down
@@ -265,8 +271,8 @@ def main():
         wait_until(lambda: len(redis_cmd(redis_port, 'KEYS', 'scaleout:*')) >= 2, 'entries in the new Redis')
         back, _ = complete(ports[2], prompts[1])
         assert back['tokens'] == refs[1] and back['tokens_cached'] == 2 * BLOCK, back
-        print('redis killed mid-run: %d requests, none failed, answers unchanged; reconnected'
-              % (3 * len(prompts)))
+        print('redis killed mid-run: %d requests (%d answered after the kill), none failed, answers '
+              'unchanged; reconnected' % (rounds * len(prompts), after))
         for i in range(3):
             for line in log_of('r%d' % (i + 1)).splitlines():
                 assert 'AddressSanitizer' not in line and 'terminate called' not in line, line
