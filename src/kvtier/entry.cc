@@ -62,15 +62,15 @@ Result<std::string> EncodeEntry(const KvCache& cache, const KvStateMeta& meta,
   PutRaw(&out, kTierEntryVersion);
   PutRaw(&out, static_cast<uint32_t>(header.size()));
   out += header;
-  out += state;
   PutRaw(&out, Fnv1a64(out.data(), out.size()));
+  out += state;
   return out;
 }
 
 Result<std::string_view> UnwrapEntry(std::string_view f, const EntryIdentity& expect,
                                      const std::string& key, size_t n_tokens) {
   const size_t fixed = sizeof(kTierMagic) + 8;
-  if (f.size() < fixed + 8 || std::memcmp(f.data(), kTierMagic, sizeof(kTierMagic)) != 0)
+  if (f.size() < fixed || std::memcmp(f.data(), kTierMagic, sizeof(kTierMagic)) != 0)
     return MakeError("not a KV tier entry (bad magic or too short)");
   uint32_t version = 0, hlen = 0;
   std::memcpy(&version, f.data() + 8, 4);
@@ -78,12 +78,12 @@ Result<std::string_view> UnwrapEntry(std::string_view f, const EntryIdentity& ex
   if (version != kTierEntryVersion)
     return MakeError("KV tier entry version " + std::to_string(version) + ", this build reads " +
                      std::to_string(kTierEntryVersion));
+  if (hlen > kMaxTierHeader || fixed + hlen + 8 > f.size())
+    return MakeError("KV tier entry header too large (truncated or corrupt)");
   uint64_t want = 0;
-  std::memcpy(&want, f.data() + f.size() - 8, 8);
-  if (Fnv1a64(f.data(), f.size() - 8) != want)
-    return MakeError("KV tier entry checksum mismatch (truncated or corrupt)");
-  if (hlen > kMaxTierHeader || fixed + hlen > f.size() - 8)
-    return MakeError("KV tier entry header too large");
+  std::memcpy(&want, f.data() + fixed + hlen, 8);
+  if (Fnv1a64(f.data(), fixed + hlen) != want)
+    return MakeError("KV tier entry header checksum mismatch (truncated or corrupt)");
   const auto h = nlohmann::json::parse(f.substr(fixed, hlen), nullptr, false);
   if (h.is_discarded() || !h.is_object()) return MakeError("KV tier entry header is not JSON");
   auto str = [&](const char* k) {
@@ -100,7 +100,7 @@ Result<std::string_view> UnwrapEntry(std::string_view f, const EntryIdentity& ex
   if (n != static_cast<int64_t>(n_tokens))
     return MakeError("KV tier entry holds " + std::to_string(n) + " tokens, expected " +
                      std::to_string(n_tokens));
-  return f.substr(fixed + hlen, f.size() - 8 - fixed - hlen);
+  return f.substr(fixed + hlen + 8);  // checked by LoadKvState (its own checksum)
 }
 
 Result<KvStateMeta> LoadEntry(std::string_view entry, const EntryIdentity& expect,

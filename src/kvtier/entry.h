@@ -15,10 +15,12 @@
 //   uint32 version     kTierEntryVersion
 //   uint32 header      bytes of the JSON header that follows:
 //                      {"model_identity","spec","n_tokens","key"}
+//   uint64 FNV-1a 64   of every byte before it (the envelope)
 //   ...    state       a KV state (cache/kv_state.h: its own header, the
 //                      tokens, the logits after them, the cache as held,
-//                      its own checksum)
-//   uint64 FNV-1a 64   of every byte before it
+//                      and its own FNV-1a 64 of all of that)
+// The state's bytes are hashed once, by the state's own checksum: a second
+// pass over megabytes per entry costs the writer's prefill time.
 // An entry whose magic, version, checksum, model, spec, token count, key or
 // token list disagrees with what the reader expects is refused with a
 // message; the server logs it and computes the prefix instead.
@@ -46,6 +48,13 @@ struct EntryIdentity {
 // keys[k-1] is the key of tokens[0, k·block), k = 1 .. n / block.
 std::vector<std::string> PrefixKeys(const EntryIdentity& id, const int32_t* tokens, size_t n,
                                     int block);
+
+// Whether the state after whole block k (1-based) of a prompt with k_max
+// whole blocks is stored: the last two blocks (the longest prefix a repeat
+// with another question of up to one block can use) and every power of two
+// (shorter shared prefixes), so a prompt stores O(log n) entries of at most
+// 2·k_max blocks together, not k_max entries of k_max²/2 blocks.
+inline bool PublishBlock(size_t k, size_t k_max) { return k + 1 >= k_max || (k & (k - 1)) == 0; }
 
 // The entry of `cache` holding meta.tokens (meta as EncodeKvState takes it).
 Result<std::string> EncodeEntry(const KvCache& cache, const KvStateMeta& meta,

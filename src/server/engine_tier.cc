@@ -1,10 +1,12 @@
 // The server's side of the shared KV tier (docs/scale-out.md, kvtier/):
 // before a prompt's prefill, the longest stored block prefix of it is
 // fetched (in Submit, on the HTTP thread, outside the engine's locks) and
-// loaded into the slot; the rest of the prompt runs block by block, and the
-// state after each whole block goes to a bounded queue that one publisher
-// thread writes to the store. A cold run and a run from a stored prefix run
-// the same blocks from the same states, so their answers are the same.
+// loaded into the slot; the rest of the prompt runs block by block (so the
+// state after block k is a function of the first k blocks only, whatever
+// the prompt's length), and the states after the blocks kvtier::PublishBlock
+// picks go to a bounded queue that one publisher thread writes to the store.
+// A cold run and a run from a stored prefix run the same blocks from the
+// same states, so their answers are the same.
 // A store that is down, slow, full or holds a bad entry costs a miss: the
 // prompt is computed.
 #include <cstdio>
@@ -117,7 +119,8 @@ Status Engine::TierForward(Slot& s, size_t reuse, bool publish) {
                                           static_cast<int>(pos.size()), *s.cache, Logits::kLast,
                                           s.logits.data(), /*is_prefill=*/true));
     at = end;
-    if (!publish || !tier_ || end % block != 0) continue;
+    if (!publish || !tier_ || end % block != 0 || !kvtier::PublishBlock(end / block, n / block))
+      continue;
     KvStateMeta meta;
     meta.model_identity = src_.identity;
     meta.spec = job.spec;

@@ -103,6 +103,14 @@ TEST(KvTierKeys, ChainExtendsAndDependsOnModelSpecAndTokens) {
   EXPECT_TRUE(PrefixKeys(id, t.data(), t.size(), 0).empty());
 }
 
+TEST(KvTierKeys, PublishedBlocksAreTheLastTwoAndPowersOfTwo) {
+  std::vector<size_t> got;
+  for (size_t k = 1; k <= 11; ++k)
+    if (PublishBlock(k, 11)) got.push_back(k);
+  EXPECT_EQ(got, (std::vector<size_t>{1, 2, 4, 8, 10, 11}));
+  EXPECT_TRUE(PublishBlock(1, 1));
+}
+
 TEST(KvTierEntry, RoundTripRestoresTheSameCacheBytes) {
   for (const std::string spec : {"fp16", "hqekv:bits=3.4"}) {
     const EntryFixture f = MakeEntry(spec, 64);
