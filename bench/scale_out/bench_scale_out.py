@@ -225,9 +225,9 @@ def main():
             'repeat_prefill_tokens_cut': 1 - on['repeat_computed'] / off['repeat_computed'],
             'repeat_ttft_speedup_median': off['repeat_ms_median'] / on['repeat_ms_median'],
         }
-    tiers = [r for r in results if r['tier']]
-    if len(tiers) == 2:
-        summary['bytes_per_token_ratio'] = tiers[1]['store_bytes_per_token'] / tiers[0]['store_bytes_per_token']
+    per_token = {r['kv']: r['store_bytes_per_token'] for r in results if r['tier']}
+    if 'fp16' in per_token:  # each cache's store bytes per cached token over fp16's
+        summary['bytes_per_token_vs_fp16'] = {kv: b / per_token['fp16'] for kv, b in per_token.items()}
     print(json.dumps(summary, indent=1))
     if a.out:
         os.makedirs(a.out, exist_ok=True)
