@@ -11,3 +11,12 @@ if(HIREDIS_FOUND)
                                                             LABELS scale_out)
   endif()
 endif()
+
+# Two replicas sharing --kv-store dir:PATH (needs nothing but Python).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND)
+  add_test(NAME scale_out_dir_store
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/dir_store_test.py
+                   $<TARGET_FILE:hqekv> ${PROJECT_SOURCE_DIR}/models/refmodel-4l.gguf)
+  set_tests_properties(scale_out_dir_store PROPERTIES TIMEOUT 180 LABELS scale_out)
+endif()
