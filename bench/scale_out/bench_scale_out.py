@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,61 +28,16 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'scale_out'))
+from loopback import free_port, metrics, redis_cmd, wait_until  # noqa: E402
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
-def redis_cmd(port, *args):
-    with socket.create_connection(('127.0.0.1', port), timeout=10) as s:
-        out = b'*%d\r\n' % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b'$%d\r\n%s\r\n' % (len(a), a)
-        s.sendall(out)
-        f = s.makefile('rb')
-
-        def read():
-            line = f.readline()
-            t, rest = line[:1], line[1:-2]
-            if t == b'+':
-                return rest
-            if t == b'-':
-                raise RuntimeError(rest.decode())
-            if t == b':':
-                return int(rest)
-            if t == b'$':
-                n = int(rest)
-                return None if n < 0 else f.read(n + 2)[:-2]
-            if t == b'*':
-                return [read() for _ in range(int(rest))]
-            raise RuntimeError('bad reply %r' % line)
-        return read()
 
 
-def wait_until(pred, what, limit=60):
-    end = time.time() + limit
-    while time.time() < end:
-        try:
-            if pred():
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError('timed out waiting for ' + what)
 
 
-def metrics(port):
-    with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port, timeout=10) as r:
-        out = {}
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith('#'):
-                k, v = line.split()
-                out[k] = float(v)
-        return out
 
 
 def run_setting(a, kv, tier, prefixes, questions, work):

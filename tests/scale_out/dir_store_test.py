@@ -11,20 +11,18 @@ Usage: dir_store_test.py HQEKV_BINARY MODEL.gguf
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loopback import free_port, wait_until  # noqa: E402
+
 BLOCK = 64
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def post(port, body):
@@ -42,16 +40,6 @@ def metric(port, name):
     return 0.0
 
 
-def wait_until(pred, what, limit=60):
-    end = time.time() + limit
-    while time.time() < end:
-        try:
-            if pred():
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError('timed out waiting for ' + what)
 
 
 def main():

@@ -18,13 +18,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loopback import free_port, metrics, redis_cmd, wait_until  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEADLINE = time.time() + 240  # the whole test, whatever happens
@@ -37,53 +39,10 @@ def skip(msg):
     sys.exit(77)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
-def wait_until(pred, what, limit=30):
-    end = min(time.time() + limit, DEADLINE)
-    while time.time() < end:
-        try:
-            if pred():
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError('timed out waiting for ' + what)
 
 
-def redis_cmd(port, *args):
-    """One RESP command over a fresh connection; the reply as bytes / int / list / Exception."""
-    with socket.create_connection(('127.0.0.1', port), timeout=5) as s:
-        out = b'*%d\r\n' % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b'$%d\r\n%s\r\n' % (len(a), a)
-        s.sendall(out)
-        f = s.makefile('rb')
-
-        def read():
-            line = f.readline()
-            t, rest = line[:1], line[1:-2]
-            if t == b'+':
-                return rest
-            if t == b'-':
-                return Exception(rest.decode())
-            if t == b':':
-                return int(rest)
-            if t == b'$':
-                n = int(rest)
-                if n < 0:
-                    return None
-                data = f.read(n + 2)
-                return data[:-2]
-            if t == b'*':
-                return [read() for _ in range(int(rest))]
-            raise AssertionError('bad RESP reply %r' % line)
-        return read()
 
 
 def post(port, path, body, headers=None, timeout=60):
@@ -93,14 +52,6 @@ def post(port, path, body, headers=None, timeout=60):
         return json.loads(r.read()), r.headers  # case-insensitive (HAProxy sends lowercase names)
 
 
-def metrics(port):
-    with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % port, timeout=10) as r:
-        out = {}
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith('#'):
-                k, v = line.split()
-                out[k] = float(v)
-        return out
 
 
 def complete(port, prompt, headers=None):
