@@ -5,7 +5,7 @@ Starts redis-server, 3 replicas (`--kv-store redis://...`) and HAProxy with depl
 then checks:
   1. a prompt computed on replica A is loaded on replica B: the shared whole blocks are not
      prefilled again (usage: cached tokens, timings.prompt_n, the replica's prefill counter) and
-     the greedy answer is token for token the cold one;
+     the greedy answer is token for token the cold one; entries expire (--kv-store-ttl);
   2. HAProxy routes by the X-Hqekv-Prefix-Hash the replicas echo (the same replica each time);
   3. a corrupted entry is refused (counted, logged) and the answer is still the cold one;
   4. a full store (maxmemory, noeviction) refuses writes: requests still succeed;
@@ -98,7 +98,7 @@ def main():
             start('r%d' % (i + 1), [binary, 'serve', '-m', model, '--port', str(p), '-np', '2', '--ctx', '1024',
                                     '-t', '1', '--kv', SPEC, '--kv-store',
                                     'redis://127.0.0.1:%d/scaleout' % redis_port, '--kv-store-block',
-                                    str(BLOCK), '--kv-store-timeout-ms', '300'])
+                                    str(BLOCK), '--kv-store-timeout-ms', '300', '--kv-store-ttl', '600'])
         for p in ports:
             wait_until(lambda p=p: urllib.request.urlopen('http://127.0.0.1:%d/health' % p, timeout=2).status == 200,
                        'replica on port %d' % p, 60)
@@ -130,6 +130,8 @@ def main():
         assert after - before == len(q1), (before, after)
         assert warm['kv_store_bytes'] > 0, warm
         assert warm['tokens'] == cold['tokens'], (cold['tokens'], warm['tokens'])
+        for k in redis_cmd(redis_port, 'KEYS', 'scaleout:*'):  # --kv-store-ttl: SET ... EX
+            assert 0 < redis_cmd(redis_port, 'TTL', k) <= 600, k
         # Another question on the same document, on replica 3: the shared part is loaded.
         other, _ = complete(ports[2], shared + q2)
         assert other['tokens_cached'] == 4 * BLOCK, other
