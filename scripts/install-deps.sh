@@ -5,7 +5,8 @@ set -euo pipefail
 PKGS=(build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
       libhwy-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev clang libclang-rt-14-dev
       python3 clang-format curl nodejs
-      pybind11-dev python3-pybind11 python3-dev python3-numpy python3-pytest python3-venv python3-build)
+      pybind11-dev python3-pybind11 python3-dev python3-numpy python3-pytest python3-venv python3-build
+      libhiredis-dev)  # libhiredis-dev: --kv-store redis:// (optional: the build goes on without it)
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do

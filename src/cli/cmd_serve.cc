@@ -27,6 +27,10 @@ struct ServeArgs {
       threads_http = 0;
   bool no_request_log = false;
   double kv_budget_mb = 0, max_body_mb = 1;
+  // The shared KV tier (docs/scale-out.md).
+  std::string kv_store;
+  double kv_store_mb = 1024, kv_store_entry_mb = 256;
+  int kv_store_ttl = 0, kv_store_timeout_ms = 200, kv_store_block = 256;
   KvTypeFlags kv_types;  // -ctk / -ctv / --kv-cache-dtype instead of --kv
 };
 
@@ -69,6 +73,13 @@ int Serve(const ServeArgs& a) {
     return Fail("-np must be in [1, " + std::to_string(server::kMaxSlots) + "]");
   if (!a.profile_dir.empty() && !std::filesystem::is_directory(a.profile_dir))
     return Fail("--profile-dir " + a.profile_dir + " is not a directory");
+  if (!(a.kv_store_mb > 0 && a.kv_store_mb <= kMaxKvBudgetMb))
+    return Fail("--kv-store-mb must be in (0, " + std::to_string(kMaxKvBudgetMb) + "]");
+  if (!(a.kv_store_entry_mb > 0 && a.kv_store_entry_mb <= kMaxBodyMb))
+    return Fail("--kv-store-entry-mb must be in (0, " + std::to_string(kMaxBodyMb) + "]");
+  if (a.kv_store_ttl < 0) return Fail("--kv-store-ttl must be >= 0 seconds (0 = none)");
+  if (a.kv_store_timeout_ms < 1 || a.kv_store_timeout_ms > 60000)
+    return Fail("--kv-store-timeout-ms must be in [1, 60000]");
   if (!a.slot_save_path.empty() && !std::filesystem::is_directory(a.slot_save_path))
     return Fail("--slot-save-path " + a.slot_save_path + " is not a directory");
   auto kv = a.kv_types.Resolve(a.kv);
@@ -87,6 +98,12 @@ int Serve(const ServeArgs& a) {
   eo.chat_template = a.chat_template;
   eo.slot_save_path = a.slot_save_path;
   eo.profile_dir = a.profile_dir;
+  eo.kv_store = a.kv_store;
+  eo.kv_store_block = a.kv_store_block;
+  eo.kv_store_options.max_bytes = static_cast<int64_t>(a.kv_store_mb * 1024 * 1024);
+  eo.kv_store_options.max_entry_bytes = static_cast<int64_t>(a.kv_store_entry_mb * 1024 * 1024);
+  eo.kv_store_options.ttl_s = a.kv_store_ttl;
+  eo.kv_store_options.timeout_ms = a.kv_store_timeout_ms;
   auto engine = server::Engine::Create(**src, eo);
   if (!engine.ok()) return Fail(engine.message());
   server::HttpOptions ho;
@@ -108,6 +125,9 @@ int Serve(const ServeArgs& a) {
                  "[hqekv serve] %s | %d slots x %d positions | kv %s | listening on http://%s:%d\n",
                  (*engine)->ModelName().c_str(), eo.n_slots, (*engine)->options().ctx,
                  (*engine)->options().kv.c_str(), a.host.c_str(), port);
+    if (!a.kv_store.empty())
+      std::fprintf(stderr, "[hqekv serve] shared KV tier %s, blocks of %d tokens\n",
+                   a.kv_store.c_str(), a.kv_store_block);
   });
   if (!st.ok()) {
     pthread_kill(waiter.native_handle(), SIGTERM);
@@ -157,6 +177,23 @@ const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
   cmd->add_option("--threads-http", a->threads_http,
                   "Connections served at once; more get 503 but /health is still answered "
                   "(0 = max(32, slots + queue + 4), at most 512)");
+  cmd->add_option("--kv-store", a->kv_store,
+                  "Shared KV tier of compressed prompt-prefix states: dir:PATH or "
+                  "redis://HOST:PORT[/prefix] (docs/scale-out.md)");
+  cmd->add_option("--kv-store-block", a->kv_store_block,
+                  "Tokens per block: the state after each whole block is stored")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-mb", a->kv_store_mb,
+                  "dir: bytes of entries kept, MiB (least recently used removed)")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-entry-mb", a->kv_store_entry_mb, "Largest entry stored or read, MiB")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-ttl", a->kv_store_ttl,
+                  "redis: seconds an entry lives (EXPIRE; 0 = none, the store's eviction)")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-timeout-ms", a->kv_store_timeout_ms,
+                  "redis: bound on connect, read and write; past it the prompt is computed")
+      ->capture_default_str();
   cmd->add_flag("--no-request-log", a->no_request_log,
                 "Do not log one JSON line per request on stderr");
   cmd->callback([a, rc] { *rc = Serve(*a); });

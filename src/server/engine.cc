@@ -82,6 +82,13 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelSource& src, const Eng
     ApiError err;
     if (e->ReservationBytes(e->o_.kv, 1, &err) < 0) return MakeError("--kv: " + err.message);
   }
+  if (!o.kv_store.empty()) {
+    if (o.kv_store_block < 1 || o.kv_store_block > kvtier::kMaxBlockTokens)
+      return MakeError("--kv-store-block must be in [1, " +
+                       std::to_string(kvtier::kMaxBlockTokens) + "]");
+    HQEKV_ASSIGN_OR_RETURN(e->tier_, kvtier::OpenKvTier(o.kv_store, o.kv_store_options));
+    e->tier_thread_ = std::thread([p = e.get()] { p->TierPublishLoop(); });
+  }
   e->thread_ = std::thread([p = e.get()] { p->Loop(); });
   return e;
 }
@@ -99,6 +106,12 @@ void Engine::Shutdown() {
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> l(tier_mu_);
+    tier_stop_ = true;
+    tier_cv_.notify_all();
+  }
+  if (tier_thread_.joinable()) tier_thread_.join();
 }
 
 std::string Engine::ModelName() const {
@@ -213,6 +226,7 @@ std::shared_ptr<RequestChannel> Engine::Submit(const CompletionRequest& req, Api
   if (!req.kv.empty() && !ResolveSpec(req.kv, &spec, err)) return nullptr;
   job->spec = spec;
   job->ch = std::make_shared<RequestChannel>();
+  TierLookup(*job);  // network or disk: before the lock
   // Sized before the lock: a new spec's probe does not hold up the engine.
   job->reserve = ReservationBytes(spec, n_prompt + job->max_new, err);
   if (job->reserve < 0) return nullptr;
@@ -303,6 +317,7 @@ void Engine::Release(Slot& s, const std::string& reason, const std::string& erro
   f.usage.prompt_tokens = static_cast<int>(s.job->prompt.size());
   f.usage.completion_tokens = s.generated;
   f.usage.cached_tokens = s.reused;
+  f.usage.kv_store_bytes = s.job->tier_bytes;
   f.stop_word = stop_word;
   f.id_slot = s.id;
   using Ms = std::chrono::duration<double, std::milli>;
@@ -348,6 +363,13 @@ bool Engine::Prefill(Slot& s) {
     // A shorter cached prefix continues with the rest of the prompt; the
     // whole prompt cached answers from the saved logits with no forward.
   }
+  bool from_tier = false;
+  if (tier_ && job.tier_tokens > reuse) {
+    if (const size_t t = TierRestore(s); t > 0) {
+      reuse = t;
+      from_tier = true;
+    }
+  }
   if (reuse == 0) {
     auto spec = policy::ParseSpec(job.spec);
     const ModelConfig& c = src_.config;
@@ -368,8 +390,9 @@ bool Engine::Prefill(Slot& s) {
   if (n > 0) {
     std::vector<int32_t> pos(n);
     for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(reuse + i);
-    const Status st = model_->Forward(job.prompt.data() + reuse, pos.data(), n, *s.cache,
-                                      Logits::kLast, s.logits.data(), /*is_prefill=*/true);
+    const Status st = tier_ ? TierForward(s, reuse, /*publish=*/reuse == 0 || from_tier)
+                            : model_->Forward(job.prompt.data() + reuse, pos.data(), n, *s.cache,
+                                              Logits::kLast, s.logits.data(), /*is_prefill=*/true);
     if (!st.ok()) {
       Release(s, "error", st.message());
       return false;

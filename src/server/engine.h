@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "io/model_file.h"
+#include "kvtier/tier.h"
 #include "model/llama.h"
 #include "server/api_error.h"
 #include "server/request.h"
@@ -54,6 +55,12 @@ struct EngineOptions {
   // DIR/NAME.json). "" = requests may not name a profile; a path is never
   // taken from a client.
   std::string profile_dir;
+  // The shared KV tier (docs/scale-out.md): "" = none, else dir:PATH or
+  // redis://HOST:PORT[/prefix]. Prompts are cut into blocks of
+  // kv_store_block tokens; the state after each whole block is stored.
+  std::string kv_store;
+  kvtier::TierOptions kv_store_options;
+  int kv_store_block = 256;
 };
 
 // What the engine has done, for /metrics and tests (a copy under the lock).
@@ -68,12 +75,18 @@ struct EngineCounters {
   // Prompt tokens run through a prefill forward (a restored or reused
   // slot state skips its cached tokens: "compress once, ask many").
   int64_t prompt_tokens_evaluated = 0;
+  // The shared KV tier: prompt tokens loaded from it, entries refused
+  // (corrupt, foreign, colliding), entries published / dropped because the
+  // publisher's queue was full.
+  int64_t tier_tokens_loaded = 0, tier_entries_rejected = 0;
+  int64_t tier_entries_queued = 0, tier_entries_dropped = 0;
 };
 
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  int cached_tokens = 0;  // prompt tokens taken from the slot's cache (not run again)
+  int cached_tokens = 0;       // prompt tokens taken from the slot's cache (not run again)
+  int64_t kv_store_bytes = 0;  // bytes fetched from the shared KV tier for this request
   int64_t kv_bytes = 0;
   double kv_true_bits = 0;
   double prompt_ms = 0;     // prefill of the prompt (0 when it came from the cache)
@@ -106,6 +119,9 @@ class RequestChannel {
   bool Wait(std::chrono::milliseconds timeout, std::vector<TokenEvent>* tokens,
             std::optional<FinishEvent>* finish);
   void Cancel() { cancelled_ = true; }
+  // The key of the prompt's first block (hex; "" when the prompt is shorter
+  // than a block): the server echoes it in X-Hqekv-Prefix-Hash for routing.
+  std::string prefix_hash;
   bool cancelled() const { return cancelled_; }
 
  private:
@@ -185,6 +201,16 @@ class Engine {
   void Release(Slot& s, const std::string& reason, const std::string& error = "",
                bool stop_word = false);
   bool SlotFile(int id, const std::string& filename, std::string* path, ApiError* err);
+  // The shared KV tier (engine_tier.cc). TierLookup runs in Submit, outside
+  // the engine's locks: the longest stored block prefix of the prompt.
+  // TierRestore loads it into the slot (0 tokens on a miss or a refused
+  // entry); TierForward runs the rest of the prompt block by block and
+  // queues the state after each whole block for the publisher thread.
+  void TierLookup(Job& job);
+  size_t TierRestore(Slot& s);
+  Status TierForward(Slot& s, size_t reuse, bool publish);
+  void TierPublishLoop();
+  std::string TierMetricsText() const;  // under mu_
 
   const ModelSource& src_;
   EngineOptions o_;
@@ -204,6 +230,14 @@ class Engine {
   std::thread thread_;
 
   EngineCounters m_;  // under mu_
+
+  std::unique_ptr<kvtier::KvTier> tier_;
+  std::deque<std::pair<std::string, std::string>> tier_queue_;  // key, entry; under tier_mu_
+  int64_t tier_queue_bytes_ = 0;
+  bool tier_stop_ = false;
+  std::mutex tier_mu_;
+  std::condition_variable tier_cv_;
+  std::thread tier_thread_;
 };
 
 }  // namespace hqekv::server

@@ -102,6 +102,7 @@ std::string Engine::MetricsText() const {
   metric("slots_total", "gauge", "Slots (-np).", double(o_.n_slots));
   metric("queue_length", "gauge", "Requests waiting for a slot or KV bytes.",
          double(queue_.size()));
+  if (tier_) o << TierMetricsText();
   return o.str();
 }
 

@@ -28,6 +28,12 @@ struct Engine::Job {
   int64_t reserve = 0;
   std::shared_ptr<RequestChannel> ch;
   std::chrono::steady_clock::time_point started, prefilled;  // the prefill's start and end
+  // The shared KV tier: keys of the prompt's whole blocks, and the entry
+  // TierLookup fetched (the state of the first tier_tokens prompt tokens).
+  std::vector<std::string> tier_keys;
+  std::string tier_entry;
+  size_t tier_tokens = 0;
+  int64_t tier_bytes = 0;  // fetched for this request
 };
 
 struct Engine::Slot {

@@ -53,6 +53,7 @@ json UsageJson(const Usage& u) {
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+          {"kv_store_bytes", u.kv_store_bytes},
           {"kv_bytes", u.kv_bytes},
           {"kv_true_bits", u.kv_true_bits}};
 }
@@ -146,6 +147,7 @@ struct Reply {
     c["tokens_predicted"] = u.completion_tokens;
     c["tokens_evaluated"] = u.prompt_tokens;
     c["tokens_cached"] = u.cached_tokens;
+    c["kv_store_bytes"] = u.kv_store_bytes;
     c["truncated"] = false;
     c["timings"] = {
         {"prompt_n", u.prompt_tokens - u.cached_tokens},
@@ -197,6 +199,7 @@ json UsageSum(const std::vector<Usage>& us) {
     t.completion_tokens += u.completion_tokens;
     t.cached_tokens = std::max(t.cached_tokens, u.cached_tokens);
     t.kv_bytes += u.kv_bytes;
+    t.kv_store_bytes = std::max(t.kv_store_bytes, u.kv_store_bytes);
     t.kv_true_bits = u.kv_true_bits;
   }
   json j = UsageJson(t);
@@ -253,6 +256,8 @@ void HandleCompletion(Engine& engine, RequestKind kind, const httplib::Request& 
     return SendError(res, err);
   auto c = std::make_shared<Choices>();
   if (!SubmitChoices(engine, r, c.get(), &err)) return SendError(res, err);
+  if (!c->ch[0]->prefix_hash.empty())  // for prefix-aware routing (docs/scale-out.md)
+    res.set_header("X-Hqekv-Prefix-Hash", c->ch[0]->prefix_hash);
   auto reply = std::make_shared<Reply>();
   reply->kind = kind;
   reply->logprobs = r.logprobs;
