@@ -6,7 +6,9 @@ PKGS=(build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libbenchmar
       libhwy-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev clang libclang-rt-14-dev
       python3 clang-format curl nodejs
       pybind11-dev python3-pybind11 python3-dev python3-numpy python3-pytest python3-venv python3-build
-      libhiredis-dev)  # libhiredis-dev: --kv-store redis:// (optional: the build goes on without it)
+      libhiredis-dev redis-server haproxy)
+# libhiredis-dev: --kv-store redis:// (optional: the build goes on without it);
+# redis-server, haproxy: the multi-replica test (tests/scale_out; skipped without them).
 PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do
