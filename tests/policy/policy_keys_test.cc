@@ -29,8 +29,8 @@ using testing::RunDecode;
 // Appends n tokens to a 1-layer, 1-head cache (rows from `k`, `v`) as one
 // prefill batch, then returns the attention output of query `q` at the next
 // position (a decode step).
-std::vector<float> AttendAfter(KvCache& c, int n, const testing::RowFn& k, const testing::RowFn& v,
-                               const std::vector<float>& q) {
+std::vector<float> KeysAttendAfter(KvCache& c, int n, const testing::RowFn& k,
+                                   const testing::RowFn& v, const std::vector<float>& q) {
   const int D = c.geometry().head_dim;
   std::vector<float> K(static_cast<size_t>(n) * D), V(K.size()), Q(K.size(), 0.f), O(K.size());
   std::vector<int32_t> pos(n);
@@ -50,13 +50,13 @@ std::vector<float> AttendAfter(KvCache& c, int n, const testing::RowFn& k, const
   return out;
 }
 
-constexpr int kD = 8;
+constexpr int kKeysHeadDim = 8;
 
 // V: channel 0 is 1 for the tokens `marked` selects, else 0. An output's
 // channel 0 is then the attention weight on those tokens.
-testing::RowFn Marker(std::function<bool(int32_t)> marked) {
+testing::RowFn KeysMarker(std::function<bool(int32_t)> marked) {
   return [marked](int, int32_t pos, int, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = 0.f;
+    for (int d = 0; d < kKeysHeadDim; ++d) r[d] = 0.f;
     r[0] = marked(pos) ? 1.f : 0.f;
   };
 }
@@ -66,19 +66,19 @@ testing::RowFn Marker(std::function<bool(int32_t)> marked) {
 // channel). A query along channel 1 puts ~all weight on the 1.5 tokens when
 // channel 1 is kept; per-token 2-bit codes (range ~100) round it away.
 TEST(KiviKeys, KIsQuantizedPerChannelSoASmallChannelSurvivesALargeOne) {
-  auto c = Make("kivi:nominal_bits=2,residual=32", Geometry(1, 1, 1, kD));
+  auto c = Make("kivi:nominal_bits=2,residual=32", Geometry(1, 1, 1, kKeysHeadDim));
   ASSERT_NE(c, nullptr);
   auto k = [](int, int32_t pos, int, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = 0.f;
+    for (int d = 0; d < kKeysHeadDim; ++d) r[d] = 0.f;
     r[0] = pos % 2 ? 50.f : -50.f;
     r[1] = 0.5f * static_cast<float>(pos % 4);
   };
-  std::vector<float> q(kD, 0.f);
-  AlongChannel(1, kD, q.data());
+  std::vector<float> q(kKeysHeadDim, 0.f);
+  AlongChannel(1, kKeysHeadDim, q.data());
   for (float& x : q) x *= 8.f;  // score gap 0.5 * 8 = 4 between levels
   // 64 tokens: two sealed 32-token chunks, nothing left in the fp16 residual.
   const std::vector<float> out =
-      AttendAfter(*c, 64, k, Marker([](int32_t p) { return p < 64 && p % 4 == 3; }), q);
+      KeysAttendAfter(*c, 64, k, KeysMarker([](int32_t p) { return p < 64 && p % 4 == 3; }), q);
   EXPECT_GT(out[0], 0.9f) << "channel 1 of K did not survive its quantization";
 }
 
@@ -86,17 +86,17 @@ TEST(KiviKeys, KIsQuantizedPerChannelSoASmallChannelSurvivesALargeOne) {
 // along it picks token 95 alone when those 32 are exact (fp16 residual), but
 // ties ~6 tokens when they are 2-bit codes over [0, 31].
 float WeightOnTheNewest(const std::string& spec) {
-  auto c = Make(spec, Geometry(1, 1, 1, kD));
+  auto c = Make(spec, Geometry(1, 1, 1, kKeysHeadDim));
   EXPECT_NE(c, nullptr);
   if (!c) return -1;
   auto k = [](int, int32_t pos, int, float* r) {
-    for (int d = 0; d < kD; ++d) r[d] = 0.f;
+    for (int d = 0; d < kKeysHeadDim; ++d) r[d] = 0.f;
     r[1] = pos >= 64 ? static_cast<float>(pos - 64) : 0.f;
   };
-  std::vector<float> q(kD, 0.f);
-  AlongChannel(1, kD, q.data());
+  std::vector<float> q(kKeysHeadDim, 0.f);
+  AlongChannel(1, kKeysHeadDim, q.data());
   for (float& x : q) x *= 4.f;
-  return AttendAfter(*c, 96, k, Marker([](int32_t p) { return p == 95; }), q)[0];
+  return KeysAttendAfter(*c, 96, k, KeysMarker([](int32_t p) { return p == 95; }), q)[0];
 }
 
 TEST(KiviKeys, TheNewestResidualTokensStayExact) {
