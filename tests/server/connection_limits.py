@@ -13,11 +13,12 @@ Usage: connection_limits.py HQEKV_BINARY MODEL CASE
                      cancelled: far fewer tokens generated than the same
                      request run to its end, and the slot is free at once
                      (on models/refmodel-4l.gguf beside MODEL: it is slower)
-  hostile_load       all at once for 8 s: 30 slowloris connections from
+  hostile_load       all at once for 6 s: 30 slowloris connections from
                      127.0.0.2 (reconnecting when cut), header floods from
                      127.0.0.3, and a normal client on 127.0.0.1 whose
                      /health and short completions must all answer 200, each
-                     within 1.5 s
+                     within 3 s (slowest seen: 0.12 s; without the limits /health
+                     took 7 s)
 Every case is bounded in time; each fails on a server without the limit it
 tests (the old server kept every such connection open, or ran the abandoned
 request to its end).
@@ -225,7 +226,7 @@ def case_abandoned_request():
 
 def case_hostile_load():
     p, port, log = start("-np", "2", "--threads-http", "16")
-    stop_at = time.monotonic() + 8
+    stop_at = time.monotonic() + 6
     cut = {"slow": 0, "flood": 0}
 
     def slowloris():
@@ -272,7 +273,7 @@ def case_hostile_load():
             took = time.monotonic() - t0
             worst = max(worst, took)
             n += 1
-            if status != 200 or took > 1.5:
+            if status != 200 or took > 3.0:
                 bad.append("%s %s: %s in %.2f s" % (method, path, status, took))
         time.sleep(0.1)
     for t in attackers:
