@@ -749,7 +749,27 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
     res.set_content(R"({"status":"ok"})", "application/json");
   });
   svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(engine.MetricsText(), "text/plain; version=0.0.4");
+    std::string text = engine.MetricsText();
+    if (watch) {  // connections the watchdog closed, by cause
+      const ConnectionLimitCounters c = watch->Counters();
+      text +=
+          "# HELP hqekv_http_connections_closed_total Connections closed for a limit: a header "
+          "or body past its deadline, a header flood.\n"
+          "# TYPE hqekv_http_connections_closed_total counter\n";
+      for (const auto& [cause, n] :
+           {std::pair<const char*, int64_t>{"header_deadline", c.header_deadline},
+            {"body_deadline", c.body_deadline},
+            {"header_bytes", c.header_bytes}})
+        text += std::string("hqekv_http_connections_closed_total{cause=\"") + cause + "\"} " +
+                std::to_string(n) + "\n";
+      text +=
+          "# HELP hqekv_http_connections_unwatched_total Connections served without "
+          "deadlines (their descriptor was not found).\n"
+          "# TYPE hqekv_http_connections_unwatched_total counter\n"
+          "hqekv_http_connections_unwatched_total " +
+          std::to_string(c.unidentified) + "\n";
+    }
+    res.set_content(text, "text/plain; version=0.0.4");
   });
   auto models = [&](const httplib::Request&, httplib::Response& res) {
     const json m = {{"id", engine.ModelName()},

@@ -120,9 +120,13 @@ def metrics(port):
     out = {}
     for line in http(port, "GET", "/metrics")[1].decode().splitlines():
         if line and not line.startswith("#"):
-            k, v = line.split()
+            k, v = line.rsplit(" ", 1)
             out[k] = float(v)
     return out
+
+
+def closed_for(port, cause):
+    return metrics(port).get('hqekv_http_connections_closed_total{cause="%s"}' % cause, 0)
 
 
 def peak_rss_kb(pid):
@@ -141,6 +145,8 @@ def case_header_deadline():
     # A normal request on a new connection still works.
     if http(port, "GET", "/health")[0] != 200:
         sys.exit("FAIL: /health after the slow header")
+    if closed_for(port, "header_deadline") != 1:
+        sys.exit("FAIL: /metrics does not count the closed connection")
     stop(p, log)
     print("header_deadline: closed after %.1f s (deadline %d s)" % (took, HEADER_TIMEOUT))
 
@@ -280,6 +286,9 @@ def case_hostile_load():
         t.join()
     if bad:
         sys.exit("FAIL: normal requests under attack: " + "; ".join(bad[:5]))
+    unwatched = metrics(port).get("hqekv_http_connections_unwatched_total", -1)
+    if unwatched != 0:
+        sys.exit("FAIL: %s connections were served without deadlines" % unwatched)
     stop(p, log)
     print("hostile_load: %d normal requests all 200, slowest %.2f s; slow connections cut %d, "
           "floods cut %d" % (n, worst, cut["slow"], cut["flood"]))
