@@ -18,19 +18,15 @@
 namespace hqekv::policy {
 namespace {
 
-using testing::AlongChannel;
-using testing::Geometry;
-using testing::Kept;
-using testing::Make;
-using testing::Planted;
-using testing::RunBatch;
-using testing::RunDecode;
+// The harness, by a name of its own (files of one unity batch must not
+// bring conflicting names into this namespace).
+namespace keys_harness = hqekv::policy::testing;
 
 // Appends n tokens to a 1-layer, 1-head cache (rows from `k`, `v`) as one
 // prefill batch, then returns the attention output of query `q` at the next
 // position (a decode step).
-std::vector<float> KeysAttendAfter(KvCache& c, int n, const testing::RowFn& k,
-                                   const testing::RowFn& v, const std::vector<float>& q) {
+std::vector<float> KeysAttendAfter(KvCache& c, int n, const keys_harness::RowFn& k,
+                                   const keys_harness::RowFn& v, const std::vector<float>& q) {
   const int D = c.geometry().head_dim;
   std::vector<float> K(static_cast<size_t>(n) * D), V(K.size()), Q(K.size(), 0.f), O(K.size());
   std::vector<int32_t> pos(n);
@@ -54,7 +50,7 @@ constexpr int kKeysHeadDim = 8;
 
 // V: channel 0 is 1 for the tokens `marked` selects, else 0. An output's
 // channel 0 is then the attention weight on those tokens.
-testing::RowFn KeysMarker(std::function<bool(int32_t)> marked) {
+keys_harness::RowFn KeysMarker(std::function<bool(int32_t)> marked) {
   return [marked](int, int32_t pos, int, float* r) {
     for (int d = 0; d < kKeysHeadDim; ++d) r[d] = 0.f;
     r[0] = marked(pos) ? 1.f : 0.f;
@@ -66,7 +62,8 @@ testing::RowFn KeysMarker(std::function<bool(int32_t)> marked) {
 // channel). A query along channel 1 puts ~all weight on the 1.5 tokens when
 // channel 1 is kept; per-token 2-bit codes (range ~100) round it away.
 TEST(KiviKeys, KIsQuantizedPerChannelSoASmallChannelSurvivesALargeOne) {
-  auto c = Make("kivi:nominal_bits=2,residual=32", Geometry(1, 1, 1, kKeysHeadDim));
+  auto c = keys_harness::Make("kivi:nominal_bits=2,residual=32",
+                              keys_harness::Geometry(1, 1, 1, kKeysHeadDim));
   ASSERT_NE(c, nullptr);
   auto k = [](int, int32_t pos, int, float* r) {
     for (int d = 0; d < kKeysHeadDim; ++d) r[d] = 0.f;
@@ -74,7 +71,7 @@ TEST(KiviKeys, KIsQuantizedPerChannelSoASmallChannelSurvivesALargeOne) {
     r[1] = 0.5f * static_cast<float>(pos % 4);
   };
   std::vector<float> q(kKeysHeadDim, 0.f);
-  AlongChannel(1, kKeysHeadDim, q.data());
+  keys_harness::AlongChannel(1, kKeysHeadDim, q.data());
   for (float& x : q) x *= 8.f;  // score gap 0.5 * 8 = 4 between levels
   // 64 tokens: two sealed 32-token chunks, nothing left in the fp16 residual.
   const std::vector<float> out =
@@ -86,7 +83,7 @@ TEST(KiviKeys, KIsQuantizedPerChannelSoASmallChannelSurvivesALargeOne) {
 // along it picks token 95 alone when those 32 are exact (fp16 residual), but
 // ties ~6 tokens when they are 2-bit codes over [0, 31].
 float WeightOnTheNewest(const std::string& spec) {
-  auto c = Make(spec, Geometry(1, 1, 1, kKeysHeadDim));
+  auto c = keys_harness::Make(spec, keys_harness::Geometry(1, 1, 1, kKeysHeadDim));
   EXPECT_NE(c, nullptr);
   if (!c) return -1;
   auto k = [](int, int32_t pos, int, float* r) {
@@ -94,7 +91,7 @@ float WeightOnTheNewest(const std::string& spec) {
     r[1] = pos >= 64 ? static_cast<float>(pos - 64) : 0.f;
   };
   std::vector<float> q(kKeysHeadDim, 0.f);
-  AlongChannel(1, kKeysHeadDim, q.data());
+  keys_harness::AlongChannel(1, kKeysHeadDim, q.data());
   for (float& x : q) x *= 4.f;
   return KeysAttendAfter(*c, 96, k, KeysMarker([](int32_t p) { return p == 95; }), q)[0];
 }
@@ -112,7 +109,7 @@ TEST(KiviKeys, TheNewestResidualTokensStayExact) {
 // ~0. Summed, token 0 (~2) beats token 1 (~1) and stays; scores replaced by
 // the last step would keep token 1.
 TEST(H2oKeys, DecodeAttentionIsAddedToEachTokensScore) {
-  Planted p;
+  keys_harness::Planted p;
   p.k = [](int, int32_t pos, int, float* r) {
     for (int d = 0; d < 16; ++d) r[d] = 0.f;
     if (pos == 0) r[1] = 8.f;
@@ -121,33 +118,33 @@ TEST(H2oKeys, DecodeAttentionIsAddedToEachTokensScore) {
   p.v = [](int, int32_t pos, int, float* r) {
     for (int d = 0; d < 16; ++d) r[d] = static_cast<float>(pos + d);
   };
-  p.q = [](int, int32_t pos, int, float* r) { AlongChannel(pos < 2 ? 1 : 0, 16, r); };
-  auto c = Make("h2o:heavy=1,recent=1", Geometry(1, 1, 1, 16));
+  p.q = [](int, int32_t pos, int, float* r) { keys_harness::AlongChannel(pos < 2 ? 1 : 0, 16, r); };
+  auto c = keys_harness::Make("h2o:heavy=1,recent=1", keys_harness::Geometry(1, 1, 1, 16));
   ASSERT_NE(c, nullptr);
-  RunBatch(*c, p, 0, 2, true);
-  RunDecode(*c, p, 2, 1);
-  EXPECT_EQ(Kept(*c, 0, 0), (std::vector<int32_t>{0, 2}));
+  keys_harness::RunBatch(*c, p, 0, 2, true);
+  keys_harness::RunDecode(*c, p, 2, 1);
+  EXPECT_EQ(keys_harness::Kept(*c, 0, 0), (std::vector<int32_t>{0, 2}));
 }
 
 // heavy=1, recent=2 over 5 prompt tokens that all attend token 0: token 0 is
 // the heavy hitter, and the newest two (3, 4) stay although they score ~0
 // (ignoring recent= would keep the best three: 0, 1, 2).
 TEST(H2oKeys, TheRecentWindowIsKeptWhateverItsScores) {
-  Planted p;
+  keys_harness::Planted p;
   p.k = [](int, int32_t pos, int, float* r) {
     for (int d = 0; d < 16; ++d) r[d] = 0.f;
     if (pos == 0) r[0] = 8.f;
   };
   p.v = p.k;
-  p.q = [](int, int32_t, int, float* r) { AlongChannel(0, 16, r); };
-  auto c = Make("h2o:heavy=1,recent=2", Geometry(1, 1, 1, 16));
+  p.q = [](int, int32_t, int, float* r) { keys_harness::AlongChannel(0, 16, r); };
+  auto c = keys_harness::Make("h2o:heavy=1,recent=2", keys_harness::Geometry(1, 1, 1, 16));
   ASSERT_NE(c, nullptr);
-  RunBatch(*c, p, 0, 5, true);
-  EXPECT_EQ(Kept(*c, 0, 0), (std::vector<int32_t>{0, 3, 4}));
-  auto wide = Make("h2o:heavy=2,recent=1", Geometry(1, 1, 1, 16));
+  keys_harness::RunBatch(*c, p, 0, 5, true);
+  EXPECT_EQ(keys_harness::Kept(*c, 0, 0), (std::vector<int32_t>{0, 3, 4}));
+  auto wide = keys_harness::Make("h2o:heavy=2,recent=1", keys_harness::Geometry(1, 1, 1, 16));
   ASSERT_NE(wide, nullptr);
-  RunBatch(*wide, p, 0, 5, true);
-  EXPECT_EQ(Kept(*wide, 0, 0), (std::vector<int32_t>{0, 1, 4}));
+  keys_harness::RunBatch(*wide, p, 0, 5, true);
+  EXPECT_EQ(keys_harness::Kept(*wide, 0, 0), (std::vector<int32_t>{0, 1, 4}));
 }
 
 }  // namespace
