@@ -24,7 +24,7 @@ struct ServeArgs {
   std::string model, tokenizer, host = "127.0.0.1", kv = "fp16", api_key, slot_save_path,
                                 chat_template, profile_dir;
   int port = 8080, n_slots = 1, ctx = 0, threads = 0, queue = 64, max_tokens = 256,
-      threads_http = 0;
+      threads_http = 0, header_timeout = server::kHeaderTimeoutSeconds;
   bool no_request_log = false;
   double kv_budget_mb = 0, max_body_mb = 1;
   // The shared KV tier (docs/scale-out.md).
@@ -69,6 +69,9 @@ int Serve(const ServeArgs& a) {
   if (a.threads_http < 0 || a.threads_http > server::kMaxHttpThreads)
     return Fail("--threads-http must be in [0, " + std::to_string(server::kMaxHttpThreads) +
                 "] (0 = max(32, slots + queue + 4))");
+  if (a.header_timeout < 1 || a.header_timeout > server::kMaxHeaderTimeoutSeconds)
+    return Fail("--header-timeout must be in [1, " +
+                std::to_string(server::kMaxHeaderTimeoutSeconds) + "] seconds");
   if (a.n_slots < 1 || a.n_slots > server::kMaxSlots)
     return Fail("-np must be in [1, " + std::to_string(server::kMaxSlots) + "]");
   if (!a.profile_dir.empty() && !std::filesystem::is_directory(a.profile_dir))
@@ -113,6 +116,7 @@ int Serve(const ServeArgs& a) {
   ho.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
   ho.threads = a.threads_http;
   ho.log_requests = !a.no_request_log;
+  ho.header_timeout_s = a.header_timeout;
   ho.model_path = path;
   std::atomic<bool> stop{false};
   std::thread waiter([&] {
@@ -194,6 +198,9 @@ const CommandRegistrar kRegister(15, [](CLI::App& app, int* rc) {
   cmd->add_option("--kv-store-timeout-ms", a->kv_store_timeout_ms,
                   "redis: bound on connect, read and write; past it the prompt is computed")
       ->capture_default_str();
+  cmd->add_option("--header-timeout", a->header_timeout,
+                  "seconds a client has to send a whole request header, from connecting or "
+                  "from its previous answer (the body gets 3x); then the connection is closed");
   cmd->add_flag("--no-request-log", a->no_request_log,
                 "Do not log one JSON line per request on stderr");
   cmd->callback([a, rc] { *rc = Serve(*a); });

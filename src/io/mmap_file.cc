@@ -5,12 +5,99 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "core/file.h"
 
 namespace hqekv {
+namespace {
+
+// The mappings a SIGBUS handler can name: a fixed table (no allocation in
+// the handler); slots are claimed with a CAS and cleared at unmap.
+struct MappingSlot {
+  std::atomic<uintptr_t> begin{0};
+  std::atomic<size_t> size{0};
+  char path[512] = {};
+};
+constexpr int kMappingSlots = 64;
+MappingSlot g_mappings[kMappingSlots];
+std::atomic<bool> g_sigbus_installed{false};
+struct sigaction g_old_sigbus;
+
+void WriteAll(const char* s, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(2, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void OnSigbus(int sig, siginfo_t* info, void* ctx) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (auto& m : g_mappings) {
+    const uintptr_t b = m.begin.load();
+    if (b != 0 && addr >= b && addr < b + m.size.load()) {
+      static const char a[] = "hqekv: fatal: the file '";
+      static const char z[] =
+          "' was truncated or rewritten in place while this process had it mapped; "
+          "restart, and replace model files by renaming a new file over the old one\n";
+      WriteAll(a, sizeof(a) - 1);
+      WriteAll(m.path, strnlen(m.path, sizeof(m.path)));
+      WriteAll(z, sizeof(z) - 1);
+      break;
+    }
+  }
+  // Not ours, or reported: the previous action (by default: end the process
+  // with SIGBUS when the faulting access runs again).
+  if (g_old_sigbus.sa_flags & SA_SIGINFO) {
+    if (g_old_sigbus.sa_sigaction) return g_old_sigbus.sa_sigaction(sig, info, ctx);
+  } else if (g_old_sigbus.sa_handler != SIG_DFL && g_old_sigbus.sa_handler != SIG_IGN) {
+    return g_old_sigbus.sa_handler(sig);
+  }
+  signal(SIGBUS, SIG_DFL);
+}
+
+void Register(const uint8_t* data, size_t size, const std::string& path) {
+  if (!g_sigbus_installed.exchange(true)) {
+    struct sigaction sa {};
+    sa.sa_sigaction = OnSigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_old_sigbus);
+  }
+  for (auto& m : g_mappings) {
+    uintptr_t expected = 0;
+    // Claim with a placeholder, fill the path, then publish the range.
+    if (m.size.load() != 0 || !m.begin.compare_exchange_strong(expected, 1)) continue;
+    std::strncpy(m.path, path.c_str(), sizeof(m.path) - 1);
+    m.path[sizeof(m.path) - 1] = '\0';
+    m.begin.store(reinterpret_cast<uintptr_t>(data));  // an empty range until the size
+    m.size.store(size);
+    return;
+  }
+  // More than kMappingSlots files mapped at once: this one is not named.
+}
+
+void Unregister(const uint8_t* data) {
+  for (auto& m : g_mappings) {
+    if (m.begin.load() == reinterpret_cast<uintptr_t>(data)) {
+      m.begin.store(0);
+      m.size.store(0);
+      return;
+    }
+  }
+}
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   // Regular files only (a FIFO would block the open, /dev/zero map without end).
@@ -26,13 +113,30 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
       return MakeError("cannot mmap '" + path + "': " + std::strerror(e));
     }
     f->data_ = static_cast<const uint8_t*>(p);
+    Register(f->data_, f->size_, path);
   }
-  // `file` closes the descriptor; the mapping stays valid without it.
+  struct stat st {};
+  f->fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // `file` closes its own
+  if (f->fd_ >= 0 && ::fstat(f->fd_, &st) == 0) f->mtime_ns_ = MtimeNs(st);
   return f;
 }
 
+Status MappedFile::CheckUnchanged() const {
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return Status::Ok();  // nothing to compare
+  if (static_cast<size_t>(st.st_size) == size_ && MtimeNs(st) == mtime_ns_) return Status::Ok();
+  return MakeError("the file '" + path_ + "' was modified in place while in use (" +
+                   std::to_string(size_) + " bytes when loaded, " + std::to_string(st.st_size) +
+                   " now); restart to load it again (replace a model by renaming a new file "
+                   "over the old one: a running process keeps the old one)");
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr) {
+    Unregister(data_);
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace hqekv

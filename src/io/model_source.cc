@@ -58,6 +58,12 @@ Result<int> ConfigInt(const GgufFile& f, const std::string& key, std::optional<i
 }
 
 Result<float> ConfigFloat(const GgufFile& f, const std::string& key, std::optional<float> def) {
+  // A float key must hold a float (as llama.cpp requires): an epsilon
+  // written as u32 (its bit pattern, or a rounded 0) would be used as a
+  // wildly wrong number and give degenerate output with exit 0.
+  if (const GgufValue* g = f.Find(key); g && !g->is_float())
+    return MakeError("GGUF file '" + f.path + "': key '" + key + "' has type " +
+                     GgufTypeName(g->type) + ", expected a float");
   HQEKV_ASSIGN_OR_RETURN(auto v, f.GetOptionalFloat(key));
   if (!v.has_value()) {
     if (def) return *def;
@@ -274,6 +280,11 @@ Status ValidateModel(ModelSource& m) {
                      " (partial rotary embedding is not supported)");
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0))
     return MakeError(where + "rms_eps and rope_theta must be positive");
+  // RMSNorm divides by sqrt(mean(x^2) + eps): an eps of 1 or more swamps the
+  // activations' own scale (real models use 1e-6 .. 1e-5).
+  if (!(c.rms_eps < 1))
+    return MakeError(where + "layer_norm_rms_epsilon " + std::to_string(c.rms_eps) +
+                     " is not below 1");
   if (!c.layer_window.empty() &&
       (c.layer_window.size() != static_cast<size_t>(c.n_layers) || !(c.rope_theta_swa > 0)))
     return MakeError(where +
@@ -290,10 +301,12 @@ Status ValidateModel(ModelSource& m) {
                      std::to_string(c.rope_orig_ctx) + ", attn_factor " +
                      std::to_string(c.rope_attn_factor) + ")");
   if (!m.tokenizer) return MakeError(where + "no tokenizer");
-  if (m.tokenizer->vocab_size() > c.vocab_size)
+  // One row per token, as llama.cpp requires: more tokens would index past
+  // the embedding, fewer would let the model sample ids no token decodes.
+  if (m.tokenizer->vocab_size() != c.vocab_size)
     return MakeError(where + "tokenizer has " + std::to_string(m.tokenizer->vocab_size()) +
-                     " tokens but token_embd.weight only " + std::to_string(c.vocab_size) +
-                     " rows");
+                     " tokens but token_embd.weight has " + std::to_string(c.vocab_size) +
+                     " rows (model and tokenizer must share one vocabulary)");
 
   // block_count against the tensors present, before building per-layer
   // expectations: every layer has >= 9 tensors, so 1M declared layers in a

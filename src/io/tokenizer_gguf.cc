@@ -7,15 +7,31 @@
 namespace hqekv {
 namespace {
 
-Status ReadId(const GgufFile& f, const std::string& key, int32_t* out) {
+// A special token id: absent, "none" (-1 as i32, 0xFFFFFFFF as u32: how
+// converters write it) or a token of the vocabulary. Any other negative
+// number is refused. An id past the vocabulary is refused for BOS and EOS,
+// which every prompt and generation use; for the others it means "none", as
+// llama.cpp reads them.
+Status ReadId(const GgufFile& f, const std::string& key, size_t n_tokens, bool required_in_range,
+              int32_t* out) {
   HQEKV_ASSIGN_OR_RETURN(auto v, f.GetOptionalInt(key));
   if (!v.has_value()) return Status::Ok();
   const int64_t id = *v;
-  // 0xFFFFFFFF (u32 -1) is how converters write "no such token".
-  if (id < 0 || id >= std::numeric_limits<int32_t>::max())
+  const std::string where = "GGUF file '" + f.path + "': ";
+  if (id == -1 || id == 0xFFFFFFFFll) {
     *out = -1;
-  else
+  } else if (id < 0) {
+    return MakeError(where + key + " = " + std::to_string(id) +
+                     " is not a token id (-1 or 0xFFFFFFFF mean none)");
+  } else if (static_cast<uint64_t>(id) >= n_tokens) {
+    if (required_in_range)
+      return MakeError(where + key + " = " + std::to_string(id) +
+                       " is out of range (the vocabulary has " + std::to_string(n_tokens) +
+                       " tokens)");
+    *out = -1;
+  } else {
     *out = static_cast<int32_t>(id);
+  }
   return Status::Ok();
 }
 
@@ -72,14 +88,21 @@ Result<TokenizerVocab> TokenizerVocabFromGguf(const GgufFile& f) {
     return MakeError(where + "gpt2 tokenizer without tokenizer.ggml.merges");
   if (v.kind == TokenizerKind::kSpm) v.merges.clear();
 
-  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.bos_token_id", &v.bos));
-  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eos_token_id", &v.eos));
-  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.unknown_token_id", &v.unk));
-  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.padding_token_id", &v.pad));
-  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eot_token_id", &v.eot));
-  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eom_token_id", &v.eom));
+  const size_t n = v.tokens.size();
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.bos_token_id", n, true, &v.bos));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eos_token_id", n, true, &v.eos));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.unknown_token_id", n, false, &v.unk));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.padding_token_id", n, false, &v.pad));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eot_token_id", n, false, &v.eot));
+  HQEKV_RETURN_IF_ERROR(ReadId(f, "tokenizer.ggml.eom_token_id", n, false, &v.eom));
   HQEKV_ASSIGN_OR_RETURN(auto add_bos, f.GetOptionalBool("tokenizer.ggml.add_bos_token"));
   if (add_bos.has_value()) v.add_bos = *add_bos;
+  // Asked to add a BOS it does not have: every prompt would silently start
+  // differently from what the model was trained on.
+  if (add_bos.value_or(false) && v.bos < 0)
+    return MakeError(where +
+                     "tokenizer.ggml.add_bos_token is true but there is no "
+                     "tokenizer.ggml.bos_token_id");
   HQEKV_ASSIGN_OR_RETURN(auto prefix, f.GetOptionalBool("tokenizer.ggml.add_space_prefix"));
   if (prefix.has_value()) v.add_space_prefix = *prefix;
   HQEKV_ASSIGN_OR_RETURN(auto tmpl, f.GetOptionalString("tokenizer.chat_template"));

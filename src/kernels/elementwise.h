@@ -11,6 +11,8 @@ namespace hqekv::kernels {
 
 // out[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)), i < d (fp32; the sum of
 // squares in lanes, so the order differs from RmsNormRef). out may be x.
+// A row whose fp32 sum of squares overflows is summed again in double
+// (else the norm of a finite row would be all zeros).
 void RmsNorm(const float* x, const float* w, int d, float eps, float* out);
 void RmsNormRef(const float* x, const float* w, int d, float eps, float* out);
 

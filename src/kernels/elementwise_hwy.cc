@@ -5,6 +5,13 @@
 
 #include "kernels/dispatch.h"
 
+namespace hqekv::kernels {
+// 1 / sqrt(mean(x^2) + eps) with the squares summed in double: for rows whose
+// fp32 sum of squares overflows (an element past ~1.8e19), where the fp32
+// inverse would be 0 and the norm would silently output zeros.
+float RmsInverseWide(const float* x, int d, float eps);
+}  // namespace hqekv::kernels
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/elementwise_hwy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -31,7 +38,8 @@ void RmsNormImpl(const float* x, const float* w, int d, float eps, float* out) {
   }
   float ss = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
   for (; i < n; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
+  const float inv = std::isfinite(ss) ? 1.0f / std::sqrt(ss / static_cast<float>(d) + eps)
+                                      : RmsInverseWide(x, d, eps);
   const auto vinv = hn::Set(df, inv);
   i = 0;
   for (; i + N <= n; i += N) {
@@ -90,11 +98,18 @@ void RmsNorm(const float* x, const float* w, int d, float eps, float* out) {
 void SwiGlu(float* g, const float* u, size_t n) { ElementwiseKernelsForCpu().swiglu(g, u, n); }
 void AddInto(float* x, const float* y, size_t n) { ElementwiseKernelsForCpu().add_into(x, y, n); }
 
+float RmsInverseWide(const float* x, int d, float eps) {
+  double ss = 0;
+  for (int i = 0; i < d; ++i) ss += static_cast<double>(x[i]) * x[i];
+  return static_cast<float>(1.0 / std::sqrt(ss / d + eps));
+}
+
 // The forward pass's former scalar code, kept as the oracles.
 void RmsNormRef(const float* x, const float* w, int d, float eps, float* out) {
   float ss = 0.f;
   for (int i = 0; i < d; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
+  const float inv = std::isfinite(ss) ? 1.0f / std::sqrt(ss / static_cast<float>(d) + eps)
+                                      : RmsInverseWide(x, d, eps);
   for (int i = 0; i < d; ++i) out[i] = w[i] * (inv * x[i]);
 }
 

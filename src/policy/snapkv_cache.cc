@@ -123,18 +123,14 @@ Status SnapKvCache::SelectPrompt() {
   int64_t k = budget_.Tokens(L0, g_.head_dim, 0);
   const bool bits = budget_.kind == EvictionBudget::Kind::kBits;
   bool raised = false;
-  if (bits && L0 > w && k < w) {
-    // A byte budget below the window: keep the window (the structural
-    // minimum) and say so in BudgetNote(); keep=f below it stays an error.
+  if (L0 > w && k < w) {
+    // A budget below the window (bytes, or keep=f of a short prompt: a
+    // context shift re-prefills a window the user never chose): keep the
+    // window, the structural minimum, and say so in BudgetNote().
     k = w;
     raised = true;
   }
   if (L0 > w && k < L0) {
-    if (k < w) {
-      return MakeError(describe_ + ": budget of " + std::to_string(k) + " tokens for a prompt of " +
-                       std::to_string(L0) + " is smaller than the observation window " +
-                       std::to_string(w) + " (raise keep/bits or lower window)");
-    }
     layer_keep = LayerKeeps(k);
   } else {
     std::fill(layer_keep.begin(), layer_keep.end(), L0);

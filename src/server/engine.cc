@@ -8,6 +8,7 @@
 #include "cache/kv_state.h"
 #include "core/file.h"
 #include "core/xoshiro.h"
+#include "io/mmap_file.h"
 #include "lm/logprob.h"
 #include "model/generate_step.h"
 #include "model/sampler.h"
@@ -188,6 +189,14 @@ int64_t Engine::ReservationBytes(const std::string& spec_text, int tokens, ApiEr
 }
 
 std::shared_ptr<RequestChannel> Engine::Submit(const CompletionRequest& req, ApiError* err) {
+  // A weights file rewritten in place under the server reads as other
+  // weights (or SIGBUS past a truncation): refuse the work, name the file.
+  if (src_.mapping) {
+    if (Status st = src_.mapping->CheckUnchanged(); !st.ok()) {
+      *err = ApiError{503, "server_error", st.message(), "", ""};
+      return nullptr;
+    }
+  }
   auto job = std::make_shared<Job>();
   job->req = req;
   const Tokenizer& tok = *src_.tokenizer;

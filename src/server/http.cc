@@ -1,4 +1,5 @@
 #include "server/http.h"
+#include "server/http_limits.h"
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -272,7 +274,16 @@ void HandleCompletion(Engine& engine, RequestKind kind, const httplib::Request& 
     reply->echo = r.prompt_is_tokens ? engine.tokenizer().Decode(r.prompt_tokens) : r.prompt;
   if (!r.stream) {
     for (size_t i = 0; i < c->ch.size(); ++i) {
-      while (!c->fin[i]) c->ch[i]->Wait(std::chrono::milliseconds(100), &c->events[i], &c->fin[i]);
+      while (!c->fin[i]) {
+        c->ch[i]->Wait(std::chrono::milliseconds(100), &c->events[i], &c->fin[i]);
+        // Nobody will read the answer: stop generating it (499 is what the
+        // request log shows, as nginx logs a client that closed first).
+        if (!c->fin[i] && CurrentClientGone()) {
+          c->CancelAll();
+          res.status = 499;
+          return;
+        }
+      }
       if (c->fin[i]->reason == "cancelled" || c->fin[i]->reason == "error") {
         c->CancelAll();
         return SendError(res, FinishError(*c->fin[i]));
@@ -493,12 +504,13 @@ void HandleSlot(Engine& engine, const httplib::Request& req, httplib::Response& 
 // to `cap` (a slow client holds only its own thread); past the cap they go
 // to kOverflowThreads threads that answer 503 to everything but /health.
 // httplib's own ThreadPool queues connections behind busy workers without
-// bound, so slow clients there starve /health.
+// bound, so slow clients there starve /health. Every connection, overflow
+// ones too, is watched by `watch` (deadlines for its header and body).
 class ConnectionQueue : public httplib::TaskQueue {
  public:
   static constexpr int kOverflowThreads = 4;
 
-  explicit ConnectionQueue(int cap) : cap_(cap) {
+  ConnectionQueue(int cap, ConnectionWatch* watch) : cap_(cap), watch_(watch) {
     for (int i = 0; i < kOverflowThreads; ++i)
       overflow_threads_.emplace_back([this] {
         tl_overflow = true;
@@ -507,10 +519,26 @@ class ConnectionQueue : public httplib::TaskQueue {
   }
   ~ConnectionQueue() override { shutdown(); }
 
-  void enqueue(std::function<void()> fn) override {
+  void enqueue(std::function<void()> task) override {
+    // On the listener thread, right after the accept (see Identify).
+    std::string peer;
+    const int64_t id = watch_->Identify(&peer);
     std::unique_lock<std::mutex> l(mu_);
-    if (busy_ < cap_) {
+    // One client address may hold at most 3/4 of the threads, so others
+    // still find one while it keeps many slow connections open.
+    const int per_peer = std::max(1, cap_ - std::max(1, cap_ / 4));
+    const bool main = busy_ < cap_ && per_peer_[peer] < per_peer;
+    std::function<void()> fn = [this, id, main, peer, task = std::move(task)] {
+      watch_->Begin(id);
+      task();
+      watch_->End();
+      if (!main) return;
+      std::lock_guard<std::mutex> g(mu_);
+      if (--per_peer_[peer] == 0) per_peer_.erase(peer);
+    };
+    if (main) {
       ++busy_;
+      ++per_peer_[peer];
       jobs_.push_back(std::move(fn));
       // A thread for every connection no waiting thread will take (at most
       // cap_ threads: each one not waiting serves a counted connection).
@@ -555,12 +583,14 @@ class ConnectionQueue : public httplib::TaskQueue {
   }
 
   const int cap_;
+  ConnectionWatch* const watch_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_, overflow_jobs_;
   std::vector<std::thread> threads_, overflow_threads_;
-  int busy_ = 0;  // connections given to the main threads, not finished
-  int idle_ = 0;  // main threads waiting for a connection
+  int busy_ = 0;                         // connections given to the main threads, not finished
+  std::map<std::string, int> per_peer_;  // of busy_, by client address
+  int idle_ = 0;                         // main threads waiting for a connection
   bool stop_ = false;
 };
 
@@ -593,7 +623,9 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
       o.threads > 0
           ? o.threads
           : std::max(kMinHttpThreads, engine.options().n_slots + engine.options().queue_max + 4));
-  svr.new_task_queue = [threads] { return new ConnectionQueue(threads); };
+  // Created once the port is bound (it finds connections by their local port).
+  std::unique_ptr<ConnectionWatch> watch;
+  svr.new_task_queue = [threads, &watch] { return new ConnectionQueue(threads, watch.get()); };
   // httplib's default socket options add SO_REUSEPORT, with which a second
   // server binds the same port and the kernel splits connections between
   // them: SO_REUSEADDR only (restart over TIME_WAIT), so a busy port fails.
@@ -601,7 +633,11 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  if (o.log_requests) svr.set_logger(LogRequest);
+  // Called after every response written: the connection's next header is due.
+  svr.set_logger([log = o.log_requests](const httplib::Request& req, const httplib::Response& res) {
+    ConnectionWatch::ResponseDone();
+    if (log) LogRequest(req, res);
+  });
   // Browsers (CORS): every answer may be read by any origin; preflights
   // (OPTIONS) are answered without the API key, as llama-server does.
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
@@ -618,6 +654,13 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
   svr.set_keep_alive_timeout(kReadTimeoutSeconds);
   const std::string want = "Bearer " + o.api_key;
   svr.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    // The header is complete: the body's deadline starts, or none when the
+    // request has no body.
+    // (httplib reads a body for POST, PUT and PATCH only.)
+    ConnectionWatch::HeaderDone(
+        (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+        (req.has_header("Transfer-Encoding") ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0")));
     tl_trace = RequestTrace{};
     tl_trace.start = std::chrono::steady_clock::now();
     if (tl_overflow && req.path != "/health") {
@@ -700,11 +743,40 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         SendError(res, ApiError{500, "server_error", "internal error", "", ""});
       });
+  // Every POST route goes through `post`: its handler first ends the body's
+  // deadline (a route registered with svr.Post directly would have its
+  // connection closed body_deadline after the header, mid-answer).
+  auto post = [&svr](const std::string& pattern, httplib::Server::Handler h) {
+    svr.Post(pattern, [h = std::move(h)](const httplib::Request& q, httplib::Response& r) {
+      ConnectionWatch::Serving();
+      h(q, r);
+    });
+  };
   svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
   svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(engine.MetricsText(), "text/plain; version=0.0.4");
+    std::string text = engine.MetricsText();
+    if (watch) {  // connections the watchdog closed, by cause
+      const ConnectionLimitCounters c = watch->Counters();
+      text +=
+          "# HELP hqekv_http_connections_closed_total Connections closed for a limit: a header "
+          "or body past its deadline, a header flood.\n"
+          "# TYPE hqekv_http_connections_closed_total counter\n";
+      for (const auto& [cause, n] :
+           {std::pair<const char*, int64_t>{"header_deadline", c.header_deadline},
+            {"body_deadline", c.body_deadline},
+            {"header_bytes", c.header_bytes}})
+        text += std::string("hqekv_http_connections_closed_total{cause=\"") + cause + "\"} " +
+                std::to_string(n) + "\n";
+      text +=
+          "# HELP hqekv_http_connections_unwatched_total Connections served without "
+          "deadlines (their descriptor was not found).\n"
+          "# TYPE hqekv_http_connections_unwatched_total counter\n"
+          "hqekv_http_connections_unwatched_total " +
+          std::to_string(c.unidentified) + "\n";
+    }
+    res.set_content(text, "text/plain; version=0.0.4");
   });
   auto models = [&](const httplib::Request&, httplib::Response& res) {
     const json m = {{"id", engine.ModelName()},
@@ -717,30 +789,28 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
   svr.Get("/v1/models", models);
   svr.Get("/models", models);
   for (const char* p : {"/v1/completions", "/completions"})
-    svr.Post(p, [&](const httplib::Request& q, httplib::Response& r) {
+    post(p, [&](const httplib::Request& q, httplib::Response& r) {
       HandleCompletion(engine, RequestKind::kCompletion, q, r);
     });
   for (const char* p : {"/v1/chat/completions", "/chat/completions"})
-    svr.Post(p, [&](const httplib::Request& q, httplib::Response& r) {
+    post(p, [&](const httplib::Request& q, httplib::Response& r) {
       HandleCompletion(engine, RequestKind::kChat, q, r);
     });
-  svr.Post("/completion", [&](const httplib::Request& q, httplib::Response& r) {
+  post("/completion", [&](const httplib::Request& q, httplib::Response& r) {
     HandleCompletion(engine, RequestKind::kNative, q, r);
   });
-  svr.Post("/tokenize",
-           [&](const httplib::Request& q, httplib::Response& r) { HandleTokenize(engine, q, r); });
-  svr.Post("/detokenize", [&](const httplib::Request& q, httplib::Response& r) {
-    HandleDetokenize(engine, q, r);
-  });
-  svr.Post("/apply-template", [&](const httplib::Request& q, httplib::Response& r) {
-    HandleApplyTemplate(engine, q, r);
-  });
+  post("/tokenize",
+       [&](const httplib::Request& q, httplib::Response& r) { HandleTokenize(engine, q, r); });
+  post("/detokenize",
+       [&](const httplib::Request& q, httplib::Response& r) { HandleDetokenize(engine, q, r); });
+  post("/apply-template",
+       [&](const httplib::Request& q, httplib::Response& r) { HandleApplyTemplate(engine, q, r); });
   svr.Get("/props",
           [&](const httplib::Request&, httplib::Response& r) { HandleProps(engine, o, r); });
   svr.Get("/slots",
           [&](const httplib::Request&, httplib::Response& r) { HandleSlotsList(engine, r); });
   for (const char* p : {"/v1/embeddings", "/embeddings", "/embedding"})
-    svr.Post(p, [&](const httplib::Request& q, httplib::Response& r) {
+    post(p, [&](const httplib::Request& q, httplib::Response& r) {
       json j, body;
       if (!ObjectBody(q, &j, r)) return;
       ApiError e;
@@ -751,13 +821,13 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
   // llama-server / OpenAI routes this server does not have: a clear 501
   // instead of "no route".
   for (const char* p : {"/infill", "/rerank", "/v1/rerank"})
-    svr.Post(p, [](const httplib::Request& q, httplib::Response& r) {
+    post(p, [](const httplib::Request& q, httplib::Response& r) {
       SendError(r, ApiError{501, "not_supported_error",
                             q.path + " is not implemented by this server (text generation only)",
                             "", ""});
     });
-  svr.Post(R"(/slots/(\d{1,6}))",
-           [&](const httplib::Request& q, httplib::Response& r) { HandleSlot(engine, q, r); });
+  post(R"(/slots/(\d{1,6}))",
+       [&](const httplib::Request& q, httplib::Response& r) { HandleSlot(engine, q, r); });
 
   int port = o.port;
   if (o.port == 0) {
@@ -767,6 +837,10 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
     return MakeError("cannot bind " + o.host + ":" + std::to_string(o.port) +
                      " (in use, or not an address of this machine)");
   }
+  ConnectionLimits limits;
+  limits.header_deadline = std::chrono::seconds(o.header_timeout_s);
+  limits.body_deadline = std::chrono::seconds(3 * o.header_timeout_s);
+  watch = std::make_unique<ConnectionWatch>(port, limits);
   if (on_bound) on_bound(port);
   std::thread listener([&] { svr.listen_after_bind(); });
   while (!stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -26,6 +26,10 @@ inline constexpr int kMaxHttpThreads = 512;  // connections served at once (more
 inline constexpr int kMinHttpThreads = 32;
 inline constexpr int kReadTimeoutSeconds = 10;
 inline constexpr size_t kMaxHeaders = 100;  // header fields of one request (more: 431)
+// A whole request header must arrive within this many seconds of the
+// connection's start or its previous response (server/http_limits.h).
+inline constexpr int kHeaderTimeoutSeconds = 10;
+inline constexpr int kMaxHeaderTimeoutSeconds = 600;
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
@@ -33,8 +37,9 @@ struct HttpOptions {
   std::string api_key;              // "" = no check
   size_t max_body_bytes = 1 << 20;  // larger bodies: 413
   int threads = 0;  // connections served at once (0: max(32, slots + queue + 4)); more: 503
-  bool log_requests = true;  // one JSON line per request on stderr
-  std::string model_path;    // shown by GET /props
+  bool log_requests = true;                      // one JSON line per request on stderr
+  std::string model_path;                        // shown by GET /props
+  int header_timeout_s = kHeaderTimeoutSeconds;  // whole header; the body gets 3x
 };
 
 // Serves until `*stop` becomes true (checked every 50 ms; SIGTERM sets it in

@@ -12,7 +12,7 @@ set(_hardening_cases
   seed_negative seed_overflow threads_trailing ctx_hex_ppl temp_nan top_p_zero n_predict_negative
   spec_hex spec_inf eval_bits_inf calib_seed_garbage study_vectors_hex gen_layers_overflow
   sigterm_writer sigint_writer concurrent_writers
-  prompt_cache_unwritable chat_endless_line chat_turn_past_ctx)
+  prompt_cache_unwritable chat_endless_line chat_turn_past_ctx snapkv_keep_context_shift)
 foreach(c ${_hardening_cases})
   add_test(NAME cli_hardening_${c}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/scripts/hardening.sh $<TARGET_FILE:hqekv> ${PROJECT_SOURCE_DIR}

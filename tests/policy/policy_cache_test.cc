@@ -209,10 +209,11 @@ TEST(PolicyCache, PyramidBudgetsPerLayer) {
   EXPECT_GT(Kept(*c, 0, 0).size(), Kept(*c, 3, 0).size());
 }
 
-TEST(PolicyCache, SnapKvBudgetBelowTheWindowIsAnError) {
+// keep=f of a prompt below the observation window (as a context shift's
+// re-prefill of a short window gives): the window is kept and BudgetNote says
+// so. Before, EndBatch failed, ending a generation at its first context shift.
+TEST(PolicyCache, SnapKvBudgetBelowTheWindowKeepsTheWindowAndSaysSo) {
   auto c = MustMake("snapkv:keep=0.1,window=32", SmallGeometry(1, 2, 1, 8));
-  Driver d(c.get(), 6);
-  // EndBatch fails (expected): check the message instead of the harness' expectation.
   const KvGeometry& g = c->geometry();
   std::vector<float> k(100 * g.n_kv_heads * 8, 0.1f), v(k), q(100 * g.n_q_heads * 8, 0.1f),
       out(q.size());
@@ -221,8 +222,8 @@ TEST(PolicyCache, SnapKvBudgetBelowTheWindowIsAnError) {
   ASSERT_TRUE(c->Append(0, k.data(), v.data(), pos.data(), 100).ok());
   ASSERT_TRUE(c->Attend(0, q.data(), pos.data(), 100, out.data()).ok());
   const Status s = c->EndBatch(100, true);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("smaller than the observation window"), std::string::npos);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_NE(c->BudgetNote().find("structural minimum"), std::string::npos) << c->BudgetNote();
 }
 
 // Budgets hold over a long decode (2000 steps).

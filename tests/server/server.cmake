@@ -46,3 +46,16 @@ if(CURL_EXE AND PYTHON3_EXE)
                    ${PROJECT_SOURCE_DIR}/models/stories260K.gguf)
   set_tests_properties(server_llama_api PROPERTIES TIMEOUT 180)
 endif()
+# Hostile connections (tests/server/connection_limits.py, one case per class):
+# a slow header and a slow body are cut at their deadlines, a header flood
+# after ~1 MiB, an abandoned non-streamed request is cancelled, and all the
+# attacks together leave /health and short completions answering. Loopback,
+# each case bounded (~5-15 s).
+if(PYTHON3_EXE)
+  foreach(case header_deadline body_deadline header_flood abandoned_request hostile_load)
+    add_test(NAME server_conn_${case}
+             COMMAND ${PYTHON3_EXE} ${CMAKE_CURRENT_LIST_DIR}/connection_limits.py
+                     $<TARGET_FILE:hqekv> ${PROJECT_SOURCE_DIR}/models/stories260K.gguf ${case})
+    set_tests_properties(server_conn_${case} PROPERTIES TIMEOUT 120)
+  endforeach()
+endif()

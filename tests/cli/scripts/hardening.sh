@@ -128,6 +128,16 @@ case "$CASE" in
     grep -q "more than the context" "$D/err" || fail "no message: $(tail -c 300 "$D/err")"
     [ -s "$D/out" ] || fail "no answer to the turn after the over-long one" ;;
 
+  snapkv_keep_context_shift)
+    # keep=f at a context shift: the re-prefilled window (33 tokens of a
+    # 64-token context) holds less than keep x window; the generation goes on
+    # (before: "budget of 16 tokens ... smaller than the observation window").
+    rc=0
+    timeout 120 "$HQEKV" run -m "$MODEL" -t 1 --temp 0 -p "Once upon a time" -n 200 --ctx 64 \
+      --kv snapkv:keep=0.5 >"$D/out" 2>"$D/err" || rc=$?
+    [ "$rc" -eq 0 ] || fail "run exited $rc at a context shift: $(tail -c 300 "$D/err")"
+    [ "$(wc -w <"$D/out")" -gt 60 ] || fail "too little text across the shift: $(cat "$D/out")" ;;
+
   # ---- class 4: unbounded work from a number ----
   threads_huge_run)   expect_error "-t 10000 is more than" "$HQEKV" run -n 1 -t 10000 ;;
   threads_huge_ppl)   expect_error "-t 10000 is more than" "$HQEKV" ppl -f "$TEXT" -t 10000 ;;
