@@ -128,8 +128,11 @@ bool HqekvCache::HoldsBudget(int layer) const {
   // The residual costs 16 bits per element and the budget grows by B per
   // token: the last step before the seal is the tightest.
   const int64_t to_seal = TokensToSealPeak(layer);
-  const double seal = LayerBits(
-      model_.layout, held + WindowGrowth(layer, to_seal) + ResidualGrowth(to_seal), n + to_seal);
+  const double seal =
+      to_seal == 0
+          ? now
+          : LayerBits(model_.layout, held + WindowGrowth(layer, to_seal) + ResidualGrowth(to_seal),
+                      n + to_seal);
   return std::max({now, peak, seal}) <= LayerBudget(layer);
 }
 
@@ -230,10 +233,9 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   };
   // Exact residual: also at its peak before the next seal (HoldsBudget).
   const int64_t to_seal = TokensToSealPeak(layer);
-  const int64_t room =
-      std::min({BudgetBytes(layer, n), BudgetBytes(layer, n + ahead) - window_at(ahead),
-                BudgetBytes(layer, n + to_seal) - window_at(to_seal)}) -
-      fixed;
+  int64_t room = std::min(BudgetBytes(layer, n), BudgetBytes(layer, n + ahead) - window_at(ahead));
+  if (to_seal > 0) room = std::min(room, BudgetBytes(layer, n + to_seal) - window_at(to_seal));
+  room -= fixed;
   // The pool after the plan: the planes packed tightly in whole pages (the
   // event repacks when they are not) and the page table, as after the last
   // event plus an entry or two (before the first: 32 bytes per page).
