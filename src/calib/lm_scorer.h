@@ -62,6 +62,8 @@ class LmScorer : public TrialScorer {
 
   // Scores any cache spec (evaluation: kivi:nominal_bits=2, hqekv:nominal_bits=2, ...).
   Result<TrialScore> ScoreSpec(const std::string& spec);
+  // Scores a spec with per-layer tier ratios in memory (calib/layer_bits.h's probes).
+  Result<TrialScore> ScoreTrial(const TrialCache& trial) { return Run(trial, false); }
 
   int window() const { return window_; }
   int prefill() const { return prefill_; }

@@ -1,7 +1,9 @@
 // `hqekv calibrate`: offline TPE search of HqeKV tier ratios for a memory
 // budget, saved as a profile (docs/calibration.md). With --score SPEC it
 // instead prints KL(full || SPEC) and the true bits of any cache spec on the
-// text (no search): how profiles are compared on evaluation texts.
+// text (no search): how profiles are compared on evaluation texts. With
+// --layer-bits it measures each layer's K and V sensitivity and prints the
+// `layer_bits=` offsets for hqekv:bits=B (calib/layer_bits.h).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "calib/layer_bits.h"
 #include "calib/lm_scorer.h"
 #include "calib/profile.h"
 #include "calib/search.h"
@@ -46,6 +49,9 @@ struct CalibrateArgs {
   double bits_tolerance = 0.05;
   int threads = 0;
   std::vector<std::string> score;
+  bool layer_bits = false;
+  std::string layer_probe = "q5_1";
+  double layer_shrink = 0.5, layer_max = 0.6;
   bool quiet = false;
 };
 
@@ -69,7 +75,7 @@ int RunCalibrate(const CalibrateArgs& a) {
     return 2;
   }
   if (a.threads > 0) SetNumThreads(a.threads);
-  if (a.score.empty()) {
+  if (a.score.empty() && !a.layer_bits) {
     if (!std::isfinite(a.bits)) {
       std::fprintf(stderr, "hqekv calibrate: --bits is required (the memory budget)\n");
       return 2;
@@ -143,6 +149,27 @@ int RunCalibrate(const CalibrateArgs& a) {
                   std::chrono::duration<double>(Clock::now() - ts).count());
       std::fflush(stdout);
     }
+    return 0;
+  }
+
+  if (a.layer_bits) {
+    if (!a.quiet) {
+      std::fprintf(stderr, "measuring %d probes (one layer's K or V in %s, the rest u8)...\n",
+                   2 * sc.n_layers() + 1, a.layer_probe.c_str());
+    }
+    auto sens = calib::MeasureLayerSensitivity(sc, a.layer_probe, a.kv_options);
+    if (!sens.ok()) {
+      std::fprintf(stderr, "hqekv calibrate: --layer-bits: %s\n", sens.message().c_str());
+      return 1;
+    }
+    const std::vector<double> d =
+        calib::LayerBitsFromSensitivity(*sens, a.layer_shrink, a.layer_max);
+    std::printf("KL with every stream at u8: %.4e\n%-6s %12s %12s %9s\n", sens->floor, "layer",
+                ("K " + a.layer_probe).c_str(), ("V " + a.layer_probe).c_str(), "offset");
+    for (size_t l = 0; l < d.size(); ++l) {
+      std::printf("%-6zu %12.4e %12.4e %+9.2f\n", l, sens->k[l], sens->v[l], d[l]);
+    }
+    std::printf("layer_bits=%s\n", calib::LayerBitsText(d).c_str());
     return 0;
   }
 
@@ -260,6 +287,19 @@ const CommandRegistrar kRegistrar(60, [](CLI::App& app, int* rc) {
   c->add_option("-t,--threads", args->threads, "worker threads (default: all cores)");
   c->add_option("--score", args->score,
                 "no search: print KL and true bits of these cache specs on the text");
+  c->add_flag("--layer-bits", args->layer_bits,
+              "no search: measure each layer's K and V sensitivity and print the layer_bits= "
+              "offsets for hqekv:bits=B");
+  c->add_option("--layer-probe", args->layer_probe,
+                "--layer-bits: the format one probed stream is held in (the rest u8)")
+      ->capture_default_str();
+  c->add_option("--layer-shrink", args->layer_shrink,
+                "--layer-bits: share of the rate-distortion split 1/2 log2(s_l / geomean s)")
+      ->check(RealFlag({.min = 0, .max = 4}))
+      ->capture_default_str();
+  c->add_option("--layer-max", args->layer_max, "--layer-bits: largest offset, in bits")
+      ->check(RealFlag({.min = 0, .max = 8}))
+      ->capture_default_str();
   c->add_flag("-q,--quiet", args->quiet, "no progress output");
   c->callback([args, rc] { *rc = RunCalibrate(*args); });
 });

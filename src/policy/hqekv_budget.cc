@@ -123,8 +123,28 @@ bool HqekvCache::HoldsBudget(int layer) const {
   }
   const int64_t ahead = TokensToWindow(layer);
   const double now = LayerBits(model_.layout, held, n);
-  const double peak = LayerBits(model_.layout, held + WindowGrowth(layer, ahead), n + ahead);
-  return std::max(now, peak) <= LayerBudget(layer);
+  const double peak = LayerBits(
+      model_.layout, held + WindowGrowth(layer, ahead) + ResidualGrowth(ahead), n + ahead);
+  // The residual costs 16 bits per element and the budget grows by B per
+  // token: the last step before the seal is the tightest.
+  const int64_t to_seal = TokensToSealPeak(layer);
+  const double seal =
+      to_seal == 0
+          ? now
+          : LayerBits(model_.layout, held + WindowGrowth(layer, to_seal) + ResidualGrowth(to_seal),
+                      n + to_seal);
+  return std::max({now, peak, seal}) <= LayerBudget(layer);
+}
+
+int64_t HqekvCache::TokensToSealPeak(int layer) const {
+  if (o_.token_select || store_->config().residual_reserve != 0) return 0;
+  // (Not past the cache's context: the sequence ends there.)
+  const int64_t left = std::max<int64_t>(0, g_.max_ctx - store_->AppendedTokens(layer));
+  return std::clamp<int64_t>(kHqekvChunk - 1 - store_->ResidualSize(layer, 0), 0, left);
+}
+
+int64_t HqekvCache::ResidualGrowth(int64_t steps) const {
+  return store_->config().residual_reserve == 0 ? steps * ResidualTokenBytes() : 0;
 }
 
 int64_t HqekvCache::PlaneBytesHeld(int layer) const {
@@ -199,17 +219,23 @@ BudgetCounts HqekvCache::SolveEventCounts(int layer, int64_t nb, int64_t* planes
   const int64_t ahead = TokensToWindow(layer);
   // The next window over the chunks kept now (an upper bound when the plan
   // evicts): the sums carried to it (`next`) grown to every kept token.
-  int64_t window = 0;
   const int64_t r0 = store_->ResidualSize(layer, 0);
-  for (const Unit& U : units_[layer]) {
-    const int64_t kept = static_cast<int64_t>(U.tk.size()) * kHqekvChunk + r0 + ahead;
-    window +=
-        static_cast<int64_t>(sizeof(f16_t)) *
-            std::max<int64_t>(kept + kHqekvChunk, static_cast<int64_t>(U.next.capacity())) +
-        static_cast<int64_t>(sizeof(int32_t)) * 2 * (static_cast<int64_t>(U.next_q.size()) + o_.m);
-  }
-  const int64_t room =
-      std::min(BudgetBytes(layer, n), BudgetBytes(layer, n + ahead) - window) - fixed;
+  auto window_at = [&](int64_t steps) {
+    int64_t window = 0;
+    for (const Unit& U : units_[layer]) {
+      const int64_t kept = static_cast<int64_t>(U.tk.size()) * kHqekvChunk + r0 + steps;
+      window += static_cast<int64_t>(sizeof(f16_t)) *
+                    std::max<int64_t>(kept + kHqekvChunk, static_cast<int64_t>(U.next.capacity())) +
+                static_cast<int64_t>(sizeof(int32_t)) * 2 *
+                    (static_cast<int64_t>(U.next_q.size()) + o_.m);
+    }
+    return window + ResidualGrowth(steps);
+  };
+  // Exact residual: also at its peak before the next seal (HoldsBudget).
+  const int64_t to_seal = TokensToSealPeak(layer);
+  int64_t room = std::min(BudgetBytes(layer, n), BudgetBytes(layer, n + ahead) - window_at(ahead));
+  if (to_seal > 0) room = std::min(room, BudgetBytes(layer, n + to_seal) - window_at(to_seal));
+  room -= fixed;
   // The pool after the plan: the planes packed tightly in whole pages (the
   // event repacks when they are not) and the page table, as after the last
   // event plus an entry or two (before the first: 32 bytes per page).

@@ -178,8 +178,16 @@ class HqekvCache final : public StoreBackedCache {
   // Tokens from now until the next importance window opens (decode steps of
   // one token; >= 1).
   int64_t TokensToWindow(int layer) const;
-  // bits=B: true when the layer holds <= B now and will when the next window
-  // opens (measured bytes, the window's growth predicted).
+  // Chunk mode with an exact residual (bits=B): decode steps of one token
+  // until the residual is at its peak, a chunk less one token, just before
+  // the next seal (0 otherwise).
+  int64_t TokensToSealPeak(int layer) const;
+  // Bytes the residual grows by in `steps` decode steps (0 with a reserve,
+  // which already holds them).
+  int64_t ResidualGrowth(int64_t steps) const;
+  // bits=B: true when the layer holds <= B now, will when the next window
+  // opens, and (exact residual) at the residual's peak before the next seal
+  // (measured bytes, the residual's and the window's growth predicted).
   bool HoldsBudget(int layer) const;
   // bits=B: this event's chunk counts from the measured bytes (planes of the
   // plan + everything else the layer holds now + the next window <= B).

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/file.h"
 #include "policy/hqekv_cache.h"
 #include "policy/profile.h"
 
@@ -191,8 +192,15 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   }
   o.menu = spec.Text("menu");
   o.k_weight = spec.Num("kweight");
-  if (spec.Has("layer_bits")) {
-    HQEKV_ASSIGN_OR_RETURN(o.layer_bits, ParseLayerBits(spec.Text("layer_bits"), g.n_layers));
+  std::string layer_bits = spec.Has("layer_bits") ? spec.Text("layer_bits") : "";
+  if (layer_bits.empty() && by_bits && ctx.model && spec.Int("shipped") != 0) {
+    // The per-layer budgets `hqekv calibrate --layer-bits` measured for this
+    // model, when shipped (profiles/<model>/layer-bits.txt).
+    HQEKV_ASSIGN_OR_RETURN(layer_bits, ShippedLayerBits(ctx.profiles_dir, *ctx.model,
+                                                        ctx.force || spec.Int("force") != 0));
+  }
+  if (!layer_bits.empty()) {
+    HQEKV_ASSIGN_OR_RETURN(o.layer_bits, ParseLayerBits(layer_bits, g.n_layers));
     if (!by_bits) return MakeError(where + ": layer_bits= needs bits=");
     for (const double d : o.layer_bits) {
       if (o.true_bits + d <= 0) {
@@ -202,6 +210,40 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
     }
   }
   return o;
+}
+
+Result<std::string> ShippedLayerBits(const std::string& dir, const ModelIdentity& model,
+                                     bool force) {
+  const std::string path = dir + "/" + model.name + "/layer-bits.txt";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::string();
+  HQEKV_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  // Lines: "# ..." comments, "identity <hex>", "layer_bits=d0/d1/...".
+  std::string identity, value;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (line.rfind("identity ", 0) == 0) {
+      identity = line.substr(9);
+    } else if (line.rfind("layer_bits=", 0) == 0) {
+      value = line.substr(11);
+    } else {
+      return MakeError(path + ": unexpected line '" + line +
+                       "' (expected 'identity HEX' or 'layer_bits=d0/d1/...')");
+    }
+  }
+  if (value.empty()) return MakeError(path + ": no layer_bits= line");
+  if (!force && identity != model.identity) {
+    return MakeError(path + ": measured on model identity " +
+                     (identity.empty() ? std::string("(none)") : identity) + ", not " +
+                     model.identity + "; give shipped=0 (no per-layer budgets) or layer_bits=");
+  }
+  return value;
 }
 
 Result<std::vector<double>> ParseLayerBits(const std::string& text, int n_layers) {

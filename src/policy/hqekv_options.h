@@ -68,6 +68,13 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& spec, const KvGeometr
 // layer): layer_bits=.
 Result<std::vector<double>> ParseLayerBits(const std::string& text, int n_layers);
 
+// The layer_bits= value shipped for a model in dir/<model name>/layer-bits.txt
+// ("identity HEX" and "layer_bits=..." lines, '#' comments): "" when there is
+// no such file; an error when it is malformed or (unless force) measured on
+// another model identity.
+Result<std::string> ShippedLayerBits(const std::string& dir, const ModelIdentity& model,
+                                     bool force);
+
 Result<std::array<quant::Format, 3>> ParseTierFormats(const std::string& text);
 
 // The store format of tier t for K or V (fp16 for kF16 and kEvicted): K per

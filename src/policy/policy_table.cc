@@ -230,7 +230,8 @@ std::vector<PolicyInfo> BuildTable() {
         Choice("shipped", "1", {"0", "1"},
                "bits=B on a model with a profile shipped for B (profiles/<model>/"
                "hqekv-<B>-true.json, checked against the model): use its ratios and tier "
-               "formats; 0: always solve the ratios from the byte model"),
+               "formats; without one, the per-layer budgets shipped for the model "
+               "(profiles/<model>/layer-bits.txt) unless layer_bits= is given; 0: neither"),
         Choice("force", "0", {"0", "1"},
                "use a profile calibrated on another model (checked when the cache is created, "
                "policy/profile.h)"),

@@ -34,7 +34,7 @@ int64_t PlacedPlaneBytes(const LayerLayout& l, const quant::Format& kf, const qu
 }  // namespace
 
 int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quant::Format& vf,
-                        int residual, int64_t n) {
+                        int residual, int64_t n, bool exact_residual) {
   LayerLayout l;
   l.n_kv_heads = g.n_kv_heads;
   l.head_dim = g.head_dim;
@@ -43,8 +43,10 @@ int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quan
   const int64_t waiting = std::min<int64_t>(n, residual - 1);
   const int64_t chunks = (n - waiting) / 32;
   const int64_t planes = chunks * PlacedPlaneBytes(l, kf, vf);
-  // Capacity: the reserve (32) after a seal, growing to R - 1 tokens.
-  return planes + StoreOverheadBytes(l, chunks, std::max<int64_t>(waiting, 32), planes);
+  // Capacity: the reserve (32) after a seal, growing to R - 1 tokens (exact:
+  // the waiting tokens, at most R - 1).
+  return planes + StoreOverheadBytes(
+                      l, chunks, exact_residual ? waiting : std::max<int64_t>(waiting, 32), planes);
 }
 
 namespace {
@@ -52,7 +54,8 @@ namespace {
 // Bytes of one KIVI layer after n tokens at code width `bits`.
 int64_t KiviLayerBytes(const KvGeometry& g, int bits, int group, int residual, int64_t n) {
   return QuantLayerBytes(g, quant::Uniform(bits, quant::Grouping::kPerChannel),
-                         quant::Uniform(bits, quant::Grouping::kPerToken, group), residual, n);
+                         quant::Uniform(bits, quant::Grouping::kPerToken, group), residual, n,
+                         /*exact_residual=*/true);
 }
 
 }  // namespace
@@ -77,8 +80,15 @@ Result<int> KiviBitsForBudget(const PolicySpec& spec, const KvGeometry& g, int g
 }
 
 QuantCache::QuantCache(const KvGeometry& g, std::string describe, quant::Format kf,
-                       quant::Format vf, int residual_len)
-    : StoreBackedCache(g, std::move(describe), 2, false),
+                       quant::Format vf, int residual_len, bool exact_residual)
+    : StoreBackedCache(g, std::move(describe), 2, false,
+                       [&] {
+                         // bits=B: the residual at its exact size (a 32-token fp16 reserve is
+                         // 2.5 bits per element after a 200-token prompt at head_dim 64).
+                         StoreTuning t;
+                         if (exact_residual) t.residual_reserve = 0;
+                         return t;
+                       }()),
       kf_(kf),
       vf_(vf),
       residual_len_(residual_len) {}
@@ -89,7 +99,8 @@ Result<std::unique_ptr<KvCache>> QuantCache::Make(const KvGeometry& g, std::stri
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   HQEKV_RETURN_IF_ERROR(quant::Validate(kf, 32, g.head_dim));
   HQEKV_RETURN_IF_ERROR(quant::Validate(vf, 32, g.head_dim));
-  std::unique_ptr<QuantCache> c(new QuantCache(g, std::move(describe), kf, vf, residual_len));
+  std::unique_ptr<QuantCache> c(
+      new QuantCache(g, std::move(describe), kf, vf, residual_len, budget_bits > 0));
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->budget_bits_ = budget_bits;
   return std::unique_ptr<KvCache>(std::move(c));
@@ -180,8 +191,28 @@ Status QuantCache::EndBatch(int n, bool is_prefill) {
       HQEKV_RETURN_IF_ERROR(store_->Seal(l, cache::kAllHeads, r - r % 32, kf_, vf_));
       if (RepackDue(before, store_->NumChunks(l, 0), l % 16)) store_->RepackLayer(l);
     }
+    // Still over B (fewer than 32 tokens wait in fp16: nothing to seal): the
+    // sequence is too short for B; BudgetNote says so.
+    for (int l = 0; l < g_.n_layers; ++l) {
+      const int64_t n_l = store_->AppendedTokens(l);
+      const double held = LayerBits(layout, LayerAllocatedBytes(l), n_l);
+      if (held > budget_bits_ + 1e-9 && held > over_bits_) {
+        over_bits_ = held;
+        over_tokens_ = n_l;
+      }
+    }
   }
   return Status::Ok();
+}
+
+std::string QuantCache::BudgetNote() const {
+  if (over_bits_ <= 0) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "bits=%g is below what the fp16 residual allows at this length: a layer held %.3f "
+                "true bits per element at %lld tokens (up to %d tokens wait in fp16)",
+                budget_bits_, over_bits_, static_cast<long long>(over_tokens_), residual_len_ - 1);
+  return buf;
 }
 
 }  // namespace hqekv::policy

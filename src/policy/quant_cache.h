@@ -28,8 +28,9 @@ Result<int> KiviBitsForBudget(const PolicySpec& spec, const KvGeometry& g, int g
 // Bytes of one layer of a QuantCache with K format kf and V format vf after n
 // tokens (true_bits.h), at the worst point of the residual cycle (R - 1
 // tokens waiting in fp16, the residual reserve of 32 counted).
+// exact_residual: the store keeps no reserve (bits=B caches).
 int64_t QuantLayerBytes(const KvGeometry& g, const quant::Format& kf, const quant::Format& vf,
-                        int residual, int64_t n);
+                        int residual, int64_t n, bool exact_residual = false);
 
 class QuantCache final : public StoreBackedCache {
  public:
@@ -50,6 +51,8 @@ class QuantCache final : public StoreBackedCache {
                                                  const CacheContext& ctx);
 
   Status EndBatch(int n, bool is_prefill) override;
+  std::string BudgetNote() const override;
+  void ResetPolicy() override { over_bits_ = 0, over_tokens_ = 0; }
   // True when a seal that took a layer's chunks per KV head from `before` to
   // `after` is due a RepackLayer (see quant_cache.cc); stagger in [0, 16):
   // the layer's offset, so that layers repack in different steps.
@@ -57,10 +60,13 @@ class QuantCache final : public StoreBackedCache {
 
  private:
   QuantCache(const KvGeometry& g, std::string describe, quant::Format kf, quant::Format vf,
-             int residual_len);
+             int residual_len, bool exact_residual);
   quant::Format kf_, vf_;
   int residual_len_;
   double budget_bits_ = 0;
+  // bits=B: the most a layer held over B after a batch, and at what length.
+  double over_bits_ = 0;
+  int64_t over_tokens_ = 0;
 };
 
 }  // namespace hqekv::policy

@@ -61,8 +61,11 @@ int64_t HqekvCostModel::LayerBytes(int64_t n, int64_t nb,
   // (room for a chunk more), query positions.
   const int64_t kept = live * G + r;
   const int64_t state = units * (live * G + 4 * live + 2 * (kept + G) + 8 * 64);
-  // The residual keeps room for the reserve after the event's seal.
-  return planes + StoreOverheadBytes(layout, live, r + layout.residual_reserve, planes) + state;
+  // The residual keeps room for the reserve after the event's seal, or
+  // (exact) is counted at its peak.
+  const int64_t res =
+      layout.residual_exact ? std::max<int64_t>(r, G - 1) : r + layout.residual_reserve;
+  return planes + StoreOverheadBytes(layout, live, res, planes) + state;
 }
 
 std::array<double, 4> HqekvCostModel::TierBits(int64_t n) const {

@@ -26,7 +26,10 @@ struct LayerLayout {
   int head_dim = 0;
   int chunk = 32;
   int residual_reserve = 32;  // spare residual tokens kept after a seal
-  size_t unit_bytes = 16;     // pool unit (block rounding)
+  // The residual is held at its exact size (no reserve): it peaks at
+  // chunk - 1 tokens just before a seal, whatever the length.
+  bool residual_exact = false;
+  size_t unit_bytes = 16;  // pool unit (block rounding)
   size_t page_bytes = 4096;
 };
 

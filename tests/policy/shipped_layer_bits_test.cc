@@ -1,0 +1,85 @@
+// Per-layer budgets shipped for a model (profiles/<model>/layer-bits.txt):
+// hqekv:bits=B uses them unless layer_bits= or shipped=0 is given; another
+// model identity is an error, a malformed file too.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "policy/factory.h"
+#include "policy/hqekv_options.h"
+#include "policy_harness.h"
+
+namespace hqekv::policy {
+namespace {
+
+struct ShippedDir {
+  explicit ShippedDir(const std::string& body) {
+    root =
+        std::filesystem::temp_directory_path() /
+        ("hqekv_layer_bits_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(root / "m4");
+    std::ofstream(root / "m4" / "layer-bits.txt") << body;
+  }
+  ~ShippedDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+  std::filesystem::path root;
+};
+
+ModelIdentity M4() { return {"m4", "00000000000000aa", 2}; }
+
+TEST(ShippedLayerBits, ReadsTheFileAndChecksTheIdentity) {
+  ShippedDir d("# comment\nidentity 00000000000000aa\nlayer_bits=0.30/-0.30\n");
+  auto v = ShippedLayerBits(d.root.string(), M4(), false);
+  ASSERT_TRUE(v.ok()) << v.message();
+  EXPECT_EQ(*v, "0.30/-0.30");
+  ModelIdentity other = M4();
+  other.identity = "00000000000000bb";
+  auto bad = ShippedLayerBits(d.root.string(), other, false);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("shipped=0"), std::string::npos) << bad.message();
+  EXPECT_TRUE(ShippedLayerBits(d.root.string(), other, true).ok());  // force=1
+  ModelIdentity none = M4();
+  none.name = "absent";
+  auto empty = ShippedLayerBits(d.root.string(), none, false);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(*empty, "");
+  ShippedDir junk("identity 00000000000000aa\nlayers 0.3/-0.3\n");
+  auto j = ShippedLayerBits(junk.root.string(), M4(), false);
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.message().find("unexpected line"), std::string::npos) << j.message();
+}
+
+TEST(ShippedLayerBits, BitsUsesThemUnlessTheSpecSaysOtherwise) {
+  ShippedDir d("identity 00000000000000aa\nlayer_bits=0.30/-0.30\n");
+  KvGeometry g = testing::SmallGeometry(2, 4, 2, 64);
+  g.max_ctx = 2048;
+  CacheContext ctx = ForModel("m4", "00000000000000aa", 2);
+  ctx.profiles_dir = d.root.string();
+  auto opts = [&](const std::string& spec) {
+    auto s = ParseSpec(spec);
+    EXPECT_TRUE(s.ok()) << spec;
+    return ResolveHqekvOptions(*s, g, ctx, false);
+  };
+  auto shipped = opts("hqekv:bits=3.4");
+  ASSERT_TRUE(shipped.ok()) << shipped.message();
+  EXPECT_EQ(shipped->layer_bits, (std::vector<double>{0.3, -0.3}));
+  auto own = opts("hqekv:bits=3.4,layer_bits=-0.1/0.1");
+  ASSERT_TRUE(own.ok()) << own.message();
+  EXPECT_EQ(own->layer_bits, (std::vector<double>{-0.1, 0.1}));
+  auto off = opts("hqekv:bits=3.4,shipped=0");
+  ASSERT_TRUE(off.ok()) << off.message();
+  EXPECT_TRUE(off->layer_bits.empty());
+  auto ratios = opts("hqekv:ratios=0.5/0.5/0/0");  // not bits=: no per-layer budgets
+  ASSERT_TRUE(ratios.ok()) << ratios.message();
+  EXPECT_TRUE(ratios->layer_bits.empty());
+  ctx.model->identity = "00000000000000bb";
+  EXPECT_FALSE(opts("hqekv:bits=3.4").ok());
+  EXPECT_TRUE(opts("hqekv:bits=3.4,shipped=0").ok());
+}
+
+}  // namespace
+}  // namespace hqekv::policy
