@@ -225,8 +225,10 @@ TEST(PlotStyle, AFamilyHasTheSameColourInEveryPlot) {
       RenderParetoSvg("t", {"kivi", "fp16"}, {{"kivi", 3, 0.1, true}, {"fp16", 16, 0, true}});
   const size_t label = pareto.find(">kivi</text>");
   ASSERT_NE(label, std::string::npos);
-  const size_t line = pareto.rfind('\n', pareto.rfind("<text", label));
-  const std::string marker = pareto.substr(pareto.rfind('\n', line - 1) + 1, label - line);
+  // The legend's marker is the line before the label's <text>.
+  const size_t text_at = pareto.rfind("<text", label);
+  const size_t from = pareto.rfind('\n', text_at - 2) + 1;
+  const std::string marker = pareto.substr(from, text_at - from);
   EXPECT_NE(marker.find(StyleColour(FamilyStyle("kivi"))), std::string::npos) << marker;
   // Two policies of one family in one plot: the second's line is dashed.
   EXPECT_NE(html.find("stroke-dasharray=\"6,3\""), std::string::npos);
