@@ -115,7 +115,7 @@ const char* MarkerTag(int shape) {
   }
 }
 
-size_t CodePoints(const std::string& s) {
+size_t SvgTextChars(const std::string& s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
   return n;
@@ -142,7 +142,7 @@ int FamilyStyle(const std::string& family) {
 }
 
 double TextWidth(const std::string& text, double font_size) {
-  return 0.62 * font_size * static_cast<double>(CodePoints(text));
+  return 0.62 * font_size * static_cast<double>(SvgTextChars(text));
 }
 
 SvgTitle RenderTitle(const std::string& title, double x, double y, const char* anchor,
