@@ -8,7 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON >/dev/null
-cmake --build build -j"$(nproc)" --target hqekv
+# The compiler's progress and warnings go to a log, so the answer below is
+# what the terminal shows; on a failure its last lines are printed.
+log=build/quickstart-build.log
+echo "Building hqekv (the program only; about 4 minutes of 2 idle cores). Log: $log"
+if ! cmake --build build -j"$(nproc)" --target hqekv >"$log" 2>&1; then
+  tail -n 40 "$log"
+  echo "quickstart: the build failed; the whole log is $log" >&2
+  exit 1
+fi
 echo
 echo "Model: models/refmodel-4l.gguf, a 2.9M-parameter, 4-layer Llama this project trained as a test"
 echo "fixture (head_dim 64, 2048-token context). Its text is not meant to be good; the KV memory is the point."

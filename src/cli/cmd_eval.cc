@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -118,10 +117,7 @@ int Eval(EvalArgs a) {
   // Default: the bundled refmodel-4l (head_dim 64), where compressed caches
   // are as small as on real models (stories260K's head_dim 8 makes every
   // quantized cache look big); $HQEKV_MODEL and -m win.
-  const char* env_model = std::getenv("HQEKV_MODEL");
-  const std::string path = a.model.empty() && !(env_model && *env_model)
-                               ? BundledPath("models/refmodel-4l.gguf")
-                               : ModelPathOrDefault(a.model);
+  const std::string path = ModelPathOrDefault(a.model, "models/refmodel-4l.gguf");
   auto model = eval::EngineModel::Load(path, a.ctx);
   if (!model.ok()) return Fail(model.message());
   if (Status st = CheckContext(a.ctx, (*model)->source().config); !st.ok())

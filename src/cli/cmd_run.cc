@@ -313,7 +313,7 @@ const CommandRegistrar kRegister(10, [](CLI::App& app, int* rc) {
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->add_option("--prompt-cache", a->prompt_cache,
                   "KV state file: reuse the prompt's compressed cache from it when it matches "
-                  "(no prefill), else save it there (fp16/fp32 caches)");
+                  "(no prefill), else save it there (every KV policy)");
   cmd->callback([a, rc] { *rc = Run(*a); });
 });
 

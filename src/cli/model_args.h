@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "core/file.h"
@@ -22,13 +23,15 @@ namespace hqekv::cli {
 
 // The model a subcommand loads: -m when given, else the default-model rule of
 // core/file.h (DefaultModelPath; `kDefaultModelHelp` is its --help text),
-// searching the source tree this binary was built from too.
-inline std::string ModelPathOrDefault(const std::string& model_arg) {
+// searching the source tree this binary was built from too. `bundled`: the
+// subcommand's own default model (a repository path) when not stories260K.
+inline std::string ModelPathOrDefault(const std::string& model_arg,
+                                      std::string_view bundled = kBundledDefaultModel) {
   if (!model_arg.empty()) return model_arg;
 #ifdef HQEKV_SOURCE_DIR
-  return DefaultModelPath(HQEKV_SOURCE_DIR);
+  return DefaultModelPath(HQEKV_SOURCE_DIR, bundled);
 #else
-  return DefaultModelPath("");
+  return DefaultModelPath("", bundled);
 #endif
 }
 

@@ -1,7 +1,7 @@
 // "Did you mean ...?" for a mistyped subcommand or flag: after CLI11 refuses a
 // command line, the arguments are walked again against the command tree and
-// every unknown name gets the closest known one (edit distance). Header-only:
-// the CLI is one executable.
+// every unknown name gets the closest known one (core/closest_name.h).
+// Header-only: the CLI is one executable.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,41 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/closest_name.h"
+
 namespace hqekv::cli {
-
-// Levenshtein distance (insert, delete, substitute; each 1).
-inline size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// The known name closest to `word`, or "" when none is close: within a third
-// of the word's length (at least 1, at most 3 edits), or a name that starts
-// with the word (an abbreviation of 3 or more letters).
-inline std::string ClosestName(std::string_view word, const std::vector<std::string>& names) {
-  std::string best;
-  size_t best_d = std::min<size_t>(3, std::max<size_t>(1, word.size() / 3)) + 1;
-  for (const std::string& n : names) {
-    const size_t d = EditDistance(word, n);
-    if (d < best_d) best_d = d, best = n;
-  }
-  if (best.empty() && word.size() >= 3) {
-    for (const std::string& n : names) {
-      if (n.compare(0, word.size(), word) == 0) return n;
-    }
-  }
-  return best;
-}
 
 // Every spelling of every option of `cmd`, with its dashes ("--temp", "-s").
 inline std::vector<std::string> OptionSpellings(const CLI::App& cmd) {

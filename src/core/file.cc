@@ -428,9 +428,9 @@ std::string FindBundled(std::string_view rel_view, std::string_view source_dir) 
   return rel.string();
 }
 
-std::string DefaultModelPath(std::string_view source_dir) {
+std::string DefaultModelPath(std::string_view source_dir, std::string_view bundled) {
   if (const char* env = std::getenv("HQEKV_MODEL"); env && *env) return env;
-  return FindBundled("models/stories260K.gguf", source_dir);
+  return FindBundled(bundled, source_dir);
 }
 
 }  // namespace hqekv

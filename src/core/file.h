@@ -148,9 +148,14 @@ Status CheckStdout();
 // it then reports it missing).
 std::string FindBundled(std::string_view rel, std::string_view source_dir);
 
+// The bundled model a subcommand loads when given neither -m nor $HQEKV_MODEL.
+inline constexpr const char* kBundledDefaultModel = "models/stories260K.gguf";
+
 // The model used when a subcommand gets no -m: $HQEKV_MODEL when set and not
-// empty; else FindBundled("models/stories260K.gguf", source_dir).
-std::string DefaultModelPath(std::string_view source_dir);
+// empty; else FindBundled(bundled, source_dir). `bundled` is the repository
+// path of the subcommand's own default (eval: models/refmodel-4l.gguf).
+std::string DefaultModelPath(std::string_view source_dir,
+                             std::string_view bundled = kBundledDefaultModel);
 
 // The rule above in one line, for every subcommand's --help of -m.
 inline constexpr const char* kDefaultModelHelp =

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/closest_name.h"
 #include "core/number.h"
 
 namespace hqekv::policy {
@@ -32,6 +33,13 @@ std::string KnownNames() {
   std::string s;
   for (const auto& p : PolicyTable()) s += (s.empty() ? "" : ", ") + p.name;
   return s;
+}
+
+// "did you mean 'x'? " for a mistyped policy name or key (empty when none is
+// close), put before the list of known ones.
+std::string DidYouMean(const std::string& word, const std::vector<std::string>& names) {
+  const std::string near = ClosestName(word, names);
+  return near.empty() ? std::string() : "did you mean '" + near + "'? ";
 }
 
 std::string KnownKeys(const PolicyInfo& p) {
@@ -153,8 +161,10 @@ Result<PolicySpec> ParseSpec(const std::string& text) {
   spec.name = Trim(t.substr(0, colon));
   const PolicyInfo* p = FindPolicy(spec.name);
   if (!p) {
-    return MakeError("unknown KV policy '" + spec.name + "' in '" + t +
-                     "' (known: " + KnownNames() + ")");
+    std::vector<std::string> names;
+    for (const auto& q : PolicyTable()) names.push_back(q.name);
+    return MakeError("unknown KV policy '" + spec.name + "' in '" + t + "' (" +
+                     DidYouMean(spec.name, names) + "known: " + KnownNames() + ")");
   }
   if (colon != std::string::npos) {
     const std::string rest = t.substr(colon + 1);
@@ -173,8 +183,10 @@ Result<PolicySpec> ParseSpec(const std::string& text) {
         if (q.key == key) pi = &q;
       }
       if (!pi) {
+        std::vector<std::string> keys;
+        for (const auto& q : p->params) keys.push_back(q.key);
         return MakeError("KV policy '" + spec.name + "': unknown key '" + key + "' (" +
-                         KnownKeys(*p) + ")");
+                         DidYouMean(key, keys) + KnownKeys(*p) + ")");
       }
       if (spec.given.count(key)) {
         return MakeError("KV policy '" + spec.name + "': key '" + key + "' given twice");

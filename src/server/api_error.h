@@ -2,6 +2,8 @@
 //   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
 // with the HTTP status that goes with them (400 bad request, 401 missing or
 // wrong API key, 404 unknown route or slot, 413 body too large, 503 busy).
+// llama-server's native routes (/completion, POST /props) answer in its shape:
+//   {"error": {"code": <HTTP status>, "message": ..., "type": ...}}
 #pragma once
 
 #include <string>
@@ -15,7 +17,8 @@ struct ApiError {
   std::string param;  // the request field at fault ("" = none)
   std::string code;   // e.g. "context_length_exceeded" ("" = none)
 
-  std::string ToJson() const;
+  std::string ToJson() const;       // OpenAI's shape
+  std::string ToLlamaJson() const;  // llama-server's shape
 };
 
 inline ApiError BadRequest(std::string message, std::string param = "", std::string code = "") {

@@ -319,7 +319,8 @@ void Engine::Admit() {
   }
 }
 
-void Engine::Release(Slot& s, const std::string& reason, const std::string& error, bool stop_word) {
+void Engine::Release(Slot& s, const std::string& reason, const std::string& error,
+                     const std::string& stop_word) {
   FinishEvent f;
   f.reason = reason;
   f.error = error;
@@ -452,7 +453,7 @@ void Engine::Emit(Slot& s) {
   const bool hit_stop = s.stop->Add(e.piece);
   e.text = hit_stop ? s.stop->Flush() : s.stop->Release();
   job.ch->Push(std::move(e));
-  if (hit_stop) return Release(s, "stop", "", /*stop_word=*/true);
+  if (hit_stop) return Release(s, "stop", "", /*stop_word=*/s.stop->matched());
   if (s.generated >= job.max_new || static_cast<int>(s.history.size()) >= o_.ctx) {
     TokenEvent tail;
     tail.text = s.stop->Flush();

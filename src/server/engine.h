@@ -104,9 +104,9 @@ struct TokenEvent {
 struct FinishEvent {
   std::string reason;  // "stop", "length", "cancelled", "error"
   Usage usage;
-  std::string error;       // reason "error"
-  bool stop_word = false;  // reason "stop" because a stop string occurred (else end of generation)
-  int id_slot = -1;        // the slot that served the request
+  std::string error;      // reason "error"
+  std::string stop_word;  // the stop string that ended generation ("" for any other end)
+  int id_slot = -1;       // the slot that served the request
 };
 
 // From the scheduler to the HTTP thread of one request.
@@ -199,7 +199,7 @@ class Engine {
   bool Prefill(Slot& s);
   void Emit(Slot& s);  // samples from s.logits; finishes or leaves a pending token
   void Release(Slot& s, const std::string& reason, const std::string& error = "",
-               bool stop_word = false);
+               const std::string& stop_word = "");
   bool SlotFile(int id, const std::string& filename, std::string* path, ApiError* err);
   // The shared KV tier (engine_tier.cc). TierLookup runs in Submit, outside
   // the engine's locks: the longest stored block prefix of the prompt.

@@ -44,10 +44,10 @@ bool SameSecret(const std::string& a, const std::string& b) {
   return v == 0;
 }
 
-void SendError(httplib::Response& res, const ApiError& e) {
+void SendError(httplib::Response& res, const ApiError& e, bool llama_shape = false) {
   res.status = e.status;
   if (e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(e.ToJson(), "application/json");
+  res.set_content(llama_shape ? e.ToLlamaJson() : e.ToJson(), "application/json");
 }
 
 json UsageJson(const Usage& u) {
@@ -145,7 +145,8 @@ struct Reply {
     if (!fin) return c;
     const Usage& u = fin->usage;
     c["id_slot"] = fin->id_slot;
-    c["stop_type"] = fin->reason == "length" ? "limit" : fin->stop_word ? "word" : "eos";
+    c["stop_type"] = fin->reason == "length" ? "limit" : !fin->stop_word.empty() ? "word" : "eos";
+    c["stopping_word"] = fin->stop_word;
     c["tokens_predicted"] = u.completion_tokens;
     c["tokens_evaluated"] = u.prompt_tokens;
     c["tokens_cached"] = u.cached_tokens;
@@ -254,10 +255,11 @@ void HandleCompletion(Engine& engine, RequestKind kind, const httplib::Request& 
   static std::atomic<int64_t> next_id{1};
   CompletionRequest r;
   ApiError err;
+  const bool native = kind == RequestKind::kNative;  // llama-server's error shape
   if (!ParseCompletionRequest(req.body, kind, engine.limits(), &r, &err))
-    return SendError(res, err);
+    return SendError(res, err, native);
   auto c = std::make_shared<Choices>();
-  if (!SubmitChoices(engine, r, c.get(), &err)) return SendError(res, err);
+  if (!SubmitChoices(engine, r, c.get(), &err)) return SendError(res, err, native);
   if (!c->ch[0]->prefix_hash.empty())  // for prefix-aware routing (docs/scale-out.md)
     res.set_header("X-Hqekv-Prefix-Hash", c->ch[0]->prefix_hash);
   auto reply = std::make_shared<Reply>();
@@ -286,7 +288,7 @@ void HandleCompletion(Engine& engine, RequestKind kind, const httplib::Request& 
       }
       if (c->fin[i]->reason == "cancelled" || c->fin[i]->reason == "error") {
         c->CancelAll();
-        return SendError(res, FinishError(*c->fin[i]));
+        return SendError(res, FinishError(*c->fin[i]), native);
       }
     }
     std::vector<Usage> us;
@@ -338,7 +340,9 @@ void HandleCompletion(Engine& engine, RequestKind kind, const httplib::Request& 
           if (c->sent_fin[i] || (c->events[i].empty() && !c->fin[i])) continue;
           const auto& fin = c->fin[i];
           if (fin && (fin->reason == "error" || fin->reason == "cancelled")) {
-            out += "data: " + FinishError(*fin).ToJson() + "\n\n";
+            const ApiError e = FinishError(*fin);
+            out += "data: " + (reply->kind == RequestKind::kNative ? e.ToLlamaJson() : e.ToJson()) +
+                   "\n\n";
             c->CancelAll();
             for (size_t k = 0; k < c->ch.size(); ++k) c->sent_fin[k] = true;
             break;
@@ -807,6 +811,17 @@ Status Serve(Engine& engine, const HttpOptions& o, const std::atomic<bool>* stop
        [&](const httplib::Request& q, httplib::Response& r) { HandleApplyTemplate(engine, q, r); });
   svr.Get("/props",
           [&](const httplib::Request&, httplib::Response& r) { HandleProps(engine, o, r); });
+  // llama-server changes nothing on POST /props either (only with --props does
+  // it answer {"success": true}); here the properties are read-only, said
+  // with llama-server's own status and shape for a disabled endpoint.
+  post("/props", [](const httplib::Request&, httplib::Response& r) {
+    SendError(r,
+              ApiError{501, "not_supported_error",
+                       "this server's properties are read-only: GET /props reads them, the "
+                       "command line sets them",
+                       "", ""},
+              /*llama_shape=*/true);
+  });
   svr.Get("/slots",
           [&](const httplib::Request&, httplib::Response& r) { HandleSlotsList(engine, r); });
   for (const char* p : {"/v1/embeddings", "/embeddings", "/embedding"})

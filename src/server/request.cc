@@ -450,4 +450,8 @@ std::string ApiError::ToJson() const {
   return json{{"error", e}}.dump();
 }
 
+std::string ApiError::ToLlamaJson() const {
+  return json{{"error", {{"code", status}, {"message", message}, {"type", type}}}}.dump();
+}
+
 }  // namespace hqekv::server

@@ -12,8 +12,10 @@ bool StopText::Add(const std::string& piece) {
   const size_t from = text_.size() > hold_ ? text_.size() - hold_ : 0;
   text_ += piece;
   size_t cut = std::string::npos;
-  for (const auto& s : stops_)
-    if (!s.empty()) cut = std::min(cut, text_.find(s, from));
+  for (const auto& s : stops_) {
+    const size_t at = s.empty() ? std::string::npos : text_.find(s, from);
+    if (at < cut) cut = at, matched_ = s;
+  }
   if (cut == std::string::npos) return false;
   text_.resize(std::max(cut, sent_));
   return true;

@@ -21,12 +21,16 @@ class StopText {
   std::string Flush();
   // All the text so far (cut at a stop string), sent or not.
   const std::string& text() const { return text_; }
+  // The stop string that occurred ("" before one did): the earliest in the
+  // text, the first listed of those that start there.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::string Take(size_t end);
   std::vector<std::string> stops_;
   size_t hold_ = 0;  // bytes: longest stop string - 1
   std::string text_;
+  std::string matched_;
   size_t sent_ = 0;
 };
 

@@ -8,3 +8,14 @@ add_test(NAME docs_check COMMAND ${CMAKE_COMMAND} -DCMD=${Python3_EXECUTABLE}
 add_test(NAME docs_check_catches_missing_path COMMAND ${CMAKE_COMMAND}
   -DPYTHON=${Python3_EXECUTABLE} -DSRC=${PROJECT_SOURCE_DIR} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/docs-mutant
   -P ${PROJECT_SOURCE_DIR}/tests/cli/scripts/docs_mutant.cmake)
+
+# Every shell block of README.md and docs/*.md is run with the build's hqekv
+# on PATH (scripts/run_doc_snippets.py --commands), or says why not: a
+# `snippet: skip REASON` marker or the CTest that covers it. Outputs are not
+# pinned; exit codes and the blocks' `expect:` lines are.
+file(GLOB _doc_pages ${PROJECT_SOURCE_DIR}/docs/*.md)
+add_test(NAME docs_commands
+         COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/run_doc_snippets.py --commands
+                 ${PROJECT_SOURCE_DIR}/README.md ${_doc_pages} --build $<TARGET_FILE_DIR:hqekv>
+                 --work ${CMAKE_CURRENT_BINARY_DIR}/docs-commands)
+set_tests_properties(docs_commands PROPERTIES LABELS "docs" TIMEOUT 900)

@@ -2,7 +2,7 @@
 # cases and says what each checks).
 set(_llama_flag_cases
   gpu_flags_warn flash_attn_bad_value system_prompt_and_conversation reverse_prompt_is_stop
-  no_display_prompt json_only_json typo_flag_suggests typo_command_suggests usage_error_exit_2
+  no_display_prompt json_only_json typo_flag_suggests typo_command_suggests typo_kv_suggests usage_error_exit_2
   runtime_error_exit_1 bench_kv_columns uncompressed_headline)
 foreach(c ${_llama_flag_cases})
   add_test(NAME cli_llama_flags_${c}

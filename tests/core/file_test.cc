@@ -55,6 +55,11 @@ TEST(DefaultModelPath, EnvironmentFirstThenBundledModel) {
   const std::string bundled = DefaultModelPath(HQEKV_SOURCE_DIR);
   EXPECT_NE(bundled.find("models/stories260K.gguf"), std::string::npos);
   EXPECT_TRUE(ReadTextFile(bundled).ok()) << bundled;  // found: the source tree has it
+  // A subcommand's own default (eval's refmodel-4l) is found the same way.
+  const std::string own = DefaultModelPath(HQEKV_SOURCE_DIR, "models/refmodel-4l.gguf");
+  EXPECT_NE(own.find("models/refmodel-4l.gguf"), std::string::npos) << own;
+  setenv("HQEKV_MODEL", "/some/model.gguf", 1);
+  EXPECT_EQ(DefaultModelPath(HQEKV_SOURCE_DIR, "models/refmodel-4l.gguf"), "/some/model.gguf");
   if (old) {
     setenv("HQEKV_MODEL", saved.c_str(), 1);
   } else {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "eval/study/pareto_analysis.h"
+#include "eval/report/report_svg.h"
 #include "eval/study/pareto_plot.h"
 #include "eval/study/pareto_report.h"
 #include "policy/spec.h"
@@ -190,11 +191,11 @@ TEST(ParetoReport, TablesTargetAndPlot) {
 
 TEST(ParetoPlot, LabelsEveryDecade) {
   const std::string svg =
-      RenderParetoSvg("t", {"a", "b"}, {{"a", 2, 3e-6, true}, {"b", 4, 0.5, false}});
+      RenderParetoSvg("t", {"hqekv", "kivi"}, {{"hqekv", 2, 3e-6, true}, {"kivi", 4, 0.5, false}});
   for (const char* label : {">1e-6<", ">1e-5<", ">1e-4<", ">0.001<", ">0.01<", ">0.1<", ">1<"})
     EXPECT_NE(svg.find(label), std::string::npos) << label;
-  EXPECT_NE(svg.find(ParetoColour(0)), std::string::npos);
-  EXPECT_NE(svg.find(ParetoColour(1)), std::string::npos);
+  EXPECT_NE(svg.find(ParetoColour(FamilyStyle("hqekv"))), std::string::npos);
+  EXPECT_NE(svg.find(ParetoColour(FamilyStyle("kivi"))), std::string::npos);
   EXPECT_NE(std::string(ParetoShapeName(0)), ParetoShapeName(1));
   EXPECT_NE(RenderParetoSvg("t", {}, {}).find("no data"), std::string::npos);
 }

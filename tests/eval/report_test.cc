@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "eval/report/report_svg.h"
 #include "eval/report/report_tables.h"
+#include "eval/study/pareto_plot.h"
 
 namespace hqekv::eval {
 namespace {
@@ -176,6 +180,84 @@ TEST(RankPolicies, UsesKlWhenAccuraciesDoNotSeparateThePolicies) {
   const std::string text = RankingText(many_s);
   EXPECT_NE(text.find("rank"), std::string::npos);
   EXPECT_NE(text.find("a:bits=2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hqekv::eval
+
+namespace hqekv::eval {
+namespace {
+
+// data-name of every series group of an eval plot -> the colour it is drawn
+// with (the first stroke in the group: its line, or its legend line).
+std::vector<std::pair<std::string, std::string>> SeriesColours(const std::string& svg) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string tag = "data-name=\"";
+  for (size_t p = svg.find(tag); p != std::string::npos; p = svg.find(tag, p + 1)) {
+    const size_t a = p + tag.size(), b = svg.find('"', a);
+    const size_t s = svg.find("stroke=\"#", b);
+    out.emplace_back(svg.substr(a, b - a), svg.substr(s + 8, 7));
+  }
+  return out;
+}
+
+TEST(PlotStyle, AFamilyHasTheSameColourInEveryPlot) {
+  // h2o only has a copy cell, listed first: it comes first in the copy plot
+  // and is absent elsewhere, so the families' positions differ between plots.
+  EvalRun run = SampleRun();
+  run.cells.insert(run.cells.begin(), Q("h2o:bits=3", "copy", 0.5, 0.2, 3));
+  run.cells.push_back(Q("kivi:nominal_bits=4", "copy", 0.8, 0.02, 5));
+  const std::string html = ReportHtml(run);
+  std::map<std::string, std::set<std::string>> colours;  // family -> colours seen
+  size_t groups = 0;
+  for (const auto& [name, colour] : SeriesColours(html)) {
+    colours[name.substr(0, name.find(':'))].insert(colour);
+    ++groups;
+  }
+  EXPECT_GE(groups, 8u);
+  for (const std::string f : {"fp16", "kivi", "h2o"}) {
+    ASSERT_EQ(colours[f].size(), 1u) << f;
+    EXPECT_EQ(*colours[f].begin(), StyleColour(FamilyStyle(f))) << f;
+  }
+  EXPECT_NE(*colours["kivi"].begin(), *colours["fp16"].begin());
+  // The Pareto study's plot draws kivi (listed first there) in the same colour.
+  const std::string pareto =
+      RenderParetoSvg("t", {"kivi", "fp16"}, {{"kivi", 3, 0.1, true}, {"fp16", 16, 0, true}});
+  const size_t label = pareto.find(">kivi</text>");
+  ASSERT_NE(label, std::string::npos);
+  // The legend's marker is the line before the label's <text>.
+  const size_t text_at = pareto.rfind("<text", label);
+  const size_t from = pareto.rfind('\n', text_at - 2) + 1;
+  const std::string marker = pareto.substr(from, text_at - from);
+  EXPECT_NE(marker.find(StyleColour(FamilyStyle("kivi"))), std::string::npos) << marker;
+  // Two policies of one family in one plot: the second's line is dashed.
+  EXPECT_NE(html.find("stroke-dasharray=\"6,3\""), std::string::npos);
+  EXPECT_EQ(FamilyStyle("hqekv"), 0);
+  EXPECT_EQ(FamilyStyle("no-such-family"), FamilyStyle("no-such-family"));
+}
+
+TEST(PlotStyle, LongTitlesWrapWithinThePicture) {
+  const std::string title =
+      "data/text/pg11_alice_in_wonderland.txt: KL vs true bits (models/stories260K.gguf) and more";
+  for (const std::string& svg :
+       {RenderParetoSvg(title, {"hqekv"}, {{"hqekv", 3, 0.1, true}}),
+        RenderSvg(Plot{title, "x", "y", {{"hqekv", {{1, 0.5}}}}}, 620, 340)}) {
+    const size_t width = std::stoul(svg.substr(svg.find("width=\"") + 7));
+    int lines = 0;
+    for (size_t p = svg.find("font-weight=\"bold\">"); p != std::string::npos;
+         p = svg.find("font-weight=\"bold\">", p + 1)) {
+      const size_t a = p + 19, b = svg.find("</text>", a);
+      const std::string line = svg.substr(a, b - a);
+      EXPECT_LE(TextWidth(line, 14), width - 16.0) << line;
+      ++lines;
+    }
+    EXPECT_GE(lines, 2) << svg.substr(0, 600);
+  }
+  const SvgTitle one = RenderTitle("short", 10, 20, "start", 300);
+  EXPECT_EQ(one.lines, 1);
+  // A single word wider than the line is squeezed, not cut off.
+  EXPECT_NE(RenderTitle(std::string(80, 'w'), 10, 20, "start", 300).svg.find("textLength"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # `hqekv serve` as a llama-server / vLLM user meets it, with curl: a busy port
 # refused, bodies without Content-Type, unsupported OpenAI parameters (400
 # naming each), n / stop / seed / logit_bias / penalties / echo, token-array
-# prompts, /completion (plain and streamed), /tokenize, /detokenize, /props,
+# prompts, /completion (plain and streamed, stopping_word, llama-server's error
+# shape), /tokenize, /detokenize, /props (POST: read-only 501),
 # /apply-template, GET /slots, action=erase, CORS preflight, the request log,
 # and 503 past the connection cap while /health still answers.
 # Usage: llama_api.sh HQEKV_BINARY MODEL
@@ -173,7 +174,17 @@ assert last["stop"] is True, last
 print(t)')
 [ "$streamed" = "$plain_text" ] || fail "/completion stream '$streamed' vs '$plain_text'"
 echo "$sse" | grep >/dev/null 'DONE' && fail "/completion stream sent [DONE] (llama-server does not)"
-echo "ok /completion plain + stream"
+[ "$(echo "$out" | json 'd["stopping_word"] == ""')" = True ] || fail "/completion stopping_word at a limit: $out"
+# A stop string ends it: stopping_word names that string (the earliest in the text).
+out=$(post /completion '{"prompt":"Once upon a time","n_predict":80,"temperature":0,"stop":["zzz","."]}')
+[ "$(echo "$out" | json 'd["stop_type"] == "word" and d["stopping_word"] == "." and "." not in d["content"]')" = True ] ||
+  fail "/completion stopping_word: $out"
+# Errors in llama-server's shape: {"error": {"code": 400, "message", "type"}}.
+out=$(post /completion '{"prompt":"x","n_predict":"many"}')
+expect_status 400 "$out" "/completion bad n_predict"
+[ "$(echo "$out" | json 'd["error"]["code"] == 400 and d["error"]["type"] == "invalid_request_error" and "n_predict" in d["error"]["message"] and "param" not in d["error"]')" = True ] ||
+  fail "/completion error shape: $out"
+echo "ok /completion plain + stream, stopping_word, error shape"
 
 # --- /props, /apply-template
 out=$(req GET /props)
@@ -181,7 +192,13 @@ out=$(req GET /props)
   fail "props: $out"
 out=$(post /apply-template '{"messages":[{"role":"user","content":"Hi there"}]}')
 echo "$out" | json 'd["prompt"]' | grep >/dev/null 'Hi there' || fail "apply-template: $out"
-echo "ok /props, /apply-template"
+# POST /props: read-only, llama-server's 501 for a server without --props.
+out=$(post /props '{"default_generation_settings":{"n_ctx":8}}')
+expect_status 501 "$out" "POST /props"
+[ "$(echo "$out" | json 'd["error"]["code"] == 501 and d["error"]["type"] == "not_supported_error" and "read-only" in d["error"]["message"]')" = True ] ||
+  fail "POST /props: $out"
+[ "$(req GET /props | json 'd["default_generation_settings"]["n_ctx"]')" = 256 ] || fail "POST /props changed n_ctx"
+echo "ok /props (GET; POST read-only), /apply-template"
 
 # --- GET /slots, action=erase
 post /v1/completions '{"prompt":"Once upon a time","max_tokens":2,"temperature":0,"id_slot":1}' >/dev/null

@@ -14,6 +14,12 @@
 namespace hqekv::eval {
 namespace {
 
+// The plotting style of a family, or of a policy spec's family ("kivi" of
+// "kivi:nominal_bits=2"): the same colour and marker in every plot.
+int StyleOfFamily(const std::string& family_or_spec) {
+  return FamilyStyle(family_or_spec.substr(0, family_or_spec.find(':')));
+}
+
 // Quality vs memory, one series per policy family (its budgets form the line).
 Plot QualityVsBits(const Summary& s, const std::string& title, const std::string& ylabel,
                    double (*get)(const PolicyRow&), bool log_y, bool unit) {
@@ -32,6 +38,7 @@ Plot QualityVsBits(const Summary& s, const std::string& title, const std::string
     const std::string key = r.family.empty() ? r.policy : r.family;
     if (!by_family.count(key)) order.push_back(key);
     by_family[key].name = key;
+    by_family[key].style = StyleOfFamily(key);
     by_family[key].points.push_back({r.bits_per_original, y});
   }
   for (const auto& k : order) p.series.push_back(by_family[k]);
@@ -58,6 +65,7 @@ Plot TaskAccuracyPlot(const Summary& s, const TaskVerdict& v) {
     if (std::isnan(a) || r.bits_per_original <= 0) continue;
     if (!fam.count(r.family)) order.push_back(r.family);
     fam[r.family].name = r.family;
+    fam[r.family].style = StyleOfFamily(r.family);
     fam[r.family].points.push_back({r.bits_per_original, a});
   }
   for (const auto& k : order) p.series.push_back(fam[k]);
@@ -88,17 +96,22 @@ Plot ByX(const EvalRun& run, const std::set<std::string>& policies, const std::s
   p.ylabel = ylabel;
   p.y_unit = unit;
   std::vector<std::string> order;
+  std::map<std::string, std::string> family;  // policy -> its family
   std::map<std::string, std::map<double, std::pair<double, int>>> acc;
   for (const auto& c : run.cells) {
     if (!c.error.empty() || !policies.count(c.policy) || !keep(c)) continue;
     if (!acc.count(c.policy)) order.push_back(c.policy);
+    family[c.policy] = c.family.empty() ? c.policy : c.family;
     auto& a = acc[c.policy][x(c)];
     a.first += y(c);
     a.second += 1;
   }
+  std::map<std::string, int> seen;  // policies of each family so far: the line's dash
   for (const auto& pol : order) {
     Series s;
     s.name = pol;
+    s.style = StyleOfFamily(family[pol]);
+    s.variant = seen[family[pol]]++;
     for (const auto& [xv, a] : acc[pol]) s.points.push_back({xv, a.first / a.second});
     p.series.push_back(s);
   }
@@ -151,6 +164,7 @@ Plot ParetoPlot(const Summary& s) {
     const std::string key = r.family.empty() ? r.policy : r.family;
     if (!fam.count(key)) order.push_back(key);
     fam[key].name = key;
+    fam[key].style = StyleOfFamily(key);
     fam[key].points.push_back({r.bits_per_original, y});
     cost.push_back(r.bits_per_original);
     quality.push_back(q);

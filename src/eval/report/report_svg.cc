@@ -2,17 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <sstream>
 
+#include "policy/spec.h"
+
 namespace hqekv::eval {
 namespace {
 
-// Okabe & Ito (2008), "Color Universal Design": black, orange, sky blue,
-// bluish green, yellow, blue, vermillion, reddish purple.
-const char* const kColors[kPaletteSize] = {"#000000", "#E69F00", "#56B4E9", "#009E73",
-                                           "#F0E442", "#0072B2", "#D55E00", "#CC79A7"};
+// Okabe & Ito (2008), "Color Universal Design": blue, orange, bluish green,
+// vermillion, reddish purple, sky blue, yellow, black (black last, so the
+// first styles stay distinct from the grey frontier).
+const char* const kColors[kPaletteSize] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
+                                           "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
 
 // Marker `shape` (0..7) centred on (x, y), filled with `color`.
 std::string Marker(int shape, double x, double y, const char* color) {
@@ -111,7 +115,65 @@ const char* MarkerTag(int shape) {
   }
 }
 
+size_t SvgTextChars(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 }  // namespace
+
+const char* StyleColour(int style) { return kColors[style % kPaletteSize]; }
+
+int StyleShape(int style) { return (style + style / kPaletteSize) % kPaletteSize; }
+
+int FamilyStyle(const std::string& family) {
+  const auto& table = policy::PolicyTable();
+  const int n = static_cast<int>(table.size());
+  int at = -1, first = 0;
+  for (int i = 0; i < n; ++i) {
+    if (table[i].name == family) at = i;
+    if (table[i].name == "hqekv") first = i;
+  }
+  if (at >= 0) return (at - first + n) % n;
+  uint32_t h = 2166136261u;  // FNV-1a: the same style for the same name in every run
+  for (unsigned char c : family) h = (h ^ c) * 16777619u;
+  return n + static_cast<int>(h % static_cast<uint32_t>(std::max(1, 64 - n)));
+}
+
+double TextWidth(const std::string& text, double font_size) {
+  return 0.62 * font_size * static_cast<double>(SvgTextChars(text));
+}
+
+SvgTitle RenderTitle(const std::string& title, double x, double y, const char* anchor,
+                     double max_width, int font_size) {
+  std::vector<std::string> lines(1);
+  std::istringstream words(title);
+  for (std::string w; words >> w;) {
+    std::string& cur = lines.back();
+    if (!cur.empty() && TextWidth(cur + " " + w, font_size) > max_width)
+      lines.push_back(w);
+    else
+      cur += (cur.empty() ? "" : " ") + w;
+  }
+  SvgTitle t;
+  t.lines = static_cast<int>(lines.size());
+  char buf[96];
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"", x,
+                  y + 1.2 * font_size * static_cast<double>(i), anchor);
+    t.svg += buf;
+    t.svg += " font-size=\"" + std::to_string(font_size) + "\" font-weight=\"bold\"";
+    // One word longer than the line: squeezed to fit rather than cut off.
+    if (TextWidth(lines[i], font_size) > max_width) {
+      std::snprintf(buf, sizeof buf, " textLength=\"%.1f\" lengthAdjust=\"spacingAndGlyphs\"",
+                    max_width);
+      t.svg += buf;
+    }
+    t.svg += ">" + XmlEscape(lines[i]) + "</text>\n";
+  }
+  return t;
+}
 
 std::string XmlEscape(const std::string& s) {
   std::string o;
@@ -137,8 +199,15 @@ std::string XmlEscape(const std::string& s) {
 }
 
 std::string RenderSvg(const Plot& plot, int width, int height) {
-  const double left = 62, right = 190, top = 30, bottom = 46;
-  const double pw = width - left - right, ph = height - top - bottom;
+  const double left = 62, right = 190, bottom = 46;
+  const double pw = width - left - right;
+  // A long title wraps (each further line moves the frame down); a long
+  // legend label widens the picture instead of running off its edge.
+  const SvgTitle title = RenderTitle(plot.title, width / 2.0, 18, "middle", width - 16);
+  const double top = 30 + 16.8 * (title.lines - 1), ph = height - top - bottom;
+  double legend_w = 0;
+  for (const auto& s : plot.series) legend_w = std::max(legend_w, TextWidth(s.name, 11));
+  width = std::max(width, static_cast<int>(std::ceil(left + pw + 35 + legend_w + 6)));
   auto ty = [&](double y) { return plot.log_y ? std::log10(std::max(y, plot.y_floor)) : y; };
 
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
@@ -155,9 +224,7 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
     << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << " " << height
     << "\" role=\"img\" aria-label=\"" << XmlEscape(plot.title) << "\">\n";
   o << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
-  o << "<text x=\"" << width / 2
-    << "\" y=\"18\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
-    << XmlEscape(plot.title) << "</text>\n";
+  o << title.svg;
   if (!(x0 <= x1)) {
     o << "<text x=\"" << width / 2 << "\" y=\"" << height / 2
       << "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
@@ -230,8 +297,12 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
   // Series.
   int k = 0;
   for (const auto& s : plot.series) {
-    const char* color = kColors[k % kPaletteSize];
-    const int shape = (k + k / kPaletteSize) % kPaletteSize;
+    const int style = s.style >= 0 ? s.style : k;
+    const char* color = StyleColour(style);
+    const int shape = StyleShape(style);
+    const std::string dash = s.variant == 0   ? ""
+                             : s.variant == 1 ? " stroke-dasharray=\"6,3\""
+                                              : " stroke-dasharray=\"2,2\"";
     auto pts = s.points;
     std::sort(pts.begin(), pts.end());
     std::string poly;
@@ -240,7 +311,7 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
     o << "<g class=\"series\" data-name=\"" << XmlEscape(s.name) << "\">";
     if (pts.size() > 1)
       o << "<polyline points=\"" << poly << "\" fill=\"none\" stroke=\"" << color
-        << "\" stroke-width=\"1.8\"/>";
+        << "\" stroke-width=\"1.8\"" << dash << "/>";
     for (const auto& [x, y] : pts)
       if (std::isfinite(x) && std::isfinite(y))
         o << Marker(shape, px(x), py(y), color) << "><title>" << XmlEscape(s.name) << ": ("
@@ -249,7 +320,8 @@ std::string RenderSvg(const Plot& plot, int width, int height) {
     const double ly = top + 8 + 16 * k;
     o << "<line x1=\"" << Num(left + pw + 12) << "\" y1=\"" << Num(ly) << "\" x2=\""
       << Num(left + pw + 30) << "\" y2=\"" << Num(ly) << "\" stroke=\"" << color
-      << "\" stroke-width=\"2.5\"/>" << Marker(shape, left + pw + 21, ly, color) << "/>"
+      << "\" stroke-width=\"2.5\"" << dash << "/>" << Marker(shape, left + pw + 21, ly, color)
+      << "/>"
       << "<text x=\"" << Num(left + pw + 35) << "\" y=\"" << Num(ly + 4) << "\" font-size=\"11\">"
       << XmlEscape(s.name) << "</text></g>\n";
     ++k;

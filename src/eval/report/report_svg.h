@@ -11,6 +11,11 @@ namespace hqekv::eval {
 struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y); drawn in x order
+  // Colour and marker: FamilyStyle of the series' policy family, so a family
+  // looks the same in every plot; -1 = by the series' position. `variant` > 0
+  // (the 2nd, 3rd... policy of one family in a plot) dashes the line.
+  int style = -1;
+  int variant = 0;
 };
 
 struct Plot {
@@ -24,10 +29,32 @@ struct Plot {
   std::string frontier_name = "Pareto frontier";
 };
 
-// Series k is drawn with colour kPalette[k % 8] (Okabe & Ito's colour-blind
-// safe palette) and marker shape k % 8, so two series differ in colour and
-// shape for the first 8 and in at least one of them up to 64.
+// Style number i is drawn with colour StyleColour(i) (Okabe & Ito's
+// colour-blind safe palette, 8 colours) and marker shape StyleShape(i), so
+// two styles differ in colour and shape for the first 8 and in at least one
+// of them up to 64.
 inline constexpr int kPaletteSize = 8;
+const char* StyleColour(int style);
+int StyleShape(int style);
+
+// The style of a policy family ("hqekv", "kivi", "h2o"...), the same in every
+// plot of every report and study: its place in the policy table
+// (policy::PolicyTable), counted from hqekv so that hqekv is style 0; a name
+// not in the table gets a fixed style past the table's.
+int FamilyStyle(const std::string& family);
+
+// A plot title as one or more <text> lines, broken at spaces so that no line
+// is wider than `max_width` pixels at `font_size` (bold; width estimated at
+// 0.62 em per character, wider than the average sans-serif glyph). `anchor`:
+// "start" or "middle" at x; first baseline at y, then one line per 1.2 em.
+struct SvgTitle {
+  std::string svg;
+  int lines = 1;
+};
+SvgTitle RenderTitle(const std::string& title, double x, double y, const char* anchor,
+                     double max_width, int font_size = 14);
+// Estimated pixel width of `text` at `font_size` (the rule above).
+double TextWidth(const std::string& text, double font_size);
 
 // Escapes &, <, >, " for XML text and attributes.
 std::string XmlEscape(const std::string& s);

@@ -10,21 +10,17 @@
 namespace hqekv::eval {
 namespace {
 
-// Okabe & Ito (2008), "Color Universal Design": black first is avoided so
-// that the frontier line (grey) stays distinct.
-constexpr const char* kColours[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
-                                    "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+// Style i's colour and shape are the eval report's (report_svg.h:
+// StyleColour, StyleShape), so a family looks the same in both.
 constexpr const char* kShapes[] = {"circle",        "square", "triangle", "diamond",
                                    "triangle-down", "cross",  "star",     "plus"};
-constexpr int kNumColours = 8, kNumShapes = 8;
+constexpr int kNumColours = kPaletteSize;
 
-// Family i's shape: shifted by one after each round of colours, so that the
-// (colour, shape) pairs of the first 64 families differ.
-int ShapeIndex(int i) { return (i + i / kNumColours) % kNumShapes; }
+int ShapeIndex(int i) { return StyleShape(i); }
 
 }  // namespace
 
-const char* ParetoColour(int i) { return kColours[i % kNumColours]; }
+const char* ParetoColour(int i) { return StyleColour(i); }
 
 namespace {
 
@@ -130,9 +126,11 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
                   std::to_string(kWidth) + " " + std::to_string(kHeight) +
                   "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s += "<text x=\"" + std::to_string(kLeft) + "\" y=\"22\" font-size=\"14\" font-weight=\"bold\">" +
-       XmlEscape(title) + "</text>\n";
-  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kTop, y1 = kHeight - kBottom;
+  // A title wider than the picture wraps; each further line moves the frame down.
+  const SvgTitle t = RenderTitle(title, kLeft, 22, "start", kWidth - kLeft - 10);
+  s += t.svg;
+  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kTop + 16.8 * (t.lines - 1),
+               y1 = kHeight - kBottom;
   if (points.empty()) {
     s += "<text x=\"" + Coord((x0 + x1) / 2) + "\" y=\"" + Coord((y0 + y1) / 2) +
          "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
@@ -210,8 +208,7 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
   for (size_t f = 0; f < families.size(); ++f) {
     for (const auto& p : points) {
       if (p.family != families[f]) continue;
-      const int i = static_cast<int>(f);
-      s += Marker(i, X(p.bits), Y(p.kl)) + "\n";
+      s += Marker(FamilyStyle(families[f]), X(p.bits), Y(p.kl)) + "\n";
     }
   }
   // Legend.
@@ -222,8 +219,7 @@ std::string RenderParetoSvg(const std::string& title, const std::vector<std::str
       return p.family == families[f];
     });
     if (!shown) continue;  // a family without a point here keeps its style for other plots
-    const int i = static_cast<int>(f);
-    s += Marker(i, lx, ly) + "\n";
+    s += Marker(FamilyStyle(families[f]), lx, ly) + "\n";
     s += "<text x=\"" + Coord(lx + 12) + "\" y=\"" + Coord(ly + 4) + "\">" +
          XmlEscape(families[f]) + "</text>\n";
     ly += 20;

@@ -16,13 +16,14 @@ struct ParetoPlotPoint {
   bool frontier = false;
 };
 
-// families: every family of the study, each once; a family's style is its
-// index in this list (the same in every text's plot; after the 8 colours,
-// hollow markers), the legend lists those with a point here, in this order.
+// families: every family of the study, each once; the legend lists those
+// with a point here, in this order. A family's colour and marker are
+// FamilyStyle(family) (report_svg.h), the same in every plot of every report
+// (after the 8 colours, hollow markers).
 std::string RenderParetoSvg(const std::string& title, const std::vector<std::string>& families,
                             const std::vector<ParetoPlotPoint>& points);
 
-// Okabe-Ito colour and marker shape of family number i (cycled).
+// Okabe-Ito colour and marker shape of style number i (cycled).
 const char* ParetoColour(int i);
 const char* ParetoShapeName(int i);
 

@@ -110,8 +110,8 @@ ParetoReport RenderParetoReport(const ParetoResults& r) {
     per_text.push_back(std::move(p));
   }
 
-  // Every family of the study, the target first, then in grid order: one style
-  // per family in every plot (the target gets the first colour and shape).
+  // Every family of the study, the target first, then in grid order: the
+  // legend's order (each family's colour and marker: FamilyStyle).
   std::vector<std::string> families = {kParetoTargetFamily};
   for (const PerText& p : per_text) {
     for (const auto& f : p.cells.families) {

@@ -48,6 +48,14 @@ case $case in
     run rn -m "$model"
     expect_rc 2
     expect_err "unknown command rn; did you mean run?" ;;
+  typo_kv_suggests)  # a mistyped --kv key or policy name: the error names it and the close one
+    run run -m "$model" -t 1 -n 1 -p Once --kv hqekv:bist=3.4
+    expect_err "unknown key 'bist' (did you mean 'bits'?"
+    [[ $rc == 1 || $rc == 2 ]] || fail "exit $rc"
+    run run -m "$model" -t 1 -n 1 -p Once --kv kivy:nominal_bits=2
+    expect_err "unknown KV policy 'kivy' in 'kivy:nominal_bits=2' (did you mean 'kivi'?"
+    run run -m "$model" -t 1 -n 1 -p Once --kv zzzzzz
+    grep -q "did you mean" "$err" && fail "a suggestion for a name close to nothing" ;;
   usage_error_exit_2)
     run run -m "$model" -n notanumber
     expect_rc 2 ;;
