@@ -113,6 +113,19 @@ def looks_special(t):
     return (t.startswith("<|") and t.endswith("|>")) or (t.startswith("<｜") and t.endswith("｜>"))
 
 
+def pieces_by_id(tok):
+    """vocab (piece -> id, added tokens included), added (id -> entry) and the
+    pieces by id, None in the holes."""
+    vocab = dict(tok["model"]["vocab"])
+    added = {a["id"]: a for a in tok.get("added_tokens", [])}
+    for i, a in added.items():
+        vocab[a["content"]] = i
+    tokens = [None] * (max(vocab.values()) + 1)
+    for t, i in vocab.items():
+        tokens[i] = t
+    return vocab, added, tokens
+
+
 def is_spm(tok):
     """A SentencePiece-style BPE: byte fallback, pieces with "▁" for spaces."""
     model = tok.get("model", {})
@@ -139,14 +152,8 @@ def build_spm(tok, cfg):
         raise SystemExit(f"error: SentencePiece vocabulary with pre_tokenizer "
                          f"{tok['pre_tokenizer'].get('type')!r}: not converted")
     add_space_prefix = any(n.get("type") == "Prepend" and n.get("prepend") == "\u2581" for n in norms)
-    vocab = dict(model["vocab"])
-    added = {a["id"]: a for a in tok.get("added_tokens", [])}
-    for i, a in added.items():
-        vocab[a["content"]] = i
-    n = max(vocab.values()) + 1
-    tokens = [None] * n
-    for t, i in vocab.items():
-        tokens[i] = t
+    vocab, added, tokens = pieces_by_id(tok)
+    n = len(tokens)
     rank = {}
     for r, m in enumerate(model.get("merges", [])):
         piece = "".join(m) if isinstance(m, list) else m.replace(" ", "", 1)
@@ -182,14 +189,8 @@ def build(tok, cfg, pre):
         raise SystemExit(f"error: tokenizer.json model type {model.get('type')!r}: only BPE is converted")
     if is_spm(tok):
         return build_spm(tok, cfg)
-    vocab = dict(model["vocab"])
-    added = {a["id"]: a for a in tok.get("added_tokens", [])}
-    for i, a in added.items():
-        vocab[a["content"]] = i
-    n = max(vocab.values()) + 1
-    tokens = [None] * n
-    for t, i in vocab.items():
-        tokens[i] = t
+    vocab, added, tokens = pieces_by_id(tok)
+    n = len(tokens)
     types = []
     for i in range(n):
         if tokens[i] is None:
