@@ -9,7 +9,8 @@
 # thread count, hqekv spec and llama.cpp KV type).
 #   bash bench/llamacpp_side/speed.sh [MODEL] [OUT_DIR]
 # Env:
-#   ROUNDS   (3)
+#   ROUNDS   (3); FIRST_ROUND (1): the number of the first round, to add rounds
+#            to an OUT_DIR later (rounds.jsonl is appended to)
 #   THREADS  ("1")
 #   PLAN     ("0:512:128 4096:0:128 16384:0:128"): depth:pp:tg per entry; at a
 #            depth > 0 the cache is filled once per engine, KV type and round
@@ -29,7 +30,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 HQEKV=${HQEKV:-$ROOT/build/hqekv}
 MODEL=${1:-$ROOT/build-synth/llama-3.2-1b-geometry-q4k.gguf}
 OUT=${2:-$HERE/out/speed-$(date -u +%Y%m%dT%H%M%SZ)}
-ROUNDS=${ROUNDS:-3} THREADS=${THREADS:-1}
+ROUNDS=${ROUNDS:-3} FIRST_ROUND=${FIRST_ROUND:-1} THREADS=${THREADS:-1}
 PLAN=${PLAN:-"0:512:128 4096:0:128 16384:0:128"}
 LLAMA_KV=${LLAMA_KV:-"f16/f16 q8_0/q8_0 q4_0/q4_0"}
 HQ_KV=${HQ_KV:-"fp16 kivi:nominal_bits=2 hqekv:bits=3.4 llama:ctk=q4_0,ctv=q4_0"}
@@ -43,11 +44,11 @@ J=$OUT/rounds.jsonl
 {
   echo "model $MODEL"
   echo "hqekv $HQEKV sha256 $(sha256sum "$HQEKV" | cut -d' ' -f1)"
-  echo "ROUNDS=$ROUNDS THREADS=$THREADS PLAN=$PLAN"
+  echo "$(date -u +%FT%TZ) ROUNDS=$ROUNDS FIRST_ROUND=$FIRST_ROUND THREADS=$THREADS PLAN=$PLAN"
   echo "LLAMA_KV=$LLAMA_KV HQ_KV=$HQ_KV DEEP_LLAMA_KV=$DEEP_LLAMA_KV DEEP_HQ_KV=$DEEP_HQ_KV"
   grep -m1 'model name' /proc/cpuinfo
   echo "nproc $(nproc)"
-} >"$OUT/setup.txt"
+} >>"$OUT/setup.txt"
 
 load() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' ','; }
 
@@ -66,7 +67,7 @@ const [r, spec, l0, l1, wall, errPath, jsonPath] = process.argv.slice(1);
 const m = /filled depth \d+ in ([\d.]+) s/.exec(fs.readFileSync(errPath, "utf8"));
 for (const x of JSON.parse(fs.readFileSync(jsonPath, "utf8")))
   console.log(JSON.stringify({round: +r, engine: "hqekv", kv: spec, depth: x.depth, threads: x.threads,
-    test: x.test, ts: x.avg_ts, fill_s: m ? +m[1] : null, wall_s: +wall,
+    test: x.test, ts: x.avg_ts, fill_s: m ? +m[1] : null, wall_s: +wall, kv_bits: x.kv_bits_per_element,
     load_before: l0.split(",").map(Number), load_after: l1.split(",").map(Number)}));
 ' "$1" "$6" "$l0" "$(load)" "$(echo "$t1 - $t0" | bc)" "$err" "$OUT/hq.json" >>"$J"
 }
@@ -91,7 +92,7 @@ for (const test of Object.keys(x).filter((k) => /^(pp|tg)\d+$/.test(k)))
 ' "$1" "$6" "$l0" "$(load)" "$(echo "$t1 - $t0" | bc)" "$OUT/ll.json" >>"$J"
 }
 
-for r in $(seq 1 "$ROUNDS"); do
+for r in $(seq "$FIRST_ROUND" $((FIRST_ROUND + ROUNDS - 1))); do
   for entry in $PLAN; do
     IFS=: read -r d pp tg <<<"$entry"
     if [ "$d" -gt 0 ]; then hq=($DEEP_HQ_KV) ll=($DEEP_LLAMA_KV); else hq=($HQ_KV) ll=($LLAMA_KV); fi
