@@ -21,11 +21,32 @@ tokenizer metadata only (no tensors), with the keys llama.cpp's converter
                               else from a TemplateProcessing post-processor
   tokenizer.chat_template     tokenizer_config.json's chat_template
 
-hqekv (and llama.cpp) load such a file as a tokenizer: `hqekv tokenize -m
-OUT.gguf`. SentencePiece vocabularies (Llama 2, Gemma) are converted by
-llama.cpp from tokenizer.model, not tokenizer.json, and are refused here.
+SentencePiece vocabularies (Llama 2, Gemma: a BPE model with byte_fallback,
+pieces spelled with "▁" for a space) get the keys llama.cpp's converter writes
+from a tokenizer.model:
 
-Usage: hf_tokenizer_to_gguf.py TOKENIZER_JSON TOKENIZER_CONFIG_JSON OUT.gguf [--pre NAME]
+  tokenizer.ggml.model        "llama"
+  tokenizer.ggml.tokens       the pieces by id ("▁" kept, bytes as <0xNN>)
+  tokenizer.ggml.scores       the merge priority: SentencePiece BPE merges the
+                              adjacent pair whose joined piece scores highest,
+                              and Hugging Face's converter wrote tokenizer.json's
+                              merges in that order (best first), so a piece made
+                              by merge rank r scores -r (its first merge), added
+                              tokens included; pieces no merge makes (characters,
+                              bytes, most added tokens) score -1e9, never preferred
+  tokenizer.ggml.token_type   1 normal, 2 unknown, 3 control (added tokens marked
+                              special), 4 user-defined (other added tokens),
+                              6 byte (<0xNN>)
+  tokenizer.ggml.add_space_prefix  true when the normalizer prepends "▁"
+                              (Llama 2), false otherwise (Gemma 3)
+  and the same bos/eos/unk/pad ids, add_bos/add_eos and chat template.
+
+hqekv (and llama.cpp) load such a file as a tokenizer: `hqekv tokenize -m
+OUT.gguf`. With --arch-stub the file also names architecture "llama" with a
+one-layer geometry (no tensors), so that llama.cpp loads it vocabulary-only
+(node-llama-cpp: loadModel({vocabOnly: true})).
+
+Usage: hf_tokenizer_to_gguf.py TOKENIZER_JSON TOKENIZER_CONFIG_JSON OUT.gguf [--pre NAME] [--arch-stub]
 Standard library only.
 """
 import argparse
@@ -38,7 +59,10 @@ import tempfile
 # GGUF value types (gguf.h).
 T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY = 4, 5, 6, 7, 8, 9
 
-TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
+
+# Score of SentencePiece pieces that no merge makes: below every merge rank.
+SCORE_NO_MERGE = -1e9
 
 # Split regexes of the pre-tokenizers hqekv implements, as tokenizer.json
 # spells them (the Split steps of the pre_tokenizer, in order).
@@ -89,21 +113,84 @@ def looks_special(t):
     return (t.startswith("<|") and t.endswith("|>")) or (t.startswith("<｜") and t.endswith("｜>"))
 
 
+def pieces_by_id(tok):
+    """vocab (piece -> id, added tokens included), added (id -> entry) and the
+    pieces by id, None in the holes."""
+    vocab = dict(tok["model"]["vocab"])
+    added = {a["id"]: a for a in tok.get("added_tokens", [])}
+    for i, a in added.items():
+        vocab[a["content"]] = i
+    tokens = [None] * (max(vocab.values()) + 1)
+    for t, i in vocab.items():
+        tokens[i] = t
+    return vocab, added, tokens
+
+
+def is_spm(tok):
+    """A SentencePiece-style BPE: byte fallback, pieces with "▁" for spaces."""
+    model = tok.get("model", {})
+    return model.get("type") == "BPE" and bool(model.get("byte_fallback"))
+
+
+def normalizers(tok):
+    n = tok.get("normalizer") or {}
+    return n.get("normalizers", []) if n.get("type") == "Sequence" else [n]
+
+
+def build_spm(tok, cfg):
+    """tokenizer.ggml.* keys of a SentencePiece vocabulary ("llama" model)."""
+    model = tok["model"]
+    norms = normalizers(tok)
+    if not any(n.get("type") == "Replace" and n.get("pattern", {}).get("String") == " "
+               and n.get("content") == "\u2581" for n in norms):
+        raise SystemExit("error: a byte-fallback BPE whose normalizer does not turn ' ' into '\u2581': "
+                         "not a SentencePiece vocabulary this converter knows")
+    if tok.get("pre_tokenizer") and not (tok["pre_tokenizer"].get("type") == "Split" and
+                                         tok["pre_tokenizer"].get("pattern", {}).get("String") == " "):
+        # Gemma 3's Split on " " runs after the normalizer has replaced every
+        # space, so it splits nothing; any other pre-tokenizer changes the pieces.
+        raise SystemExit(f"error: SentencePiece vocabulary with pre_tokenizer "
+                         f"{tok['pre_tokenizer'].get('type')!r}: not converted")
+    add_space_prefix = any(n.get("type") == "Prepend" and n.get("prepend") == "\u2581" for n in norms)
+    vocab, added, tokens = pieces_by_id(tok)
+    n = len(tokens)
+    rank = {}
+    for r, m in enumerate(model.get("merges", [])):
+        piece = "".join(m) if isinstance(m, list) else m.replace(" ", "", 1)
+        rank.setdefault(piece, r)
+    unk = model.get("unk_token")
+    scores, types = [], []
+    for i in range(n):
+        t = tokens[i]
+        if t is None:
+            tokens[i] = t = f"[PAD{i}]"
+            types.append(TOKEN_UNUSED)
+        elif i in added and t != unk:
+            types.append(TOKEN_CONTROL if added[i].get("special") else TOKEN_USER_DEFINED)
+        elif t == unk:
+            types.append(TOKEN_UNKNOWN)
+        elif len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            types.append(TOKEN_BYTE)
+        else:
+            types.append(TOKEN_NORMAL)
+        # Gemma 3's whitespace runs ("▁▁", ...) are added tokens that merges make too.
+        scores.append(-float(rank[t]) if t in rank else SCORE_NO_MERGE)
+    kv = [("tokenizer.ggml.model", T_STRING, "llama"),
+          ("tokenizer.ggml.tokens", T_ARRAY, (T_STRING, tokens)),
+          ("tokenizer.ggml.scores", T_ARRAY, (T_FLOAT32, scores)),
+          ("tokenizer.ggml.token_type", T_ARRAY, (T_INT32, types)),
+          ("tokenizer.ggml.add_space_prefix", T_BOOL, add_space_prefix)]
+    return kv + special_keys(tok, cfg, vocab)
+
+
 def build(tok, cfg, pre):
     model = tok.get("model", {})
     if model.get("type") != "BPE":
         raise SystemExit(f"error: tokenizer.json model type {model.get('type')!r}: only BPE is converted")
-    if model.get("byte_fallback"):
-        raise SystemExit("error: a byte-fallback (SentencePiece-style) BPE vocabulary: llama.cpp converts "
-                         "those from tokenizer.model, not tokenizer.json")
-    vocab = dict(model["vocab"])
-    added = {a["id"]: a for a in tok.get("added_tokens", [])}
-    for i, a in added.items():
-        vocab[a["content"]] = i
-    n = max(vocab.values()) + 1
-    tokens = [None] * n
-    for t, i in vocab.items():
-        tokens[i] = t
+    if is_spm(tok):
+        return build_spm(tok, cfg)
+    vocab, added, tokens = pieces_by_id(tok)
+    n = len(tokens)
     types = []
     for i in range(n):
         if tokens[i] is None:
@@ -120,6 +207,12 @@ def build(tok, cfg, pre):
           ("tokenizer.ggml.tokens", T_ARRAY, (T_STRING, tokens)),
           ("tokenizer.ggml.token_type", T_ARRAY, (T_INT32, types)),
           ("tokenizer.ggml.merges", T_ARRAY, (T_STRING, merges))]
+    return kv + special_keys(tok, cfg, vocab)
+
+
+def special_keys(tok, cfg, vocab):
+    """bos/eos/unk/pad ids, add_bos/add_eos and the chat template."""
+    kv = []
     for key, name in (("bos_token", "bos"), ("eos_token", "eos"), ("unk_token", "unknown"),
                       ("pad_token", "padding")):
         t = token_text(cfg.get(key))
@@ -151,6 +244,16 @@ def build(tok, cfg, pre):
     return kv
 
 
+# The keys llama.cpp needs before it reads a vocabulary (architecture llama,
+# one layer of width 64): no tensors follow, so only a vocabulary-only load works.
+ARCH_STUB = [("general.architecture", T_STRING, "llama"), ("general.name", T_STRING, "tokenizer-only"),
+             ("llama.context_length", T_UINT32, 4096), ("llama.embedding_length", T_UINT32, 64),
+             ("llama.block_count", T_UINT32, 1), ("llama.feed_forward_length", T_UINT32, 128),
+             ("llama.attention.head_count", T_UINT32, 1), ("llama.attention.head_count_kv", T_UINT32, 1),
+             ("llama.attention.layer_norm_rms_epsilon", T_FLOAT32, 1e-5),
+             ("llama.rope.dimension_count", T_UINT32, 64)]
+
+
 def gguf_string(s):
     b = s.encode("utf-8")
     return struct.pack("<Q", len(b)) + b
@@ -163,6 +266,8 @@ def gguf_value(vtype, value):
         return struct.pack("<I", value)
     if vtype == T_BOOL:
         return struct.pack("<?", value)
+    if vtype == T_FLOAT32:
+        return struct.pack("<f", value)
     if vtype == T_ARRAY:
         etype, items = value
         out = [struct.pack("<IQ", etype, len(items))]
@@ -170,6 +275,8 @@ def gguf_value(vtype, value):
             out += [gguf_string(x) for x in items]
         elif etype == T_INT32:
             out.append(struct.pack(f"<{len(items)}i", *items))
+        elif etype == T_FLOAT32:
+            out.append(struct.pack(f"<{len(items)}f", *items))
         return b"".join(out)
     raise ValueError(vtype)
 
@@ -192,19 +299,29 @@ def main():
     ap.add_argument("tokenizer_config_json")
     ap.add_argument("out")
     ap.add_argument("--pre", help="pre-tokenizer name (default: recognised from tokenizer.json)")
+    ap.add_argument("--arch-stub", action="store_true",
+                    help="also name architecture llama with a 1-layer geometry, so that llama.cpp "
+                         "loads the file vocabulary-only")
     a = ap.parse_args()
     with open(a.tokenizer_json, encoding="utf-8") as f:
         tok = json.load(f)
     with open(a.tokenizer_config_json, encoding="utf-8") as f:
         cfg = json.load(f)
+    stub = ARCH_STUB if a.arch_stub else []
+    if is_spm(tok):
+        kv = build(tok, cfg, None)
+        write_gguf(a.out, stub + kv)
+        print(f"{a.out}: llama (SentencePiece), {len(kv[1][2][1])} tokens, space prefix "
+              f"{kv[4][2]}, {len(stub + kv)} keys")
+        return
     pre = a.pre or detect_pre(tok)
     if pre is None:
         sys.exit(f"error: {a.tokenizer_json}: pre_tokenizer not recognised "
                  f"(known: {', '.join(KNOWN_PRE)}, deepseek-v3); name one with --pre")
     kv = build(tok, cfg, pre)
-    write_gguf(a.out, kv)
+    write_gguf(a.out, stub + kv)
     n_tokens = len(kv[2][2][1])
-    print(f"{a.out}: gpt2 / {pre}, {n_tokens} tokens, {len(kv[4][2][1])} merges, {len(kv)} keys")
+    print(f"{a.out}: gpt2 / {pre}, {n_tokens} tokens, {len(kv[4][2][1])} merges, {len(stub + kv)} keys")
 
 
 if __name__ == "__main__":

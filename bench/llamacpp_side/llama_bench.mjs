@@ -1,6 +1,7 @@
 // llama-bench-style throughput of llama.cpp (node-llama-cpp's CPU build):
 // ppN = N prompt tokens as one batch, tgN = N tokens one per evaluation, each
-// after `depth` tokens already in the cache (not timed), as llama-bench's -d.
+// after `depth` tokens already in the cache (not timed, as llama-bench's -d;
+// the fill's seconds are reported as fill_s).
 //   node llama_bench.mjs --model M.gguf [--pp 512] [--tg 128] [--depth 0]
 //        [--ctk f16] [--ctv f16] [--threads 1]      -> one JSON line on stdout
 import os from "node:os";
@@ -26,13 +27,15 @@ async function fresh() {
     threads: {ideal: a.threads, min: a.threads}, flashAttention: true,
     experimentalKvCacheKeyType: kTypes[a.ctk], experimentalKvCacheValueType: kTypes[a.ctv]});
   const seq = ctx.getSequence();
+  const t0 = performance.now();
   if (a.depth) await seq.controlledEvaluate(Array.from({length: a.depth}, (_, i) => tok(i)));
-  return {ctx, seq};
+  return {ctx, seq, fill: (performance.now() - t0) / 1000};
 }
 const out = {engine: "llama.cpp", model: a.model, depth: a.depth, ctk: a.ctk, ctv: a.ctv, threads: a.threads,
-             loadavg: os.loadavg()};
+             loadavg: os.loadavg(), version: llama.llamaCppRelease, fill_s: {}};
 if (a.pp) {
-  const {ctx, seq} = await fresh();
+  const {ctx, seq, fill} = await fresh();
+  out.fill_s[`pp${a.pp}`] = fill;
   const items = Array.from({length: a.pp}, (_, i) => tok(a.depth + i));
   items[a.pp - 1] = [items[a.pp - 1], {generateNext: {logits: true}}];
   const t0 = performance.now();
@@ -41,7 +44,8 @@ if (a.pp) {
   await ctx.dispose();
 }
 if (a.tg) {
-  const {ctx, seq} = await fresh();
+  const {ctx, seq, fill} = await fresh();
+  out.fill_s[`tg${a.tg}`] = fill;
   const t0 = performance.now();
   for (let i = 0; i < a.tg; ++i) await seq.controlledEvaluate([[tok(a.depth + i), {generateNext: {logits: true}}]]);
   out[`tg${a.tg}`] = a.tg / ((performance.now() - t0) / 1000);

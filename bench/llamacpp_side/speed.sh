@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# pp/tg side by side, llama-bench style, interleaved: each round runs hqekv
-# (`hqekv bench`, one repetition) then llama.cpp (llama_bench.mjs) for every
-# configuration, so that both see the same machine state; the spread over
-# rounds is reported with the load averages of each round.
+# pp/tg side by side, llama-bench style, interleaved. In each round, for each
+# planned depth, hqekv (`hqekv bench`, one repetition) and llama.cpp
+# (llama_bench.mjs) runs alternate (H L H L ...), and every second round runs
+# that list backwards, so each engine sees the machine state of the other
+# (ABBA over rounds). Every sample records the load averages before and
+# after it and its wall time; speed_report.mjs turns rounds.jsonl into
+# speed.md / speed.json (median, min–max, and hqekv ÷ llama.cpp per depth,
+# thread count, hqekv spec and llama.cpp KV type).
 #   bash bench/llamacpp_side/speed.sh [MODEL] [OUT_DIR]
-# Env: ROUNDS (3), DEPTHS ("0"), THREADS ("1"), PP (512), TG (128),
-#      KV ("f16/f16 q4_0/q4_0": llama.cpp's -ctk/-ctv; hqekv runs llama:ctk=..,ctv=..
-#      for each, and fp16 for f16/f16), HQ_EXTRA ("kivi:nominal_bits=2 hqekv:bits=3.4":
-#      hqekv-only caches, in the same rounds).
+# Env:
+#   ROUNDS   (3); FIRST_ROUND (1): the number of the first round, to add rounds
+#            to an OUT_DIR later (rounds.jsonl is appended to)
+#   THREADS  ("1")
+#   PLAN     ("0:512:128 4096:0:128 16384:0:128"): depth:pp:tg per entry; at a
+#            depth > 0 the cache is filled once per engine, KV type and round
+#            (not timed; the fill time is recorded) before the timed tests
+#   LLAMA_KV ("f16/f16 q8_0/q8_0 q4_0/q4_0"): llama.cpp -ctk/-ctv at depth 0
+#   HQ_KV    ("fp16 kivi:nominal_bits=2 hqekv:bits=3.4 llama:ctk=q4_0,ctv=q4_0")
+#   DEEP_LLAMA_KV ("f16/f16 q4_0/q4_0"), DEEP_HQ_KV ("fp16 kivi:nominal_bits=2
+#            hqekv:bits=3.4"): the same at depths > 0 (hqekv's `llama:` cache is
+#            scalar reference code, minutes per thousand tokens of fill: left
+#            out of the deep runs by default)
+#   HQEKV    (build/hqekv)
 # Default model: the synthetic Llama-3.2-1B-geometry Q4_K file of
 # scripts/make_synthetic_1b.sh (made when missing).
 set -euo pipefail
@@ -16,56 +30,92 @@ ROOT=$(cd "$HERE/../.." && pwd)
 HQEKV=${HQEKV:-$ROOT/build/hqekv}
 MODEL=${1:-$ROOT/build-synth/llama-3.2-1b-geometry-q4k.gguf}
 OUT=${2:-$HERE/out/speed-$(date -u +%Y%m%dT%H%M%SZ)}
-ROUNDS=${ROUNDS:-3} DEPTHS=${DEPTHS:-0} THREADS=${THREADS:-1} PP=${PP:-512} TG=${TG:-128}
-KV=${KV:-"f16/f16 q4_0/q4_0"}
-HQ_EXTRA=${HQ_EXTRA:-"kivi:nominal_bits=2 hqekv:bits=3.4"}
+ROUNDS=${ROUNDS:-3} FIRST_ROUND=${FIRST_ROUND:-1} THREADS=${THREADS:-1}
+PLAN=${PLAN:-"0:512:128 4096:0:128 16384:0:128"}
+LLAMA_KV=${LLAMA_KV:-"f16/f16 q8_0/q8_0 q4_0/q4_0"}
+HQ_KV=${HQ_KV:-"fp16 kivi:nominal_bits=2 hqekv:bits=3.4 llama:ctk=q4_0,ctv=q4_0"}
+DEEP_LLAMA_KV=${DEEP_LLAMA_KV:-"f16/f16 q4_0/q4_0"}
+DEEP_HQ_KV=${DEEP_HQ_KV:-"fp16 kivi:nominal_bits=2 hqekv:bits=3.4"}
 bash "$HERE/install.sh"
 [ -f "$MODEL" ] || HQEKV=$HQEKV bash "$ROOT/scripts/make_synthetic_1b.sh" "$MODEL"
 mkdir -p "$OUT"
 J=$OUT/rounds.jsonl
-: >"$J"
-for r in $(seq 1 "$ROUNDS"); do
-  for d in $DEPTHS; do for t in $THREADS; do
-    for pair in $KV; do
-      k=${pair%/*} v=${pair#*/}
-      spec=$([ "$pair" = f16/f16 ] && echo fp16 || echo "llama:ctk=$k,ctv=$v")
-      "$HQEKV" bench -m "$MODEL" -p "$PP" -n "$TG" -d "$d" -t "$t" -r 1 --kv "$spec" -o json 2>/dev/null |
-        node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>{for(const x of JSON.parse(s))
-          console.log(JSON.stringify({round:+process.argv[1],engine:"hqekv",kv:process.argv[2],depth:x.depth,
-          threads:x.threads,test:x.test,ts:x.avg_ts,loadavg:require("os").loadavg()}))})' "$r" "$pair" >>"$J"
-      node "$HERE/llama_bench.mjs" --model "$MODEL" --pp "$PP" --tg "$TG" --depth "$d" --ctk "$k" --ctv "$v" \
-        --threads "$t" | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>{const x=JSON.parse(s);
-          for(const test of Object.keys(x).filter(k=>/^(pp|tg)\d+$/.test(k)))
-          console.log(JSON.stringify({round:+process.argv[1],engine:"llama.cpp",kv:process.argv[2],depth:x.depth,
-          threads:x.threads,test,ts:x[test],loadavg:x.loadavg}))})' "$r" "$pair" >>"$J"
-    done
-    for spec in $HQ_EXTRA; do
-      "$HQEKV" bench -m "$MODEL" -p "$PP" -n "$TG" -d "$d" -t "$t" -r 1 --kv "$spec" -o json 2>/dev/null |
-        node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>{for(const x of JSON.parse(s))
-          console.log(JSON.stringify({round:+process.argv[1],engine:"hqekv",kv:process.argv[2],depth:x.depth,
-          threads:x.threads,test:x.test,ts:x.avg_ts,loadavg:require("os").loadavg()}))})' "$r" "$spec" >>"$J"
-    done
-  done; done
-done
-# Median and range per (engine, kv, depth, threads, test); ratio hqekv / llama.cpp on the same kv.
-node - "$J" "$OUT" "$MODEL" <<'JS'
+: >>"$J"
+{
+  echo "model $MODEL"
+  echo "hqekv $HQEKV sha256 $(sha256sum "$HQEKV" | cut -d' ' -f1)"
+  echo "$(date -u +%FT%TZ) ROUNDS=$ROUNDS FIRST_ROUND=$FIRST_ROUND THREADS=$THREADS PLAN=$PLAN"
+  echo "LLAMA_KV=$LLAMA_KV HQ_KV=$HQ_KV DEEP_LLAMA_KV=$DEEP_LLAMA_KV DEEP_HQ_KV=$DEEP_HQ_KV"
+  grep -m1 'model name' /proc/cpuinfo
+  echo "nproc $(nproc)"
+} >>"$OUT/setup.txt"
+
+load() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' ','; }
+
+# One hqekv sample: `hqekv bench` with one repetition; its stderr names the
+# fill time at a depth.
+run_hq() {  # round depth pp tg threads spec
+  local err=$OUT/hq.err l0 t0 t1
+  l0=$(load)
+  t0=$(date +%s.%N)
+  "$HQEKV" bench -m "$MODEL" -p "$3" -n "$4" -d "$2" -t "$5" -r 1 --kv "$6" -o json 2>"$err" >"$OUT/hq.json" ||
+    { echo "hqekv bench failed ($6 d=$2):" >&2; tail -3 "$err" >&2; return 0; }
+  t1=$(date +%s.%N)
+  node -e '
 const fs = require("fs");
-const [j, out, model] = process.argv.slice(2);
-const rows = fs.readFileSync(j, "utf8").trim().split("\n").filter(Boolean).map(JSON.parse);
-const key = (r) => [r.engine, r.kv, r.depth, r.threads, r.test].join("|");
-const g = new Map();
-for (const r of rows) (g.get(key(r)) || g.set(key(r), []).get(key(r))).push(r.ts);
-const med = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
-let md = `# pp/tg side by side (${model})\n\n${rows.length} samples, rounds interleaved (hqekv then llama.cpp per configuration); load averages per sample in rounds.jsonl (range ${Math.min(...rows.map((r) => r.loadavg[0])).toFixed(1)}–${Math.max(...rows.map((r) => r.loadavg[0])).toFixed(1)}).\n\n| engine | kv | depth | threads | test | median t/s | min–max | hqekv ÷ llama.cpp |\n|---|---|---|---|---|---|---|---|\n`;
-const summary = [];
-for (const [k, v] of g) {
-  const [engine, kv, depth, threads, test] = k.split("|");
-  const other = g.get(["llama.cpp", kv, depth, threads, test].join("|"));
-  const ratio = engine === "hqekv" && other ? med(v) / med(other) : null;
-  summary.push({engine, kv, depth: +depth, threads: +threads, test, median: med(v), min: Math.min(...v), max: Math.max(...v), ratio});
-  md += `| ${engine} | ${kv} | ${depth} | ${threads} | ${test} | ${med(v).toFixed(2)} | ${Math.min(...v).toFixed(2)}–${Math.max(...v).toFixed(2)} | ${ratio ? ratio.toFixed(2) : "–"} |\n`;
+const [r, spec, l0, l1, wall, errPath, jsonPath] = process.argv.slice(1);
+const m = /filled depth \d+ in ([\d.]+) s/.exec(fs.readFileSync(errPath, "utf8"));
+for (const x of JSON.parse(fs.readFileSync(jsonPath, "utf8")))
+  console.log(JSON.stringify({round: +r, engine: "hqekv", kv: spec, depth: x.depth, threads: x.threads,
+    test: x.test, ts: x.avg_ts, fill_s: m ? +m[1] : null, wall_s: +wall, kv_bits: x.kv_bits_per_element,
+    load_before: l0.split(",").map(Number), load_after: l1.split(",").map(Number)}));
+' "$1" "$6" "$l0" "$(load)" "$(echo "$t1 - $t0" | bc)" "$err" "$OUT/hq.json" >>"$J"
 }
-fs.writeFileSync(out + "/speed.json", JSON.stringify({model, summary, samples: rows}, null, 1));
-fs.writeFileSync(out + "/speed.md", md);
-console.log(md);
-JS
+
+# One llama.cpp sample: llama_bench.mjs (ppN and tgN, each after its own fill).
+run_ll() {  # round depth pp tg threads k/v
+  local k=${6%/*} v=${6#*/} l0 t0 t1
+  l0=$(load)
+  t0=$(date +%s.%N)
+  node "$HERE/llama_bench.mjs" --model "$MODEL" --pp "$3" --tg "$4" --depth "$2" --ctk "$k" --ctv "$v" \
+    --threads "$5" >"$OUT/ll.json" 2>"$OUT/ll.err" ||
+    { echo "llama_bench failed ($6 d=$2):" >&2; tail -3 "$OUT/ll.err" >&2; return 0; }
+  t1=$(date +%s.%N)
+  node -e '
+const fs = require("fs");
+const [r, kv, l0, l1, wall, jsonPath] = process.argv.slice(1);
+const x = JSON.parse(fs.readFileSync(jsonPath, "utf8"));
+for (const test of Object.keys(x).filter((k) => /^(pp|tg)\d+$/.test(k)))
+  console.log(JSON.stringify({round: +r, engine: "llama.cpp", kv, depth: x.depth, threads: x.threads, test,
+    ts: x[test], fill_s: x.fill_s ? x.fill_s[test] ?? null : null, wall_s: +wall,
+    load_before: l0.split(",").map(Number), load_after: l1.split(",").map(Number), version: x.version}));
+' "$1" "$6" "$l0" "$(load)" "$(echo "$t1 - $t0" | bc)" "$OUT/ll.json" >>"$J"
+}
+
+for r in $(seq "$FIRST_ROUND" $((FIRST_ROUND + ROUNDS - 1))); do
+  for entry in $PLAN; do
+    IFS=: read -r d pp tg <<<"$entry"
+    if [ "$d" -gt 0 ]; then hq=($DEEP_HQ_KV) ll=($DEEP_LLAMA_KV); else hq=($HQ_KV) ll=($LLAMA_KV); fi
+    jobs=()
+    n=$((${#hq[@]} > ${#ll[@]} ? ${#hq[@]} : ${#ll[@]}))
+    for ((i = 0; i < n; i++)); do
+      [ $i -lt ${#hq[@]} ] && jobs+=("H ${hq[$i]}")
+      [ $i -lt ${#ll[@]} ] && jobs+=("L ${ll[$i]}")
+    done
+    if [ $((r % 2)) -eq 0 ]; then  # every second round backwards
+      rev=()
+      for ((i = ${#jobs[@]} - 1; i >= 0; i--)); do rev+=("${jobs[$i]}"); done
+      jobs=("${rev[@]}")
+    fi
+    for t in $THREADS; do
+      for job in "${jobs[@]}"; do
+        echo "$(date -u +%H:%M:%S) round $r depth $d threads $t: $job (load $(load))"
+        case $job in
+          H\ *) run_hq "$r" "$d" "$pp" "$tg" "$t" "${job#H }" ;;
+          L\ *) run_ll "$r" "$d" "$pp" "$tg" "$t" "${job#L }" ;;
+        esac
+      done
+    done
+  done
+done
+node "$HERE/speed_report.mjs" "$OUT" "$MODEL"

@@ -58,7 +58,9 @@ class TokenizerBase : public Tokenizer {
     for (int32_t id = 0; id < static_cast<int32_t>(v_.tokens.size()); ++id) {
       all_.emplace(v_.tokens[id], id);  // first occurrence wins
       const int32_t t = v_.types[id];
-      if ((t == kTokControl || t == kTokUserDefined) && !v_.tokens[id].empty())
+      // llama.cpp splits on the same three kinds: control, user-defined and
+      // the unknown token ("<unk>" written in the text is id 0 in Llama 2).
+      if ((t == kTokControl || t == kTokUserDefined || t == kTokUnknown) && !v_.tokens[id].empty())
         specials_.push_back(id);
       if (IsEndOfGenerationText(v_.tokens[id])) eog_.push_back(id);
     }
@@ -86,8 +88,9 @@ class TokenizerBase : public Tokenizer {
       for (size_t i = 0; i < text.size();) {
         int32_t hit = -1;
         for (int32_t id : specials_by_byte_[static_cast<uint8_t>(text[i])]) {
-          // llama.cpp: user-defined tokens always, control tokens only when asked.
-          if (!parse_special && v_.types[id] == kTokControl) continue;
+          // llama.cpp: user-defined tokens always, control and unknown only when asked.
+          if (!parse_special && (v_.types[id] == kTokControl || v_.types[id] == kTokUnknown))
+            continue;
           const std::string& p = v_.tokens[id];
           if (text.compare(i, p.size(), p) == 0) {
             hit = id;

@@ -8,8 +8,8 @@
 //     pre-tokenizer splits by tokenizer.ggml.pre (tokenizer_pretokenize.h).
 // Special tokens written literally in the text are matched as whole tokens
 // before BPE / SPM, as llama.cpp does: user-defined tokens (type 4, e.g.
-// Qwen3's "<think>") always, control tokens (type 3, e.g. "<|im_end|>") only
-// when Encode is asked to (parse_special).
+// Qwen3's "<think>") always, control tokens (type 3, "<|im_end|>") and the unknown
+// token (type 2, Llama 2's "<unk>") only when Encode is asked to (parse_special).
 #pragma once
 
 #include <cstdint>

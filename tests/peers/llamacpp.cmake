@@ -9,5 +9,6 @@ if(NODE_EXE)
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/llamacpp_parity.sh $<TARGET_FILE:hqekv>
                    ${CMAKE_BINARY_DIR}/peers_llamacpp ${CMAKE_BINARY_DIR}/llamacpp_node)
   set_tests_properties(peers_llamacpp_parity PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+                                                        RESOURCE_LOCK llamacpp_node
                                                         LABELS peers)
 endif()

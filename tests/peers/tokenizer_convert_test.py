@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""scripts/hf_tokenizer_to_gguf.py on a small hand-made byte-level BPE
-tokenizer.json (offline): the GGUF it writes holds llama.cpp's keys with the
-expected values, and `hqekv tokenize` on it gives the ids the merges imply.
+"""scripts/hf_tokenizer_to_gguf.py on small hand-made tokenizer.json files
+(offline), a byte-level BPE one and a SentencePiece-style one (byte fallback,
+"▁" for spaces): the GGUF it writes holds llama.cpp's keys with the expected
+values, and `hqekv tokenize` on it gives the ids the merges imply.
 Usage: tokenizer_convert_test.py HQEKV_BINARY
 """
 import json
@@ -112,7 +113,57 @@ def main():
                                         check=True, capture_output=True, text=True).stdout)
         assert got[1] == [end, vocab["b"], vocab["a"]], got  # BOS as the file asks
         assert end not in got[0][1:], got  # without --parse-special "<|end|>" is text
+    spm_case(hqekv)
     print("hf_tokenizer_to_gguf.py: keys and tokenization as expected")
+
+
+def spm_case(hqekv):
+    """A Llama-2-style tokenizer.json: <unk> <s> </s>, 256 byte tokens, pieces."""
+    sp = "\u2581"
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for p in (sp, "a", "b", "ab", sp + "ab", "ba"):
+        vocab[p] = len(vocab)
+    merges = ["a b", f"{sp} ab", "b a"]  # rank 0, 1, 2
+    tok = {"model": {"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": True,
+                     "unk_token": "<unk>", "fuse_unk": True},
+           "added_tokens": [{"id": i, "content": t, "special": True} for t, i in
+                            (("<unk>", 0), ("<s>", 1), ("</s>", 2))],
+           "normalizer": {"type": "Sequence", "normalizers": [
+               {"type": "Prepend", "prepend": sp},
+               {"type": "Replace", "pattern": {"String": " "}, "content": sp}]},
+           "pre_tokenizer": None}
+    cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True}
+    with tempfile.TemporaryDirectory() as d:
+        tj, cj, out = (os.path.join(d, n) for n in ("tokenizer.json", "tokenizer_config.json", "t.gguf"))
+        json.dump(tok, open(tj, "w"))
+        json.dump(cfg, open(cj, "w"))
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "hf_tokenizer_to_gguf.py"), tj, cj, out,
+                        "--arch-stub"], check=True)
+        n_tensors, kv = read_gguf_kv(out)
+        assert n_tensors == 0
+        assert kv["general.architecture"] == "llama" and kv["llama.block_count"] == 1, kv.keys()
+        assert kv["tokenizer.ggml.model"] == "llama" and "tokenizer.ggml.merges" not in kv
+        assert kv["tokenizer.ggml.add_space_prefix"] is True  # the Prepend normalizer
+        ids = {p: vocab[p] for p in (sp, "a", "b", "ab", sp + "ab", "ba")}
+        types = kv["tokenizer.ggml.token_type"]
+        assert types[:3] == [2, 3, 3] and types[3] == 6 and types[258] == 6, types[:4]
+        assert all(types[i] == 1 for i in ids.values()), types[259:]
+        scores = kv["tokenizer.ggml.scores"]
+        # Merge rank r -> score -r; pieces no merge makes are never preferred.
+        assert (scores[ids["ab"]], scores[ids[sp + "ab"]], scores[ids["ba"]]) == (0.0, -1.0, -2.0), scores[259:]
+        assert scores[ids["a"]] < -1e8 and scores[3] < -1e8
+        assert kv["tokenizer.ggml.bos_token_id"] == 1 and kv["tokenizer.ggml.add_bos_token"] is True
+        texts = os.path.join(d, "texts.json")
+        # "ab ab" -> "▁ab▁ab": a+b first (rank 0), then ▁+ab; "bab": b+a (rank 2)
+        # loses to a+b (rank 0) -> b, ab; "c" has no piece -> its byte.
+        json.dump(["ab ab", "bab", "c", "a<unk>"], open(texts, "w"))
+        got = json.loads(subprocess.run([hqekv, "tokenize", "-m", out, "--texts", texts, "--parse-special"],
+                                        check=True, capture_output=True, text=True).stdout)
+        want = [[ids[sp + "ab"], ids[sp + "ab"]], [ids[sp], ids["b"], ids["ab"]], [ids[sp], 3 + ord("c")],
+                [ids[sp], ids["a"], 0]]
+        assert got == want, (got, want)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,20 @@ TEST(SpecialTokens, UserDefinedTokensAreNeverSplit) {
   EXPECT_EQ(fx.tok->DecodePiece(-1, fx.Id("<|im_end|>")), "");
 }
 
+// llama.cpp (and Hugging Face) read "<unk>" written in the text as the
+// unknown token when special tokens are parsed, and as text otherwise (found
+// on Llama 2's real vocabulary: tests/peers/tokenizer_parity.sh).
+TEST(SpecialTokens, UnknownTokenTextIsItsIdOnlyWhenParsing) {
+  const Vocab fx = ChatVocab();
+  ASSERT_TRUE(fx.tok);
+  const int32_t hi = fx.Id("hi");
+  EXPECT_EQ(fx.tok->Encode("hi<unk>hi", false, true), (std::vector<int32_t>{hi, fx.v.unk, hi}));
+  const auto plain = fx.tok->Encode("hi<unk>hi", false, false);
+  EXPECT_EQ(plain.size(), 7u);  // hi, <0x3C>, u, n, k, <0x3E>, hi
+  for (int32_t id : plain) EXPECT_NE(id, fx.v.unk);
+  EXPECT_EQ(fx.tok->Decode(plain, -1), "hi<unk>hi");
+}
+
 TEST(SpecialTokens, EndOfGenerationByIdAndByText) {
   const Vocab fx = ChatVocab();
   ASSERT_TRUE(fx.tok);
