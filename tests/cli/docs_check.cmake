@@ -18,4 +18,4 @@ add_test(NAME docs_commands
          COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/run_doc_snippets.py --commands
                  ${PROJECT_SOURCE_DIR}/README.md ${_doc_pages} --build $<TARGET_FILE_DIR:hqekv>
                  --work ${CMAKE_CURRENT_BINARY_DIR}/docs-commands)
-set_tests_properties(docs_commands PROPERTIES LABELS "docs" TIMEOUT 900)
+set_tests_properties(docs_commands PROPERTIES LABELS "docs;no_sanitize" TIMEOUT 900)

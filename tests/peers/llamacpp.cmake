@@ -10,5 +10,5 @@ if(NODE_EXE)
                    ${CMAKE_BINARY_DIR}/peers_llamacpp ${CMAKE_BINARY_DIR}/llamacpp_node)
   set_tests_properties(peers_llamacpp_parity PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
                                                         RESOURCE_LOCK llamacpp_node
-                                                        LABELS peers)
+                                                        LABELS "peers;no_sanitize")
 endif()
