@@ -150,7 +150,7 @@ TEST(LayerRanges, EachRangeBehavesAsItsOwnPolicy) {
 TEST(LayerRanges, RangesOnAWindowModelSplitTheGlobalLayers) {
   KvGeometry g{6, 4, 1, 16, 64};
   g.layer_window = {8, 8, 0, 8, 8, 0};
-  auto made = MakeKvCache("0-2:fp32,3-:hqekv:bits=3,local:fp16", g);
+  auto made = MakeKvCache("0-2:fp32,3-:kivi:nominal_bits=4,local:fp16", g);
   ASSERT_TRUE(made.ok()) << made.message();
   auto* wc = dynamic_cast<WindowedKvCache*>(made->get());
   ASSERT_NE(wc, nullptr);
@@ -158,10 +158,11 @@ TEST(LayerRanges, RangesOnAWindowModelSplitTheGlobalLayers) {
   ASSERT_NE(inner, nullptr);
   EXPECT_EQ(inner->geometry().n_layers, 2);
   EXPECT_EQ(inner->part(0).Describe(), "fp32");
-  EXPECT_NE(inner->part(1).Describe().find("hqekv"), std::string::npos);
+  EXPECT_NE(inner->part(1).Describe().find("kivi"), std::string::npos);
   // A range holding only window layers needs no cache; a global layer left
   // out is still an error.
-  EXPECT_TRUE(MakeKvCache("0-1:kivi,2-:fp16", g).ok());
+  auto only_window = MakeKvCache("0-1:kivi,2-:fp16", g);
+  EXPECT_TRUE(only_window.ok()) << only_window.message();
   auto gap = MakeKvCache("0-3:fp16", g);
   ASSERT_FALSE(gap.ok());
   EXPECT_NE(gap.message().find("layer 5"), std::string::npos) << gap.message();
