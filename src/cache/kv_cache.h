@@ -32,8 +32,9 @@ struct KvGeometry {
   // the global ones; a cache created directly ignores this field.
   std::vector<int> layer_window = {};
   // Gemma 2's attention soft-cap: scores s -> cap * tanh(s / cap) before the
-  // softmax; 0: none. Only the ring cache (cache/window_cache.h) applies it,
-  // so policy::CreateCache accepts fp16 / fp32 only when it is set.
+  // softmax; 0: none. The ring cache (cache/window_cache.h) and the
+  // store-backed policies apply it; the plain fp16 / fp32 caches do not, so
+  // policy::CreateCache makes every layer a ring for those.
   float attn_softcap = 0;
 };
 

@@ -151,8 +151,9 @@ size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 
 // (StoreAttention merges the spans).
 void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk, int g, int group,
                 int n_q_heads, const float* q, const int32_t* q_pos, int n, float* out,
-                const AttentionSink* sink, int first_sink_query, const Span& span = {},
-                float* shared_scores = nullptr, const SpanResult* part = nullptr) {
+                const AttentionSink* sink, int first_sink_query, float softcap,
+                const Span& span = {}, float* shared_scores = nullptr,
+                const SpanResult* part = nullptr) {
   const int D = store.head_dim();
   const int n_kept = p.n_kept;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -243,6 +244,15 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
     }
     if (sp.residual) fill_masked(res_start + r_vis, r.n - r_vis);
     const int j_end = sp.residual ? n_kept : j;  // the span's columns: [sp.j0, j_end)
+    if (softcap > 0) {
+      // Gemma 2: scaled scores -> cap * tanh(s / cap); masked columns stay masked.
+      for (int hh = 0; hh < group; ++hh) {
+        float* row = scores_base + hh * ss;
+        for (int jj = sp.j0; jj < j_end; ++jj) {
+          if (row[jj] != kMasked) row[jj] = softcap * std::tanh(row[jj] / softcap);
+        }
+      }
+    }
 
     // One fp32 softmax per query head over every visible kept token (of the
     // span, when split). Rows no sink reads stay unnormalized (exp(s - max)):
@@ -407,7 +417,7 @@ void AttendSplit(const KvStore& store, const std::vector<HeadPlan>& plans, const
       const int g = static_cast<int>(t) / spans;
       const SpanResult r = result(static_cast<int>(t));
       AttendHead(store, plans[g], lk, g, group, n_q_heads, q, q_pos, 1, out, sink,
-                 o.first_sink_query, sp[t], scores + row0[g], &r);
+                 o.first_sink_query, o.softcap, sp[t], scores + row0[g], &r);
     }
   };
   if (parallel) {
@@ -527,7 +537,7 @@ Status StoreAttention(const KvStore& store, int layer, int n_q_heads, const floa
     for (int64_t g = b; g < e; ++g) {
       if (!planned) plans[g] = Plan(store, layer, static_cast<int>(g), sink && *sink);
       AttendHead(store, plans[g], lk, static_cast<int>(g), group, n_q_heads, q, q_pos, n, out, sink,
-                 options.first_sink_query);
+                 options.first_sink_query, options.softcap);
     }
   };
   if (H > 1 && work >= options.parallel_min_work) {

@@ -92,6 +92,10 @@ struct StoreAttentionOptions {
   // - fp8 V chunks: quant::AxpyRowsBf16Weights (attn/multi_query_rows_bf16.h),
   //   w·s rounded to bf16.
   bool rounded_weights = true;
+  // Gemma 2's attention soft-cap (KvGeometry::attn_softcap): each scaled
+  // score s -> cap * tanh(s / cap) before the softmax; 0: none. The tiled
+  // prefill path has no cap, so a cap keeps every query on the per-query path.
+  float softcap = 0;
 };
 
 // q: [n][n_q_heads][D] fp32 (RoPE applied); q_pos: [n]; out: [n][n_q_heads][D].

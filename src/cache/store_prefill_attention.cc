@@ -55,7 +55,7 @@ KvGeometry GeometryOf(const KvStore& store, int n_q_heads) {
 
 int StorePrefillQueries(const KvStore& store, int n_q_heads, int n, const AttentionSink* sink,
                         const StoreAttentionOptions& options) {
-  if (!options.tiled_prefill) return 0;
+  if (!options.tiled_prefill || options.softcap > 0) return 0;
   const int tiled = (sink && *sink) ? std::clamp(options.first_sink_query, 0, n) : n;
   return UsePrefillAttention(GeometryOf(store, n_q_heads), tiled) ? tiled : 0;
 }

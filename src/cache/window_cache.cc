@@ -68,8 +68,10 @@ Result<std::unique_ptr<WindowedKvCache>> WindowedKvCache::Create(const KvGeometr
     return MakeError("sliding-window cache: " + std::to_string(g.layer_window.size()) +
                      " layer windows for " + std::to_string(g.n_layers) + " layers");
   const KvGeometry want = GlobalGeometry(g);
-  if (g.attn_softcap > 0 && inner)
-    return MakeError("sliding-window cache: soft-capped attention needs every layer in a ring");
+  if (g.attn_softcap > 0 && inner && inner->geometry().attn_softcap != g.attn_softcap)
+    return MakeError(
+        "sliding-window cache: the global layers' cache must apply the same "
+        "attention soft-cap as the rings");
   if (want.n_layers == g.n_layers) return MakeError("sliding-window cache: no layer has a window");
   if ((want.n_layers > 0) != (inner != nullptr))
     return MakeError(

@@ -37,8 +37,8 @@ class WindowedKvCache final : public KvCache {
   // inner is a cache of GlobalGeometry(g) (nullptr when that has no layer).
   // `inner_spec` names the inner cache in Describe().
   // fp32: rings hold fp32 values instead of fp16. With g.attn_softcap > 0
-  // every layer must be a ring (a global layer one of W = max_ctx), since no
-  // policy cache applies the cap.
+  // the rings apply the cap and the inner cache must too (its geometry has
+  // the same attn_softcap: a store-backed policy, policy::CreateCache).
   static Result<std::unique_ptr<WindowedKvCache>> Create(const KvGeometry& g,
                                                          std::unique_ptr<KvCache> inner,
                                                          bool fp32 = false);

@@ -88,6 +88,18 @@ const CommandRegistrar kRegister(90, [](CLI::App& app, int* rc) {
   cmd->add_option("--head-dim", a->spec.head_dim, "Head dimension (0: dim / heads)")
       ->check(IntFlag(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
+  cmd->add_option("--rope-dim", a->spec.rope_dim,
+                  "Rotated dimensions per head (rope.dimension_count; 0: head dim; less: "
+                  "partial rotary)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_flag("--longrope", a->spec.longrope,
+                "LongRoPE factor tensors and keys as in Phi-3 128K files (long factors apply "
+                "when the context exceeds --rope-orig-ctx)");
+  cmd->add_option("--rope-orig-ctx", a->spec.rope_orig_ctx,
+                  "rope.scaling.original_context_length (LongRoPE)")
+      ->check(IntFlag(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   cmd->add_option("--window", a->spec.sliding_window,
                   "Sliding window in tokens (gemma3: <arch>.attention.sliding_window; 0: none)")
       ->check(IntFlag(0, std::numeric_limits<int>::max()))

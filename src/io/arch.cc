@@ -5,7 +5,8 @@ namespace {
 
 constexpr ArchTraits kArchs[] = {
     // name     rope                 qk_norm qkv_bias gemma_block fused swa_period
-    {"llama", RopeStyle::kNormal, false, false, false, false, 0},
+    // llama: Mistral-style sliding window when the file declares one.
+    {"llama", RopeStyle::kNormal, false, false, false, false, 0, 0, 0, 0, 0, true},
     {"qwen2", RopeStyle::kNeoX, false, true, false, false, 0},
     {"qwen3", RopeStyle::kNeoX, true, false, false, false, 0},
     // Gemma 3: five sliding-window layers then one global (llama.cpp's

@@ -29,6 +29,12 @@ struct ArchTraits {
   float default_rope_theta_swa = 10000;  // rope.freq_base_swa; 0: the global base (gemma2)
   float default_attn_softcap = 0;        // attn_logit_softcapping (gemma2: 50)
   float default_final_softcap = 0;       // final_logit_softcapping (gemma2: 30)
+  // llama: a file's attention.sliding_window (Mistral 7B v0.1's 4096) makes
+  // its layers window layers (all of them unless attention.
+  // sliding_window_pattern says), rotated like the global ones. llama.cpp
+  // (de3ff81) does not read the key for this architecture and attends over
+  // the whole context; hqekv follows the model's definition instead.
+  bool plain_window = false;
 };
 
 // The row for `name`, or nullptr when the architecture is not supported.

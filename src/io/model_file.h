@@ -84,7 +84,7 @@ struct ModelConfig {
   int d_ff = 0;
   int vocab_size = 0;
   int max_ctx = 0;   // <arch>.context_length (llama2.c: seq_len)
-  int rope_dim = 0;  // rope.dimension_count (== head_dim for supported models)
+  int rope_dim = 0;  // rope.dimension_count: the rotated dimensions (<= head_dim; partial rotary)
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeStyle rope = RopeStyle::kNormal;
@@ -102,10 +102,17 @@ struct ModelConfig {
   float rope_low_freq_factor = 1;
   float rope_high_freq_factor = 4;
   int rope_orig_ctx = 8192;
-  float rope_attn_factor = 1;  // yarn: rope.scaling.attn_factor
-  bool qk_norm = false;        // qwen3: RMSNorm of each q/k head before RoPE
-  bool attn_bias = false;      // qwen2: q/k/v biases
-  bool tied_output = false;    // no output.weight: logits use token_embd.weight
+  float rope_attn_factor = 1;  // yarn, longrope: rope.scaling.attn_factor
+  // LongRoPE (Phi-3 128K, Phi-4-mini): rope_factors_long.weight and
+  // rope_factors_short.weight hold RopeDims / 2 divisors of the frequencies;
+  // as llama.cpp does, the long ones apply when the context (the KV cache's
+  // max_ctx) exceeds rope_orig_ctx (rope.scaling.original_context_length,
+  // else context_length), the short ones otherwise, and the rotated q and k
+  // are multiplied by rope_attn_factor.
+  bool longrope = false;
+  bool qk_norm = false;      // qwen3: RMSNorm of each q/k head before RoPE
+  bool attn_bias = false;    // qwen2: q/k/v biases
+  bool tied_output = false;  // no output.weight: logits use token_embd.weight
   // Gemma-style blocks (ArchTraits::gemma_block): the embedding is multiplied
   // by sqrt(d_model), each attention and FFN output passes through its own
   // RMSNorm (post_attention_norm, post_ffw_norm) before the residual add, and
@@ -128,6 +135,10 @@ struct ModelConfig {
   // RoPE base of window layers (<arch>.rope.freq_base_swa, else llama.cpp's
   // default for the family); window layers never use rope scaling.
   float rope_theta_swa = 10000.0f;
+  // Whether window layers rotate with rope_theta_swa and no scaling (the
+  // Gemma rows) or exactly as the global layers do (a Mistral-style llama
+  // file, whose window layers are ordinary layers with a shorter mask).
+  bool swa_own_rope = false;
   // Query scale before q·k (gemma: 1/sqrt(head_dim), 1/sqrt(d_model/heads)
   // for the 27B sizes as llama.cpp decides it); 0: 1/sqrt(head_dim).
   float attn_scale = 0;

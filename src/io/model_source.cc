@@ -125,6 +125,9 @@ Status ReadRopeScaling(const GgufFile& f, const std::string& a, const std::strin
                    " (supported: none, linear, yarn, llama3)");
 }
 
+Status ReadWindowLayers(const GgufFile& f, const std::string& a, const std::string& where,
+                        const ArchTraits& arch, ModelConfig* c);
+
 // Gemma-family keys as llama.cpp reads them (ModelConfig): the sliding
 // window and which layers use it, the window layers' RoPE base, the final
 // logit soft-cap, and the query scale llama.cpp derives from the model size.
@@ -150,6 +153,15 @@ Status ReadGemmaKeys(const GgufFile& f, const std::string& a, const std::string&
   const bool big = c->n_layers == (arch.swa_period == 2 ? 46 : 62);
   const int per_head = big && c->n_heads > 0 ? c->d_model / c->n_heads : c->head_dim;
   if (per_head > 0) c->attn_scale = 1.0f / std::sqrt(static_cast<float>(per_head));
+  c->swa_own_rope = true;
+  return ReadWindowLayers(f, a, where, arch, c);
+}
+
+// Which layers are window layers once c->sliding_window is known:
+// attention.sliding_window_pattern as a bool per layer or a period, else the
+// row's default period (0: every layer).
+Status ReadWindowLayers(const GgufFile& f, const std::string& a, const std::string& where,
+                        const ArchTraits& arch, ModelConfig* c) {
   if (c->sliding_window <= 0) return Status::Ok();
   if (c->n_layers <= 0 || c->n_layers > kMaxConfigDim) return Status::Ok();  // validation says why
   const std::string pkey = a + "attention.sliding_window_pattern";
@@ -217,6 +229,13 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
   c.fused_qkv = arch->fused;
   c.fused_gate_up = arch->fused;
   if (arch->gemma_block) HQEKV_RETURN_IF_ERROR(ReadGemmaKeys(f, a, where, *arch, &c));
+  if (arch->plain_window) {
+    // Mistral-style: every layer (or the file's pattern) attends over the
+    // last W tokens, with the model's own RoPE.
+    HQEKV_ASSIGN_OR_RETURN(c.sliding_window, ConfigInt(f, a + "attention.sliding_window", 0));
+    c.rope_theta_swa = c.rope_theta;
+    HQEKV_RETURN_IF_ERROR(ReadWindowLayers(f, a, where, *arch, &c));
+  }
 
   HQEKV_RETURN_IF_ERROR(ReadRopeScaling(f, a, where, &c));
 
@@ -228,6 +247,13 @@ Result<std::unique_ptr<ModelSource>> LoadGguf(const uint8_t* data, size_t size,
     t.data = ti.data;
     t.nbytes = static_cast<size_t>(ti.nbytes);
     m->tensors.emplace(t.name, std::move(t));
+  }
+  if (m->Find("rope_factors_long.weight") || m->Find("rope_factors_short.weight")) {
+    c.longrope = true;
+    HQEKV_ASSIGN_OR_RETURN(c.rope_orig_ctx,
+                           ConfigInt(f, a + "rope.scaling.original_context_length", c.max_ctx));
+    HQEKV_ASSIGN_OR_RETURN(c.rope_attn_factor,
+                           ConfigFloat(f, a + "rope.scaling.attn_factor", 1.0f));
   }
   if (m->Find("rope_freqs.weight") && c.rope_scaling == RopeScaling::kLlama3) {
     c.rope_scaling = RopeScaling::kNone;  // the tensor already holds the scaling
@@ -274,10 +300,10 @@ Status ValidateModel(ModelSource& m) {
   if (c.head_dim % 2 != 0)
     return MakeError(where + "head_dim " + std::to_string(c.head_dim) +
                      " is odd (RoPE needs pairs)");
-  if (c.rope_dim != c.head_dim)
+  // Partial rotary (Phi-4-mini: 96 of 128): the first rope_dim dimensions turn.
+  if (c.rope_dim < 2 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return MakeError(where + "rope.dimension_count " + std::to_string(c.rope_dim) +
-                     " != head_dim " + std::to_string(c.head_dim) +
-                     " (partial rotary embedding is not supported)");
+                     " must be even and in [2, head_dim " + std::to_string(c.head_dim) + "]");
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0))
     return MakeError(where + "rms_eps and rope_theta must be positive");
   // RMSNorm divides by sqrt(mean(x^2) + eps): an eps of 1 or more swamps the
@@ -371,13 +397,25 @@ Status ValidateModel(ModelSource& m) {
       want.push_back({b + "post_ffw_norm.weight", {d}, true});
     }
   }
-  // Phi-3 128K files: LongRoPE's per-frequency factors (short below the
-  // original context, long above), not implemented yet.
-  if (m.Find("rope_factors_long.weight") || m.Find("rope_factors_short.weight") ||
-      m.Find("blk.0.rope_factors_long.weight"))
-    return MakeError(where +
-                     "LongRoPE (rope_factors_long / rope_factors_short tensors, "
-                     "Phi-3 128K files) is not supported");
+  // LongRoPE: both factor tensors, f32, one divisor per rotated pair.
+  if (c.longrope) {
+    const int pairs = c.rope_dim / 2;
+    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+      const Tensor* t = m.Find(name);
+      if (!t || t->type != TensorType::kF32 || t->ne.size() != 1 || t->ne[0] != pairs)
+        return MakeError(where + "LongRoPE needs " + name + " as " + std::to_string(pairs) +
+                         " f32 values (rope.dimension_count / 2)");
+      for (int i = 0; i < pairs; ++i) {
+        if (!(t->f32()[i] > 0) || !std::isfinite(t->f32()[i]))
+          return MakeError(where + name + " value " + std::to_string(i) +
+                           " is not a positive finite number");
+      }
+    }
+    if (c.rope_orig_ctx <= 0 || !(c.rope_attn_factor > 0))
+      return MakeError(where + "invalid LongRoPE original_context_length / attn_factor");
+  } else if (m.Find("blk.0.rope_factors_long.weight")) {
+    return MakeError(where + "per-layer LongRoPE factors (blk.N.rope_factors_*) are not supported");
+  }
   if (m.Find("rope_freqs.weight")) want.push_back({"rope_freqs.weight", {c.head_dim / 2}, true});
   for (const Want& w : want) {
     const Tensor* t = m.Find(w.name);

@@ -257,7 +257,7 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   w.SetU32(a + "attention.head_count_kv", s.n_kv_heads);
   w.SetU32(a + "attention.key_length", hd);
   w.SetU32(a + "attention.value_length", hd);
-  w.SetU32(a + "rope.dimension_count", hd);
+  w.SetU32(a + "rope.dimension_count", s.rope_dim > 0 ? s.rope_dim : hd);
   w.SetU32(a + "context_length", s.max_ctx);
   w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.SetF32(a + "rope.freq_base", s.rope_theta);
@@ -273,6 +273,16 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
       w.SetF32(a + "rope.scaling.high_freq_factor", 4.0f);
     }
     w.SetU32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
+  }
+  if (s.longrope) {
+    if (s.rope_factor > 0) return MakeError("synthetic model: LongRoPE and rope scaling together");
+    if (s.rope_orig_ctx < 2 || s.max_ctx <= s.rope_orig_ctx)
+      return MakeError("synthetic model: LongRoPE needs 2 <= rope_orig_ctx < max_ctx");
+    const double scale = double(s.max_ctx) / s.rope_orig_ctx;
+    w.SetU32(a + "rope.scaling.original_context_length", s.rope_orig_ctx);
+    w.SetF32(
+        a + "rope.scaling.attn_factor",
+        static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(double(s.rope_orig_ctx)))));
   }
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<float> scores = {0, 0, 0};
@@ -312,6 +322,11 @@ Status WriteSyntheticGguf(const SyntheticSpec& s, const std::string& path, bool 
   // sliding-window mask) visibly moves the next-token distribution.
   const float embd_sd = arch->gemma_block ? 1.0f / std::sqrt(static_cast<float>(s.d_model)) : 1.0f;
   HQEKV_RETURN_IF_ERROR(matrix("token_embd.weight", s.d_model, s.vocab, embd_sd));
+  if (s.longrope) {
+    const int pairs = (s.rope_dim > 0 ? s.rope_dim : hd) / 2;
+    HQEKV_RETURN_IF_ERROR(vec("rope_factors_long.weight", pairs, 8.5f, 7.5f));
+    HQEKV_RETURN_IF_ERROR(vec("rope_factors_short.weight", pairs, 1.1f, 0.1f));
+  }
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const float in_sd = 1.0f / std::sqrt(static_cast<float>(s.d_model));

@@ -25,6 +25,12 @@ struct SyntheticSpec {
   int n_heads = 4;
   int n_kv_heads = 2;
   int head_dim = 0;  // 0: d_model / n_heads
+  int rope_dim = 0;  // rope.dimension_count; 0: head_dim (less: partial rotary)
+  // LongRoPE as llama.cpp's Phi-3 converter writes it: rope_factors_long /
+  // _short tensors (rope_dim / 2 random divisors, long ones in [1, 16], short
+  // ones near 1), rope.scaling.original_context_length = rope_orig_ctx and
+  // rope.scaling.attn_factor = sqrt(1 + ln(max_ctx / orig) / ln(orig)).
+  bool longrope = false;
   int d_ff = 512;
   int vocab = 300;  // >= 259 (3 control + 256 byte tokens)
   int max_ctx = 256;

@@ -19,20 +19,21 @@ void RmsNorm(const double* x, const std::vector<double>& w, int d, double eps, d
 // Inverse frequencies in double, with the Llama 3 rescaling.
 std::vector<double> InvFreq(const ModelConfig& c) {
   const double kPi = 3.14159265358979323846;
-  std::vector<double> f(c.head_dim / 2);
-  for (int i = 0; i < c.head_dim / 2; ++i) {
-    double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / c.head_dim);
+  const int n_dims = c.rope_dim > 0 ? c.rope_dim : c.head_dim;  // partial rotary: fewer
+  std::vector<double> f(n_dims / 2);
+  for (int i = 0; i < n_dims / 2; ++i) {
+    double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / n_dims);
     if (c.rope_scaling == RopeScaling::kLinear) {
       freq /= c.rope_factor;
     } else if (c.rope_scaling == RopeScaling::kYarn) {
       // ggml's rope_yarn: ramp 1 below the fast correction dim, 0 above the slow one.
       const double kTwoPi = 2 * kPi;
       auto corr = [&](double n_rot) {
-        return c.head_dim * std::log(c.rope_orig_ctx / (n_rot * kTwoPi)) /
+        return n_dims * std::log(c.rope_orig_ctx / (n_rot * kTwoPi)) /
                (2 * std::log(static_cast<double>(c.rope_theta)));
       };
       const double lo = std::max(0.0, std::floor(corr(32))),
-                   hi = std::min(c.head_dim - 1.0, std::ceil(corr(1)));
+                   hi = std::min(n_dims - 1.0, std::ceil(corr(1)));
       const double ramp = 1 - std::min(1.0, std::max(0.0, (i - lo) / std::max(0.001, hi - lo)));
       freq *= ramp + (1 - ramp) / c.rope_factor;
     } else if (c.rope_scaling == RopeScaling::kLlama3) {
@@ -53,7 +54,7 @@ std::vector<double> InvFreq(const ModelConfig& c) {
 }
 
 void Rope(const ModelConfig& c, const std::vector<double>& inv, int32_t pos, int heads, double* x) {
-  const int hd = c.head_dim, half = hd / 2;
+  const int hd = c.head_dim, half = static_cast<int>(inv.size());  // rotated pairs
   for (int h = 0; h < heads; ++h) {
     double* v = x + h * hd;
     for (int i = 0; i < half; ++i) {
@@ -163,7 +164,14 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
   const int group = c.n_heads / c.n_kv_heads;
   std::vector<double> inv = InvFreq(c);
   if (const Tensor* rf = src_.Find("rope_freqs.weight")) {
-    for (int i = 0; i < c.head_dim / 2; ++i) inv[i] /= rf->f32()[i];
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= rf->f32()[i];
+  }
+  if (c.longrope) {
+    const int ctx = context_ > 0 ? context_ : c.max_ctx;
+    const Tensor* lf =
+        src_.Find(ctx > c.rope_orig_ctx ? "rope_factors_long.weight" : "rope_factors_short.weight");
+    if (!lf) return MakeError("reference forward: LongRoPE factors missing");
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= lf->f32()[i];
   }
   std::vector<double> inv_swa;  // window layers: their own base, no scaling
   if (!c.layer_window.empty()) {
@@ -205,10 +213,14 @@ Result<std::vector<float>> ReferenceForward::Forward(const int32_t* tokens, cons
         for (int hh = 0; hh < c.n_kv_heads; ++hh)
           RmsNorm(&k[hh * HD], L.k_norm, HD, c.rms_eps, &k[hh * HD]);
       }
-      Rope(c, window > 0 ? inv_swa : inv, pos[i], c.n_heads, q.data());
-      Rope(c, window > 0 ? inv_swa : inv, pos[i], c.n_kv_heads, k.data());
-      if (c.rope_scaling == RopeScaling::kYarn && window == 0) {  // ggml's mscale on q and k
-        const double ms = c.rope_attn_factor * (1 + 0.1 * std::log(double{c.rope_factor}));
+      const bool local_rope = window > 0 && c.swa_own_rope;
+      Rope(c, local_rope ? inv_swa : inv, pos[i], c.n_heads, q.data());
+      Rope(c, local_rope ? inv_swa : inv, pos[i], c.n_kv_heads, k.data());
+      if ((c.rope_scaling == RopeScaling::kYarn || c.longrope) && !local_rope) {
+        // ggml's mscale on q and k (LongRoPE: the attn_factor alone)
+        const double ms = c.longrope
+                              ? double{c.rope_attn_factor}
+                              : c.rope_attn_factor * (1 + 0.1 * std::log(double{c.rope_factor}));
         for (double& x : q) x *= ms;
         for (double& x : k) x *= ms;
       }

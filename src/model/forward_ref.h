@@ -18,6 +18,9 @@ class ReferenceForward {
   static Result<std::unique_ptr<ReferenceForward>> Create(const ModelSource& src);
 
   void Reset();  // forget every past token
+  // The context LongRoPE chooses its factors by (the engine: its KV cache's
+  // max_ctx); 0, the default: the file's context_length.
+  void SetContext(int max_ctx) { context_ = max_ctx; }
 
   // Runs n tokens at positions pos (after every earlier one) and returns the
   // logits of all of them, [n][vocab].
@@ -25,6 +28,7 @@ class ReferenceForward {
 
  private:
   explicit ReferenceForward(const ModelSource& src) : src_(src) {}
+  int context_ = 0;
   std::vector<double> Matrix(const std::string& name, int64_t* in, int64_t* out) const;
   std::vector<double> Vec(const std::string& name) const;
   // y[out] = W x[in] with W dequantized, rows of `in` values.

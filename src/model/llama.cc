@@ -77,10 +77,9 @@ Status LlamaModel::Init() {
     return MakeError(where +
                      ": invalid model shape (layers, d_model, heads, head_dim even, d_ff, vocab)");
   }
-  if (c.rope_dim != 0 && c.rope_dim != c.head_dim) {
-    return MakeError(where + ": partial rotary embedding (rope dimension " +
-                     std::to_string(c.rope_dim) + " != head_dim " + std::to_string(c.head_dim) +
-                     ") is not supported");
+  if (c.rope_dim < 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
+    return MakeError(where + ": rope dimension " + std::to_string(c.rope_dim) +
+                     " must be even and at most head_dim " + std::to_string(c.head_dim));
   }
   // Looks a tensor up and checks its shape {in, out} and row length.
   auto get = [&](const std::string& name, int64_t in, int64_t out,
@@ -154,12 +153,12 @@ Status LlamaModel::Init() {
       HQEKV_RETURN_IF_ERROR(vec(p + "post_attention_norm.weight", c.d_model, &L.post_attn_norm));
       HQEKV_RETURN_IF_ERROR(vec(p + "post_ffw_norm.weight", c.d_model, &L.post_ffn_norm));
     }
-    L.window = !c.layer_window.empty() && c.layer_window[l] > 0;
+    L.local_rope = !c.layer_window.empty() && c.layer_window[l] > 0 && c.swa_own_rope;
   }
   if (!c.layer_window.empty() && c.layer_window.size() != static_cast<size_t>(c.n_layers))
     return MakeError(where + ": sliding-window layer list does not have one entry per layer");
-  if (!c.layer_window.empty()) {
-    // llama.cpp's window layers: their own base, frequency scale 1.
+  if (!c.layer_window.empty() && c.swa_own_rope) {
+    // llama.cpp's Gemma window layers: their own base, frequency scale 1.
     ModelConfig local = c;
     local.rope_theta = c.rope_theta_swa;
     local.rope_scaling = RopeScaling::kNone;
@@ -173,8 +172,20 @@ Status LlamaModel::Init() {
   // divisors instead of config keys.
   if (src_.Find("rope_freqs.weight")) {
     const float* rf = nullptr;
-    HQEKV_RETURN_IF_ERROR(vec("rope_freqs.weight", c.head_dim / 2, &rf));
-    for (int i = 0; i < c.head_dim / 2; ++i) inv_freq_[i] /= rf[i];
+    const int pairs = static_cast<int>(inv_freq_.size());  // RopeDims(c) / 2
+    HQEKV_RETURN_IF_ERROR(vec("rope_freqs.weight", pairs, &rf));
+    for (int i = 0; i < pairs; ++i) inv_freq_[i] /= rf[i];
+  }
+  if (c.longrope) {
+    const int pairs = static_cast<int>(inv_freq_.size());
+    const float *fl = nullptr, *fs = nullptr;
+    HQEKV_RETURN_IF_ERROR(vec("rope_factors_long.weight", pairs, &fl));
+    HQEKV_RETURN_IF_ERROR(vec("rope_factors_short.weight", pairs, &fs));
+    inv_freq_long_ = inv_freq_short_ = inv_freq_;
+    for (int i = 0; i < pairs; ++i) {
+      inv_freq_long_[i] /= fl[i];
+      inv_freq_short_[i] /= fs[i];
+    }
   }
   return Status::Ok();
 }
@@ -260,6 +271,15 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
     pos_.insert(pos_.end(), seqs[s].pos, seqs[s].pos + seqs[s].n);
   }
   const int32_t* tokens = tok_.data();
+  // Each token's RoPE table: LongRoPE picks by its sequence's context.
+  tok_inv_.clear();
+  for (int s = 0; s < count; ++s) {
+    const std::vector<float>* inv = &inv_freq_;
+    if (c.longrope)
+      inv =
+          seqs[s].cache->geometry().max_ctx > c.rope_orig_ctx ? &inv_freq_long_ : &inv_freq_short_;
+    tok_inv_.insert(tok_inv_.end(), seqs[s].n, inv);
+  }
   const int D = c.d_model, QD = c.q_dim(), KD = c.kv_dim(), F = c.d_ff, HD = c.head_dim;
   const size_t N = static_cast<size_t>(n);
   x_.resize(N * D);
@@ -310,13 +330,13 @@ Status LlamaModel::Run(const SeqBatch* seqs, int count, Logits which) {
         for (int h = 0; h < c.n_kv_heads; ++h)
           RmsNorm(k + h * HD, L.k_norm, HD, c.rms_eps, k + h * HD);
       }
-      const std::vector<float>& inv = L.window ? inv_freq_swa_ : inv_freq_;
+      const std::vector<float>& inv = L.local_rope ? inv_freq_swa_ : *tok_inv_[i];
       ApplyRope(c.rope, inv, pos_[i], c.n_heads, HD, q);
       ApplyRope(c.rope, inv, pos_[i], c.n_kv_heads, HD, k);
       if (q_scale_ != 1.0f) {
         for (int j = 0; j < QD; ++j) q[j] *= q_scale_;
       }
-      if (rope_mscale_ != 1.0f && !L.window) {
+      if (rope_mscale_ != 1.0f && !L.local_rope) {
         for (int j = 0; j < QD; ++j) q[j] *= rope_mscale_;
         for (int j = 0; j < KD; ++j) k[j] *= rope_mscale_;
       }

@@ -92,7 +92,7 @@ class LlamaModel {
     const float *bq = nullptr, *bk = nullptr, *bv = nullptr;
     const float *q_norm = nullptr, *k_norm = nullptr;
     const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;  // gemma_block
-    bool window = false;  // sliding-window layer: local RoPE (inv_freq_swa_)
+    bool local_rope = false;  // Gemma window layer: its own RoPE table (inv_freq_swa_)
     kernels::WeightMatrix wq, wk, wv, wo, gate, up, down;
   };
 
@@ -107,6 +107,9 @@ class LlamaModel {
   const float* output_norm_ = nullptr;
   std::vector<float> inv_freq_;
   std::vector<float> inv_freq_swa_;  // window layers: rope_theta_swa, no scaling
+  // LongRoPE: inv_freq_ divided by rope_factors_long / _short (ModelConfig::longrope).
+  std::vector<float> inv_freq_long_, inv_freq_short_;
+  std::vector<const std::vector<float>*> tok_inv_;  // per token of a Run: its table
   float q_scale_ = 1.0f;      // on q after RoPE: attn_scale * sqrt(head_dim) (caches divide by it)
   float rope_mscale_ = 1.0f;  // RopeAttentionScale: YaRN's magnitude on q and k
   // Scratch, resized per batch: x, h [n][d]; q, att [n][q_dim]; k, v

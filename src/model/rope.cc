@@ -9,13 +9,14 @@ YarnRamp YarnCorrectionDims(const ModelConfig& c) {
   // The pair index whose wavelength makes n_rot turns over the original
   // context: n_dims * ln(orig_ctx / (n_rot * 2 pi)) / (2 ln theta).
   const double kPi = 3.14159265358979323846;
+  const int n_dims = RopeDims(c);
   auto corr_dim = [&](double n_rot) {
-    return c.head_dim * std::log(c.rope_orig_ctx / (n_rot * 2 * kPi)) /
+    return n_dims * std::log(c.rope_orig_ctx / (n_rot * 2 * kPi)) /
            (2 * std::log(static_cast<double>(c.rope_theta)));
   };
   YarnRamp r;
-  r.low = static_cast<float>(std::max(0.0, std::floor(corr_dim(32))));              // beta_fast
-  r.high = static_cast<float>(std::min(c.head_dim - 1.0, std::ceil(corr_dim(1))));  // beta_slow
+  r.low = static_cast<float>(std::max(0.0, std::floor(corr_dim(32))));          // beta_fast
+  r.high = static_cast<float>(std::min(n_dims - 1.0, std::ceil(corr_dim(1))));  // beta_slow
   return r;
 }
 
@@ -25,16 +26,19 @@ float YarnRampAt(const YarnRamp& r, int i) {
 }
 
 float RopeAttentionScale(const ModelConfig& c) {
+  if (c.longrope) return c.rope_attn_factor;  // ggml's mscale with ext_factor 0
   if (c.rope_scaling != RopeScaling::kYarn) return 1.0f;
   return c.rope_attn_factor * (1.0f + 0.1f * std::log(c.rope_factor));
 }
 
+int RopeDims(const ModelConfig& c) { return c.rope_dim > 0 ? c.rope_dim : c.head_dim; }
+
 std::vector<float> RopeInvFreq(const ModelConfig& c) {
-  const int half = c.head_dim / 2;
+  const int n_dims = RopeDims(c);
+  const int half = n_dims / 2;
   std::vector<float> f(half);
   for (int i = 0; i < half; ++i) {
-    f[i] =
-        1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(c.head_dim));
+    f[i] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(n_dims));
   }
   if (c.rope_scaling == RopeScaling::kLinear) {
     for (float& freq : f) freq /= c.rope_factor;
@@ -65,7 +69,8 @@ std::vector<float> RopeInvFreq(const ModelConfig& c) {
 
 void ApplyRope(RopeStyle style, const std::vector<float>& inv_freq, int32_t pos, int n_heads,
                int head_dim, float* x) {
-  const int half = head_dim / 2;
+  // Partial rotary: only the first 2 * inv_freq.size() dimensions turn.
+  const int half = static_cast<int>(inv_freq.size());
   for (int i = 0; i < half; ++i) {
     const float a = static_cast<float>(pos) * inv_freq[i];
     const float c = std::cos(a), s = std::sin(a);

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -123,6 +124,15 @@ std::string PolicySpec::Text(const std::string& key) const {
 }
 
 std::string PolicySpec::Canonical() const {
+  if (!ranges.empty()) {
+    std::string out;
+    for (const LayerRangeSpec& r : ranges) {
+      out += (out.empty() ? "" : ",") + std::to_string(r.first);
+      if (r.last != r.first) out += "-" + (r.last < 0 ? std::string() : std::to_string(r.last));
+      out += ":" + r.spec.Canonical();
+    }
+    return out;
+  }
   std::string s = name;
   const PolicyInfo* p = FindPolicy(name);
   if (!p) return s;
@@ -136,7 +146,10 @@ std::string PolicySpec::Canonical() const {
   return s;
 }
 
-Result<PolicySpec> ParseSpec(const std::string& text) {
+namespace {
+
+// NAME[:key=value,...] or global:SPEC[,local:fp16] (no layer ranges).
+Result<PolicySpec> ParseSinglePolicySpec(const std::string& text) {
   std::string t = Trim(text);
   // Layer classes of models with sliding-window layers (cache/window_cache.h):
   // "global:SPEC[,local:fp16]" = SPEC for the global layers; window layers are
@@ -213,6 +226,106 @@ Result<PolicySpec> ParseSpec(const std::string& text) {
     if (!pi.def.empty() && !spec.values.count(pi.key)) spec.values[pi.key] = pi.def;
   }
   return spec;
+}
+
+// A part of a ranged spec starts with "RANGE:" (policy names never start
+// with a digit or '-'), "global:" or "local:".
+bool StartsLayerPart(const std::string& item, std::string* head) {
+  const std::string t = Trim(item);
+  const size_t colon = t.find(':');
+  if (colon == std::string::npos) return false;
+  *head = Trim(t.substr(0, colon));
+  if (*head == "global" || *head == "local") return true;
+  return !head->empty() &&
+         (std::isdigit(static_cast<unsigned char>((*head)[0])) || (*head)[0] == '-');
+}
+
+bool IsRangeHead(const std::string& head) { return head != "global" && head != "local"; }
+
+Result<int> ParseLayerIndex(const std::string& s, const std::string& range) {
+  const std::string t = Trim(s);
+  if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos)
+    return MakeError("--kv layer range '" + range +
+                     "': expected A, A-B or A- with 0-based layer numbers");
+  return std::atoi(t.c_str());
+}
+
+Result<LayerRangeSpec> ParseLayerRange(const std::string& head, const std::string& spec_text) {
+  LayerRangeSpec r;
+  r.text = head;
+  const size_t dash = head.find('-');
+  HQEKV_ASSIGN_OR_RETURN(r.first, ParseLayerIndex(head.substr(0, dash), head));
+  if (dash == std::string::npos) {
+    r.last = r.first;
+  } else if (Trim(head.substr(dash + 1)).empty()) {
+    r.last = -1;
+  } else {
+    HQEKV_ASSIGN_OR_RETURN(r.last, ParseLayerIndex(head.substr(dash + 1), head));
+    if (r.last < r.first)
+      return MakeError("--kv layer range '" + head + "': the end comes before the start");
+  }
+  auto one = ParseSinglePolicySpec(spec_text);
+  if (!one.ok()) return MakeError("--kv layer range '" + head + "': " + one.message());
+  if (Trim(spec_text).rfind("global:", 0) == 0)
+    return MakeError("--kv layer range '" + head + "': global: cannot be given inside a range");
+  r.spec = std::move(*one);
+  return r;
+}
+
+}  // namespace
+
+Result<PolicySpec> ParseSpec(const std::string& text) {
+  // Split at the commas that start a part; the others belong to a policy's
+  // key=value list.
+  std::vector<std::pair<std::string, std::string>> parts;  // head ("" for none), text
+  std::stringstream ss(text);
+  std::string item, head;
+  bool ranged = false;
+  while (std::getline(ss, item, ',')) {
+    if (StartsLayerPart(item, &head)) {
+      ranged = ranged || IsRangeHead(head);
+      const std::string t = Trim(item);
+      parts.emplace_back(head, t.substr(t.find(':') + 1));
+    } else if (parts.empty()) {
+      parts.emplace_back("", item);
+    } else {
+      parts.back().second += "," + item;
+    }
+  }
+  if (!ranged) return ParseSinglePolicySpec(text);
+  if (Trim(text).back() == ',') return MakeError("KV policy '" + Trim(text) + "': trailing ','");
+  PolicySpec out;
+  for (const auto& [h, body] : parts) {
+    if (h.empty())
+      return MakeError("KV policy '" + Trim(text) + "': '" + Trim(body) +
+                       "' comes before any layer range (write RANGE:SPEC, e.g. 0-3:fp16)");
+    if (h == "global")
+      return MakeError("KV policy '" + Trim(text) +
+                       "': global: cannot be combined with layer ranges (ranges apply to the "
+                       "global layers; write 0-:SPEC for all of them)");
+    if (h == "local") {
+      if (Trim(body) != "fp16")
+        return MakeError("KV policy '" + Trim(text) + "': local:" + Trim(body) +
+                         " is not supported (window layers are fp16 rings; local:fp16)");
+      continue;
+    }
+    HQEKV_ASSIGN_OR_RETURN(LayerRangeSpec r, ParseLayerRange(h, body));
+    const int64_t end = r.last < 0 ? std::numeric_limits<int64_t>::max() : r.last;
+    for (const LayerRangeSpec& o : out.ranges) {
+      const int64_t oend = o.last < 0 ? std::numeric_limits<int64_t>::max() : o.last;
+      if (r.first <= oend && o.first <= end)
+        return MakeError("--kv layer ranges '" + o.text + "' and '" + r.text + "' overlap");
+    }
+    out.ranges.push_back(std::move(r));
+  }
+  const LayerRangeSpec* main = &out.ranges.front();
+  for (const LayerRangeSpec& r : out.ranges) {
+    if (r.first > main->first) main = &r;
+  }
+  out.name = main->spec.name;
+  out.values = main->spec.values;
+  out.given = main->spec.given;
+  return out;
 }
 
 std::string PoliciesHelp() {

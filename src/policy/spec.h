@@ -60,6 +60,8 @@ struct PolicyInfo {
 const std::vector<PolicyInfo>& PolicyTable();
 const PolicyInfo* FindPolicy(const std::string& name);
 
+struct LayerRangeSpec;
+
 // A parsed spec. `values` holds every key that was given or has a default;
 // `given` only those the user wrote.
 struct PolicySpec {
@@ -72,11 +74,27 @@ struct PolicySpec {
   double Num(const std::string& key) const;        // 0 if absent
   int Int(const std::string& key) const;           // 0 if absent
   std::string Text(const std::string& key) const;  // "" if absent
-  // NAME[:key=value,...] with the given keys in table order (for Describe()).
+  // NAME[:key=value,...] with the given keys in table order (for Describe());
+  // with ranges, "A-B:NAME[:...],C-:NAME[:...]".
   std::string Canonical() const;
+
+  // Layer ranges (`0-3:fp16,4-:hqekv:bits=3`): one spec per range of model
+  // layers; name, values and given are then those of the range that starts
+  // last. Empty for a one-policy spec. policy::CreateCache checks the ranges
+  // against the model (every global layer in exactly one range).
+  std::vector<LayerRangeSpec> ranges;
 };
 
-// Parses "NAME[:key=value,...]". Errors name the part at fault: unknown
+struct LayerRangeSpec {
+  int first = 0;
+  int last = -1;     // -1: through the model's last layer ("4-")
+  std::string text;  // as written, for messages ("4-")
+  PolicySpec spec;   // never has ranges itself
+};
+
+// Parses "NAME[:key=value,...]", the layer classes "global:SPEC[,local:fp16]"
+// and layer ranges "RANGE:SPEC[,RANGE:SPEC...][,local:fp16]" where RANGE is
+// A, A-B or A- (model layer indices, 0-based). Errors name the part at fault: unknown
 // policy (with the list of known ones), unknown key (with the policy's keys),
 // malformed or repeated pair, non-numeric or out-of-range value, two keys of
 // one exclusive group.

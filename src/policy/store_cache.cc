@@ -73,6 +73,7 @@ Status StoreBackedCache::Attend(int layer, const float* q, const int32_t* q_pos,
   const int first = FirstRecordedQuery(layer, q_pos, n);
   cache::StoreAttentionOptions opt;
   opt.first_sink_query = first;
+  opt.softcap = g_.attn_softcap;
   if (first >= n) {
     return cache::StoreAttention(*store_, layer, g_.n_q_heads, q, q_pos, n, out, nullptr, opt);
   }

@@ -422,8 +422,8 @@ TEST(TinyModel, MetadataAndShapeErrors) {
        "layer_norm_rms_epsilon"},
       {"tokenizer", [](GgufWriter& w) { w.SetString("tokenizer.ggml.model", "bert"); }, "bert"},
       {"bos", [](GgufWriter& w) { w.SetU32("tokenizer.ggml.bos_token_id", 9999); }, "out of range"},
-      {"rope dim", [](GgufWriter& w) { w.SetU32("llama.rope.dimension_count", 4); },
-       "partial rotary"},
+      {"rope dim", [](GgufWriter& w) { w.SetU32("llama.rope.dimension_count", 7); },
+       "rope.dimension_count"},  // odd (partial rotary itself is supported)
       {"zero", [](GgufWriter& w) { w.SetU32("llama.embedding_length", 0); }, "d_model"},
   };
   for (const Case& c : cases) {

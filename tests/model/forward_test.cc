@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "model/forward_ref.h"
 #include "model/llama.h"
+#include "model/rope.h"
 #include "io/model_source.h"
 #include "io/synthetic.h"
 #include "policy/factory.h"
@@ -189,12 +190,13 @@ TEST(Forward, Gemma2SoftCapsAndAlternatingWindows) {
   EXPECT_FLOAT_EQ(c.attn_softcap, 1.5f);
   EXPECT_FLOAT_EQ(c.final_softcap, 30.0f);  // llama.cpp's default without the key
   EXPECT_FLOAT_EQ(c.rope_theta_swa, c.rope_theta);
-  // Only the rings apply the cap: a compressing policy is refused, by name.
+  // The store-backed policies apply the cap too (window_cache_test checks
+  // the values): a compressing policy holds the global layers.
   auto m = LlamaModel::Create(**src);
   ASSERT_TRUE(m.ok());
-  auto bad = MakeKvCache("kivi", (*m)->CacheGeometry(64));
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("soft-caps"), std::string::npos) << bad.message();
+  auto kivi = MakeKvCache("kivi", (*m)->CacheGeometry(64));
+  ASSERT_TRUE(kivi.ok()) << kivi.message();
+  EXPECT_NE((*kivi)->Describe().find("kivi"), std::string::npos) << (*kivi)->Describe();
   std::filesystem::remove(path);
 }
 
@@ -221,6 +223,154 @@ TEST(Forward, Gemma3WindowLayersFollowLlamaCppsPattern) {
   EXPECT_EQ(c.layer_window, want);
   EXPECT_FLOAT_EQ(c.rope_theta_swa, 10000.0f);  // llama.cpp's default without the key
   EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / 8.0f);   // 1/sqrt(head_dim 64)
+  std::filesystem::remove(path);
+}
+
+// Mistral-style llama file: attention.sliding_window makes every layer a
+// window layer rotated with the model's own RoPE (here llama3-scaled, so a
+// Gemma-style local table would differ). Positions 1, 4, ..., 28 against a
+// window of 8: the mask bites from the fourth token on.
+TEST(Forward, MistralSlidingWindowOnEveryLlamaLayer) {
+  SyntheticSpec s;
+  s.n_heads = 8;
+  s.n_kv_heads = 2;
+  s.sliding_window = 8;
+  s.rope_factor = 8.0f;
+  s.rope_orig_ctx = 16;
+  s.rope_theta = 500000.0f;
+  s.type = TensorType::kF16;
+  CheckAgainstReference(s, "mistral", 2);
+  const std::string path = TempModel(s, "mistralkeys");
+  auto src = LoadModel(path);
+  ASSERT_TRUE(src.ok()) << src.message();
+  const ModelConfig& c = (*src)->config;
+  EXPECT_EQ(c.layer_window, std::vector<int>(c.n_layers, 8));
+  EXPECT_FALSE(c.swa_own_rope);
+  // Every layer is a ring: a compressing policy has nothing to act on and says so.
+  auto m = LlamaModel::Create(**src);
+  ASSERT_TRUE(m.ok());
+  auto bad = MakeKvCache("hqekv:bits=3", (*m)->CacheGeometry(64));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("sliding-window"), std::string::npos) << bad.message();
+
+  // Control: the same weights without the key attend over everything, and
+  // the last token's logits move (so the test above saw the mask).
+  SyntheticSpec full = s;
+  full.sliding_window = 0;
+  const std::string full_path = TempModel(full, "mistralfull");
+  auto fsrc = LoadModel(full_path);
+  ASSERT_TRUE(fsrc.ok()) << fsrc.message();
+  EXPECT_TRUE((*fsrc)->config.layer_window.empty());
+  auto ra = ReferenceForward::Create(**src);
+  auto rb = ReferenceForward::Create(**fsrc);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  std::vector<int32_t> toks = {1, 17, 290, 5, 64, 3, 200, 42};
+  std::vector<int32_t> pos = {1, 4, 7, 10, 13, 16, 19, 22};
+  auto la = (*ra)->Forward(toks.data(), pos.data(), 8);
+  auto lb = (*rb)->Forward(toks.data(), pos.data(), 8);
+  ASSERT_TRUE(la.ok() && lb.ok());
+  const int V = c.vocab_size;
+  double first = 0, last = 0;
+  for (int j = 0; j < V; ++j) {
+    first = std::max(first, double(std::abs((*la)[j] - (*lb)[j])));
+    last = std::max(last, double(std::abs((*la)[7 * V + j] - (*lb)[7 * V + j])));
+  }
+  EXPECT_EQ(first, 0.0);  // inside the window: identical
+  EXPECT_GT(last, 1e-3);
+  std::filesystem::remove(path);
+  std::filesystem::remove(full_path);
+}
+
+// Partial rotary (Phi-4-mini turns 96 of its 128 head dimensions): the
+// first rope_dim dimensions turn, in NeoX pairs (i, i + rope_dim / 2), the
+// rest pass through; with yarn the correction range counts rope_dim.
+TEST(Forward, Phi3PartialRotary) {
+  SyntheticSpec s;
+  s.arch = "phi3";
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 64;
+  s.rope_dim = 48;
+  s.type = TensorType::kF16;
+  CheckAgainstReference(s, "phi3partial");
+  s.rope_factor = 4.0f;
+  s.rope_scaling_type = "yarn";
+  s.rope_orig_ctx = 64;
+  CheckAgainstReference(s, "phi3partialyarn");
+  // Dimensions past rope_dim do not move: a key at position 0 and at 9 differ
+  // only in the rotated ones (checked on the engine's rotation itself).
+  ModelConfig c;
+  c.head_dim = 64;
+  c.rope_dim = 48;
+  c.rope_theta = 10000.0f;
+  c.rope = RopeStyle::kNeoX;
+  const std::vector<float> inv = RopeInvFreq(c);
+  ASSERT_EQ(inv.size(), 24u);
+  std::vector<float> x(64), y;
+  for (int i = 0; i < 64; ++i) x[i] = 0.25f * float(i + 1);
+  y = x;
+  ApplyRope(c.rope, inv, 9, 1, 64, y.data());
+  for (int i = 48; i < 64; ++i) EXPECT_EQ(y[i], x[i]) << i;
+  EXPECT_NE(y[1], x[1]);
+  EXPECT_NE(y[25], x[25]);  // pair (1, 25)
+  // A rope dimension that is odd or above head_dim is refused by name.
+  s.rope_dim = 80;
+  const std::string bad = TempModel(s, "phi3badrope");
+  auto src = LoadModel(bad);
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.message().find("rope.dimension_count"), std::string::npos) << src.message();
+  std::filesystem::remove(bad);
+}
+
+// LongRoPE (Phi-3 128K / Phi-4-mini files): the long factors when the
+// cache's context exceeds rope.scaling.original_context_length (64 > 32
+// here, and the reference reads the file's 256), the short ones otherwise;
+// q and k times attn_factor.
+TEST(Forward, Phi3LongRopeFactorsByContext) {
+  SyntheticSpec s;
+  s.arch = "phi3";
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 64;
+  s.rope_dim = 48;
+  s.longrope = true;
+  s.rope_orig_ctx = 32;
+  s.type = TensorType::kF16;
+  CheckAgainstReference(s, "phi3longrope");
+  const std::string path = TempModel(s, "phi3longropeshort");
+  auto src = LoadModel(path);
+  ASSERT_TRUE(src.ok()) << src.message();
+  const ModelConfig& c = (*src)->config;
+  EXPECT_TRUE(c.longrope);
+  EXPECT_EQ(c.rope_orig_ctx, 32);
+  EXPECT_NEAR(c.rope_attn_factor, std::sqrt(1 + std::log(8.0) / std::log(32.0)), 1e-6);
+  const Fp32Activations fp32_acts;
+  auto fast = LlamaModel::Create(**src);
+  auto ref = ReferenceForward::Create(**src);
+  ASSERT_TRUE(fast.ok() && ref.ok());
+  std::vector<int32_t> toks = {1, 17, 290, 5, 64, 3};
+  std::vector<int32_t> pos = {0, 2, 5, 9, 12, 15};
+  const int V = c.vocab_size, n = 6;
+  std::vector<float> short_ctx(n * V), long_ctx(n * V);
+  auto c16 = MakeKvCache("fp32", (*fast)->CacheGeometry(16));
+  auto c64 = MakeKvCache("fp32", (*fast)->CacheGeometry(64));
+  ASSERT_TRUE(c16.ok() && c64.ok());
+  ASSERT_TRUE((*fast)
+                  ->Forward(toks.data(), pos.data(), n, **c16, Logits::kAll, short_ctx.data(), true)
+                  .ok());
+  ASSERT_TRUE((*fast)
+                  ->Forward(toks.data(), pos.data(), n, **c64, Logits::kAll, long_ctx.data(), true)
+                  .ok());
+  (*ref)->SetContext(16);
+  auto want = (*ref)->Forward(toks.data(), pos.data(), n);
+  ASSERT_TRUE(want.ok()) << want.message();
+  const double scale = std::max(1.0, MaxAbs(*want));
+  double differ = 0;
+  for (size_t j = 0; j < short_ctx.size(); ++j) {
+    ASSERT_NEAR(short_ctx[j], (*want)[j], 1e-3 * scale) << "short factors, logit " << j;
+    differ = std::max(differ, double(std::abs(short_ctx[j] - long_ctx[j])));
+  }
+  EXPECT_GT(differ, 1e-2 * scale);  // the two factor sets give different models
   std::filesystem::remove(path);
 }
 

@@ -15,6 +15,16 @@
 #            post norms, GELU, sqrt(d) embedding scale, RoPE bases 1e6 global / 1e4 local),
 #            6 layers = 5 sliding-window + 1 global; the window is 32 tokens here (the real
 #            model's is 512) so that the 96-token run crosses it and the mask matters
+#   phi4p    Phi-4-mini's attention (phi3: d_model 3072, 24 query / 8 KV heads of 128,
+#            partial rotary: 96 of the 128 dimensions turn), 1 layer
+#   phi3long Phi-3-mini-128K's LongRoPE (rope_factors_long / _short, attn_factor, original
+#            context 32 here so that the 96-token context takes the long factors), 1 layer
+#   mistral  Mistral-7B's layers (llama: d_model 4096, 32 query / 8 KV heads of 128), 2 layers,
+#            declaring Mistral 7B v0.1's 4096-token llama.attention.sliding_window: hqekv
+#            holds every layer in a window ring. llama.cpp does not read that key for the
+#            llama architecture, so this compares the runs inside the window only (a run
+#            past the window would compare a masked model with an unmasked one; the mask
+#            itself is checked against the reference forward in tests/model)
 # (d_ff 1024 and a 512-token synthetic vocabulary keep the files small). For
 # each file llama.cpp continues a 32-token prompt greedily for 64 tokens
 # (tests/peers/llamacpp_greedy.mjs) and hqekv is teacher-forced on llama.cpp's
@@ -48,7 +58,10 @@ declare -A SHAPE=(
   [qwen3]="--arch qwen3 --layers 2 --dim 1024 --heads 16 --kv-heads 8"
   [phi3]="--arch phi3 --layers 1 --dim 3072 --heads 32 --kv-heads 32 --name synthetic-mini"
   [gemma2]="--arch gemma2 --layers 4 --dim 2304 --heads 8 --kv-heads 4 --head-dim 256 --window 32"
-  [gemma3]="--arch gemma3 --layers 6 --dim 1152 --heads 4 --kv-heads 1 --head-dim 256 --window 32 --rope-theta 1000000")
+  [gemma3]="--arch gemma3 --layers 6 --dim 1152 --heads 4 --kv-heads 1 --head-dim 256 --window 32 --rope-theta 1000000"
+  [phi4p]="--arch phi3 --layers 1 --dim 3072 --heads 24 --kv-heads 8 --rope-dim 96 --name synthetic-mini"
+  [phi3long]="--arch phi3 --layers 1 --dim 3072 --heads 32 --kv-heads 32 --longrope --rope-orig-ctx 32 --name synthetic-mini"
+  [mistral]="--arch llama --layers 2 --dim 4096 --heads 32 --kv-heads 8 --window 4096")
 # 256-value super-blocks (K types, IQ4_XS) need d_model % 256 == 0: not Qwen2.5's 896.
 declare -A TYPES=(
   [llama1b]="F16 Q8_0 Q4_K Q6_K"
@@ -56,9 +69,12 @@ declare -A TYPES=(
   [qwen3]="F16 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS Q4_0"
   [phi3]="F16 Q4_0"
   [gemma2]="F16 Q4_K"
-  [gemma3]="F16 Q8_0 Q4_0")
+  [gemma3]="F16 Q8_0 Q4_0"
+  [phi4p]="F16"
+  [phi3long]="F16"
+  [mistral]="F16 Q4_K")
 JOBS=()
-for shape in ${PEERS_SHAPES:-llama1b qwen25 qwen3 phi3 gemma2 gemma3}; do
+for shape in ${PEERS_SHAPES:-llama1b qwen25 qwen3 phi3 phi4p phi3long gemma2 gemma3 mistral}; do
   for type in ${TYPES[$shape]}; do
     m=$WORK/$shape-$type.gguf
     # shellcheck disable=SC2086
