@@ -80,6 +80,7 @@ inline std::vector<Format> AllFormats() {
     fs.push_back(Normal(b, Grouping::kPerToken, 8));
     fs.push_back(Normal(b, Grouping::kPerChannel));
   }
+  fs.push_back(*ParseFormat("iq4_nl"));  // D a multiple of 32: the tests skip D = 8
   return fs;
 }
 
@@ -91,7 +92,7 @@ inline bool TakesD(const Format& f, int D) {
 }
 
 // The error bounds of the kinds with one symmetric fp16 scale s per run of
-// consecutive values (int8, fp8): the generic tests' only per-kind
+// consecutive values (int8, fp8, iq4_nl): the generic tests' only per-kind
 // numbers, kept beside the list above so a new kind adds its case here.
 struct SymmetricBounds {
   // Round trip (tests/quant/roundtrip_test.cc): |x - x^| <= x_rel |x| + s_rel s.
@@ -111,6 +112,14 @@ inline SymmetricBounds SymmetricBoundsOf(const Format& f, int T, int D) {
       return {.x_rel = 0x1p-4f, .s_rel = 0x1p-10f, .const_rel = 0x1p-4f, .run = chunk};
     case Kind::kFp8E5M2:  // 2 mantissa bits; the subnormal step is s * 2^-16
       return {.x_rel = 0x1p-3f, .s_rel = 0x1p-17f, .const_rel = 0x1p-3f, .run = chunk};
+    case Kind::kIq4Nl:
+      // Half the widest gap of the grid (113 - 89 = 24) times |d|, plus the
+      // refit's move of the ends (|d| is refitted from max / -127): max
+      // |x - x^| / |d| = 16.05 over 20,000 Gaussian blocks (a third with an 8x
+      // outlier, a fifth offset), computed in Python. A constant reconstructs
+      // as -127 * fp16(-c / 127): fp16 rounding of a scale that can be
+      // subnormal (step 2^-24, times 127 / 2).
+      return {.s_rel = 20.0f, .const_abs = 127.0f * 0x1p-25f, .run = 32};
     default:
       return {};
   }
