@@ -53,41 +53,39 @@ HWY_INLINE VF Iq4NlValues(const uint8_t* blk, int j0, const float* lut) {
   return hn::GatherIndex(DF(), lut, BlockCodes<4>(DI(), blk, 0, j0));
 }
 
+// fn(b, i, x) for the blocks k0 + b in [k0, k1) and their vectors x of the
+// N values i.. (i = 0, N, .. 32 - N), in that order.
+template <class Fn>
+HWY_INLINE void Iq4NlVectors(const uint8_t* codes, const uint8_t* meta, size_t k0, size_t k1,
+                             const Fn& fn) {
+  const int N = static_cast<int>(hn::Lanes(DF()));
+  HWY_ALIGN float lut[16];
+  for (size_t k = k0; k < k1; ++k) {
+    Iq4NlBlockTable(meta, k, lut);
+    const uint8_t* blk = codes + k * kIq4NlCodeBytes;
+    for (int i = 0; i < kBlockValues; i += N) fn(k - k0, i, Iq4NlValues(blk, i, lut));
+  }
+}
+
 bool DequantizeIq4NlImpl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
                          float* dst) {
   const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
-  if (N < 4) return false;
-  const size_t nb = NumCodes(T, D) / kBlockValues;
-  HWY_ALIGN float lut[16];
-  for (size_t k = 0; k < nb; ++k) {
-    Iq4NlBlockTable(meta, k, lut);
-    const uint8_t* blk = codes + k * kIq4NlCodeBytes;
-    for (int i = 0; i < kBlockValues; i += N) {
-      hn::StoreU(Iq4NlValues(blk, i, lut), df, dst + k * kBlockValues + i);
-    }
-  }
+  if (hn::Lanes(df) < 4) return false;
+  Iq4NlVectors(codes, meta, 0, NumCodes(T, D) / kBlockValues,
+               [&](size_t k, int i, VF x) { hn::StoreU(x, df, dst + k * kBlockValues + i); });
   return true;
 }
 
 bool DotIq4NlImpl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
                   const float* q, float* scores) {
   const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
-  if (N < 4) return false;
-  const int per_row = D / kBlockValues;
-  HWY_ALIGN float lut[16];
+  if (hn::Lanes(df) < 4) return false;
+  const size_t per_row = static_cast<size_t>(D) / kBlockValues;
   for (int t = 0; t < T; ++t) {
     VF acc = hn::Zero(df);
-    for (int b = 0; b < per_row; ++b) {
-      const size_t k = static_cast<size_t>(t) * per_row + b;
-      Iq4NlBlockTable(meta, k, lut);
-      const uint8_t* blk = codes + k * kIq4NlCodeBytes;
-      const float* qb = q + b * kBlockValues;
-      for (int i = 0; i < kBlockValues; i += N) {
-        acc = hn::MulAdd(Iq4NlValues(blk, i, lut), hn::LoadU(df, qb + i), acc);
-      }
-    }
+    Iq4NlVectors(codes, meta, t * per_row, (t + 1) * per_row, [&](size_t b, int i, VF x) {
+      acc = hn::MulAdd(x, hn::LoadU(df, q + b * kBlockValues + i), acc);
+    });
     scores[t] = Sum(df, acc);
   }
   return true;
@@ -96,21 +94,14 @@ bool DotIq4NlImpl(const Format&, const uint8_t* codes, const uint8_t* meta, int 
 bool AxpyIq4NlImpl(const Format&, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* w, float* acc) {
   const DF df;
-  const int N = static_cast<int>(hn::Lanes(df));
-  if (N < 4) return false;
-  const int per_row = D / kBlockValues;
-  HWY_ALIGN float lut[16];
+  if (hn::Lanes(df) < 4) return false;
+  const size_t per_row = static_cast<size_t>(D) / kBlockValues;
   for (int t = 0; t < T; ++t) {
     const VF wt = hn::Set(df, w[t]);
-    for (int b = 0; b < per_row; ++b) {
-      const size_t k = static_cast<size_t>(t) * per_row + b;
-      Iq4NlBlockTable(meta, k, lut);
-      const uint8_t* blk = codes + k * kIq4NlCodeBytes;
-      float* ab = acc + b * kBlockValues;
-      for (int i = 0; i < kBlockValues; i += N) {
-        hn::StoreU(hn::MulAdd(Iq4NlValues(blk, i, lut), wt, hn::LoadU(df, ab + i)), df, ab + i);
-      }
-    }
+    Iq4NlVectors(codes, meta, t * per_row, (t + 1) * per_row, [&](size_t b, int i, VF x) {
+      float* a = acc + b * kBlockValues + i;
+      hn::StoreU(hn::MulAdd(x, wt, hn::LoadU(df, a)), df, a);
+    });
   }
   return true;
 }
