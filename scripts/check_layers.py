@@ -19,7 +19,11 @@ and line:
   4. tests/<m>/ includes only modules reachable from the libraries that
      `hqekv_test_module(<m> LIBS...)` in tests/CMakeLists.txt links;
   5. docs/CONTRIBUTING.md holds the current drawing of the graph between the markers
-     <!-- layers:begin --> and <!-- layers:end --> (`--write-readme` rewrites it).
+     <!-- layers:begin --> and <!-- layers:end --> (`--write-readme` rewrites it);
+  6. the newest KV format (the last quant::Kind before kCount, e.g. kIq4Nl "iq4_nl") is named
+     only in its own files (quant/<name>*, tests/quant/<name>*) and in the shared files that
+     docs/CONTRIBUTING.md's "add a KV format" checklist lists between <!-- format-files:begin -->
+     and <!-- format-files:end --> (so the checklist says what a new format really touches).
 
 Usage: scripts/check_layers.py [--root DIR] [--write-readme] [--print]
 Exit status 0 when every rule holds, 1 otherwise (each violation on stderr).
@@ -33,6 +37,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/[^"]+"')
 MODULE = re.compile(r'hqekv_module\(\s*(\w+)((?:\s+DEPS)?[^)]*)\)', re.S)
 CLI_LINK = re.compile(r'target_link_libraries\(\s*hqekv\s+PRIVATE([^)]*)\)', re.S)
 BEGIN, END = '<!-- layers:begin -->', '<!-- layers:end -->'
+FORMAT_BEGIN, FORMAT_END = '<!-- format-files:begin -->', '<!-- format-files:end -->'
 
 
 def declared_graph(root):
@@ -143,6 +148,57 @@ def drawing(graph):
     return '\n'.join(lines)
 
 
+def newest_format(root):
+    """(enumerator, spec name) of the last quant::Kind before kCount, or None."""
+    fmt = open(os.path.join(root, 'src', 'quant', 'format.h')).read()
+    body = re.search(r'enum class Kind[^{]*\{(.*?)\};', fmt, re.S)
+    if not body:
+        return None
+    kinds = re.findall(r'^\s*(k\w+)\s*[,=]', re.sub(r'//[^\n]*', '', body.group(1)), re.M)
+    if len(kinds) < 2 or kinds[-1] != 'kCount':
+        return None
+    kind = kinds[-2]
+    table = open(os.path.join(root, 'src', 'quant', 'format_traits.cc')).read()
+    m = re.search(r'\.kind\s*=\s*Kind::' + kind + r'\s*,\s*\.name\s*=\s*"([^"]+)"', table)
+    return (kind, m.group(1)) if m else None
+
+
+def format_checklist_errors(root):
+    """Rule 6: the newest format's footprint is its own files plus the listed shared ones."""
+    readme = os.path.join(root, 'docs', 'CONTRIBUTING.md')
+    text = open(readme).read() if os.path.exists(readme) else ''
+    if FORMAT_BEGIN not in text or FORMAT_END not in text:
+        return [f'docs/CONTRIBUTING.md: no {FORMAT_BEGIN} ... {FORMAT_END} block listing the '
+                'files a new KV format edits']
+    block = text[text.index(FORMAT_BEGIN):text.index(FORMAT_END)]
+    listed = set(re.findall(r'`((?:src|tests|bench)/[^`]+)`', block))
+    newest = newest_format(root)
+    if newest is None:
+        return ['src/quant/format.h / format_traits.cc: cannot find the newest quant::Kind and '
+                'its row (rule 6 of scripts/check_layers.py)']
+    kind, name = newest
+    word = re.compile(r'\b' + kind + r'\b|"' + re.escape(name) + r'"|quant/' + re.escape(name)
+                      + r'[._]')
+    errors = []
+    for top in ('src', 'tests', 'bench'):
+        for path in sources(os.path.join(root, top)):
+            rel = os.path.relpath(path, root)
+            base = os.path.basename(rel)
+            if base.startswith(name + '.') or base.startswith(name + '_'):
+                continue  # its own files
+            if rel in listed:
+                continue
+            with open(path, errors='replace') as f:
+                for no, line in enumerate(f, 1):
+                    if word.search(line):
+                        errors.append(f'{rel}:{no}: names the newest KV format {kind} ("{name}") '
+                                      'but docs/CONTRIBUTING.md\'s format checklist does not list '
+                                      'this file: list it (a new format edits it too) or move the '
+                                      'use into the format\'s own files')
+                        break
+    return errors
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--root', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
@@ -223,6 +279,8 @@ def main():
                                   'scripts/check_layers.py --write-readme')
         else:
             errors.append(f'docs/CONTRIBUTING.md: no {BEGIN} ... {END} block for the layer drawing')
+
+    errors += format_checklist_errors(root)
 
     if args.print and not cycle:
         print(drawing(graph))

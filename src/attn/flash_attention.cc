@@ -29,14 +29,14 @@
 // The kernels of one Highway target: one export and one dispatch for the file.
 #ifndef HQEKV_ATTN_FLASH_TABLE_DEFINED_
 #define HQEKV_ATTN_FLASH_TABLE_DEFINED_
-namespace hqekv::quant {
+namespace hqekv::attn {
 struct FlashTable {
   int (*rows_block)();
   void (*attend_rows)(const KvTiles& kv, const float* q, size_t q_stride, int R,
                       const int64_t* visible, float* out, size_t out_stride,
                       const ColumnSums& cols);
 };
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 #endif
 
 #include "quant/simd_targets.h"
@@ -51,7 +51,7 @@ struct FlashTable {
 #include "attn/flash_attention.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace hqekv::quant {
+namespace hqekv::attn {
 namespace HWY_NAMESPACE {
 namespace {
 
@@ -327,11 +327,11 @@ const FlashTable* FlashTableForTarget() {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace hqekv::quant {
+namespace hqekv::attn {
 
 HWY_EXPORT(FlashTableForTarget);
 
@@ -347,5 +347,5 @@ void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const
   Flash().attend_rows(kv, q, q_stride, R, visible, out, out_stride, cols);
 }
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 #endif  // HWY_ONCE

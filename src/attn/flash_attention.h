@@ -44,7 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace hqekv::quant {
+namespace hqekv::attn {
 
 enum class KvRowType { kF32, kF16 };
 
@@ -81,4 +81,4 @@ void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const
                 float* out, size_t out_stride, const ColumnSums& cols = {});
 }  // namespace ref
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -7,7 +7,7 @@
 #include "core/half.h"
 #include "attn/flash_attention.h"
 
-namespace hqekv::quant::ref {
+namespace hqekv::attn::ref {
 namespace {
 
 // Value d of token t's K (or V) row.
@@ -48,4 +48,4 @@ void AttendRows(const KvTiles& kv, const float* q, size_t q_stride, int R, const
   }
 }
 
-}  // namespace hqekv::quant::ref
+}  // namespace hqekv::attn::ref

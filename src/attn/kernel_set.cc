@@ -32,50 +32,47 @@ bool FromAheadInPieces(const ChunkRef& c, attn::PrefetchLines* ahead, const Kern
 // ---- K scores: one function per candidate, each followed by the fallback.
 
 void DotFp32(const ChunkRef& c, const float* q, int group, float* scores, size_t ss) {
-  quant::DotChunkMulti(c.format, c.codes, c.meta, c.T, c.D, q, c.D, group, scores, ss);
+  DotChunkMulti(c.format, c.codes, c.meta, c.T, c.D, q, c.D, group, scores, ss);
 }
 
 bool TryInt16Query(const ChunkRef& c, const float* q, int group, float* scores, size_t ss) {
-  return quant::DotChunkMultiInt16Query(c.format, c.codes, c.meta, c.T, c.D, q, c.D, group, scores,
-                                        ss);
+  return DotChunkMultiInt16Query(c.format, c.codes, c.meta, c.T, c.D, q, c.D, group, scores, ss);
 }
 bool TryInt8Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
                  PreparedQuery& pq, attn::PrefetchLines* ahead) {
   const int D = c.D;
-  return quant::Int16QueryRowsApply(c.format, c.T, D) &&
+  return Int16QueryRowsApply(c.format, c.T, D) &&
          pq.i8.Score(
-             q, [&](quant::Int16Query* r) { return quant::PrepareInt16Query(q, D, group, D, r); },
-             [&](const quant::Int16Query& r) {
-               return quant::DotRowsInt16Prepared(c.format, c.codes, c.meta, c.T, r, scores, ss,
-                                                  ahead);
+             q, [&](Int16Query* r) { return PrepareInt16Query(q, D, group, D, r); },
+             [&](const Int16Query& r) {
+               return DotRowsInt16Prepared(c.format, c.codes, c.meta, c.T, r, scores, ss, ahead);
              });
 }
 bool TryQ8_0Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
                  PreparedQuery& pq, attn::PrefetchLines* ahead) {
   const int D = c.D;
-  return quant::Q8_0QueryRowsApply(c.format, c.T, D) &&
+  return Q8_0QueryRowsApply(c.format, c.T, D) &&
          pq.q8.Score(
-             q, [&](quant::Q8_0Query* r) { return quant::PrepareQ8_0Query(q, D, group, D, r); },
-             [&](const quant::Q8_0Query& r) {
-               return quant::DotRowsQ8_0Prepared(c.format, c.codes, c.meta, c.T, r, scores, ss,
-                                                 ahead);
+             q, [&](Q8_0Query* r) { return PrepareQ8_0Query(q, D, group, D, r); },
+             [&](const Q8_0Query& r) {
+               return DotRowsQ8_0Prepared(c.format, c.codes, c.meta, c.T, r, scores, ss, ahead);
              });
 }
-// The caller has checked quant::Bf16RowsPreferred().
+// The caller has checked Bf16RowsPreferred().
 bool TryBf16Rows(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
                  PreparedQuery& pq) {
   const int D = c.D;
-  return quant::Bf16QueryRowsApply(c.format, c.T, D) &&
+  return Bf16QueryRowsApply(c.format, c.T, D) &&
          pq.bf16.Score(
-             q, [&](quant::Bf16Query* r) { return quant::PrepareBf16Query(q, D, group, D, r); },
-             [&](const quant::Bf16Query& r) {
-               return quant::DotRowsBf16Prepared(c.format, c.codes, c.meta, c.T, r, scores, ss);
+             q, [&](Bf16Query* r) { return PrepareBf16Query(q, D, group, D, r); },
+             [&](const Bf16Query& r) {
+               return DotRowsBf16Prepared(c.format, c.codes, c.meta, c.T, r, scores, ss);
              });
 }
 bool TryF16PiecesDot(const ChunkRef& c, const float* q, int group, float* scores, size_t ss,
                      attn::PrefetchLines* ahead) {
   return FromAheadInPieces(c, ahead, [&](const uint8_t* rows, int t0, int len) {
-    quant::DotChunkMulti(c.format, rows, nullptr, len, c.D, q, c.D, group, scores + t0, ss);
+    DotChunkMulti(c.format, rows, nullptr, len, c.D, q, c.D, group, scores + t0, ss);
   });
 }
 
@@ -111,12 +108,12 @@ void DotKLadderRounded(const ChunkRef& c, const float* q, int group, float* scor
 // ---- V sums.
 
 void AxpyFp32(const ChunkRef& c, const float* w, size_t ws, int group, float* acc) {
-  quant::AxpyChunkMulti(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D);
+  AxpyChunkMulti(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D);
 }
 bool TryF16PiecesAxpy(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
                       attn::PrefetchLines* ahead) {
   return FromAheadInPieces(c, ahead, [&](const uint8_t* rows, int t0, int len) {
-    quant::AxpyChunkMulti(c.format, rows, nullptr, len, c.D, w + t0, ws, group, acc, c.D);
+    AxpyChunkMulti(c.format, rows, nullptr, len, c.D, w + t0, ws, group, acc, c.D);
   });
 }
 
@@ -126,28 +123,26 @@ void AxpyVFp32(const ChunkRef& c, const float* w, size_t ws, int group, float* a
 }
 void AxpyVInt16Weights(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
                        attn::PrefetchLines*) {
-  if (!quant::AxpyChunkMultiInt16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc,
-                                         c.D)) {
+  if (!AxpyChunkMultiInt16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
 void AxpyVInt8Rows(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
                    attn::PrefetchLines* ahead) {
-  if (!quant::AxpyRowsInt16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D,
-                                   ahead)) {
+  if (!AxpyRowsInt16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D, ahead)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
 void AxpyVQ8_0Rows(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
                    attn::PrefetchLines* ahead) {
-  if (!quant::AxpyRowsQ8_0Int16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D,
-                                       ahead)) {
+  if (!AxpyRowsQ8_0Int16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D,
+                                ahead)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
 void AxpyVBf16Rows(const ChunkRef& c, const float* w, size_t ws, int group, float* acc,
                    attn::PrefetchLines*) {
-  if (!quant::AxpyRowsBf16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D)) {
+  if (!AxpyRowsBf16Weights(c.format, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D)) {
     AxpyFp32(c, w, ws, group, acc);
   }
 }
@@ -188,7 +183,7 @@ void LadderDotK(const ChunkRef& c, const float* q, int group, float* scores, siz
   if (TryInt16Query(c, q, group, scores, ss)) return;
   if (TryInt8Rows(c, q, group, scores, ss, pq, ahead)) return;
   if (TryQ8_0Rows(c, q, group, scores, ss, pq, ahead)) return;
-  if (quant::Bf16RowsPreferred() && TryBf16Rows(c, q, group, scores, ss, pq)) return;
+  if (Bf16RowsPreferred() && TryBf16Rows(c, q, group, scores, ss, pq)) return;
   if (TryF16PiecesDot(c, q, group, scores, ss, ahead)) return;
   DotFp32(c, q, group, scores, ss);
 }
@@ -197,12 +192,11 @@ void LadderAxpyV(const ChunkRef& c, const float* w, size_t ws, int group, float*
                  bool rounded_weights, attn::PrefetchLines* ahead) {
   const quant::Format& f = c.format;
   if (rounded_weights &&
-      (quant::AxpyChunkMultiInt16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D) ||
-       quant::AxpyRowsInt16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D, ahead) ||
-       quant::AxpyRowsQ8_0Int16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D,
-                                       ahead) ||
-       (quant::Bf16RowsPreferred() &&
-        quant::AxpyRowsBf16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D)))) {
+      (AxpyChunkMultiInt16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D) ||
+       AxpyRowsInt16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D, ahead) ||
+       AxpyRowsQ8_0Int16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D, ahead) ||
+       (Bf16RowsPreferred() &&
+        AxpyRowsBf16Weights(f, c.codes, c.meta, c.T, c.D, w, ws, group, acc, c.D)))) {
     return;
   }
   if (TryF16PiecesAxpy(c, w, ws, group, acc, ahead)) return;
@@ -213,17 +207,17 @@ ChunkKernels SelectKernels(const quant::Format& f, int D, const KernelOptions& o
   ChunkKernels k;
   k.takes_lines = KernelTakesLines(f);
   const bool f16 = f.kind == quant::Kind::kF16;  // candidate 5: fp16 pieces
-  const bool bf16 = quant::Bf16RowsPreferred();
+  const bool bf16 = Bf16RowsPreferred();
 
   // K: the candidates that can apply at this D, in ladder order.
   if (!o.rounded_query) {
     k.dot_k = DotKFp32;
     k.dot_path = DotPath::kFp32;
   } else {
-    const bool c1 = ForSomeT([&](int T) { return quant::Int16QueryApplies(f, T, D); });
-    const bool c2 = ForSomeT([&](int T) { return quant::Int16QueryRowsApply(f, T, D); });
-    const bool c3 = ForSomeT([&](int T) { return quant::Q8_0QueryRowsApply(f, T, D); });
-    const bool c4 = bf16 && ForSomeT([&](int T) { return quant::Bf16QueryRowsApply(f, T, D); });
+    const bool c1 = ForSomeT([&](int T) { return Int16QueryApplies(f, T, D); });
+    const bool c2 = ForSomeT([&](int T) { return Int16QueryRowsApply(f, T, D); });
+    const bool c3 = ForSomeT([&](int T) { return Q8_0QueryRowsApply(f, T, D); });
+    const bool c4 = bf16 && ForSomeT([&](int T) { return Bf16QueryRowsApply(f, T, D); });
     const int n = c1 + c2 + c3 + c4 + f16;
     if (n > 1) {
       k.dot_k = DotKLadderRounded;
@@ -252,10 +246,10 @@ ChunkKernels SelectKernels(const quant::Format& f, int D, const KernelOptions& o
   // V: the rounded candidates only when asked for; fp16 pieces either way.
   bool v1 = false, v2 = false, v3 = false, v4 = false;
   if (o.rounded_weights) {
-    v1 = ForSomeT([&](int T) { return quant::Int16WeightsApply(f, T, D); });
-    v2 = ForSomeT([&](int T) { return quant::Int16WeightsRowsApply(f, T, D); });
-    v3 = ForSomeT([&](int T) { return quant::Q8_0WeightsRowsApply(f, T, D); });
-    v4 = bf16 && ForSomeT([&](int T) { return quant::Bf16WeightsRowsApply(f, T, D); });
+    v1 = ForSomeT([&](int T) { return Int16WeightsApply(f, T, D); });
+    v2 = ForSomeT([&](int T) { return Int16WeightsRowsApply(f, T, D); });
+    v3 = ForSomeT([&](int T) { return Q8_0WeightsRowsApply(f, T, D); });
+    v4 = bf16 && ForSomeT([&](int T) { return Bf16WeightsRowsApply(f, T, D); });
   }
   const int n = v1 + v2 + v3 + v4 + f16;
   if (n > 1) {

@@ -8,21 +8,21 @@
 // the results are the same bits):
 //   K scores, rounded query (decode steps):
 //     1. int16 query over per-channel integer levels (KIVI / HqeKV K tiers):
-//        quant::DotChunkMultiInt16Query;
+//        DotChunkMultiInt16Query;
 //     2. int8 rows, int16 query prepared once per query and KV head:
-//        quant::DotRowsInt16Prepared;
-//     3. q8_0 rows, the same for llama.cpp's blocks: quant::DotRowsQ8_0Prepared;
+//        DotRowsInt16Prepared;
+//     3. q8_0 rows, the same for llama.cpp's blocks: DotRowsQ8_0Prepared;
 //     4. fp8 rows, bf16 query, where this CPU prefers them
-//        (quant::Bf16RowsPreferred): quant::DotRowsBf16Prepared;
+//        (Bf16RowsPreferred): DotRowsBf16Prepared;
 //     5. fp16 rows a piece at a time, each piece after its share of a later
 //        chunk's line prefetches (KernelTakesLines);
-//     6. quant::DotChunkMulti (fp32 query; every format).
+//     6. DotChunkMulti (fp32 query; every format).
 //   K scores, fp32 query: 6 only.
 //   V sums, rounded weights: int16 weights over per-token integer levels
-//   (quant::AxpyChunkMultiInt16Weights), int8 rows (AxpyRowsInt16Weights),
+//   (AxpyChunkMultiInt16Weights), int8 rows (AxpyRowsInt16Weights),
 //   q8_0 rows (AxpyRowsQ8_0Int16Weights), fp8 rows where preferred
 //   (AxpyRowsBf16Weights); then, rounded or not, fp16 pieces and
-//   quant::AxpyChunkMulti.
+//   AxpyChunkMulti.
 // Each candidate 1-5 applies to one kind only (and shapes of it: T, D), so a
 // format has at most one of them besides the fallback: the selection keeps
 // the one whose shape test passes for some T in [1, 64] at this D (a kernel
@@ -78,9 +78,9 @@ struct PreparedRows {
 // The prepared rows of each row kernel: fp8 (bf16), q8_0 (int16) and int8
 // (int16). Forget() when the query rows change.
 struct PreparedQuery {
-  PreparedRows<quant::Bf16Query> bf16;
-  PreparedRows<quant::Q8_0Query> q8;
-  PreparedRows<quant::Int16Query> i8;
+  PreparedRows<Bf16Query> bf16;
+  PreparedRows<Q8_0Query> q8;
+  PreparedRows<Int16Query> i8;
   void Forget() { bf16.src = q8.src = i8.src = nullptr; }
 };
 
@@ -94,7 +94,7 @@ using AxpyVFn = void (*)(const ChunkRef& c, const float* w, size_t ws, int group
 
 // Which candidate a set runs first (then the fallback).
 enum class DotPath : uint8_t {
-  kFp32,        // quant::DotChunkMulti only
+  kFp32,        // DotChunkMulti only
   kInt16Query,  // 1
   kInt8Rows,    // 2
   kQ8_0Rows,    // 3

@@ -27,7 +27,8 @@
 // The kernels of one Highway target: one export and one dispatch for the file.
 #ifndef HQEKV_ATTN_MULTI_QUERY_TABLE_DEFINED_
 #define HQEKV_ATTN_MULTI_QUERY_TABLE_DEFINED_
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 struct MultiQueryTable {
   bool (*dot_multi)(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* q, size_t qs, int m, float* scores, size_t ss);
@@ -36,7 +37,7 @@ struct MultiQueryTable {
   bool (*softmax_row)(float* x, int n, float* max_out, float* sum_out, bool normalize);
   bool (*accumulate_f16)(uint16_t* sums, const float* w, float scale, int n);
 };
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 #endif
 
 #include "quant/simd_targets.h"
@@ -53,8 +54,10 @@ struct MultiQueryTable {
 #include "quant/simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace HWY_NAMESPACE {
+using namespace ::hqekv::quant::HWY_NAMESPACE;
 namespace {  // kernels private to this file (shared helpers, hn: quant/simd-inl.h)
 
 constexpr int kHeads = 4;  // query rows per pass
@@ -76,15 +79,17 @@ using Lv = Levels<DF>;
 
 }  // namespace
 }  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 HWY_AFTER_NAMESPACE();
 
 #include "attn/multi_query_wide-inl.h"
 #include "attn/multi_query_rows-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace HWY_NAMESPACE {
+using namespace ::hqekv::quant::HWY_NAMESPACE;
 namespace {
 
 bool PerChannelMulti(const Format& f, int T, int D, int N) {
@@ -547,12 +552,13 @@ const MultiQueryTable* MultiQueryTableForTarget() {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 // Public entry points (attn/multi_query.h).
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 HWY_EXPORT(MultiQueryTableForTarget);
 
 namespace {
@@ -618,5 +624,5 @@ bool SoftmaxRowUnnormalized(float* x, int n, float* sum) {
   return MultiQuery().softmax_row(x, n, nullptr, sum, false);
 }
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 #endif  // HWY_ONCE

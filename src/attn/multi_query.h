@@ -35,16 +35,16 @@
 
 #include "quant/format.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
 
 // scores[h * s_stride + t] = sum_d q[h * q_stride + d] * x̂[t][d],
 // for h in [0, m), t in [0, T). Precondition: Validate(f, T, D).ok(), m >= 0.
-void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+void DotChunkMulti(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
 
 // acc[h * a_stride + d] += sum_t w[h * w_stride + t] * x̂[t][d],
 // for h in [0, m), d in [0, D). Precondition as above.
-void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+void AxpyChunkMulti(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 
 // Int16-query scores (decode attention over KIVI / HqeKV K chunks): for
@@ -63,9 +63,9 @@ void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, 
 // differ only in the order of the fp32 offset sum sum_d q·b (tolerance: 1e-6
 // of sum_d |q·b| plus 1e-6 of |sq·sum|). Against DotChunkMulti (fp32 query) the
 // scores move by at most sq/2 · sum_d code[d][t] (the query's rounding).
-bool Int16QueryApplies(const Format& f, int T, int D);
-bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                             int D, const float* q, size_t q_stride, int m, float* scores,
+bool Int16QueryApplies(const quant::Format& f, int T, int D);
+bool DotChunkMultiInt16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta,
+                             int T, int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride);
 
 // Int16-weight value accumulation (decode attention over KIVI / HqeKV V
@@ -87,9 +87,9 @@ bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_
 // double); they differ only in the order of the fp32 offset sum (tolerance
 // 1e-6 of sum_t |w·b| plus 1e-6 of |su·sum|). Against AxpyChunkMulti (fp32
 // weights) each accumulator moves by at most su/2 · sum_t code[t][d].
-bool Int16WeightsApply(const Format& f, int T, int D);
-bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                                int D, const float* w, size_t w_stride, int m, float* acc,
+bool Int16WeightsApply(const quant::Format& f, int T, int D);
+bool AxpyChunkMultiInt16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta,
+                                int T, int D, const float* w, size_t w_stride, int m, float* acc,
                                 size_t a_stride);
 
 // Softmax of one row of n fp32 scores in place: entries equal to -inf are
@@ -121,26 +121,26 @@ void AccumulateF16(uint16_t* sums, const float* w, float scale, int n);
 namespace ref {
 // Oracles: the single-query scalar reference (quant::ref::DotChunk /
 // AxpyChunk), called once per row.
-void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+void DotChunkMulti(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
-void AxpyChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
+void AxpyChunkMulti(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                     const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
 // The int16-query math of DotChunkMultiInt16Query (scalar; offset summed in
 // double). False, writing nothing, when !Int16QueryApplies or a qa is not
 // finite.
-bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                             int D, const float* q, size_t q_stride, int m, float* scores,
+bool DotChunkMultiInt16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta,
+                             int T, int D, const float* q, size_t q_stride, int m, float* scores,
                              size_t s_stride);
 // The int16-weight math of AxpyChunkMultiInt16Weights (scalar; offset
 // summed in double). False, writing nothing, when !Int16WeightsApply or a u
 // is not finite.
-bool AxpyChunkMultiInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                                int D, const float* w, size_t w_stride, int m, float* acc,
+bool AxpyChunkMultiInt16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta,
+                                int T, int D, const float* w, size_t w_stride, int m, float* acc,
                                 size_t a_stride);
-// std::exp softmax with the same masking contract as quant::SoftmaxRow.
+// std::exp softmax with the same masking contract as attn::SoftmaxRow.
 bool SoftmaxRow(float* x, int n);
-// The scalar loop of quant::AccumulateF16.
+// The scalar loop of attn::AccumulateF16.
 void AccumulateF16(uint16_t* sums, const float* w, float scale, int n);
 }  // namespace ref
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -43,7 +43,8 @@
 
 #if HQEKV_SINGLE_ISA
 HQEKV_SINGLE_ISA_BEGIN(",avx512vnni")
-namespace hqekv::quant::q16 {
+namespace hqekv::attn::q16 {
+using namespace ::hqekv::quant;
 namespace {
 using HWY_NAMESPACE::WithRowBlock;
 
@@ -674,11 +675,12 @@ bool AxpyInt16WeightsImpl(const Format& f, const uint8_t* codes, const uint8_t* 
   }
 }
 
-}  // namespace hqekv::quant::q16
+}  // namespace hqekv::attn::q16
 HQEKV_SINGLE_ISA_END
 #endif  // HQEKV_SINGLE_ISA
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 // The kernels when this CPU runs them, else nullptr.
 struct Q16Kernels {
@@ -737,4 +739,4 @@ bool DotChunkMultiInt16Query(const Format& f, const uint8_t* codes, const uint8_
   return k != nullptr && k->dot_int16_query(f, codes, meta, T, D, q, q_stride, m, scores, s_stride);
 }
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -10,7 +10,8 @@
 #include "quant/internal.h"
 #include "attn/multi_query.h"
 
-namespace hqekv::quant::ref {
+namespace hqekv::attn::ref {
+using namespace ::hqekv::quant;
 
 void DotChunkMulti(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
                    const float* q, size_t q_stride, int m, float* scores, size_t s_stride) {
@@ -155,4 +156,4 @@ void AccumulateF16(uint16_t* sums, const float* w, float scale, int n) {
   for (int j = 0; j < n; ++j) sums[j] = F32ToF16(F16ToF32(sums[j]) + scale * w[j]);
 }
 
-}  // namespace hqekv::quant::ref
+}  // namespace hqekv::attn::ref

@@ -28,7 +28,8 @@
 
 #if HQEKV_SINGLE_ISA
 HQEKV_SINGLE_ISA_BEGIN(",avx512vbmi,avx512bf16")
-namespace hqekv::quant::rows_bf16 {
+namespace hqekv::attn::rows_bf16 {
+using namespace ::hqekv::quant;
 namespace {
 
 constexpr int kMaxD = 512;
@@ -328,11 +329,12 @@ bool AxpyRowsBf16Impl(const Format& f, const uint8_t* codes, const uint8_t* meta
   return true;
 }
 
-}  // namespace hqekv::quant::rows_bf16
+}  // namespace hqekv::attn::rows_bf16
 HQEKV_SINGLE_ISA_END
 #endif  // HQEKV_SINGLE_ISA
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 // The kernels when this CPU runs them, else nullptr.
 struct RowsBf16Kernels {
@@ -415,4 +417,4 @@ bool AxpyRowsBf16Weights(const Format& f, const uint8_t* codes, const uint8_t* m
   const RowsBf16Kernels* k = RowsBf16KernelsHere();
   return k != nullptr && k->axpy_rows(f, codes, meta, T, D, w, w_stride, m, acc, a_stride);
 }
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -28,12 +28,12 @@
 
 #include "quant/format.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
 
 // Kind::kFp8E4M3 / kFp8E5M2, D a multiple of 64 in [64, 512]; K: 1 <= T <= 64;
 // V: T even in [2, 64].
-bool Bf16QueryRowsApply(const Format& f, int T, int D);
-bool Bf16WeightsRowsApply(const Format& f, int T, int D);
+bool Bf16QueryRowsApply(const quant::Format& f, int T, int D);
+bool Bf16WeightsRowsApply(const quant::Format& f, int T, int D);
 
 // The scores above for rows h in [0, m) (row h of q at q + h·q_stride, score
 // t of row h at scores + h·s_stride + t). Returns false, writing nothing, when
@@ -41,8 +41,9 @@ bool Bf16WeightsRowsApply(const Format& f, int T, int D);
 // shape does not apply, m <= 0, or some q is not finite or |q| >= 2^126 (its
 // bf16 could round to inf). Oracle: ref::DotRowsBf16Query (the same bf16
 // inputs and exact products; sums in double, so equal within fp32 summation).
-bool DotRowsBf16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                      const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+bool DotRowsBf16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                      int D, const float* q, size_t q_stride, int m, float* scores,
+                      size_t s_stride);
 
 // The query rows rounded and reordered once (a decode step scores every chunk
 // of a KV head with the same rows; preparing 4 rows per chunk cost ~100 ns, a
@@ -56,14 +57,15 @@ struct Bf16Query {
 bool PrepareBf16Query(const float* q, size_t q_stride, int m, int D, Bf16Query* out);
 // DotRowsBf16Query with rows prepared by PrepareBf16Query (D = q.D, m = q.m);
 // false, writing nothing, when q is not prepared or f / T / D do not apply.
-bool DotRowsBf16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+bool DotRowsBf16Prepared(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                          const Bf16Query& q, float* scores, size_t s_stride);
 
 // acc[h][d] += the sums above for rows h in [0, m), m <= 16. Declines (false,
 // nothing written) as DotRowsBf16Query, for w·s instead of q. Oracle:
 // ref::AxpyRowsBf16Weights.
-bool AxpyRowsBf16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                         const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+bool AxpyRowsBf16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                         int D, const float* w, size_t w_stride, int m, float* acc,
+                         size_t a_stride);
 
 // Whether a decode walk should take the kernels above for fp8 chunks on this
 // CPU rather than the fp32 row kernels (DotChunkMulti / AxpyChunkMulti). Both
@@ -85,10 +87,12 @@ uint16_t RoundBf16(float x);
 float Bf16Value(uint16_t b);
 
 namespace ref {
-bool DotRowsBf16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                      const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
-bool AxpyRowsBf16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                         const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+bool DotRowsBf16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                      int D, const float* q, size_t q_stride, int m, float* scores,
+                      size_t s_stride);
+bool AxpyRowsBf16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                         int D, const float* w, size_t w_stride, int m, float* acc,
+                         size_t a_stride);
 }  // namespace ref
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -9,7 +9,8 @@
 #include "quant/internal.h"
 #include "attn/multi_query_rows_bf16.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 // The largest |x| whose bf16 rounding stays finite with room to spare.
 constexpr float kBf16Limit = 0x1p126f;
@@ -85,4 +86,4 @@ bool AxpyRowsBf16Weights(const Format& f, const uint8_t* codes, const uint8_t* m
 }
 
 }  // namespace ref
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

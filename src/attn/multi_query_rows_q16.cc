@@ -30,7 +30,8 @@
 
 #if HQEKV_SINGLE_ISA
 HQEKV_SINGLE_ISA_BEGIN(",avx512vnni")
-namespace hqekv::quant::rows_q16 {
+namespace hqekv::attn::rows_q16 {
+using namespace ::hqekv::quant;
 namespace {
 using HWY_NAMESPACE::WithRowBlock;
 
@@ -247,11 +248,12 @@ bool AxpyRowsInt16Impl(const Format& f, const uint8_t* codes, const uint8_t* met
   return true;
 }
 
-}  // namespace hqekv::quant::rows_q16
+}  // namespace hqekv::attn::rows_q16
 HQEKV_SINGLE_ISA_END
 #endif  // HQEKV_SINGLE_ISA
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 using rows_q16::AlignedRows;
 
@@ -323,4 +325,4 @@ bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* 
   return k != nullptr && k->axpy(f, codes, meta, T, D, w, w_stride, m, acc, a_stride, ahead);
 }
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -27,11 +27,11 @@
 #include "quant/format.h"
 #include "attn/prefetch.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
 
 // Kind::kInt8 (Hadamard or not: the caller rotates q, as for DotChunk),
 // 1 <= T <= 64, D a multiple of 32 in [32, 512].
-bool Int16QueryRowsApply(const Format& f, int T, int D);
+bool Int16QueryRowsApply(const quant::Format& f, int T, int D);
 
 // The scores above for rows h in [0, m) (row h of q at q + h·q_stride,
 // score t of row h at scores + h·s_stride + t). Returns false, writing
@@ -39,8 +39,9 @@ bool Int16QueryRowsApply(const Format& f, int T, int D);
 // format / shape does not apply, m <= 0, or some q is not finite: the caller
 // then uses DotChunkMulti. Oracle: ref::DotRowsInt16Query (bit-identical:
 // the same integer sums and the same two fp32 products).
-bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                       const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+bool DotRowsInt16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                       int D, const float* q, size_t q_stride, int m, float* scores,
+                       size_t s_stride);
 
 // The query rows rounded once (qi, sq above): a decode step scores every
 // chunk of a KV head with the same rows, and rounding them per chunk call
@@ -64,7 +65,7 @@ bool PrepareInt16Query(const float* q, size_t q_stride, int m, int D, Int16Query
 // caller reads later (attn/prefetch.h), requested a few lines per loop
 // iteration of this call; ahead->next moves past what was requested (the
 // whole of a 4 KiB block for a 32 x 128 chunk). No output depends on it.
-bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+bool DotRowsInt16Prepared(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                           const Int16Query& q, float* scores, size_t s_stride,
                           attn::PrefetchLines* ahead = nullptr);
 
@@ -81,10 +82,10 @@ bool DotRowsInt16Prepared(const Format& f, const uint8_t* codes, const uint8_t* 
 // [64, 512]; returns false, writing nothing, when this CPU has no such kernel,
 // the format / shape does not apply, m <= 0 or m > 16, or some u is not
 // finite. Oracle: ref::AxpyRowsInt16Weights (bit-identical).
-bool Int16WeightsRowsApply(const Format& f, int T, int D);
-bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride,
-                          attn::PrefetchLines* ahead = nullptr);
+bool Int16WeightsRowsApply(const quant::Format& f, int T, int D);
+bool AxpyRowsInt16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                          int D, const float* w, size_t w_stride, int m, float* acc,
+                          size_t a_stride, attn::PrefetchLines* ahead = nullptr);
 
 // ---- llama.cpp q8_0 blocks (Kind::kQ8_0, quant/README.md): x̂ = c·d[k],
 // block k = values [32k, 32k + 32) of the row-major chunk (token t's blocks
@@ -104,7 +105,7 @@ bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* 
 // fp32 rounding.
 // Applies to Kind::kQ8_0 (Hadamard or not: the caller rotates q), 1 <= T <=
 // 64, D in {32, 64, 128, 256, 512}.
-bool Q8_0QueryRowsApply(const Format& f, int T, int D);
+bool Q8_0QueryRowsApply(const quant::Format& f, int T, int D);
 
 // The query rows rounded and laid out for the q8_0 kernel once (a decode
 // step scores every chunk of a KV head with the same rows). m == 0: not
@@ -120,12 +121,13 @@ bool PrepareQ8_0Query(const float* q, size_t q_stride, int m, int D, Q8_0Query* 
 // The scores above with rows prepared by PrepareQ8_0Query (D = q.D, m =
 // q.m); false, writing nothing, when q is not prepared or f / T / D do not
 // apply. Oracle: ref::DotRowsQ8_0Int16Query (bit-identical).
-bool DotRowsQ8_0Prepared(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+bool DotRowsQ8_0Prepared(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
                          const Q8_0Query& q, float* scores, size_t s_stride,
                          attn::PrefetchLines* ahead = nullptr);
 // Prepare + DotRowsQ8_0Prepared in one call (tests, one-off callers).
-bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                           const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+bool DotRowsQ8_0Int16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                           int D, const float* q, size_t q_stride, int m, float* scores,
+                           size_t s_stride);
 
 // V: as AxpyRowsInt16Weights with one weight per (token, block) instead of
 // per token: per row h
@@ -137,23 +139,26 @@ bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t*
 // plus fp32 rounding. Kind::kQ8_0 with T even in [2, 64], D in {64, 128, 256,
 // 512}; false, writing nothing, as AxpyRowsInt16Weights (m in [1, 16], every
 // u finite). Oracle: ref::AxpyRowsQ8_0Int16Weights (bit-identical).
-bool Q8_0WeightsRowsApply(const Format& f, int T, int D);
-bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                              int D, const float* w, size_t w_stride, int m, float* acc,
+bool Q8_0WeightsRowsApply(const quant::Format& f, int T, int D);
+bool AxpyRowsQ8_0Int16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta,
+                              int T, int D, const float* w, size_t w_stride, int m, float* acc,
                               size_t a_stride, attn::PrefetchLines* ahead = nullptr);
 
 namespace ref {
-bool DotRowsQ8_0Int16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                           const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
-bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T,
-                              int D, const float* w, size_t w_stride, int m, float* acc,
+bool DotRowsQ8_0Int16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                           int D, const float* q, size_t q_stride, int m, float* scores,
+                           size_t s_stride);
+bool AxpyRowsQ8_0Int16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta,
+                              int T, int D, const float* w, size_t w_stride, int m, float* acc,
                               size_t a_stride);
-bool AxpyRowsInt16Weights(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                          const float* w, size_t w_stride, int m, float* acc, size_t a_stride);
+bool AxpyRowsInt16Weights(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                          int D, const float* w, size_t w_stride, int m, float* acc,
+                          size_t a_stride);
 // The same math in scalar code (multi_query_rows_q16_ref.cc); false, writing
 // nothing, in the same cases except "no kernel".
-bool DotRowsInt16Query(const Format& f, const uint8_t* codes, const uint8_t* meta, int T, int D,
-                       const float* q, size_t q_stride, int m, float* scores, size_t s_stride);
+bool DotRowsInt16Query(const quant::Format& f, const uint8_t* codes, const uint8_t* meta, int T,
+                       int D, const float* q, size_t q_stride, int m, float* scores,
+                       size_t s_stride);
 }  // namespace ref
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -8,7 +8,8 @@
 #include "quant/internal.h"
 #include "attn/multi_query_rows_q16.h"
 
-namespace hqekv::quant::ref {
+namespace hqekv::attn::ref {
+using namespace ::hqekv::quant;
 namespace {
 // x[0, n) rounded to int16 as the kernels do: xi[i] = round(x[i] / step),
 // step = max|x| / 32767 (0 for an all-zero row). One query row, or one row
@@ -138,4 +139,4 @@ bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8
   return true;
 }
 
-}  // namespace hqekv::quant::ref
+}  // namespace hqekv::attn::ref

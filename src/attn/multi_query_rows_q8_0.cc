@@ -27,7 +27,8 @@
 
 #if HQEKV_SINGLE_ISA
 HQEKV_SINGLE_ISA_BEGIN(",avx512vnni")
-namespace hqekv::quant::rows_q16 {
+namespace hqekv::attn::rows_q16 {
+using namespace ::hqekv::quant;
 namespace {
 using HWY_NAMESPACE::WithRowBlock;
 
@@ -387,11 +388,12 @@ bool AxpyRowsQ8Impl(const Format& f, const uint8_t* codes, const uint8_t* meta, 
   return true;
 }
 
-}  // namespace hqekv::quant::rows_q16
+}  // namespace hqekv::attn::rows_q16
 HQEKV_SINGLE_ISA_END
 #endif  // HQEKV_SINGLE_ISA
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 using rows_q16::AlignedRows;
 
@@ -469,4 +471,4 @@ bool AxpyRowsQ8_0Int16Weights(const Format& f, const uint8_t* codes, const uint8
   return k != nullptr && k->axpy(f, codes, meta, T, D, w, w_stride, m, acc, a_stride, ahead);
 }
 
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

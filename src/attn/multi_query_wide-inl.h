@@ -33,8 +33,10 @@
 #include "quant/internal.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace HWY_NAMESPACE {
+using namespace ::hqekv::quant::HWY_NAMESPACE;
 namespace {  // internal linkage, as quant/simd-inl.h
 
 #ifdef HQEKV_WIDE_MULTI
@@ -341,7 +343,7 @@ void AxpyPerTokenWide(const Format& f, const uint8_t* codes, const uint8_t* meta
 
 }  // namespace
 }  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 HWY_AFTER_NAMESPACE();
 
 #endif  // HQEKV_QUANT_MULTI_QUERY_WIDE_INL_H_ toggle

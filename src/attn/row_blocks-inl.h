@@ -20,7 +20,7 @@
 #include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
-namespace hqekv::quant {
+namespace hqekv::attn {
 namespace HWY_NAMESPACE {
 namespace {  // internal linkage: each kernel file compiles its own copy
 
@@ -68,7 +68,7 @@ HWY_INLINE void ForRowBlocks(int m, const Fn& fn) {
 
 }  // namespace
 }  // namespace HWY_NAMESPACE
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn
 HWY_AFTER_NAMESPACE();
 
 #endif  // HQEKV_QUANT_ROW_BLOCKS_INL_H_

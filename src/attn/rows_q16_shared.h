@@ -11,7 +11,8 @@
 
 #include "attn/single_isa.h"
 
-namespace hqekv::quant::rows_q16 {
+namespace hqekv::attn::rows_q16 {
+using namespace ::hqekv::quant;
 
 // The 64-byte aligned start of a prepared query's rows (the vectors hold 64
 // spare bytes).
@@ -25,11 +26,12 @@ const T* AlignedRows(const std::vector<T>& w) {
   return AlignedRows(const_cast<std::vector<T>&>(w));
 }
 
-}  // namespace hqekv::quant::rows_q16
+}  // namespace hqekv::attn::rows_q16
 
 #if HQEKV_SINGLE_ISA
 HQEKV_SINGLE_ISA_BEGIN(",avx512vnni")
-namespace hqekv::quant::rows_q16 {
+namespace hqekv::attn::rows_q16 {
+using namespace ::hqekv::quant;
 
 inline constexpr int kMaxD = 512;
 inline constexpr int kMaxT = 64;
@@ -100,6 +102,6 @@ inline __m512i PairControl(int j) {
   return _mm512_load_si512(c);
 }
 
-}  // namespace hqekv::quant::rows_q16
+}  // namespace hqekv::attn::rows_q16
 HQEKV_SINGLE_ISA_END
 #endif  // HQEKV_SINGLE_ISA

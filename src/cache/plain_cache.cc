@@ -164,10 +164,10 @@ Status PlainKvCache::Attend(int layer, const float* q, const int32_t* q_pos, int
       }
     }
   }
-  std::vector<quant::KvTiles> tiles(H);
+  std::vector<attn::KvTiles> tiles(H);
   for (int h = 0; h < H; ++h) {
-    quant::KvTiles& t = tiles[h];
-    t.type = prec_ == PlainPrecision::kF16 ? quant::KvRowType::kF16 : quant::KvRowType::kF32;
+    attn::KvTiles& t = tiles[h];
+    t.type = prec_ == PlainPrecision::kF16 ? attn::KvRowType::kF16 : attn::KvRowType::kF32;
     t.D = D;
     t.tile_tokens = static_cast<int>(kBlock);
     t.tokens = static_cast<int64_t>(L.pos.size());
@@ -256,11 +256,11 @@ Status PlainKvCache::AttendPerQuery(int layer, const float* q, const int32_t* q_
         }
       };
       walk(L.k16, [&](const uint8_t* rows, int T, int64_t j) {
-        quant::DotChunkMulti(kF16Rows, rows, nullptr, T, D, qs.data(), D, group, w.data() + j, ss);
+        attn::DotChunkMulti(kF16Rows, rows, nullptr, T, D, qs.data(), D, group, w.data() + j, ss);
       });
-      for (int hh = 0; hh < group; ++hh) quant::SoftmaxRow(w.data() + hh * ss, static_cast<int>(t));
+      for (int hh = 0; hh < group; ++hh) attn::SoftmaxRow(w.data() + hh * ss, static_cast<int>(t));
       walk(L.v16, [&](const uint8_t* rows, int T, int64_t j) {
-        quant::AxpyChunkMulti(kF16Rows, rows, nullptr, T, D, w.data() + j, ss, group, o, D);
+        attn::AxpyChunkMulti(kF16Rows, rows, nullptr, T, D, w.data() + j, ss, group, o, D);
       });
     }
   };

@@ -28,7 +28,7 @@ class PlainKvCache final : public KvCache {
   Status Append(int layer, const float* k, const float* v, const int32_t* pos, int n) override;
   // Decode (and small batches): AttendPerQuery. Prefill batches
   // (cache::UsePrefillAttention): tiled over blocks of query rows × pages
-  // (cache/prefill_attention.h), within quant::AttendRows' tolerance of it.
+  // (cache/prefill_attention.h), within attn::AttendRows' tolerance of it.
   Status Attend(int layer, const float* q, const int32_t* q_pos, int n, float* out) override;
   Status EndBatch(int n, bool is_prefill) override { return Status::Ok(); }
   // One query at a time (the GQA heads of a query share each page read):

@@ -12,20 +12,20 @@ bool UsePrefillAttention(const KvGeometry& g, int n) {
   return n > 1 && static_cast<int64_t>(n) * group >= 16;
 }
 
-void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv,
+void PrefillAttention(const KvGeometry& g, const std::vector<attn::KvTiles>& kv,
                       const int32_t* positions, const float* q, const int32_t* q_pos, int n,
                       float* out) {
   PrefillAttentionHeads(g, 0, kv, std::vector<const int32_t*>(kv.size(), positions), q, q_pos, n,
                         out);
 }
 
-void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant::KvTiles>& kv,
+void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<attn::KvTiles>& kv,
                            const std::vector<const int32_t*>& positions, const float* q,
                            const int32_t* q_pos, int n, float* out, const HeadColumnSums* cols) {
   const int HQ = g.n_q_heads, D = g.head_dim, group = HQ / g.n_kv_heads;
   const int H = static_cast<int>(kv.size());
   int64_t tokens = 0;  // the most any head holds (for the work estimate)
-  for (const quant::KvTiles& t : kv) tokens = std::max(tokens, t.tokens);
+  for (const attn::KvTiles& t : kv) tokens = std::max(tokens, t.tokens);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   // visible[h * n + i]: the held tokens of head h0 + h query i sees (a
   // prefix: positions increase).
@@ -38,7 +38,7 @@ void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant:
   }
   // Rows of KV head h: r = i * group + j for query i, query head h * group + j.
   const int64_t rows = static_cast<int64_t>(n) * group;
-  const int64_t block = quant::AttendRowsBlock();
+  const int64_t block = attn::AttendRowsBlock();
   const int64_t blocks = (rows + block - 1) / block;
   // Task k -> (KV head, block). Blocks of one head alternate from both ends
   // (0, last, 1, last - 1, ...): causal blocks grow in cost with their
@@ -90,7 +90,7 @@ void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant:
         for (int d = 0; d < D; ++d) qs[r * D + d] = src[d] * scale;
         vis[r] = visible[static_cast<size_t>(hk) * n + i];
       }
-      quant::ColumnSums cs;
+      attn::ColumnSums cs;
       if (cols) {
         std::vector<float>& p = partial[static_cast<size_t>(task - wave0)];
         p.assign(static_cast<size_t>(partial_len(task)), 0.0f);
@@ -99,7 +99,7 @@ void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant:
           cs.first_row = static_cast<int>(std::max<int64_t>(first_row - r0, 0));
         }
       }
-      quant::AttendRows(kv[hk], qs.data(), D, static_cast<int>(nr), vis.data(), os.data(), D, cs);
+      attn::AttendRows(kv[hk], qs.data(), D, static_cast<int>(nr), vis.data(), os.data(), D, cs);
       for (int64_t r = 0; r < nr; ++r) {
         const int64_t i = (r0 + r) / group, j = (r0 + r) % group;
         std::copy(os.data() + r * D, os.data() + (r + 1) * D,

@@ -8,7 +8,7 @@
 // 1/sqrt(D) softmax scale is applied here); q_pos[n]; positions[tokens] are
 // the original positions of the held tokens, strictly increasing (gaps
 // allowed). Query i sees the held tokens with position <= q_pos[i]; a query
-// that sees none gets out = 0. Results are within quant::AttendRows'
+// that sees none gets out = 0. Results are within attn::AttendRows'
 // tolerance of the per-query softmax, and independent of the thread count
 // (each row is computed by one task, in a fixed order).
 #pragma once
@@ -23,7 +23,7 @@ namespace hqekv::cache {
 
 // kv[h] = the tiles of KV head h (kv.size() == g.n_kv_heads, each with
 // tokens == positions' length and D == g.head_dim).
-void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv,
+void PrefillAttention(const KvGeometry& g, const std::vector<attn::KvTiles>& kv,
                       const int32_t* positions, const float* q, const int32_t* q_pos, int n,
                       float* out);
 
@@ -37,7 +37,7 @@ void PrefillAttention(const KvGeometry& g, const std::vector<quant::KvTiles>& kv
 // [cols->first_query, n) summed over those queries and the group's query
 // heads (what cache::AttentionSum makes of the per-query rows: H2O's
 // accumulated attention, SnapKV's window votes), within
-// quant::AttendRows' column-sum tolerance. Each (head, block of rows) task
+// attn::AttendRows' column-sum tolerance. Each (head, block of rows) task
 // sums into its own buffer; the buffers are added in block order, so the
 // sums too are independent of the thread count.
 struct HeadColumnSums {
@@ -48,7 +48,7 @@ struct HeadColumnSums {
   // sums do not depend on it (buffers are added in task order).
   int64_t max_buffer_floats = int64_t{16} << 20;
 };
-void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<quant::KvTiles>& kv,
+void PrefillAttentionHeads(const KvGeometry& g, int h0, const std::vector<attn::KvTiles>& kv,
                            const std::vector<const int32_t*>& positions, const float* q,
                            const int32_t* q_pos, int n, float* out,
                            const HeadColumnSums* cols = nullptr);

@@ -141,7 +141,7 @@ size_t ScoreStride(int n_kept) { return (static_cast<size_t>(n_kept) + 7) / 8 * 
 
 // Attention for every query head of KV head g. The `group` query heads that
 // share the KV head are processed together: each chunk's codes are decoded
-// once for all of them (quant::DotChunkMulti / AxpyChunkMulti), with one fp32
+// once for all of them (attn::DotChunkMulti / AxpyChunkMulti), with one fp32
 // score row per query head in a [group][stride] buffer.
 //
 // Split decode (part != nullptr, n == 1): only `span` is walked, into the
@@ -238,9 +238,9 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
     // kernels that dequantize a piece first keep it in cache.
     for (int a = 0; a < r_span; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);
-      quant::DotChunkMulti(res_format,
-                           reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
-                           nullptr, len, D, qs.data(), D, group, scores_base + res_start + a, ss);
+      attn::DotChunkMulti(res_format,
+                          reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
+                          nullptr, len, D, qs.data(), D, group, scores_base + res_start + a, ss);
     }
     if (sp.residual) fill_masked(res_start + r_vis, r.n - r_vis);
     const int j_end = sp.residual ? n_kept : j;  // the span's columns: [sp.j0, j_end)
@@ -262,13 +262,13 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
     const bool unnormalized = !part && !recorded;
     for (int hh = 0; hh < group; ++hh) {
       if (part) {
-        any = quant::SoftmaxRowStats(scores_base + hh * ss + sp.j0, j_end - sp.j0, part->max + hh,
-                                     part->sum + hh) ||
+        any = attn::SoftmaxRowStats(scores_base + hh * ss + sp.j0, j_end - sp.j0, part->max + hh,
+                                    part->sum + hh) ||
               any;
       } else if (unnormalized) {
-        any = quant::SoftmaxRowUnnormalized(scores_base + hh * ss, n_kept, &row_sum[hh]) || any;
+        any = attn::SoftmaxRowUnnormalized(scores_base + hh * ss, n_kept, &row_sum[hh]) || any;
       } else {
-        any = quant::SoftmaxRow(scores_base + hh * ss, n_kept) || any;
+        any = attn::SoftmaxRow(scores_base + hh * ss, n_kept) || any;
       }
     }
 
@@ -308,9 +308,9 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
     }
     for (int a = 0; any && a < r_span; a += kResidualPiece) {
       const int len = std::min(kResidualPiece, r_vis - a);
-      quant::AxpyChunkMulti(res_format,
-                            reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
-                            nullptr, len, D, scores_base + res_start + a, ss, group, acc.data(), D);
+      attn::AxpyChunkMulti(res_format,
+                           reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
+                           nullptr, len, D, scores_base + res_start + a, ss, group, acc.data(), D);
     }
     for (int hh = 0; hh < group; ++hh) {
       float* ah = acc.data() + static_cast<size_t>(hh) * D;

@@ -1,9 +1,9 @@
 // Attention of one layer's queries over the kept tokens of a KvStore, read
-// directly from their tiers: scores through quant::DotChunkMulti and the
-// weighted sum of values through quant::AxpyChunkMulti (fused dequantize-and-
+// directly from their tiers: scores through attn::DotChunkMulti and the
+// weighted sum of values through attn::AxpyChunkMulti (fused dequantize-and-
 // dot / -accumulate over all query heads of a GQA group at once, so each
 // chunk is decoded once per KV head and query, not once per query head; no
-// fp16 copy of the cache is materialized). Softmax: quant::SoftmaxRow (SIMD
+// fp16 copy of the cache is materialized). Softmax: attn::SoftmaxRow (SIMD
 // exp), one fp32 row per query head.
 //
 // For KV head g and each query head h with h / (n_q_heads / n_kv_heads) == g
@@ -71,11 +71,11 @@ struct StoreAttentionOptions {
   // K scores, where this CPU has the kernel; false: the fp32-query kernels
   // everywhere (the oracle path). Batches of n > 1 queries always use fp32.
   // - Per-channel K chunks with integer levels (KIVI / HqeKV tiers: u1/u2/
-  //   u3/u4, n1): quant::DotChunkMultiInt16Query; int8 K chunks:
-  //   quant::DotRowsInt16Query (attn/multi_query_rows_q16.h). The query is
+  //   u3/u4, n1): attn::DotChunkMultiInt16Query; int8 K chunks:
+  //   attn::DotRowsInt16Query (attn/multi_query_rows_q16.h). The query is
   //   rounded to int16 per chunk, VNNI dots; a score moves by at most half a
   //   query step per code (attn/multi_query.h).
-  // - fp8 K chunks: quant::DotRowsBf16Prepared (attn/multi_query_rows_bf16.h),
+  // - fp8 K chunks: attn::DotRowsBf16Prepared (attn/multi_query_rows_bf16.h),
   //   the query rounded to bf16 once per query and KV head; each score within
   //   2^-8 of sum |q·k|.
   bool rounded_query = true;
@@ -84,12 +84,12 @@ struct StoreAttentionOptions {
   // false: the fp32-weight kernels (the oracle path). Batches of n > 1 queries
   // always use fp32.
   // - Per-token V chunks with integer levels (KIVI / HqeKV tiers: u1/u2/u4/u8,
-  //   n1; T a multiple of 16): quant::AxpyChunkMultiInt16Weights; int8 V
-  //   chunks: quant::AxpyRowsInt16Weights (attn/multi_query_rows_q16.h). Each
+  //   n1; T a multiple of 16): attn::AxpyChunkMultiInt16Weights; int8 V
+  //   chunks: attn::AxpyRowsInt16Weights (attn/multi_query_rows_q16.h). Each
   //   weight row times the group multiplier rounded to int16 per chunk and
   //   group, VNNI dots over token pairs; an output moves by at most half a
   //   weight step per code (attn/multi_query.h).
-  // - fp8 V chunks: quant::AxpyRowsBf16Weights (attn/multi_query_rows_bf16.h),
+  // - fp8 V chunks: attn::AxpyRowsBf16Weights (attn/multi_query_rows_bf16.h),
   //   w·s rounded to bf16.
   bool rounded_weights = true;
   // Gemma 2's attention soft-cap (KvGeometry::attn_softcap): each scaled

@@ -70,7 +70,7 @@ void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const
   const int64_t head_bytes = 2 * max_tokens * D * static_cast<int64_t>(sizeof(float));
   const int batch = static_cast<int>(std::clamp<int64_t>(kMaxDecodedBytes / head_bytes, 1, H));
   std::vector<DecodedHead> heads(batch);
-  std::vector<quant::KvTiles> kv;
+  std::vector<attn::KvTiles> kv;
   std::vector<const int32_t*> positions;
   const bool summing = columns && *columns;
   std::vector<std::vector<float>> sums(summing ? batch : 0);
@@ -90,7 +90,7 @@ void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const
     positions.assign(nh, nullptr);
     for (int i = 0; i < nh; ++i) {
       const DecodedHead& d = heads[i];
-      kv[i].type = quant::KvRowType::kF32;
+      kv[i].type = attn::KvRowType::kF32;
       kv[i].D = D;
       kv[i].tile_tokens = kTileTokens;
       kv[i].tokens = static_cast<int64_t>(d.positions.size());

@@ -9,7 +9,7 @@
 //
 // Same contract as StoreAttention (q, out: [n][n_q_heads][D] fp32, q_pos[n];
 // query i sees the kept tokens of position <= q_pos[i]; out = 0 when it sees
-// none), within quant::AttendRows' tolerance of the per-query path (the
+// none), within attn::AttendRows' tolerance of the per-query path (the
 // scores are q · dequant(k) instead of the fused rotated-domain dot: fp32
 // rounding only). No weight rows come out: queries whose rows a policy
 // records (an AttentionSink) stay on the per-query path, so what those
@@ -54,7 +54,7 @@ using AttentionColumnSink = std::function<void(const AttentionColumns&)>;
 // non-null pointers, n > 0). KV heads are decoded a batch at a time so the
 // fp32 copy stays under ~64 MiB. With `columns`, the weights of queries
 // [first_summed, n) go to it summed per kept token (within
-// quant::AttendRows' column-sum tolerance of AttentionSum over the per-query
+// attn::AttendRows' column-sum tolerance of AttentionSum over the per-query
 // path's rows; independent of the thread count).
 void StorePrefillAttention(const KvStore& store, int layer, int n_q_heads, const float* q,
                            const int32_t* q_pos, int n, float* out,

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/iq4_grid.h"
 #include "core/status.h"
 #include "io/gguf_types.h"
 
@@ -128,12 +129,8 @@ float DotInt8(TensorType t, const void* row, const Int8Acts& a, int64_t i);
 // fp32 sums in another order than DotInt8's), else row kernels (== DotInt8).
 constexpr int64_t kInt8PanelMinRows = 8;
 
-// The 16 values an IQ4_NL / IQ4_XS nibble indexes (a non-uniform grid fitted
-// to weight distributions; part of the format, ggml-common.h kvalues_iq4nl).
-// The fp32 oracle decodes with it; the int8 kernels shuffle bytes through it
-// (|value| <= 127: the int8 path's codes are value + 128 <= 241).
-inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                          1,    13,   25,  38,  53,  69,  89,  113};
+// The IQ4_NL / IQ4_XS grid is core/iq4_grid.h's kIq4Values: the fp32 oracle
+// decodes with it; the int8 kernels shuffle bytes through it (value + 128).
 void Int8Rows(const WeightMatrix& w, const Int8Acts& a, int64_t r0, int64_t r1, float* y,
               int64_t ldy);
 

@@ -168,7 +168,7 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
       if (static_cast<int>(u.rsum.capacity()) < nr * Hs) u.rsum.reserve((nr + kHqekvChunk) * Hs);
       u.rsum.resize(static_cast<size_t>(nr) * Hs, 0.0f);
     }
-    quant::AccumulateF16(u.cur.data(), row.weights, o_.sum_scale, nc);
+    attn::AccumulateF16(u.cur.data(), row.weights, o_.sum_scale, nc);
     for (int j = 0; j < nr; ++j) u.rsum[static_cast<size_t>(j) * Hs + hs] += row.weights[nc + j];
     return;
   }
@@ -186,7 +186,7 @@ void HqekvCache::OnRow(int layer, const cache::AttentionRow& row) {
     }
     // (Vectorized, bit-identical to the scalar fp16 loop; adding a zero
     // weight leaves a sum unchanged.)
-    quant::AccumulateF16(acc->data(), row.weights, o_.sum_scale, row.n_kept);
+    attn::AccumulateF16(acc->data(), row.weights, o_.sum_scale, row.n_kept);
   }
 }
 

@@ -370,7 +370,8 @@ double PairBits(const KvGeometry& g, const quant::Format& kf, const quant::Forma
 }  // namespace
 
 const std::vector<std::string>& LlamaCacheTypes() {
-  static const std::vector<std::string> types = {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"};
+  static const std::vector<std::string> types = {"f16",  "q8_0", "q5_1",  "q5_0",
+                                                 "q4_1", "q4_0", "iq4_nl"};
   return types;
 }
 

@@ -37,6 +37,10 @@ enum class Kind : uint8_t {
   kQ4_1,  // 4-bit codes, x^ = q * d + m
   kQ5_0,  // 5-bit codes (high bits in a separate 32-bit mask), x^ = (q - 16) * d
   kQ5_1,  // 5-bit codes (high bits separate), x^ = q * d + m
+  // llama.cpp's iq4_nl (quant/iq4_nl.h): per token, blocks of 32 values along
+  // D, fp16 scale d per block, 4-bit indices into core/iq4_grid.h's 16
+  // values, x^ = d * kIq4Values[q].
+  kIq4Nl,
   // Not a kind: the number of kinds (the format table's row count). A new
   // kind goes above this line.
   kCount,
@@ -69,9 +73,9 @@ Format Uniform3(Grouping grouping, int group = 32);  // "u3"
 Format GgmlBlock(Kind kind);
 
 // Parses "f16", "f32", "fp8e4m3", "fp8e5m2", "int8", "u4", "u3", "u2", "u1", "u8",
-// "n1", "n2", "n4", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", with optional suffixes ":tok" /
-// ":chan" (grouping), ":g=32",
-// ":had" (Hadamard). Returns an error naming the bad part.
+// "n1", "n2", "n4", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", with
+// optional suffixes ":tok" / ":chan" (grouping), ":g=32", ":had" (Hadamard).
+// Returns an error naming the bad part.
 Result<Format> ParseFormat(const std::string& text);
 std::string FormatName(const Format& f);  // inverse of ParseFormat
 

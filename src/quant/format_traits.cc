@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "quant/internal.h"
+#include "quant/iq4_nl.h"
 
 namespace hqekv::quant {
 namespace {
@@ -298,6 +299,25 @@ constexpr FormatTraits kTable[] = {
         .fast_dequantize = simd::DequantizeGgmlBlock,
         .fast_dot = simd::DotGgmlBlock,
         .fast_axpy = simd::AxpyGgmlBlock,
+        .d_block = kBlockValues,
+    },
+    {
+        .kind = Kind::kIq4Nl,
+        .name = "iq4_nl",
+        .bits_in_name = false,
+        .description = "llama.cpp iq4_nl",
+        .default_bits = 4,
+        .legal_bits = Bits({4}),
+        .grouped = false,
+        .sanitize = true,
+        .code_bytes = Iq4NlCodeBytes,
+        .meta_bytes = Iq4NlMetaBytes,
+        .ref_quantize = ref::QuantizeIq4Nl,
+        .ref_dequantize = ref::DequantizeIq4Nl,
+        .fast_quantize = nullptr,
+        .fast_dequantize = simd::DequantizeIq4Nl,
+        .fast_dot = simd::DotIq4Nl,
+        .fast_axpy = simd::AxpyIq4Nl,
         .d_block = kBlockValues,
     },
 };

@@ -1,4 +1,4 @@
-// quant::AttendRows (tiled SIMD, online softmax) against ref::AttendRows (the
+// attn::AttendRows (tiled SIMD, online softmax) against ref::AttendRows (the
 // scalar two-pass oracle) on every SIMD target this CPU runs.
 #include "attn/flash_attention.h"
 
@@ -13,7 +13,8 @@
 #include "core/half.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 // One KV head of `tokens` random rows in tiles of `tile` tokens.
@@ -188,4 +189,4 @@ TEST(FlashAttention, BlockIsAWholeNumberOfVectors) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -16,7 +16,8 @@
 #include "attn/multi_query.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 using testing::Encode;
@@ -186,7 +187,7 @@ TEST(MultiQueryInt16Query, OracleIsWithinTheQueryRoundingOfTheFp32Reference) {
       std::vector<float> a, b;
       AffineOf(f, e.meta, D, &a, &b);
       std::vector<float> xhat(static_cast<size_t>(kT) * D);
-      ref::DequantizeStored(f, e.codes.data(), e.meta.data(), kT, D, xhat.data());
+      quant::ref::DequantizeStored(f, e.codes.data(), e.meta.data(), kT, D, xhat.data());
       const int m = 4;
       const std::vector<float> q = Gaussian(m, D, 5u + D, 0.3f);
       std::vector<float> fp(m * kT), i8(m * kT);
@@ -245,4 +246,4 @@ TEST(MultiQueryInt16Query, DeclinesOtherFormatsShapesAndNonFiniteQueries) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -23,7 +23,8 @@
 #include "attn/multi_query_rows_bf16.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 using testing::Encode;
@@ -376,4 +377,4 @@ TEST(MultiQueryRowsBf16Query, PreferredOnlyWhereTheKernelsRunAndWin) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -20,7 +20,8 @@
 #include "attn/multi_query_rows_q16.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 using testing::Encode;
@@ -348,4 +349,4 @@ TEST(MultiQueryRowsInt16Weights, DeclinesAndWritesNothing) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -20,7 +20,8 @@
 #include "attn/multi_query_rows_q16.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 using testing::Encode;
@@ -342,4 +343,4 @@ TEST(MultiQueryRowsQ8_0Weights, DeclinesAndWritesNothing) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

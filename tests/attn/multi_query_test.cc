@@ -18,7 +18,8 @@
 #include "quant/internal.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 using testing::Encode;
@@ -74,7 +75,7 @@ void CheckDotAndAxpy(int* checked) {
         const std::vector<float> x = Gaussian(T, D, seed);
         const Encoded e = Encode(f, x, T, D, /*reference=*/false);
         std::vector<float> xhat(static_cast<size_t>(T) * D);
-        ref::DequantizeStored(f, e.codes.data(), e.meta.data(), T, D, xhat.data());
+        quant::ref::DequantizeStored(f, e.codes.data(), e.meta.data(), T, D, xhat.data());
         const float xmax = MaxAbs(xhat);
         for (int m : {1, 2, 3, 4, 5, 8}) {  // every head-block size, and two blocks
           SCOPED_TRACE("m=" + std::to_string(m));
@@ -163,7 +164,7 @@ TEST(MultiQuery, RowKernelsMatchReferenceOnArbitraryCodes) {
             meta[i] = static_cast<uint8_t>(byte(rng));
         }
         std::vector<float> xhat(static_cast<size_t>(T) * D);
-        ref::DequantizeStored(f, codes.data(), meta.data(), T, D, xhat.data());
+        quant::ref::DequantizeStored(f, codes.data(), meta.data(), T, D, xhat.data());
         const float xmax = MaxAbs(xhat);
         ASSERT_TRUE(std::isfinite(xmax));
         const std::vector<float> q = Gaussian(m, D, 7, 0.5f);
@@ -361,4 +362,4 @@ TEST(MultiQuery, AccumulateF16MatchesTheScalarLoopBitForBit) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

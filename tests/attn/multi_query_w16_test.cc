@@ -17,7 +17,8 @@
 #include "attn/multi_query.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 using testing::Encode;
@@ -195,7 +196,7 @@ TEST(MultiQueryInt16Weights, OracleIsWithinTheWeightRoundingOfTheFp32Reference) 
       std::vector<float> a, b;
       AffineOf(f, e.meta, static_cast<size_t>(T) * gpt, &a, &b);
       std::vector<float> xhat(static_cast<size_t>(T) * D);
-      ref::DequantizeStored(f, e.codes.data(), e.meta.data(), T, D, xhat.data());
+      quant::ref::DequantizeStored(f, e.codes.data(), e.meta.data(), T, D, xhat.data());
       const int m = 4;
       const std::vector<float> w = Weights(m, T, 5u + D);
       std::vector<float> fp(m * D, 0.0f), i16(m * D, 0.0f);
@@ -260,4 +261,4 @@ TEST(MultiQueryInt16Weights, DeclinesOtherFormatsShapesAndNonFiniteWeights) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

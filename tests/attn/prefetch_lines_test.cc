@@ -14,7 +14,8 @@
 #include "attn/prefetch.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 constexpr int kT = 32, kD = 128, kRows = 4;
@@ -100,4 +101,4 @@ TEST(PrefetchLines, Q8_0KernelsSameBitsAndTakeTheBlock) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -1,5 +1,5 @@
 // Attention numerics at the edges of float range, through the SIMD bodies of
-// quant::SoftmaxRow and the multi-query kernels (rows longer than 64, so the
+// attn::SoftmaxRow and the multi-query kernels (rows longer than 64, so the
 // vector loops, not only the scalar tails, see the extreme values): scores
 // near ±88 (where exp overflows / goes subnormal without the max
 // subtraction) and ±1e4, long all-masked rows, a single kept entry. Every
@@ -19,7 +19,8 @@
 #include "attn/multi_query.h"
 #include "../quant/quant_test_util.h"
 
-namespace hqekv::quant {
+namespace hqekv::attn {
+using namespace ::hqekv::quant;
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -218,4 +219,4 @@ TEST(SoftmaxEdges, SingleTokenChunkAttentionReturnsItsValueExactly) {
 }
 
 }  // namespace
-}  // namespace hqekv::quant
+}  // namespace hqekv::attn

@@ -79,7 +79,7 @@ void CheckTiledAgainstPerQuery(int group, int D, PlainPrecision prec, int tokens
   ASSERT_TRUE(f.cache->Attend(1, q.data(), qp.data(), n, got.data()).ok());
   ASSERT_TRUE(f.cache->AttendPerQuery(1, q.data(), qp.data(), n, want.data()).ok());
   // Both are within ~1e-6 relative of exact attention; scores are q·k/sqrt(D)
-  // ~ N(0, 1.5^2): bound as quant::AttendRows' with |score| <= 12.
+  // ~ N(0, 1.5^2): bound as attn::AttendRows' with |score| <= 12.
   const double tol = 2e-5 * f.max_v * (1.0 + 12.0);
   int zero_rows = 0;
   for (int i = 0; i < n; ++i) {
@@ -137,7 +137,7 @@ TEST(PrefillAttention, SameResultOnOneAndTwoThreads) {
 // Column sums through PrefillAttentionHeads: one wave of tasks, one task per
 // wave and waves of a few tasks give bit-identical sums and outputs (buffers
 // are added in task order), and the sums match the scalar oracle's
-// (quant::ref::AttendRows over the same rows, added in row order).
+// (attn::ref::AttendRows over the same rows, added in row order).
 TEST(PrefillAttention, ColumnSumsDoNotDependOnTheWaves) {
   const int H = 2, group = 4, D = 32, tokens = 300, n = 40, first = 10;
   const KvGeometry g{1, H * group, H, D, 1 << 20};
@@ -145,7 +145,7 @@ TEST(PrefillAttention, ColumnSumsDoNotDependOnTheWaves) {
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<std::vector<float>> k(H), v(H);
   std::vector<std::vector<const void*>> kt(H), vt(H);
-  std::vector<quant::KvTiles> kv(H);
+  std::vector<attn::KvTiles> kv(H);
   std::vector<int32_t> pos(tokens);
   for (int t = 0; t < tokens; ++t) pos[t] = 1 + t + t / 3;  // gaps
   for (int h = 0; h < H; ++h) {
@@ -157,7 +157,7 @@ TEST(PrefillAttention, ColumnSumsDoNotDependOnTheWaves) {
       kt[h].push_back(k[h].data() + static_cast<size_t>(t0) * D);
       vt[h].push_back(v[h].data() + static_cast<size_t>(t0) * D);
     }
-    kv[h] = quant::KvTiles{quant::KvRowType::kF32, D, 32, tokens, kt[h].data(), vt[h].data()};
+    kv[h] = attn::KvTiles{attn::KvRowType::kF32, D, 32, tokens, kt[h].data(), vt[h].data()};
   }
   std::vector<int32_t> qp(n);
   for (int i = 0; i < n; ++i) qp[i] = pos[tokens - 1] * (i + 1) / n;
@@ -190,8 +190,8 @@ TEST(PrefillAttention, ColumnSumsDoNotDependOnTheWaves) {
       for (int j = 0; j < group; ++j) {
         const float* src = &q[((static_cast<size_t>(i) * H + h) * group + j) * D];
         for (int d = 0; d < D; ++d) qs[d] = src[d] * scale;
-        quant::ref::AttendRows(kv[h], qs.data(), D, 1, &vis, o.data(), D,
-                               quant::ColumnSums{ref.data(), 0});
+        attn::ref::AttendRows(kv[h], qs.data(), D, 1, &vis, o.data(), D,
+                              attn::ColumnSums{ref.data(), 0});
       }
     }
     for (int t = 0; t < tokens; ++t) {

@@ -373,7 +373,7 @@ float MaxKeptValue(const KvStore& s, int D, int H) {
 }
 
 // Decode steps score per-channel K chunks with an int16 query
-// (StoreAttentionOptions::rounded_query, quant::DotChunkMultiInt16Query) where
+// (StoreAttentionOptions::rounded_query, attn::DotChunkMultiInt16Query) where
 // the CPU has the kernel. With it off, decode matches the fp64 reference as
 // before; with it on, outputs stay close to the fp32-query ones (empirical
 // bound: 2e-4 of max|v̂| here, measured 1.5e-5; each score moves by a sum of D
@@ -412,8 +412,8 @@ TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
     ASSERT_NEAR(a[i], b[i], 2e-4f * max_v) << i;
     worst = std::max(worst, std::abs(a[i] - b[i]));
   }
-  if (quant::DotChunkMultiInt16Query(kf[0], s->Chunk(0, 0, 0).k_codes, s->Chunk(0, 0, 0).k_meta, 32,
-                                     D, q.data(), D, 1, a.data(), 32)) {
+  if (attn::DotChunkMultiInt16Query(kf[0], s->Chunk(0, 0, 0).k_codes, s->Chunk(0, 0, 0).k_meta, 32,
+                                    D, q.data(), D, 1, a.data(), 32)) {
     EXPECT_GT(worst, 0.0f) << "the int16 query never ran";
   }
   // A batch of 2 queries keeps the fp32 query: bit-identical either way.
@@ -426,7 +426,7 @@ TEST(StoreAttention, DecodeInt16QueryStaysCloseToTheFp32Query) {
 }
 
 // Decode steps accumulate per-token V chunks with int16 weights
-// (StoreAttentionOptions::rounded_weights, quant::AxpyChunkMultiInt16Weights)
+// (StoreAttentionOptions::rounded_weights, attn::AxpyChunkMultiInt16Weights)
 // where the CPU has the kernel. With it off, decode matches the fp64
 // reference as before; with it on, outputs stay close to the fp32-weight
 // ones (empirical bound 2e-4 of max|v̂|: each output moves by at most half a
@@ -477,8 +477,8 @@ TEST(StoreAttention, DecodeInt16WeightsStayCloseToTheFp32Weights) {
   }
   std::vector<float> probe(D, 0.0f);
   const std::vector<float> w(32, 0.5f);
-  if (quant::AxpyChunkMultiInt16Weights(vf[0], s->Chunk(0, 0, 0).v_codes, s->Chunk(0, 0, 0).v_meta,
-                                        32, D, w.data(), 32, 1, probe.data(), D)) {
+  if (attn::AxpyChunkMultiInt16Weights(vf[0], s->Chunk(0, 0, 0).v_codes, s->Chunk(0, 0, 0).v_meta,
+                                       32, D, w.data(), 32, 1, probe.data(), D)) {
     EXPECT_GT(worst, 0.0f) << "the int16 weights never ran";
   }
   // A batch of 2 queries keeps the fp32 weights: bit-identical either way.
@@ -536,9 +536,9 @@ TEST(StoreAttention, DecodeFp8Bf16StaysCloseToTheFp32Kernels) {
     }
   }
   // The walk takes the bf16 kernels where this CPU prefers them
-  // (quant::Bf16RowsPreferred: AVX512_BF16, not Intel); elsewhere the
+  // (attn::Bf16RowsPreferred: AVX512_BF16, not Intel); elsewhere the
   // rounded options change nothing for fp8 chunks.
-  if (quant::Bf16RowsPreferred()) {
+  if (attn::Bf16RowsPreferred()) {
     EXPECT_GT(worst, 0.0f) << "the bf16 kernels never ran";
   } else {
     EXPECT_EQ(worst, 0.0f) << "fp8 chunks left the fp32 kernels where they are preferred";
@@ -600,8 +600,8 @@ TEST(StoreAttention, DecodeQ8_0Int16StaysCloseToTheFp32Kernels) {
       }
     }
   }
-  quant::Q8_0Query probe;
-  if (quant::PrepareQ8_0Query(q.data(), D, 1, D, &probe)) {
+  attn::Q8_0Query probe;
+  if (attn::PrepareQ8_0Query(q.data(), D, 1, D, &probe)) {
     EXPECT_GT(worst, 0.0f) << "the q8_0 int16 kernels never ran";
   }
   // A batch of 2 queries keeps the fp32 kernels: bit-identical either way.

@@ -112,7 +112,7 @@ std::vector<float> Attend(const Case& c, int n, bool tiled, const AttentionSink*
 }
 
 // max |v̂| and max |q · k̂| / sqrt(D) over the kept tokens of layer 1: the scale
-// of quant::AttendRows' tolerance.
+// of attn::AttendRows' tolerance.
 std::pair<float, float> Scales(const Case& c, int n) {
   const KvStore& s = *c.store;
   const int H = s.n_kv_heads(), D = s.head_dim(), group = c.n_q_heads / H;

@@ -107,7 +107,7 @@ TEST(LlamaCache, RotationMatchesTheSylvesterOracleAndRoundTrips) {
 }
 
 TEST(LlamaCache, NoResidualBytesHeldAreTheFormulaForEveryTokenCount) {
-  for (const char* t : {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"}) {
+  for (const char* t : {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"}) {
     const std::string spec = std::string("llama:ctk=") + t + ",ctv=q4_0";
     SCOPED_TRACE(spec);
     const KvGeometry g = LlamaGeometry(64, 600);

@@ -28,11 +28,11 @@ TEST(QuantDegenerate, ConstantAndZeroGroupsReconstructExactly) {
           // Up to fp16 rounding of the constant (a rotation spreads it first,
           // whose float error the quantizer then sees).
           float tol = f.hadamard ? std::fabs(c) * 0.02f : std::fabs(c) * 0x1p-10f;
-          // fp8 keeps only its own precision: a constant maps to c / s16,
-          // which need not be an fp8 value when s16 was rounded.
-          if (f.kind == Kind::kFp8E4M3) tol += std::fabs(c) * 0x1p-4f;
-          if (f.kind == Kind::kFp8E5M2) tol += std::fabs(c) * 0x1p-3f;
-          if (f.kind == Kind::kInt8) tol += std::fabs(c) / 254.0f * 1.01f;  // s/2, s = c/127
+          // Beyond that, the kind's own precision (quant_test_util.h): e.g.
+          // fp8 maps c to c / s16, which need not be an fp8 value when s16
+          // was rounded.
+          const testing::SymmetricBounds b = testing::SymmetricBoundsOf(f, T, D);
+          tol += b.const_rel * std::fabs(c) + b.const_abs;
           for (float v : y) {
             ASSERT_TRUE(std::isfinite(v)) << FormatName(f);
             ASSERT_NEAR(v, c, tol) << FormatName(f) << " c=" << c << " T=" << T;
@@ -75,9 +75,10 @@ TEST(QuantDegenerate, NonFiniteInputNeverYieldsNaN) {
     // An all-NaN chunk quantizes like zeros.
     for (const Format& f : testing::AllFormats()) {
       if (f.kind == Kind::kF32) continue;
-      const std::vector<float> x(32 * 8, nan);
+      const int T = 8, D = 32;
+      const std::vector<float> x(T * D, nan);
       const std::vector<float> y =
-          testing::Decode(f, testing::Encode(f, x, 32, 8, reference), 32, 8, reference);
+          testing::Decode(f, testing::Encode(f, x, T, D, reference), T, D, reference);
       for (float v : y) ASSERT_EQ(v, 0.0f) << FormatName(f);
     }
   }

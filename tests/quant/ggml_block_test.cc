@@ -219,8 +219,9 @@ TEST(GgmlBlock, SimdMatchesReferenceOnEveryTarget) {
                            ar.data() + h * D);
             AxpyChunk(f, r.codes.data(), r.meta.data(), T, D, w.data() + h * T, as.data() + h * D);
           }
-          DotChunkMulti(f, r.codes.data(), r.meta.data(), T, D, q.data(), D, 3, sm.data(), T);
-          AxpyChunkMulti(f, r.codes.data(), r.meta.data(), T, D, w.data(), T, 3, am.data(), D);
+          attn::DotChunkMulti(f, r.codes.data(), r.meta.data(), T, D, q.data(), D, 3, sm.data(), T);
+          attn::AxpyChunkMulti(f, r.codes.data(), r.meta.data(), T, D, w.data(), T, 3, am.data(),
+                               D);
           for (int i = 0; i < 3 * T; ++i) {
             ASSERT_NEAR(ss[i], sr[i], dot_tol) << t.ggml_name << " dot " << i;
             ASSERT_NEAR(sm[i], sr[i], dot_tol) << t.ggml_name << " dot multi " << i;

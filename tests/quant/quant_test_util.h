@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "quant/format.h"
+#include "quant/format_traits.h"
 #include "quant/internal.h"
 #include "../simd_targets.h"
 
@@ -79,7 +80,49 @@ inline std::vector<Format> AllFormats() {
     fs.push_back(Normal(b, Grouping::kPerToken, 8));
     fs.push_back(Normal(b, Grouping::kPerChannel));
   }
+  fs.push_back(*ParseFormat("iq4_nl"));  // D a multiple of 32: the tests skip D = 8
   return fs;
+}
+
+// Whether the generic tests run f on a chunk with D channels (the llama.cpp
+// block kinds need D a multiple of their 32-value block).
+inline bool TakesD(const Format& f, int D) {
+  const int b = Traits(f.kind).d_block;
+  return b == 0 || D % b == 0;
+}
+
+// The error bounds of the kinds with one symmetric fp16 scale s per run of
+// consecutive values (int8, fp8, iq4_nl): the generic tests' only per-kind
+// numbers, kept beside the list above so a new kind adds its case here.
+struct SymmetricBounds {
+  // Round trip (tests/quant/roundtrip_test.cc): |x - x^| <= x_rel |x| + s_rel s.
+  float x_rel = 0.0f, s_rel = 0.0f;
+  // A constant input c (tests/quant/degenerate_test.cc) comes back within
+  // const_rel |c| + const_abs beyond fp16 rounding.
+  float const_rel = 0.0f, const_abs = 0.0f;
+  // Values sharing one scale; the scale of value k is the fp16 at meta + 2 (k / run).
+  size_t run = 0;
+};
+inline SymmetricBounds SymmetricBoundsOf(const Format& f, int T, int D) {
+  const size_t chunk = static_cast<size_t>(T) * static_cast<size_t>(D);
+  switch (f.kind) {
+    case Kind::kInt8:  // s / 2; the scale amax / 127 is rounded up, so nothing saturates
+      return {.s_rel = 0.5f, .const_rel = 1.01f / 254.0f, .run = static_cast<size_t>(D)};
+    case Kind::kFp8E4M3:  // 3 mantissa bits; the subnormal step is s * 2^-9
+      return {.x_rel = 0x1p-4f, .s_rel = 0x1p-10f, .const_rel = 0x1p-4f, .run = chunk};
+    case Kind::kFp8E5M2:  // 2 mantissa bits; the subnormal step is s * 2^-16
+      return {.x_rel = 0x1p-3f, .s_rel = 0x1p-17f, .const_rel = 0x1p-3f, .run = chunk};
+    case Kind::kIq4Nl:
+      // Half the widest gap of the grid (113 - 89 = 24) times |d|, plus the
+      // refit's move of the ends (|d| is refitted from max / -127): max
+      // |x - x^| / |d| = 16.05 over 20,000 Gaussian blocks (a third with an 8x
+      // outlier, a fifth offset), computed in Python. A constant reconstructs
+      // as -127 * fp16(-c / 127): fp16 rounding of a scale that can be
+      // subnormal (step 2^-24, times 127 / 2).
+      return {.s_rel = 20.0f, .const_abs = 127.0f * 0x1p-25f, .run = 32};
+    default:
+      return {};
+  }
 }
 
 inline float MaxAbs(const std::vector<float>& v) {
