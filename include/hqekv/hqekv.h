@@ -432,12 +432,13 @@ typedef enum hqekv_pooling {
   HQEKV_POOLING_LAST = 2, /* its last token (what a causal model has seen most of) */
   HQEKV_POOLING_FIRST = 3 /* its first token (CLS-style) */
 } hqekv_pooling;
-/* One vector for sequence seq's tokens in the last decode (batch):
+/* One vector for sequence seq's tokens in the last decode (batch), pooled
+ * as `pooling` says (an hqekv_pooling value, passed as int so that any
+ * other value is a clean HQEKV_ERR_INVALID_ARGUMENT):
  * out[n_embd] (cap >= n_embd floats), L2-normalised when normalize != 0 (as
  * llama.cpp's embedding example does). */
 HQEKV_API hqekv_status hqekv_get_embeddings_seq(const hqekv_context* ctx, hqekv_seq_id seq,
-                                                hqekv_pooling pooling, int normalize, float* out,
-                                                size_t cap);
+                                                int pooling, int normalize, float* out, size_t cap);
 
 /* ---- Vocabulary and file metadata ------------------------------------------ */
 /* The text of a token as the vocabulary stores it (SentencePiece pieces keep

@@ -54,9 +54,8 @@ hqekv_status hqekv_get_embeddings_ith(const hqekv_context* ctx, int i, const flo
   });
 }
 
-hqekv_status hqekv_get_embeddings_seq(const hqekv_context* ctx, hqekv_seq_id seq,
-                                      hqekv_pooling pooling, int normalize, float* out,
-                                      size_t cap) {
+hqekv_status hqekv_get_embeddings_seq(const hqekv_context* ctx, hqekv_seq_id seq, int pooling,
+                                      int normalize, float* out, size_t cap) {
   return Guard("hqekv_get_embeddings_seq", [&] {
     const char* fn = "hqekv_get_embeddings_seq";
     if (!ctx) return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": ctx is NULL");
@@ -69,7 +68,7 @@ hqekv_status hqekv_get_embeddings_seq(const hqekv_context* ctx, hqekv_seq_id seq
     if (pooling != HQEKV_POOLING_MEAN && pooling != HQEKV_POOLING_LAST &&
         pooling != HQEKV_POOLING_FIRST) {
       return Fail(HQEKV_ERR_INVALID_ARGUMENT, std::string(fn) + ": unknown pooling " +
-                                                  std::to_string(static_cast<int>(pooling)) +
+                                                  std::to_string(pooling) +
                                                   " (HQEKV_POOLING_MEAN, _LAST or _FIRST)");
     }
     if (ctx->embd_seq.empty()) {

@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
     CHECK(max_diff(pooled, rows, d) == 0.0);
     CHECK_ERR(hqekv_get_embeddings_seq(ctx, 0, HQEKV_POOLING_MEAN, 0, pooled, (size_t)d - 1),
               HQEKV_ERR_BUFFER_TOO_SMALL, "floats");
-    CHECK_ERR(hqekv_get_embeddings_seq(ctx, 0, (hqekv_pooling)9, 0, pooled, (size_t)d),
-              HQEKV_ERR_INVALID_ARGUMENT, "pooling");
+    CHECK_ERR(hqekv_get_embeddings_seq(ctx, 0, 9, 0, pooled, (size_t)d), HQEKV_ERR_INVALID_ARGUMENT,
+              "pooling");
     CHECK_ERR(hqekv_get_embeddings_seq(ctx, 5, HQEKV_POOLING_MEAN, 0, pooled, (size_t)d),
               HQEKV_ERR_INVALID_ARGUMENT, "no token");
   }
