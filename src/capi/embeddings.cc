@@ -1,10 +1,10 @@
 // C API: hidden-state embeddings of the last decode (hqekv_context_set_embeddings,
 // hqekv_get_embeddings_ith, hqekv_get_embeddings_seq).
-#include <cmath>
 #include <string>
 #include <vector>
 
 #include "capi/handles.h"
+#include "model/embedding_pool.h"
 
 using hqekv::capi::Fail;
 using hqekv::capi::Guard;
@@ -85,22 +85,9 @@ hqekv_status hqekv_get_embeddings_seq(const hqekv_context* ctx, hqekv_seq_id seq
                                                   std::to_string(seq) +
                                                   " has no token in the last batch");
     }
-    std::vector<double> acc(d, 0.0);
-    if (pooling == HQEKV_POOLING_MEAN) {
-      for (size_t r : rows)
-        for (size_t c = 0; c < d; ++c) acc[c] += ctx->embd[r * d + c];
-      for (double& a : acc) a /= static_cast<double>(rows.size());
-    } else {
-      const size_t r = pooling == HQEKV_POOLING_LAST ? rows.back() : rows.front();
-      for (size_t c = 0; c < d; ++c) acc[c] = ctx->embd[r * d + c];
-    }
-    double scale = 1.0;
-    if (normalize) {
-      double norm2 = 0.0;
-      for (double a : acc) norm2 += a * a;
-      scale = norm2 > 0.0 ? 1.0 / std::sqrt(norm2) : 0.0;
-    }
-    for (size_t c = 0; c < d; ++c) out[c] = static_cast<float>(acc[c] * scale);
+    if (pooling != HQEKV_POOLING_MEAN)
+      rows = {pooling == HQEKV_POOLING_LAST ? rows.back() : rows.front()};
+    hqekv::PoolEmbedding(ctx->embd.data(), d, rows.data(), rows.size(), normalize != 0, out);
     return HQEKV_OK;
   });
 }

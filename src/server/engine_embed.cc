@@ -1,8 +1,8 @@
 // Engine::Embed: hidden-state embeddings between scheduler steps.
-#include <cmath>
 #include <string>
 #include <vector>
 
+#include "model/embedding_pool.h"
 #include "policy/factory.h"
 #include "server/engine.h"
 
@@ -50,16 +50,9 @@ bool Engine::Embed(const std::vector<std::vector<int32_t>>& inputs, const std::s
       return false;
     }
     // Mean over the tokens, then L2 normalisation (OpenAI's vectors have norm 1).
-    std::vector<double> acc(d, 0.0);
-    for (int t = 0; t < n; ++t)
-      for (size_t k = 0; k < d; ++k) acc[k] += rows[size_t(t) * d + k];
-    double norm2 = 0.0;
-    for (double& a : acc) {
-      a /= n;
-      norm2 += a * a;
-    }
-    const double scale = norm2 > 0.0 ? 1.0 / std::sqrt(norm2) : 0.0;
-    for (size_t k = 0; k < d; ++k) (*out)[i][k] = static_cast<float>(acc[k] * scale);
+    std::vector<size_t> all(static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t) all[t] = static_cast<size_t>(t);
+    PoolEmbedding(rows.data(), d, all.data(), all.size(), /*normalize=*/true, (*out)[i].data());
   }
   std::lock_guard<std::mutex> l(mu_);
   ++m_.requests;
