@@ -1,32 +1,24 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/CMakeLists.txt: GGUF reader, --kv spec
-# and number parser, profile JSON, tokenizers, chat templates, llama2.c
-# reader, cached eval cells) with clang
-# (ASan + UBSan) into build-fuzz/ and runs each briefly on its committed seed
-# corpus, FUZZ_SECONDS in all (split as TARGETS says).
+# Runs the libFuzzer targets (fuzz/CMakeLists.txt: GGUF reader, --kv spec and
+# number parser, profile JSON, tokenizers, chat templates, llama2.c reader,
+# cached eval cells, KV state loader, server request path) briefly on their
+# committed seed corpus, FUZZ_SECONDS in all (split as TARGETS says). They are
+# built in the clang ASan + UBSan tree (scripts/configure_sanitized.sh), the
+# one scripts/test.sh also tests: FUZZ_BUILD names it (default build-asan;
+# configured here when it is not yet).
 #   FUZZ_SECONDS=60 (default, CI)  bash scripts/fuzz.sh
 #   FUZZ_SECONDS=3600              bash scripts/fuzz.sh   # a longer manual run
-# New inputs go to build-fuzz/corpus-NAME (kept between runs, never into the
-# committed fuzz/corpus/); a crash leaves its input in build-fuzz/artifacts/
+# New inputs go to $FUZZ_BUILD/corpus-NAME (kept between runs, never into the
+# committed fuzz/corpus/); a crash leaves its input in $FUZZ_BUILD/artifacts/
 # and makes this script fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN=${FUZZ_SECONDS:-60}
+B=${FUZZ_BUILD:-build-asan}
 
-if ! command -v clang++ >/dev/null; then
-  echo "fuzz.sh: clang++ not found (Debian: apt-get install clang libclang-rt-14-dev)" >&2
-  exit 1
+if ! grep -qs "^HQEKV_BUILD_FUZZ:BOOL=ON" "$B/CMakeCache.txt"; then
+  bash scripts/configure_sanitized.sh "$B"
 fi
-rt=$(clang++ -print-file-name=libclang_rt.fuzzer-x86_64.a)
-if [[ ! -f "$rt" ]]; then
-  echo "fuzz.sh: libFuzzer runtime missing ($rt); install libclang-rt-14-dev" >&2
-  exit 1
-fi
-
-# -O1 with line tables, as the ASan build of scripts/test.sh (a third of -O2 -g's compile time).
-CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHQEKV_BUILD_FUZZ=ON \
-  -DHQEKV_BUILD_TESTS=OFF -DHQEKV_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
 
 # target  corpus  share of the time (percent)  max input bytes. The total stays
 # FUZZ_SECONDS (60 s in CI): GGUF keeps the most (27 s), the model-file and
@@ -45,25 +37,25 @@ TARGETS=(
 )
 names=()
 for t in "${TARGETS[@]}"; do names+=("${t%% *}"); done
-cmake --build build-fuzz --target "${names[@]}" -j"$(nproc)"
+cmake --build "$B" --target "${names[@]}" -j"$(nproc)"
 
-mkdir -p build-fuzz/artifacts
+mkdir -p "$B/artifacts"
 failed=0
 for t in "${TARGETS[@]}"; do
   read -r name corpus share max_len <<<"$t"
   secs=$(( SECONDS_TO_RUN * share / 100 )); (( secs >= 1 )) || secs=1
-  mkdir -p "build-fuzz/corpus-$corpus"
+  mkdir -p "$B/corpus-$corpus"
   echo "fuzz.sh: $name for ${secs}s on fuzz/corpus/$corpus"
   # -rss_limit_mb catches huge allocations; -timeout catches hangs (per input).
   status=0
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
-    "build-fuzz/fuzz/$name" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -timeout=10 -max_len="$max_len" -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/ \
-    "build-fuzz/corpus-$corpus" "fuzz/corpus/$corpus" >"build-fuzz/$name.log" 2>&1 || status=$?
+    "$B/fuzz/$name" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+    -timeout=10 -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$B/artifacts/" \
+    "$B/corpus-$corpus" "fuzz/corpus/$corpus" >"$B/$name.log" 2>&1 || status=$?
   grep -E "INITED|DONE|stat::number_of_executed_units|stat::new_units|stat::peak_rss|ERROR|SUMMARY" \
-    "build-fuzz/$name.log" || true
+    "$B/$name.log" || true
   if [[ $status -ne 0 ]]; then
-    echo "fuzz.sh: $name FAILED (exit $status); see build-fuzz/$name.log and build-fuzz/artifacts/" >&2
+    echo "fuzz.sh: $name FAILED (exit $status); see $B/$name.log and $B/artifacts/" >&2
     failed=1
   fi
 done

@@ -368,11 +368,11 @@ bool Bf16RowsPreferred() {
   // Intel's cores issue vdpbf16ps on one 512-bit pipe and vpermi2b as
   // several uops on the shuffle pipe that also does FMAs (perf annotate on
   // the Xeon: the vdpbf16ps hold most of the V kernel's samples).
-#if defined(__x86_64__) || defined(__i386__)
+#if HQEKV_SINGLE_ISA
   static const bool preferred = __builtin_cpu_supports("avx512bf16") && !__builtin_cpu_is("intel");
   return preferred;
 #else
-  return false;  // the kernels are x86 only
+  return false;  // the kernels are compiled only by GCC for x86-64 (attn/single_isa.h)
 #endif
 }
 
