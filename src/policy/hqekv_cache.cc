@@ -14,12 +14,32 @@ namespace hqekv::policy {
 namespace {
 // Contexts below this many tokens: bits=B keeps the residual exact (BuildFrom).
 constexpr int64_t kExactResidualBelowCtx = 1024;
+
+// residual=auto on a short context: the newest (< 32) tokens take most of
+// the attention, so their error sets a floor under the KL; their bytes are
+// paid from the chunks' share. Measured on refmodel-4l at ctx 512 (prefill
+// 256, wiki.test / wiki.valid), KL with an iq4_nl vs a rotated q8_0 residual:
+// bits=4.2 0.025 / 0.033, 4.659 0.018 / 0.026, 4.9 0.018 / 0.015, 5.159
+// 0.018 / 0.0035 (fp16: 0.032 at 4.659, 0.020 at 5.159): 4-bit rows below
+// kResidual8BitFromBits, 8-bit rows from there.
+constexpr double kResidual8BitFromBits = 4.8;
+
+quant::Format AutoResidualFormat(const HqekvOptions& o, const KvGeometry& g) {
+  quant::Format f = o.true_bits < kResidual8BitFromBits ? quant::GgmlBlock(quant::Kind::kIq4Nl)
+                                                        : quant::GgmlBlock(quant::Kind::kQ8_0);
+  f.hadamard = f.kind == quant::Kind::kQ8_0;
+  if (cache::ResidualFormatOk(f, g.head_dim)) return f;
+  f.hadamard = false;  // head_dim not a power of two
+  return cache::ResidualFormatOk(f, g.head_dim) ? f : quant::F16();
+}
 }  // namespace
 
-HqekvCache::HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve)
+HqekvCache::HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve,
+                       const quant::Format& residual_format)
     : StoreBackedCache(g, std::move(describe), 2, true, [&] {
         StoreTuning t;
         t.residual_reserve = residual_reserve;
+        t.residual_format = residual_format;
         return t;
       }()) {}
 
@@ -49,7 +69,10 @@ Result<std::unique_ptr<HqekvCache>> HqekvCache::BuildFrom(HqekvOptions o, const 
   // exact residual measured mixed on wiki.test (KL x1.27 at 3.4 bits, x0.71
   // at 5.157; cause not found), so there the reserve stays.
   const bool exact = o.token_select || (o.true_bits > 0 && g.max_ctx < kExactResidualBelowCtx);
-  std::unique_ptr<HqekvCache> c(new HqekvCache(g, o.describe, exact ? 0 : -1));
+  // There the residual's tokens are also quantized when appended, as
+  // llama.cpp's cache does, and the bytes saved go to the chunks.
+  if (o.residual_auto && exact && !o.token_select) o.residual_format = AutoResidualFormat(o, g);
+  std::unique_ptr<HqekvCache> c(new HqekvCache(g, o.describe, exact ? 0 : -1, o.residual_format));
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->o_ = std::move(o);
   c->ratios_ = c->o_.ratios;
@@ -62,6 +85,8 @@ Result<std::unique_ptr<HqekvCache>> HqekvCache::BuildFrom(HqekvOptions o, const 
   // Chunk mode with an exact residual: the byte model counts its peak (a
   // chunk less one token waiting); select=token holds it under B per step.
   c->model_.layout.residual_exact = exact && !c->o_.token_select;
+  c->model_.layout.residual_row_bytes =
+      static_cast<int64_t>(c->store_->ResidualRowUnits() * sizeof(f16_t));
   c->model_.layout.unit_bytes = c->store_->Pool(0).unit_bytes();
   c->model_.layout.page_bytes = c->store_->Pool(0).page_bytes();
   c->model_.units = c->o_.units_per_layer;
