@@ -18,11 +18,12 @@ constexpr int64_t kExactResidualBelowCtx = 1024;
 // residual=auto on a short context: the newest (< 32) tokens take most of
 // the attention, so their error sets a floor under the KL; their bytes are
 // paid from the chunks' share. Measured on refmodel-4l at ctx 512 (prefill
-// 256, wiki.test / wiki.valid), KL with an iq4_nl vs a rotated q8_0 residual:
-// bits=4.2 0.025 / 0.033, 4.659 0.018 / 0.026, 4.9 0.018 / 0.015, 5.159
-// 0.018 / 0.0035 (fp16: 0.032 at 4.659, 0.020 at 5.159): 4-bit rows below
-// kResidual8BitFromBits, 8-bit rows from there.
-constexpr double kResidual8BitFromBits = 4.8;
+// 256; wiki.test, wiki.valid, alice, tinystories; 2 KiB pages), KL of a
+// rotated q8_0 residual / an iq4_nl one: bits=3.4 1.12-1.82x, 4.2 1.6-2.4x,
+// 4.4 0.32-0.60x, 4.659 0.28-0.49x, 4.7 0.51-1.33x, 4.75 0.31-0.97x, 5.159
+// 0.2x (iq4_nl's error is then the floor: 0.018 at every budget from 4.9
+// on wiki.test): 4-bit rows below kResidual8BitFromBits, 8-bit from there.
+constexpr double kResidual8BitFromBits = 4.3;
 
 quant::Format AutoResidualFormat(const HqekvOptions& o, const KvGeometry& g) {
   quant::Format f = o.true_bits < kResidual8BitFromBits ? quant::GgmlBlock(quant::Kind::kIq4Nl)
