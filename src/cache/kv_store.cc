@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cache/kv_store_records.h"
+#include "quant/format_traits.h"
 
 namespace hqekv::cache {
 
@@ -33,10 +34,10 @@ KvStore::KvStore(const KvStoreConfig& cfg)
 bool ResidualFormatOk(const quant::Format& f, int D) {
   using quant::Kind;
   if (f.kind == Kind::kF16) return !f.hadamard;
-  // Per-token kinds only: a row is complete without its neighbours.
-  const bool per_token = f.kind == Kind::kQ8_0 || f.kind == Kind::kQ5_1 || f.kind == Kind::kQ5_0 ||
-                         f.kind == Kind::kQ4_1 || f.kind == Kind::kQ4_0 || f.kind == Kind::kIq4Nl ||
-                         f.kind == Kind::kInt8;
+  // Per-token kinds only, so that a row is complete without its
+  // neighbours: llama.cpp's block types (blocks of d_block values along D)
+  // and int8 (one scale per token).
+  const bool per_token = quant::Traits(f.kind).d_block > 0 || f.kind == Kind::kInt8;
   // Rows are kept in fp16-sized units: every such row is an even byte count.
   return per_token && quant::Validate(f, 1, D).ok() && ResidualRowBytes(f, D) % 2 == 0;
 }

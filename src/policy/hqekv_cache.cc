@@ -19,16 +19,18 @@ constexpr int64_t kExactResidualBelowCtx = 1024;
 // the attention, so their error sets a floor under the KL; their bytes are
 // paid from the chunks' share. Measured on refmodel-4l at ctx 512 (prefill
 // 256; wiki.test, wiki.valid, alice, tinystories; 2 KiB pages), KL of a
-// rotated q8_0 residual / an iq4_nl one: bits=3.4 1.12-1.82x, 4.2 1.6-2.4x,
-// 4.4 0.32-0.60x, 4.659 0.28-0.49x, 4.7 0.51-1.33x, 4.75 0.31-0.97x, 5.159
-// 0.2x (iq4_nl's error is then the floor: 0.018 at every budget from 4.9
-// on wiki.test): 4-bit rows below kResidual8BitFromBits, 8-bit from there.
+// rotated q8_0 residual / a 4-bit one (iq4_nl): bits=3.4 1.12-1.82x, 4.2
+// 1.6-2.4x, 4.4 0.32-0.60x, 4.659 0.28-0.49x, 4.7 0.51-1.33x, 4.75
+// 0.31-0.97x, 5.159 0.2x (the 4-bit rows' error is then the floor: 0.018 at
+// every budget from 4.9 on wiki.test): 4-bit rows below
+// kResidual8BitFromBits, 8-bit from there. The 4-bit rows are rotated q4_0
+// (llama.cpp's default cache type): KL 0.91-1.31x iq4_nl's at 3.4 and 4.2.
 constexpr double kResidual8BitFromBits = 4.3;
 
 quant::Format AutoResidualFormat(const HqekvOptions& o, const KvGeometry& g) {
-  quant::Format f = o.true_bits < kResidual8BitFromBits ? quant::GgmlBlock(quant::Kind::kIq4Nl)
+  quant::Format f = o.true_bits < kResidual8BitFromBits ? quant::GgmlBlock(quant::Kind::kQ4_0)
                                                         : quant::GgmlBlock(quant::Kind::kQ8_0);
-  f.hadamard = f.kind == quant::Kind::kQ8_0;
+  f.hadamard = true;
   if (cache::ResidualFormatOk(f, g.head_dim)) return f;
   f.hadamard = false;  // head_dim not a power of two
   return cache::ResidualFormatOk(f, g.head_dim) ? f : quant::F16();

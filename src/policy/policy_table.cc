@@ -195,7 +195,7 @@ std::vector<PolicyInfo> BuildTable() {
         Text("residual",
              "bits=B: how the newest tokens (fewer than a chunk, waiting to be sealed) are "
              "held: auto (default) = quantized per token when appended on contexts below "
-             "1024 tokens (iq4_nl below 4.3 bits, rotated q8_0 from there; head_dim a "
+             "1024 tokens (rotated q4_0 below 4.3 bits, rotated q8_0 from there; head_dim a "
              "multiple of 32), else f16; or f16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl, "
              "int8 (\":had\" rotates)"),
         Text("layer_bits",

@@ -770,7 +770,7 @@ TEST(KvStoreQuantizedResidual, RowsAreTheFormatsOracleAndEveryByteIsCounted) {
   Format q4had = quant::GgmlBlock(quant::Kind::kQ4_0);
   q4had.hadamard = true;
   for (const Format& rf : {quant::GgmlBlock(quant::Kind::kQ8_0),
-                           quant::GgmlBlock(quant::Kind::kIq4Nl), q4had, quant::Int8PerToken()}) {
+                           quant::GgmlBlock(quant::Kind::kQ4_1), q4had, quant::Int8PerToken()}) {
     SCOPED_TRACE(quant::FormatName(rf));
     auto s = ResidualStore(rf, H, D);
     ASSERT_NE(s, nullptr);

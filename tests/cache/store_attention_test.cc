@@ -353,7 +353,7 @@ TEST(StoreAttention, QuantizedResidualMatchesReference) {
   quant::Format q4had = quant::GgmlBlock(quant::Kind::kQ4_0);
   q4had.hadamard = true;
   for (const quant::Format& rf :
-       {quant::GgmlBlock(quant::Kind::kQ8_0), quant::GgmlBlock(quant::Kind::kIq4Nl), q4had}) {
+       {quant::GgmlBlock(quant::Kind::kQ8_0), quant::GgmlBlock(quant::Kind::kQ4_1), q4had}) {
     SCOPED_TRACE(quant::FormatName(rf));
     KvStoreConfig cfg;
     cfg.n_layers = 1;

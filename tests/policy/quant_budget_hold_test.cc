@@ -141,7 +141,7 @@ namespace hqekv::policy {
 namespace {
 
 // bits=B on a context below 1024 tokens quantizes the residual's tokens per
-// token (iq4_nl below 4.3 bits, rotated q8_0 from there), counts their rows
+// token (rotated q4_0 below 4.3 bits, rotated q8_0 from there), counts their rows
 // in the byte model and still holds B at every step; residual=f16 keeps fp16
 // rows; longer contexts and select=token keep fp16.
 TEST(QuantBudgetHold, HqekvShortContextQuantizesTheResidual) {
@@ -150,7 +150,7 @@ TEST(QuantBudgetHold, HqekvShortContextQuantizesTheResidual) {
     int ctx;
     const char* format;  // the store's residual format
     double bits;
-  } kCases[] = {{"hqekv:bits=4.2", 512, "iq4_nl", 4.2},
+  } kCases[] = {{"hqekv:bits=4.2", 512, "q4_0:had", 4.2},
                 {"hqekv:bits=4.66", 512, "q8_0:had", 4.66},
                 {"hqekv:bits=6", 512, "q8_0:had", 6.0},
                 {"hqekv:bits=4.66,residual=f16", 512, "f16", 4.66},
