@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cache/kv_store_records.h"
+#include "quant/format_traits.h"
 
 namespace hqekv::cache {
 
@@ -27,7 +28,33 @@ std::string At(int layer, int head) {
 
 }  // namespace
 
-KvStore::KvStore(const KvStoreConfig& cfg) : cfg_(cfg) {}
+KvStore::KvStore(const KvStoreConfig& cfg)
+    : cfg_(cfg), res_units_(ResidualRowBytes(cfg.residual_format, cfg.head_dim) / 2) {}
+
+bool ResidualFormatOk(const quant::Format& f, int D) {
+  using quant::Kind;
+  if (f.kind == Kind::kF16) return !f.hadamard;
+  // Per-token kinds only, so that a row is complete without its
+  // neighbours: llama.cpp's block types (blocks of d_block values along D)
+  // and int8 (one scale per token).
+  const bool per_token = quant::Traits(f.kind).d_block > 0 || f.kind == Kind::kInt8;
+  // Rows are kept in fp16-sized units: every such row is an even byte count.
+  return per_token && quant::Validate(f, 1, D).ok() && ResidualRowBytes(f, D) % 2 == 0;
+}
+
+size_t ResidualRowBytes(const quant::Format& f, int D) {
+  return quant::CodeBytes(f, 1, D) + quant::MetaBytes(f, 1, D);
+}
+
+void ResidualView::Row(int i, bool is_k, int D, float* out) const {
+  if (!quantized()) {
+    const f16_t* r = (is_k ? k : v) + static_cast<size_t>(i) * D;
+    for (int d = 0; d < D; ++d) out[d] = F16ToF32(r[d]);
+    return;
+  }
+  const uint8_t* r = (is_k ? k_rows : v_rows) + static_cast<size_t>(i) * row_bytes;
+  quant::DequantizeChunk(format, r, r + quant::CodeBytes(format, 1, D), 1, D, out);
+}
 KvStore::~KvStore() = default;
 
 Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
@@ -47,6 +74,11 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
   if (config.residual_reserve < -1) {
     return MakeError("KvStore: residual_reserve must be -1 (= chunk) or >= 0 tokens (got " +
                      std::to_string(config.residual_reserve) + ")");
+  }
+  if (!ResidualFormatOk(config.residual_format, config.head_dim)) {
+    return MakeError("KvStore: residual format " + quant::FormatName(config.residual_format) +
+                     " cannot hold residual rows of head_dim " + std::to_string(config.head_dim) +
+                     " (f16, or a per-token q8_0/q5_1/q5_0/q4_1/q4_0/iq4_nl/int8 that fits it)");
   }
   KvStoreConfig cfg = config;
   if (cfg.residual_reserve < 0) cfg.residual_reserve = cfg.chunk;
@@ -123,8 +155,8 @@ void KvStore::ShrinkResidual(Stream& s) const {
   // (at most a few chunks of fp16 rows, once per seal) is cheap.
   const bool exact = true;
   ShrinkFor(s.res_pos, keep, exact);
-  ShrinkFor(s.res_k, keep * cfg_.head_dim, exact);
-  ShrinkFor(s.res_v, keep * cfg_.head_dim, exact);
+  ShrinkFor(s.res_k, keep * res_units_, exact);
+  ShrinkFor(s.res_v, keep * res_units_, exact);
 }
 
 Status KvStore::Append(int layer, const float* k, const float* v, const int32_t* pos, int n) {
@@ -147,16 +179,27 @@ Status KvStore::Append(int layer, const float* k, const float* v, const int32_t*
     const size_t old = s.res_pos.size();
     const size_t step = std::max(0, cfg_.residual_reserve);
     GrowFor(s.res_pos, old + n, step);
-    GrowFor(s.res_k, (old + n) * D, step * D);
-    GrowFor(s.res_v, (old + n) * D, step * D);
+    const size_t U = res_units_;
+    GrowFor(s.res_k, (old + n) * U, step * U);
+    GrowFor(s.res_v, (old + n) * U, step * U);
     s.res_pos.insert(s.res_pos.end(), pos, pos + n);
-    s.res_k.resize((old + n) * D);
-    s.res_v.resize((old + n) * D);
-    f16_t* kd = s.res_k.data() + old * D;
-    f16_t* vd = s.res_v.data() + old * D;
+    s.res_k.resize((old + n) * U);
+    s.res_v.resize((old + n) * U);
+    f16_t* kd = s.res_k.data() + old * U;
+    f16_t* vd = s.res_v.data() + old * U;
+    const Format& rf = cfg_.residual_format;
+    const size_t code_bytes = quant::CodeBytes(rf, 1, D);
     for (int i = 0; i < n; ++i) {
       const float* kr = k + (static_cast<size_t>(i) * H + h) * D;
       const float* vr = v + (static_cast<size_t>(i) * H + h) * D;
+      if (rf.kind != quant::Kind::kF16) {
+        // Quantized now, before the batch that brought the token attends.
+        for (auto [src, row] : {std::pair{kr, kd}, std::pair{vr, vd}}) {
+          uint8_t* b = reinterpret_cast<uint8_t*>(row + static_cast<size_t>(i) * U);
+          quant::QuantizeChunk(rf, src, 1, D, b, b + code_bytes);
+        }
+        continue;
+      }
       for (int d = 0; d < D; ++d) kd[static_cast<size_t>(i) * D + d] = F32ToF16(kr[d]);
       for (int d = 0; d < D; ++d) vd[static_cast<size_t>(i) * D + d] = F32ToF16(vr[d]);
     }
@@ -308,10 +351,10 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
                      L.pool.Data(extras[i].positions));
     }
     if (Stream::HasExtra(recs[i])) s.AddExtra(extras[i]);
-    const size_t base = static_cast<size_t>(sealed) * D;
-    for (size_t j = 0; j < static_cast<size_t>(T) * D; ++j) {
-      kbuf[j] = F16ToF32(s.res_k[base + j]);
-      vbuf[j] = F16ToF32(s.res_v[base + j]);
+    const ResidualView rv = ViewResidual(s);
+    for (int t = 0; t < T; ++t) {
+      rv.Row(sealed + t, true, D, kbuf.data() + static_cast<size_t>(t) * D);
+      rv.Row(sealed + t, false, D, vbuf.data() + static_cast<size_t>(t) * D);
     }
     s.chunks.push_back(recs[i]);  // inline metadata is written into the stored record
     ChunkRec& sc = s.chunks.back();
@@ -321,8 +364,8 @@ Status KvStore::SealOne(Layer& L, Stream& s, int n, const Format& kf, const Form
     sealed += T;
   }
   s.res_pos.erase(s.res_pos.begin(), s.res_pos.begin() + sealed);
-  s.res_k.erase(s.res_k.begin(), s.res_k.begin() + static_cast<size_t>(sealed) * D);
-  s.res_v.erase(s.res_v.begin(), s.res_v.begin() + static_cast<size_t>(sealed) * D);
+  s.res_k.erase(s.res_k.begin(), s.res_k.begin() + static_cast<size_t>(sealed) * res_units_);
+  s.res_v.erase(s.res_v.begin(), s.res_v.begin() + static_cast<size_t>(sealed) * res_units_);
   ShrinkResidual(s);
   return Status::Ok();
 }
@@ -490,7 +533,6 @@ Status KvStore::EvictTokens(int layer, int head, const int32_t* positions, int n
     }
   }
   // Pass 2: apply.
-  const int D = cfg_.head_dim;
   for (int h = h0; h < h1; ++h) {
     Stream& s = L.streams[h];
     std::vector<char> drop_res;
@@ -514,14 +556,15 @@ Status KvStore::EvictTokens(int layer, int head, const int32_t* positions, int n
         if (drop_res[r]) continue;
         if (w != r) {
           s.res_pos[w] = s.res_pos[r];
-          std::memmove(&s.res_k[w * D], &s.res_k[r * D], D * sizeof(f16_t));
-          std::memmove(&s.res_v[w * D], &s.res_v[r * D], D * sizeof(f16_t));
+          const size_t U = res_units_;
+          std::memmove(&s.res_k[w * U], &s.res_k[r * U], U * sizeof(f16_t));
+          std::memmove(&s.res_v[w * U], &s.res_v[r * U], U * sizeof(f16_t));
         }
         ++w;
       }
       s.res_pos.resize(w);
-      s.res_k.resize(w * D);
-      s.res_v.resize(w * D);
+      s.res_k.resize(w * res_units_);
+      s.res_v.resize(w * res_units_);
       ShrinkResidual(s);
     }
   }
@@ -569,12 +612,22 @@ const quant::Format& KvStore::LayerFormat(int layer, int i) const {
 }
 
 ResidualView KvStore::Residual(int layer, int head) const {
-  const Stream& s = layers_[layer]->streams[head];
+  return ViewResidual(layers_[layer]->streams[head]);
+}
+
+ResidualView KvStore::ViewResidual(const Stream& s) const {
   ResidualView r;
   r.n = static_cast<int>(s.res_pos.size());
   r.positions = s.res_pos.data();
-  r.k = s.res_k.data();
-  r.v = s.res_v.data();
+  r.format = cfg_.residual_format;
+  r.row_bytes = res_units_ * sizeof(f16_t);
+  if (r.quantized()) {
+    r.k_rows = reinterpret_cast<const uint8_t*>(s.res_k.data());
+    r.v_rows = reinterpret_cast<const uint8_t*>(s.res_v.data());
+  } else {
+    r.k = s.res_k.data();
+    r.v = s.res_v.data();
+  }
   return r;
 }
 
@@ -635,9 +688,9 @@ void KvStore::DequantizeKept(int layer, int head, float* k, float* v) const {
     }
   }
   const ResidualView r = Residual(layer, head);
-  for (size_t i = 0; i < static_cast<size_t>(r.n) * D; ++i) {
-    k[row * D + i] = F16ToF32(r.k[i]);
-    v[row * D + i] = F16ToF32(r.v[i]);
+  for (int i = 0; i < r.n; ++i) {
+    r.Row(i, true, D, k + (row + i) * D);
+    r.Row(i, false, D, v + (row + i) * D);
   }
 }
 

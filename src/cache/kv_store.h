@@ -91,7 +91,20 @@ struct KvStoreConfig {
   // eviction caches of small heads, the reserve (or a 1/8 growth step) would
   // be a large part of the bytes they hold.
   int residual_reserve = -1;
+  // How residual tokens are held: fp16 (the default), or a per-token format
+  // (q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl, int8; optionally rotated) that
+  // quantizes each token when it is appended, as llama.cpp's cache does. A
+  // row is that format's codes then metadata for one token (D values), e.g.
+  // 68 + 4 bytes for q8_0 at D = 64 against 128 for fp16; Seal re-quantizes
+  // the chunk from the rows' reconstruction.
+  quant::Format residual_format = quant::F16();
 };
+
+// True when f can hold a store's residual rows at head_dim D (see
+// KvStoreConfig::residual_format).
+bool ResidualFormatOk(const quant::Format& f, int D);
+// Bytes of one residual row (one token of one head, K or V) in f.
+size_t ResidualRowBytes(const quant::Format& f, int D);
 
 struct ChunkExtra;  // kv_store_records.h
 
@@ -151,12 +164,22 @@ struct ChunkView {
   }
 };
 
-// The residual of one (layer, KV head): n tokens, fp16, oldest first.
+// The residual of one (layer, KV head): n tokens, oldest first. fp16 rows
+// ([n][D] at k / v) or, with a quantized residual format, rows of row_bytes
+// (codes, then metadata) at k_rows / v_rows (k / v are then null).
 struct ResidualView {
   int n = 0;
   const int32_t* positions = nullptr;  // [n]
-  const f16_t* k = nullptr;            // [n][D]
-  const f16_t* v = nullptr;            // [n][D]
+  const f16_t* k = nullptr;            // [n][D], fp16 residual only
+  const f16_t* v = nullptr;            // [n][D], fp16 residual only
+  quant::Format format;                // F16 or the store's residual format
+  size_t row_bytes = 0;                // one row (one token, K or V)
+  const uint8_t* k_rows = nullptr;     // [n][row_bytes]
+  const uint8_t* v_rows = nullptr;
+
+  bool quantized() const { return format.kind != quant::Kind::kF16; }
+  // Reconstruction of row i of K (is_k) or V: out[0..D).
+  void Row(int i, bool is_k, int D, float* out) const;
 };
 
 class KvStore {
@@ -172,6 +195,8 @@ class KvStore {
   int n_kv_heads() const { return cfg_.n_kv_heads; }
   int head_dim() const { return cfg_.head_dim; }
   int chunk() const { return cfg_.chunk; }
+  // f16_t elements of one residual row (D for fp16, row bytes / 2 else).
+  size_t ResidualRowUnits() const { return res_units_; }
 
   // Forget everything (keeps the configuration); frees all storage.
   void Reset();
@@ -280,12 +305,14 @@ class KvStore {
   void RepackSpan(Layer& L, Stream& s, const std::vector<size_t>& span,
                   CountedVector<ChunkRec>& out);
   void ShrinkResidual(Stream& s) const;
+  ResidualView ViewResidual(const Stream& s) const;
   // Moves every live block of the layer to fresh, tightly filled pages.
   void RepackPool(Layer& L);
   ChunkView View(const Layer& L, const Stream& s, const ChunkRec& c) const;
   Status LoadLayer(int l, StateReader& r);
 
   KvStoreConfig cfg_;
+  size_t res_units_ = 0;  // ResidualRowUnits
   std::vector<std::unique_ptr<Layer>> layers_;
 };
 

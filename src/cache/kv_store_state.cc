@@ -125,7 +125,8 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
     if (!r.Get(&rec) || !FromRec(rec, &f)) return MakeError(where + "bad format table");
     L.formats.push_back(f);
   }
-  const uint64_t res_slack = 2 * static_cast<uint64_t>(cfg_.residual_reserve + G + 1) * D + 64;
+  const uint64_t res_slack =
+      2 * static_cast<uint64_t>(cfg_.residual_reserve + G + 1) * res_units_ + 64;
   int64_t newest = -1;  // largest position seen in any stream
   // Every unit of the pool must belong to exactly one referenced block.
   std::vector<uint64_t> seen(L.pool.page_slots(), 0);
@@ -135,9 +136,10 @@ Status KvStore::LoadLayer(int l, StateReader& r) {
         !r.GetVector(&s.extras, CapLimit<ChunkExtra>(r, 64)) ||
         !r.GetVector(&s.res_k, CapLimit<f16_t>(r, res_slack)) ||
         !r.GetVector(&s.res_v, CapLimit<f16_t>(r, res_slack)) ||
-        !r.GetVector(&s.res_pos, CapLimit<int32_t>(r, res_slack / D)) || !r.Get(&s.kept_in_chunks))
+        !r.GetVector(&s.res_pos, CapLimit<int32_t>(r, res_slack / res_units_)) ||
+        !r.Get(&s.kept_in_chunks))
       return MakeError(where + "truncated or oversized stream");
-    if (s.res_k.size() != s.res_pos.size() * D || s.res_v.size() != s.res_k.size())
+    if (s.res_k.size() != s.res_pos.size() * res_units_ || s.res_v.size() != s.res_k.size())
       return MakeError(where + "residual sizes disagree");
     for (size_t i = 1; i < s.extras.size(); ++i) {
       if (s.extras[i].pos0 <= s.extras[i - 1].pos0)

@@ -112,6 +112,10 @@ HeadPlan Plan(const KvStore& store, int layer, int g, bool with_positions) {
     p.kept.push_back(v.KeptCount());
   }
   p.residual = store.Residual(layer, g);
+  // A rotated residual format reads the rotated query and accumulates V in
+  // the rotated domain, as rotated chunks do.
+  p.k_hadamard = p.k_hadamard || p.residual.format.hadamard;
+  p.v_hadamard = p.v_hadamard || p.residual.format.hadamard;
   p.n_kept = static_cast<int>(store.KeptTokens(layer, g));
   if (with_positions) store.KeptPositions(layer, g, &p.positions);
   return p;
@@ -157,8 +161,20 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
   const int D = store.head_dim();
   const int n_kept = p.n_kept;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const quant::Format res_format = quant::F16();
   const ResidualView& r = p.residual;
+  const quant::Format res_format = r.format;
+  // Quantized residual rows ([codes][metadata] per token) are read one token
+  // at a time; fp16 rows in pieces of kResidualPiece.
+  const int res_piece = r.quantized() ? 1 : kResidualPiece;
+  const size_t res_code_bytes = quant::CodeBytes(res_format, 1, D);
+  auto res_rows = [&](bool is_k, int a) -> std::pair<const uint8_t*, const uint8_t*> {
+    if (!r.quantized()) {
+      return {reinterpret_cast<const uint8_t*>((is_k ? r.k : r.v) + static_cast<size_t>(a) * D),
+              nullptr};
+    }
+    const uint8_t* row = (is_k ? r.k_rows : r.v_rows) + static_cast<size_t>(a) * r.row_bytes;
+    return {row, row + res_code_bytes};
+  };
   const int res_start = n_kept - r.n;  // walk index of the first residual token
   const size_t ss = ScoreStride(n_kept);
   const int max_T = std::max(p.max_T, 1);
@@ -209,7 +225,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
       const ChunkView& c = p.chunks[ci];
       if (ci + kPrefetchAhead < n_chunks) PrefetchK(p.chunks[ci + kPrefetchAhead], D, lk, &ahead);
       if (ci + 1 == n_chunks && sp.residual) {  // the residual comes next
-        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.k), sizeof(f16_t) * r_vis * D);
+        PrefetchBytes(res_rows(true, 0).first, r.row_bytes * r_vis);
       }
       const int kept = p.kept[ci];
       if (c.pos0 > qp) {  // pos0 is the chunk's smallest position: nothing visible
@@ -236,11 +252,12 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
     }
     // The residual is an f16 "chunk" of r_vis tokens, read in pieces so that
     // kernels that dequantize a piece first keep it in cache.
-    for (int a = 0; a < r_span; a += kResidualPiece) {
-      const int len = std::min(kResidualPiece, r_vis - a);
-      attn::DotChunkMulti(res_format,
-                          reinterpret_cast<const uint8_t*>(r.k + static_cast<size_t>(a) * D),
-                          nullptr, len, D, qs.data(), D, group, scores_base + res_start + a, ss);
+    for (int a = 0; a < r_span; a += res_piece) {
+      const int len = std::min(res_piece, r_vis - a);
+      const auto [codes, meta] = res_rows(true, a);
+      attn::DotChunkMulti(res_format, codes, meta, len, D,
+                          res_format.hadamard ? qr.data() : qs.data(), D, group,
+                          scores_base + res_start + a, ss);
     }
     if (sp.residual) fill_masked(res_start + r_vis, r.n - r_vis);
     const int j_end = sp.residual ? n_kept : j;  // the span's columns: [sp.j0, j_end)
@@ -284,7 +301,7 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
       if (any && ci + kPrefetchAhead < n_chunks)
         PrefetchV(p.chunks[ci + kPrefetchAhead], D, lk, &ahead);
       if (any && ci + 1 == n_chunks && sp.residual) {
-        PrefetchBytes(reinterpret_cast<const uint8_t*>(r.v), sizeof(f16_t) * r_vis * D);
+        PrefetchBytes(res_rows(false, 0).first, r.row_bytes * r_vis);
       }
       const int kept = p.kept[ci];
       if (!any || c.pos0 > qp) {
@@ -306,11 +323,11 @@ void AttendHead(const KvStore& store, const HeadPlan& p, const LayerKernels& lk,
       lk[c.v_fmt]->axpy_v(VRef(c, D), tmp.data(), c.T, group, a, &ahead);
       j += kept;
     }
-    for (int a = 0; any && a < r_span; a += kResidualPiece) {
-      const int len = std::min(kResidualPiece, r_vis - a);
-      attn::AxpyChunkMulti(res_format,
-                           reinterpret_cast<const uint8_t*>(r.v + static_cast<size_t>(a) * D),
-                           nullptr, len, D, scores_base + res_start + a, ss, group, acc.data(), D);
+    for (int a = 0; any && a < r_span; a += res_piece) {
+      const int len = std::min(res_piece, r_vis - a);
+      const auto [codes, meta] = res_rows(false, a);
+      attn::AxpyChunkMulti(res_format, codes, meta, len, D, scores_base + res_start + a, ss, group,
+                           res_format.hadamard ? acc_rot.data() : acc.data(), D);
     }
     for (int hh = 0; hh < group; ++hh) {
       float* ah = acc.data() + static_cast<size_t>(hh) * D;

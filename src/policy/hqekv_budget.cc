@@ -107,7 +107,8 @@ int64_t HqekvCache::BudgetBytes(int layer, int64_t tokens) const {
 }
 
 int64_t HqekvCache::ResidualTokenBytes() const {
-  return static_cast<int64_t>(g_.n_kv_heads) * (4 * g_.head_dim + 4);
+  const int64_t row = static_cast<int64_t>(store_->ResidualRowUnits() * sizeof(f16_t));
+  return static_cast<int64_t>(g_.n_kv_heads) * (2 * row + 4);
 }
 
 bool HqekvCache::HoldsBudget(int layer) const {

@@ -14,12 +14,36 @@ namespace hqekv::policy {
 namespace {
 // Contexts below this many tokens: bits=B keeps the residual exact (BuildFrom).
 constexpr int64_t kExactResidualBelowCtx = 1024;
+
+// residual=auto on a short context: the newest (< 32) tokens take most of
+// the attention, so their error sets a floor under the KL; their bytes are
+// paid from the chunks' share. Measured on refmodel-4l at ctx 512 (prefill
+// 256; wiki.test, wiki.valid, alice, tinystories; 2 KiB pages), KL of a
+// rotated q8_0 residual / a 4-bit one (iq4_nl): bits=3.4 1.12-1.82x, 4.2
+// 1.6-2.4x, 4.4 0.32-0.60x, 4.659 0.28-0.49x, 4.7 0.51-1.33x, 4.75
+// 0.31-0.97x, 5.159 0.2x (the 4-bit rows' error is then the floor: 0.018 at
+// every budget from 4.9 on wiki.test): 4-bit rows below
+// kResidual8BitFromBits, 8-bit from there. The 4-bit rows are rotated q4_0
+// (llama.cpp's default cache type): KL 0.91-1.31x iq4_nl's at 3.4 and 4.2.
+constexpr double kResidual8BitFromBits = 4.3;
+
+quant::Format AutoResidualFormat(const HqekvOptions& o, const KvGeometry& g) {
+  quant::Format f = o.true_bits < kResidual8BitFromBits ? quant::GgmlBlock(quant::Kind::kQ4_0)
+                                                        : quant::GgmlBlock(quant::Kind::kQ8_0);
+  f.hadamard = true;
+  if (cache::ResidualFormatOk(f, g.head_dim)) return f;
+  f.hadamard = false;  // head_dim not a power of two
+  return cache::ResidualFormatOk(f, g.head_dim) ? f : quant::F16();
+}
 }  // namespace
 
-HqekvCache::HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve)
+HqekvCache::HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve,
+                       const quant::Format& residual_format, size_t page_bytes)
     : StoreBackedCache(g, std::move(describe), 2, true, [&] {
         StoreTuning t;
         t.residual_reserve = residual_reserve;
+        t.residual_format = residual_format;
+        t.page_bytes = page_bytes;
         return t;
       }()) {}
 
@@ -49,7 +73,23 @@ Result<std::unique_ptr<HqekvCache>> HqekvCache::BuildFrom(HqekvOptions o, const 
   // exact residual measured mixed on wiki.test (KL x1.27 at 3.4 bits, x0.71
   // at 5.157; cause not found), so there the reserve stays.
   const bool exact = o.token_select || (o.true_bits > 0 && g.max_ctx < kExactResidualBelowCtx);
-  std::unique_ptr<HqekvCache> c(new HqekvCache(g, o.describe, exact ? 0 : -1));
+  // There the residual's tokens are also quantized when appended, as
+  // llama.cpp's cache does, and the bytes saved go to the chunks.
+  if (o.residual_auto && exact && !o.token_select) o.residual_format = AutoResidualFormat(o, g);
+  // And with pages of half the automatic size (2 KiB at D = 64): the plan
+  // packs the planes in whole pages, and the last one's free room is a
+  // larger share of a short cache (up to 4 KiB of a 34 KB layer after a
+  // 256-token prompt). Measured on refmodel-4l, ctx 512, wiki.test /
+  // wiki.valid, KL with 4 KiB -> 2 KiB pages: bits=4.659 0.0182 -> 0.0159 /
+  // 0.0145 -> 0.0141, 5.159 0.0035 -> 0.0035 / 0.0035 -> 0.0034, 8.659
+  // 6.5e-5 -> 5.4e-5 / 5.8e-5 -> 5.1e-5 (1 KiB: mixed). An fp16 chunk's
+  // planes (sealed before the plan downgrades them) take a block of their own.
+  // (Smaller heads keep StoreBackedCache's small pages.)
+  const size_t page_bytes = exact && !o.token_select && g.head_dim >= 64
+                                ? cache::KvStore::AutoPageBytes(kHqekvChunk, g.head_dim) / 2
+                                : 0;
+  std::unique_ptr<HqekvCache> c(
+      new HqekvCache(g, o.describe, exact ? 0 : -1, o.residual_format, page_bytes));
   HQEKV_RETURN_IF_ERROR(c->init_status());
   c->o_ = std::move(o);
   c->ratios_ = c->o_.ratios;
@@ -62,6 +102,8 @@ Result<std::unique_ptr<HqekvCache>> HqekvCache::BuildFrom(HqekvOptions o, const 
   // Chunk mode with an exact residual: the byte model counts its peak (a
   // chunk less one token waiting); select=token holds it under B per step.
   c->model_.layout.residual_exact = exact && !c->o_.token_select;
+  c->model_.layout.residual_row_bytes =
+      static_cast<int64_t>(c->store_->ResidualRowUnits() * sizeof(f16_t));
   c->model_.layout.unit_bytes = c->store_->Pool(0).unit_bytes();
   c->model_.layout.page_bytes = c->store_->Pool(0).page_bytes();
   c->model_.units = c->o_.units_per_layer;

@@ -117,7 +117,10 @@ class HqekvCache final : public StoreBackedCache {
   // Appends the Range(V) of whole chunks (range.size() a multiple of 32).
   static void AppendRanges(Unit& U, const std::vector<double>& range);
   // residual_reserve: the store's spare residual tokens (-1: a chunk).
-  HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve);
+  // residual_format: how the store holds residual tokens (residual=);
+  // page_bytes: the store's page (0: automatic).
+  HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve,
+             const quant::Format& residual_format, size_t page_bytes);
   // The cache for resolved options (hqekv_cache.cc); *select_chunk: the
   // budget leaves select=auto nothing to select, resolve with select=chunk.
   static Result<std::unique_ptr<HqekvCache>> BuildFrom(HqekvOptions o, const KvGeometry& g,

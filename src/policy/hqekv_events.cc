@@ -174,7 +174,8 @@ Status HqekvCache::Compress(int layer) {
     }
   }
 
-  // Range(V) of the tokens compressed now, from their exact fp16 V.
+  // Range(V) of the tokens compressed now, from their residual V (exact fp16,
+  // or the quantized residual's reconstruction).
   std::vector<float> vrow(D);
   for (int u = 0; u < o_.units_per_layer; ++u) {
     const int h0 = o_.per_head ? u : 0, h1 = o_.per_head ? u + 1 : g_.n_kv_heads;
@@ -182,7 +183,7 @@ Status HqekvCache::Compress(int layer) {
     for (int h = h0; h < h1; ++h) {
       const cache::ResidualView rv = store_->Residual(layer, h);
       for (int t = 0; t < C; ++t) {
-        for (int d = 0; d < D; ++d) vrow[d] = F16ToF32(rv.v[static_cast<size_t>(t) * D + d]);
+        rv.Row(t, false, D, vrow.data());
         range[t] += ValueRange(vrow.data(), 1, D);
       }
     }

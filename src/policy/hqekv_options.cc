@@ -191,6 +191,21 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
     o.bits_text = spec.Text("bits");
   }
   o.menu = spec.Text("menu");
+  if (spec.Has("residual") && spec.Text("residual") != "auto") {
+    auto rf = quant::ParseFormat(spec.Text("residual"));
+    if (!rf.ok()) return MakeError(where + ": residual=: " + rf.error().message);
+    if (!cache::ResidualFormatOk(rf.value(), g.head_dim)) {
+      return MakeError(where + ": residual=" + spec.Text("residual") +
+                       " cannot hold residual tokens of head_dim " + std::to_string(g.head_dim) +
+                       " (f16, or a per-token q8_0/q5_1/q5_0/q4_1/q4_0/iq4_nl/int8 that fits it)");
+    }
+    if (o.token_select && rf.value().kind != quant::Kind::kF16) {
+      return MakeError(where + ": residual=" + spec.Text("residual") +
+                       " needs select=chunk (select=token keeps an fp16 residual)");
+    }
+    o.residual_auto = false;
+    o.residual_format = rf.value();
+  }
   o.k_weight = spec.Num("kweight");
   std::string layer_bits = spec.Has("layer_bits") ? spec.Text("layer_bits") : "";
   if (layer_bits.empty() && by_bits && ctx.model && spec.Int("shipped") != 0) {

@@ -44,7 +44,10 @@ struct HqekvOptions {
   TierMask usable = kAllTiers;
   Ranking ranking = Ranking::kPaper;
   int sink = 0;
-  std::string menu = "auto";       // menu=: the tier menu above all-u4 (hqekv_menu.h)
+  std::string menu = "auto";  // menu=: the tier menu above all-u4 (hqekv_menu.h)
+  // residual=: how residual tokens are held; auto = BuildFrom's choice.
+  bool residual_auto = true;
+  quant::Format residual_format = quant::F16();
   double k_weight = 16;            // kweight=
   std::vector<double> layer_bits;  // layer_bits=: per-layer offsets from B (empty: none)
   int units_per_layer = 1;

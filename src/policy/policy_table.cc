@@ -192,6 +192,12 @@ std::vector<PolicyInfo> BuildTable() {
                "q4_1, q4_0, u4, u3, u2), K and V chosen apart on the frontier of bytes vs "
                "sensitivity-weighted error, the two around B mixed; auto = on under "
                "layout=lean above the all-u4 cost; off = u8/u4/u3 there"),
+        Text("residual",
+             "bits=B: how the newest tokens (fewer than a chunk, waiting to be sealed) are "
+             "held: auto (default) = quantized per token when appended on contexts below "
+             "1024 tokens (rotated q4_0 below 4.3 bits, rotated q8_0 from there; head_dim a "
+             "multiple of 32), else f16; or f16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl, "
+             "int8 (\":had\" rotates)"),
         Text("layer_bits",
              "bits=B: per-layer offsets d0/d1/... in bits (one per layer, mean 0): layer l "
              "holds B + d_l, so the cache still holds B (e.g. from measured per-layer "

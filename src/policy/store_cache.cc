@@ -35,6 +35,7 @@ StoreBackedCache::StoreBackedCache(const KvGeometry& g, std::string describe, in
   if (small_pages && g.head_dim < 64) cfg.page_bytes = tuning.small_head_page_bytes;
   if (tuning.page_bytes != 0) cfg.page_bytes = tuning.page_bytes;
   cfg.residual_reserve = tuning.residual_reserve;
+  cfg.residual_format = tuning.residual_format;
   auto s = cache::KvStore::Create(cfg);
   if (!s.ok()) {
     init_ = s.error();

@@ -30,6 +30,8 @@ struct StoreTuning {
   int residual_reserve = -1;
   // Page size for every head size (0: small_head_page_bytes / automatic).
   size_t page_bytes = 0;
+  // How residual tokens are held (cache::KvStoreConfig::residual_format).
+  quant::Format residual_format = quant::F16();
 };
 
 class StoreBackedCache : public KvCache {

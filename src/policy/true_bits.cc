@@ -30,7 +30,8 @@ int64_t StoreOverheadBytes(const LayerLayout& l, int64_t live_chunks, int64_t re
                            int64_t plane_bytes) {
   const int64_t H = l.n_kv_heads, D = l.head_dim;
   const int64_t records = H * (kChunkRecordBytes * (live_chunks + live_chunks / 8 + 4));
-  const int64_t residual = H * residual_capacity * (4 * D + 4);
+  const int64_t row = l.residual_row_bytes > 0 ? l.residual_row_bytes : 2 * D;
+  const int64_t residual = H * residual_capacity * (2 * row + 4);
   const int64_t page = static_cast<int64_t>(l.page_bytes);
   const int64_t pages = plane_bytes / page + 2;
   const int64_t table = kPageEntryBytes * (pages + pages / 4 + 16);

@@ -29,6 +29,10 @@ struct LayerLayout {
   // The residual is held at its exact size (no reserve): it peaks at
   // chunk - 1 tokens just before a seal, whatever the length.
   bool residual_exact = false;
+  // Bytes of one residual row (one token of one head, K or V): 2 * head_dim
+  // for fp16, less with a quantized residual (cache::ResidualRowBytes); 0 =
+  // fp16.
+  int64_t residual_row_bytes = 0;
   size_t unit_bytes = 16;  // pool unit (block rounding)
   size_t page_bytes = 4096;
 };
@@ -39,8 +43,8 @@ int64_t ChunkPlaneBytes(const LayerLayout& l, const quant::Format& kf, const qua
 int64_t StreamPlaneBytes(const LayerLayout& l, const quant::Format& f);
 
 // Everything but the planes and the policy state: chunk records of
-// live_chunks (per head), a residual of residual_capacity tokens (fp16 K and
-// V and int32 positions), one partly filled page, the page table for
+// live_chunks (per head), a residual of residual_capacity tokens (K and V
+// rows and int32 positions), one partly filled page, the page table for
 // plane_bytes, headers.
 int64_t StoreOverheadBytes(const LayerLayout& l, int64_t live_chunks, int64_t residual_capacity,
                            int64_t plane_bytes);

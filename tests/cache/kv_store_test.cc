@@ -10,6 +10,8 @@
 
 #include "core/half.h"
 #include "quant/format.h"
+#include "quant/format_traits.h"
+#include "cache/state_io.h"
 #include "positions.h"
 
 namespace hqekv::cache {
@@ -725,6 +727,135 @@ TEST(KvStore, RepackLayerPlacesEachPlaneOfAStreamContiguously) {
   }
   EXPECT_LE(s->Pool(0).held_bytes(), held);
   ExpectAccountingExact(*s);
+}
+
+}  // namespace
+}  // namespace hqekv::cache
+
+namespace hqekv::cache {
+namespace {
+
+// One token row of D values through the format's scalar oracle (rotation
+// through quant::QuantizeChunk / DequantizeChunk, which apply it around the
+// kernels).
+std::vector<float> OracleRow(const Format& f, const float* x, int D) {
+  std::vector<uint8_t> codes(quant::CodeBytes(f, 1, D)), meta(quant::MetaBytes(f, 1, D) + 1);
+  std::vector<float> y(D);
+  if (f.hadamard) {
+    quant::QuantizeChunk(f, x, 1, D, codes.data(), meta.data());
+    quant::DequantizeChunk(f, codes.data(), meta.data(), 1, D, y.data());
+    return y;
+  }
+  const quant::FormatTraits& t = quant::Traits(f.kind);
+  t.ref_quantize(f, x, 1, D, codes.data(), meta.data());
+  t.ref_dequantize(f, codes.data(), meta.data(), 1, D, y.data());
+  return y;
+}
+
+std::unique_ptr<KvStore> ResidualStore(const Format& rf, int H, int D) {
+  KvStoreConfig c;
+  c.n_layers = 1;
+  c.n_kv_heads = H;
+  c.head_dim = D;
+  c.chunk = 32;
+  c.residual_reserve = 0;
+  c.residual_format = rf;
+  auto r = KvStore::Create(c);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+TEST(KvStoreQuantizedResidual, RowsAreTheFormatsOracleAndEveryByteIsCounted) {
+  const int H = 2, D = 64;
+  Format q4had = quant::GgmlBlock(quant::Kind::kQ4_0);
+  q4had.hadamard = true;
+  for (const Format& rf : {quant::GgmlBlock(quant::Kind::kQ8_0),
+                           quant::GgmlBlock(quant::Kind::kQ4_1), q4had, quant::Int8PerToken()}) {
+    SCOPED_TRACE(quant::FormatName(rf));
+    auto s = ResidualStore(rf, H, D);
+    ASSERT_NE(s, nullptr);
+    const size_t row = ResidualRowBytes(rf, D);
+    EXPECT_LT(row, static_cast<size_t>(2 * D));  // smaller than an fp16 row
+    AppendTokens(*s, 0, Range(0, 40));
+    // 40 tokens per head, a K and a V row each, nothing else in the residual.
+    EXPECT_EQ(s->Stats().bytes.residual, static_cast<int64_t>(H * 2 * 40 * row));
+    ExpectAccountingExact(*s);
+    // Evicting residual tokens keeps the other rows (and their bytes exact).
+    const int32_t victims[] = {3, 17};
+    ASSERT_TRUE(s->EvictTokens(0, kAllHeads, victims, 2).ok());
+    EXPECT_EQ(s->Stats().bytes.residual, static_cast<int64_t>(H * 2 * 38 * row));
+    ExpectAccountingExact(*s);
+    std::vector<int32_t> kept;
+    s->KeptPositions(0, 1, &kept);
+    ASSERT_EQ(kept.size(), 38u);
+    std::vector<float> k(38 * D), v(38 * D), x(D);
+    s->DequantizeKept(0, 1, k.data(), v.data());
+    for (int i = 0; i < 38; ++i) {
+      for (bool is_v : {false, true}) {
+        for (int d = 0; d < D; ++d) x[d] = Val(0, 1, kept[i], d, is_v);
+        const std::vector<float> want = OracleRow(rf, x.data(), D);
+        const float* got = (is_v ? v.data() : k.data()) + static_cast<size_t>(i) * D;
+        for (int d = 0; d < D; ++d) {
+          ASSERT_NEAR(got[d], want[d], 1e-5f * (1 + std::abs(want[d])))
+              << "pos " << kept[i] << " d " << d << (is_v ? " V" : " K");
+        }
+      }
+    }
+    // A seal takes the rows' reconstruction: an fp16 chunk holds it rounded.
+    std::vector<float> before_k(38 * D), before_v(38 * D);
+    s->DequantizeKept(0, 0, before_k.data(), before_v.data());
+    ASSERT_TRUE(s->Seal(0, kAllHeads, 32, quant::F16(), quant::F16()).ok());
+    EXPECT_EQ(s->Stats().bytes.residual, static_cast<int64_t>(H * 2 * 6 * row));
+    std::vector<float> ck(32 * D), cv(32 * D);
+    ASSERT_TRUE(s->DequantizeChunk(0, 0, 0, ck.data(), cv.data()).ok());
+    for (int j = 0; j < 32 * D; ++j) {
+      ASSERT_EQ(ck[j], F16ToF32(F32ToF16(before_k[j]))) << j;
+      ASSERT_EQ(cv[j], F16ToF32(F32ToF16(before_v[j]))) << j;
+    }
+    ExpectAccountingExact(*s);
+    // The saved state loads into the same configuration, holding the same
+    // bytes and rows; a store of fp16 rows refuses it.
+    std::string blob;
+    StateWriter w(&blob);
+    s->SaveState(w);
+    StateReader r(blob);
+    auto loaded = KvStore::LoadState(s->config(), r);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    EXPECT_EQ((*loaded)->LayerHeldBytes(0), s->LayerHeldBytes(0));
+    std::vector<float> lk(38 * D), lv(38 * D);
+    (*loaded)->DequantizeKept(0, 0, lk.data(), lv.data());
+    std::vector<float> sk(38 * D), sv(38 * D);
+    s->DequantizeKept(0, 0, sk.data(), sv.data());
+    EXPECT_EQ(lk, sk);
+    EXPECT_EQ(lv, sv);
+    KvStoreConfig f16 = s->config();
+    f16.residual_format = quant::F16();
+    StateReader r2(blob);
+    EXPECT_FALSE(KvStore::LoadState(f16, r2).ok());
+  }
+}
+
+TEST(KvStoreQuantizedResidual, CreateRefusesFormatsWithoutWholeTokenRows) {
+  KvStoreConfig c;
+  c.n_layers = 1;
+  c.n_kv_heads = 1;
+  c.head_dim = 64;
+  // Per-channel codes share scales across tokens; fp8 has one scale per
+  // chunk; q4_0 needs head_dim % 32 == 0; an fp16 row has no rotation.
+  Format f16had = quant::F16();
+  f16had.hadamard = true;
+  for (const Format& bad :
+       {quant::Uniform(4, Grouping::kPerChannel, 32), quant::Fp8E4M3(), f16had}) {
+    c.residual_format = bad;
+    auto r = KvStore::Create(c);
+    ASSERT_FALSE(r.ok()) << quant::FormatName(bad);
+    EXPECT_NE(r.message().find("residual format"), std::string::npos) << r.message();
+  }
+  c.head_dim = 16;
+  c.residual_format = quant::GgmlBlock(quant::Kind::kQ4_0);
+  EXPECT_FALSE(KvStore::Create(c).ok());
+  c.residual_format = quant::Int8PerToken();
+  EXPECT_TRUE(KvStore::Create(c).ok());
 }
 
 }  // namespace

@@ -344,6 +344,57 @@ TEST(StoreAttention, PrefillOverLongResidualMatchesReference) {
     ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i])));
 }
 
+// A residual of quantized rows (KvStoreConfig::residual_format) is read as
+// its reconstruction: decode and prefill match the fp64 reference over
+// DequantizeKept, chunks sealed from those rows included; a rotated format
+// reads the rotated query and accumulates V in the rotated domain.
+TEST(StoreAttention, QuantizedResidualMatchesReference) {
+  const int D = 64, H = 2, nq = 4, n = 90;
+  quant::Format q4had = quant::GgmlBlock(quant::Kind::kQ4_0);
+  q4had.hadamard = true;
+  for (const quant::Format& rf :
+       {quant::GgmlBlock(quant::Kind::kQ8_0), quant::GgmlBlock(quant::Kind::kQ4_1), q4had}) {
+    SCOPED_TRACE(quant::FormatName(rf));
+    KvStoreConfig cfg;
+    cfg.n_layers = 1;
+    cfg.n_kv_heads = H;
+    cfg.head_dim = D;
+    cfg.residual_reserve = 0;
+    cfg.residual_format = rf;
+    auto s = std::move(KvStore::Create(cfg)).value();
+    std::mt19937 rng(21);
+    std::vector<int32_t> pos(n);
+    for (int i = 0; i < n; ++i) pos[i] = i;
+    const auto k = Gaussian(static_cast<size_t>(n) * H * D, rng), v = Gaussian(k.size(), rng);
+    ASSERT_TRUE(s->Append(0, k.data(), v.data(), pos.data(), n).ok());
+    // The prompt attends over its own quantized rows (as llama.cpp's cache).
+    const auto q = Gaussian(static_cast<size_t>(n) * nq * D, rng);
+    std::vector<float> out(q.size());
+    StoreAttentionOptions per_query;
+    per_query.tiled_prefill = false;
+    per_query.rounded_query = false;  // the fp32 query (the int16 one has its own tests)
+    ASSERT_TRUE(
+        StoreAttention(*s, 0, nq, q.data(), pos.data(), n, out.data(), nullptr, per_query).ok());
+    std::vector<double> ref;
+    std::vector<std::vector<double>> ref_w;
+    Reference(*s, 0, nq, q, pos, &ref, &ref_w);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], ref[i], 5e-5 * (1 + std::abs(ref[i]))) << i;
+    // Two chunks sealed (u4 K per channel, q8_0 V), 26 rows left: one decode query.
+    ASSERT_TRUE(s->Seal(0, kAllHeads, 64, quant::Uniform(4, quant::Grouping::kPerChannel, 32),
+                        quant::GgmlBlock(quant::Kind::kQ8_0))
+                    .ok());
+    const std::vector<float> q1(q.end() - nq * D, q.end());
+    const std::vector<int32_t> p1 = {n - 1};
+    std::vector<float> o1(q1.size());
+    ASSERT_TRUE(
+        StoreAttention(*s, 0, nq, q1.data(), p1.data(), 1, o1.data(), nullptr, per_query).ok());
+    Reference(*s, 0, nq, q1, p1, &ref, &ref_w);
+    for (size_t i = 0; i < o1.size(); ++i)
+      ASSERT_NEAR(o1[i], ref[i], 5e-5 * (1 + std::abs(ref[i]))) << i;
+  }
+}
+
 // One layer of H KV heads x D holding n Gaussian tokens at positions 0..n-1,
 // nothing sealed yet (the int16 decode tests below); null if Append fails.
 std::unique_ptr<KvStore> RandomStore(int D, int H, int n, std::mt19937& rng) {

@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <string>
 
+#include "cache/kv_store.h"
+#include "policy/hqekv_cache.h"
 #include "policy_harness.h"
+#include "quant/format.h"
 
 namespace hqekv::policy {
 namespace {
@@ -129,6 +132,68 @@ TEST(QuantBudgetHold, HqekvShortPromptKeepsEveryChunkWhereU2Fits) {
   // At most one chunk of the prompt per layer evicted (2 layers, 2 KV heads,
   // 32 tokens of 64 K and 64 V elements).
   EXPECT_GE(t.kept, t.original - 2 * 2 * 32 * 64 * 2);
+}
+
+}  // namespace
+}  // namespace hqekv::policy
+
+namespace hqekv::policy {
+namespace {
+
+// bits=B on a context below 1024 tokens quantizes the residual's tokens per
+// token (rotated q4_0 below 4.3 bits, rotated q8_0 from there), counts their rows
+// in the byte model and still holds B at every step; residual=f16 keeps fp16
+// rows; longer contexts and select=token keep fp16.
+TEST(QuantBudgetHold, HqekvShortContextQuantizesTheResidual) {
+  struct Case {
+    const char* spec;
+    int ctx;
+    const char* format;  // the store's residual format
+    double bits;
+  } kCases[] = {{"hqekv:bits=4.2", 512, "q4_0:had", 4.2},
+                {"hqekv:bits=4.66", 512, "q8_0:had", 4.66},
+                {"hqekv:bits=6", 512, "q8_0:had", 6.0},
+                {"hqekv:bits=4.66,residual=f16", 512, "f16", 4.66},
+                {"hqekv:bits=4.66,residual=q5_0", 512, "q5_0", 4.66},
+                {"hqekv:bits=4.66", 2048, "f16", 4.66}};
+  for (const Case& k : kCases) {
+    SCOPED_TRACE(std::string(k.spec) + " ctx " + std::to_string(k.ctx));
+    KvGeometry g = testing::SmallGeometry(2, 4, 2, 64);
+    g.max_ctx = k.ctx;
+    auto c = MustMake(k.spec, g);
+    ASSERT_NE(c, nullptr);
+    const auto* h = dynamic_cast<const HqekvCache*>(c.get());
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(quant::FormatName(h->store().config().residual_format), k.format);
+    EXPECT_EQ(
+        h->cost_model().layout.residual_row_bytes,
+        static_cast<int64_t>(cache::ResidualRowBytes(h->store().config().residual_format, 64)));
+    Driver d(c.get(), 17);
+    d.Step(200, true, false);
+    double worst = c->Stats().bits_per_original();
+    // 40 steps: 8 tokens left in the residual after the first seal.
+    for (int i = 0; i < 40; ++i) {
+      d.Step(1, false, false);
+      worst = std::max(worst, c->Stats().bits_per_original());
+    }
+    const KvStats st = c->Stats();
+    // The residual's bytes are its rows (K and V, every head), no more.
+    const int64_t res = h->store().ResidualSize(0, 0);
+    EXPECT_GT(res, 0);
+    if (k.ctx < 1024) {
+      EXPECT_EQ(st.layers[0].bytes.residual, 2 * 2 * res *
+                                                 static_cast<int64_t>(cache::ResidualRowBytes(
+                                                     h->store().config().residual_format, 64)));
+    }
+    EXPECT_LE(worst, k.bits);
+    std::printf("%s ctx %d: residual %s, worst %.3f\n", k.spec, k.ctx, k.format, worst);
+  }
+  // select=token keeps fp16 rows: a quantized one is refused by name.
+  KvGeometry g8 = testing::StoriesGeometry(2);
+  g8.max_ctx = 512;
+  auto bad = MakeKvCache("hqekv:bits=3.4,select=token,residual=int8", g8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("residual="), std::string::npos) << bad.message();
 }
 
 }  // namespace
