@@ -20,7 +20,8 @@
 #   DEEP_LLAMA_KV ("f16/f16 q4_0/q4_0"), DEEP_HQ_KV ("fp16 kivi:nominal_bits=2
 #            hqekv:bits=3.4"): the same at depths > 0 (hqekv's `llama:` cache is
 #            scalar reference code, minutes per thousand tokens of fill: left
-#            out of the deep runs by default)
+#            out of the deep runs by default). Each list may be set empty
+#            (e.g. DEEP_LLAMA_KV="" to run only hqekv samples); unset = default
 #   HQEKV    (build/hqekv)
 #   FILL_THREADS (empty: each sample's own thread count): threads for the
 #            untimed fill at depths > 0, the same for both engines (hqekv:
@@ -42,10 +43,10 @@ MODEL=${1:-$ROOT/build-synth/llama-3.2-1b-geometry-q4k.gguf}
 OUT=${2:-$HERE/out/speed-$(date -u +%Y%m%dT%H%M%SZ)}
 ROUNDS=${ROUNDS:-3} FIRST_ROUND=${FIRST_ROUND:-1} THREADS=${THREADS:-1}
 PLAN=${PLAN:-"0:512:128 4096:0:128 16384:0:128"}
-LLAMA_KV=${LLAMA_KV:-"f16/f16 q8_0/q8_0 q4_0/q4_0"}
-HQ_KV=${HQ_KV:-"fp16 kivi:nominal_bits=2 hqekv:bits=3.4 llama:ctk=q4_0,ctv=q4_0"}
-DEEP_LLAMA_KV=${DEEP_LLAMA_KV:-"f16/f16 q4_0/q4_0"}
-DEEP_HQ_KV=${DEEP_HQ_KV:-"fp16 kivi:nominal_bits=2 hqekv:bits=3.4"}
+LLAMA_KV=${LLAMA_KV-"f16/f16 q8_0/q8_0 q4_0/q4_0"}
+HQ_KV=${HQ_KV-"fp16 kivi:nominal_bits=2 hqekv:bits=3.4 llama:ctk=q4_0,ctv=q4_0"}
+DEEP_LLAMA_KV=${DEEP_LLAMA_KV-"f16/f16 q4_0/q4_0"}
+DEEP_HQ_KV=${DEEP_HQ_KV-"fp16 kivi:nominal_bits=2 hqekv:bits=3.4"}
 FILL_THREADS=${FILL_THREADS:-}
 STATE_DIR=${STATE_DIR:-$OUT/state}
 bash "$HERE/install.sh"
