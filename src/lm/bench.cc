@@ -1,5 +1,7 @@
 #include "lm/bench.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +23,13 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// CPU seconds used by this process so far, all threads.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 void MeanSd(BenchRow* r) {
   const double n = static_cast<double>(r->tok_per_s.size());
   double s = 0;
@@ -29,6 +38,9 @@ void MeanSd(BenchRow* r) {
   double ss = 0;
   for (double v : r->tok_per_s) ss += (v - r->mean) * (v - r->mean);
   r->sd = n > 1 ? std::sqrt(ss / (n - 1)) : 0;
+  double c = 0;
+  for (double v : r->tok_per_cpu_s) c += v;
+  r->cpu_mean = r->tok_per_cpu_s.empty() ? 0 : c / static_cast<double>(r->tok_per_cpu_s.size());
 }
 
 // Random token ids in [3, vocab) and positions first..first+n-1.
@@ -83,7 +95,8 @@ Result<DepthFill> MakeDepthFill(LlamaModel& model, const CacheFactory& make_cach
 
 struct RunResult {
   double tok_per_s = 0;
-  KvStats kv;  // the cache after the run
+  double tok_per_cpu_s = 0;  // per second of process CPU time
+  KvStats kv;                // the cache after the run
 };
 
 // One run: the filled cache (restored, or filled again), then the timed
@@ -99,6 +112,7 @@ Result<RunResult> OneRun(LlamaModel& model, const CacheFactory& make_cache, cons
   std::vector<int32_t> tok, pos;
   RandomTokens(model.vocab_size(), fill.depth, n, rng, &tok, &pos);
   std::vector<float> logits(model.vocab_size());
+  const double c0 = ProcessCpuSeconds();
   const double t0 = Seconds();
   if (prompt) {
     HQEKV_RETURN_IF_ERROR(
@@ -110,7 +124,8 @@ Result<RunResult> OneRun(LlamaModel& model, const CacheFactory& make_cache, cons
     }
   }
   const double dt = Seconds() - t0;
-  return RunResult{dt > 0 ? n / dt : 0.0, cache->Stats()};
+  const double dc = ProcessCpuSeconds() - c0;
+  return RunResult{dt > 0 ? n / dt : 0.0, dc > 0 ? n / dc : 0.0, cache->Stats()};
 }
 
 template <class... A>
@@ -191,6 +206,7 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
               HQEKV_ASSIGN_OR_RETURN(RunResult run,
                                      OneRun(model, make_cache, kv, fill, prompt == 1, n, rng));
               r.tok_per_s.push_back(run.tok_per_s);
+              r.tok_per_cpu_s.push_back(run.tok_per_cpu_s);
               r.kv_bytes = run.kv.bytes.total();
               r.kv_bits = run.kv.bits_per_original();
             }
@@ -236,7 +252,12 @@ std::string BenchJson(const std::string& model_name, int64_t weight_bytes,
     for (size_t j = 0; j < r.tok_per_s.size(); ++j) {
       o += (j ? ", " : "") + Fmt("%.4f", r.tok_per_s[j]);
     }
-    o += "], \"avg_ts\": " + Fmt("%.4f", r.mean) + ", \"stddev_ts\": " + Fmt("%.4f", r.sd) + "}" +
+    o += "], \"avg_ts\": " + Fmt("%.4f", r.mean) + ", \"stddev_ts\": " + Fmt("%.4f", r.sd) +
+         ", \"samples_cpu_ts\": [";
+    for (size_t j = 0; j < r.tok_per_cpu_s.size(); ++j) {
+      o += (j ? ", " : "") + Fmt("%.4f", r.tok_per_cpu_s[j]);
+    }
+    o += "], \"avg_cpu_ts\": " + Fmt("%.4f", r.cpu_mean) + "}" +
          (i + 1 < rows.size() ? ",\n" : "\n");
   }
   return o + "]\n";

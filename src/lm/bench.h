@@ -30,6 +30,12 @@ struct BenchRow {
   int threads = 0, depth = 0, n_tokens = 0;
   std::vector<double> tok_per_s;  // one per repetition
   double mean = 0, sd = 0;
+  // Tokens per second of process CPU time (all threads, user + system) over
+  // the same timed part, one per repetition, and their mean: on a
+  // time-shared machine the wall figure is mostly the scheduler's share of a
+  // core, this one is not (it still feels memory and cache contention).
+  std::vector<double> tok_per_cpu_s;
+  double cpu_mean = 0;
   // The KV cache after the last repetition (depth + the test's tokens):
   // bytes held, every byte counted, and bits per original element.
   int64_t kv_bytes = 0;

@@ -72,6 +72,18 @@ TEST_F(BenchTest, EveryCellMeasuredWithMeanAndSd) {
     EXPECT_LE(row.mean, mx);
     EXPECT_GE(row.sd, 0.0);
     EXPECT_LE(row.sd, mx - mn + 1e-9);
+    // The same runs per second of process CPU time.
+    ASSERT_EQ(row.tok_per_cpu_s.size(), 3u);
+    for (double v : row.tok_per_cpu_s) EXPECT_GT(v, 0.0);
+    EXPECT_GT(row.cpu_mean, 0.0);
+  }
+  // One thread cannot use more CPU time than wall time (less when it waits
+  // for a core): its CPU rate is at least its wall rate, up to clock
+  // granularity. Rows 0-3 are fp16 at 1 thread, before any 2-thread run.
+  for (int i = 0; i < 4; ++i) {
+    const BenchRow& row = (*rows)[i];
+    ASSERT_EQ(row.threads, 1);
+    EXPECT_GE(row.cpu_mean, 0.9 * row.mean) << row.test << " d" << row.depth;
   }
   const std::string md = BenchMarkdown("synth", 1 << 20, *rows);
   EXPECT_NE(md.find("| kv MiB | kv bits/elem |"), std::string::npos) << md;
@@ -96,6 +108,7 @@ TEST_F(BenchTest, EveryCellMeasuredWithMeanAndSd) {
       << js;
   EXPECT_NE(js.find("\"kv_bytes\": " + std::to_string(f16.kv_bytes)), std::string::npos) << js;
   EXPECT_NE(js.find("\"kv_bits_per_element\": "), std::string::npos) << js;
+  EXPECT_NE(js.find("\"avg_cpu_ts\": "), std::string::npos) << js;
 }
 
 TEST_F(BenchTest, FillsEachDepthOncePerSpecAndRestoresIt) {
