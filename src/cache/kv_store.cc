@@ -42,6 +42,13 @@ bool ResidualFormatOk(const quant::Format& f, int D) {
   return per_token && quant::Validate(f, 1, D).ok() && ResidualRowBytes(f, D) % 2 == 0;
 }
 
+Status CheckResidualFormat(const quant::Format& f, int D) {
+  if (ResidualFormatOk(f, D)) return Status::Ok();
+  return MakeError(quant::FormatName(f) + " cannot hold residual rows of head_dim " +
+                   std::to_string(D) +
+                   " (f16, or a per-token q8_0/q5_1/q5_0/q4_1/q4_0/iq4_nl/int8 that fits it)");
+}
+
 size_t ResidualRowBytes(const quant::Format& f, int D) {
   return quant::CodeBytes(f, 1, D) + quant::MetaBytes(f, 1, D);
 }
@@ -75,10 +82,8 @@ Result<std::unique_ptr<KvStore>> KvStore::Create(const KvStoreConfig& config) {
     return MakeError("KvStore: residual_reserve must be -1 (= chunk) or >= 0 tokens (got " +
                      std::to_string(config.residual_reserve) + ")");
   }
-  if (!ResidualFormatOk(config.residual_format, config.head_dim)) {
-    return MakeError("KvStore: residual format " + quant::FormatName(config.residual_format) +
-                     " cannot hold residual rows of head_dim " + std::to_string(config.head_dim) +
-                     " (f16, or a per-token q8_0/q5_1/q5_0/q4_1/q4_0/iq4_nl/int8 that fits it)");
+  if (Status st = CheckResidualFormat(config.residual_format, config.head_dim); !st.ok()) {
+    return MakeError("KvStore: residual format " + st.message());
   }
   KvStoreConfig cfg = config;
   if (cfg.residual_reserve < 0) cfg.residual_reserve = cfg.chunk;

@@ -103,6 +103,9 @@ struct KvStoreConfig {
 // True when f can hold a store's residual rows at head_dim D (see
 // KvStoreConfig::residual_format).
 bool ResidualFormatOk(const quant::Format& f, int D);
+// ResidualFormatOk as a Status whose message names the format, D and what
+// is accepted; callers prefix where it came from (a config, a spec key).
+Status CheckResidualFormat(const quant::Format& f, int D);
 // Bytes of one residual row (one token of one head, K or V) in f.
 size_t ResidualRowBytes(const quant::Format& f, int D);
 

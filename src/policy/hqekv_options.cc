@@ -194,10 +194,8 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   if (spec.Has("residual") && spec.Text("residual") != "auto") {
     auto rf = quant::ParseFormat(spec.Text("residual"));
     if (!rf.ok()) return MakeError(where + ": residual=: " + rf.error().message);
-    if (!cache::ResidualFormatOk(rf.value(), g.head_dim)) {
-      return MakeError(where + ": residual=" + spec.Text("residual") +
-                       " cannot hold residual tokens of head_dim " + std::to_string(g.head_dim) +
-                       " (f16, or a per-token q8_0/q5_1/q5_0/q4_1/q4_0/iq4_nl/int8 that fits it)");
+    if (Status st = cache::CheckResidualFormat(rf.value(), g.head_dim); !st.ok()) {
+      return MakeError(where + ": residual=: " + st.message());
     }
     if (o.token_select && rf.value().kind != quant::Kind::kF16) {
       return MakeError(where + ": residual=" + spec.Text("residual") +
