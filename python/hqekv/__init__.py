@@ -82,6 +82,26 @@ def data_dir() -> str:
                             " (set HQEKV_DATA_DIR to a folder holding models/)")
 
 
+def _point_the_library_at_bundled_data() -> None:
+    """The library finds the calibration profiles shipped for a model
+    (profiles/<model>/layer-bits.txt: the per-layer budgets of hqekv:bits=B)
+    under $HQEKV_DATA_DIR or next to the running executable. In Python that
+    executable is the interpreter, so without this a wheel's or the build
+    tree's profiles would be found only from the repository's folder, and a
+    result would depend on the working directory. Sets $HQEKV_DATA_DIR (this
+    process only) to the first data folder that holds profiles/, unless the
+    user set it."""
+    if os.environ.get("HQEKV_DATA_DIR"):
+        return
+    for d in _data_candidates():
+        if os.path.isdir(os.path.join(d, "profiles")):
+            os.environ["HQEKV_DATA_DIR"] = d
+            return
+
+
+_point_the_library_at_bundled_data()
+
+
 def default_model(name: str = "refmodel-4l") -> str:
     """Path of a bundled model: 'refmodel-4l' (4 layers, head_dim 64, trained
     here for KV-cache studies) or 'stories260K' (head_dim 8: too small for

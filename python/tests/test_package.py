@@ -92,6 +92,21 @@ def test_perplexity_equals_hqekv_ppl(ref):
     assert fp16.kl == 0 and fp16.top1 == 1 and fp16.x_smaller == pytest.approx(1.0)
 
 
+def test_shipped_layer_budgets_apply_from_any_directory(ref, tmp_path, monkeypatch):
+    # profiles/refmodel-4l/layer-bits.txt holds refmodel-4l's per-layer budgets;
+    # hqekv:bits=B uses them by default (shipped=1), whatever the working folder.
+    line = [l for l in open(os.path.join(SRC, "profiles", "refmodel-4l", "layer-bits.txt"))
+            if l.startswith("layer_bits=")][0].strip()
+    with open(TEXT, encoding="utf-8") as f:
+        text = f.read()[:8000]
+    monkeypatch.chdir(tmp_path)
+    default = ref.perplexity(text, kv="hqekv:bits=4.6", n_ctx=256, n_chunks=1)
+    explicit = ref.perplexity(text, kv="hqekv:bits=4.6," + line, n_ctx=256, n_chunks=1)
+    without = ref.perplexity(text, kv="hqekv:bits=4.6,shipped=0", n_ctx=256, n_chunks=1)
+    assert default.kl == explicit.kl and default.bytes == explicit.bytes
+    assert default.kl != without.kl
+
+
 def test_pareto_rows_sorted_with_the_frontier(ref):
     with open(TEXT, encoding="utf-8") as f:
         text = f.read()[:8000]

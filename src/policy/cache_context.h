@@ -31,8 +31,12 @@ struct CacheContext {
   // them; each row is checked and rescaled to sum 1 like a profile row).
   std::vector<TierRatios> layer_ratios;
   // hqekv:bits=B with a model: the profile shipped for that model and B
-  // (policy/profile.h, ShippedProfilePath) is used when the file exists
-  // (spec key shipped=0 turns this off). Relative to the working directory.
+  // (policy/profile.h, ShippedProfilePath) and its per-layer budgets
+  // (profiles/<model>/layer-bits.txt) are used when the file exists (spec
+  // key shipped=0 turns this off). ForModel sets the bundled folder
+  // (core/file.h FindBundled: $HQEKV_DATA_DIR, the installed share/hqekv,
+  // the build tree's repository; the working directory last), so a result
+  // does not depend on where the command was started.
   std::string profiles_dir = "profiles";
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cache/layer_split_cache.h"
+#include "core/file.h"
 #include "cache/window_cache.h"
 #include "policy/profile.h"
 #include "policy/store_cache.h"
@@ -146,6 +147,7 @@ Status CheckSpecForModel(const PolicySpec& spec, const CacheContext& ctx) {
 CacheContext ForModel(std::string name, std::string identity, int n_layers) {
   CacheContext ctx;
   ctx.model = ModelIdentity{std::move(name), std::move(identity), n_layers};
+  ctx.profiles_dir = FindBundled("profiles", "");
   return ctx;
 }
 

@@ -37,7 +37,8 @@ Result<std::unique_ptr<KvCache>> CreateCache(const PolicySpec& spec, const KvGeo
 Status CheckSpecForModel(const PolicySpec& spec, const CacheContext& ctx);
 
 // The context of a cache created for a loaded model (ModelSource's
-// config.name, identity, config.n_layers).
+// config.name, identity, config.n_layers), with the bundled profiles folder
+// found as core/file.h's FindBundled finds it, not from the working directory.
 CacheContext ForModel(std::string name, std::string identity, int n_layers);
 
 }  // namespace policy

@@ -206,7 +206,9 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   }
   o.k_weight = spec.Num("kweight");
   std::string layer_bits = spec.Has("layer_bits") ? spec.Text("layer_bits") : "";
-  if (layer_bits.empty() && by_bits && ctx.model && spec.Int("shipped") != 0) {
+  const bool shipped_layer_bits =
+      layer_bits.empty() && by_bits && ctx.model && spec.Int("shipped") != 0;
+  if (shipped_layer_bits) {
     // The per-layer budgets `hqekv calibrate --layer-bits` measured for this
     // model, when shipped (profiles/<model>/layer-bits.txt).
     HQEKV_ASSIGN_OR_RETURN(layer_bits, ShippedLayerBits(ctx.profiles_dir, *ctx.model,
@@ -216,10 +218,16 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
     HQEKV_ASSIGN_OR_RETURN(o.layer_bits, ParseLayerBits(layer_bits, g.n_layers));
     if (!by_bits) return MakeError(where + ": layer_bits= needs bits=");
     for (const double d : o.layer_bits) {
-      if (o.true_bits + d <= 0) {
-        return MakeError(where + ": layer_bits= leaves a layer at " +
-                         std::to_string(o.true_bits + d) + " bits (must be > 0)");
+      if (o.true_bits + d > 0) continue;
+      if (shipped_layer_bits) {
+        // B below the shipped offsets (under a bit): the user gave no
+        // layer_bits=, so the budget alone is judged (creation reports the
+        // achievable range when B is below the cache's floor).
+        o.layer_bits.clear();
+        break;
       }
+      return MakeError(where + ": layer_bits= leaves a layer at " +
+                       std::to_string(o.true_bits + d) + " bits (must be > 0)");
     }
   }
   return o;

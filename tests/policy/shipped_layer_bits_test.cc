@@ -3,6 +3,7 @@
 // model identity is an error, a malformed file too.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -79,6 +80,53 @@ TEST(ShippedLayerBits, BitsUsesThemUnlessTheSpecSaysOtherwise) {
   ctx.model->identity = "00000000000000bb";
   EXPECT_FALSE(opts("hqekv:bits=3.4").ok());
   EXPECT_TRUE(opts("hqekv:bits=3.4,shipped=0").ok());
+}
+
+// A budget below the shipped offsets (B + d <= 0 on a layer) is judged
+// without them: the user gave no layer_bits=, so no error may name it; the
+// same offsets given by the user are refused with the layer's budget.
+TEST(ShippedLayerBits, TinyBudgetsDropTheShippedOffsetsButNotTheUsers) {
+  ShippedDir d("identity 00000000000000aa\nlayer_bits=0.30/-0.30\n");
+  KvGeometry g = testing::SmallGeometry(2, 4, 2, 64);
+  g.max_ctx = 2048;
+  CacheContext ctx = ForModel("m4", "00000000000000aa", 2);
+  ctx.profiles_dir = d.root.string();
+  auto opts = [&](const std::string& spec) {
+    auto s = ParseSpec(spec);
+    EXPECT_TRUE(s.ok()) << spec;
+    return ResolveHqekvOptions(*s, g, ctx, false);
+  };
+  auto tiny = opts("hqekv:bits=0.2");
+  ASSERT_TRUE(tiny.ok()) << tiny.message();
+  EXPECT_TRUE(tiny->layer_bits.empty());
+  auto at_edge = opts("hqekv:bits=0.31");
+  ASSERT_TRUE(at_edge.ok()) << at_edge.message();
+  EXPECT_EQ(at_edge->layer_bits, (std::vector<double>{0.3, -0.3}));
+  auto own = opts("hqekv:bits=0.2,layer_bits=0.3/-0.3");
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.message().find("leaves a layer at"), std::string::npos) << own.message();
+}
+
+// ForModel looks for profiles/ where the bundled data is found (core/file.h
+// FindBundled: $HQEKV_DATA_DIR first), not in the working directory.
+TEST(ShippedLayerBits, ForModelLooksWhereTheBundledDataIs) {
+  ShippedDir d("identity 00000000000000aa\nlayer_bits=0.30/-0.30\n");
+  const std::filesystem::path data = d.root / "data";
+  std::filesystem::create_directories(data / "profiles");
+  std::filesystem::rename(d.root / "m4", data / "profiles" / "m4");
+  const char* old = std::getenv("HQEKV_DATA_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("HQEKV_DATA_DIR", data.c_str(), 1);
+  const CacheContext ctx = ForModel("m4", "00000000000000aa", 2);
+  if (old) {
+    ::setenv("HQEKV_DATA_DIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("HQEKV_DATA_DIR");
+  }
+  EXPECT_TRUE(std::filesystem::equivalent(ctx.profiles_dir, data / "profiles")) << ctx.profiles_dir;
+  auto v = ShippedLayerBits(ctx.profiles_dir, M4(), false);
+  ASSERT_TRUE(v.ok()) << v.message();
+  EXPECT_EQ(*v, "0.30/-0.30");
 }
 
 }  // namespace
