@@ -147,7 +147,11 @@ Status CheckSpecForModel(const PolicySpec& spec, const CacheContext& ctx) {
 CacheContext ForModel(std::string name, std::string identity, int n_layers) {
   CacheContext ctx;
   ctx.model = ModelIdentity{std::move(name), std::move(identity), n_layers};
+#ifdef HQEKV_SOURCE_DIR
+  ctx.profiles_dir = FindBundled("profiles", HQEKV_SOURCE_DIR);
+#else
   ctx.profiles_dir = FindBundled("profiles", "");
+#endif
   return ctx;
 }
 
