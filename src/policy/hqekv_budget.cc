@@ -46,7 +46,12 @@ void HqekvCache::ChooseMenuSlots(double budget, int64_t n, double k_weight) {
     m.tier_bytes[static_cast<int>(Tier::kHigh)] = c.bytes;
     bits.push_back(m.TierBits(n)[0]);
   }
-  const std::array<int, 3> slot = PickSlots(bits, budget);
+  double lo = budget, hi = budget;
+  for (const double d : o_.layer_bits) {
+    lo = std::min(lo, budget + d);
+    hi = std::max(hi, budget + d);
+  }
+  const std::array<int, 3> slot = PickSlots(bits, budget, lo, hi);
   for (int i = 0; i < 3; ++i) {
     o_.k_tiers[i] = k[front[slot[i]].k].format;
     o_.v_tiers[i] = v[front[slot[i]].v].format;
