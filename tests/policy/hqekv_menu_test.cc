@@ -196,6 +196,16 @@ TEST(HqekvMenu, BudgetsAboveAllU4HoldWithMenuTiers) {
   }
 }
 
+// ||out - ref|| / ||ref|| over the decode steps' attention outputs.
+double RelativeDecodeError(const std::vector<float>& out, const std::vector<float>& ref) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    e += (out[i] - ref[i]) * static_cast<double>(out[i] - ref[i]);
+    r += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(e / r);
+}
+
 // Every budget of the menu's range keeps every chunk: the slots leave a
 // quantized slot below the bulk, so a decode event pays for its residual
 // and window growth by a downgrade, not by evicting a chunk (before:
@@ -228,12 +238,7 @@ TEST(HqekvMenu, MenuBudgetsEvictNothingAndErrorFallsWithBudget) {
     bool evicted = false;
     const std::vector<float> out = decode_error(spec, &evicted);
     ASSERT_EQ(out.size(), ref.size());
-    double e = 0, r = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-      e += (out[i] - ref[i]) * static_cast<double>(out[i] - ref[i]);
-      r += static_cast<double>(ref[i]) * ref[i];
-    }
-    errs.push_back(std::sqrt(e / r));
+    errs.push_back(RelativeDecodeError(out, ref));
     std::printf("%s: relative decode error %.4g%s\n", spec.c_str(), errs.back(),
                 evicted ? " (evicted)" : "");
     EXPECT_FALSE(evicted);
@@ -282,12 +287,7 @@ TEST(HqekvMenu, BudgetsAbove8BitBuyFp16AndErrorFalls) {
       EXPECT_FALSE(evicted);
       if (!extra.empty()) continue;
       ASSERT_EQ(out.size(), ref.size());
-      double e = 0, r = 0;
-      for (size_t i = 0; i < out.size(); ++i) {
-        e += (out[i] - ref[i]) * static_cast<double>(out[i] - ref[i]);
-        r += static_cast<double>(ref[i]) * ref[i];
-      }
-      errs.push_back(std::sqrt(e / r));
+      errs.push_back(RelativeDecodeError(out, ref));
       std::printf("%s: relative decode error %.4g\n", spec.c_str(), errs.back());
       if (errs.size() > 1) EXPECT_LT(errs.back(), errs[errs.size() - 2]);
     }
