@@ -46,7 +46,12 @@ void HqekvCache::ChooseMenuSlots(double budget, int64_t n, double k_weight) {
     m.tier_bytes[static_cast<int>(Tier::kHigh)] = c.bytes;
     bits.push_back(m.TierBits(n)[0]);
   }
-  const std::array<int, 3> slot = PickSlots(bits, budget);
+  double lo = budget, hi = budget;
+  for (const double d : o_.layer_bits) {
+    lo = std::min(lo, budget + d);
+    hi = std::max(hi, budget + d);
+  }
+  const std::array<int, 3> slot = PickSlots(bits, budget, lo, hi);
   for (int i = 0; i < 3; ++i) {
     o_.k_tiers[i] = k[front[slot[i]].k].format;
     o_.v_tiers[i] = v[front[slot[i]].v].format;
@@ -333,8 +338,17 @@ Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
   const int64_t n = g_.max_ctx;
   std::array<double, 4> b = model_.TierBits(n);
   const bool above = o_.true_bits > b[0];
+  // menu=auto takes the menu at every budget (not only above all-u4) where
+  // its block formats fit the heads: q4_0 / q4_1 / q5_x K and V are cheaper
+  // per element than per-channel u4 K (4.5-6 bits against 5 with its
+  // per-channel metadata), so below all-u4 the lean u4/u3/u2 ladder spent
+  // its bytes on u3 and u2 chunks. Measured on refmodel-4l (KL, lean ladder
+  // -> menu): ctx 512 bits=3.4 0.090 -> 0.032, 4.5 0.0146 -> 0.0098, 5.0
+  // 0.0104 -> 0.0042 (wiki.valid w0); ctx 2048 bits=3.4 0.064 -> 0.034,
+  // 4.657 4.6e-3 -> 2.7e-3 (docs/results/frontier.md). Small heads (D < 32,
+  // no block format fits) keep the ladder.
   const bool use_menu =
-      !o_.own_tiers && (o_.menu == "on" || (o_.menu == "auto" && o_.lean && above));
+      !o_.own_tiers && (o_.menu == "on" || (o_.menu == "auto" && o_.lean && (above || !o_.small)));
   if (o_.lean && !o_.own_tiers && !use_menu && above) {
     // menu=off: above all-u4 the lean tiers move one width up (u8/u4/u3),
     // measured 3-5x lower KL than fp8 at 8 true bits on refmodel-4l

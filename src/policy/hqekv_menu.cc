@@ -86,7 +86,11 @@ double MeasureStreamError(const quant::Format& f, int T, int D, bool k_like) {
 std::vector<quant::Format> MenuFormats(int T, int D, quant::Grouping grouping, int group,
                                        bool hadamard) {
   using quant::Kind;
-  std::vector<quant::Format> menu = {quant::Uniform(8, grouping, group),
+  // fp16 on top: without it the menu stops at 8-bit K and V (9.1 true bits on
+  // refmodel-4l at ctx 2048) and every budget above holds the same cache.
+  // fp16 is never rotated (a rotation cannot lower its error).
+  std::vector<quant::Format> menu = {quant::F16(),
+                                     quant::Uniform(8, grouping, group),
                                      quant::GgmlBlock(Kind::kQ8_0),
                                      quant::Int8PerToken(),
                                      quant::GgmlBlock(Kind::kQ5_1),
@@ -98,7 +102,7 @@ std::vector<quant::Format> MenuFormats(int T, int D, quant::Grouping grouping, i
                                      quant::Uniform(2, grouping, group)};
   std::vector<quant::Format> out;
   for (quant::Format f : menu) {
-    f.hadamard = hadamard;
+    f.hadamard = hadamard && f.kind != Kind::kF16;
     if (quant::Validate(f, T, D).ok()) out.push_back(f);
   }
   return out;
@@ -124,6 +128,18 @@ std::array<int, 3> PickSlots(const std::vector<double>& bits, double budget) {
   // At least two pairs below the top slot when the frontier has them.
   i = std::max(i, std::min(2, n - 1));
   return {i, std::max(0, i - 1), std::max(0, i - 2)};
+}
+
+std::array<int, 3> PickSlots(const std::vector<double>& bits, double budget, double lo, double hi) {
+  const int n = static_cast<int>(bits.size());
+  const std::array<int, 3> at_lo = PickSlots(bits, std::min(lo, budget));
+  const std::array<int, 3> at_b = PickSlots(bits, budget);
+  const std::array<int, 3> at_hi = PickSlots(bits, std::max(hi, budget));
+  const int bottom = std::min(at_lo[2], at_b[2]);
+  const int top = std::min(n - 1, std::max(at_hi[0], bottom + 2));
+  // Fewer than three pairs: the middle repeats the lowest, as PickSlots does.
+  const int mid = top - bottom >= 2 ? std::clamp(at_b[1], bottom + 1, top - 1) : bottom;
+  return {top, mid, bottom};
 }
 
 }  // namespace hqekv::policy

@@ -55,7 +55,7 @@ std::optional<KvChoice> BestKvChoice(const std::vector<KvChoice>& frontier, int6
 double MeasureStreamError(const quant::Format& f, int T, int D, bool k_like);
 
 // The candidate formats of one stream, best first, that Validate for T x D:
-// 8-bit (u8, q8_0, int8; not fp8 E4M3: the synthetic chunk rewards its range,
+// fp16 (never rotated), 8-bit (u8, q8_0, int8; not fp8 E4M3: the synthetic chunk rewards its range,
 // but on refmodel-4l's rotated K/V it had 60x int8's KL at 8.2-8.5 bits),
 // 5-6-bit (q5_1, q5_0), 4-bit (q4_1, q4_0, u4),
 // u3, u2. Grouped kinds take `grouping` and `group`; every format takes `hadamard`.
@@ -72,5 +72,16 @@ std::vector<quant::Format> MenuFormats(int T, int D, quant::Grouping grouping, i
 // bulk of the chunks never sits in the lowest slot with only eviction below.
 inline constexpr double kSlotMargin = 0.1;
 std::array<int, 3> PickSlots(const std::vector<double>& bits, double budget);
+
+// The same for a cache whose layers hold different budgets (layer_bits=),
+// from `lo` to `hi` around `budget`: the bottom slot is the bottom slot of
+// `lo`, so that the layer given the fewest bits still has a slot under the
+// bulk and pays for its growth by a downgrade, not an eviction (refmodel-4l,
+// bits=9 with its shipped -0.49 on layer 2: that layer evicted 128 tokens,
+// KL 3.6e-5 against 2.1e-5 at bits=8.657); the top slot is the top slot of
+// `hi`, or two above the bottom when that is higher; the middle one is
+// budget's middle slot, kept strictly between. lo == hi == budget gives
+// PickSlots(bits, budget).
+std::array<int, 3> PickSlots(const std::vector<double>& bits, double budget, double lo, double hi);
 
 }  // namespace hqekv::policy

@@ -35,7 +35,9 @@ int64_t Planes(const HqekvCache& h, const char* k, const char* v) {
 }
 
 TEST(HqekvTiers, BitsDefaultsToTheLeanLayoutAndPaperKeepsThePapers) {
-  auto lean = MustMake("hqekv:bits=4", Geometry(64));
+  // menu=off: the lean ladder (the default takes the tier menu at every
+  // budget where its block formats fit, hqekv_menu_test.cc).
+  auto lean = MustMake("hqekv:bits=4,menu=off", Geometry(64));
   const HqekvCache* h = AsHqekv(lean);
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->pinned_chunks(), 0);
@@ -77,10 +79,10 @@ TEST(HqekvTiers, BitsDefaultsToTheLeanLayoutAndPaperKeepsThePapers) {
 // u4/u3/u2, and tiers= given by the user is never replaced (the default menu
 // is tested in hqekv_menu_test.cc).
 TEST(HqekvTiers, BudgetsAboveAllU4UseTheWiderLeanTiers) {
-  const double all_u4 = AsHqekv(MustMake("hqekv:bits=4", Geometry(64)))
+  const double all_u4 = AsHqekv(MustMake("hqekv:bits=4,menu=off", Geometry(64)))
                             ->cost_model()
                             .TierBits(Geometry(64).max_ctx)[0];
-  auto low = MustMake("hqekv:bits=" + std::to_string(all_u4 * 0.98), Geometry(64));
+  auto low = MustMake("hqekv:bits=" + std::to_string(all_u4 * 0.98) + ",menu=off", Geometry(64));
   EXPECT_EQ(AsHqekv(low)->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*AsHqekv(low), "u4:chan:had", "u4:tok:g=64:had"));
   auto high = MustMake("hqekv:bits=8,menu=off", Geometry(64));
@@ -133,7 +135,7 @@ TEST(HqekvTiers, SmallHeadsQuantizeVPerChannelAndMixU4WithEviction) {
   for (Tier t : AsHqekv(ladder)->k_tiers(0, 0)) lower = lower || t == Tier::kMid || t == Tier::kLow;
   EXPECT_TRUE(lower);
   // head_dim 32 and up keep V per token.
-  auto d32 = MustMake("hqekv:bits=4.2", Geometry(32));
+  auto d32 = MustMake("hqekv:bits=4.2,menu=off", Geometry(32));
   EXPECT_EQ(AsHqekv(d32)->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*AsHqekv(d32), "u4:chan:had", "u4:tok:g=32:had"));
 }
