@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/file.h"
 
@@ -97,16 +99,61 @@ int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
 
+// `size` bytes of `fd` read into fresh anonymous memory (huge pages
+// advised), then made read-only. MAP_FAILED on an error, with errno set.
+void* ReadIntoPrivateMemory(int fd, size_t size, std::string* failed_call) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    *failed_call = "mmap";
+    return MAP_FAILED;
+  }
+  (void)::madvise(p, size, MADV_HUGEPAGE);  // advice only: fine when refused
+  auto* out = static_cast<uint8_t*>(p);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n == 0 ? EIO : errno;  // 0: the file shrank while read
+      ::munmap(p, size);
+      *failed_call = "read";
+      errno = e;
+      return MAP_FAILED;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::mprotect(p, size, PROT_READ) != 0) {
+    const int e = errno;
+    ::munmap(p, size);
+    *failed_call = "mprotect";
+    errno = e;
+    return MAP_FAILED;
+  }
+  return p;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, Residence residence) {
   // Regular files only (a FIFO would block the open, /dev/zero map without end).
   HQEKV_ASSIGN_OR_RETURN(RegularFile file, RegularFile::Open(path, kMaxMappedFileBytes));
   const int fd = file.fd();
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<size_t>(file.size());
-  if (f->size_ > 0) {
+  if (const char* env = std::getenv("HQEKV_MMAP"); env && std::string(env) == "1") {
+    residence = Residence::kMapped;
+  }
+  if (f->size_ > 0 && residence == Residence::kPrivateCopy) {
+    std::string call;
+    void* p = ReadIntoPrivateMemory(fd, f->size_, &call);
+    if (p == MAP_FAILED) {
+      const int e = errno;
+      return MakeError("cannot load '" + path + "' into memory (" + call +
+                       "): " + std::strerror(e));
+    }
+    f->data_ = static_cast<const uint8_t*>(p);  // no SIGBUS can come from it
+  } else if (f->size_ > 0) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       const int e = errno;

@@ -21,11 +21,25 @@
 
 namespace hqekv {
 
+// Where the bytes of an opened file live.
+enum class Residence {
+  // The file's pages, mapped (MAP_PRIVATE): shared with the page cache.
+  kMapped,
+  // A private copy read into anonymous memory advised for huge pages, then
+  // made read-only. Model weights use it: on a shared machine a 1-thread
+  // Q4_K decode read its weights from the mapped file 4-8x slower per CPU
+  // second than from a private copy (docs/performance.md, "Weights in private
+  // memory"); llama.cpp's CPU backend also repacks weights into its own
+  // buffers. $HQEKV_MMAP=1 keeps the mapping instead.
+  kPrivateCopy,
+};
+
 class MappedFile {
  public:
-  // Maps `path` read-only (MAP_PRIVATE). An empty file maps to size() == 0.
-  // Errors name the path and the failing system call.
-  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  // Opens `path` read-only as `residence` says. An empty file gives size()
+  // == 0. Errors name the path and the failing system call.
+  static Result<std::unique_ptr<MappedFile>> Open(const std::string& path,
+                                                  Residence residence = Residence::kMapped);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

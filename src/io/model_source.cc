@@ -448,7 +448,7 @@ Status ValidateModel(ModelSource& m) {
 
 Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path,
                                                const std::string& tokenizer_path) {
-  HQEKV_ASSIGN_OR_RETURN(auto map, MappedFile::Open(path));
+  HQEKV_ASSIGN_OR_RETURN(auto map, MappedFile::Open(path, Residence::kPrivateCopy));
   std::shared_ptr<MappedFile> shared = std::move(map);
   if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0)
     return LoadGguf(shared->data(), shared->size(), path, shared);
