@@ -27,12 +27,12 @@
 #            untimed fill at depths > 0, the same for both engines (hqekv:
 #            `bench -t FILL,T` fills at its first thread count; its extra
 #            FILL-thread rows are dropped; llama.cpp: --fill-threads)
-#   STATE_DIR ($OUT/state): llama.cpp's filled sequence states, one file per
-#            depth and K/V type (llama_bench.mjs --state), written by the first
-#            sample and loaded by later rounds, so a depth is filled once per
-#            KV type for the whole run; hqekv fills once per spec and sample
-#            (`hqekv bench` keeps the state in memory). Delete the folder to
-#            refill.
+#   STATE_DIR ($OUT/state): filled depths kept on disk, one file per engine,
+#            model, depth and KV type (llama_bench.mjs --state, `hqekv bench
+#            --state`), written by the first sample and loaded by later rounds,
+#            so a depth is filled once per KV type for the whole run (the
+#            sample that fills records fill_s, the others restored: true).
+#            Delete the folder to refill.
 # Default model: the synthetic Llama-3.2-1B-geometry Q4_K file of
 # scripts/make_synthetic_1b.sh (made when missing).
 set -euo pipefail
@@ -69,13 +69,19 @@ load() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' ','; }
 # One hqekv sample: `hqekv bench` with one repetition; its stderr names the
 # fill time at a depth.
 run_hq() {  # round depth pp tg threads spec
-  local err=$OUT/hq.err l0 t0 t1 tl=$5 ft=$5
-  if [ "$2" -gt 0 ] && [ -n "$FILL_THREADS" ] && [ "$FILL_THREADS" != "$5" ]; then
-    tl=$FILL_THREADS,$5 ft=$FILL_THREADS
+  local err=$OUT/hq.err l0 t0 t1 tl=$5 ft=$5 extra=() state
+  if [ "$2" -gt 0 ]; then
+    mkdir -p "$STATE_DIR"
+    state=$STATE_DIR/$(basename "$MODEL" .gguf)-d$2-hq-${6//[^A-Za-z0-9.]/-}.state
+    extra=(--state "$state")
+    # A filled file is loaded: no fill, so no FILL-thread rows to run.
+    if [ ! -f "$state" ] && [ -n "$FILL_THREADS" ] && [ "$FILL_THREADS" != "$5" ]; then
+      tl=$FILL_THREADS,$5 ft=$FILL_THREADS
+    fi
   fi
   l0=$(load)
   t0=$(date +%s.%N)
-  "$HQEKV" bench -m "$MODEL" -p "$3" -n "$4" -d "$2" -t "$tl" -r 1 --kv "$6" -o json 2>"$err" >"$OUT/hq.json" ||
+  "$HQEKV" bench -m "$MODEL" -p "$3" -n "$4" -d "$2" -t "$tl" -r 1 --kv "$6" "${extra[@]}" -o json 2>"$err" >"$OUT/hq.json" ||
     { echo "hqekv bench failed ($6 d=$2):" >&2; tail -3 "$err" >&2; return 0; }
   t1=$(date +%s.%N)
   node -e '
@@ -85,7 +91,8 @@ const m = /filled depth \d+ in ([\d.]+) s/.exec(fs.readFileSync(errPath, "utf8")
 for (const x of JSON.parse(fs.readFileSync(jsonPath, "utf8"))) {
   if (x.threads !== +t) continue;  // the fill-thread rows of `-t FILL,T`
   console.log(JSON.stringify({round: +r, engine: "hqekv", kv: spec, depth: x.depth, threads: x.threads,
-    test: x.test, ts: x.avg_ts, cpu_ts: x.avg_cpu_ts ?? null, fill_s: m ? +m[1] : null, fill_threads: x.depth ? +ft : null, wall_s: +wall,
+    test: x.test, ts: x.avg_ts, cpu_ts: x.avg_cpu_ts ?? null, fill_s: m ? +m[1] : null, fill_threads: x.depth && m ? +ft : null,
+    restored: x.depth > 0 && !m, wall_s: +wall,
     kv_bits: x.kv_bits_per_element, load_before: l0.split(",").map(Number),
     load_after: l1.split(",").map(Number)}));
 }

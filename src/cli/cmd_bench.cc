@@ -11,6 +11,7 @@
 #include "cli/kv_flags.h"
 #include "cli/model_args.h"
 #include "cli/registry.h"
+#include "eval/run/engine_model.h"
 #include "lm/bench.h"
 #include "model/llama.h"
 #include "policy/factory.h"
@@ -53,6 +54,11 @@ int Bench(BenchArgs a) {
   if (!model.ok()) return Fail(model.message());
   kernels::SetInt8Activations(!a.fp32_acts);
   const std::string name = (*src)->config.name.empty() ? path : (*src)->config.name;
+  if (!a.config.state_path.empty()) {  // ties the file to these weights, not only the shapes
+    auto print = eval::FileFingerprint(path);
+    if (!print.ok()) return Fail(print.message());
+    a.config.model_identity = (*src)->identity + "-" + *print;
+  }
   const int64_t bytes = (*model)->WeightBytesPerToken();
   auto rows = lm::RunBench(
       **model, a.config,
@@ -61,9 +67,16 @@ int Bench(BenchArgs a) {
         std::fprintf(stderr, "  %s t=%d %s d=%d: %.2f ± %.2f t/s\n", r.kv.c_str(), r.threads,
                      r.test.c_str(), r.depth, r.mean, r.sd);
       },
-      [](const std::string& kv, int depth, double seconds, bool reused) {
-        std::fprintf(stderr, "  %s: filled depth %d in %.1f s (%s)\n", kv.c_str(), depth, seconds,
-                     reused ? "restored for every run" : "cannot be saved: filled again per run");
+      [](const lm::FillEvent& e) {
+        if (!e.loaded_from.empty()) {
+          std::fprintf(stderr, "  %s: loaded depth %d from %s in %.1f s (restored for every run)\n",
+                       e.kv.c_str(), e.depth, e.loaded_from.c_str(), e.seconds);
+          return;
+        }
+        std::fprintf(stderr, "  %s: filled depth %d in %.1f s (%s)\n", e.kv.c_str(), e.depth,
+                     e.seconds,
+                     e.reused ? "restored for every run" : "cannot be saved: filled again per run");
+        if (!e.saved_to.empty()) std::fprintf(stderr, "  saved to %s\n", e.saved_to.c_str());
       });
   if (!rows.ok()) return Fail(rows.message());
   const std::string text = a.format == "json" ? lm::BenchJson(name, bytes, *rows)
@@ -101,6 +114,10 @@ const CommandRegistrar kRegister(14, [](CLI::App& app, int* rc) {
   cmd->add_option("-r,--repetitions", a->config.reps, "Repetitions per test")
       ->capture_default_str();
   cmd->add_option("-o,--output-format", a->format, "md or json")->capture_default_str();
+  cmd->add_option("--state", a->config.state_path,
+                  "KV state file for the one depth > 0 of one --kv spec: loaded instead of "
+                  "filling when it exists (it must match the model, spec and depth), else "
+                  "written after the fill");
   cmd->add_option("--out", a->output, "Write the table / JSON to this file (default: stdout)");
   cmd->add_flag("--fp32-acts", a->fp32_acts,
                 "Keep fp32 activations in every matrix product (no int8 path for quantized "

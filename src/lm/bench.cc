@@ -5,12 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cache/kv_state.h"
+#include "core/file.h"
 #include "core/parallel.h"
 
 namespace hqekv::lm {
@@ -64,32 +67,111 @@ struct DepthFill {
   int capacity = 0;   // depth + the longest test: the geometry every run uses
   std::string state;  // KvCache::SaveState after the fill; empty = refill per run
   bool saved = false;
-  double fill_seconds = 0;
+  double fill_seconds = 0;  // or the state file's load
+  std::string loaded_from, saved_to;
 };
 
-Status Fill(LlamaModel& model, KvCache& cache, int depth, std::mt19937_64& rng) {
+// Fills `cache` with `depth` random tokens; *all (may be null) gets them.
+Status Fill(LlamaModel& model, KvCache& cache, int depth, std::mt19937_64& rng,
+            std::vector<int32_t>* all = nullptr) {
   std::vector<int32_t> tok, pos;
   for (int a = 0; a < depth; a += kFillBatch) {
     const int len = std::min(kFillBatch, depth - a);
     RandomTokens(model.vocab_size(), a, len, rng, &tok, &pos);
     HQEKV_RETURN_IF_ERROR(
         model.Forward(tok.data(), pos.data(), len, cache, Logits::kNone, nullptr, true));
+    if (all) all->insert(all->end(), tok.begin(), tok.end());
   }
   return Status::Ok();
 }
 
+// The filled depth from an existing state file: it must name this model, the
+// spec and the depth, with the model's cache shape and room for `capacity`
+// positions; the runs then use the file's context (its max_ctx).
+Result<DepthFill> LoadDepthFill(LlamaModel& model, const CacheFactory& make_cache,
+                                const BenchConfig& c, const std::string& kv, int depth,
+                                int capacity) {
+  const std::string& path = c.state_path;
+  auto fail = [&](const std::string& what) {
+    return MakeError("bench: state file " + path + ": " + what +
+                     " (delete it or give another file to fill again)");
+  };
+  const double t0 = Seconds();
+  auto bytes = ReadFileChecked(path, kMaxMappedFileBytes);
+  if (!bytes.ok()) return fail(bytes.message());
+  auto head = ReadKvStateHeader(*bytes);
+  if (!head.ok()) return fail(head.message());
+  if (head->model_identity != c.model_identity)
+    return fail("made with another model (identity " + head->model_identity + ", this one is " +
+                c.model_identity + ")");
+  if (head->spec != kv)
+    return fail("made with --kv '" + head->spec + "', this run is '" + kv + "'");
+  if (static_cast<int64_t>(head->tokens.size()) != depth)
+    return fail("filled to depth " + std::to_string(head->tokens.size()) + ", this run is " +
+                std::to_string(depth));
+  const KvGeometry want = model.CacheGeometry(head->geometry.max_ctx);
+  const KvGeometry& g = head->geometry;
+  if (g.n_layers != want.n_layers || g.n_q_heads != want.n_q_heads ||
+      g.n_kv_heads != want.n_kv_heads || g.head_dim != want.head_dim)
+    return fail("another cache shape (layers, heads or head size) than this model's");
+  if (g.max_ctx < capacity)
+    return fail("room for " + std::to_string(g.max_ctx) + " positions, this run needs " +
+                std::to_string(capacity) + " (depth + the longest test)");
+  HQEKV_ASSIGN_OR_RETURN(auto cache, make_cache(kv, want));
+  KvStateMeta expect;
+  expect.model_identity = c.model_identity;
+  expect.spec = kv;
+  expect.geometry = want;
+  if (auto st = LoadKvState(*bytes, expect, *cache); !st.ok()) return fail(st.message());
+  DepthFill f;
+  f.depth = depth;
+  f.capacity = g.max_ctx;
+  HQEKV_RETURN_IF_ERROR(cache->SaveState(&f.state));
+  f.saved = true;
+  f.fill_seconds = Seconds() - t0;
+  f.loaded_from = path;
+  return f;
+}
+
 Result<DepthFill> MakeDepthFill(LlamaModel& model, const CacheFactory& make_cache,
-                                const std::string& kv, int depth, int capacity,
-                                std::mt19937_64& rng) {
+                                const BenchConfig& c, const std::string& kv, int depth,
+                                int capacity, std::mt19937_64& rng) {
+  const bool use_file = !c.state_path.empty() && depth > 0;
+  if (use_file && std::filesystem::exists(c.state_path))
+    return LoadDepthFill(model, make_cache, c, kv, depth, capacity);
+  // Checked before the fill (minutes at a deep depth), not after it.
+  if (use_file) {
+    if (Status st = CheckWritable(c.state_path); !st.ok())
+      return MakeError("bench: state file: " + st.message());
+  }
   DepthFill f;
   f.depth = depth;
   f.capacity = capacity;
   HQEKV_ASSIGN_OR_RETURN(auto cache, make_cache(kv, model.CacheGeometry(capacity)));
+  std::vector<int32_t> tokens;
   const double t0 = Seconds();
-  HQEKV_RETURN_IF_ERROR(Fill(model, *cache, depth, rng));
+  HQEKV_RETURN_IF_ERROR(Fill(model, *cache, depth, rng, use_file ? &tokens : nullptr));
   f.fill_seconds = Seconds() - t0;
   f.saved = cache->SaveState(&f.state).ok();
   if (!f.saved) f.state.clear();
+  if (use_file) {
+    KvStateMeta meta;
+    meta.model_identity = c.model_identity;
+    meta.spec = kv;
+    meta.geometry = cache->geometry();
+    meta.tokens = std::move(tokens);
+    meta.logits.assign(model.vocab_size(), 0.0f);  // the fill asks for none
+    auto bytes = EncodeKvState(*cache, meta);
+    if (!bytes.ok())
+      return MakeError("bench: state file " + c.state_path + ": --kv " + kv +
+                       " cannot be saved: " + bytes.message());
+    // A file that appeared during the fill is someone else's: kept.
+    if (std::filesystem::exists(c.state_path))
+      return MakeError("bench: state file " + c.state_path +
+                       " appeared while filling; not overwritten");
+    HQEKV_RETURN_IF_ERROR(WriteFileAtomic(c.state_path, *bytes));
+    f.saved_to = c.state_path;
+  }
   return f;
 }
 
@@ -169,6 +251,16 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
                        std::to_string(model.config().max_ctx));
     }
   }
+  if (!c.state_path.empty()) {
+    int deep = 0;
+    for (int d : c.depths) deep += d > 0;
+    if (c.kv.size() != 1 || deep != 1)
+      return MakeError(
+          "bench: a state file keeps one filled depth of one KV spec: give one --kv "
+          "and one depth > 0 (got " +
+          std::to_string(c.kv.size()) + " specs, " + std::to_string(deep) + " depths > 0)");
+    if (c.model_identity.empty()) return MakeError("bench: a state file needs the model identity");
+  }
   std::vector<int> threads = c.threads;
   for (int& t : threads) {
     if (t < 0) return MakeError("bench: thread count must be >= 0, got " + std::to_string(t));
@@ -185,9 +277,10 @@ Result<std::vector<BenchRow>> RunBench(LlamaModel& model, const BenchConfig& c,
       for (int depth : c.depths) {
         auto it = fills.find(depth);
         if (it == fills.end()) {
-          HQEKV_ASSIGN_OR_RETURN(DepthFill f,
-                                 MakeDepthFill(model, make_cache, kv, depth, depth + longest, rng));
-          if (filled && depth > 0) filled(kv, depth, f.fill_seconds, f.saved);
+          HQEKV_ASSIGN_OR_RETURN(
+              DepthFill f, MakeDepthFill(model, make_cache, c, kv, depth, depth + longest, rng));
+          if (filled && depth > 0)
+            filled(FillEvent{kv, depth, f.fill_seconds, f.saved, f.loaded_from, f.saved_to});
           it = fills.emplace(depth, std::move(f)).first;
         }
         const DepthFill& fill = it->second;

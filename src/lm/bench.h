@@ -23,6 +23,13 @@ struct BenchConfig {
   std::vector<int> threads = {0};  // 0 = all cores (as llama-bench); the CLI resolves it
   int reps = 3;
   uint64_t seed = 1;  // token ids are random in [3, vocab)
+  // A KV state file (cache/kv_state.h) for the one depth > 0: loaded instead
+  // of filling when it exists, written (atomically) after the fill when it
+  // does not. It is tied to the model (model_identity, which must be set),
+  // the spec (one --kv only) and the depth (one depth > 0 only); a file made
+  // for anything else is refused, never overwritten.
+  std::string state_path;
+  std::string model_identity;
 };
 
 struct BenchRow {
@@ -46,12 +53,18 @@ struct BenchRow {
 using CacheFactory =
     std::function<Result<std::unique_ptr<KvCache>>(const std::string& spec, const KvGeometry& g)>;
 
-// Told when the cache of a spec has been filled to a depth > 0 (not timed):
-// seconds it took, and whether the filled state is kept in memory and
-// restored for every run (false: the cache kind cannot save its state, so
-// every run fills again).
-using FillProgress =
-    std::function<void(const std::string& kv, int depth, double seconds, bool reused)>;
+// Told when the cache of a spec has been filled to a depth > 0 (not timed).
+struct FillEvent {
+  std::string kv;
+  int depth = 0;
+  double seconds = 0;  // the fill's, or the state file's load
+  // Whether the filled state is kept in memory and restored for every run
+  // (false: the cache kind cannot save its state, so every run fills again).
+  bool reused = false;
+  std::string loaded_from;  // the state file it was loaded from ("" = filled here)
+  std::string saved_to;     // the state file the fill was written to ("" = none)
+};
+using FillProgress = std::function<void(const FillEvent&)>;
 
 // Runs every (kv, threads, depth, test) cell; `progress` (may be empty) gets
 // each finished row. Sets the thread pool size as it goes (left at the last).

@@ -120,12 +120,12 @@ TEST_F(BenchTest, FillsEachDepthOncePerSpecAndRestoresIt) {
   c.threads = {1, 2};
   c.reps = 2;
   std::vector<std::string> fills;
-  auto rows = RunBench(*model_, c, kFactory, {},
-                       [&](const std::string& kv, int depth, double seconds, bool reused) {
-                         EXPECT_GE(seconds, 0.0);
-                         EXPECT_TRUE(reused) << kv;  // both kinds save their state
-                         fills.push_back(kv + "@" + std::to_string(depth));
-                       });
+  auto rows = RunBench(*model_, c, kFactory, {}, [&](const FillEvent& e) {
+    EXPECT_GE(e.seconds, 0.0);
+    EXPECT_TRUE(e.reused) << e.kv;              // both kinds save their state
+    EXPECT_EQ(e.loaded_from + e.saved_to, "");  // no state file asked for
+    fills.push_back(e.kv + "@" + std::to_string(e.depth));
+  });
   ASSERT_TRUE(rows.ok()) << rows.message();
   // Depth 0 needs no fill; every other depth is filled once per spec,
   // whatever the number of thread counts, tests and repetitions.
@@ -133,6 +133,79 @@ TEST_F(BenchTest, FillsEachDepthOncePerSpecAndRestoresIt) {
                                              "kivi:nominal_bits=2@24"}));
   ASSERT_EQ(rows->size(), 2u * 2 * 3 * 2);
   for (const BenchRow& r : *rows) EXPECT_EQ(r.tok_per_s.size(), 2u);
+}
+
+// --state: the first run fills and writes the file, the second loads it
+// (no fill) and measures the same cells; a file made for another spec, depth
+// or model, or too small for the tests, is refused and left as it was.
+TEST_F(BenchTest, StateFileFilledOnceThenLoadedAndTiedToModelSpecDepth) {
+  const std::string state = hqekv::test::TempPath("hqekv_bench_test.state");
+  std::filesystem::remove(state);
+  BenchConfig c;
+  c.pp = {4};
+  c.tg = {3};
+  c.depths = {0, 20};
+  c.kv = {"kivi:nominal_bits=2"};
+  c.threads = {1};
+  c.reps = 1;
+  c.state_path = state;
+  c.model_identity = src_->identity + "-weights1";
+  std::vector<FillEvent> events;
+  auto note = [&](const FillEvent& e) { events.push_back(e); };
+  auto first = RunBench(*model_, c, kFactory, {}, note);
+  ASSERT_TRUE(first.ok()) << first.message();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].saved_to, state);
+  EXPECT_EQ(events[0].loaded_from, "");
+  ASSERT_TRUE(std::filesystem::exists(state));
+  const auto size = std::filesystem::file_size(state);
+  const auto mtime = std::filesystem::last_write_time(state);
+
+  events.clear();
+  auto second = RunBench(*model_, c, kFactory, {}, note);
+  ASSERT_TRUE(second.ok()) << second.message();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].loaded_from, state);
+  EXPECT_EQ(events[0].saved_to, "");
+  EXPECT_TRUE(events[0].reused);
+  ASSERT_EQ(second->size(), first->size());
+  for (size_t i = 0; i < first->size(); ++i) {
+    const BenchRow& a = (*first)[i];
+    const BenchRow& b = (*second)[i];
+    EXPECT_EQ(a.test + "@" + std::to_string(a.depth), b.test + "@" + std::to_string(b.depth));
+    // The loaded cache holds the same bytes as the filled one did.
+    EXPECT_EQ(a.kv_bytes, b.kv_bytes) << a.test << " d" << a.depth;
+    EXPECT_GT(b.mean, 0.0);
+  }
+
+  auto refused = [&](BenchConfig bad, const std::string& what) {
+    auto r = RunBench(*model_, bad, kFactory, {});
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.message().find(state), std::string::npos) << r.message();
+    EXPECT_NE(r.message().find(what), std::string::npos) << r.message();
+    EXPECT_EQ(std::filesystem::file_size(state), size);
+    EXPECT_EQ(std::filesystem::last_write_time(state), mtime);
+  };
+  BenchConfig spec = c;
+  spec.kv = {"fp16"};
+  refused(spec, "made with --kv 'kivi:nominal_bits=2', this run is 'fp16'");
+  BenchConfig depth = c;
+  depth.depths = {16};
+  refused(depth, "filled to depth 20, this run is 16");
+  BenchConfig model = c;
+  model.model_identity = src_->identity + "-weights2";
+  refused(model, "made with another model");
+  BenchConfig room = c;
+  room.tg = {30};  // the file was made with room for depth + 4
+  refused(room, "room for 24 positions, this run needs 50");
+
+  // One file keeps one spec at one depth.
+  BenchConfig two = c;
+  two.kv = {"fp16", "kivi:nominal_bits=2"};
+  auto r = RunBench(*model_, two, kFactory, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("one --kv and one depth > 0"), std::string::npos) << r.message();
+  std::filesystem::remove(state);
 }
 
 TEST_F(BenchTest, ErrorsNameTheProblem) {

@@ -10,13 +10,6 @@
 
 namespace hqekv::eval {
 
-namespace {
-
-// FNV-1a over the size, the first and last MiB and 64 evenly spaced 4 KiB
-// blocks of a file: cheap on multi-GB weights, different for any retrained
-// checkpoint (every tensor changes).
-// Reads through the one checked handle (RegularFile: no FIFO, no device, no
-// second open of a path that may have changed in between).
 Result<std::string> FileFingerprint(const std::string& path) {
   HQEKV_ASSIGN_OR_RETURN(RegularFile f, RegularFile::Open(path, kMaxMappedFileBytes));
   const uint64_t size = f.size();
@@ -37,8 +30,6 @@ Result<std::string> FileFingerprint(const std::string& path) {
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
   return std::string(out);
 }
-
-}  // namespace
 
 Result<std::unique_ptr<EngineModel>> EngineModel::Load(const std::string& path, int trained_ctx) {
   HQEKV_ASSIGN_OR_RETURN(auto src, LoadModel(path));

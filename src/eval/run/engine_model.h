@@ -11,6 +11,13 @@
 
 namespace hqekv::eval {
 
+// Hex FNV-1a over the size, the first and last MiB and 64 evenly spaced 4 KiB
+// blocks of a file: cheap on multi-GB weights, different for any retrained
+// checkpoint (every tensor changes). Reads through the one checked handle
+// (RegularFile: no FIFO, no device, no second open of a path that may have
+// changed in between).
+Result<std::string> FileFingerprint(const std::string& path);
+
 class EngineModel final : public EvalModel {
  public:
   // Loads `path`. trained_ctx > 0 overrides the context the model is trusted
