@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -202,15 +203,46 @@ def make_reference(a, wdir, window_file):
     os.replace(ref + ".part", ref)
 
 
+def saturation(wdir):
+    """(asked, record) of the lowest hqekv run on this window from which the
+    cache no longer grows: two runs asked for different bits, both well above
+    what they hold, that hold the same bits with the same KL (hqekv's menu tops
+    out at about 9.1 bits on refmodel-4l). None until two such runs exist."""
+    runs = []
+    for name in os.listdir(wdir):
+        if name.startswith("hqekv_bits_") and name.endswith(".json"):
+            with open(os.path.join(wdir, name), encoding="utf-8") as f:
+                r = json.load(f)
+            if "error" not in r and "copied_from" not in r:
+                asked = float(r["spec"].split("bits=", 1)[1])
+                if asked > r["bits_end"] + 0.3:
+                    runs.append((asked, r))
+    runs.sort(key=lambda x: x[0])
+    for (a0, r0), (_, r1) in zip(runs, runs[1:]):
+        if r0["bits_end"] == r1["bits_end"] and r0["kl"] == r1["kl"]:
+            return a0, r0
+    return None
+
+
 def run_window_phase(a, wdir, wname, specs, prog):
-    """The phase's competitors on one window, then hqekv at each distinct end bits."""
+    """The phase's competitors on one window, then hqekv at each distinct end
+    bits. Past the saturation point (see saturation()) an hqekv cell is a copy
+    of the saturated run, marked copied_from."""
     recs = [run_cell(a, wdir, wname, s, prog) for s in specs]
     bits = sorted({round(r["bits_end"], 3) for r in recs
                    if "error" not in r and BITS_LO <= r["bits_end"] <= BITS_HI})
     with prog.lock:
         prog.total += len(bits)
     for b in bits:
-        run_cell(a, wdir, wname, hqekv_spec(b), prog)
+        spec = hqekv_spec(b)
+        sat = saturation(wdir)
+        out = os.path.join(wdir, cell_file(spec))
+        if sat and b > sat[0] and not os.path.exists(out):
+            rec = dict(sat[1], spec=spec, copied_from=sat[1]["spec"], seconds=0)
+            atomic_write(out, json.dumps(rec) + "\n")
+            prog.step(f"{wname} {spec}: as {sat[1]['spec']} (saturated)")
+            continue
+        run_cell(a, wdir, wname, spec, prog)
 
 
 def cmd_run(a):
@@ -220,8 +252,15 @@ def cmd_run(a):
     os.makedirs(tagdir, exist_ok=True)
     meta = {"tag": a.tag, "model": a.model, "ctx": a.ctx, "prefill": a.prefill,
             "ref_top_k": a.ref_top_k, "chars": a.chars, "windows": a.windows,
-            "texts": a.text, "competitors": competitors, "tuning_windows": a.tuning}
-    atomic_write(os.path.join(tagdir, "meta.json"), json.dumps(meta, indent=1) + "\n")
+            "texts": a.text, "competitors": competitors, "tuning_windows": a.tuning,
+            "command": "python3 scripts/frontier_grid.py " + shlex.join(sys.argv[1:])}
+    meta_path = os.path.join(tagdir, "meta.json")
+    if os.path.exists(meta_path):  # keep the load seen by earlier (resumed) invocations
+        with open(meta_path, encoding="utf-8") as f:
+            meta["load"] = json.load(f).get("load", [])
+    meta.setdefault("load", []).append(
+        {"start": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "loadavg": os.getloadavg()})
+    atomic_write(meta_path, json.dumps(meta, indent=1) + "\n")
     jobs = []
     for text in a.text:
         base = os.path.basename(text)
@@ -478,6 +517,14 @@ def report_run(meta, cells, svg_path, md_dir, target=0.8):
             lines.append(f"- {fam}, {len(items)} specs ({', '.join(f'`{sp}`' for sp, _ in items)})"
                          f": \"{items[0][1]}\"")
         lines.append("")
+    copied = [c for c in cells if c.get("copied_from")]
+    if copied:
+        tops = sorted({round(c["bits_end"], 3) for c in copied})
+        lines += [f"{len(copied)} hqekv cells asked for more bits than hqekv's cache can hold "
+                  f"on this model (it saturates at {', '.join(f'{t:.3f}' for t in tops)} true "
+                  f"bits): on each window, once two runs asked for different bits above that "
+                  f"held the same bits with the same KL, the higher asks were not run again but "
+                  f"copied from the lowest saturated run (`copied_from` in the JSON).", ""]
     inrange = [p for p in points if BITS_LO <= p["bits"] <= BITS_HI]
     outside = [p for p in points if not BITS_LO <= p["bits"] <= BITS_HI]
     lines += ["### Every competitor point against `hqekv:bits=<its end bits>`", "",
@@ -577,13 +624,34 @@ def cmd_report(a):
         with open(a.header, encoding="utf-8") as f:
             out_lines.append(f.read().rstrip("\n"))
             out_lines.append("")
-    for d in a.dirs:
-        meta, cells = load_run(d)
+    metas = [load_run(d) for d in a.dirs]
+    out_lines += ["## Reproduce", "",
+                  "From the repository root (hqekv looks up profiles/<model>/ from the current "
+                  "directory), with `build/hqekv` built:", "", "```"]
+    for meta, _ in metas:
+        out_lines.append(meta.get("command", f"(run command not recorded for {meta['tag']})"))
+    out_lines.append("python3 scripts/frontier_grid.py " + shlex.join(sys.argv[1:]))
+    out_lines += ["```", "",
+                  "Per window the script runs `hqekv ppl -m M -f WINDOW --ctx C --prefill P "
+                  "--max-tokens C -t 1 --kv fp16 --kl-divergence-base ref.kld --ref-top-k V` "
+                  "once, then `hqekv ppl -m M --kl-divergence ref.kld -t 1 --json --kv SPEC` "
+                  "per cell (KL = statistics.kld.value, true bits = kv_end / kv_after_prefill "
+                  "bits_per_original_element). Windows: scripts/frontier.py's "
+                  "`windows_of(TEXT, 4, 24000)`; a run uses the first C tokens of a window.", ""]
+    for meta, _ in metas:
+        loads = "; ".join(f"{l['start']} UTC load {l['loadavg'][0]:.1f}"
+                          for l in meta.get("load", []))
+        if loads:
+            out_lines.append(f"- {meta['tag']}: started {loads} (2 cores shared with other "
+                             f"work; KL and bits do not depend on the load, only the time).")
+    out_lines.append("")
+    for meta, cells in metas:
         lines, summary = report_run(meta, cells, f"{a.svg}-{meta['tag']}.svg",
                                     os.path.dirname(os.path.abspath(a.md)))
         out_lines += lines
-        summary["cells"] = [{k: c.get(k) for k in ("window", "spec", "kl", "bits_prefill",
-                                                    "bits_end", "error")} for c in cells]
+        summary["cells"] = [{k: c[k] for k in ("window", "spec", "kl", "bits_prefill",
+                                               "bits_end", "error", "copied_from") if k in c}
+                            for c in cells]
         runs.append(summary)
     atomic_write(a.md, "\n".join(out_lines) + "\n")
     # One cell per line keeps the JSON diffable.

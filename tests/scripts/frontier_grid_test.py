@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Tests of scripts/frontier_grid.py's frontier arithmetic and pairing (no binary needed)."""
 
+import json
 import math
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
@@ -92,6 +94,24 @@ class Compare(unittest.TestCase):
         self.assertTrue(row["clamped"])
         self.assertAlmostEqual(row["envelope"], 0.15)
         self.assertAlmostEqual(row["ratio"], 0.5)
+
+
+class Saturation(unittest.TestCase):
+    def write(self, d, spec, kl, bits):
+        with open(os.path.join(d, fg.cell_file(spec)), "w", encoding="utf-8") as f:
+            json.dump(cell("a w0", spec, kl, bits), f)
+
+    def test_needs_two_asks_above_the_cap_with_the_same_result(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.write(d, fg.hqekv_spec(8.657), 2e-5, 8.438)  # holds what it asked, nearly
+            self.write(d, fg.hqekv_spec(10.407), 8e-6, 9.105)
+            self.assertIsNone(fg.saturation(d))
+            self.write(d, fg.hqekv_spec(11.157), 9e-6, 9.105)  # same bits, other KL: not it
+            self.assertIsNone(fg.saturation(d))
+            self.write(d, fg.hqekv_spec(12.407), 9e-6, 9.105)  # = the run just below it
+            asked, rec = fg.saturation(d)
+            self.assertEqual(asked, 11.157)
+            self.assertEqual(rec["spec"], "hqekv:bits=11.157")
 
 
 class Grid(unittest.TestCase):
