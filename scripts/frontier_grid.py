@@ -532,14 +532,14 @@ def report_run(meta, cells, svg_path, md_dir, target=0.8):
               "per window at that window's competitor end bits); worst = the single window "
               "with the highest ratio; spread = min..max over the windows. Per text: "
               "competitor KL → hqekv KL (÷), means over that text's windows.", "",
-              "| competitor | true bits | competitor KL, mean (min..max) | hqekv KL, mean "
-              "(min..max) at bits | ÷ | ÷ held out | worst window (÷) | "
+              "| competitor | windows | true bits | competitor KL, mean (min..max) | hqekv KL, "
+              "mean (min..max) at bits | ÷ | ÷ held out | worst window (÷) | "
               + " | ".join(texts) + " |",
-              "|---|---:|---|---|---:|---:|---|" + "---|" * len(texts)]
+              "|---|---:|---:|---|---|---:|---:|---|" + "---|" * len(texts)]
     for p in inrange:
         if "ratio" not in p:
-            lines.append(f"| `{p['spec']}` | {p['bits']:.3f} | {p['kl']:.2e} | not run | | | |"
-                         + " |" * len(texts))
+            lines.append(f"| `{p['spec']}` | {len(p['rows'])} | {p['bits']:.3f} | {p['kl']:.2e} | "
+                         f"not run | | | |" + " |" * len(texts))
             continue
         rows = [r for r in p["rows"] if "h_kl" in r]
         ck = [r["kl"] for r in rows]
@@ -553,7 +553,7 @@ def report_run(meta, cells, svg_path, md_dir, target=0.8):
                             f"{bt['kl']:.2e} → {bt['h_kl']:.2e} ({bt['ratio']:.2f})")
         held = p.get("ratio_held_out")
         lines.append(
-            f"| `{p['spec']}` | {p['bits']:.3f}{above} | {p['kl_paired']:.2e} "
+            f"| `{p['spec']}` | {len(rows)} | {p['bits']:.3f}{above} | {p['kl_paired']:.2e} "
             f"({min(ck):.2e}..{max(ck):.2e}) | {p['h_kl']:.2e} ({min(hk):.2e}..{max(hk):.2e}) "
             f"at {p['h_bits']:.3f} | {flag}{p['ratio']:.2f}{flag} | "
             f"{'' if held is None else f'{held:.2f}'} | {p['worst']['window']} "
@@ -597,6 +597,14 @@ def report_run(meta, cells, svg_path, md_dir, target=0.8):
         lines.append(f"- `{p['spec']}` at {p['bits']:.3f} b: {p['ratio']:.2f}× "
                      f"(competitor {p['kl_paired']:.2e}, hqekv {p['h_kl']:.2e} at "
                      f"{p['h_bits']:.3f} b)")
+    miss_text = [(p, t, v) for p in inrange for t, v in sorted(p.get("by_text", {}).items())
+                 if v["ratio"] > target]
+    lines += ["", f"Mean over one text's windows: {len(miss_text)} of "
+              f"{sum(len(p.get('by_text', {})) for p in inrange)} (text, competitor) cells"
+              + (":" if miss_text else "."), ""]
+    for p, t, v in miss_text:
+        lines.append(f"- `{p['spec']}` at {p['bits']:.3f} b on {t} ({v['n']} windows): "
+                     f"{v['ratio']:.2f}× ({v['kl']:.2e} → {v['h_kl']:.2e})")
     lines += ["", f"Single windows: {len(miss_win)} of "
               f"{sum(1 for p in inrange for r in p['rows'] if 'ratio' in r)} (window, "
               f"competitor) cells" + (":" if miss_win else "."), ""]
