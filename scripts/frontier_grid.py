@@ -650,8 +650,9 @@ def cmd_report(a):
         loads = "; ".join(f"{l['start']} UTC load {l['loadavg'][0]:.1f}"
                           for l in meta.get("load", []))
         if loads:
-            out_lines.append(f"- {meta['tag']}: started {loads} (2 cores shared with other "
-                             f"work; KL and bits do not depend on the load, only the time).")
+            out_lines.append(f"- {meta['tag']}: invoked (resumed runs keep the cells done) "
+                             f"{loads}. 2 cores shared with other work; KL and bits do not "
+                             f"depend on the load, only the time.")
     out_lines.append("")
     for meta, cells in metas:
         lines, summary = report_run(meta, cells, f"{a.svg}-{meta['tag']}.svg",
