@@ -12,8 +12,9 @@ Two steps:
   report  Reads one or more WORK/<tag> directories and writes the markdown
           report, the JSON of every cell and an SVG plot of KL against true bits.
 
-The hqekv processes run with the repository root as the current directory: the
-per-layer budgets shipped under profiles/<model>/ are looked up from there.
+The hqekv processes run with the repository root as the current directory (hqekv
+finds the per-layer budgets shipped under profiles/<model>/ from any directory; the
+relative model and text paths need the root).
 
 Example (the runs of docs/results/frontier-grid.md):
   python3 scripts/frontier_grid.py run --tag refmodel-4l-ctx2048 --model models/refmodel-4l.gguf \\
@@ -634,8 +635,8 @@ def cmd_report(a):
             out_lines.append("")
     metas = [load_run(d) for d in a.dirs]
     out_lines += ["## Reproduce", "",
-                  "From the repository root (hqekv looks up profiles/<model>/ from the current "
-                  "directory), with `build/hqekv` built:", "", "```"]
+                  "From the repository root (the model and text paths are relative to it), with "
+                  "`build/hqekv` built:", "", "```"]
     for meta, _ in metas:
         out_lines.append(meta.get("command", f"(run command not recorded for {meta['tag']})"))
     out_lines.append("python3 scripts/frontier_grid.py " + shlex.join(sys.argv[1:]))
