@@ -32,6 +32,23 @@ struct ShippedDir {
 
 ModelIdentity M4() { return {"m4", "00000000000000aa", 2}; }
 
+// hqekv options for model m4 (2 layers, D 64, ctx 2048) with `d` as its
+// profiles folder.
+struct M4Caches {
+  explicit M4Caches(const ShippedDir& d)
+      : g(testing::SmallGeometry(2, 4, 2, 64)), ctx(ForModel("m4", "00000000000000aa", 2)) {
+    g.max_ctx = 2048;
+    ctx.profiles_dir = d.root.string();
+  }
+  Result<HqekvOptions> Options(const std::string& spec) const {
+    auto s = ParseSpec(spec);
+    EXPECT_TRUE(s.ok()) << spec;
+    return ResolveHqekvOptions(*s, g, ctx, false);
+  }
+  KvGeometry g;
+  CacheContext ctx;
+};
+
 TEST(ShippedLayerBits, ReadsTheFileAndChecksTheIdentity) {
   ShippedDir d("# comment\nidentity 00000000000000aa\nlayer_bits=0.30/-0.30\n");
   auto v = ShippedLayerBits(d.root.string(), M4(), false);
@@ -56,15 +73,8 @@ TEST(ShippedLayerBits, ReadsTheFileAndChecksTheIdentity) {
 
 TEST(ShippedLayerBits, BitsUsesThemUnlessTheSpecSaysOtherwise) {
   ShippedDir d("identity 00000000000000aa\nlayer_bits=0.30/-0.30\n");
-  KvGeometry g = testing::SmallGeometry(2, 4, 2, 64);
-  g.max_ctx = 2048;
-  CacheContext ctx = ForModel("m4", "00000000000000aa", 2);
-  ctx.profiles_dir = d.root.string();
-  auto opts = [&](const std::string& spec) {
-    auto s = ParseSpec(spec);
-    EXPECT_TRUE(s.ok()) << spec;
-    return ResolveHqekvOptions(*s, g, ctx, false);
-  };
+  M4Caches m4(d);
+  auto opts = [&](const std::string& spec) { return m4.Options(spec); };
   auto shipped = opts("hqekv:bits=3.4");
   ASSERT_TRUE(shipped.ok()) << shipped.message();
   EXPECT_EQ(shipped->layer_bits, (std::vector<double>{0.3, -0.3}));
@@ -77,7 +87,7 @@ TEST(ShippedLayerBits, BitsUsesThemUnlessTheSpecSaysOtherwise) {
   auto ratios = opts("hqekv:ratios=0.5/0.5/0/0");  // not bits=: no per-layer budgets
   ASSERT_TRUE(ratios.ok()) << ratios.message();
   EXPECT_TRUE(ratios->layer_bits.empty());
-  ctx.model->identity = "00000000000000bb";
+  m4.ctx.model->identity = "00000000000000bb";
   EXPECT_FALSE(opts("hqekv:bits=3.4").ok());
   EXPECT_TRUE(opts("hqekv:bits=3.4,shipped=0").ok());
 }
@@ -87,15 +97,8 @@ TEST(ShippedLayerBits, BitsUsesThemUnlessTheSpecSaysOtherwise) {
 // same offsets given by the user are refused with the layer's budget.
 TEST(ShippedLayerBits, TinyBudgetsDropTheShippedOffsetsButNotTheUsers) {
   ShippedDir d("identity 00000000000000aa\nlayer_bits=0.30/-0.30\n");
-  KvGeometry g = testing::SmallGeometry(2, 4, 2, 64);
-  g.max_ctx = 2048;
-  CacheContext ctx = ForModel("m4", "00000000000000aa", 2);
-  ctx.profiles_dir = d.root.string();
-  auto opts = [&](const std::string& spec) {
-    auto s = ParseSpec(spec);
-    EXPECT_TRUE(s.ok()) << spec;
-    return ResolveHqekvOptions(*s, g, ctx, false);
-  };
+  M4Caches m4(d);
+  auto opts = [&](const std::string& spec) { return m4.Options(spec); };
   auto tiny = opts("hqekv:bits=0.2");
   ASSERT_TRUE(tiny.ok()) << tiny.message();
   EXPECT_TRUE(tiny->layer_bits.empty());
