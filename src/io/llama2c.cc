@@ -83,10 +83,9 @@ Result<std::unique_ptr<Tokenizer>> LoadLlama2cTokenizer(const std::string& path,
   return MakeTokenizer(std::move(v), path);
 }
 
-Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path,
+Result<std::unique_ptr<ModelSource>> LoadLlama2c(std::shared_ptr<MappedFile> map,
+                                                 const std::string& path,
                                                  const std::string& tokenizer_path) {
-  HQEKV_ASSIGN_OR_RETURN(auto opened, MappedFile::Open(path, Residence::kPrivateCopy));
-  std::shared_ptr<MappedFile> map = std::move(opened);
   const std::string where = "llama2.c checkpoint '" + path + "': ";
   if (map->size() < 28)
     return MakeError(where + "too small (" + std::to_string(map->size()) +

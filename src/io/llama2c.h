@@ -32,11 +32,14 @@ Result<TokenizerVocab> ParseLlama2cTokenizer(const uint8_t* data, size_t size, i
                                              const std::string& name);
 Result<std::unique_ptr<Tokenizer>> LoadLlama2cTokenizer(const std::string& path, int vocab_size);
 
-// Loads a checkpoint + tokenizer. tokenizer_path "" -> tok<vocab>.bin, then
+// Loads a checkpoint + tokenizer from `map`, the checkpoint file `path`
+// already opened (LoadModel opened it to look for the GGUF magic; the
+// weights point into it). tokenizer_path "" -> tok<vocab>.bin, then
 // tokenizer.bin, in the checkpoint's directory. Checks the header and the
 // file size only: LoadModel (model_source.h) validates the result like a
 // GGUF model, so this reader needs nothing above model_file.h.
-Result<std::unique_ptr<ModelSource>> LoadLlama2c(const std::string& path,
+Result<std::unique_ptr<ModelSource>> LoadLlama2c(std::shared_ptr<MappedFile> map,
+                                                 const std::string& path,
                                                  const std::string& tokenizer_path = "");
 
 }  // namespace hqekv

@@ -452,7 +452,7 @@ Result<std::unique_ptr<ModelSource>> LoadModel(const std::string& path,
   std::shared_ptr<MappedFile> shared = std::move(map);
   if (shared->size() >= 4 && std::memcmp(shared->data(), "GGUF", 4) == 0)
     return LoadGguf(shared->data(), shared->size(), path, shared);
-  HQEKV_ASSIGN_OR_RETURN(auto m, LoadLlama2c(path, tokenizer_path));
+  HQEKV_ASSIGN_OR_RETURN(auto m, LoadLlama2c(std::move(shared), path, tokenizer_path));
   HQEKV_RETURN_IF_ERROR(ValidateModel(*m));
   return m;
 }

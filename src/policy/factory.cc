@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "cache/layer_split_cache.h"
-#include "core/file.h"
 #include "cache/window_cache.h"
+#include "core/file.h"
 #include "policy/profile.h"
 #include "policy/store_cache.h"
 
