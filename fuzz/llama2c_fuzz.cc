@@ -3,7 +3,7 @@
 // if the input is shorter), then the checkpoint. Any input
 // must give a model/vocabulary or an error: a crash, ASan report, hang or
 // huge allocation is a finding. The checkpoint goes through a temporary file
-// because LoadLlama2c maps a path (as the CLI does).
+// because the checkpoint is mapped from a path (as LoadModel does).
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "io/llama2c.h"
+#include "io/mmap_file.h"
 #include "io/model_source.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -40,7 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n) std::fwrite(p, 1, n, f);
     std::fclose(f);
   }
-  auto model = hqekv::LoadLlama2c(ckpt_path, tok_path);
+  auto map = hqekv::MappedFile::Open(ckpt_path);
+  if (!map.ok()) return 0;
+  auto model = hqekv::LoadLlama2c(std::move(*map), ckpt_path, tok_path);
   if (!model.ok()) return 0;
   const hqekv::ModelSource& m = **model;
   volatile uint8_t sink = 0;
