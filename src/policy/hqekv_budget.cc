@@ -363,8 +363,17 @@ Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
     ChooseMenuSlots(o_.true_bits, n, o_.k_weight);
   }
   if (o_.lean && !o_.own_tiers && above) {
-    // The top-tier mix becomes the top two slots / evicted.
-    if (o_.usable != kAllTiers) o_.usable |= 1u << static_cast<int>(Tier::kMid);
+    // mix=top becomes the top two slots / evicted. mix=auto (top on small
+    // heads) takes every slot above all-u4: after a 256-token prefill the
+    // room for the fp16 residual's growth had to come from an evicted chunk
+    // where a third, cheaper slot holds it (stories260K ctx 512, 4 windows,
+    // mean KL: bits=11.494 1.7e-3 -> 6.0e-5, int8 there 1.5e-4; 10.213 2.1e-3
+    // -> 3.0e-4; ctx 2048 8.82 2.0e-2 -> 2.9e-3; docs/results/frontier-grid.md).
+    if (o_.mix_auto) {
+      o_.usable = kAllTiers;
+    } else if (o_.usable != kAllTiers) {
+      o_.usable |= 1u << static_cast<int>(Tier::kMid);
+    }
     if (o_.token_select && o_.select_auto) {
       // Every token fits at the top tier: nothing to select, and the
       // whole-chunk ranking picks the best chunks better (stories260K at 8

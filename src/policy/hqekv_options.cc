@@ -162,6 +162,7 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   }
   {
     const std::string mix = spec.Text("mix");
+    o.mix_auto = mix == "auto";
     if (mix == "top" || (mix == "auto" && o.small && !spec.Has("tiers"))) {
       o.usable = static_cast<TierMask>(1u << static_cast<int>(Tier::kHigh));
     }

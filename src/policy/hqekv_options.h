@@ -42,6 +42,7 @@ struct HqekvOptions {
   int vgroup = 32;
   bool v_per_channel = false;  // vgrouping=chan: V quantized per channel like K
   TierMask usable = kAllTiers;
+  bool mix_auto = false;  // mix=auto: the solve may widen `usable` above all-u4
   Ranking ranking = Ranking::kPaper;
   int sink = 0;
   std::string menu = "auto";  // menu=: the tier menu above all-u4 (hqekv_menu.h)

@@ -216,7 +216,9 @@ std::vector<PolicyInfo> BuildTable() {
         Choice("mix", "auto", {"auto", "ladder", "top"},
                "bits=B: tiers the solver mixes; ladder = two adjacent tiers (u4/u3, u3/u2, "
                "u2/evicted); top = the best tier and eviction only (u8/u4 above all-u4); auto = "
-               "top under layout=lean when head_dim < 32 and tiers= is not given, else ladder"),
+               "top under layout=lean when head_dim < 32 and tiers= is not given (ladder above "
+               "all-u4), "
+               "else ladder"),
         Choice("ranking", "paper", {"paper", "random", "recency", "sink_recency", "pooled"},
                "chunk ranking (ablation): attention as the paper, a fixed random order, newest "
                "first, newest first with the sink kept, SnapKV-style max-pooled window votes"),

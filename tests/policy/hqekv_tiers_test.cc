@@ -5,6 +5,8 @@
 // profile shipped for B uses it (checked against the model).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "policy/factory.h"
@@ -138,6 +140,39 @@ TEST(HqekvTiers, SmallHeadsQuantizeVPerChannelAndMixU4WithEviction) {
   auto d32 = MustMake("hqekv:bits=4.2,menu=off", Geometry(32));
   EXPECT_EQ(AsHqekv(d32)->cost_model().tier_bytes[static_cast<int>(Tier::kHigh)],
             Planes(*AsHqekv(d32), "u4:chan:had", "u4:tok:g=32:had"));
+}
+
+// Small heads above all-u4 (mix=auto): the solve takes every slot, so a
+// short prefill keeps every token; before, the room for the fp16
+// residual's growth came from an evicted chunk (stories260K ctx 512 after a
+// 256-token prefill at 11.49 bits: 1 of 8 chunks evicted, KL 11.7x int8's;
+// every slot: 0.41x). The budget holds after the prefill and at every step.
+TEST(HqekvTiers, SmallHeadsAboveAllU4KeepEveryTokenOfAShortPrefill) {
+  const KvGeometry g = Geometry(8, 512);
+  auto run = [&](const std::string& spec, double b, bool* evicted) {
+    auto c = MustMake(spec, g);
+    testing::Driver d(c.get(), 5);
+    d.Step(256, true, false);
+    double worst = c->Stats().bits_per_original();
+    *evicted = false;
+    for (int i = 0; i < 200; ++i) {
+      for (const auto& l : c->Stats().layers) {
+        if (l.k_tiers.count("evicted") || l.v_tiers.count("evicted")) *evicted = true;
+      }
+      d.Step(1, false, false);
+      worst = std::max(worst, c->Stats().bits_per_original());
+    }
+    EXPECT_LE(worst, b + 1e-9) << spec;
+    std::printf("%s: worst %.3f evicted %d\n", spec.c_str(), worst, *evicted);
+  };
+  for (const double b : {10.5, 11.5, 13.0}) {
+    bool evicted = true;
+    run("hqekv:bits=" + std::to_string(b), b, &evicted);
+    EXPECT_FALSE(evicted) << "bits=" << b;
+  }
+  bool top_evicted = false;  // mix=top given: the top two slots and eviction
+  run("hqekv:bits=11.5,mix=top", 11.5, &top_evicted);
+  EXPECT_TRUE(top_evicted);
 }
 
 TEST(HqekvTiers, BadTierListsGiveClearErrors) {
