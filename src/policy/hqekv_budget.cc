@@ -31,6 +31,12 @@ void HqekvCache::ChooseMenuSlots(double budget, int64_t n, double k_weight) {
   auto choices = [&](quant::Grouping grouping, bool k_like) {
     std::vector<StreamChoice> out;
     for (const quant::Format& f : MenuFormats(kHqekvChunk, D, grouping, o_.vgroup, o_.hadamard)) {
+      // Small heads (the menu only above all-u4 there): nothing under 4
+      // bits. The synthetic chunk ranks u8 K with u3 V above u4 / u4, but on
+      // stories260K (ctx 2048, 4 windows, mean KL) bits=7.812 held 2/3 of
+      // its V in u3 at 1.5e-2 (KIVI-4 there 1.4e-2); without u3 and u2,
+      // 4.4e-3, and 7.99 bits 1.5e-2 -> 4.0e-3.
+      if (o_.small && f.bits < 4) continue;
       out.push_back(
           {f, StreamPlaneBytes(model_.layout, f), MeasureStreamError(f, kHqekvChunk, D, k_like)});
     }
