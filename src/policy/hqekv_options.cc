@@ -17,6 +17,10 @@ constexpr int kLeanTokenGroupMin = 32;
 // layout=lean on a small head_dim: the chunk of the first tokens outranks the
 // rest (it is never evicted while another chunk can be).
 constexpr int kSmallHeadSink = 4;
+// select=auto on small heads: chunk selection when the fp16 part of token
+// selection (recent window + open chunk) is at least 1/kShortCacheFp16Share
+// of the cache (ResolveHqekvOptions).
+constexpr int kShortCacheFp16Share = 8;
 
 // The largest power of two that keeps max_sum x scale under 32768 (fp16
 // sums stay finite and small weights stay above fp16's subnormals).
@@ -109,8 +113,20 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   const bool by_bits = spec.Has("bits") && ratios.empty();
   const std::string sel = spec.Text("select");
   o.select_auto = sel == "auto";
-  o.token_select = sel == "token" || (sel == "auto" && o.lean && g.head_dim < 32 && by_bits &&
-                                      spec.Int("per_head") == 0 && !spec.Given("ranking"));
+  // Except a short cache at 4 bits and up: token selection holds its recent
+  // window and the open chunk in fp16 (80 tokens by default), which in a
+  // 512-token cache is a sixth of it; after a 256-token prefill at 5 bits it
+  // kept those 51 tokens and nothing else, where chunk selection keeps 96 in
+  // u4 (stories260K ctx 512, 4 windows, mean KL ÷ the competitor, token ->
+  // chunk: 4.2 bits 0.95-1.02x -> 0.56-0.63x, 5 bits 1.10-1.55x -> 0.39-0.54x,
+  // 6 bits 0.45-0.92x -> 0.11-0.21x; at 3.4 bits equal, below it token wins;
+  // at ctx 2048 token wins at every budget, docs/results/frontier-grid.md).
+  const bool short_cache = by_bits &&
+                           kShortCacheFp16Share * (spec.Int("recent") + kHqekvChunk) >= g.max_ctx &&
+                           spec.Num("bits") >= 4;
+  o.token_select =
+      sel == "token" || (sel == "auto" && o.lean && g.head_dim < 32 && by_bits &&
+                         spec.Int("per_head") == 0 && !spec.Given("ranking") && !short_cache);
   if (o.token_select && !by_bits) {
     return MakeError(where +
                      ": select=token needs bits=B (it keeps the tokens that fit B true bits); "

@@ -49,6 +49,52 @@ TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOnly) {
   EXPECT_FALSE(AsHqekv(ratios.get())->token_select());
 }
 
+// select=auto in a short cache at 4 bits and up: whole chunks, since token
+// selection's fp16 recent window and open chunk (80 tokens) fill a 512-token
+// cache's budget after a short prefill and nothing else is kept.
+TEST(HqekvToken, ShortCachesFromFourBitsSelectChunks) {
+  auto make = [](const std::string& spec, int max_ctx) {
+    KvGeometry g = StoriesGeometry(2);
+    g.max_ctx = max_ctx;
+    return MustMake(spec, g);
+  };
+  EXPECT_FALSE(AsHqekv(make("hqekv:bits=5", 512).get())->token_select());
+  EXPECT_FALSE(AsHqekv(make("hqekv:bits=4", 512).get())->token_select());
+  EXPECT_TRUE(AsHqekv(make("hqekv:bits=3.4", 512).get())->token_select());
+  EXPECT_TRUE(AsHqekv(make("hqekv:bits=5", 2048).get())->token_select());
+  EXPECT_TRUE(AsHqekv(make("hqekv:bits=5,recent=16", 512).get())->token_select());
+  EXPECT_TRUE(AsHqekv(make("hqekv:bits=5,select=token", 512).get())->token_select());
+  // After a 256-token prefill at 5 bits: chunks keep quantized tokens, token
+  // selection only its fp16 residual; both hold B at every step.
+  auto quantized_cells = [](const KvCache& c) {
+    int64_t n = 0;
+    for (const auto& l : c.Stats().layers) {
+      for (const auto& [name, cells] : l.k_tiers) {
+        if (name != "evicted" && name != "residual") n += cells;
+      }
+    }
+    return n;
+  };
+  for (const char* spec : {"hqekv:bits=5", "hqekv:bits=5,select=token"}) {
+    SCOPED_TRACE(spec);
+    auto c = make(spec, 512);
+    Driver d(c.get(), 7);
+    d.Step(256, true, false);
+    const int64_t after_prefill = quantized_cells(*c);
+    double worst = c->Stats().bits_per_original();
+    for (int i = 0; i < 200; ++i) {
+      d.Step(1, false, false);
+      worst = std::max(worst, c->Stats().bits_per_original());
+    }
+    EXPECT_LE(worst, 5.0 + 1e-9);
+    if (AsHqekv(c.get())->token_select()) {
+      EXPECT_EQ(after_prefill, 0);
+    } else {
+      EXPECT_GE(after_prefill, 64);
+    }
+  }
+}
+
 TEST(HqekvToken, BadSettingsAreErrors) {
   for (const char* spec :
        {"hqekv:ratios=0.5/0/0/0.5,select=token", "hqekv:nominal_bits=2,select=token",
