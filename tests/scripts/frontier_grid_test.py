@@ -113,6 +113,14 @@ class Saturation(unittest.TestCase):
             self.assertEqual(asked, 11.157)
             self.assertEqual(rec["spec"], "hqekv:bits=11.157")
 
+    def test_a_narrow_plateau_is_not_a_cap(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.write(d, fg.hqekv_spec(4.159), 0.107, 3.697)
+            self.write(d, fg.hqekv_spec(4.175), 0.107, 3.697)
+            self.assertIsNone(fg.saturation(d))
+            self.write(d, fg.hqekv_spec(5.901), 0.05, 5.677)
+            self.assertIsNone(fg.saturation(d))
+
 
 class Grid(unittest.TestCase):
     def test_default_grid_has_every_llama_pair_and_variant(self):
