@@ -84,11 +84,23 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   // 4 heads of D = 8 are 6.9 KB, B = 3.4 bits at 256 tokens is 7.0 KB): then
   // only as many wait as fit with nothing else kept, and the others are
   // judged like the older tokens.
-  int W = std::min(o_.recent, r);
-  while (W > 0 && !(TokenPlanBytes(base, 0, 0, W, W) <= BudgetBytes(layer, n) &&
-                    TokenPlanBytes(base, 0, 0, W + 1, W + 1) <= BudgetBytes(layer, n + 1))) {
-    --W;
+  // The sink's tokens (the oldest positions) are kept whatever is judged, so
+  // they count as kept from the start (sink=4 at 3.376 bits held 3.41 after
+  // a 256-token prefill on stories260K when they were left out).
+  int ns = 0;
+  for (int hs = 0; hs < TokenHeads(); ++hs) {
+    const int32_t* p = store_->Residual(layer, TokenHeads() == 1 ? 0 : hs).positions;
+    int c = 0;
+    for (int j = 0; j < r; ++j) c += p[j] < o_.sink ? 1 : 0;
+    ns = std::max(ns, c);
   }
+  int W = std::min(o_.recent, r);
+  auto waiting_fit = [&](int w) {
+    const int64_t left = w + std::min(ns, r - w);
+    return TokenPlanBytes(base, 0, 0, left, left) <= BudgetBytes(layer, n) &&
+           TokenPlanBytes(base, 0, 0, left + 1, left + 1) <= BudgetBytes(layer, n + 1);
+  };
+  while (W > 0 && !waiting_fit(W)) --W;
   const int cand = r - W;  // the oldest residual tokens are judged
   // Per selection head (every KV head, or the layer): the candidates ranked
   // by their cumulative attention sums, the sink's tokens first; the same
@@ -148,23 +160,26 @@ Result<int> HqekvCache::SelectTokens(int layer) {
     }
     return bytes;
   };
+  // Residual tokens left after keeping s chunks and x survivors (the sink's
+  // tokens among them when keep_of raises the count).
+  auto left_of = [&](int64_t s, int64_t x) { return W + keep_of(s, x) - s * kHqekvChunk; };
   // Fits now, and after the next step's token (the next event can evict).
-  auto fits = [&](int64_t s, int64_t r_left) {
-    const int64_t l = lists(s, r_left - W);
+  auto fits = [&](int64_t s, int64_t x) {
+    const int64_t l = lists(s, x), r_left = left_of(s, x);
     return TokenPlanBytes(base, s, l, r_left, r_left) <= BudgetBytes(layer, n) &&
            TokenPlanBytes(base, s, l, r_left + 1, r_left + 1) <= BudgetBytes(layer, n + 1);
   };
   // As many whole chunks as fit, then as many residual survivors (< 32).
   int64_t s = cand / kHqekvChunk;
-  while (s > 0 && !fits(s, W)) --s;
+  while (s > 0 && !fits(s, 0)) --s;
   int64_t x = std::min<int64_t>(kHqekvChunk - 1, cand - s * kHqekvChunk);
-  while (x > 0 && !fits(s, W + x)) --x;
+  while (x > 0 && !fits(s, x)) --x;
   const int64_t keep = keep_of(s, x);
   {
-    const int64_t l = lists(s, x);
+    const int64_t l = lists(s, x), r_left = left_of(s, x);
     token_room_[layer] =
-        std::min(BudgetBytes(layer, n) - TokenPlanBytes(base, s, l, W + x, W + x),
-                 BudgetBytes(layer, n + 1) - TokenPlanBytes(base, s, l, W + x + 1, W + x + 1));
+        std::min(BudgetBytes(layer, n) - TokenPlanBytes(base, s, l, r_left, r_left),
+                 BudgetBytes(layer, n + 1) - TokenPlanBytes(base, s, l, r_left + 1, r_left + 1));
   }
   std::vector<std::vector<int>> kept_idx(Hs);  // per selection head: kept residual indices
   for (int hs = 0; hs < Hs; ++hs) {
