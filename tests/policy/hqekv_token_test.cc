@@ -49,17 +49,18 @@ TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOnly) {
   EXPECT_FALSE(AsHqekv(ratios.get())->token_select());
 }
 
-// select=auto in a short cache at 4 bits and up: whole chunks, since token
+// select=auto in a short cache from 4.1 bits: whole chunks, since token
 // selection's fp16 recent window and open chunk (80 tokens) fill a 512-token
 // cache's budget after a short prefill and nothing else is kept.
-TEST(HqekvToken, ShortCachesFromFourBitsSelectChunks) {
+TEST(HqekvToken, ShortCachesFrom4Point1BitsSelectChunks) {
   auto make = [](const std::string& spec, int max_ctx) {
     KvGeometry g = StoriesGeometry(2);
     g.max_ctx = max_ctx;
     return MustMake(spec, g);
   };
   EXPECT_FALSE(AsHqekv(make("hqekv:bits=5", 512).get())->token_select());
-  EXPECT_FALSE(AsHqekv(make("hqekv:bits=4", 512).get())->token_select());
+  EXPECT_FALSE(AsHqekv(make("hqekv:bits=4.1", 512).get())->token_select());
+  EXPECT_TRUE(AsHqekv(make("hqekv:bits=4", 512).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=3.4", 512).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5", 2048).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5,recent=16", 512).get())->token_select());
