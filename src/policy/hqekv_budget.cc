@@ -15,6 +15,12 @@
 
 namespace hqekv::policy {
 
+namespace {
+// Small heads: the tier menu from this many bits under the all-u8 cost
+// estimate (SolveBudgetTiers).
+constexpr double kSmallHeadMenuMargin = 1.0;
+}  // namespace
+
 void HqekvCache::SetTierBytes() {
   for (Tier t : {Tier::kF16, Tier::kHigh, Tier::kMid, Tier::kLow}) {
     const int i = static_cast<int>(t);
@@ -353,8 +359,23 @@ Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
   // 0.0104 -> 0.0042 (wiki.valid w0); ctx 2048 bits=3.4 0.064 -> 0.034,
   // 4.657 4.6e-3 -> 2.7e-3 (docs/results/frontier.md). Small heads (D < 32,
   // no block format fits) keep the ladder.
-  const bool use_menu =
+  bool use_menu =
       !o_.own_tiers && (o_.menu == "on" || (o_.menu == "auto" && o_.lean && (above || !o_.small)));
+  if (use_menu && o_.menu == "auto" && o_.small) {
+    // Small heads take the menu only near the all-u8 cost and above (where
+    // its fp16 and int8 slots are needed); below it the lean ladder
+    // u8/u4/u3, K and V ranked apart, measured lower KL (stories260K ctx
+    // 2048, bits=8: wiki / Alice / TinyStories 3.6e-3 / 5.5e-3 / 1.9e-3
+    // against the menu's 9.3e-3 / 6.3e-3 / 1.9e-3; 4 TinyStories windows at
+    // 8.82 bits 1.7e-3 against 2.9e-3). "Near": the estimate is an upper
+    // bound, 12.15 bits at ctx 512 where every chunk in u8 held 11.10, and
+    // int8's 11.494 bits there need the menu (mean KL 6.0e-5, the ladder's
+    // 1.9e-4 against int8's 1.5e-4).
+    HQEKV_ASSIGN_OR_RETURN(o_.k_tiers, ParseTierFormats("u8/u4/u3"));
+    o_.v_tiers = o_.k_tiers;
+    SetTierBytes();
+    use_menu = o_.true_bits > model_.TierBits(n)[0] - kSmallHeadMenuMargin;
+  }
   if (o_.lean && !o_.own_tiers && !use_menu && above) {
     // menu=off: above all-u4 the lean tiers move one width up (u8/u4/u3),
     // measured 3-5x lower KL than fp8 at 8 true bits on refmodel-4l

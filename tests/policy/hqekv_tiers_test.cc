@@ -173,25 +173,27 @@ TEST(HqekvTiers, SmallHeadsAboveAllU4KeepEveryTokenOfAShortPrefill) {
     EXPECT_FALSE(evicted) << "bits=" << b;
   }
   bool top_evicted = false;  // mix=top given: the top two slots and eviction
-  run("hqekv:bits=11.5,mix=top", 11.5, &top_evicted);
+  run("hqekv:bits=11.5,menu=on,mix=top", 11.5, &top_evicted);
   EXPECT_TRUE(top_evicted);
 }
 
-// Small heads above all-u4: the menu offers nothing under 4 bits (u8 K
-// with u3 V measured 3.5x the KL of the u8 / u4 mix on stories260K at 7.8
-// bits): every held chunk sits in u4 or better (just above all-u4 the
-// solve may evict a chunk instead, which measured lower KL there too).
-TEST(HqekvTiers, SmallHeadsAboveAllU4UseNoFormatUnder4Bits) {
-  const double all_u4 =
-      AsHqekv(MustMake("hqekv:bits=4", Geometry(8, 2048)))->cost_model().TierBits(2048)[0];
-  for (const double b : {all_u4 + 0.3, all_u4 + 1.0, all_u4 + 2.0}) {
+// Small heads above all-u4: the lean ladder u8/u4/u3 (K and V ranked apart)
+// up to 1 bit under the all-u8 cost estimate, the tier menu from there, and
+// the menu offers nothing under 4 bits (u8 K with u3 V measured 3.5x the KL
+// of the u8 / u4 mix on stories260K at 7.8 bits).
+TEST(HqekvTiers, SmallHeadsTakeTheLadderThenTheMenuWithoutNarrowFormats) {
+  const KvGeometry g = Geometry(8, 2048);
+  const double all_u4 = AsHqekv(MustMake("hqekv:bits=4", g))->cost_model().TierBits(2048)[0];
+  const double all_u8 =
+      AsHqekv(MustMake("hqekv:bits=4,tiers=u8/u4/u3", g))->cost_model().TierBits(2048)[0];
+  ASSERT_GT(all_u8 - 1.0, all_u4 + 1.0);
+  auto held = [&](double b) {
     const std::string spec = "hqekv:bits=" + std::to_string(b);
-    SCOPED_TRACE(spec);
-    auto c = MustMake(spec, Geometry(8, 2048));
+    auto c = MustMake(spec, g);
     testing::Driver d(c.get(), 9);
     d.Step(1536, true, false);
     for (int i = 0; i < 64; ++i) d.Step(1, false, false);
-    EXPECT_LE(c->Stats().bits_per_original(), b + 1e-9);
+    EXPECT_LE(c->Stats().bits_per_original(), b + 1e-9) << spec;
     std::set<std::string> seen;
     for (const auto& l : c->Stats().layers) {
       for (const auto* m : {&l.k_tiers, &l.v_tiers}) {
@@ -201,9 +203,28 @@ TEST(HqekvTiers, SmallHeadsAboveAllU4UseNoFormatUnder4Bits) {
     std::string all;
     for (const auto& n : seen) all += n + " ";
     std::printf("%s: %s\n", spec.c_str(), all.c_str());
-    for (const char* low : {"u3", "u2", "u1", "n1", "n2"}) EXPECT_EQ(seen.count(low), 0u) << low;
-    EXPECT_TRUE(seen.count("u8") || seen.count("int8") || seen.count("f16")) << all;
+    return seen;
+  };
+  for (const double b : {all_u4 + 0.3, all_u4 + 1.0}) {  // the ladder
+    auto c = MustMake("hqekv:bits=" + std::to_string(b), g);
+    const HqekvCache* h = AsHqekv(c);
+    const auto& tb = h->cost_model().tier_bytes;
+    EXPECT_EQ(tb[static_cast<int>(Tier::kHigh)], Planes(*h, "u8:chan", "u8:chan")) << b;
+    EXPECT_EQ(tb[static_cast<int>(Tier::kMid)], Planes(*h, "u4:chan", "u4:chan")) << b;
+    EXPECT_EQ(tb[static_cast<int>(Tier::kLow)], Planes(*h, "u3:chan", "u3:chan")) << b;
+    for (const auto& n : held(b)) {
+      EXPECT_TRUE(n == "u8" || n == "u4" || n == "u3" || n == "evicted" || n == "residual") << n;
+    }
   }
+  for (const double b : {all_u8 - 0.5, all_u8 + 1.0, all_u8 + 3.0}) {  // the menu
+    const std::set<std::string> seen = held(b);
+    for (const char* low : {"u3", "u2", "u1", "n1", "n2", "evicted"}) {
+      EXPECT_EQ(seen.count(low), 0u) << low << " at " << b;
+    }
+  }
+  // Well above all-u8 the menu's fp16 or int8 take chunks.
+  const std::set<std::string> top = held(all_u8 + 3.0);
+  EXPECT_TRUE(top.count("fp16") || top.count("int8")) << "at " << all_u8 + 3.0;
 }
 
 TEST(HqekvTiers, BadTierListsGiveClearErrors) {
