@@ -37,11 +37,9 @@ void HqekvCache::ChooseMenuSlots(double budget, int64_t n, double k_weight) {
   auto choices = [&](quant::Grouping grouping, bool k_like) {
     std::vector<StreamChoice> out;
     for (const quant::Format& f : MenuFormats(kHqekvChunk, D, grouping, o_.vgroup, o_.hadamard)) {
-      // Small heads (the menu only above all-u4 there): nothing under 4
-      // bits. The synthetic chunk ranks u8 K with u3 V above u4 / u4, but on
-      // stories260K (ctx 2048, 4 windows, mean KL) bits=7.812 held 2/3 of
-      // its V in u3 at 1.5e-2 (KIVI-4 there 1.4e-2); without u3 and u2,
-      // 4.4e-3, and 7.99 bits 1.5e-2 -> 4.0e-3.
+      // Small heads (the menu only near all-u8 there): nothing under 4 bits.
+      // The synthetic chunk ranks u8 K with u3 V above u4 / u4, which on
+      // stories260K had 3.5x the KL of the u8 / u4 mix at 7.8 bits.
       if (o_.small && f.bits < 4) continue;
       out.push_back(
           {f, StreamPlaneBytes(model_.layout, f), MeasureStreamError(f, kHqekvChunk, D, k_like)});
@@ -359,30 +357,27 @@ Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
   // 0.0104 -> 0.0042 (wiki.valid w0); ctx 2048 bits=3.4 0.064 -> 0.034,
   // 4.657 4.6e-3 -> 2.7e-3 (docs/results/frontier.md). Small heads (D < 32,
   // no block format fits) keep the ladder.
+  // The lean ladder one width up (u8/u4/u3, K and V ranked apart): above
+  // all-u4 with menu=off, measured 3-5x lower KL than fp8 at 8 true bits on
+  // refmodel-4l (docs/ablations/tiers.md).
+  auto wide_ladder = [&]() -> Status {
+    HQEKV_ASSIGN_OR_RETURN(o_.k_tiers, ParseTierFormats("u8/u4/u3"));
+    o_.v_tiers = o_.k_tiers;
+    return Status::Ok();
+  };
   bool use_menu =
       !o_.own_tiers && (o_.menu == "on" || (o_.menu == "auto" && o_.lean && (above || !o_.small)));
   if (use_menu && o_.menu == "auto" && o_.small) {
-    // Small heads take the menu only near the all-u8 cost and above (where
-    // its fp16 and int8 slots are needed); below it the lean ladder
-    // u8/u4/u3, K and V ranked apart, measured lower KL (stories260K ctx
-    // 2048, bits=8: wiki / Alice / TinyStories 3.6e-3 / 5.5e-3 / 1.9e-3
-    // against the menu's 9.3e-3 / 6.3e-3 / 1.9e-3; 4 TinyStories windows at
-    // 8.82 bits 1.7e-3 against 2.9e-3). "Near": the estimate is an upper
-    // bound, 12.15 bits at ctx 512 where every chunk in u8 held 11.10, and
-    // int8's 11.494 bits there need the menu (mean KL 6.0e-5, the ladder's
-    // 1.9e-4 against int8's 1.5e-4).
-    HQEKV_ASSIGN_OR_RETURN(o_.k_tiers, ParseTierFormats("u8/u4/u3"));
-    o_.v_tiers = o_.k_tiers;
+    // Small heads keep the wide ladder up to near its all-u8 cost: there it
+    // had lower KL than the menu (stories260K ctx 2048 at 8 bits, WikiText-2:
+    // 3.6e-3 against 9.3e-3); the menu's fp16 and int8 slots are needed
+    // only near all-u8 and above. "Near": the cost is an upper bound (12.15
+    // bits at ctx 512 where every chunk in u8 held 11.10).
+    HQEKV_RETURN_IF_ERROR(wide_ladder());
     SetTierBytes();
     use_menu = o_.true_bits > model_.TierBits(n)[0] - kSmallHeadMenuMargin;
   }
-  if (o_.lean && !o_.own_tiers && !use_menu && above) {
-    // menu=off: above all-u4 the lean tiers move one width up (u8/u4/u3),
-    // measured 3-5x lower KL than fp8 at 8 true bits on refmodel-4l
-    // (docs/ablations/tiers.md).
-    HQEKV_ASSIGN_OR_RETURN(o_.k_tiers, ParseTierFormats("u8/u4/u3"));
-    o_.v_tiers = o_.k_tiers;
-  }
+  if (o_.lean && !o_.own_tiers && !use_menu && above) HQEKV_RETURN_IF_ERROR(wide_ladder());
   if (use_menu) {
     // Above all-u4 the lean tiers cannot spend the budget: the slots come
     // from the tier menu (8-bit to 2-bit store formats, K and V chosen apart
@@ -391,11 +386,9 @@ Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
   }
   if (o_.lean && !o_.own_tiers && above) {
     // mix=top becomes the top two slots / evicted. mix=auto (top on small
-    // heads) takes every slot above all-u4: after a 256-token prefill the
-    // room for the fp16 residual's growth had to come from an evicted chunk
-    // where a third, cheaper slot holds it (stories260K ctx 512, 4 windows,
-    // mean KL: bits=11.494 1.7e-3 -> 6.0e-5, int8 there 1.5e-4; 10.213 2.1e-3
-    // -> 3.0e-4; ctx 2048 8.82 2.0e-2 -> 2.9e-3; docs/results/frontier-grid.md).
+    // heads) takes every slot above all-u4, so that after a short prefill
+    // the room for the fp16 residual's growth comes from a downgrade to the
+    // third slot, not from an evicted chunk (docs/results/frontier-grid.md).
     if (o_.mix_auto) {
       o_.usable = kAllTiers;
     } else if (o_.usable != kAllTiers) {

@@ -115,15 +115,13 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   const std::string sel = spec.Text("select");
   o.select_auto = sel == "auto";
   // Except a short cache from 4.1 bits: token selection holds its recent
-  // window and the open chunk in fp16 (80 tokens by default), which in a
-  // 512-token cache is a sixth of it; after a 256-token prefill at 5 bits it
-  // kept those 51 tokens and nothing else, where chunk selection keeps 96 in
-  // u4 (stories260K ctx 512, 4 windows, mean KL ÷ the competitor, token ->
-  // chunk: 4.2 bits 0.95-1.02x -> 0.56-0.63x, 5 bits 1.10-1.55x -> 0.39-0.54x,
-  // 6 bits 0.45-0.92x -> 0.11-0.21x; at 3.4 bits equal, below it token wins;
-  // at ctx 2048 token wins at every budget, docs/results/frontier-grid.md).
-  // From 4.1: at 4.0 bits chunks keep one chunk fewer after the prefill
-  // (mean KL 0.108 against token's 0.097; at 4.1 0.052 against 0.098).
+  // window and the open chunk in fp16 (80 tokens by default), a sixth of a
+  // 512-token cache; after a 256-token prefill at 5 bits it kept those 51
+  // tokens and nothing else, where chunk selection keeps 96 in u4 (mean KL
+  // about half on stories260K from 4.2 bits; equal at 3.4, token better
+  // below, and at ctx 2048 at every budget: docs/results/frontier-grid.md).
+  // At 4.0 bits chunk selection fits one chunk fewer after the prefill and
+  // is no better than token selection.
   const bool short_cache = by_bits &&
                            kShortCacheFp16Share * (spec.Int("recent") + kHqekvChunk) >= g.max_ctx &&
                            spec.Num("bits") >= kShortCacheChunkBits;

@@ -85,10 +85,9 @@ Result<int> HqekvCache::SelectTokens(int layer) {
   // only as many wait as fit with nothing else kept, and the others are
   // judged like the older tokens.
   // The sink's tokens (the oldest positions) are kept whatever is judged, so
-  // they count as kept from the start (sink=4 at 3.376 bits held 3.41 after
-  // a 256-token prefill on stories260K when they were left out).
+  // they count as kept from the start, or the layer would hold more than B.
   int ns = 0;
-  for (int hs = 0; hs < TokenHeads(); ++hs) {
+  for (int hs = 0; o_.sink > 0 && hs < TokenHeads(); ++hs) {
     const int32_t* p = store_->Residual(layer, TokenHeads() == 1 ? 0 : hs).positions;
     int c = 0;
     for (int j = 0; j < r; ++j) c += p[j] < o_.sink ? 1 : 0;

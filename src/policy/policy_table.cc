@@ -217,8 +217,7 @@ std::vector<PolicyInfo> BuildTable() {
                "bits=B: tiers the solver mixes; ladder = two adjacent tiers (u4/u3, u3/u2, "
                "u2/evicted); top = the best tier and eviction only (u8/u4 above all-u4); auto = "
                "top under layout=lean when head_dim < 32 and tiers= is not given (ladder above "
-               "all-u4), "
-               "else ladder"),
+               "all-u4), else ladder"),
         Choice("ranking", "paper", {"paper", "random", "recency", "sink_recency", "pooled"},
                "chunk ranking (ablation): attention as the paper, a fixed random order, newest "
                "first, newest first with the sink kept, SnapKV-style max-pooled window votes"),
@@ -231,9 +230,7 @@ std::vector<PolicyInfo> BuildTable() {
                "(as H2O) before the survivors are sealed into full quantized chunks, whole "
                "chunks only when over B; auto = token when head_dim < 32 under layout=lean and "
                "B is below the all-u4 cost (and, in a cache where recent + 32 tokens are >= 1/8 of "
-               "it, "
-               "below 4.1 bits), else chunk (docs/ablations/tiers.md, \"Token "
-               "selection\")"),
+               "it, below 4.1 bits), else chunk (docs/ablations/tiers.md, \"Token selection\")"),
         Int("recent", "48", 0, 1024,
             "select=token: the newest residual tokens kept unjudged at an event (their "
             "attention sums are still small)"),

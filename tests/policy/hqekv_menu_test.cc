@@ -178,11 +178,7 @@ TEST(HqekvMenu, BudgetsAboveAllU4HoldWithMenuTiers) {
       EXPECT_GT(tb[2], tb[3]);
       testing::Driver d(c.get(), 5);
       d.Step(600, true, false);
-      double worst = c->Stats().bits_per_original();
-      for (int i = 0; i < 200; ++i) {
-        d.Step(1, false, false);
-        worst = std::max(worst, c->Stats().bits_per_original());
-      }
+      const double worst = d.DecodePeakBits(200);
       const double end = c->Stats().bits_per_original();
       std::printf("%s: worst %.3f end %.3f\n", spec.c_str(), worst, end);
       EXPECT_LE(worst, b + 1e-9);
@@ -257,12 +253,8 @@ TEST(HqekvMenu, BudgetsAbove8BitBuyFp16AndErrorFalls) {
     auto c = MustMake(spec, Geometry(64, 2048));
     testing::Driver d(c.get(), 13);
     d.Step(1536, true, false);
-    double worst = c->Stats().bits_per_original();
     const size_t from = d.last_out_.size();
-    for (int i = 0; i < 100; ++i) {
-      d.Step(1, false, false);
-      worst = std::max(worst, c->Stats().bits_per_original());
-    }
+    const double worst = d.DecodePeakBits(100);
     const double end = c->Stats().bits_per_original();
     std::printf("%s: worst %.3f end %.3f\n", spec.c_str(), worst, end);
     if (b > 0) {

@@ -82,12 +82,7 @@ TEST(HqekvToken, ShortCachesFrom4Point1BitsSelectChunks) {
     Driver d(c.get(), 7);
     d.Step(256, true, false);
     const int64_t after_prefill = quantized_cells(*c);
-    double worst = c->Stats().bits_per_original();
-    for (int i = 0; i < 200; ++i) {
-      d.Step(1, false, false);
-      worst = std::max(worst, c->Stats().bits_per_original());
-    }
-    EXPECT_LE(worst, 5.0 + 1e-9);
+    EXPECT_LE(d.DecodePeakBits(200), 5.0 + 1e-9);
     if (AsHqekv(c.get())->token_select()) {
       EXPECT_EQ(after_prefill, 0);
     } else {
@@ -110,12 +105,7 @@ TEST(HqekvToken, TheSinksTokensCountAgainstTheBudget) {
       auto c = MustMake(spec, g);
       Driver d(c.get(), 11);
       d.Step(256, true, false);
-      double worst = c->Stats().bits_per_original();
-      for (int i = 0; i < 100; ++i) {
-        d.Step(1, false, false);
-        worst = std::max(worst, c->Stats().bits_per_original());
-      }
-      EXPECT_LE(worst, b + 1e-9);
+      EXPECT_LE(d.DecodePeakBits(100), b + 1e-9);
       // The sink's tokens are still held (sink=16 at these budgets: not
       // always, a chunk of them is evicted when no sealed chunk fits B).
       if (sink > 4) continue;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -118,6 +119,18 @@ class Driver {
     EXPECT_TRUE(e.ok()) << e.message();
     last_status_ = e;
     return worst;
+  }
+
+  // Decodes `steps` single tokens; returns the most true bits per original
+  // element the cache held, now or after any of those steps (a budget held
+  // at every step is peak <= B).
+  double DecodePeakBits(int steps) {
+    double peak = c_->Stats().bits_per_original();
+    for (int i = 0; i < steps; ++i) {
+      Step(1, false, false);
+      peak = std::max(peak, c_->Stats().bits_per_original());
+    }
+    return peak;
   }
 
   // Hook for hand-built patterns: called with each layer's fresh rows.
