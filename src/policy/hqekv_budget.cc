@@ -19,6 +19,9 @@ namespace {
 // Small heads: the tier menu from this many bits under the all-u8 cost
 // estimate (SolveBudgetTiers).
 constexpr double kSmallHeadMenuMargin = 1.0;
+// Heads >= 32: select=auto takes token selection from this many bits under
+// the all-bottom-slot cost estimate (SolveBudgetTiers).
+constexpr double kTokenSelectUnderBottom = 0.15;
 }  // namespace
 
 void HqekvCache::SetTierBytes() {
@@ -342,7 +345,7 @@ void HqekvCache::RaiseCounts(int layer, int64_t nb, const std::vector<ChunkScore
   }
 }
 
-Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
+Status HqekvCache::SolveBudgetTiers(Reselect* reselect) {
   // True bits: feasible at the cache's full context (the cheapest point;
   // shorter sequences that cannot meet it hold their minimum and say so).
   const int64_t n = g_.max_ctx;
@@ -399,7 +402,7 @@ Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
       // whole-chunk ranking picks the best chunks better (stories260K at 8
       // bits: KL 0.0058 / 0.0044 / 0.0041 vs 0.0104 / 0.0044 / 0.0051 with
       // tokens).
-      *select_chunk = true;
+      *reselect = Reselect::kChunk;
       return Status::Ok();
     }
   }
@@ -412,6 +415,17 @@ Status HqekvCache::SolveBudgetTiers(bool* select_chunk) {
                      " (every compressible chunk evicted .. every chunk in the top tier; the " +
                      std::to_string(o_.pinned) +
                      " fp16 chunks, the fp16 residual and the bookkeeping are the floor)");
+  }
+  if (o_.token_below_bottom && !o_.token_select && o_.true_bits < b[2] - kTokenSelectUnderBottom) {
+    // Well under the all-bottom-slot cost chunk mode evicts whole chunks at
+    // every event, and which one goes swung its KL by 2x between budgets
+    // 0.05 bit apart; H2O's token choice is smooth there and lower on
+    // average (refmodel-4l, 16 windows, mean KL chunk -> token: bits=3.0
+    // 0.124 -> 0.078, 3.084 0.121 -> 0.073, 3.1 0.106 -> 0.072; 3.05 0.064
+    // -> 0.073, 2.5 0.100 -> 0.111; from 3.15 chunk mode is better:
+    // docs/results/frontier-grid.md, "Token selection on wide heads").
+    *reselect = Reselect::kToken;
+    return Status::Ok();
   }
   ratios_.assign(g_.n_layers, SolveBudgetRatios(model_, o_.true_bits, n).ratios);
   return Status::Ok();

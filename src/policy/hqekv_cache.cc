@@ -51,19 +51,22 @@ Result<std::unique_ptr<KvCache>> HqekvCache::Create(const PolicySpec& spec, cons
                                                     const CacheContext& ctx) {
   HQEKV_RETURN_IF_ERROR(CheckGeometry(g));
   // Options resolved once (hqekv_options.cc); a second pass only when the
-  // budget leaves select=auto nothing to select (BuildFrom says so).
-  for (const bool force_chunk : {false, true}) {
-    HQEKV_ASSIGN_OR_RETURN(HqekvOptions o, ResolveHqekvOptions(spec, g, ctx, force_chunk));
-    bool select_chunk = false;
-    HQEKV_ASSIGN_OR_RETURN(std::unique_ptr<HqekvCache> c,
-                           BuildFrom(std::move(o), g, &select_chunk));
-    if (!select_chunk) return std::unique_ptr<KvCache>(std::move(c));
+  // budget decides select=auto's choice (BuildFrom says so).
+  Reselect force = Reselect::kNone;
+  for (int pass = 0; pass < 2; ++pass) {
+    HQEKV_ASSIGN_OR_RETURN(
+        HqekvOptions o,
+        ResolveHqekvOptions(spec, g, ctx, force == Reselect::kChunk, force == Reselect::kToken));
+    Reselect reselect = Reselect::kNone;
+    HQEKV_ASSIGN_OR_RETURN(std::unique_ptr<HqekvCache> c, BuildFrom(std::move(o), g, &reselect));
+    if (reselect == Reselect::kNone) return std::unique_ptr<KvCache>(std::move(c));
+    force = reselect;
   }
-  return MakeError("KV policy '" + spec.Canonical() + "': select=chunk was not kept");
+  return MakeError("KV policy '" + spec.Canonical() + "': select=auto's choice was not kept");
 }
 
 Result<std::unique_ptr<HqekvCache>> HqekvCache::BuildFrom(HqekvOptions o, const KvGeometry& g,
-                                                          bool* select_chunk) {
+                                                          Reselect* reselect) {
   // bits=B on a short context keeps the fp16 residual at its exact size (no
   // spare chunk of tokens) and plans for its peak instead (31 tokens, just
   // before the next seal: TokensToSealPeak). A 32-token reserve costs
@@ -110,8 +113,8 @@ Result<std::unique_ptr<HqekvCache>> HqekvCache::BuildFrom(HqekvOptions o, const 
   c->model_.pinned = c->o_.pinned;
   c->SetTierBytes();
   if (c->o_.true_bits > 0) {
-    HQEKV_RETURN_IF_ERROR(c->SolveBudgetTiers(select_chunk));
-    if (*select_chunk) return c;
+    HQEKV_RETURN_IF_ERROR(c->SolveBudgetTiers(reselect));
+    if (*reselect != Reselect::kNone) return c;
   }
   c->ResetPolicy();
   return c;

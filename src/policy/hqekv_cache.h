@@ -121,13 +121,16 @@ class HqekvCache final : public StoreBackedCache {
   // page_bytes: the store's page (0: automatic).
   HqekvCache(const KvGeometry& g, std::string describe, int residual_reserve,
              const quant::Format& residual_format, size_t page_bytes);
-  // The cache for resolved options (hqekv_cache.cc); *select_chunk: the
-  // budget leaves select=auto nothing to select, resolve with select=chunk.
+  // What select=auto's budget asks of Create: nothing, or to resolve again
+  // with select=chunk (above all-u4 token selection has nothing to select)
+  // or select=token (well under the all-bottom-slot cost).
+  enum class Reselect { kNone, kChunk, kToken };
+  // The cache for resolved options (hqekv_cache.cc).
   static Result<std::unique_ptr<HqekvCache>> BuildFrom(HqekvOptions o, const KvGeometry& g,
-                                                       bool* select_chunk);
+                                                       Reselect* reselect);
   // bits=B: the tier formats (the menu above all-u4), the feasibility check
   // and the first ratios (hqekv_budget.cc).
-  Status SolveBudgetTiers(bool* select_chunk);
+  Status SolveBudgetTiers(Reselect* reselect);
 
   quant::Format TierFormat(Tier t, bool is_k) const;
   // bits=B, menu: the three slots from the K/V frontier of the tier menu

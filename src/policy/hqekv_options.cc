@@ -33,12 +33,14 @@ float SumScale(double max_sum) {
 }  // namespace
 
 Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGeometry& g,
-                                         const CacheContext& ctx, bool force_chunk) {
+                                         const CacheContext& ctx, bool force_chunk,
+                                         bool force_token) {
   HqekvOptions o;
   // A profile's kv_options (the tier formats its ratios name) join the spec
   // below; the user's keys win.
   PolicySpec spec = user_spec;
   if (force_chunk) spec.values["select"] = "chunk";
+  if (force_token) spec.values["select"] = "token";
   // force=1 only steers the profile check: not part of the cache's name.
   PolicySpec shown = user_spec;
   shown.given.erase("force");
@@ -128,6 +130,8 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   o.token_select =
       sel == "token" || (sel == "auto" && o.lean && g.head_dim < 32 && by_bits &&
                          spec.Int("per_head") == 0 && !spec.Given("ranking") && !short_cache);
+  o.token_below_bottom = sel == "auto" && o.lean && g.head_dim >= kLeanTokenGroupMin && by_bits &&
+                         spec.Int("per_head") == 0 && !spec.Given("ranking");
   if (o.token_select && !by_bits) {
     return MakeError(where +
                      ": select=token needs bits=B (it keeps the tokens that fit B true bits); "

@@ -27,7 +27,11 @@ struct HqekvOptions {
   bool small = false;              // lean on a head_dim < 32
   bool own_tiers = false;          // tiers= or vtiers= given
   bool select_auto = false;        // select=auto chose token_select
-  bool token_select = false;       // select=token (hqekv_token.cc)
+  // select=auto in chunk mode on heads >= 32 (lean, bits=B, per_head=0, no
+  // ranking=): token selection when B lies well under the all-bottom-slot
+  // cost (SolveBudgetTiers).
+  bool token_below_bottom = false;
+  bool token_select = false;  // select=token (hqekv_token.cc)
   int recent = 48;
   int m = 20;
   int pinned = 2;
@@ -61,11 +65,12 @@ struct HqekvOptions {
   float sum_scale = 1.0f;
 };
 
-// Resolves `spec` for geometry g. force_chunk: select=chunk whatever the
-// spec says (Create's second pass when a budget above all-u4 leaves nothing
-// to select).
+// Resolves `spec` for geometry g. force_chunk / force_token: select=chunk /
+// select=token whatever the spec says (Create's second pass when the budget
+// decides select=auto's choice: SolveBudgetTiers).
 Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& spec, const KvGeometry& g,
-                                         const CacheContext& ctx, bool force_chunk);
+                                         const CacheContext& ctx, bool force_chunk,
+                                         bool force_token = false);
 
 // tiers=A/B/C: three quantized store formats, best first (kind and bits).
 // "d0/d1/..." (one offset in bits per layer, summing to 0 within 1e-3 per

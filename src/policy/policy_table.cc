@@ -230,7 +230,9 @@ std::vector<PolicyInfo> BuildTable() {
                "(as H2O) before the survivors are sealed into full quantized chunks, whole "
                "chunks only when over B; auto = token when head_dim < 32 under layout=lean and "
                "B is below the all-u4 cost (and, in a cache where recent + 32 tokens are >= 1/8 of "
-               "it, below 4.1 bits), else chunk (docs/ablations/tiers.md, \"Token selection\")"),
+               "it, below 4.1 bits), or on larger heads under layout=lean when B is 0.15 bit or "
+               "more under the all-bottom-slot cost (chunk mode would evict at every event), "
+               "else chunk (docs/ablations/tiers.md, \"Token selection\")"),
         Int("recent", "48", 0, 1024,
             "select=token: the newest residual tokens kept unjudged at an event (their "
             "attention sums are still small)"),

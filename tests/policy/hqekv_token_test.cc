@@ -25,7 +25,7 @@ using testing::StoriesGeometry;
 
 const HqekvCache* AsHqekv(const KvCache* c) { return dynamic_cast<const HqekvCache*>(c); }
 
-TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOnly) {
+TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOrWellUnderTheBottomSlot) {
   auto small = MustMake("hqekv:bits=4.2", StoriesGeometry(2));
   ASSERT_NE(small, nullptr);
   EXPECT_TRUE(AsHqekv(small.get())->token_select());
@@ -47,6 +47,40 @@ TEST(HqekvToken, AutoSelectsTokensOnSmallHeadsOnly) {
   auto ratios = MustMake("hqekv:ratios=0.5/0/0/0.5", StoriesGeometry(2));
   ASSERT_NE(ratios, nullptr);
   EXPECT_FALSE(AsHqekv(ratios.get())->token_select());
+}
+
+// select=auto on heads >= 32: whole chunks down to a little under the
+// all-bottom-slot cost, tokens below it (one switch point as B falls), and
+// never when the spec fixes the selection, the ranking or per-head units.
+// Token selection there holds B after a long prefill and at every step.
+TEST(HqekvToken, WideHeadsSelectTokensWellUnderTheBottomSlot) {
+  KvGeometry g = SmallGeometry(2, 4, 2, 64);
+  g.max_ctx = 2048;
+  auto token_at = [&](const std::string& spec) {
+    auto c = MustMake(spec, g);
+    return c != nullptr && AsHqekv(c.get())->token_select();
+  };
+  EXPECT_TRUE(token_at("hqekv:bits=2.5"));
+  EXPECT_FALSE(token_at("hqekv:bits=4.2"));
+  EXPECT_FALSE(token_at("hqekv:bits=2.5,select=chunk"));
+  EXPECT_FALSE(token_at("hqekv:bits=2.5,ranking=recency"));
+  EXPECT_FALSE(token_at("hqekv:bits=2.5,per_head=1"));
+  EXPECT_FALSE(token_at("hqekv:bits=2.5,layout=paper"));
+  int switches = 0;
+  bool prev = true;
+  for (double b = 2.0; b <= 4.5; b += 0.05) {
+    const bool t = token_at("hqekv:bits=" + std::to_string(b));
+    switches += t != prev;
+    prev = t;
+  }
+  EXPECT_EQ(switches, 1);
+  EXPECT_FALSE(prev);
+  auto c = MustMake("hqekv:bits=2.5", g);
+  ASSERT_NE(c, nullptr);
+  Driver d(c.get(), 11);
+  d.Step(1536, true, false);
+  EXPECT_LE(c->Stats().bits_per_original(), 2.5 + 1e-9);
+  EXPECT_LE(d.DecodePeakBits(300), 2.5 + 1e-9);
 }
 
 // select=auto in a short cache from 4.1 bits: whole chunks, since token
