@@ -416,7 +416,10 @@ Status HqekvCache::SolveBudgetTiers(Reselect* reselect) {
                      std::to_string(o_.pinned) +
                      " fp16 chunks, the fp16 residual and the bookkeeping are the floor)");
   }
-  if (o_.token_below_bottom && !o_.token_select && o_.true_bits < b[2] - kTokenSelectUnderBottom) {
+  // (Not on short contexts, whose chunk mode quantizes the residual's rows:
+  // token selection would hold them in fp16.)
+  if (o_.token_below_bottom && !o_.token_select && !model_.layout.residual_exact &&
+      o_.true_bits < b[2] - kTokenSelectUnderBottom) {
     // Well under the all-bottom-slot cost chunk mode evicts whole chunks at
     // every event, and which one goes swung its KL by 2x between budgets
     // 0.05 bit apart; H2O's token choice is smooth there and lower on

@@ -124,9 +124,13 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   // below, and at ctx 2048 at every budget: docs/results/frontier-grid.md).
   // At 4.0 bits chunk selection fits one chunk fewer after the prefill and
   // is no better than token selection.
+  // With residual=auto, at every budget: whole chunks hold the residual's
+  // newest tokens in int8 rows there (AutoResidualFormat), and token
+  // selection keeps them in fp16.
+  const bool residual_auto = !spec.Has("residual") || spec.Text("residual") == "auto";
   const bool short_cache = by_bits &&
                            kShortCacheFp16Share * (spec.Int("recent") + kHqekvChunk) >= g.max_ctx &&
-                           spec.Num("bits") >= kShortCacheChunkBits;
+                           (spec.Num("bits") >= kShortCacheChunkBits || residual_auto);
   o.token_select =
       sel == "token" || (sel == "auto" && o.lean && g.head_dim < 32 && by_bits &&
                          spec.Int("per_head") == 0 && !spec.Given("ranking") && !short_cache);

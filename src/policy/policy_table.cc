@@ -196,7 +196,8 @@ std::vector<PolicyInfo> BuildTable() {
              "bits=B: how the newest tokens (fewer than a chunk, waiting to be sealed) are "
              "held: auto (default) = quantized per token when appended on contexts below "
              "1024 tokens (rotated q4_0 below 4.3 bits, rotated q8_0 from there; head_dim a "
-             "multiple of 32), else f16; or f16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl, "
+             "multiple of 32; other heads int8 below 6 bits), else f16; or f16, q8_0, q5_1, "
+             "q5_0, q4_1, q4_0, iq4_nl, "
              "int8 (\":had\" rotates)"),
         Text("layer_bits",
              "bits=B: per-layer offsets d0/d1/... in bits (one per layer, mean 0): layer l "
@@ -229,8 +230,9 @@ std::vector<PolicyInfo> BuildTable() {
                "token = each KV head's lowest-scored residual tokens by cumulative attention "
                "(as H2O) before the survivors are sealed into full quantized chunks, whole "
                "chunks only when over B; auto = token when head_dim < 32 under layout=lean and "
-               "B is below the all-u4 cost (and, in a cache where recent + 32 tokens are >= 1/8 of "
-               "it, below 4.1 bits), or on larger heads under layout=lean when B is 0.15 bit or "
+               "B is below the all-u4 cost (except in a cache where recent + 32 tokens are >= 1/8 "
+               "of it, with residual=auto, or from 4.1 bits), or on larger heads under layout=lean "
+               "when B is 0.15 bit or "
                "more under the all-bottom-slot cost (chunk mode would evict at every event), "
                "else chunk (docs/ablations/tiers.md, \"Token selection\")"),
         Int("recent", "48", 0, 1024,

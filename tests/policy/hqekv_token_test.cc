@@ -83,10 +83,11 @@ TEST(HqekvToken, WideHeadsSelectTokensWellUnderTheBottomSlot) {
   EXPECT_LE(d.DecodePeakBits(300), 2.5 + 1e-9);
 }
 
-// select=auto in a short cache from 4.1 bits: whole chunks, since token
-// selection's fp16 recent window and open chunk (80 tokens) fill a 512-token
-// cache's budget after a short prefill and nothing else is kept.
-TEST(HqekvToken, ShortCachesFrom4Point1BitsSelectChunks) {
+// select=auto in a short cache: whole chunks, since token selection's fp16
+// recent window and open chunk (80 tokens) fill a 512-token cache's budget
+// after a short prefill and nothing else is kept, while whole chunks hold the
+// residual in int8 rows; with residual=f16 only from 4.1 bits.
+TEST(HqekvToken, ShortCachesSelectChunks) {
   auto make = [](const std::string& spec, int max_ctx) {
     KvGeometry g = StoriesGeometry(2);
     g.max_ctx = max_ctx;
@@ -94,8 +95,11 @@ TEST(HqekvToken, ShortCachesFrom4Point1BitsSelectChunks) {
   };
   EXPECT_FALSE(AsHqekv(make("hqekv:bits=5", 512).get())->token_select());
   EXPECT_FALSE(AsHqekv(make("hqekv:bits=4.1", 512).get())->token_select());
-  EXPECT_TRUE(AsHqekv(make("hqekv:bits=4", 512).get())->token_select());
-  EXPECT_TRUE(AsHqekv(make("hqekv:bits=3.4", 512).get())->token_select());
+  EXPECT_FALSE(AsHqekv(make("hqekv:bits=4", 512).get())->token_select());
+  EXPECT_FALSE(AsHqekv(make("hqekv:bits=3.4", 512).get())->token_select());
+  EXPECT_FALSE(AsHqekv(make("hqekv:bits=4.1,residual=f16", 512).get())->token_select());
+  EXPECT_TRUE(AsHqekv(make("hqekv:bits=4,residual=f16", 512).get())->token_select());
+  EXPECT_TRUE(AsHqekv(make("hqekv:bits=3.4,residual=f16", 512).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5", 2048).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5,recent=16", 512).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5,select=token", 512).get())->token_select());

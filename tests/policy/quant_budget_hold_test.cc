@@ -195,5 +195,38 @@ TEST(QuantBudgetHold, HqekvShortContextQuantizesTheResidual) {
   EXPECT_NE(bad.message().find("residual="), std::string::npos) << bad.message();
 }
 
+// Small heads (head_dim 8: no block format fits) in a short cache: whole
+// chunks at every budget with the residual's tokens in int8 rows below 6
+// bits, fp16 rows from 6; B held after the prefill and at every step of a
+// long decode, and the residual's bytes are its rows.
+TEST(QuantBudgetHold, SmallHeadShortContextHoldsInt8ResidualRows) {
+  struct Case {
+    double bits;
+    const char* format;
+  } kCases[] = {{2.5, "int8"}, {3.4, "int8"}, {5.0, "int8"}, {6.0, "f16"}, {8.0, "f16"}};
+  for (const Case& k : kCases) {
+    const std::string spec = "hqekv:bits=" + std::to_string(k.bits);
+    SCOPED_TRACE(spec);
+    KvGeometry g = testing::StoriesGeometry(2);
+    g.max_ctx = 512;
+    auto c = MustMake(spec, g);
+    ASSERT_NE(c, nullptr);
+    const auto* h = dynamic_cast<const HqekvCache*>(c.get());
+    ASSERT_NE(h, nullptr);
+    EXPECT_FALSE(h->token_select());
+    EXPECT_EQ(quant::FormatName(h->store().config().residual_format), k.format);
+    Driver d(c.get(), 23);
+    d.Step(256, true, false);
+    EXPECT_LE(c->Stats().bits_per_original(), k.bits);
+    // 250 steps: a sequence of 506 tokens, the residual at every fill.
+    EXPECT_LE(d.DecodePeakBits(250), k.bits);
+    const int64_t res = h->store().ResidualSize(0, 0);
+    EXPECT_EQ(c->Stats().layers[0].bytes.residual,
+              2 * g.n_kv_heads * res *
+                  static_cast<int64_t>(
+                      cache::ResidualRowBytes(h->store().config().residual_format, g.head_dim)));
+  }
+}
+
 }  // namespace
 }  // namespace hqekv::policy
