@@ -232,8 +232,8 @@ std::vector<PolicyInfo> BuildTable() {
                "chunks only when over B; auto = token when head_dim < 32 under layout=lean and "
                "B is below the all-u4 cost (except in a cache where recent + 32 tokens are >= 1/8 "
                "of it, with residual=auto, or from 4.1 bits), or on larger heads under layout=lean "
-               "when B is 0.15 bit or "
-               "more under the all-bottom-slot cost (chunk mode would evict at every event), "
+               "in a cache of >= 2048 tokens when B is 0.15 bit or more under the all-bottom-slot "
+               "cost (chunk mode would evict at every event), "
                "else chunk (docs/ablations/tiers.md, \"Token selection\")"),
         Int("recent", "48", 0, 1024,
             "select=token: the newest residual tokens kept unjudged at an event (their "

@@ -66,6 +66,10 @@ TEST(HqekvToken, WideHeadsSelectTokensWellUnderTheBottomSlot) {
   EXPECT_FALSE(token_at("hqekv:bits=2.5,ranking=recency"));
   EXPECT_FALSE(token_at("hqekv:bits=2.5,per_head=1"));
   EXPECT_FALSE(token_at("hqekv:bits=2.5,layout=paper"));
+  // Contexts under 2048 tokens keep whole chunks (measured lower KL at 1024).
+  g.max_ctx = 1024;
+  EXPECT_FALSE(token_at("hqekv:bits=2.5"));
+  g.max_ctx = 2048;
   int switches = 0;
   bool prev = true;
   for (double b = 2.0; b <= 4.5; b += 0.05) {
