@@ -298,6 +298,70 @@ def cmd_run(a):
     if prog.tty:
         sys.stderr.write("\n")
 
+def sweep_bits(lo, hi, step):
+    """The asked budgets of a sweep: lo, lo + step, ... up to hi (inclusive
+    within rounding), at the 3 decimals of a cell's spec."""
+    n = int(math.floor((hi - lo) / step + 1e-9)) + 1
+    return [round(lo + i * step, 3) for i in range(max(0, n))]
+
+
+def rises(curve):
+    """For a curve [(asked bits, mean KL)] sorted by bits: every pair where
+    more bits give a higher KL, as (ratio, bits_lo, bits_hi), largest first
+    (the smoothness check: KL should fall, within noise, as the budget
+    grows)."""
+    out = []
+    for i, (b0, k0) in enumerate(curve):
+        for b1, k1 in curve[i + 1:]:
+            if k1 > k0 > 0:
+                out.append((k1 / k0, b0, b1))
+    return sorted(out, reverse=True)
+
+
+def sweep_curve(meta, cells):
+    """(asked bits, mean KL over the windows, mean held bits) of the sweep's
+    budgets that ran on every window."""
+    sw = meta.get("sweep")
+    if not sw:
+        return []
+    windows = sorted({c["window"] for c in cells})
+    by = {(c["window"], c["spec"]): c for c in cells if "kl" in c and not c.get("copied_from")}
+    curve = []
+    for b in sweep_bits(sw["lo"], sw["hi"], sw["step"]):
+        spec = hqekv_spec(b)
+        got = [by.get((w, spec)) for w in windows]
+        if windows and all(got):
+            curve.append((b, mean([g["kl"] for g in got]), mean([g["bits_end"] for g in got])))
+    return curve
+
+
+def cmd_sweep(a):
+    """hqekv:bits=B for every B of the sweep on every window of a run (its
+    reference passes made by `run`); resumable like `run`."""
+    meta_path = os.path.join(a.dir, "meta.json")
+    with open(meta_path, encoding="utf-8") as f:
+        meta = json.load(f)
+    a.model, a.binary = meta["model"], a.binary
+    meta["sweep"] = {"lo": a.lo, "hi": a.hi, "step": a.step,
+                     "command": "python3 scripts/frontier_grid.py " + shlex.join(sys.argv[1:])}
+    atomic_write(meta_path, json.dumps(meta, indent=1) + "\n")
+    wins = []
+    for sub_ in sorted(os.listdir(a.dir)):
+        wdir = os.path.join(a.dir, sub_)
+        if not sub_.startswith("_") and os.path.exists(os.path.join(wdir, "ref.kld")):
+            base, i = sub_.rsplit("_w", 1)
+            wins.append((wdir, f"{base} w{i}"))
+    bits = sweep_bits(a.lo, a.hi, a.step)
+    prog = Progress(len(wins) * len(bits))
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
+        futs = [ex.submit(run_cell, a, wdir, wname, hqekv_spec(b), prog)
+                for b in bits for wdir, wname in wins]
+        for fu in futs:
+            fu.result()
+    if prog.tty:
+        sys.stderr.write("\n")
+
+
 # --- report ---
 
 def load_run(d):
@@ -622,6 +686,20 @@ def report_run(meta, cells, svg_path, md_dir, target=0.8):
                      f"{' (tuning)' if r['tuning'] else ''}: {r['ratio']:.2f}× "
                      f"({r['kl']:.2e} → {r['h_kl']:.2e} at {r['h_bits']:.3f} b)")
     lines.append("")
+    curve = sweep_curve(meta, cells)
+    if curve:
+        sw = meta["sweep"]
+        ups = rises([(b, k) for b, k, _ in curve])
+        lines += ["### Smoothness (hqekv's own curve)", "",
+                  f"`hqekv:bits=B` for B = {sw['lo']:g} to {sw['hi']:g} in steps of "
+                  f"{sw['step']:g} on every window (`{sw['command']}`); mean KL over the "
+                  f"{len(windows)} windows. Largest rise of the mean KL with more bits: "
+                  + (f"**{ups[0][0]:.2f}×** ({ups[0][1]:g} → {ups[0][2]:g} bits)"
+                     if ups else "none (the mean KL falls at every step)")
+                  + f"; rises over 1.2×: {sum(1 for u in ups if u[0] > 1.2)}.", "",
+                  "| asked bits | held bits | mean KL |", "|---:|---:|---:|"]
+        lines += [f"| {b:g} | {h:.3f} | {fmt_e(k)} |" for b, k, h in curve]
+        lines.append("")
     hc = hqekv_groups(cells)
     allcomp = pareto([(p["bits"], p["kl"]) for p in points])
     svg_plot(svg_path, f"{meta['tag']}: KL against true bits, mean over {len(windows)} windows",
@@ -632,6 +710,8 @@ def report_run(meta, cells, svg_path, md_dir, target=0.8):
                "infeasible": infeasible,
                "points": [{k: v for k, v in p.items() if k != "rows"} for p in points],
                "frontier": fr}
+    if curve:
+        summary["sweep"] = [{"asked": b, "kl": k, "bits_end": h} for b, k, h in curve]
     return lines, summary
 
 
@@ -705,6 +785,15 @@ def main():
     r.add_argument("--work", default=os.path.join(ROOT, "build", "frontier-grid"))
     r.add_argument("--timeout", type=int, default=300, help="seconds per process")
     r.add_argument("-j", "--jobs", type=int, default=1, help="windows measured at once")
+    s = sub.add_parser("sweep", help="hqekv:bits=B over a range of B on a run's windows "
+                       "(the smoothness check of the report)")
+    s.add_argument("dir", help="WORK/<tag> directory made by run")
+    s.add_argument("--lo", type=float, required=True)
+    s.add_argument("--hi", type=float, required=True)
+    s.add_argument("--step", type=float, default=0.05)
+    s.add_argument("--binary", default=os.path.join(ROOT, "build", "hqekv"))
+    s.add_argument("--timeout", type=int, default=300, help="seconds per process")
+    s.add_argument("-j", "--jobs", type=int, default=1, help="cells measured at once")
     p = sub.add_parser("report", help="write the report from run directories")
     p.add_argument("dirs", nargs="+", help="WORK/<tag> directories")
     p.add_argument("--md", required=True)
@@ -714,6 +803,8 @@ def main():
     a = ap.parse_args()
     if a.cmd == "run":
         cmd_run(a)
+    elif a.cmd == "sweep":
+        cmd_sweep(a)
     else:
         cmd_report(a)
 

@@ -132,5 +132,30 @@ class Grid(unittest.TestCase):
         self.assertEqual(len({fg.cell_file(s) for s in g}), len(g))
 
 
+class Sweep(unittest.TestCase):
+    def test_bits_cover_the_range_at_three_decimals(self):
+        self.assertEqual(fg.sweep_bits(2.5, 2.7, 0.05), [2.5, 2.55, 2.6, 2.65, 2.7])
+        self.assertEqual(fg.sweep_bits(3.0, 2.0, 0.1), [])
+
+    def test_rises_lists_every_higher_kl_at_more_bits_largest_first(self):
+        curve = [(3.0, 0.10), (3.05, 0.05), (3.1, 0.11), (3.15, 0.04)]
+        r = fg.rises(curve)
+        self.assertAlmostEqual(r[0][0], 0.11 / 0.05)
+        self.assertEqual(r[0][1:], (3.05, 3.1))
+        self.assertEqual(len(r), 2)  # 3.0 -> 3.1 and 3.05 -> 3.1
+        self.assertEqual(fg.rises([(3.0, 0.1), (3.1, 0.05)]), [])
+
+    def test_curve_keeps_budgets_measured_on_every_window(self):
+        meta = {"sweep": {"lo": 3.0, "hi": 3.1, "step": 0.05, "command": "x"}}
+        cells = [cell("a w0", "hqekv:bits=3.000", 0.2, 2.9), cell("a w1", "hqekv:bits=3.000", 0.4, 2.95),
+                 cell("a w0", "hqekv:bits=3.050", 0.1, 3.0),
+                 cell("a w0", "hqekv:bits=3.100", 0.1, 3.05), cell("a w1", "hqekv:bits=3.100", 0.3, 3.0)]
+        curve = fg.sweep_curve(meta, cells)
+        self.assertEqual([b for b, _, _ in curve], [3.0, 3.1])
+        self.assertAlmostEqual(curve[0][1], 0.3)
+        self.assertAlmostEqual(curve[1][2], 3.025)
+        self.assertEqual(fg.sweep_curve({}, cells), [])
+
+
 if __name__ == "__main__":
     unittest.main()
