@@ -410,6 +410,10 @@ Status HqekvCache::SolveBudgetTiers(Reselect* reselect) {
   SetTierBytes();
   b = model_.TierBits(n);
   if (o_.true_bits < b[3] || n / kHqekvChunk <= o_.pinned) {
+    if (o_.token_if_infeasible && !o_.token_select) {
+      *reselect = Reselect::kToken;
+      return Status::Ok();
+    }
     return MakeError(o_.where + ": budget " + o_.bits_text +
                      " true bits per element is impossible for this cache: achievable " +
                      AchievableRange(b[3], b[0], n) +

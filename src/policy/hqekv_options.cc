@@ -131,9 +131,12 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   const bool short_cache = by_bits &&
                            kShortCacheFp16Share * (spec.Int("recent") + kHqekvChunk) >= g.max_ctx &&
                            (spec.Num("bits") >= kShortCacheChunkBits || residual_auto);
-  o.token_select =
-      sel == "token" || (sel == "auto" && o.lean && g.head_dim < 32 && by_bits &&
-                         spec.Int("per_head") == 0 && !spec.Given("ranking") && !short_cache);
+  const bool token_auto = sel == "auto" && o.lean && g.head_dim < 32 && by_bits &&
+                          spec.Int("per_head") == 0 && !spec.Given("ranking");
+  o.token_select = sel == "token" || (token_auto && !short_cache);
+  // A cache too short for whole chunks to reach B (e.g. 128 tokens, whose
+  // chunk floor is ~5 bits at D = 16) still selects tokens (SolveBudgetTiers).
+  o.token_if_infeasible = token_auto && short_cache;
   o.token_below_bottom = sel == "auto" && o.lean && g.head_dim >= kLeanTokenGroupMin && by_bits &&
                          spec.Int("per_head") == 0 && !spec.Given("ranking");
   if (o.token_select && !by_bits) {

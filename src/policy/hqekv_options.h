@@ -31,6 +31,9 @@ struct HqekvOptions {
   // ranking=): token selection when B lies well under the all-bottom-slot
   // cost (SolveBudgetTiers).
   bool token_below_bottom = false;
+  // select=auto chose chunks for a short cache on small heads: token
+  // selection if whole chunks cannot reach B there (SolveBudgetTiers).
+  bool token_if_infeasible = false;
   bool token_select = false;  // select=token (hqekv_token.cc)
   int recent = 48;
   int m = 20;

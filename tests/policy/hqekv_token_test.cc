@@ -104,6 +104,16 @@ TEST(HqekvToken, ShortCachesSelectChunks) {
   EXPECT_FALSE(AsHqekv(make("hqekv:bits=4.1,residual=f16", 512).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=4,residual=f16", 512).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=3.4,residual=f16", 512).get())->token_select());
+  {
+    // A cache too short for whole chunks to reach B (128 tokens at D = 16:
+    // their floor is ~5 bits) selects tokens, as before the int8 rows.
+    KvGeometry g = SmallGeometry(2, 4, 2, 16);
+    g.max_ctx = 128;
+    auto c = MustMake("hqekv:bits=3.4", g);
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(AsHqekv(c.get())->token_select());
+    EXPECT_FALSE(MakeKvCache("hqekv:bits=3.4,select=chunk", g).ok());
+  }
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5", 2048).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5,recent=16", 512).get())->token_select());
   EXPECT_TRUE(AsHqekv(make("hqekv:bits=5,select=token", 512).get())->token_select());
