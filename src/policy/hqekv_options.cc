@@ -116,17 +116,15 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   const bool by_bits = spec.Has("bits") && ratios.empty();
   const std::string sel = spec.Text("select");
   o.select_auto = sel == "auto";
-  // Except a short cache from 4.1 bits: token selection holds its recent
-  // window and the open chunk in fp16 (80 tokens by default), a sixth of a
-  // 512-token cache; after a 256-token prefill at 5 bits it kept those 51
-  // tokens and nothing else, where chunk selection keeps 96 in u4 (mean KL
-  // about half on stories260K from 4.2 bits; equal at 3.4, token better
-  // below, and at ctx 2048 at every budget: docs/results/frontier-grid.md).
-  // At 4.0 bits chunk selection fits one chunk fewer after the prefill and
-  // is no better than token selection.
-  // With residual=auto, at every budget: whole chunks hold the residual's
-  // newest tokens in int8 rows there (AutoResidualFormat), and token
-  // selection keeps them in fp16.
+  // Except a short cache: token selection holds its recent window and the
+  // open chunk in fp16 (80 tokens by default), a sixth of a 512-token
+  // cache; after a 256-token prefill at 5 bits it kept those 51 tokens and
+  // nothing else, where chunk selection keeps 96 in u4. With residual=f16
+  // from 4.1 bits (mean KL about half on stories260K from 4.2 bits; equal
+  // at 3.4, token better below; at 4.0 chunks fit one fewer after the
+  // prefill). With residual=auto at every budget: whole chunks hold the
+  // residual's newest tokens in int8 rows there (AutoResidualFormat), which
+  // token selection keeps in fp16 (docs/results/frontier-grid.md).
   const bool residual_auto = !spec.Has("residual") || spec.Text("residual") == "auto";
   const bool short_cache = by_bits &&
                            kShortCacheFp16Share * (spec.Int("recent") + kHqekvChunk) >= g.max_ctx &&
