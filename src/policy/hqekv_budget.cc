@@ -410,7 +410,7 @@ Status HqekvCache::SolveBudgetTiers(Reselect* reselect) {
   SetTierBytes();
   b = model_.TierBits(n);
   if (o_.true_bits < b[3] || n / kHqekvChunk <= o_.pinned) {
-    if (o_.token_if_infeasible && !o_.token_select) {
+    if (o_.token_if_infeasible) {
       *reselect = Reselect::kToken;
       return Status::Ok();
     }
@@ -422,20 +422,14 @@ Status HqekvCache::SolveBudgetTiers(Reselect* reselect) {
                      " fp16 chunks, the fp16 residual and the bookkeeping are the floor)");
   }
   // Only on contexts of kTokenSelectFromCtx tokens and more: at ctx 1024
-  // chunk mode had the lower KL at 2.8, 3.1 and 3.4 bits on 10 of 12 (text,
-  // budget) cells (refmodel-4l, first window of each of 4 texts), and below
-  // 1024 it quantizes the residual's rows, which token selection keeps in
-  // fp16.
-  if (o_.token_below_bottom && !o_.token_select && g_.max_ctx >= kTokenSelectFromCtx &&
+  // chunk mode had the lower KL, and below 1024 it quantizes the residual's
+  // rows, which token selection keeps in fp16.
+  if (o_.token_below_bottom && g_.max_ctx >= kTokenSelectFromCtx &&
       o_.true_bits < b[2] - kTokenSelectUnderBottom) {
     // Well under the all-bottom-slot cost chunk mode evicts whole chunks at
     // every event, and which one goes swung its KL by 2x between budgets
     // 0.05 bit apart; H2O's token choice is smooth there and lower on
-    // average (refmodel-4l, ctx 2048, 16 windows, mean KL chunk -> token:
-    // bits=3.0 0.124 -> 0.078, 3.084 0.121 -> 0.073, 3.1 0.106 -> 0.072;
-    // 3.05 0.064 -> 0.073, 2.5 0.100 -> 0.111; from 3.15 chunk mode is
-    // better; ctx 4096, 2 texts: 2.8 bits 0.068 / 0.112 -> 0.060 / 0.103;
-    // docs/policies.md).
+    // average (measured on refmodel-4l: docs/policies.md, "select=token").
     *reselect = Reselect::kToken;
     return Status::Ok();
   }

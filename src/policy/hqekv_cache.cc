@@ -27,14 +27,10 @@ constexpr int64_t kExactResidualBelowCtx = 1024;
 // (llama.cpp's default cache type): KL 0.91-1.31x iq4_nl's at 3.4 and 4.2.
 constexpr double kResidual8BitFromBits = 4.3;
 // Heads no block format fits (head_dim % 32 != 0, e.g. stories260K's 8): int8
-// rows with a per-token scale (10 bits per element at D = 8) below this
-// budget, fp16 from it. stories260K, ctx 512, prefill 256, TinyStories (4
-// windows), mean KL of hqekv ÷ the competitor's at its bits, fp16 rows with
-// token selection -> int8 rows with whole chunks: 2.5 bits 0.98-1.15 ->
-// 0.73-0.89, 3.4 bits 0.70-0.83 -> 0.38-0.47, 4.2 bits (fp16 rows and whole
-// chunks before) 0.36-0.63 -> 0.18-0.31, 5 bits 0.19-0.54 -> 0.07-0.21; at 6
-// bits equal (0.07-0.22 both), at 8 bits 2x worse, at 11.5 13x
-// (docs/results/frontier-grid.md).
+// rows with a per-token scale (10 bits per element at D = 8 against fp16's
+// 16) below this budget, fp16 from it: on stories260K at ctx 512 int8 rows
+// roughly halved KL from 2.5 to 5 bits, tied at 6 and lost 2-13x from 8
+// (docs/policies.md).
 constexpr double kResidualInt8BelowBits = 6.0;
 
 quant::Format AutoResidualFormat(const HqekvOptions& o, const KvGeometry& g) {

@@ -125,18 +125,20 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
   // prefill). With residual=auto at every budget: whole chunks hold the
   // residual's newest tokens in int8 rows there (AutoResidualFormat), which
   // token selection keeps in fp16 (docs/results/frontier-grid.md).
-  const bool residual_auto = !spec.Has("residual") || spec.Text("residual") == "auto";
+  o.residual_auto = !spec.Has("residual") || spec.Text("residual") == "auto";
   const bool short_cache = by_bits &&
                            kShortCacheFp16Share * (spec.Int("recent") + kHqekvChunk) >= g.max_ctx &&
-                           (spec.Num("bits") >= kShortCacheChunkBits || residual_auto);
-  const bool token_auto = sel == "auto" && o.lean && g.head_dim < 32 && by_bits &&
-                          spec.Int("per_head") == 0 && !spec.Given("ranking");
+                           (spec.Num("bits") >= kShortCacheChunkBits || o.residual_auto);
+  // select=auto may choose: lean, bits=B, one ranking unit per layer, the
+  // paper's ranking.
+  const bool auto_choice =
+      sel == "auto" && o.lean && by_bits && spec.Int("per_head") == 0 && !spec.Given("ranking");
+  const bool token_auto = auto_choice && g.head_dim < kLeanTokenGroupMin;
   o.token_select = sel == "token" || (token_auto && !short_cache);
   // A cache too short for whole chunks to reach B (e.g. 128 tokens, whose
   // chunk floor is ~5 bits at D = 16) still selects tokens (SolveBudgetTiers).
   o.token_if_infeasible = token_auto && short_cache;
-  o.token_below_bottom = sel == "auto" && o.lean && g.head_dim >= kLeanTokenGroupMin && by_bits &&
-                         spec.Int("per_head") == 0 && !spec.Given("ranking");
+  o.token_below_bottom = auto_choice && g.head_dim >= kLeanTokenGroupMin;
   if (o.token_select && !by_bits) {
     return MakeError(where +
                      ": select=token needs bits=B (it keeps the tokens that fit B true bits); "
@@ -218,7 +220,7 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
     o.bits_text = spec.Text("bits");
   }
   o.menu = spec.Text("menu");
-  if (spec.Has("residual") && spec.Text("residual") != "auto") {
+  if (!o.residual_auto) {
     auto rf = quant::ParseFormat(spec.Text("residual"));
     if (!rf.ok()) return MakeError(where + ": residual=: " + rf.error().message);
     if (Status st = cache::CheckResidualFormat(rf.value(), g.head_dim); !st.ok()) {
@@ -228,7 +230,6 @@ Result<HqekvOptions> ResolveHqekvOptions(const PolicySpec& user_spec, const KvGe
       return MakeError(where + ": residual=" + spec.Text("residual") +
                        " needs select=chunk (select=token keeps an fp16 residual)");
     }
-    o.residual_auto = false;
     o.residual_format = rf.value();
   }
   o.k_weight = spec.Num("kweight");
