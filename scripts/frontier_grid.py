@@ -305,6 +305,19 @@ def sweep_bits(lo, hi, step):
     return [round(lo + i * step, 3) for i in range(max(0, n))]
 
 
+def sweep_args_error(lo, hi, step):
+    """Why --lo/--hi/--step cannot make a sweep (None when they can)."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(step)):
+        return "--lo, --hi and --step must be finite numbers"
+    if step <= 0:
+        return f"--step must be > 0 (got {step:g})"
+    if lo <= 0 or hi < lo:
+        return f"need 0 < --lo <= --hi (got --lo {lo:g}, --hi {hi:g})"
+    if len(sweep_bits(lo, hi, step)) > 10000:
+        return f"--lo {lo:g} .. --hi {hi:g} in steps of {step:g} is over 10000 budgets"
+    return None
+
+
 def rises(curve):
     """For a curve [(asked bits, mean KL)] sorted by bits: every pair where
     more bits give a higher KL, as (ratio, bits_lo, bits_hi), largest first
@@ -338,7 +351,12 @@ def sweep_curve(meta, cells):
 def cmd_sweep(a):
     """hqekv:bits=B for every B of the sweep on every window of a run (its
     reference passes made by `run`); resumable like `run`."""
+    err = sweep_args_error(a.lo, a.hi, a.step)
     meta_path = os.path.join(a.dir, "meta.json")
+    if err is None and not os.path.isfile(meta_path):
+        err = f"{meta_path}: no such file (make the run directory with `run` first)"
+    if err:
+        sys.exit(f"frontier_grid.py sweep: {err}")
     with open(meta_path, encoding="utf-8") as f:
         meta = json.load(f)
     a.model, a.binary = meta["model"], a.binary

@@ -145,6 +145,14 @@ class Sweep(unittest.TestCase):
         self.assertEqual(len(r), 2)  # 3.0 -> 3.1 and 3.05 -> 3.1
         self.assertEqual(fg.rises([(3.0, 0.1), (3.1, 0.05)]), [])
 
+    def test_bad_ranges_are_named(self):
+        self.assertIsNone(fg.sweep_args_error(2.5, 6.0, 0.05))
+        self.assertIn("--step", fg.sweep_args_error(2.5, 6.0, 0.0))
+        self.assertIn("--step", fg.sweep_args_error(2.5, 6.0, -0.1))
+        self.assertIn("--hi", fg.sweep_args_error(6.0, 2.5, 0.05))
+        self.assertIn("finite", fg.sweep_args_error(2.5, float("nan"), 0.05))
+        self.assertIn("10000", fg.sweep_args_error(1.0, 16.0, 1e-5))
+
     def test_curve_keeps_budgets_measured_on_every_window(self):
         meta = {"sweep": {"lo": 3.0, "hi": 3.1, "step": 0.05, "command": "x"}}
         cells = [cell("a w0", "hqekv:bits=3.000", 0.2, 2.9), cell("a w1", "hqekv:bits=3.000", 0.4, 2.95),
